@@ -1,0 +1,121 @@
+package cache
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/kloop-dev/kloop/watch"
+)
+
+// MutationDetectorEnv names the environment variable that switches the
+// mutation detector on ("1", "true") or off ("0", "false") regardless of
+// whether the program is a test binary.
+const MutationDetectorEnv = "KLOOP_CACHE_MUTATION_DETECTOR"
+
+// MutationError reports that a cached object was modified in place by
+// someone who got it from a store. Cached objects are shared by every reader
+// and must be treated as read-only; write to a Copy instead.
+type MutationError struct {
+	Key  Key
+	Type string
+	// Before and After are the JSON forms of the object as it was stored
+	// and as it was found.
+	Before, After string
+}
+
+func (e *MutationError) Error() string {
+	return fmt.Sprintf("cache: cached %s %s was modified in place; objects from a store are read-only, use cache.Copy before writing\nstored: %s\nfound:  %s",
+		e.Type, e.Key, e.Before, e.After)
+}
+
+// mutationHandler is non-nil when the detector is on. A store reads it once,
+// when it is created.
+var mutationHandler atomic.Pointer[func(error)]
+
+func init() {
+	on := testing.Testing()
+	if v, ok := os.LookupEnv(MutationDetectorEnv); ok {
+		if b, err := strconv.ParseBool(v); err == nil {
+			on = b
+		}
+	}
+	if on {
+		h := panicOnMutation
+		mutationHandler.Store(&h)
+	}
+}
+
+func panicOnMutation(err error) { panic(err) }
+
+// SetMutationHandler switches the mutation detector on for stores created
+// from now on, with report called (from the writer's goroutine) for each
+// mutation found; report == nil switches it off. It returns a function that
+// restores the previous setting.
+//
+// The detector is on by default in test binaries (and wherever
+// KLOOP_CACHE_MUTATION_DETECTOR=1), where it panics with a *MutationError:
+// it keeps a deep copy of every stored object and compares the two whenever
+// the store replaces or drops the object, and when Writer.CheckMutations is
+// called (informers call it when they stop). It doubles the memory and CPU
+// of the cache, so it is off in normal programs.
+func SetMutationHandler(report func(error)) (restore func()) {
+	var prev *func(error)
+	if report == nil {
+		prev = mutationHandler.Swap(nil)
+	} else {
+		prev = mutationHandler.Swap(&report)
+	}
+	return func() { mutationHandler.Store(prev) }
+}
+
+// detector holds the pristine copies of a store's objects.
+type detector[T watch.Object] struct {
+	report func(error)
+	copies map[Key]T
+}
+
+func newDetector[T watch.Object]() *detector[T] {
+	h := mutationHandler.Load()
+	if h == nil {
+		return nil
+	}
+	return &detector[T]{report: *h, copies: make(map[Key]T)}
+}
+
+// stored records obj as the pristine state of k.
+func (d *detector[T]) stored(k Key, obj T) {
+	if d == nil {
+		return
+	}
+	d.copies[k] = obj.DeepCopyObject().(T)
+}
+
+// released checks cur, the object the store held for k, against its copy
+// and forgets the copy.
+func (d *detector[T]) released(k Key, cur T) error {
+	if d == nil {
+		return nil
+	}
+	orig, ok := d.copies[k]
+	delete(d.copies, k)
+	if !ok {
+		return nil
+	}
+	return d.compare(k, orig, cur)
+}
+
+func (d *detector[T]) compare(k Key, orig, cur T) error {
+	if reflect.DeepEqual(orig, cur) {
+		return nil
+	}
+	before, _ := json.Marshal(orig)
+	after, _ := json.Marshal(cur)
+	err := &MutationError{Key: k, Type: fmt.Sprintf("%T", cur), Before: string(before), After: string(after)}
+	d.report(err)
+	return err
+}

@@ -1,0 +1,523 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+
+	"github.com/kloop-dev/kloop/watch"
+)
+
+// ErrUnknownIndex is returned by ByIndex for an index the store was not
+// configured with.
+var ErrUnknownIndex = errors.New("cache: unknown index")
+
+// Options configures a Store. The zero value is a store with only the
+// built-in namespace index.
+type Options[T watch.Object] struct {
+	// Indexes are the secondary indexes to maintain, by name. The namespace
+	// index is built in and must not be listed; LabelIndexFunc and
+	// OwnerIndexFunc are ready-made functions (conventionally under
+	// IndexLabel and IndexOwner). Each index costs memory per object, so
+	// configure only the ones you query.
+	Indexes map[string]IndexFunc[T]
+}
+
+func (o Options[T]) validate() error {
+	for name, fn := range o.Indexes {
+		switch {
+		case name == "":
+			return errors.New("cache: an index has an empty name")
+		case name == IndexNamespace:
+			return fmt.Errorf("cache: index %q is built in and cannot be configured", name)
+		case fn == nil:
+			return fmt.Errorf("cache: index %q has a nil IndexFunc", name)
+		}
+	}
+	return nil
+}
+
+// Lister reads a Store. It is safe for concurrent use.
+//
+// Every object it returns is shared with the store and with every other
+// reader: treat it as read-only. To change an object, Copy it first. In
+// tests the mutation detector turns a violation into a failure. Returned
+// slices are the caller's own.
+//
+// A store is a cache: it may lag behind the API server, so an object read
+// here can already be stale.
+type Lister[T watch.Object] interface {
+	// Get returns the object namespace/name (namespace "" for cluster-scoped
+	// objects). The object is read-only.
+	Get(namespace, name string) (T, bool)
+	// List returns the objects, in all namespaces, whose labels match
+	// selector (nil matches everything), in no particular order. The
+	// objects are read-only.
+	List(selector labels.Selector) []T
+	// ListInNamespace is List restricted to one namespace; namespace ""
+	// means all namespaces. The objects are read-only.
+	ListInNamespace(namespace string, selector labels.Selector) []T
+	// ByIndex returns the objects indexed under value in the named index,
+	// or ErrUnknownIndex. The objects are read-only.
+	ByIndex(index, value string) ([]T, error)
+	// Len is the number of objects held.
+	Len() int
+	// ResourceVersion is the resourceVersion the store has caught up with:
+	// that of the last event, bookmark or relist applied to it.
+	ResourceVersion() string
+	// WaitFor blocks until the store has seen resourceVersion rv for key:
+	// either the object stored under key is at rv or later, or the whole
+	// store has reached rv (which also covers a delete). Use it after a
+	// write, with the resourceVersion the API server returned, to read your
+	// own write. It returns an error wrapping context.Cause(ctx) when ctx
+	// ends first. Resource versions are compared as the integers the
+	// API server issues; an unparsable rv is reached only by equality.
+	WaitFor(ctx context.Context, key Key, rv string) error
+}
+
+// Store is a thread-safe, indexed map from Key to the latest known state of
+// an object. It has exactly one Writer, returned by New, and any number of
+// concurrent readers through its Lister methods.
+//
+// Memory per object is one map entry keyed by name inside a per-namespace
+// map (the namespace index is that grouping), plus one set entry per value
+// of each configured index. The store keeps no history.
+type Store[T watch.Object] struct {
+	mu      sync.RWMutex
+	objs    map[string]map[string]T // namespace → name → object
+	count   int
+	indexes map[string]*index[T]
+	rv      string
+	// advanced is closed, and set to nil, when the store moves forward. It
+	// exists only while some WaitFor is waiting.
+	advanced chan struct{}
+
+	detect *detector[T] // nil unless the mutation detector is on
+}
+
+var _ Lister[watch.Object] = (*Store[watch.Object])(nil)
+
+// Writer is the single writer of a Store. Its methods must be called from
+// one goroutine at a time. It takes ownership of the objects it is given:
+// the caller must not modify them afterwards.
+type Writer[T watch.Object] struct {
+	s *Store[T]
+}
+
+// ChangeKind says what a Change did.
+type ChangeKind uint8
+
+const (
+	// Added: New was stored under a key that held nothing.
+	Added ChangeKind = iota + 1
+	// Updated: New replaced Old, an earlier state of the same object (same UID).
+	Updated
+	// Deleted: Old was removed. New is the zero value.
+	Deleted
+)
+
+func (k ChangeKind) String() string {
+	switch k {
+	case Added:
+		return "Added"
+	case Updated:
+		return "Updated"
+	case Deleted:
+		return "Deleted"
+	}
+	return fmt.Sprintf("ChangeKind(%d)", uint8(k))
+}
+
+// Change is one effect of Writer.Replace. Old is the zero value for Added,
+// New for Deleted.
+type Change[T watch.Object] struct {
+	Kind     ChangeKind
+	Old, New T
+}
+
+// New returns an empty store and its only writer. It fails only when opts
+// is invalid.
+func New[T watch.Object](opts Options[T]) (*Store[T], *Writer[T], error) {
+	if err := opts.validate(); err != nil {
+		return nil, nil, err
+	}
+	s := &Store[T]{
+		objs:    make(map[string]map[string]T),
+		indexes: make(map[string]*index[T], len(opts.Indexes)),
+		detect:  newDetector[T](),
+	}
+	for name, fn := range opts.Indexes {
+		s.indexes[name] = newIndex(fn, 0)
+	}
+	return s, &Writer[T]{s: s}, nil
+}
+
+// Copy returns a deep copy of obj that the caller owns and may modify.
+func Copy[T watch.Object](obj T) T {
+	return obj.DeepCopyObject().(T)
+}
+
+// Get implements Lister.
+func (s *Store[T]) Get(namespace, name string) (T, bool) {
+	s.mu.RLock()
+	obj, ok := s.objs[namespace][name]
+	s.mu.RUnlock()
+	return obj, ok
+}
+
+// List implements Lister.
+func (s *Store[T]) List(selector labels.Selector) []T {
+	return s.ListInNamespace("", selector)
+}
+
+// ListInNamespace implements Lister.
+func (s *Store[T]) ListInNamespace(namespace string, selector labels.Selector) []T {
+	if selector != nil && selector.Empty() {
+		selector = nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if selector != nil {
+		if keys, ok := s.labelCandidates(selector); ok {
+			out := make([]T, 0, len(keys))
+			for k := range keys {
+				if namespace != "" && k.Namespace != namespace {
+					continue
+				}
+				obj := s.objs[k.Namespace][k.Name]
+				if selector.Matches(labels.Set(obj.GetLabels())) {
+					out = append(out, obj)
+				}
+			}
+			return out
+		}
+	}
+	var out []T
+	add := func(byName map[string]T) {
+		for _, obj := range byName {
+			if selector == nil || selector.Matches(labels.Set(obj.GetLabels())) {
+				out = append(out, obj)
+			}
+		}
+	}
+	if namespace != "" {
+		if selector == nil {
+			out = make([]T, 0, len(s.objs[namespace]))
+		}
+		add(s.objs[namespace])
+		return out
+	}
+	if selector == nil {
+		out = make([]T, 0, s.count)
+	}
+	for _, byName := range s.objs {
+		add(byName)
+	}
+	return out
+}
+
+// labelCandidates narrows a selector through the label index when one is
+// configured and the selector has an equality requirement. Caller holds mu.
+func (s *Store[T]) labelCandidates(selector labels.Selector) (map[Key]struct{}, bool) {
+	ix := s.indexes[IndexLabel]
+	if ix == nil {
+		return nil, false
+	}
+	reqs, selectable := selector.Requirements()
+	if !selectable {
+		return nil, false
+	}
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals:
+		case selection.In:
+			if r.Values().Len() != 1 {
+				continue
+			}
+		default:
+			continue
+		}
+		return ix.values[LabelIndexValue(r.Key(), r.Values().UnsortedList()[0])], true
+	}
+	return nil, false
+}
+
+// ByIndex implements Lister.
+func (s *Store[T]) ByIndex(name, value string) ([]T, error) {
+	if name == IndexNamespace {
+		if value == "" {
+			return nil, nil // cluster-scoped objects are in no namespace
+		}
+		return s.ListInNamespace(value, nil), nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ix := s.indexes[name]
+	if ix == nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownIndex, name)
+	}
+	keys := ix.values[value]
+	out := make([]T, 0, len(keys))
+	for k := range keys {
+		out = append(out, s.objs[k.Namespace][k.Name])
+	}
+	return out, nil
+}
+
+// Len implements Lister.
+func (s *Store[T]) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.count
+}
+
+// ResourceVersion implements Lister.
+func (s *Store[T]) ResourceVersion() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.rv
+}
+
+// WaitFor implements Lister.
+func (s *Store[T]) WaitFor(ctx context.Context, key Key, rv string) error {
+	for {
+		s.mu.Lock()
+		if s.reachedLocked(key, rv) {
+			s.mu.Unlock()
+			return nil
+		}
+		if s.advanced == nil {
+			s.advanced = make(chan struct{})
+		}
+		ch, cur := s.advanced, s.rv
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("cache: waiting for %s at resourceVersion %s (store is at %q): %w", key, rv, cur, context.Cause(ctx))
+		}
+	}
+}
+
+func (s *Store[T]) reachedLocked(key Key, rv string) bool {
+	if atOrAfter(s.rv, rv) {
+		return true
+	}
+	obj, ok := s.objs[key.Namespace][key.Name]
+	return ok && atOrAfter(obj.GetResourceVersion(), rv)
+}
+
+// atOrAfter reports whether resource version have is at or after want.
+func atOrAfter(have, want string) bool {
+	if have == want {
+		return true
+	}
+	c, err := resourceversion.CompareResourceVersion(have, want)
+	return err == nil && c >= 0
+}
+
+// advanceLocked records that the store reached rv and wakes WaitFor callers.
+func (s *Store[T]) advanceLocked(rv string) {
+	if rv != "" {
+		s.rv = rv
+	}
+	if s.advanced != nil {
+		close(s.advanced)
+		s.advanced = nil
+	}
+}
+
+// Store returns the store this writer writes to.
+func (w *Writer[T]) Store() *Store[T] { return w.s }
+
+// Apply stores obj under its key and returns what it replaced. The store's
+// resourceVersion becomes obj's.
+func (w *Writer[T]) Apply(obj T) (old T, existed bool) {
+	s := w.s
+	k := KeyOf(obj)
+	s.mu.Lock()
+	byName := s.objs[k.Namespace]
+	if byName == nil {
+		byName = make(map[string]T)
+		s.objs[k.Namespace] = byName
+	}
+	old, existed = byName[k.Name]
+	byName[k.Name] = obj
+	if existed {
+		for _, ix := range s.indexes {
+			ix.update(k, old, obj)
+		}
+	} else {
+		s.count++
+		for _, ix := range s.indexes {
+			ix.add(k, obj)
+		}
+	}
+	s.advanceLocked(obj.GetResourceVersion())
+	s.mu.Unlock()
+	if existed {
+		_ = s.detect.released(k, old)
+	}
+	s.detect.stored(k, obj)
+	return old, existed
+}
+
+// Delete removes the object with final's key, where final is the object's
+// last state (as a watch Deleted event carries it), and returns what the
+// store held. The store's resourceVersion becomes final's.
+func (w *Writer[T]) Delete(final T) (old T, existed bool) {
+	s := w.s
+	k := KeyOf(final)
+	s.mu.Lock()
+	byName := s.objs[k.Namespace]
+	old, existed = byName[k.Name]
+	if existed {
+		s.removeLocked(k, old)
+	}
+	s.advanceLocked(final.GetResourceVersion())
+	s.mu.Unlock()
+	if existed {
+		_ = s.detect.released(k, old)
+	}
+	return old, existed
+}
+
+// removeLocked drops k from the maps and indexes. Caller holds mu.
+func (s *Store[T]) removeLocked(k Key, old T) {
+	byName := s.objs[k.Namespace]
+	delete(byName, k.Name)
+	if len(byName) == 0 {
+		delete(s.objs, k.Namespace)
+	}
+	s.count--
+	for _, ix := range s.indexes {
+		ix.remove(k, old)
+	}
+}
+
+// Bookmark records that the store has caught up with rv without any
+// object changing.
+func (w *Writer[T]) Bookmark(rv string) {
+	s := w.s
+	s.mu.Lock()
+	s.advanceLocked(rv)
+	s.mu.Unlock()
+}
+
+// Replace makes the store hold exactly objs, a consistent snapshot at rv,
+// and returns the difference from what it held before: Added for new keys,
+// Updated for objects whose resourceVersion changed, Deleted for keys the
+// snapshot lacks. An object whose key now holds a different UID was deleted
+// and re-created: that is a Deleted followed by an Added. All Deleted
+// changes come first. Readers see either the old or the new contents,
+// never a mixture.
+//
+// An object whose resourceVersion did not change keeps its stored pointer,
+// so readers that hold it see no churn and the snapshot's duplicate is
+// released. When objs has two objects with one key, the later one wins.
+func (w *Writer[T]) Replace(objs []T, rv string) []Change[T] {
+	s := w.s
+	// Only this writer modifies s.objs, so it reads it here without the
+	// lock; the new maps are built aside and swapped in under the lock.
+	// Counting first sizes each map exactly instead of leaving growth slack.
+	sizes := make(map[string]int, len(s.objs)+1)
+	for _, obj := range objs {
+		sizes[obj.GetNamespace()]++
+	}
+	newObjs := make(map[string]map[string]T, len(sizes))
+	for ns, n := range sizes {
+		newObjs[ns] = make(map[string]T, n)
+	}
+	for _, obj := range objs {
+		newObjs[obj.GetNamespace()][obj.GetName()] = obj
+	}
+	count := 0
+	for _, byName := range newObjs {
+		count += len(byName)
+	}
+
+	var deletes []Change[T]
+	for ns, byName := range s.objs {
+		for name, old := range byName {
+			obj, ok := newObjs[ns][name]
+			switch {
+			case !ok, old.GetUID() != obj.GetUID():
+				deletes = append(deletes, Change[T]{Kind: Deleted, Old: old})
+			case old.GetResourceVersion() == obj.GetResourceVersion():
+				newObjs[ns][name] = old // unchanged: keep the pointer readers may hold
+			}
+		}
+	}
+	changes := make([]Change[T], 0, len(deletes)+count)
+	changes = append(changes, deletes...)
+	for ns, byName := range newObjs {
+		for name, obj := range byName {
+			old, had := s.objs[ns][name]
+			switch {
+			case !had, old.GetUID() != obj.GetUID():
+				changes = append(changes, Change[T]{Kind: Added, New: obj})
+			case old.GetResourceVersion() != obj.GetResourceVersion():
+				changes = append(changes, Change[T]{Kind: Updated, Old: old, New: obj})
+			}
+		}
+	}
+	newIndexes := make(map[string]*index[T], len(s.indexes))
+	for name, ix := range s.indexes {
+		nix := newIndex(ix.fn, len(ix.values))
+		for ns, byName := range newObjs {
+			for name, obj := range byName {
+				nix.add(Key{Namespace: ns, Name: name}, obj)
+			}
+		}
+		newIndexes[name] = nix
+	}
+
+	s.mu.Lock()
+	s.objs, s.count, s.indexes = newObjs, count, newIndexes
+	s.advanceLocked(rv)
+	s.mu.Unlock()
+
+	if s.detect != nil {
+		for _, c := range changes {
+			switch c.Kind {
+			case Deleted:
+				_ = s.detect.released(KeyOf(c.Old), c.Old)
+			case Updated:
+				_ = s.detect.released(KeyOf(c.Old), c.Old)
+				s.detect.stored(KeyOf(c.New), c.New)
+			case Added:
+				s.detect.stored(KeyOf(c.New), c.New)
+			}
+		}
+	}
+	return changes
+}
+
+// CheckMutations compares every stored object with the copy the mutation
+// detector took when it was stored and reports each difference; it returns
+// them joined. It does nothing when the detector is off.
+func (w *Writer[T]) CheckMutations() error {
+	s := w.s
+	if s.detect == nil {
+		return nil
+	}
+	var errs []error
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for ns, byName := range s.objs {
+		for name, obj := range byName {
+			k := Key{Namespace: ns, Name: name}
+			if orig, ok := s.detect.copies[k]; ok {
+				if err := s.detect.compare(k, orig, obj); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,171 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kloop-dev/kloop/cache"
+)
+
+func cm(ns, name, uid, rv string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid), ResourceVersion: rv}}
+}
+
+func newStore(t *testing.T, opts cache.Options[*corev1.ConfigMap]) (*cache.Store[*corev1.ConfigMap], *cache.Writer[*corev1.ConfigMap]) {
+	t.Helper()
+	s, w, err := cache.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, w
+}
+
+func TestNew_RejectsInvalidIndexes(t *testing.T) {
+	for name, idx := range map[string]map[string]cache.IndexFunc[*corev1.ConfigMap]{
+		"empty name":         {"": cache.LabelIndexFunc[*corev1.ConfigMap]},
+		"built-in name":      {cache.IndexNamespace: cache.LabelIndexFunc[*corev1.ConfigMap]},
+		"nil index function": {"x": nil},
+	} {
+		if _, _, err := cache.New(cache.Options[*corev1.ConfigMap]{Indexes: idx}); err == nil {
+			t.Errorf("%s: New accepted %v", name, idx)
+		}
+	}
+}
+
+func TestKey_StringRoundTrips(t *testing.T) {
+	for _, k := range []cache.Key{{Name: "n"}, {Namespace: "ns", Name: "n"}} {
+		got, err := cache.ParseKey(k.String())
+		if err != nil || got != k {
+			t.Errorf("ParseKey(%q) = %v, %v; want %v", k.String(), got, err, k)
+		}
+	}
+	for _, bad := range []string{"", "/", "ns/", "/n", "a/b/c"} {
+		if _, err := cache.ParseKey(bad); err == nil {
+			t.Errorf("ParseKey(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestReplace_ReportsAddsUpdatesAndDeletesAndKeepsUnchangedPointers(t *testing.T) {
+	s, w := newStore(t, cache.Options[*corev1.ConfigMap]{})
+	same := cm("ns", "same", "u1", "10")
+	w.Apply(same)
+	w.Apply(cm("ns", "changed", "u2", "11"))
+	w.Apply(cm("ns", "gone", "u3", "12"))
+	w.Apply(cm("ns", "recreated", "u4", "13"))
+
+	changes := w.Replace([]*corev1.ConfigMap{
+		cm("ns", "same", "u1", "10"),
+		cm("ns", "changed", "u2", "20"),
+		cm("ns", "recreated", "u5", "21"),
+		cm("other", "new", "u6", "22"),
+	}, "30")
+
+	got := map[string]int{}
+	sawAdd := false
+	for _, c := range changes {
+		var k cache.Key
+		switch c.Kind {
+		case cache.Deleted:
+			if sawAdd {
+				t.Errorf("Deleted reported after an Added or Updated: %v", changes)
+			}
+			k = cache.KeyOf(c.Old)
+		default:
+			sawAdd = true
+			k = cache.KeyOf(c.New)
+		}
+		got[c.Kind.String()+" "+k.String()]++
+	}
+	want := map[string]int{"Updated ns/changed": 1, "Deleted ns/gone": 1, "Deleted ns/recreated": 1, "Added ns/recreated": 1, "Added other/new": 1}
+	if len(got) != len(want) {
+		t.Fatalf("changes %v, want %v", got, want)
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Fatalf("changes %v, want %v", got, want)
+		}
+	}
+	if o, _ := s.Get("ns", "same"); o != same {
+		t.Errorf("an unchanged object was swapped for the snapshot's copy")
+	}
+	if s.Len() != 4 || s.ResourceVersion() != "30" {
+		t.Errorf("after Replace: Len=%d RV=%q, want 4 and 30", s.Len(), s.ResourceVersion())
+	}
+}
+
+func TestByIndex_UnknownIndexIsAnError(t *testing.T) {
+	s, _ := newStore(t, cache.Options[*corev1.ConfigMap]{})
+	if _, err := s.ByIndex("nope", "x"); !errors.Is(err, cache.ErrUnknownIndex) {
+		t.Fatalf("ByIndex on an unknown index: err = %v, want ErrUnknownIndex", err)
+	}
+}
+
+func TestWaitFor_ReturnsOnceTheStoreReachesTheResourceVersion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, w := newStore(t, cache.Options[*corev1.ConfigMap]{})
+		s := w.Store()
+		w.Apply(cm("ns", "a", "u1", "5"))
+		ctx := t.Context()
+		if err := s.WaitFor(ctx, cache.Key{Namespace: "ns", Name: "a"}, "5"); err != nil {
+			t.Fatalf("object already at rv: %v", err)
+		}
+
+		done := make(chan error, 3)
+		go func() { done <- s.WaitFor(ctx, cache.Key{Namespace: "ns", Name: "a"}, "7") }()
+		go func() { done <- s.WaitFor(ctx, cache.Key{Namespace: "ns", Name: "b"}, "9") }()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("WaitFor returned early: %v", err)
+		default:
+		}
+		w.Apply(cm("ns", "a", "u1", "7")) // the object itself reaches 7
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		w.Bookmark("9") // a bookmark carries the whole store to 9, covering a deleted "b"
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+
+		tctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		err := s.WaitFor(tctx, cache.Key{Namespace: "ns", Name: "a"}, "100")
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("WaitFor past its deadline: err = %v, want DeadlineExceeded", err)
+		}
+	})
+}
+
+func TestList_UsesLabelIndexAndStillAppliesTheWholeSelector(t *testing.T) {
+	s, w := newStore(t, cache.Options[*corev1.ConfigMap]{Indexes: map[string]cache.IndexFunc[*corev1.ConfigMap]{
+		cache.IndexLabel: cache.LabelIndexFunc[*corev1.ConfigMap],
+	}})
+	a := cm("ns", "a", "u1", "1")
+	a.Labels = map[string]string{"app": "x", "tier": "web"}
+	b := cm("ns", "b", "u2", "2")
+	b.Labels = map[string]string{"app": "x", "tier": "db"}
+	c := cm("other", "c", "u3", "3")
+	c.Labels = map[string]string{"app": "x", "tier": "web"}
+	for _, o := range []*corev1.ConfigMap{a, b, c} {
+		w.Apply(o)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchLabels: map[string]string{"app": "x", "tier": "web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.List(sel); len(got) != 2 {
+		t.Errorf("List(app=x,tier=web) returned %d objects, want 2", len(got))
+	}
+	if got := s.ListInNamespace("ns", sel); len(got) != 1 || got[0] != a {
+		t.Errorf("ListInNamespace(ns, app=x,tier=web) = %v, want [ns/a]", got)
+	}
+}
