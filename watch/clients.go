@@ -1,0 +1,242 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+)
+
+// TypedClient is the List/Watch pair every client-go typed client has, for
+// example kubernetes.Interface.CoreV1().ConfigMaps(namespace). L is the list
+// type (*corev1.ConfigMapList).
+type TypedClient[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error)
+}
+
+// ListObject is what FromClient needs of a list type: list metadata and an
+// Items field holding the element type by value (as every Kubernetes list
+// type has).
+type ListObject interface {
+	runtime.Object
+	GetResourceVersion() string
+	GetContinue() string
+}
+
+// FromClient returns a ListerWatcher over a client-go typed client:
+//
+//	lw := watch.FromClient[*corev1.ConfigMap](clientset.CoreV1().ConfigMaps("default"), watch.Options{
+//		LabelSelector: "app=web",
+//	})
+//
+// The namespace is the typed client's; opts.Namespace must be empty (it
+// panics otherwise, as it does when L has no Items field of type []E).
+// Items are taken from the list without per-item reflection; each is copied
+// into its own allocation so that one cached object does not keep a whole
+// LIST response alive.
+func FromClient[T interface {
+	*E
+	Object
+}, E any, L ListObject](c TypedClient[L], opts Options) ListerWatcher[T] {
+	if opts.Namespace != "" {
+		panic("watch.FromClient: Options.Namespace must be empty; the typed client chooses the namespace")
+	}
+	idx, err := itemsField[E](reflect.TypeFor[L]())
+	if err != nil {
+		panic("watch.FromClient: " + err.Error())
+	}
+	return &clientLW[T, E, L]{client: c, opts: opts, items: idx}
+}
+
+// FromDynamic returns a ListerWatcher of unstructured objects of the resource
+// gvr, through a dynamic client. It suits any resource, CRDs included, with no
+// Go types at all.
+func FromDynamic(c dynamic.Interface, gvr schema.GroupVersionResource, opts Options) ListerWatcher[*unstructured.Unstructured] {
+	var rc TypedClient[*unstructured.UnstructuredList] = c.Resource(gvr)
+	if opts.Namespace != "" {
+		rc = c.Resource(gvr).Namespace(opts.Namespace)
+	}
+	opts.Namespace = ""
+	return FromClient[*unstructured.Unstructured](rc, opts)
+}
+
+// FromMetadata returns a ListerWatcher of metadata-only objects
+// (*metav1.PartialObjectMetadata) of the resource gvr: names, labels,
+// annotations, owners, but no spec or status. It is the cheapest way to cache
+// objects whose metadata is all a controller reads.
+func FromMetadata(c metadata.Interface, gvr schema.GroupVersionResource, opts Options) ListerWatcher[*metav1.PartialObjectMetadata] {
+	var rc TypedClient[*metav1.PartialObjectMetadataList] = c.Resource(gvr)
+	if opts.Namespace != "" {
+		rc = c.Resource(gvr).Namespace(opts.Namespace)
+	}
+	opts.Namespace = ""
+	return FromClient[*metav1.PartialObjectMetadata](rc, opts)
+}
+
+// ForResource returns a ListerWatcher for a Go type T served at gvr, with no
+// generated clientset: a REST client is built from cfg, and scheme must know
+// T and its list type (Kind + "List") in gvr's group and version, as a CRD's
+// AddToScheme provides. It works for built-in types too (with
+// k8s.io/client-go/kubernetes/scheme.Scheme).
+//
+// Requests use cfg's content type (JSON when unset, which custom resources
+// need).
+func ForResource[T interface {
+	*E
+	Object
+}, E any](cfg *rest.Config, scheme *runtime.Scheme, gvr schema.GroupVersionResource, opts Options) (ListerWatcher[T], error) {
+	gv := gvr.GroupVersion()
+	kinds, _, err := scheme.ObjectKinds(T(new(E)))
+	if err != nil {
+		return nil, fmt.Errorf("watch.ForResource %s: %w", gvr, err)
+	}
+	var listGVK schema.GroupVersionKind
+	for _, k := range kinds {
+		if k.GroupVersion() == gv {
+			listGVK = gv.WithKind(k.Kind + "List")
+		}
+	}
+	if listGVK.Empty() {
+		return nil, fmt.Errorf("watch.ForResource %s: scheme does not register %T in %s", gvr, T(nil), gv)
+	}
+	list, err := scheme.New(listGVK)
+	if err != nil {
+		return nil, fmt.Errorf("watch.ForResource %s: %w", gvr, err)
+	}
+	listType := reflect.TypeOf(list)
+	if _, ok := list.(ListObject); !ok {
+		return nil, fmt.Errorf("watch.ForResource %s: %v has no list metadata", gvr, listType)
+	}
+	idx, err := itemsField[E](listType)
+	if err != nil {
+		return nil, fmt.Errorf("watch.ForResource %s: %w", gvr, err)
+	}
+
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &gv
+	c.APIPath = "/apis"
+	if gv.Group == "" {
+		c.APIPath = "/api"
+	}
+	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	rc, err := rest.RESTClientFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("watch.ForResource %s: %w", gvr, err)
+	}
+	client := &restClient{
+		client:    rc,
+		namespace: opts.Namespace,
+		resource:  gvr.Resource,
+		newList:   func() ListObject { return reflect.New(listType.Elem()).Interface().(ListObject) },
+	}
+	opts.Namespace = ""
+	return &clientLW[T, E, ListObject]{client: client, opts: opts, items: idx}, nil
+}
+
+// clientLW adapts a TypedClient to ListerWatcher[T].
+type clientLW[T interface {
+	*E
+	Object
+}, E any, L ListObject] struct {
+	client TypedClient[L]
+	opts   Options
+	items  []int // field index of Items in *L's struct
+}
+
+func (c *clientLW[T, E, L]) List(ctx context.Context, opts metav1.ListOptions) (ListPage[T], error) {
+	c.opts.apply(&opts)
+	list, err := c.client.List(ctx, opts)
+	if err != nil {
+		return ListPage[T]{}, err
+	}
+	v := reflect.ValueOf(list)
+	if !v.IsValid() || v.IsNil() {
+		return ListPage[T]{}, fmt.Errorf("%w: nil list", ErrUnexpectedObject)
+	}
+	items := v.Elem().FieldByIndex(c.items).Interface().([]E)
+	out := make([]T, len(items))
+	for i := range items {
+		p := new(E)
+		*p = items[i]
+		out[i] = p
+	}
+	return ListPage[T]{Items: out, ResourceVersion: list.GetResourceVersion(), Continue: list.GetContinue()}, nil
+}
+
+func (c *clientLW[T, E, L]) Watch(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {
+	c.opts.apply(&opts)
+	return c.client.Watch(ctx, opts)
+}
+
+// itemsField finds the Items []E field of the list type lt (a pointer to a
+// struct).
+func itemsField[E any](lt reflect.Type) ([]int, error) {
+	if lt.Kind() != reflect.Pointer || lt.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("list type %v is not a pointer to a struct", lt)
+	}
+	f, ok := lt.Elem().FieldByName("Items")
+	if !ok || f.Type != reflect.TypeFor[[]E]() {
+		return nil, fmt.Errorf("list type %v has no field Items of type %v", lt, reflect.TypeFor[[]E]())
+	}
+	return f.Index, nil
+}
+
+// paramCodec encodes metav1.ListOptions as query parameters, independently of
+// the user's scheme (which may not register the meta types).
+var paramCodec = func() runtime.ParameterCodec {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, metaV1)
+	return runtime.NewParameterCodec(s)
+}()
+
+var metaV1 = schema.GroupVersion{Version: "v1"}
+
+// restClient is a TypedClient over a plain REST client, for ForResource.
+type restClient struct {
+	client    *rest.RESTClient
+	namespace string
+	resource  string
+	newList   func() ListObject
+}
+
+func (c *restClient) List(ctx context.Context, opts metav1.ListOptions) (ListObject, error) {
+	list := c.newList()
+	err := c.client.Get().
+		NamespaceIfScoped(c.namespace, c.namespace != "").
+		Resource(c.resource).
+		SpecificallyVersionedParams(&opts, paramCodec, metaV1).
+		Do(ctx).
+		Into(list)
+	if err != nil {
+		return nil, err
+	}
+	return list, nil
+}
+
+func (c *restClient) Watch(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {
+	var timeout time.Duration
+	if opts.TimeoutSeconds != nil {
+		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
+	}
+	opts.Watch = true
+	return c.client.Get().
+		NamespaceIfScoped(c.namespace, c.namespace != "").
+		Resource(c.resource).
+		SpecificallyVersionedParams(&opts, paramCodec, metaV1).
+		Timeout(timeout).
+		Watch(ctx)
+}

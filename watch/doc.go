@@ -1,0 +1,72 @@
+// Package watch turns an API server's LIST and WATCH into one ordered stream
+// of typed events: the list/watch reflector (client-go's Reflector,
+// kube-runtime's watcher) and the ListerWatchers it reads from.
+//
+// # Parts
+//
+//   - ListerWatcher[T] is the narrow view of one resource: List a page, open
+//     a Watch. FromClient adapts a client-go typed client, ForResource any Go
+//     type (CRDs included) through a REST client and a scheme, FromDynamic
+//     unstructured objects and FromMetadata metadata-only objects
+//     (*metav1.PartialObjectMetadata). Options add namespace, label and field
+//     selectors. Funcs adapts two functions.
+//   - Reflector[T] runs the list/watch protocol and calls emit with Event[T]s.
+//     Its logic is a pure state machine (no goroutines, I/O or clock) driven
+//     by Run, which performs the calls, the waits and the emits.
+//
+// # The protocol
+//
+// A snapshot comes first. By default (InitialListAuto) it is a streaming list:
+// a WATCH with sendInitialEvents=true and resourceVersionMatch=NotOlderThan
+// that sends every object as ADDED and ends with a bookmark annotated
+// "k8s.io/initial-events-end"; the same stream then goes on as the watch. If
+// the server rejects that request, or the stream does not end properly, the
+// reflector falls back to a paginated LIST (limit 500, continue tokens) with
+// client-go's resourceVersion rules: the first list at "0" (may be served from
+// the watch cache), a relist at the last delivered resourceVersion, a list at
+// "" (the latest state, read consistently) after a 410 Gone or a "too large
+// resource version" answer, and one unpaginated request after a continue token
+// expired. Config.InitialList forces either mode.
+//
+// Then the reflector watches with bookmarks, from the last resourceVersion it
+// delivered, each watch with a random timeout of 5–10 minutes. A watch that
+// ends normally is reopened at once from that resourceVersion, without a
+// relist. A 410 Gone (or "too large") from a watch starts a new snapshot after
+// a backoff delay. Any other error waits a backoff delay (800ms doubling to
+// 30s, plus up to 100% jitter, back to 800ms after 2 quiet minutes) and
+// retries the same call: the same LIST page, or a watch from the same
+// resourceVersion.
+//
+// # Guarantees
+//
+//   - emit is called from Run's goroutine only, one event at a time, in the
+//     order of the server's stream.
+//   - A snapshot is emitted only once it is complete: RelistStart, one
+//     RelistItem per object, RelistDone with the snapshot's resourceVersion,
+//     back to back. A failure half-way through a listing emits nothing;
+//     RelistDone is missing only if Run returns during the emits.
+//   - Every Run starts with a snapshot; after that, object events and
+//     bookmarks follow with non-decreasing resourceVersions, until the next
+//     snapshot.
+//   - Objects handed to emit belong to the receiver; the reflector keeps no
+//     reference to them after emit returns.
+//   - Errors are kept: LastError returns the latest (nil after a successful
+//     snapshot or watch) as an *OpError wrapping the client's error, so that
+//     apierrors.IsForbidden, IsNotFound and errors.Is on this package's
+//     sentinels work. Config.OnError sees each one.
+//   - Run returns nil only when ctx is done, having stopped its watch, and
+//     starts no goroutine of its own.
+//
+// # Not guaranteed
+//
+//   - Deletes that happen while the watch is down are not seen as Deleted
+//     events: the consumer learns of them from the next snapshot, which lacks
+//     the object (a delete whose final state is unknown).
+//   - A snapshot may be older than what another client has already seen
+//     (the first LIST at resourceVersion "0" may come from a lagging watch
+//     cache). Never older than what this reflector delivered before.
+//   - Intermediate states are not all seen: an object changed twice while the
+//     watch was down shows only its latest state.
+//   - The reflector does not deduplicate: an object may appear in consecutive
+//     snapshots unchanged.
+package watch

@@ -1,0 +1,206 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
+)
+
+// Reflector keeps a consumer up to date with one API resource: it lists (a
+// streaming list or a paginated LIST), then watches from the list's
+// resourceVersion, relists when that resourceVersion expires, and backs off
+// on errors. It reports what it sees as Events to the emit function given to
+// Run. See the package documentation for the guarantees.
+//
+// LastError and LastSyncResourceVersion may be called from any goroutine.
+type Reflector[T Object] struct {
+	lw      ListerWatcher[T]
+	cfg     resolved
+	m       *machine[T] // owned by the goroutine in Run
+	metrics *reflectorMetrics
+	running atomic.Bool
+
+	mu      sync.Mutex
+	lastErr error
+	lastRV  string
+}
+
+// NewReflector returns a reflector over lw. It starts nothing; call Run.
+func NewReflector[T Object](lw ListerWatcher[T], cfg Config) *Reflector[T] {
+	var zero T
+	r := &Reflector[T]{lw: lw, cfg: cfg.resolve(fmt.Sprintf("%T", zero))}
+	r.m = newMachine[T](r.cfg)
+	m, err := newReflectorMetrics(r.cfg.registerer, r.cfg.name)
+	if err != nil {
+		r.cfg.logger.Warn("reflector metrics not registered", "reflector", r.cfg.name, "err", err)
+	}
+	r.metrics = m
+	return r
+}
+
+// Name is Config.Name, or its default.
+func (r *Reflector[T]) Name() string { return r.cfg.name }
+
+// LastError returns the latest error of a list or watch (an *OpError), or nil
+// once a snapshot completed or a watch opened after it. Use errors.Is and
+// errors.As on it: apierrors.IsForbidden(r.LastError()) tells a missing RBAC
+// rule.
+func (r *Reflector[T]) LastError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastErr
+}
+
+// LastSyncResourceVersion returns the resourceVersion of the newest event
+// delivered to emit (a RelistDone, a Bookmark or an object event), or "" before
+// the first snapshot completed.
+func (r *Reflector[T]) LastSyncResourceVersion() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastRV
+}
+
+// Run lists and watches until ctx is done, calling emit for every event, in
+// order, from Run's goroutine. It returns nil when ctx is done, and
+// ErrAlreadyRunning if another Run of this reflector has not returned yet. It
+// starts no goroutine; when it returns, every watch it opened is stopped and
+// it holds no reference to emitted objects.
+//
+// Each Run begins with a snapshot (RelistStart … RelistDone). If ctx ends
+// while a snapshot is being emitted, Run returns without its RelistDone.
+// emit should return promptly once ctx is done.
+func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer r.running.Store(false)
+
+	m, clk := r.m, r.cfg.clock
+	m.restart()
+	r.cfg.logger.Debug("reflector starting", "reflector", r.cfg.name, "mode", r.cfg.mode.String(), "rv", m.lastRV)
+
+	var w apiwatch.Interface
+	defer func() {
+		if w != nil {
+			w.Stop()
+		}
+	}()
+	var idle clock.Timer
+	defer func() {
+		if idle != nil {
+			idle.Stop()
+		}
+	}()
+
+	for ctx.Err() == nil {
+		act := m.act
+		if act.kind != actReceive && w != nil {
+			w.Stop()
+			w = nil
+		}
+		var (
+			evs []Event[T]
+			err error
+		)
+		switch act.kind {
+		case actList:
+			r.metrics.lists.Inc()
+			page, lerr := r.lw.List(ctx, act.opts)
+			if ctx.Err() != nil {
+				return nil
+			}
+			evs, err = m.listed(clk.Now(), page, lerr)
+
+		case actWatch:
+			r.metrics.watches.Inc()
+			nw, werr := r.lw.Watch(ctx, act.opts)
+			if ctx.Err() != nil {
+				if nw != nil {
+					nw.Stop()
+				}
+				return nil
+			}
+			if werr == nil && nw == nil {
+				werr = fmt.Errorf("%w: Watch returned neither a watch nor an error", ErrUnexpectedObject)
+			}
+			w = nw
+			err = m.watchOpened(clk.Now(), werr)
+
+		case actReceive:
+			var timeout <-chan time.Time
+			switch {
+			case act.delay > 0 && idle == nil:
+				idle = clk.NewTimer(act.delay)
+				timeout = idle.C()
+			case act.delay > 0:
+				idle.Stop()
+				idle.Reset(act.delay)
+				timeout = idle.C()
+			case idle != nil:
+				idle.Stop()
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					err = m.closed(clk.Now())
+				} else {
+					evs, err = m.received(clk.Now(), ev)
+				}
+			case <-timeout:
+				err = m.timerFired(clk.Now())
+			}
+
+		case actWait:
+			r.cfg.logger.Debug("reflector waiting", "reflector", r.cfg.name, "delay", act.delay)
+			t := clk.NewTimer(act.delay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C():
+			}
+			err = m.timerFired(clk.Now())
+		}
+
+		r.mu.Lock()
+		r.lastErr, r.lastRV = m.lastErr, m.lastRV
+		r.mu.Unlock()
+		if err != nil {
+			r.metrics.errors.Inc()
+			r.cfg.logger.Warn("reflector error", "reflector", r.cfg.name, "err", err, "retry", m.act.kind.String(), "delay", m.act.delay)
+			if r.cfg.onError != nil {
+				r.cfg.onError(err)
+			}
+		}
+		if len(evs) > 0 {
+			if !r.deliver(ctx, evs, emit) {
+				return nil
+			}
+			r.metrics.setLastRV(m.lastRV)
+		}
+	}
+	return nil
+}
+
+// deliver emits evs in order and drops the references to them. It reports
+// false if ctx ended in the middle of a snapshot.
+func (r *Reflector[T]) deliver(ctx context.Context, evs []Event[T], emit func(Event[T])) bool {
+	defer clear(evs)
+	many := len(evs) > 1
+	for i := range evs {
+		if many && ctx.Err() != nil {
+			return false
+		}
+		r.metrics.events[evs[i].Type].Inc()
+		emit(evs[i])
+		evs[i] = Event[T]{}
+	}
+	return true
+}
