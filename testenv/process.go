@@ -1,0 +1,152 @@
+package testenv
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// process is one child: etcd, kube-apiserver or kube-controller-manager.
+type process struct {
+	name    string
+	bin     string
+	args    []string
+	logPath string
+
+	cmd    *exec.Cmd
+	logF   *os.File
+	exited chan struct{} // closed when the process has exited and been reaped
+	err    error         // its exit status, valid after exited is closed
+}
+
+func (p *process) start() error {
+	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("testenv: open %s log: %w", p.name, err)
+	}
+	fmt.Fprintf(f, "==== %s starting %s %s\n", time.Now().Format(time.RFC3339Nano), p.bin, strings.Join(p.args, " "))
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		// A group of its own, so the whole tree is signalled together and an
+		// interrupt typed at the terminal does not reach it before we do.
+		Setpgid: true,
+		// If the process that started it dies (test binary killed, timed out,
+		// panicked), the kernel kills the child too.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("testenv: start %s (%s): %w", p.name, p.bin, err)
+	}
+	p.cmd, p.logF = cmd, f
+	p.exited = make(chan struct{})
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.exited)
+	}()
+	return nil
+}
+
+// running reports whether the process was started and has not exited.
+func (p *process) running() bool {
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM to the process group, and SIGKILL if it has not exited
+// within grace. It returns once the process has been reaped.
+func (p *process) stop(grace time.Duration) {
+	if p.cmd == nil {
+		return
+	}
+	pgid := p.cmd.Process.Pid
+	if p.running() {
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(grace):
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-p.exited
+		}
+	} else {
+		<-p.exited
+	}
+	// Anything left in the group (there should be nothing) goes too.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+func (p *process) pid() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// exitError describes an early exit with the last lines of the log.
+func (p *process) exitError() error {
+	return fmt.Errorf("testenv: %s exited early (%v); last log lines of %s:\n%s", p.name, p.err, p.logPath, tail(p.logPath, 20))
+}
+
+// tail returns up to n last lines of the file at path.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(cannot read log: %v)", err)
+	}
+	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// ErrBinaryMissing is returned when a control-plane binary is not where
+// testenv looks for it.
+var ErrBinaryMissing = errors.New("control-plane binary missing")
+
+func findBinary(dir, name string) (string, error) {
+	p := filepath.Join(dir, name)
+	st, err := os.Stat(p)
+	if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("testenv: %s not found in %s: run `make controlplane` at the repository root (or set %s): %w",
+			name, dir, BinDirEnv, ErrBinaryMissing)
+	}
+	return p, nil
+}
+
+// defaultBinDir finds the kloop repository root by walking up from the
+// working directory to the go.mod of github.com/kloop-dev/kloop, and returns
+// its bin/ directory.
+func defaultBinDir() (string, error) {
+	if d := os.Getenv(BinDirEnv); d != "" {
+		return d, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.HasPrefix(data, []byte("module github.com/kloop-dev/kloop\n")) {
+			return filepath.Join(dir, "bin"), nil
+		}
+		if parent := filepath.Dir(dir); parent == dir {
+			return "", fmt.Errorf("testenv: cannot find the kloop repository above %s to locate bin/; set %s: %w", wd, BinDirEnv, ErrBinaryMissing)
+		}
+	}
+}

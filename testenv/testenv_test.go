@@ -1,0 +1,399 @@
+package testenv_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kloop-dev/kloop/testenv"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnvVar) != "" {
+		runChild()
+		return
+	}
+	goleak.VerifyTestMain(m, testenv.GoleakIgnores()...)
+}
+
+func clientset(t *testing.T, e *testenv.Env) *kubernetes.Clientset {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(e.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestEnv_ReadyWithinTenSecondsAndServesConfigMaps(t *testing.T) {
+	e := testenv.StartT(t, testenv.Options{})
+	t.Logf("control plane ready in %v", e.StartupDuration)
+	if e.StartupDuration > 10*time.Second {
+		t.Errorf("control plane took %v to become ready, want at most 10s", e.StartupDuration)
+	}
+	ctx := testCtx(t, time.Minute)
+	cs := clientset(t, e)
+	cms := cs.CoreV1().ConfigMaps("default")
+
+	created, err := cms.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "first", Labels: map[string]string{"app": "kloop"}},
+		Data:       map[string]string{"k": "v"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	got, err := cms.Get(ctx, "first", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if got.Data["k"] != "v" || got.UID != created.UID {
+		t.Fatalf("get returned %+v, want the created object", got)
+	}
+	list, err := cms.List(ctx, metav1.ListOptions{LabelSelector: "app=kloop"})
+	if err != nil {
+		t.Fatalf("list: %v", err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "first" {
+		t.Fatalf("list by label = %d items, want exactly [first]", len(list.Items))
+	}
+
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	defer w.Stop()
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "second"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create second: %v", err)
+	}
+	select {
+	case ev := <-w.ResultChan():
+		cm, ok := ev.Object.(*corev1.ConfigMap)
+		if ev.Type != watch.Added || !ok || cm.Name != "second" {
+			t.Fatalf("watch delivered %v %T, want Added ConfigMap second", ev.Type, ev.Object)
+		}
+	case <-ctx.Done():
+		t.Fatal("timed out waiting for the watch to deliver the second ConfigMap")
+	}
+}
+
+func TestEnv_DeploymentGetsPodsAndNamespaceIsFinalized(t *testing.T) {
+	e := testenv.StartT(t, testenv.Options{ControllerManager: true})
+	ctx := testCtx(t, 3*time.Minute)
+	cs := clientset(t, e)
+
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": "web"}
+	_, err := cs.AppsV1().Deployments("apps").Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The controllers work asynchronously: poll the API until they are done.
+	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		rs, err := cs.AppsV1().ReplicaSets("apps").List(ctx, metav1.ListOptions{})
+		if err != nil || len(rs.Items) != 1 {
+			return false, err
+		}
+		pods, err := cs.CoreV1().Pods("apps").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		return err == nil && len(pods.Items) == 2, err
+	})
+	if err != nil {
+		t.Fatalf("deployment did not get one ReplicaSet and two Pods: %v", err)
+	}
+
+	if err := cs.CoreV1().Namespaces().Delete(ctx, "apps", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, "apps", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		t.Fatalf("namespace apps was not finalized and removed: %v", err)
+	}
+}
+
+func TestEnv_RestartAPIServerEndsWatchesAndKeepsData(t *testing.T) {
+	e := testenv.StartT(t, testenv.Options{})
+	ctx := testCtx(t, 2*time.Minute)
+	cs := clientset(t, e)
+	cms := cs.CoreV1().ConfigMaps("default")
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := cms.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	oldPID := e.PIDs()["kube-apiserver"]
+	if err := e.RestartAPIServer(ctx); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	if newPID := e.PIDs()["kube-apiserver"]; newPID == oldPID {
+		t.Fatalf("kube-apiserver pid unchanged (%d) after restart", oldPID)
+	}
+	// The old watch must end: its channel closes, possibly after an error event.
+	func() {
+		for {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok || ev.Type == watch.Error {
+					return
+				}
+			case <-ctx.Done():
+				t.Fatal("watch opened before the restart neither closed nor reported an error")
+			}
+		}
+	}()
+	got, err := cms.Get(ctx, "kept", metav1.GetOptions{})
+	if err != nil || got.Name != "kept" {
+		t.Fatalf("data after restart: %v", err)
+	}
+	// A fresh API server's watch cache starts at the current revision, so the
+	// new watch resumes from a list taken now, not from the object's older rv.
+	list, err := cms.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatalf("new watch after restart: %v", err)
+	}
+	defer w2.Stop()
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-w2.ResultChan():
+		if ev.Type != watch.Added {
+			t.Fatalf("new watch delivered %v, want Added", ev.Type)
+		}
+	case <-ctx.Done():
+		t.Fatal("new watch after restart delivered nothing")
+	}
+}
+
+func TestEnv_CompactMakesOlderResourceVersionsGone(t *testing.T) {
+	e := testenv.StartT(t, testenv.Options{})
+	ctx := testCtx(t, 2*time.Minute)
+	cms := clientset(t, e).CoreV1().ConfigMaps("default")
+	old, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "old"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later-" + strconv.Itoa(i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rev, err := e.CompactAndRestart(ctx)
+	if err != nil {
+		t.Fatalf("compact: %v", err)
+	}
+	oldRV, _ := strconv.ParseInt(old.ResourceVersion, 10, 64)
+	if rev <= oldRV {
+		t.Fatalf("compacted at revision %d, want beyond %d", rev, oldRV)
+	}
+	w, err := cms.Watch(ctx, metav1.ListOptions{ResourceVersion: old.ResourceVersion})
+	if err != nil {
+		if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+			t.Fatalf("watch from compacted rv failed with %v, want 410 Gone", err)
+		}
+		return
+	}
+	defer w.Stop()
+	select {
+	case ev, ok := <-w.ResultChan():
+		if !ok {
+			t.Fatal("watch from a compacted resourceVersion closed without a 410 error")
+		}
+		status, isStatus := ev.Object.(*metav1.Status)
+		if ev.Type != watch.Error || !isStatus || status.Code != 410 {
+			t.Fatalf("watch from a compacted resourceVersion delivered %v %+v, want an Error event with code 410", ev.Type, ev.Object)
+		}
+	case <-ctx.Done():
+		t.Fatal("watch from a compacted resourceVersion delivered nothing")
+	}
+}
+
+func TestEnv_UserWithoutRBACIsForbiddenToList(t *testing.T) {
+	e := testenv.StartT(t, testenv.Options{})
+	ctx := testCtx(t, time.Minute)
+	cfg, err := e.UserConfig("nobody", "team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("list as a user without RBAC returned %v, want 403 Forbidden", err)
+	}
+	if !strings.Contains(err.Error(), `"nobody"`) {
+		t.Errorf("forbidden error %q does not name the user", err)
+	}
+}
+
+func TestEnv_MissingBinariesSayWhatToRun(t *testing.T) {
+	_, err := testenv.Start(t.Context(), testenv.Options{BinDir: t.TempDir()})
+	if !errors.Is(err, testenv.ErrBinaryMissing) || !strings.Contains(err.Error(), "make controlplane") {
+		t.Fatalf("start with an empty bin dir returned %v, want ErrBinaryMissing telling to run make controlplane", err)
+	}
+}
+
+func TestEnv_PortInUseIsNamed(t *testing.T) {
+	e := testenv.StartT(t, testenv.Options{})
+	_, err := testenv.Start(t.Context(), testenv.Options{APIServerPort: e.APIServerPort})
+	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(e.APIServerPort)) || !strings.Contains(err.Error(), "not free") {
+		t.Fatalf("start on a taken port returned %v, want an error naming port %d as not free", err, e.APIServerPort)
+	}
+}
+
+func TestEnv_StopLeavesNoProcess(t *testing.T) {
+	e, err := testenv.Start(t.Context(), testenv.Options{ControllerManager: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := e.PIDs()
+	if len(pids) != 3 {
+		t.Fatalf("PIDs() = %v, want etcd, kube-apiserver and kube-controller-manager", pids)
+	}
+	dir := e.Dir
+	e.Stop()
+	for name, pid := range pids {
+		if alive(pid) {
+			t.Errorf("%s (pid %d) still running after Stop", name, pid)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("temp dir %s still exists after Stop (stat err %v)", dir, err)
+	}
+}
+
+// alive reports whether pid is a running (not zombie) process.
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state letter follows the parenthesised command name.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+const childEnvVar = "KLOOP_TESTENV_CHILD"
+
+// runChild is the body of the re-executed test binary: start an Env, print
+// the pids, and block until killed.
+func runChild() {
+	e, err := testenv.Start(context.Background(), testenv.Options{ControllerManager: true})
+	if err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(1)
+	}
+	fmt.Printf("DIR %s\n", e.Dir)
+	for name, pid := range e.PIDs() {
+		fmt.Printf("PID %s %d\n", name, pid)
+	}
+	fmt.Println("READY")
+	select {}
+}
+
+func TestEnv_ChildrenDieWhenTheirParentIsKilled(t *testing.T) {
+	ctx := testCtx(t, 2*time.Minute)
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnvVar+"=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pids := map[string]int{}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 2 && f[0] == "DIR" {
+			dir := f[1]
+			t.Cleanup(func() { os.RemoveAll(dir) })
+		}
+		if len(f) == 3 && f[0] == "PID" {
+			pids[f[1]], _ = strconv.Atoi(f[2])
+		}
+		if len(f) > 0 && (f[0] == "READY" || f[0] == "ERROR") {
+			if f[0] == "ERROR" {
+				t.Fatalf("child failed to start its env: %s", sc.Text())
+			}
+			break
+		}
+	}
+	if len(pids) != 3 {
+		t.Fatalf("child reported pids %v, want three", pids)
+	}
+	// The parent dies without any chance to clean up.
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	// The kernel delivers the parent-death signal asynchronously; poll /proc.
+	err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		for _, pid := range pids {
+			if alive(pid) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		for name, pid := range pids {
+			if alive(pid) {
+				_ = syscall.Kill(pid, syscall.SIGKILL) // do not leave it behind
+				t.Errorf("%s (pid %d) survived its parent", name, pid)
+			}
+		}
+	}
+}
