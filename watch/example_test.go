@@ -1,0 +1,91 @@
+package watch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	kscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/kloop-dev/kloop/watch"
+)
+
+// A reflector over ConfigMaps: a snapshot first, then changes. A real program
+// gets its clientset from kubernetes.NewForConfig; this one uses client-go's
+// fake, which does not implement streaming lists, hence InitialListPaginated.
+func Example() {
+	cs := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}})
+	configMaps := cs.CoreV1().ConfigMaps("default")
+
+	lw := watch.FromClient[*corev1.ConfigMap](configMaps, watch.Options{})
+	r := watch.NewReflector(lw, watch.Config{Name: "configmaps", InitialList: watch.InitialListPaginated})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	err := r.Run(ctx, func(e watch.Event[*corev1.ConfigMap]) {
+		switch e.Type {
+		case watch.RelistItem:
+			fmt.Println(e.Type, e.Object.Name)
+		case watch.RelistDone:
+			fmt.Println(e.Type)
+			// Synced: make a change the watch will see.
+			wg.Go(func() {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "feature-flags"}}
+				if _, err := configMaps.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+					fmt.Println(err)
+				}
+			})
+		case watch.Added:
+			fmt.Println(e.Type, e.Object.Name)
+			cancel() // Run returns nil
+		}
+	})
+	wg.Wait()
+	fmt.Println("Run returned", err)
+	// Output:
+	// RelistItem settings
+	// RelistDone
+	// Added feature-flags
+	// Run returned <nil>
+}
+
+// Any Go type served by the API server, with no generated clientset: a
+// scheme that knows the type and its list type is enough. For a custom
+// resource, pass its Go type and a scheme its AddToScheme was applied to.
+func ExampleForResource() {
+	cfg := &rest.Config{Host: "https://127.0.0.1:6443"} // normally from clientcmd or rest.InClusterConfig
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	lw, err := watch.ForResource[*corev1.ConfigMap](cfg, kscheme.Scheme, gvr, watch.Options{
+		Namespace:     "default",
+		LabelSelector: "app=web",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	r := watch.NewReflector(lw, watch.Config{Name: "web-configmaps"})
+	fmt.Println(r.Name())
+	// Output: web-configmaps
+}
+
+// LastError and OnError tell why a reflector has not synced: a 403 from the
+// API server stays an *apierrors.StatusError inside the *watch.OpError.
+func ExampleReflector_LastError() {
+	err := error(&watch.OpError{Op: watch.OpList, Resource: "configmaps",
+		Err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("RBAC: access denied"))})
+
+	fmt.Println(apierrors.IsForbidden(err))
+	var oe *watch.OpError
+	fmt.Println(errors.As(err, &oe) && oe.Op == watch.OpList)
+	// Output:
+	// true
+	// true
+}
