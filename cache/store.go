@@ -321,9 +321,11 @@ func atOrAfter(have, want string) bool {
 	return err == nil && c >= 0
 }
 
-// advanceLocked records that the store reached rv and wakes WaitFor callers.
-func (s *Store[T]) advanceLocked(rv string) {
-	if rv != "" {
+// advanceLocked records that the store reached rv and wakes WaitFor
+// callers. Outside a relist the resourceVersion only moves forward, so a
+// late bookmark cannot make it go back.
+func (s *Store[T]) advanceLocked(rv string, relist bool) {
+	if rv != "" && (relist || !atOrAfter(s.rv, rv)) {
 		s.rv = rv
 	}
 	if s.advanced != nil {
@@ -358,7 +360,7 @@ func (w *Writer[T]) Apply(obj T) (old T, existed bool) {
 			ix.add(k, obj)
 		}
 	}
-	s.advanceLocked(obj.GetResourceVersion())
+	s.advanceLocked(obj.GetResourceVersion(), false)
 	s.mu.Unlock()
 	if existed {
 		_ = s.detect.released(k, old)
@@ -379,7 +381,7 @@ func (w *Writer[T]) Delete(final T) (old T, existed bool) {
 	if existed {
 		s.removeLocked(k, old)
 	}
-	s.advanceLocked(final.GetResourceVersion())
+	s.advanceLocked(final.GetResourceVersion(), false)
 	s.mu.Unlock()
 	if existed {
 		_ = s.detect.released(k, old)
@@ -400,12 +402,39 @@ func (s *Store[T]) removeLocked(k Key, old T) {
 	}
 }
 
+// AddIndex adds an index and fills it from the current contents. It
+// fails if the name is taken or invalid.
+func (w *Writer[T]) AddIndex(name string, fn IndexFunc[T]) error {
+	if err := (Options[T]{Indexes: map[string]IndexFunc[T]{name: fn}}).validate(); err != nil {
+		return err
+	}
+	s := w.s
+	if _, taken := s.indexes[name]; taken {
+		return fmt.Errorf("cache: index %q already exists", name)
+	}
+	ix := newIndex(fn, 0)
+	for ns, byName := range s.objs { // only the writer modifies s.objs
+		for n, obj := range byName {
+			ix.add(Key{Namespace: ns, Name: n}, obj)
+		}
+	}
+	indexes := make(map[string]*index[T], len(s.indexes)+1)
+	for n, x := range s.indexes {
+		indexes[n] = x
+	}
+	indexes[name] = ix
+	s.mu.Lock()
+	s.indexes = indexes
+	s.mu.Unlock()
+	return nil
+}
+
 // Bookmark records that the store has caught up with rv without any
 // object changing.
 func (w *Writer[T]) Bookmark(rv string) {
 	s := w.s
 	s.mu.Lock()
-	s.advanceLocked(rv)
+	s.advanceLocked(rv, false)
 	s.mu.Unlock()
 }
 
@@ -479,7 +508,7 @@ func (w *Writer[T]) Replace(objs []T, rv string) []Change[T] {
 
 	s.mu.Lock()
 	s.objs, s.count, s.indexes = newObjs, count, newIndexes
-	s.advanceLocked(rv)
+	s.advanceLocked(rv, true)
 	s.mu.Unlock()
 
 	if s.detect != nil {

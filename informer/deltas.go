@@ -1,0 +1,122 @@
+package informer
+
+import (
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/watch"
+)
+
+// deltaQueue sits between the reflector and the store. The reflector pushes
+// every event as it arrives; the informer's processor pops at its own pace.
+//
+//   - Per key, order is kept: a key has at most one pending delta, its
+//     latest state, and the queue is in order of each key's latest change.
+//   - A slow consumer makes deltas coalesce instead of pile up: memory is
+//     bounded by the number of distinct keys changed, plus one snapshot.
+//   - A relist (RelistStart, RelistItem…, RelistDone) is buffered and handed
+//     out as one snapshot, which supersedes every delta queued before it:
+//     the store swaps it in at once and works out what changed.
+//   - Bookmarks are handed out only when no delta is pending, so the store's
+//     resourceVersion never runs ahead of its contents.
+//
+// It is a plain data structure: no locks, no goroutines.
+type deltaQueue[T watch.Object] struct {
+	relisting bool
+	relist    []T // items of the snapshot being received
+
+	snapshot *snapshot[T] // complete snapshot not yet popped
+	deltas   keyedFIFO[delta[T]]
+	bookmark string // newest bookmark not yet popped
+}
+
+type snapshot[T watch.Object] struct {
+	objs []T
+	rv   string
+}
+
+// delta is the latest state of one key: obj, or obj's deletion.
+type delta[T watch.Object] struct {
+	obj     T
+	deleted bool
+}
+
+// op is what the processor applies next.
+type op[T watch.Object] struct {
+	kind     opKind
+	snapshot *snapshot[T] // opSnapshot
+	delta    delta[T]     // opDelta
+	bookmark string       // opBookmark
+}
+
+type opKind uint8
+
+const (
+	opSnapshot opKind = iota + 1
+	opDelta
+	opBookmark
+)
+
+// push records one event. It reports whether the event was out of protocol
+// (an object event in the middle of a relist, or relist items without a
+// start); the queue copes by dropping the unfinished relist.
+func (q *deltaQueue[T]) push(ev watch.Event[T]) (protocolError bool) {
+	switch ev.Type {
+	case watch.RelistStart:
+		protocolError = q.relisting
+		q.relisting = true
+		q.relist = nil
+	case watch.RelistItem:
+		if !q.relisting {
+			return true
+		}
+		q.relist = append(q.relist, ev.Object)
+	case watch.RelistDone:
+		if !q.relisting {
+			return true
+		}
+		q.snapshot = &snapshot[T]{objs: q.relist, rv: ev.ResourceVersion}
+		q.relisting, q.relist = false, nil
+		q.deltas.clear()
+		q.bookmark = ""
+	case watch.Added, watch.Modified, watch.Deleted:
+		protocolError = q.abortRelist()
+		q.deltas.push(cache.KeyOf(ev.Object), delta[T]{obj: ev.Object, deleted: ev.Type == watch.Deleted})
+	case watch.Bookmark:
+		protocolError = q.abortRelist()
+		q.bookmark = ev.ResourceVersion
+	}
+	return protocolError
+}
+
+func (q *deltaQueue[T]) abortRelist() bool {
+	if !q.relisting {
+		return false
+	}
+	q.relisting, q.relist = false, nil
+	return true
+}
+
+// pop returns the next thing to apply: the pending snapshot first, then
+// deltas oldest first, then the latest bookmark.
+func (q *deltaQueue[T]) pop() (op[T], bool) {
+	if s := q.snapshot; s != nil {
+		q.snapshot = nil
+		return op[T]{kind: opSnapshot, snapshot: s}, true
+	}
+	if _, d, ok := q.deltas.pop(); ok {
+		return op[T]{kind: opDelta, delta: d}, true
+	}
+	if rv := q.bookmark; rv != "" {
+		q.bookmark = ""
+		return op[T]{kind: opBookmark, bookmark: rv}, true
+	}
+	return op[T]{}, false
+}
+
+// pending is the number of deltas waiting, counting a snapshot as one.
+func (q *deltaQueue[T]) pending() int {
+	n := q.deltas.len()
+	if q.snapshot != nil {
+		n++
+	}
+	return n
+}

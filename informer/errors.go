@@ -1,0 +1,56 @@
+package informer
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrAlreadyStarted is returned by Run when the informer has been run
+	// before; an informer runs once.
+	ErrAlreadyStarted = errors.New("informer: already started")
+	// ErrStopped is returned by AddHandler after Run has returned.
+	ErrStopped = errors.New("informer: stopped")
+	// ErrNotStarted is the cause a SyncError gives when nothing ran the
+	// informer while WaitForSync waited.
+	ErrNotStarted = errors.New("informer: not started")
+)
+
+// SyncError says that an informer (or one handler's registration) did not
+// sync before the caller stopped waiting, and why.
+//
+// It wraps Err, the informer's last list/watch error, so that
+// apierrors.IsForbidden(err), apierrors.IsNotFound(err) and errors.As work
+// on it, and Waited, the reason waiting ended (context.Cause of the
+// caller's ctx), so that errors.Is(err, context.DeadlineExceeded) works too.
+type SyncError struct {
+	// Informer describes the informer: its resource, namespace and
+	// selectors.
+	Informer string
+	// Err is the last error of the informer's list/watch, or
+	// ErrNotStarted, or nil when it had none (a slow but healthy sync).
+	Err error
+	// Waited is why the caller stopped waiting.
+	Waited error
+}
+
+func (e *SyncError) Error() string {
+	switch {
+	case e.Err != nil:
+		return fmt.Sprintf("informer %s did not sync: %v (stopped waiting: %v)", e.Informer, e.Err, e.Waited)
+	default:
+		return fmt.Sprintf("informer %s did not sync: no list/watch error yet, still syncing (stopped waiting: %v)", e.Informer, e.Waited)
+	}
+}
+
+// Unwrap returns the causes, for errors.Is and errors.As.
+func (e *SyncError) Unwrap() []error {
+	var errs []error
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	if e.Waited != nil {
+		errs = append(errs, e.Waited)
+	}
+	return errs
+}

@@ -1,0 +1,320 @@
+package informer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+
+	"github.com/kloop-dev/kloop/watch"
+)
+
+// Scope narrows what an informer watches. The zero value is every object
+// of the resource in every namespace.
+type Scope struct {
+	// Namespace limits the informer to one namespace; "" means all.
+	Namespace string
+	// LabelSelector and FieldSelector are sent to the API server as is
+	// (see metav1.ListOptions).
+	LabelSelector string
+	FieldSelector string
+}
+
+func (s Scope) String() string {
+	var parts []string
+	if s.Namespace != "" {
+		parts = append(parts, "namespace="+s.Namespace)
+	}
+	if s.LabelSelector != "" {
+		parts = append(parts, fmt.Sprintf("labels=%q", s.LabelSelector))
+	}
+	if s.FieldSelector != "" {
+		parts = append(parts, fmt.Sprintf("fields=%q", s.FieldSelector))
+	}
+	if len(parts) == 0 {
+		return "all namespaces"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// FactoryOptions configures a Factory. The zero value works.
+type FactoryOptions struct {
+	// Scheme maps Go types to API kinds for For and ForResource.
+	// Default: client-go's scheme of the built-in types. Add your CRD types
+	// to a scheme of your own (with the built-ins if you need both).
+	Scheme *runtime.Scheme
+	// Watch is the template of every informer's reflector configuration;
+	// Name, Logger and Registerer are filled in per informer.
+	Watch watch.Config
+	// KeepManagedFields keeps metadata.managedFields in cached objects
+	// (see Options.KeepManagedFields). Default: stripped.
+	KeepManagedFields bool
+	// Logger and Registerer are passed to every informer. Defaults:
+	// slog.Default() and the kloop metrics registry.
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+// Factory shares informers: it holds one informer per resource, Go type and
+// Scope, so that every part of a program that asks for the same thing gets
+// the same informer and the same cache. Start runs them all, including those
+// asked for while it runs.
+type Factory struct {
+	cfg  *rest.Config
+	opts FactoryOptions
+
+	mu       sync.Mutex
+	entries  map[factoryKey]*factoryEntry
+	order    []*factoryEntry
+	state    runState
+	runCtx   context.Context
+	wg       sync.WaitGroup
+	runErrs  []error
+	dyn      dynamic.Interface
+	metaData metadata.Interface
+}
+
+type factoryKey struct {
+	typ      reflect.Type
+	resource string
+	scope    Scope
+}
+
+type factoryEntry struct {
+	name     string
+	informer any // *Informer[T] for the T of the key
+	run      func(context.Context) error
+	wait     func(context.Context) error
+}
+
+// NewFactory returns a factory whose informers talk to the API server at
+// cfg. It starts nothing and makes no request. cfg may be nil if only
+// ForListerWatcher is used.
+func NewFactory(cfg *rest.Config, opts FactoryOptions) *Factory {
+	if opts.Scheme == nil {
+		opts.Scheme = clientgoscheme.Scheme
+	}
+	return &Factory{cfg: cfg, opts: opts, entries: make(map[factoryKey]*factoryEntry)}
+}
+
+// For returns the factory's informer for the built-in (or scheme-registered)
+// type T in scope, creating it on first use. The resource is T's kind in
+// lower case and plural (ConfigMap → configmaps), which holds for the
+// built-in types; use ForResource for a resource whose plural is irregular.
+//
+//	configMaps, err := informer.For[*corev1.ConfigMap](factory, informer.Scope{Namespace: "web"})
+func For[T interface {
+	*E
+	watch.Object
+}, E any](f *Factory, scope Scope) (*Informer[T], error) {
+	kinds, _, err := f.opts.Scheme.ObjectKinds(T(new(E)))
+	if err != nil {
+		return nil, fmt.Errorf("informer.For[%T]: %w", T(nil), err)
+	}
+	gvr, _ := meta.UnsafeGuessKindToResource(kinds[0])
+	return ForResource[T](f, gvr, scope)
+}
+
+// ForResource returns the factory's informer for resource gvr, decoded into
+// T (which f's scheme must register for gvr's group and version), in scope.
+// This is the way to CRD types:
+//
+//	foos, err := informer.ForResource[*v1alpha1.Foo](factory, v1alpha1.SchemeGroupVersion.WithResource("foos"), informer.Scope{})
+func ForResource[T interface {
+	*E
+	watch.Object
+}, E any](f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[T], error) {
+	return ForListerWatcher(f, resourceName(gvr), scope, func(o watch.Options) (watch.ListerWatcher[T], error) {
+		if f.cfg == nil {
+			return nil, errors.New("informer: factory has no rest.Config")
+		}
+		return watch.ForResource[T](f.cfg, f.opts.Scheme, gvr, o)
+	})
+}
+
+// ForMetadata returns the factory's metadata-only informer for gvr in
+// scope: it caches *metav1.PartialObjectMetadata (names, labels,
+// annotations, owners, resourceVersion…) and none of the objects' bodies,
+// which makes it the cheap way to watch large or numerous objects.
+func ForMetadata(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[*metav1.PartialObjectMetadata], error) {
+	return ForListerWatcher(f, resourceName(gvr)+" (metadata)", scope, func(o watch.Options) (watch.ListerWatcher[*metav1.PartialObjectMetadata], error) {
+		c, err := f.metadataClient()
+		if err != nil {
+			return nil, err
+		}
+		return watch.FromMetadata(c, gvr, o), nil
+	})
+}
+
+// ForUnstructured returns the factory's informer for gvr in scope, with
+// objects as *unstructured.Unstructured: for resources whose Go types the
+// program does not have.
+func ForUnstructured(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[*unstructured.Unstructured], error) {
+	return ForListerWatcher(f, resourceName(gvr)+" (unstructured)", scope, func(o watch.Options) (watch.ListerWatcher[*unstructured.Unstructured], error) {
+		c, err := f.dynamicClient()
+		if err != nil {
+			return nil, err
+		}
+		return watch.FromDynamic(c, gvr, o), nil
+	})
+}
+
+// ForListerWatcher returns the factory's informer for (T, resource, scope),
+// creating it with newLW on first use. resource names what is watched (it
+// is part of the sharing key and of the informer's name). newLW gets the
+// scope as watch.Options.
+func ForListerWatcher[T watch.Object](f *Factory, resource string, scope Scope, newLW func(watch.Options) (watch.ListerWatcher[T], error)) (*Informer[T], error) {
+	key := factoryKey{typ: reflect.TypeFor[T](), resource: resource, scope: scope}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e, ok := f.entries[key]; ok {
+		return e.informer.(*Informer[T]), nil
+	}
+	if f.state == stateStopped {
+		return nil, fmt.Errorf("informer factory: %w", ErrStopped)
+	}
+	name := resource + " [" + scope.String() + "]"
+	lw, err := newLW(watch.Options{Namespace: scope.Namespace, LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector})
+	if err != nil {
+		return nil, fmt.Errorf("informer %s: %w", name, err)
+	}
+	wcfg := f.opts.Watch
+	wcfg.Name = name
+	wcfg.Logger, wcfg.Registerer = f.opts.Logger, f.opts.Registerer
+	inf, err := NewForListerWatcher(lw, wcfg, Options[T]{
+		Name:              name,
+		KeepManagedFields: f.opts.KeepManagedFields,
+		Logger:            f.opts.Logger,
+		Registerer:        f.opts.Registerer,
+	})
+	if err != nil {
+		return nil, err
+	}
+	e := &factoryEntry{name: name, informer: inf, run: inf.Run, wait: inf.WaitForSync}
+	f.entries[key] = e
+	f.order = append(f.order, e)
+	if f.state == stateRunning {
+		f.startLocked(e)
+	}
+	return inf, nil
+}
+
+func resourceName(gvr schema.GroupVersionResource) string {
+	s := gvr.Resource + "." + gvr.Version
+	if gvr.Group != "" {
+		s += "." + gvr.Group
+	}
+	return s
+}
+
+func (f *Factory) metadataClient() (metadata.Interface, error) {
+	if f.cfg == nil {
+		return nil, errors.New("informer: factory has no rest.Config")
+	}
+	if f.metaData == nil {
+		c, err := metadata.NewForConfig(f.cfg)
+		if err != nil {
+			return nil, err
+		}
+		f.metaData = c
+	}
+	return f.metaData, nil
+}
+
+func (f *Factory) dynamicClient() (dynamic.Interface, error) {
+	if f.cfg == nil {
+		return nil, errors.New("informer: factory has no rest.Config")
+	}
+	if f.dyn == nil {
+		c, err := dynamic.NewForConfig(f.cfg)
+		if err != nil {
+			return nil, err
+		}
+		f.dyn = c
+	}
+	return f.dyn, nil
+}
+
+// Start runs every informer of the factory, and every one asked for while
+// it runs, until ctx is done. It returns when all of them have exited:
+// nil, or the errors of informers that could not run. It returns
+// ErrAlreadyStarted if called twice.
+func (f *Factory) Start(ctx context.Context) error {
+	f.mu.Lock()
+	if f.state != stateNew {
+		f.mu.Unlock()
+		return fmt.Errorf("informer factory: %w", ErrAlreadyStarted)
+	}
+	f.state, f.runCtx = stateRunning, ctx
+	for _, e := range f.order {
+		f.startLocked(e)
+	}
+	f.mu.Unlock()
+
+	<-ctx.Done()
+
+	f.mu.Lock()
+	f.state, f.runCtx = stateStopped, nil
+	f.mu.Unlock()
+	f.wg.Wait()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return errors.Join(f.runErrs...)
+}
+
+func (f *Factory) startLocked(e *factoryEntry) {
+	ctx := f.runCtx
+	f.wg.Go(func() {
+		if err := e.run(ctx); err != nil {
+			f.mu.Lock()
+			f.runErrs = append(f.runErrs, err)
+			f.mu.Unlock()
+		}
+	})
+}
+
+// WaitForSync waits until every informer the factory holds has synced, or
+// ctx is done. Then it returns an error that wraps one *SyncError per
+// informer that had not synced, each naming the informer and its last
+// list/watch error: errors.As(err, &syncErr) finds the first, and
+// apierrors.IsForbidden(err) is true if any informer was refused.
+func (f *Factory) WaitForSync(ctx context.Context) error {
+	f.mu.Lock()
+	entries := append([]*factoryEntry(nil), f.order...)
+	f.mu.Unlock()
+	var errs []error
+	for _, e := range entries {
+		if err := e.wait(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d informers did not sync:\n%w", len(errs), len(entries), errors.Join(errs...))
+}
+
+// Names lists the informers the factory holds, in creation order.
+func (f *Factory) Names() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, len(f.order))
+	for i, e := range f.order {
+		out[i] = e.name
+	}
+	return out
+}

@@ -1,0 +1,112 @@
+package informer
+
+import "github.com/kloop-dev/kloop/cache"
+
+// keyedFIFO is a queue of keys holding one value per key. Pushing a key that
+// is already queued replaces its value and moves it to the back, so the queue
+// holds at most one entry per key and stays in the order of each key's
+// latest change. That bounds its memory by the number of distinct keys, not
+// by the number of changes, however slow the consumer.
+//
+// It is a plain data structure: no locks, no goroutines.
+type keyedFIFO[V any] struct {
+	order []slot // keys in push order; a slot whose gen is stale is skipped
+	head  int
+	items map[cache.Key]fifoItem[V]
+	gen   uint64
+}
+
+type slot struct {
+	key cache.Key
+	gen uint64
+}
+
+type fifoItem[V any] struct {
+	v   V
+	gen uint64
+}
+
+func (q *keyedFIFO[V]) len() int { return len(q.items) }
+
+// get returns the value queued for k.
+func (q *keyedFIFO[V]) get(k cache.Key) (V, bool) {
+	it, ok := q.items[k]
+	return it.v, ok
+}
+
+// push queues v for k at the back, replacing (and moving) any queued value.
+func (q *keyedFIFO[V]) push(k cache.Key, v V) {
+	if q.items == nil {
+		q.items = make(map[cache.Key]fifoItem[V])
+	}
+	q.gen++
+	q.items[k] = fifoItem[V]{v: v, gen: q.gen}
+	q.order = append(q.order, slot{key: k, gen: q.gen})
+	q.compact()
+}
+
+// set replaces the value queued for k without moving it. k must be queued.
+func (q *keyedFIFO[V]) set(k cache.Key, v V) {
+	it := q.items[k]
+	it.v = v
+	q.items[k] = it
+}
+
+// remove drops k from the queue.
+func (q *keyedFIFO[V]) remove(k cache.Key) {
+	delete(q.items, k)
+	q.compact()
+}
+
+// pop removes and returns the oldest entry.
+func (q *keyedFIFO[V]) pop() (cache.Key, V, bool) {
+	for q.head < len(q.order) {
+		s := q.order[q.head]
+		q.order[q.head] = slot{}
+		q.head++
+		if it, ok := q.items[s.key]; ok && it.gen == s.gen {
+			delete(q.items, s.key)
+			if len(q.items) == 0 {
+				q.order, q.head = q.order[:0], 0
+			} else if q.head >= 64 && q.head > len(q.order)/2 {
+				n := copy(q.order, q.order[q.head:])
+				clear(q.order[n:])
+				q.order, q.head = q.order[:n], 0
+			}
+			return s.key, it.v, true
+		}
+	}
+	q.order, q.head = q.order[:0], 0
+	var zero V
+	return cache.Key{}, zero, false
+}
+
+// each calls fn for every queued entry, oldest first.
+func (q *keyedFIFO[V]) each(fn func(k cache.Key, v V)) {
+	for _, s := range q.order[q.head:] {
+		if it, ok := q.items[s.key]; ok && it.gen == s.gen {
+			fn(s.key, it.v)
+		}
+	}
+}
+
+// clear drops everything, releasing the memory of a large backlog.
+func (q *keyedFIFO[V]) clear() {
+	*q = keyedFIFO[V]{gen: q.gen}
+}
+
+// compact keeps order from growing with stale slots when one key is pushed
+// again and again, and from keeping a consumed prefix alive.
+func (q *keyedFIFO[V]) compact() {
+	pending := len(q.order) - q.head
+	if pending < 64 || pending <= 2*len(q.items) {
+		return
+	}
+	live := make([]slot, 0, len(q.items)*2)
+	for _, s := range q.order[q.head:] {
+		if it, ok := q.items[s.key]; ok && it.gen == s.gen {
+			live = append(live, s)
+		}
+	}
+	q.order, q.head = live, 0
+}

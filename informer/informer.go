@@ -1,0 +1,439 @@
+package informer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/watch"
+)
+
+// Source produces the ordered event stream an informer consumes.
+// *watch.Reflector[T] is the Source for a real API server; tests can script
+// one.
+//
+// Run must call emit from one goroutine, in stream order, starting with a
+// snapshot (RelistStart, RelistItem…, RelistDone), until ctx is done, and
+// return only then (nil), or at once with an error if it cannot run at all.
+// It hands ownership of each emitted object to the informer. LastError is
+// the latest list/watch failure, nil once healthy; it may be called from any
+// goroutine.
+type Source[T watch.Object] interface {
+	Run(ctx context.Context, emit func(watch.Event[T])) error
+	LastError() error
+}
+
+var _ Source[watch.Object] = (*watch.Reflector[watch.Object])(nil)
+
+// Options configures an Informer. The zero value works: no extra indexes,
+// managedFields stripped, logs to slog.Default, metrics to the kloop
+// registry.
+type Options[T watch.Object] struct {
+	// Name identifies the informer in logs, metrics and errors, e.g.
+	// "configmaps in namespace web". Default: the Go type of T.
+	Name string
+	// Indexes are extra cache indexes (see cache.Options). More can be added
+	// later with AddIndex.
+	Indexes map[string]cache.IndexFunc[T]
+	// KeepManagedFields keeps metadata.managedFields in cached objects. By
+	// default they are removed before an object is stored or queued: they
+	// are often the largest part of an object's metadata and controllers
+	// rarely read them.
+	KeepManagedFields bool
+	// Transform, if set, is applied to every object before it is queued
+	// and stored (after managedFields are stripped). It may modify the
+	// object in place, which the informer owns at that point, and returns
+	// the object to keep. Use it to drop what your handlers never read.
+	// It runs on the reflector's goroutine and must not block.
+	Transform func(T) T
+	// Logger receives structured logs, with key "informer" set to Name.
+	// Default: slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the informer's metrics. Default: the kloop
+	// metrics registry.
+	Registerer prometheus.Registerer
+}
+
+// Informer keeps a cache of one resource current from a Source and
+// notifies handlers of every change. See the package documentation.
+type Informer[T watch.Object] struct {
+	name      string
+	src       Source[T]
+	store     *cache.Store[T]
+	writer    *cache.Writer[T]
+	transform func(T) T
+	logger    *slog.Logger
+	metrics   *informerMetrics
+
+	// The delta queue; the reflector's goroutine pushes, the processor pops.
+	qmu   sync.Mutex
+	queue deltaQueue[T]
+	qwake chan struct{}
+
+	// dispatchMu is held while a change is applied to the cache and fanned
+	// out, and while a handler is added or replayed to, so that each handler
+	// sees the cache's history as one consistent sequence.
+	dispatchMu sync.Mutex
+	listeners  []*listener[T]
+	synced     bool
+	syncedCh   chan struct{}
+
+	// Lifecycle.
+	mu      sync.Mutex
+	state   runState
+	runCtx  context.Context // Run's own context, while running
+	wg      sync.WaitGroup
+	handled int // registrations so far, for default names
+}
+
+type runState uint8
+
+const (
+	stateNew runState = iota
+	stateRunning
+	stateStopped
+)
+
+// New returns an informer over src. It starts nothing; call Run.
+func New[T watch.Object](src Source[T], opts Options[T]) (*Informer[T], error) {
+	if src == nil {
+		return nil, errors.New("informer: nil Source")
+	}
+	store, writer, err := cache.New(cache.Options[T]{Indexes: opts.Indexes})
+	if err != nil {
+		return nil, err
+	}
+	name := opts.Name
+	if name == "" {
+		var zero T
+		name = fmt.Sprintf("%T", zero)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	m, err := newInformerMetrics(opts.Registerer, name)
+	if err != nil {
+		logger.Warn("informer metrics not registered", "informer", name, "err", err)
+	}
+	transform := opts.Transform
+	if !opts.KeepManagedFields {
+		user := transform
+		transform = func(obj T) T {
+			obj.SetManagedFields(nil)
+			if user != nil {
+				return user(obj)
+			}
+			return obj
+		}
+	}
+	return &Informer[T]{
+		name:      name,
+		src:       src,
+		store:     store,
+		writer:    writer,
+		transform: transform,
+		logger:    logger,
+		metrics:   m,
+		qwake:     make(chan struct{}, 1),
+		syncedCh:  make(chan struct{}),
+	}, nil
+}
+
+// NewForListerWatcher returns an informer fed by a watch.Reflector over lw.
+// cfg.Name defaults to opts.Name.
+func NewForListerWatcher[T watch.Object](lw watch.ListerWatcher[T], cfg watch.Config, opts Options[T]) (*Informer[T], error) {
+	if cfg.Name == "" {
+		cfg.Name = opts.Name
+	}
+	if opts.Name == "" {
+		opts.Name = cfg.Name
+	}
+	if cfg.Registerer == nil {
+		cfg.Registerer = opts.Registerer
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = opts.Logger
+	}
+	return New[T](watch.NewReflector(lw, cfg), opts)
+}
+
+// Name describes the informer.
+func (inf *Informer[T]) Name() string { return inf.name }
+
+// String implements fmt.Stringer.
+func (inf *Informer[T]) String() string { return "informer " + inf.name }
+
+// Lister reads the informer's cache. Objects it returns are read-only.
+func (inf *Informer[T]) Lister() cache.Lister[T] { return inf.store }
+
+// LastError is the Source's latest list/watch error, nil when healthy.
+func (inf *Informer[T]) LastError() error { return inf.src.LastError() }
+
+// Synced is closed once the first snapshot has been applied to the cache.
+// Handlers may still be busy with it: see Registration.Synced.
+func (inf *Informer[T]) Synced() <-chan struct{} { return inf.syncedCh }
+
+// WaitForSync blocks until the first snapshot has been applied to the
+// cache or ctx is done. Then it returns a *SyncError naming the informer,
+// wrapping its last list/watch error (so that apierrors.IsForbidden works
+// on the result) and context.Cause(ctx).
+func (inf *Informer[T]) WaitForSync(ctx context.Context) error {
+	select {
+	case <-inf.syncedCh:
+		return nil
+	case <-ctx.Done():
+	}
+	select {
+	case <-inf.syncedCh:
+		return nil
+	default:
+	}
+	cause := inf.LastError()
+	if cause == nil {
+		inf.mu.Lock()
+		if inf.state == stateNew {
+			cause = ErrNotStarted
+		}
+		inf.mu.Unlock()
+	}
+	return &SyncError{Informer: inf.name, Err: cause, Waited: context.Cause(ctx)}
+}
+
+// Run runs the informer until ctx is done: the Source, the goroutine that
+// applies its events to the cache, and one goroutine per handler. It
+// returns when all of them have exited: nil when ctx ended it, the Source's
+// error if it failed to run, ErrAlreadyStarted on a second call.
+func (inf *Informer[T]) Run(ctx context.Context) error {
+	inf.mu.Lock()
+	if inf.state != stateNew {
+		inf.mu.Unlock()
+		return ErrAlreadyStarted
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	inf.state, inf.runCtx = stateRunning, runCtx
+	inf.dispatchMu.Lock()
+	for _, l := range inf.listeners {
+		inf.startLocked(l)
+	}
+	inf.dispatchMu.Unlock()
+	inf.wg.Go(func() { inf.process(runCtx) })
+	inf.mu.Unlock()
+
+	err := inf.src.Run(runCtx, inf.emit)
+	cancel()
+
+	inf.mu.Lock()
+	inf.state, inf.runCtx = stateStopped, nil
+	inf.mu.Unlock()
+	inf.wg.Wait()
+	// Every cached object gets one last look from the mutation detector
+	// (which is on in tests only).
+	_ = inf.writer.CheckMutations()
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("informer %s: %w", inf.name, err)
+	}
+	return nil
+}
+
+// startLocked starts l's goroutine. Caller holds mu, and Run is running.
+func (inf *Informer[T]) startLocked(l *listener[T]) {
+	if l.started || l.removed {
+		return
+	}
+	l.started = true
+	ctx := inf.runCtx
+	inf.wg.Go(func() { l.run(ctx) })
+}
+
+// emit is the Source's callback: it only queues, so the reflector is never
+// held up by the cache or the handlers.
+func (inf *Informer[T]) emit(ev watch.Event[T]) {
+	switch ev.Type {
+	case watch.Added, watch.Modified, watch.Deleted, watch.RelistItem:
+		ev.Object = inf.transform(ev.Object)
+	}
+	inf.qmu.Lock()
+	protocolErr := inf.queue.push(ev)
+	depth := inf.queue.pending()
+	inf.qmu.Unlock()
+	inf.metrics.queueDepth.Set(float64(depth))
+	if protocolErr {
+		inf.logger.Warn("informer: event out of list/watch protocol; unfinished relist dropped", "informer", inf.name, "type", ev.Type.String())
+	}
+	select {
+	case inf.qwake <- struct{}{}:
+	default:
+	}
+}
+
+// process applies queued events to the cache and fans them out.
+func (inf *Informer[T]) process(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-inf.qwake:
+		}
+		for ctx.Err() == nil {
+			inf.qmu.Lock()
+			o, ok := inf.queue.pop()
+			depth := inf.queue.pending()
+			inf.qmu.Unlock()
+			if !ok {
+				break
+			}
+			inf.metrics.queueDepth.Set(float64(depth))
+			inf.apply(o)
+		}
+	}
+}
+
+func (inf *Informer[T]) apply(o op[T]) {
+	inf.dispatchMu.Lock()
+	defer inf.dispatchMu.Unlock()
+	switch o.kind {
+	case opSnapshot:
+		initial := !inf.synced
+		for _, c := range inf.writer.Replace(o.snapshot.objs, o.snapshot.rv) {
+			switch c.Kind {
+			case cache.Added:
+				inf.metrics.adds.Inc()
+				inf.fanOut(cache.KeyOf(c.New), note[T]{kind: noteAdd, obj: c.New, initial: initial})
+			case cache.Updated:
+				inf.metrics.updates.Inc()
+				inf.fanOut(cache.KeyOf(c.New), note[T]{kind: noteUpdate, old: c.Old, obj: c.New})
+			case cache.Deleted:
+				inf.metrics.deletesUnknown.Inc()
+				inf.fanOut(cache.KeyOf(c.Old), note[T]{kind: noteDelete, old: c.Old, fsu: true})
+			}
+		}
+		if initial {
+			inf.synced = true
+			for _, l := range inf.listeners {
+				l.markSynced()
+			}
+			close(inf.syncedCh)
+			inf.logger.Debug("informer synced", "informer", inf.name, "objects", inf.store.Len(), "rv", o.snapshot.rv)
+		}
+	case opDelta:
+		d := o.delta
+		k := cache.KeyOf(d.obj)
+		if d.deleted {
+			old, existed := inf.writer.Delete(d.obj)
+			switch {
+			case !existed:
+			case d.obj.GetUID() == "" || old.GetUID() == d.obj.GetUID():
+				inf.metrics.deletes.Inc()
+				inf.fanOut(k, note[T]{kind: noteDelete, old: d.obj})
+			default: // the key held an incarnation whose delete we never saw
+				inf.metrics.deletesUnknown.Inc()
+				inf.fanOut(k, note[T]{kind: noteDelete, old: old, fsu: true})
+			}
+			break
+		}
+		old, existed := inf.writer.Apply(d.obj)
+		switch {
+		case !existed:
+			inf.metrics.adds.Inc()
+			inf.fanOut(k, note[T]{kind: noteAdd, obj: d.obj})
+		case old.GetUID() == d.obj.GetUID():
+			inf.metrics.updates.Inc()
+			inf.fanOut(k, note[T]{kind: noteUpdate, old: old, obj: d.obj})
+		default: // deleted and re-created while the deletion was coalesced away
+			inf.metrics.deletesUnknown.Inc()
+			inf.metrics.adds.Inc()
+			inf.fanOut(k, note[T]{kind: noteDelete, old: old, fsu: true})
+			inf.fanOut(k, note[T]{kind: noteAdd, obj: d.obj})
+		}
+	case opBookmark:
+		inf.writer.Bookmark(o.bookmark)
+	}
+	inf.metrics.objects.Set(float64(inf.store.Len()))
+	inf.metrics.setRV(inf.store.ResourceVersion())
+}
+
+// fanOut queues n for every handler. Caller holds dispatchMu.
+func (inf *Informer[T]) fanOut(k cache.Key, n note[T]) {
+	for _, l := range inf.listeners {
+		l.push(k, n)
+	}
+}
+
+// AddHandler subscribes h to the informer. If the informer has synced, h
+// first gets the current contents of the cache as OnAdd(obj, true);
+// otherwise it gets the first snapshot like every other handler. It can be
+// called before or while the informer runs, and fails with ErrStopped after
+// Run has returned.
+func (inf *Informer[T]) AddHandler(h Handler[T], opts HandlerOptions) (*Registration, error) {
+	if h == nil {
+		return nil, errors.New("informer: nil Handler")
+	}
+	inf.mu.Lock()
+	defer inf.mu.Unlock()
+	if inf.state == stateStopped {
+		return nil, fmt.Errorf("informer %s: %w", inf.name, ErrStopped)
+	}
+	inf.handled++
+	name := opts.Name
+	if name == "" {
+		name = "handler-" + strconv.Itoa(inf.handled)
+	}
+	l := newListener(inf, h, name, opts.ReplayInterval)
+
+	inf.dispatchMu.Lock()
+	inf.listeners = append(inf.listeners, l)
+	if inf.synced {
+		for _, obj := range inf.store.List(nil) {
+			l.push(cache.KeyOf(obj), note[T]{kind: noteAdd, obj: obj, initial: true})
+		}
+		l.markSynced()
+	}
+	inf.dispatchMu.Unlock()
+
+	if inf.state == stateRunning {
+		inf.startLocked(l)
+	}
+	return &Registration{r: l}, nil
+}
+
+// removeListener unsubscribes l; see Registration.Remove.
+func (inf *Informer[T]) removeListener(l *listener[T]) {
+	inf.dispatchMu.Lock()
+	inf.listeners = slices.DeleteFunc(inf.listeners, func(x *listener[T]) bool { return x == l })
+	inf.dispatchMu.Unlock()
+
+	inf.mu.Lock()
+	l.removed = true
+	started := l.started
+	inf.mu.Unlock()
+	l.remove(started)
+}
+
+// replayTo queues every cached object to l as OnUpdate(obj, obj).
+func (inf *Informer[T]) replayTo(l *listener[T]) {
+	inf.dispatchMu.Lock()
+	defer inf.dispatchMu.Unlock()
+	if !inf.synced {
+		return
+	}
+	for _, obj := range inf.store.List(nil) {
+		l.push(cache.KeyOf(obj), note[T]{kind: noteUpdate, old: obj, obj: obj})
+	}
+}
+
+// AddIndex adds a cache index, filled from the current contents; it can be
+// called at any time.
+func (inf *Informer[T]) AddIndex(name string, fn cache.IndexFunc[T]) error {
+	inf.dispatchMu.Lock()
+	defer inf.dispatchMu.Unlock()
+	return inf.writer.AddIndex(name, fn)
+}

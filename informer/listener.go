@@ -1,0 +1,242 @@
+package informer
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/watch"
+)
+
+// listener is one registration: its own queue and goroutine, so that a slow
+// or stuck handler delays nobody but itself.
+type listener[T watch.Object] struct {
+	inf     *Informer[T]
+	name    string
+	handler Handler[T]
+	replay  time.Duration
+
+	mu       sync.Mutex
+	q        listenerQueue[T]
+	isSynced bool
+
+	wake     chan struct{} // capacity 1: "the queue is not empty"
+	stop     chan struct{} // closed by Remove
+	stopOnce sync.Once
+	done     chan struct{} // closed when run returns
+	synced   chan struct{} // closed once the initial state is delivered
+
+	// Guarded by the informer's lifecycle lock.
+	started, removed bool
+
+	gid atomic.Uint64 // id of the goroutine running the callbacks
+
+	depth  prometheus.Gauge
+	panics prometheus.Counter
+}
+
+func newListener[T watch.Object](inf *Informer[T], h Handler[T], name string, replay time.Duration) *listener[T] {
+	return &listener[T]{
+		inf:     inf,
+		name:    name,
+		handler: h,
+		replay:  replay,
+		wake:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		synced:  make(chan struct{}),
+		depth:   inf.metrics.handlerDepth.WithLabelValues(inf.name, name),
+		panics:  inf.metrics.handlerPanics.WithLabelValues(inf.name, name),
+	}
+}
+
+// push queues a notification. It never blocks on the handler.
+func (l *listener[T]) push(k cache.Key, n note[T]) {
+	l.mu.Lock()
+	l.q.push(k, n)
+	l.checkSyncedLocked()
+	depth := l.q.len()
+	l.mu.Unlock()
+	l.depth.Set(float64(depth))
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// markSynced: everything queued so far is the registration's initial state.
+func (l *listener[T]) markSynced() {
+	l.mu.Lock()
+	l.q.mark()
+	l.checkSyncedLocked()
+	l.mu.Unlock()
+}
+
+func (l *listener[T]) checkSyncedLocked() {
+	if !l.isSynced && l.q.synced() {
+		l.isSynced = true
+		close(l.synced)
+	}
+}
+
+// run delivers notifications until ctx is done or the listener is removed.
+func (l *listener[T]) run(ctx context.Context) {
+	defer close(l.done)
+	l.gid.Store(goroutineID())
+	var tick <-chan time.Time
+	if l.replay > 0 {
+		t := time.NewTicker(l.replay)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		l.mu.Lock()
+		n, ok := l.q.pop()
+		depth := l.q.len()
+		l.mu.Unlock()
+		if ok {
+			l.depth.Set(float64(depth))
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.stop:
+				return
+			default:
+			}
+			l.deliver(n)
+			l.mu.Lock()
+			l.q.delivered(n)
+			l.checkSyncedLocked()
+			l.mu.Unlock()
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.stop:
+			return
+		case <-l.wake:
+		case <-tick:
+			l.inf.replayTo(l)
+		}
+	}
+}
+
+func (l *listener[T]) deliver(n note[T]) {
+	switch n.kind {
+	case noteAdd:
+		l.call("OnAdd", n.obj, func() { l.handler.OnAdd(n.obj, n.initial) })
+	case noteUpdate:
+		l.call("OnUpdate", n.obj, func() { l.handler.OnUpdate(n.old, n.obj) })
+	case noteDelete:
+		l.call("OnDelete", n.old, func() { l.handler.OnDelete(Deleted[T]{Obj: n.old, FinalStateUnknown: n.fsu}) })
+	case noteDeleteThenAdd:
+		l.call("OnDelete", n.old, func() { l.handler.OnDelete(Deleted[T]{Obj: n.old, FinalStateUnknown: n.fsu}) })
+		l.call("OnAdd", n.obj, func() { l.handler.OnAdd(n.obj, n.initial) })
+	}
+}
+
+// call runs one callback, turning a panic into a log line and a metric so
+// that one broken handler does not take the informer down with it.
+func (l *listener[T]) call(method string, obj T, fn func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			l.panics.Inc()
+			l.inf.logger.Error("informer: handler panicked; notification dropped",
+				"informer", l.inf.name, "handler", l.name, "method", method,
+				"namespace", obj.GetNamespace(), "name", obj.GetName(), "rv", obj.GetResourceVersion(),
+				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		}
+	}()
+	fn()
+}
+
+// remove stops the listener. It waits for a running callback to finish
+// unless it is called from that callback.
+func (l *listener[T]) remove(wait bool) {
+	l.stopOnce.Do(func() { close(l.stop) })
+	l.inf.metrics.handlerDepth.DeleteLabelValues(l.inf.name, l.name)
+	if wait && l.gid.Load() != goroutineID() {
+		<-l.done
+	}
+}
+
+// goroutineID returns the runtime's id of the calling goroutine. Go has no
+// API for it; it is read from the first line of the stack trace, which is
+// stable ("goroutine N [...]"). It is used only to let Remove know whether
+// it was called from inside the handler it is removing, where waiting for
+// the handler to return would deadlock.
+func goroutineID() uint64 {
+	var buf [40]byte
+	n := runtime.Stack(buf[:], false)
+	line := bytes.TrimPrefix(buf[:n], []byte("goroutine "))
+	if i := bytes.IndexByte(line, ' '); i > 0 {
+		id, err := strconv.ParseUint(string(line[:i]), 10, 64)
+		if err == nil {
+			return id
+		}
+	}
+	return 0
+}
+
+// Registration is one handler's subscription to an informer, returned by
+// AddHandler.
+type Registration struct {
+	r registrant
+}
+
+type registrant interface {
+	regName() string
+	informerName() string
+	syncedCh() <-chan struct{}
+	lastError() error
+	unregister()
+}
+
+// Name is HandlerOptions.Name, or the name given by default.
+func (r *Registration) Name() string { return r.r.regName() }
+
+// Synced is closed once the informer has synced and this handler has
+// returned from every notification of the state it started from: the
+// informer's first snapshot, or, for a handler added later, the replay of
+// the cache at the time it was added.
+func (r *Registration) Synced() <-chan struct{} { return r.r.syncedCh() }
+
+// WaitForSync blocks until Synced is closed or ctx is done; then it returns
+// a *SyncError that names the informer and wraps both the informer's last
+// list/watch error (if any) and context.Cause(ctx).
+func (r *Registration) WaitForSync(ctx context.Context) error {
+	select {
+	case <-r.r.syncedCh():
+		return nil
+	case <-ctx.Done():
+		select {
+		case <-r.r.syncedCh():
+			return nil
+		default:
+		}
+		return &SyncError{Informer: r.r.informerName() + " handler " + r.r.regName(), Err: r.r.lastError(), Waited: context.Cause(ctx)}
+	}
+}
+
+// Remove unsubscribes the handler: it gets no notification after Remove
+// returns, and Remove returns only when the handler's current callback (if
+// any) has returned, except when Remove is called from inside that
+// callback, where it returns at once and the callback is the last one.
+// Remove is idempotent.
+func (r *Registration) Remove() { r.r.unregister() }
+
+func (l *listener[T]) regName() string           { return l.name }
+func (l *listener[T]) informerName() string      { return l.inf.name }
+func (l *listener[T]) syncedCh() <-chan struct{} { return l.synced }
+func (l *listener[T]) lastError() error          { return l.inf.LastError() }
+func (l *listener[T]) unregister()               { l.inf.removeListener(l) }

@@ -1,0 +1,87 @@
+package informer
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kloop-dev/kloop/metrics"
+)
+
+// Lists, watches, relists, events by type and the last resourceVersion
+// delivered are counted by the reflector (kloop_reflector_*, labelled with
+// the same name as the informer); these are the informer's own.
+var (
+	objectsOpts = prometheus.GaugeOpts{
+		Namespace: "kloop", Subsystem: "informer", Name: "objects",
+		Help: "Objects held in the informer's cache.",
+	}
+	storeRVOpts = prometheus.GaugeOpts{
+		Namespace: "kloop", Subsystem: "informer", Name: "store_resource_version",
+		Help: "The resourceVersion the informer's cache has caught up with, when numeric.",
+	}
+	queueDepthOpts = prometheus.GaugeOpts{
+		Namespace: "kloop", Subsystem: "informer", Name: "queue_depth",
+		Help: "Keys waiting in the delta queue between reflector and cache (a pending snapshot counts as one).",
+	}
+	changesOpts = prometheus.CounterOpts{
+		Namespace: "kloop", Subsystem: "informer", Name: "changes_total",
+		Help: "Changes applied to the informer's cache, by type (add, update, delete, delete_final_state_unknown).",
+	}
+	handlerDepthOpts = prometheus.GaugeOpts{
+		Namespace: "kloop", Subsystem: "informer", Name: "handler_queue_depth",
+		Help: "Notifications waiting for a handler.",
+	}
+	handlerPanicsOpts = prometheus.CounterOpts{
+		Namespace: "kloop", Subsystem: "informer", Name: "handler_panics_total",
+		Help: "Handler callbacks that panicked (the panic was recovered and logged).",
+	}
+)
+
+type informerMetrics struct {
+	objects, storeRV, queueDepth prometheus.Gauge
+	adds, updates, deletes       prometheus.Counter
+	deletesUnknown               prometheus.Counter
+	handlerDepth                 *prometheus.GaugeVec
+	handlerPanics                *prometheus.CounterVec
+}
+
+// newInformerMetrics registers (or reuses) the metric families on reg. A
+// registration error leaves working but unexported metrics.
+func newInformerMetrics(reg prometheus.Registerer, name string) (*informerMetrics, error) {
+	var firstErr error
+	keep := func(err error) {
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	gauge := func(opts prometheus.GaugeOpts, labels ...string) *prometheus.GaugeVec {
+		v, err := metrics.RegisterOrGet(reg, prometheus.NewGaugeVec(opts, labels))
+		keep(err)
+		return v
+	}
+	counter := func(opts prometheus.CounterOpts, labels ...string) *prometheus.CounterVec {
+		v, err := metrics.RegisterOrGet(reg, prometheus.NewCounterVec(opts, labels))
+		keep(err)
+		return v
+	}
+	changes := counter(changesOpts, "informer", "type")
+	m := &informerMetrics{
+		objects:        gauge(objectsOpts, "informer").WithLabelValues(name),
+		storeRV:        gauge(storeRVOpts, "informer").WithLabelValues(name),
+		queueDepth:     gauge(queueDepthOpts, "informer").WithLabelValues(name),
+		adds:           changes.WithLabelValues(name, "add"),
+		updates:        changes.WithLabelValues(name, "update"),
+		deletes:        changes.WithLabelValues(name, "delete"),
+		deletesUnknown: changes.WithLabelValues(name, "delete_final_state_unknown"),
+		handlerDepth:   gauge(handlerDepthOpts, "informer", "handler"),
+		handlerPanics:  counter(handlerPanicsOpts, "informer", "handler"),
+	}
+	return m, firstErr
+}
+
+func (m *informerMetrics) setRV(rv string) {
+	if v, err := strconv.ParseUint(rv, 10, 64); err == nil {
+		m.storeRV.Set(float64(v))
+	}
+}

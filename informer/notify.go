@@ -1,0 +1,131 @@
+package informer
+
+import (
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/watch"
+)
+
+type noteKind uint8
+
+const (
+	noteAdd noteKind = iota + 1
+	noteUpdate
+	noteDelete
+	// noteDeleteThenAdd: the handler must hear that old went away and that
+	// obj (another object under the same key) appeared, in that order.
+	noteDeleteThenAdd
+)
+
+// note is one pending notification for one key.
+type note[T watch.Object] struct {
+	kind    noteKind
+	old     T    // noteUpdate: the previous state; noteDelete, noteDeleteThenAdd: the deleted object
+	obj     T    // noteAdd, noteUpdate, noteDeleteThenAdd: the current state
+	fsu     bool // noteDelete, noteDeleteThenAdd: Deleted.FinalStateUnknown
+	initial bool // noteAdd, noteDeleteThenAdd: inInitialList of the add
+	preSync bool // part of the state the registration must see before it is synced
+}
+
+// merge folds n, the newer notification, into p, the pending one for the
+// same key, so the handler sees the same end state in fewer calls. keep is
+// false when the two cancel out (an add the handler never saw, then its
+// delete).
+func merge[T watch.Object](p, n note[T]) (_ note[T], keep bool) {
+	out := n
+	switch p.kind {
+	case noteAdd:
+		switch n.kind {
+		case noteDelete:
+			return note[T]{}, false
+		case noteUpdate, noteAdd:
+			out = note[T]{kind: noteAdd, obj: n.obj, initial: p.initial}
+		case noteDeleteThenAdd:
+			out = note[T]{kind: noteAdd, obj: n.obj, initial: n.initial}
+		}
+	case noteUpdate:
+		switch n.kind {
+		case noteUpdate, noteAdd:
+			out = note[T]{kind: noteUpdate, old: p.old, obj: n.obj}
+		case noteDelete:
+			out = n
+		case noteDeleteThenAdd:
+			out = n
+		}
+	case noteDelete:
+		switch n.kind {
+		case noteAdd:
+			out = note[T]{kind: noteDeleteThenAdd, old: p.old, fsu: p.fsu, obj: n.obj, initial: n.initial}
+		case noteUpdate, noteDeleteThenAdd:
+			out = note[T]{kind: noteDeleteThenAdd, old: p.old, fsu: p.fsu, obj: n.obj, initial: n.initial}
+		case noteDelete:
+			out = p // the handler knows only p's object; a second delete adds nothing
+		}
+	case noteDeleteThenAdd:
+		switch n.kind {
+		case noteAdd, noteUpdate, noteDeleteThenAdd:
+			out = note[T]{kind: noteDeleteThenAdd, old: p.old, fsu: p.fsu, obj: n.obj, initial: p.initial}
+		case noteDelete:
+			out = note[T]{kind: noteDelete, old: p.old, fsu: p.fsu}
+		}
+	}
+	out.preSync = p.preSync || n.preSync
+	return out, true
+}
+
+// listenerQueue is one registration's pending notifications: a keyedFIFO of
+// merged notes plus the bookkeeping of its synced signal. Plain data; the
+// listener locks around it.
+type listenerQueue[T watch.Object] struct {
+	fifo    keyedFIFO[note[T]]
+	marked  bool // the registration's initial state has been queued
+	preSync int  // notes of that initial state not yet delivered
+}
+
+func (q *listenerQueue[T]) push(k cache.Key, n note[T]) {
+	p, ok := q.fifo.get(k)
+	if !ok {
+		q.fifo.push(k, n)
+		return
+	}
+	m, keep := merge(p, n)
+	if !keep {
+		if p.preSync {
+			q.preSync--
+		}
+		q.fifo.remove(k)
+		return
+	}
+	q.fifo.push(k, m)
+}
+
+// mark records that everything queued so far is the initial state the
+// registration must deliver before it counts as synced.
+func (q *listenerQueue[T]) mark() {
+	if q.marked {
+		return
+	}
+	q.marked = true
+	q.fifo.each(func(k cache.Key, n note[T]) {
+		if !n.preSync {
+			n.preSync = true
+			q.fifo.set(k, n)
+			q.preSync++
+		}
+	})
+}
+
+func (q *listenerQueue[T]) pop() (note[T], bool) {
+	_, n, ok := q.fifo.pop()
+	return n, ok
+}
+
+// delivered records that n's callbacks returned.
+func (q *listenerQueue[T]) delivered(n note[T]) {
+	if n.preSync {
+		q.preSync--
+	}
+}
+
+func (q *listenerQueue[T]) synced() bool { return q.marked && q.preSync == 0 }
+
+func (q *listenerQueue[T]) len() int { return q.fifo.len() }
