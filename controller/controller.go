@@ -1,0 +1,357 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/workqueue"
+)
+
+// Defaults of Options.
+const (
+	DefaultName         = "controller"
+	DefaultSyncTimeout  = 2 * time.Minute
+	DefaultDrainTimeout = 30 * time.Second
+)
+
+var (
+	// ErrAlreadyStarted is returned by a second call to Start.
+	ErrAlreadyStarted = errors.New("controller: already started")
+	// ErrSyncFailed wraps the error of a source that did not sync; Start
+	// returns it without having started any worker.
+	ErrSyncFailed = errors.New("controller: sources did not sync")
+	// ErrReconcileTimeout is the context.Cause of a Reconcile that ran past
+	// Options.ReconcileTimeout.
+	ErrReconcileTimeout = errors.New("controller: reconcile timed out")
+	// ErrDrainTimeout is the context.Cause of the Reconcile calls still
+	// running when Options.DrainTimeout ran out during a stop.
+	ErrDrainTimeout = errors.New("controller: drain timeout: stopping")
+)
+
+// Options configures a Controller. The zero value works: one worker, the
+// workqueue's default rate limiter, no reconcile timeout, a 2-minute sync
+// timeout, a 30-second drain, metrics on the kloop registry, logs to
+// slog.Default().
+type Options[K comparable] struct {
+	// Name identifies the controller in logs ("controller" key), metrics
+	// (the "controller" label) and its workqueue's metrics. Give every
+	// controller in a program its own. Default "controller".
+	Name string
+
+	// Workers is how many keys are reconciled at once (never the same key
+	// twice). Default 1.
+	Workers int
+
+	// RateLimiter decides how long a failed key waits before its retry.
+	// Default: workqueue.DefaultRateLimiter (5 ms doubling per failure up to
+	// 1000 s, and at most 10 retries a second overall, burst 100).
+	RateLimiter workqueue.RateLimiter[K]
+
+	// ReconcileTimeout, when positive, bounds each Reconcile call: its ctx
+	// is cancelled with cause ErrReconcileTimeout after that long. Default 0:
+	// no bound.
+	ReconcileTimeout time.Duration
+
+	// MaxRetries, when positive, is how many times a failing key is retried
+	// before it is dropped: forgotten by the rate limiter, not requeued,
+	// and reported to Dropped (or logged). Default 0: retry until it
+	// succeeds, returns a TerminalError, or is no longer triggered.
+	MaxRetries int
+
+	// Dropped, if set, is called (on the worker, after the last failed
+	// Reconcile of key) when a key is dropped after MaxRetries; it then owns
+	// the reporting of that error and the controller does not log it.
+	Dropped func(ctx context.Context, key K, err error)
+
+	// SyncTimeout bounds how long Start waits for its sources' initial
+	// state before it gives up with ErrSyncFailed. Default 2 minutes;
+	// negative means wait as long as ctx allows.
+	SyncTimeout time.Duration
+
+	// DrainTimeout bounds how long, once Start's ctx is done, the Reconcile
+	// calls in flight may take to finish: after it their ctx is cancelled
+	// with cause ErrDrainTimeout. Start still returns only when they have.
+	// Default 30 s; negative cancels them at once.
+	DrainTimeout time.Duration
+
+	// SkipLeaderElection marks a controller that may run on every replica;
+	// by default a manager with leader election starts it only on the
+	// leader.
+	SkipLeaderElection bool
+
+	// Logger receives the controller's logs, with key "controller" set to
+	// Name. Default slog.Default().
+	Logger *slog.Logger
+
+	// Registerer receives the controller's metrics and its workqueue's.
+	// Default: the kloop metrics registry.
+	Registerer prometheus.Registerer
+}
+
+// Controller reconciles keys of type K: sources enqueue keys, workers hand
+// them to the Reconciler, and the result decides whether and when a key
+// comes back. See the package documentation for the guarantees.
+type Controller[K comparable] struct {
+	name       string
+	rec        Reconciler[K]
+	opts       Options[K]
+	log        *slog.Logger
+	queue      *workqueue.Queue[K]
+	m          *controllerMetrics
+	sources    []Source[K]
+	started    atomic.Bool
+	sourcesMu  sync.Mutex
+	startedSrc bool
+}
+
+// New returns a controller that hands keys to rec. It starts nothing: add
+// sources with Watch, then call Start.
+func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], error) {
+	if rec == nil {
+		return nil, errors.New("controller: nil Reconciler")
+	}
+	if opts.Name == "" {
+		opts.Name = DefaultName
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 1
+	}
+	if opts.SyncTimeout == 0 {
+		opts.SyncTimeout = DefaultSyncTimeout
+	}
+	if opts.DrainTimeout == 0 {
+		opts.DrainTimeout = DefaultDrainTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	m, err := newControllerMetrics(opts.Name, opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("controller %q: %w", opts.Name, err)
+	}
+	c := &Controller[K]{
+		name: opts.Name,
+		rec:  rec,
+		opts: opts,
+		log:  opts.Logger.With("controller", opts.Name),
+		m:    m,
+		queue: workqueue.New(workqueue.Config[K]{
+			Name:        opts.Name,
+			Registerer:  opts.Registerer,
+			RateLimiter: opts.RateLimiter,
+		}),
+	}
+	return c, nil
+}
+
+// Name returns Options.Name.
+func (c *Controller[K]) Name() string { return c.name }
+
+// NeedLeaderElection reports whether the controller runs only on the
+// leader (see Options.SkipLeaderElection).
+func (c *Controller[K]) NeedLeaderElection() bool { return !c.opts.SkipLeaderElection }
+
+// Watch adds a source. Call it before Start.
+func (c *Controller[K]) Watch(src Source[K]) error {
+	c.sourcesMu.Lock()
+	defer c.sourcesMu.Unlock()
+	if c.startedSrc {
+		return fmt.Errorf("controller %q: Watch after Start", c.name)
+	}
+	c.sources = append(c.sources, src)
+	return nil
+}
+
+// Enqueue asks for key to be reconciled, as a source would. It does
+// nothing once the controller has stopped.
+func (c *Controller[K]) Enqueue(key K) { c.queue.Add(key) }
+
+// NumRequeues reports how many rate-limited retries key has had since it
+// last succeeded (or was dropped, or failed terminally).
+func (c *Controller[K]) NumRequeues(key K) int { return c.queue.NumRequeues(key) }
+
+// Start registers the sources, waits until each has enqueued its initial
+// state, then runs Options.Workers workers until ctx is done. Then it stops
+// taking keys, lets the Reconcile calls in flight finish (cancelling them
+// after Options.DrainTimeout) and returns once every worker has exited.
+//
+// It returns nil after a stop through ctx, an error wrapping ErrSyncFailed
+// (and the source's error) when a source did not sync, or
+// ErrAlreadyStarted. A controller runs once.
+func (c *Controller[K]) Start(ctx context.Context) error {
+	if !c.started.CompareAndSwap(false, true) {
+		return ErrAlreadyStarted
+	}
+	defer c.queue.ShutDown()
+
+	c.sourcesMu.Lock()
+	c.startedSrc = true
+	sources := c.sources
+	c.sourcesMu.Unlock()
+
+	subs := make([]Subscription, 0, len(sources))
+	defer func() {
+		for _, s := range subs {
+			s.Remove()
+		}
+	}()
+	for i, src := range sources {
+		sub, err := src.Register(fmt.Sprintf("%s-%d", c.name, i), c.queue)
+		if err != nil {
+			return fmt.Errorf("controller %q: registering source %d: %w", c.name, i, err)
+		}
+		subs = append(subs, sub)
+	}
+
+	c.log.Info("Waiting for sources to sync", "sources", len(subs))
+	syncCtx, cancelSync := ctx, context.CancelFunc(func() {})
+	if c.opts.SyncTimeout > 0 {
+		syncCtx, cancelSync = context.WithTimeout(ctx, c.opts.SyncTimeout)
+	}
+	for i, s := range subs {
+		if err := s.WaitForSync(syncCtx); err != nil {
+			cancelSync()
+			if ctx.Err() != nil {
+				// Stopped while waiting: not a failure of the source.
+				return nil
+			}
+			return fmt.Errorf("controller %q: source %d: %w: %w", c.name, i, ErrSyncFailed, err)
+		}
+	}
+	cancelSync()
+
+	c.log.Info("Starting workers", "workers", c.opts.Workers)
+	c.m.workers.Set(float64(c.opts.Workers))
+	// Reconcile calls outlive ctx by up to DrainTimeout, so they get a
+	// context of their own that keeps ctx's values.
+	rctx, cancelReconciles := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelReconciles(nil)
+	var wg sync.WaitGroup
+	for range c.opts.Workers {
+		wg.Go(func() { c.work(ctx, rctx) })
+	}
+
+	<-ctx.Done()
+	c.log.Info("Stopping workers; waiting for reconciles in flight")
+	c.queue.ShutDown()
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	drain := time.NewTimer(max(c.opts.DrainTimeout, 0))
+	defer drain.Stop()
+	select {
+	case <-done:
+	case <-drain.C:
+		c.log.Warn("Drain timeout: cancelling reconciles in flight", "drainTimeout", c.opts.DrainTimeout)
+		cancelReconciles(ErrDrainTimeout)
+		<-done
+	}
+	c.log.Info("All workers stopped")
+	return nil
+}
+
+// work hands keys to the Reconciler until ctx is done.
+func (c *Controller[K]) work(ctx, rctx context.Context) {
+	for ctx.Err() == nil {
+		key, err := c.queue.Get(ctx)
+		if err != nil {
+			return
+		}
+		c.m.active.Inc()
+		c.reconcile(rctx, key)
+		c.m.active.Dec()
+		c.queue.Done(key)
+	}
+}
+
+// reconcile runs one Reconcile call and acts on its outcome.
+func (c *Controller[K]) reconcile(ctx context.Context, key K) {
+	if c.opts.ReconcileTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, c.opts.ReconcileTimeout, ErrReconcileTimeout)
+		defer cancel()
+	}
+	start := time.Now()
+	res, err := c.call(ctx, key)
+	c.m.duration.Observe(time.Since(start).Seconds())
+
+	switch {
+	case err == nil && res.RequeueAfter > 0:
+		c.queue.Forget(key)
+		c.queue.AddAfter(key, res.RequeueAfter)
+		c.m.requeueAfter.Inc()
+		return
+	case err == nil:
+		c.queue.Forget(key)
+		c.m.success.Inc()
+		return
+	}
+
+	c.m.failed.Inc()
+	c.m.errors.Inc()
+	if errors.Is(context.Cause(ctx), ErrReconcileTimeout) {
+		c.m.timeouts.Inc()
+	}
+	log := c.log.With(keyAttrs(key)...)
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		c.m.panics.Inc()
+		log = log.With("stack", string(pe.Stack))
+	}
+	if errors.Is(err, ErrTerminal) {
+		c.m.terminal.Inc()
+		c.queue.Forget(key)
+		log.Error("Reconcile failed with a terminal error; not retrying", "err", err)
+		return
+	}
+	if res.RequeueAfter > 0 {
+		log.Warn("Reconcile returned both an error and RequeueAfter; RequeueAfter is ignored, the error is retried with back-off",
+			"requeueAfter", res.RequeueAfter)
+	}
+	retries := c.queue.NumRequeues(key)
+	if c.opts.MaxRetries > 0 && retries >= c.opts.MaxRetries {
+		c.queue.Forget(key)
+		if c.opts.Dropped != nil {
+			c.opts.Dropped(ctx, key, err)
+			return
+		}
+		log.Error("Reconcile failed; dropping the key after too many retries", "err", err, "retries", retries)
+		return
+	}
+	c.queue.AddRateLimited(key)
+	log.Error("Reconcile failed; will retry", "err", err, "retries", retries)
+}
+
+// call runs Reconcile, turning a panic into a *PanicError.
+func (c *Controller[K]) call(ctx context.Context, key K) (res Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			res, err = Result{}, &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return c.rec.Reconcile(ctx, key)
+}
+
+// keyAttrs are the log attributes of a key: namespace and name for a
+// cache.Key, the key itself otherwise.
+func keyAttrs[K comparable](key K) []any {
+	switch k := any(key).(type) {
+	case cache.Key:
+		return []any{"key", k.String(), "namespace", k.Namespace, "name", k.Name}
+	case fmt.Stringer:
+		return []any{"key", k.String()}
+	default:
+		return []any{"key", key}
+	}
+}

@@ -1,0 +1,87 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	kmetrics "github.com/kloop-dev/kloop/metrics"
+)
+
+// The controller metrics carry controller-runtime's names, labels and
+// buckets, so dashboards and alerts written for controller-runtime work on
+// kloop controllers unchanged.
+const (
+	resultSuccess      = "success"
+	resultError        = "error"
+	resultRequeueAfter = "requeue_after"
+	// resultRequeue is controller-runtime's label for Result{Requeue: true},
+	// which kloop does not have; it is kept at zero so that queries over all
+	// four results keep working.
+	resultRequeue = "requeue"
+)
+
+var reconcileTimeBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45,
+	0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20,
+	25, 30, 40, 50, 60}
+
+// controllerMetrics holds one controller's children of the shared families.
+type controllerMetrics struct {
+	success, failed, requeueAfter prometheus.Counter
+	errors, terminal, panics      prometheus.Counter
+	timeouts                      prometheus.Counter
+	duration                      prometheus.Observer
+	active, workers               prometheus.Gauge
+}
+
+func newControllerMetrics(name string, reg prometheus.Registerer) (*controllerMetrics, error) {
+	var firstErr error
+	register := func(c prometheus.Collector) prometheus.Collector {
+		got, err := kmetrics.RegisterOrGet(reg, c)
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("registering controller metrics: %w", err)
+		}
+		return got
+	}
+	counter := func(metric, help string, labels ...string) *prometheus.CounterVec {
+		return register(prometheus.NewCounterVec(prometheus.CounterOpts{Name: metric, Help: help}, labels)).(*prometheus.CounterVec)
+	}
+	gauge := func(metric, help string) *prometheus.GaugeVec {
+		return register(prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metric, Help: help}, []string{"controller"})).(*prometheus.GaugeVec)
+	}
+	total := counter("controller_runtime_reconcile_total", "Total number of reconciliations per controller", "controller", "result")
+	errs := counter("controller_runtime_reconcile_errors_total", "Total number of reconciliation errors per controller", "controller")
+	terminal := counter("controller_runtime_terminal_reconcile_errors_total", "Total number of terminal reconciliation errors per controller", "controller")
+	panics := counter("controller_runtime_reconcile_panics_total", "Total number of reconciliation panics per controller", "controller")
+	timeouts := counter("controller_runtime_reconcile_timeouts_total", "Total number of reconciliations that hit the per-reconcile timeout per controller", "controller")
+	duration := register(prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:                            "controller_runtime_reconcile_time_seconds",
+		Help:                            "Length of time per reconciliation per controller",
+		Buckets:                         reconcileTimeBuckets,
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  100,
+		NativeHistogramMinResetDuration: time.Hour,
+	}, []string{"controller"})).(*prometheus.HistogramVec)
+	workers := gauge("controller_runtime_max_concurrent_reconciles", "Maximum number of concurrent reconciles per controller")
+	active := gauge("controller_runtime_active_workers", "Number of currently used workers per controller")
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	m := &controllerMetrics{
+		success:      total.WithLabelValues(name, resultSuccess),
+		failed:       total.WithLabelValues(name, resultError),
+		requeueAfter: total.WithLabelValues(name, resultRequeueAfter),
+		errors:       errs.WithLabelValues(name),
+		terminal:     terminal.WithLabelValues(name),
+		panics:       panics.WithLabelValues(name),
+		timeouts:     timeouts.WithLabelValues(name),
+		duration:     duration.WithLabelValues(name),
+		active:       active.WithLabelValues(name),
+		workers:      workers.WithLabelValues(name),
+	}
+	// Create the zero-valued series up front, so a controller that never
+	// failed still reports error counts of 0.
+	total.WithLabelValues(name, resultRequeue)
+	return m, nil
+}

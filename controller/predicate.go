@@ -1,0 +1,149 @@
+package controller
+
+import (
+	"maps"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kloop-dev/kloop/watch"
+)
+
+// EventType is what happened to an object, as a source saw it.
+type EventType uint8
+
+const (
+	// Add: the object appeared (or was in the initial list).
+	Add EventType = iota + 1
+	// Update: the object changed from Old to Object. A periodic replay of
+	// the cache shows up as an Update with Old == Object.
+	Update
+	// Delete: the object is gone; Object is its last known state.
+	Delete
+)
+
+var eventTypeNames = [...]string{"", "Add", "Update", "Delete"}
+
+func (t EventType) String() string {
+	if int(t) < len(eventTypeNames) && t != 0 {
+		return eventTypeNames[t]
+	}
+	return "EventType(?)"
+}
+
+// Event is one notification a source received, before it is mapped to keys.
+// Predicates look at it to decide whether the keys are enqueued at all.
+// The objects are the cache's: read-only.
+type Event[T watch.Object] struct {
+	Type EventType
+	// Object is the new state (Add, Update) or the last known one (Delete).
+	Object T
+	// Old is the previous state; set for Update only.
+	Old T
+	// InInitialList is true for an Add that is part of the state the source
+	// started from.
+	InInitialList bool
+	// FinalStateUnknown is true for a Delete the informer inferred from a
+	// relist rather than saw; Object may be older than the final state.
+	FinalStateUnknown bool
+}
+
+// Predicate decides whether an event is worth enqueueing its keys. Every
+// predicate given to a source must pass for the event to count.
+//
+// Predicates are plain functions, so a generic one can be passed without
+// naming its type argument: controller.For(inf, controller.GenerationChanged).
+type Predicate[T watch.Object] func(e Event[T]) bool
+
+// GenerationChanged passes an Update only when metadata.generation changed,
+// which for most built-in and custom resources with a status subresource
+// means the spec changed. Adds and Deletes pass.
+//
+// Objects that do not use generation (ConfigMaps, for example, keep it at 0)
+// never pass an Update through this predicate.
+func GenerationChanged[T watch.Object](e Event[T]) bool {
+	if e.Type != Update {
+		return true
+	}
+	return e.Old.GetGeneration() != e.Object.GetGeneration()
+}
+
+// ResourceVersionChanged passes an Update only when the resourceVersion
+// changed, which filters out periodic replays of an unchanged cache. Adds and
+// Deletes pass.
+func ResourceVersionChanged[T watch.Object](e Event[T]) bool {
+	if e.Type != Update {
+		return true
+	}
+	return e.Old.GetResourceVersion() != e.Object.GetResourceVersion()
+}
+
+// LabelsChanged passes an Update only when the labels changed. Adds and
+// Deletes pass.
+func LabelsChanged[T watch.Object](e Event[T]) bool {
+	if e.Type != Update {
+		return true
+	}
+	return !maps.Equal(e.Old.GetLabels(), e.Object.GetLabels())
+}
+
+// AnnotationsChanged passes an Update only when the annotations changed.
+// Adds and Deletes pass.
+func AnnotationsChanged[T watch.Object](e Event[T]) bool {
+	if e.Type != Update {
+		return true
+	}
+	return !maps.Equal(e.Old.GetAnnotations(), e.Object.GetAnnotations())
+}
+
+// MatchLabels passes events for objects whose labels match sel. An Update
+// passes when either the old or the new state matches, so that the
+// controller also hears of an object leaving the selection. A nil sel matches
+// everything.
+func MatchLabels[T watch.Object](sel labels.Selector) Predicate[T] {
+	if sel == nil {
+		sel = labels.Everything()
+	}
+	return func(e Event[T]) bool {
+		if sel.Matches(labels.Set(e.Object.GetLabels())) {
+			return true
+		}
+		return e.Type == Update && sel.Matches(labels.Set(e.Old.GetLabels()))
+	}
+}
+
+// Filter passes events whose object satisfies keep: the new state for an
+// Update, the last known state for a Delete.
+func Filter[T watch.Object](keep func(obj T) bool) Predicate[T] {
+	return func(e Event[T]) bool { return keep(e.Object) }
+}
+
+// And passes an event when every predicate passes it (and when there are
+// none). It stops at the first that does not.
+func And[T watch.Object](preds ...Predicate[T]) Predicate[T] {
+	return func(e Event[T]) bool {
+		for _, p := range preds {
+			if !p(e) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// Or passes an event when at least one predicate passes it (so never when
+// there are none). It stops at the first that does.
+func Or[T watch.Object](preds ...Predicate[T]) Predicate[T] {
+	return func(e Event[T]) bool {
+		for _, p := range preds {
+			if p(e) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// Not passes an event exactly when p does not.
+func Not[T watch.Object](p Predicate[T]) Predicate[T] {
+	return func(e Event[T]) bool { return !p(e) }
+}
