@@ -1,0 +1,233 @@
+package informer
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/watch"
+)
+
+func cm(name, uid, rv string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid), ResourceVersion: rv}}
+}
+
+func ev(t watch.EventType, o *corev1.ConfigMap) watch.Event[*corev1.ConfigMap] {
+	return watch.Event[*corev1.ConfigMap]{Type: t, Object: o}
+}
+
+// drain pops everything, rendering each op as a string.
+func drain(q *deltaQueue[*corev1.ConfigMap]) []string {
+	var out []string
+	for {
+		o, ok := q.pop()
+		if !ok {
+			return out
+		}
+		switch o.kind {
+		case opSnapshot:
+			s := "snapshot@" + o.snapshot.rv + ":"
+			for _, obj := range o.snapshot.objs {
+				s += " " + obj.Name + "@" + obj.ResourceVersion
+			}
+			out = append(out, s)
+		case opDelta:
+			verb := "set "
+			if o.delta.deleted {
+				verb = "del "
+			}
+			out = append(out, verb+o.delta.obj.Name+"@"+o.delta.obj.ResourceVersion)
+		case opBookmark:
+			out = append(out, "bookmark@"+o.bookmark)
+		}
+	}
+}
+
+func equal(t *testing.T, got, want []string) {
+	t.Helper()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("\n got %q\nwant %q", got, want)
+	}
+}
+
+func TestDeltaQueue_KeepsStreamOrderWhenTheConsumerKeepsUp(t *testing.T) {
+	var q deltaQueue[*corev1.ConfigMap]
+	q.push(ev(watch.Added, cm("a", "1", "1")))
+	q.push(ev(watch.Added, cm("b", "2", "2")))
+	q.push(ev(watch.Deleted, cm("c", "3", "3")))
+	equal(t, drain(&q), []string{"set a@1", "set b@2", "del c@3"})
+}
+
+func TestDeltaQueue_CoalescesAKeyToItsLatestStateAtItsLatestPosition(t *testing.T) {
+	var q deltaQueue[*corev1.ConfigMap]
+	q.push(ev(watch.Added, cm("a", "1", "1")))
+	q.push(ev(watch.Added, cm("b", "2", "2")))
+	q.push(ev(watch.Modified, cm("a", "1", "3")))
+	q.push(ev(watch.Modified, cm("b", "2", "4")))
+	q.push(ev(watch.Deleted, cm("a", "1", "5")))
+	// One entry per key, in the order of each key's latest change, so that
+	// applying them never moves the cache's resourceVersion backwards.
+	equal(t, drain(&q), []string{"set b@4", "del a@5"})
+}
+
+func TestDeltaQueue_MemoryIsBoundedByDistinctKeys(t *testing.T) {
+	var q deltaQueue[*corev1.ConfigMap]
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 100_000 {
+		q.push(ev(watch.Modified, cm("k"+strconv.Itoa(r.IntN(50)), "u", strconv.Itoa(i+1))))
+	}
+	if q.pending() > 50 {
+		t.Fatalf("%d deltas pending for 50 keys", q.pending())
+	}
+	if n := len(q.deltas.order) - q.deltas.head; n > 2*50+64 {
+		t.Fatalf("order slice holds %d slots for 50 keys: stale slots are not compacted", n)
+	}
+	got := drain(&q)
+	if len(got) != 50 {
+		t.Fatalf("drained %d entries, want 50", len(got))
+	}
+	prev := 0
+	for _, s := range got { // in order of each key's latest change
+		rv, err := strconv.Atoi(s[strings.IndexByte(s, '@')+1:])
+		if err != nil || rv <= prev {
+			t.Fatalf("drained %q after resourceVersion %d", s, prev)
+		}
+		prev = rv
+	}
+}
+
+func TestDeltaQueue_RelistIsOneSnapshotThatSupersedesEarlierDeltas(t *testing.T) {
+	var q deltaQueue[*corev1.ConfigMap]
+	q.push(ev(watch.Added, cm("old", "1", "1")))
+	q.push(watch.Event[*corev1.ConfigMap]{Type: watch.Bookmark, ResourceVersion: "2"})
+	q.push(watch.Event[*corev1.ConfigMap]{Type: watch.RelistStart})
+	q.push(ev(watch.RelistItem, cm("a", "2", "3")))
+	if o, ok := q.pop(); ok && o.kind != opDelta {
+		t.Fatalf("a half-received relist was handed out: %+v", o)
+	} else if !ok {
+		t.Fatal("deltas queued before a relist started must still be poppable until it completes")
+	}
+	q.push(ev(watch.RelistItem, cm("b", "3", "4")))
+	q.push(watch.Event[*corev1.ConfigMap]{Type: watch.RelistDone, ResourceVersion: "9"})
+	q.push(ev(watch.Modified, cm("a", "2", "10")))
+	equal(t, drain(&q), []string{"snapshot@9: a@3 b@4", "set a@10"})
+}
+
+func TestDeltaQueue_DropsAnUnfinishedRelist(t *testing.T) {
+	var q deltaQueue[*corev1.ConfigMap]
+	q.push(watch.Event[*corev1.ConfigMap]{Type: watch.RelistStart})
+	q.push(ev(watch.RelistItem, cm("partial", "1", "1")))
+	if !q.push(watch.Event[*corev1.ConfigMap]{Type: watch.RelistStart}) {
+		t.Error("a relist restarted half-way was not reported")
+	}
+	q.push(ev(watch.RelistItem, cm("a", "2", "2")))
+	q.push(watch.Event[*corev1.ConfigMap]{Type: watch.RelistDone, ResourceVersion: "5"})
+	equal(t, drain(&q), []string{"snapshot@5: a@2"})
+
+	q.push(watch.Event[*corev1.ConfigMap]{Type: watch.RelistStart})
+	q.push(ev(watch.RelistItem, cm("partial", "1", "6")))
+	if !q.push(ev(watch.Added, cm("x", "3", "7"))) {
+		t.Error("an object event inside a relist was not reported")
+	}
+	equal(t, drain(&q), []string{"set x@7"})
+}
+
+func TestDeltaQueue_HandsOutABookmarkOnlyAfterAllDeltas(t *testing.T) {
+	var q deltaQueue[*corev1.ConfigMap]
+	q.push(ev(watch.Added, cm("a", "1", "1")))
+	q.push(watch.Event[*corev1.ConfigMap]{Type: watch.Bookmark, ResourceVersion: "5"})
+	q.push(ev(watch.Added, cm("b", "2", "6")))
+	q.push(watch.Event[*corev1.ConfigMap]{Type: watch.Bookmark, ResourceVersion: "8"})
+	equal(t, drain(&q), []string{"set a@1", "set b@6", "bookmark@8"})
+}
+
+// TestListenerQueue_MergedDeliveryReachesTheSameHandlerView checks the
+// coalescing of a slow handler's queue against a model: whatever the
+// notifications, delivering the merged queue leaves a handler that tracks
+// objects by key with the same view as delivering every notification, and
+// every delete it sees is of an object it had been told about.
+func TestListenerQueue_MergedDeliveryReachesTheSameHandlerView(t *testing.T) {
+	for seed := range uint64(300) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		var q listenerQueue[*corev1.ConfigMap]
+		full := map[string]string{} // view from every notification
+		slow := map[string]string{} // view from the merged queue
+		store := map[string]*corev1.ConfigMap{}
+		rv, uid := 0, 0
+		applyView := func(view map[string]string, n note[*corev1.ConfigMap], what string) {
+			switch n.kind {
+			case noteAdd:
+				if _, ok := view[n.obj.Name]; ok {
+					t.Fatalf("seed %d %s: add of %s the handler already has", seed, what, n.obj.Name)
+				}
+				view[n.obj.Name] = string(n.obj.UID) + "@" + n.obj.ResourceVersion
+			case noteUpdate:
+				if v, ok := view[n.obj.Name]; !ok || v[:len(string(n.old.UID))] != string(n.old.UID) {
+					t.Fatalf("seed %d %s: update of %s the handler does not have (%q)", seed, what, n.obj.Name, v)
+				}
+				view[n.obj.Name] = string(n.obj.UID) + "@" + n.obj.ResourceVersion
+			case noteDelete:
+				if _, ok := view[n.old.Name]; !ok {
+					t.Fatalf("seed %d %s: delete of %s the handler does not have", seed, what, n.old.Name)
+				}
+				delete(view, n.old.Name)
+			case noteDeleteThenAdd:
+				if _, ok := view[n.old.Name]; !ok {
+					t.Fatalf("seed %d %s: delete of %s the handler does not have", seed, what, n.old.Name)
+				}
+				view[n.obj.Name] = string(n.obj.UID) + "@" + n.obj.ResourceVersion
+			}
+		}
+		for range 200 {
+			name := "k" + strconv.Itoa(r.IntN(4))
+			rv++
+			var n note[*corev1.ConfigMap]
+			old, had := store[name]
+			switch {
+			case had && r.IntN(3) == 0:
+				n = note[*corev1.ConfigMap]{kind: noteDelete, old: old, fsu: r.IntN(2) == 0}
+				delete(store, name)
+			case had:
+				o := cm(name, string(old.UID), strconv.Itoa(rv))
+				n = note[*corev1.ConfigMap]{kind: noteUpdate, old: old, obj: o}
+				store[name] = o
+			default:
+				uid++
+				o := cm(name, "u"+strconv.Itoa(uid), strconv.Itoa(rv))
+				n = note[*corev1.ConfigMap]{kind: noteAdd, obj: o}
+				store[name] = o
+			}
+			applyView(full, n, "full")
+			q.push(cache.KeyOf(n.objOrOld()), n)
+			if r.IntN(4) == 0 { // the slow handler gets a turn now and then
+				if m, ok := q.pop(); ok {
+					applyView(slow, m, "merged")
+				}
+			}
+		}
+		for {
+			m, ok := q.pop()
+			if !ok {
+				break
+			}
+			applyView(slow, m, "merged")
+		}
+		if fmt.Sprint(full) != fmt.Sprint(slow) {
+			t.Fatalf("seed %d: views differ\nfull   %v\nmerged %v", seed, full, slow)
+		}
+	}
+}
+
+func (n note[T]) objOrOld() T {
+	if n.kind == noteDelete {
+		return n.old
+	}
+	return n.obj
+}

@@ -1,0 +1,601 @@
+package informer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/watch"
+)
+
+// fakeSource is a scripted Source: the test sends events, Run emits them.
+// The channel is unbuffered, so when send returns the informer has queued
+// the event.
+type fakeSource struct {
+	ch  chan watch.Event[*corev1.ConfigMap]
+	mu  sync.Mutex
+	err error
+}
+
+func newFakeSource() *fakeSource {
+	return &fakeSource{ch: make(chan watch.Event[*corev1.ConfigMap])}
+}
+
+func (s *fakeSource) Run(ctx context.Context, emit func(watch.Event[*corev1.ConfigMap])) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-s.ch:
+			emit(e)
+		}
+	}
+}
+
+func (s *fakeSource) LastError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func (s *fakeSource) setErr(err error) {
+	s.mu.Lock()
+	s.err = err
+	s.mu.Unlock()
+}
+
+func (s *fakeSource) send(evs ...watch.Event[*corev1.ConfigMap]) {
+	for _, e := range evs {
+		s.ch <- e
+	}
+}
+
+func (s *fakeSource) relist(rv string, objs ...*corev1.ConfigMap) {
+	s.send(watch.Event[*corev1.ConfigMap]{Type: watch.RelistStart})
+	for _, o := range objs {
+		s.send(watch.Event[*corev1.ConfigMap]{Type: watch.RelistItem, Object: o})
+	}
+	s.send(watch.Event[*corev1.ConfigMap]{Type: watch.RelistDone, ResourceVersion: rv})
+}
+
+// lockedBuffer collects log output from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+type harness struct {
+	inf  *Informer[*corev1.ConfigMap]
+	src  *fakeSource
+	reg  *prometheus.Registry
+	logs *lockedBuffer
+	stop func()
+}
+
+// start runs an informer over a fake source; call inside a synctest bubble.
+func start(t *testing.T, opts Options[*corev1.ConfigMap], before ...func(*Informer[*corev1.ConfigMap])) *harness {
+	t.Helper()
+	h := &harness{src: newFakeSource(), reg: prometheus.NewRegistry(), logs: &lockedBuffer{}}
+	opts.Registerer = h.reg
+	opts.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
+	inf, err := New[*corev1.ConfigMap](h.src, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.inf = inf
+	for _, f := range before {
+		f(inf)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- inf.Run(ctx) }()
+	h.stop = func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	return h
+}
+
+// recorder is a Handler that logs its calls and keeps the view they build.
+type recorder struct {
+	mu    sync.Mutex
+	calls []string
+	view  map[string]string // name → resourceVersion
+	gate  chan struct{}     // if set, every call waits for a token
+}
+
+func newRecorder() *recorder { return &recorder{view: map[string]string{}} }
+
+func (r *recorder) wait() {
+	if r.gate != nil {
+		<-r.gate
+	}
+}
+
+func (r *recorder) OnAdd(obj *corev1.ConfigMap, initial bool) {
+	r.wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, fmt.Sprintf("add %s@%s initial=%v", obj.Name, obj.ResourceVersion, initial))
+	r.view[obj.Name] = obj.ResourceVersion
+}
+
+func (r *recorder) OnUpdate(old, new *corev1.ConfigMap) {
+	r.wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, fmt.Sprintf("update %s@%s>%s", new.Name, old.ResourceVersion, new.ResourceVersion))
+	r.view[new.Name] = new.ResourceVersion
+}
+
+func (r *recorder) OnDelete(d Deleted[*corev1.ConfigMap]) {
+	r.wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, fmt.Sprintf("delete %s@%s unknown=%v", d.Obj.Name, d.Obj.ResourceVersion, d.FinalStateUnknown))
+	delete(r.view, d.Obj.Name)
+}
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.calls
+	r.calls = nil
+	slices.Sort(out)
+	return out
+}
+
+func (r *recorder) snapshot() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return fmt.Sprint(r.view)
+}
+
+func add(t *testing.T, inf *Informer[*corev1.ConfigMap], h Handler[*corev1.ConfigMap], opts HandlerOptions) *Registration {
+	t.Helper()
+	reg, err := inf.AddHandler(h, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func storeView(inf *Informer[*corev1.ConfigMap]) string {
+	m := map[string]string{}
+	for _, o := range inf.Lister().List(nil) {
+		m[o.Name] = o.ResourceVersion
+	}
+	return fmt.Sprint(m)
+}
+
+func TestInformer_DeliversTheInitialListThenEachChange(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) { add(t, inf, rec, HandlerOptions{}) })
+		defer h.stop()
+
+		h.src.relist("2", cm("a", "1", "1"), cm("b", "2", "2"))
+		synctest.Wait()
+		if !closed(h.inf.Synced()) {
+			t.Fatal("informer not synced after its first snapshot")
+		}
+		equal(t, rec.take(), []string{"add a@1 initial=true", "add b@2 initial=true"})
+
+		h.src.send(ev(watch.Modified, cm("a", "1", "3")), ev(watch.Added, cm("c", "3", "4")), ev(watch.Deleted, cm("b", "2", "5")))
+		synctest.Wait()
+		equal(t, rec.take(), []string{"add c@4 initial=false", "delete b@5 unknown=false", "update a@1>3"})
+		if got := h.inf.Lister().ResourceVersion(); got != "5" {
+			t.Errorf("cache at resourceVersion %q, want 5", got)
+		}
+
+		// A relist that lacks "c" and changed "a": deletes are final-state-unknown.
+		h.src.relist("9", cm("a", "1", "7"))
+		synctest.Wait()
+		equal(t, rec.take(), []string{"delete c@4 unknown=true", "update a@3>7"})
+		if storeView(h.inf) != rec.snapshot() {
+			t.Errorf("handler view %s, cache %s", rec.snapshot(), storeView(h.inf))
+		}
+	})
+}
+
+func TestInformer_SlowHandlerDelaysNeitherOtherHandlersNorTheCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow, fast := newRecorder(), newRecorder()
+		slow.gate = make(chan struct{})
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) {
+			add(t, inf, slow, HandlerOptions{Name: "slow"})
+			add(t, inf, fast, HandlerOptions{Name: "fast"})
+		})
+		defer h.stop()
+
+		h.src.relist("1", cm("a", "1", "1"))
+		for i := 2; i <= 500; i++ {
+			h.src.send(ev(watch.Modified, cm("a", "1", fmt.Sprint(i))))
+		}
+		h.src.send(ev(watch.Added, cm("b", "2", "501")))
+		synctest.Wait() // the slow handler is stuck in its first call
+
+		if v := fast.snapshot(); v != "map[a:500 b:501]" {
+			t.Errorf("fast handler has %s while another handler is stuck", v)
+		}
+		if v := storeView(h.inf); v != "map[a:500 b:501]" {
+			t.Errorf("cache %s while a handler is stuck", v)
+		}
+		// The stuck handler's backlog is one merged entry per key.
+		if n := queued(h.inf, "slow"); n > 2 {
+			t.Errorf("stuck handler has %d notifications queued for 2 keys", n)
+		}
+		close(slow.gate)
+		synctest.Wait()
+		if slow.snapshot() != "map[a:500 b:501]" {
+			t.Errorf("slow handler ended with %s", slow.snapshot())
+		}
+	})
+}
+
+func queued(inf *Informer[*corev1.ConfigMap], handler string) int {
+	inf.dispatchMu.Lock()
+	defer inf.dispatchMu.Unlock()
+	for _, l := range inf.listeners {
+		if l.name == handler {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return l.q.len()
+		}
+	}
+	return -1
+}
+
+func TestInformer_HandlerAddedLaterGetsTheCacheReplayedAndItsOwnSyncedSignal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Options[*corev1.ConfigMap]{})
+		defer h.stop()
+		h.src.relist("2", cm("a", "1", "1"), cm("b", "2", "2"))
+		synctest.Wait()
+
+		late := newRecorder()
+		late.gate = make(chan struct{})
+		reg := add(t, h.inf, late, HandlerOptions{})
+		synctest.Wait()
+		if closed(reg.Synced()) {
+			t.Fatal("registration synced before its handler saw the replay")
+		}
+		late.gate <- struct{}{}
+		synctest.Wait()
+		if closed(reg.Synced()) {
+			t.Fatal("registration synced after one of two replayed objects")
+		}
+		close(late.gate)
+		synctest.Wait()
+		if !closed(reg.Synced()) {
+			t.Fatal("registration not synced after its replay was delivered")
+		}
+		equal(t, late.take(), []string{"add a@1 initial=true", "add b@2 initial=true"})
+		if err := reg.WaitForSync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestInformer_RegistrationSyncsOnlyWhenItsHandlerHasTheInitialList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := newRecorder()
+		slow.gate = make(chan struct{})
+		var reg *Registration
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) { reg = add(t, inf, slow, HandlerOptions{}) })
+		defer h.stop()
+		h.src.relist("2", cm("a", "1", "1"), cm("b", "2", "2"))
+		synctest.Wait() // the handler is stuck in its first add
+		// Updates to both objects: the one in flight is queued as an update,
+		// the other merges into its pending add, which still belongs to the
+		// initial state even though it moved to the back of the queue.
+		h.src.send(ev(watch.Modified, cm("a", "1", "3")), ev(watch.Modified, cm("b", "2", "4")))
+		synctest.Wait()
+		if !closed(h.inf.Synced()) {
+			t.Fatal("informer not synced")
+		}
+		for i := range 2 {
+			if closed(reg.Synced()) {
+				t.Fatalf("registration synced after %d of 3 deliveries", i)
+			}
+			slow.gate <- struct{}{}
+			synctest.Wait()
+		}
+		slow.gate <- struct{}{}
+		synctest.Wait()
+		if !closed(reg.Synced()) {
+			t.Fatal("registration not synced after its initial adds were delivered")
+		}
+		close(slow.gate)
+		calls := slow.take()
+		if len(calls) != 3 || slow.snapshot() != "map[a:3 b:4]" {
+			t.Fatalf("calls %q, view %s", calls, slow.snapshot())
+		}
+	})
+}
+
+func TestInformer_RemoveWaitsForTheRunningCallbackAndStopsDelivery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rec.gate = make(chan struct{})
+		var reg *Registration
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) { reg = add(t, inf, rec, HandlerOptions{}) })
+		defer h.stop()
+		h.src.relist("2", cm("a", "1", "1"), cm("b", "2", "2"))
+		synctest.Wait() // the handler is inside its first callback
+
+		removed := make(chan struct{})
+		go func() { reg.Remove(); close(removed) }()
+		synctest.Wait()
+		if closed(removed) {
+			t.Fatal("Remove returned while the handler's callback was still running")
+		}
+		rec.gate <- struct{}{}
+		synctest.Wait()
+		if !closed(removed) {
+			t.Fatal("Remove did not return after the callback finished")
+		}
+		if n := len(rec.take()); n != 1 {
+			t.Fatalf("handler got %d calls, want only the one in flight at Remove", n)
+		}
+		h.src.send(ev(watch.Added, cm("c", "3", "3")))
+		synctest.Wait()
+		if n := len(rec.take()); n != 0 {
+			t.Fatalf("removed handler got %d more calls", n)
+		}
+		reg.Remove() // idempotent
+	})
+}
+
+func TestInformer_RemoveFromInsideTheHandlerDoesNotDeadlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var reg *Registration
+		var mu sync.Mutex
+		calls := 0
+		h := start(t, Options[*corev1.ConfigMap]{})
+		defer h.stop()
+		reg = add(t, h.inf, HandlerFuncs[*corev1.ConfigMap]{AddFunc: func(*corev1.ConfigMap, bool) {
+			mu.Lock()
+			calls++
+			mu.Unlock()
+			reg.Remove()
+		}}, HandlerOptions{})
+		h.src.relist("3", cm("a", "1", "1"), cm("b", "2", "2"), cm("c", "3", "3"))
+		synctest.Wait() // a deadlock here fails the bubble
+		mu.Lock()
+		defer mu.Unlock()
+		if calls != 1 {
+			t.Fatalf("handler called %d times; the callback that removed it must be the last", calls)
+		}
+	})
+}
+
+func TestInformer_ReplayIntervalRedeliversCachedObjectsWithoutARelist(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		replayed, plain := newRecorder(), newRecorder()
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) {
+			add(t, inf, replayed, HandlerOptions{ReplayInterval: time.Minute})
+			add(t, inf, plain, HandlerOptions{})
+		})
+		defer h.stop()
+		h.src.relist("2", cm("a", "1", "1"), cm("b", "2", "2"))
+		synctest.Wait()
+		replayed.take()
+		plain.take()
+
+		time.Sleep(time.Minute) // virtual time: one replay interval
+		synctest.Wait()
+		equal(t, replayed.take(), []string{"update a@1>1", "update b@2>2"})
+		equal(t, plain.take(), nil)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		equal(t, replayed.take(), []string{"update a@1>1", "update b@2>2"})
+	})
+}
+
+func TestInformer_PanickingHandlerIsRecoveredLoggedAndCountedWhileOthersGoOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		good := newRecorder()
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) {
+			add(t, inf, HandlerFuncs[*corev1.ConfigMap]{
+				AddFunc:    func(*corev1.ConfigMap, bool) { panic("boom on add") },
+				UpdateFunc: func(_, _ *corev1.ConfigMap) { panic("boom on update") },
+				DeleteFunc: func(Deleted[*corev1.ConfigMap]) { panic("boom on delete") },
+			}, HandlerOptions{Name: "broken"})
+			add(t, inf, good, HandlerOptions{Name: "good"})
+		})
+		defer h.stop()
+		h.src.relist("1", cm("a", "1", "1"))
+		synctest.Wait()
+		h.src.send(ev(watch.Modified, cm("a", "1", "2")))
+		synctest.Wait()
+		h.src.send(ev(watch.Deleted, cm("a", "1", "3")), ev(watch.Added, cm("b", "2", "4")))
+		synctest.Wait()
+
+		equal(t, good.take(), []string{"add a@1 initial=true", "add b@4 initial=false", "delete a@3 unknown=false", "update a@1>2"})
+		if v := storeView(h.inf); v != "map[b:4]" {
+			t.Errorf("cache %s", v)
+		}
+		if n := counterValue(t, h.reg, "kloop_informer_handler_panics_total", "broken"); n < 3 {
+			t.Errorf("handler_panics_total{handler=broken} = %v, want >= 3", n)
+		}
+		if logs := h.logs.String(); !strings.Contains(logs, "boom on delete") || !strings.Contains(logs, "handler=broken") {
+			t.Errorf("panic not logged with the handler's name:\n%s", logs)
+		}
+	})
+}
+
+func counterValue(t *testing.T, reg *prometheus.Registry, name, handler string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "handler" && l.GetValue() == handler {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func TestInformer_StripsManagedFieldsByDefault(t *testing.T) {
+	withFields := func() *corev1.ConfigMap {
+		o := cm("a", "1", "1")
+		o.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}
+		return o
+	}
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("KeepManagedFields=%v", keep), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := start(t, Options[*corev1.ConfigMap]{KeepManagedFields: keep, Transform: func(o *corev1.ConfigMap) *corev1.ConfigMap {
+					o.Annotations = map[string]string{"transformed": "yes"}
+					return o
+				}})
+				defer h.stop()
+				h.src.relist("1", withFields())
+				synctest.Wait()
+				o, _ := h.inf.Lister().Get("ns", "a")
+				if got := len(o.ManagedFields) > 0; got != keep {
+					t.Errorf("managedFields kept=%v, want %v", got, keep)
+				}
+				if o.Annotations["transformed"] != "yes" {
+					t.Error("Transform did not run")
+				}
+			})
+		})
+	}
+}
+
+func TestInformer_DeleteAndRecreateCoalescedAwayIsReportedAsDeleteThenAdd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) { add(t, inf, rec, HandlerOptions{}) })
+		defer h.stop()
+		h.src.relist("1", cm("a", "old-uid", "1"))
+		synctest.Wait()
+		rec.take()
+		// The cache applies deltas per key; if the delete and the new add
+		// arrive together they coalesce to the add of another UID.
+		h.inf.qmu.Lock()
+		h.inf.queue.push(ev(watch.Deleted, cm("a", "old-uid", "2")))
+		h.inf.queue.push(ev(watch.Added, cm("a", "new-uid", "3")))
+		h.inf.qmu.Unlock()
+		h.inf.qwake <- struct{}{}
+		synctest.Wait()
+		equal(t, rec.take(), []string{"add a@3 initial=false", "delete a@1 unknown=true"})
+	})
+}
+
+func TestInformer_WaitForSyncNamesTheInformerAndKeepsTheCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Options[*corev1.ConfigMap]{Name: "configmaps.v1 [namespace=web]"})
+		defer h.stop()
+		h.src.setErr(&watch.OpError{Op: watch.OpList, Resource: "configmaps", Err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no RBAC"))})
+
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		err := h.inf.WaitForSync(ctx)
+		var se *SyncError
+		if !errors.As(err, &se) || se.Informer != "configmaps.v1 [namespace=web]" {
+			t.Fatalf("err = %v, want a *SyncError naming the informer", err)
+		}
+		if !apierrors.IsForbidden(err) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v: want it to be both Forbidden and DeadlineExceeded", err)
+		}
+		if !strings.Contains(err.Error(), "forbidden") {
+			t.Errorf("message does not say forbidden: %v", err)
+		}
+	})
+}
+
+func TestInformer_WaitForSyncOfAnInformerNobodyRunsSaysSo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inf, err := New[*corev1.ConfigMap](newFakeSource(), Options[*corev1.ConfigMap]{Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if err := inf.WaitForSync(ctx); !errors.Is(err, ErrNotStarted) {
+			t.Fatalf("err = %v, want ErrNotStarted", err)
+		}
+	})
+}
+
+func TestInformer_RunsOnceAndRefusesHandlersAfterStopping(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Options[*corev1.ConfigMap]{})
+		synctest.Wait()
+		if err := h.inf.Run(t.Context()); !errors.Is(err, ErrAlreadyStarted) {
+			t.Errorf("second Run: %v, want ErrAlreadyStarted", err)
+		}
+		h.stop()
+		if _, err := h.inf.AddHandler(newRecorder(), HandlerOptions{}); !errors.Is(err, ErrStopped) {
+			t.Errorf("AddHandler after stop: %v, want ErrStopped", err)
+		}
+	})
+}
+
+func TestInformer_AddIndexAfterSyncIndexesWhatIsCached(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Options[*corev1.ConfigMap]{})
+		defer h.stop()
+		a := cm("a", "1", "1")
+		a.Labels = map[string]string{"app": "x"}
+		h.src.relist("2", a, cm("b", "2", "2"))
+		synctest.Wait()
+		if err := h.inf.AddIndex(cache.IndexLabel, cache.LabelIndexFunc[*corev1.ConfigMap]); err != nil {
+			t.Fatal(err)
+		}
+		got, err := h.inf.Lister().ByIndex(cache.IndexLabel, "app=x")
+		if err != nil || len(got) != 1 || got[0].Name != "a" {
+			t.Fatalf("ByIndex = %v, %v", got, err)
+		}
+	})
+}
