@@ -16,12 +16,14 @@ type InitialListMode uint8
 
 const (
 	// InitialListAuto (the zero value) uses a streaming list and falls back
-	// to a paginated LIST when the server does not support streaming lists:
-	// it rejects the request as invalid or unsupported, or the stream ends or
-	// goes silent before the initial-events-end bookmark, or it sends a
-	// change before that bookmark. A rejection switches the reflector to
-	// paginated lists for good; the other signals only for the current sync,
-	// because a restarting server looks the same.
+	// to a paginated LIST when it fails for any reason but a transient one
+	// (connection refused, 429, 503, timeouts: those are retried after a
+	// backoff) or an expired resourceVersion (retried at the latest state).
+	// That covers servers without streaming lists: they reject the request
+	// as invalid or unsupported, or end the stream, go silent for 30s or send
+	// a change before the initial-events-end bookmark. A rejection switches
+	// the reflector to paginated lists for good; the other failures only for
+	// the current sync, because a restarting server looks the same.
 	InitialListAuto InitialListMode = iota
 	// InitialListStreaming always uses a streaming list (a WATCH with
 	// sendInitialEvents=true, resourceVersionMatch=NotOlderThan) and retries

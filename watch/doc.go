@@ -20,8 +20,8 @@
 // a WATCH with sendInitialEvents=true and resourceVersionMatch=NotOlderThan
 // that sends every object as ADDED and ends with a bookmark annotated
 // "k8s.io/initial-events-end"; the same stream then goes on as the watch. If
-// the server rejects that request, or the stream does not end properly, the
-// reflector falls back to a paginated LIST (limit 500, continue tokens) with
+// the server rejects that request, the stream does not end properly, or it
+// fails other than transiently, the reflector falls back to a paginated LIST (limit 500, continue tokens) with
 // client-go's resourceVersion rules: the first list at "0" (may be served from
 // the watch cache), a relist at the last delivered resourceVersion, a list at
 // "" (the latest state, read consistently) after a 410 Gone or a "too large
@@ -32,10 +32,10 @@
 // delivered, each watch with a random timeout of 5–10 minutes. A watch that
 // ends normally is reopened at once from that resourceVersion, without a
 // relist. A 410 Gone (or "too large") from a watch starts a new snapshot after
-// a backoff delay. Any other error waits a backoff delay (800ms doubling to
-// 30s, plus up to 100% jitter, back to 800ms after 2 quiet minutes) and
-// retries the same call: the same LIST page, or a watch from the same
-// resourceVersion.
+// a backoff delay. Other errors wait a backoff delay (800ms doubling to 30s,
+// plus up to 100% jitter, back to 800ms after 2 quiet minutes) and retry the
+// same call: the same LIST page, the streaming list, or a watch from the same
+// resourceVersion (no relist).
 //
 // # Guarantees
 //

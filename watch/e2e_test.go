@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -331,6 +332,18 @@ func TestE2E(t *testing.T) {
 				t.Errorf("%s snapshot %v, want %v", name, names, want)
 			}
 		}
+		// A type of a named API group goes through /apis, as a CRD does.
+		if _, err := cs.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "holder"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		leases, err := watch.ForResource[*coordinationv1.Lease](env.Config, kscheme.Scheme, coordinationv1.SchemeGroupVersion.WithResource("leases"), watch.Options{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := runLive(t, leases, watch.Config{}).snapshot(time.Minute); len(got) != 1 || got["holder"] == "" {
+			t.Errorf("lease snapshot %v, want the one lease", got)
+		}
+
 		createCM(t, ctx, cs, ns, "z")
 		if e := ld.next("Added z", 30*time.Second); e.Type != watch.Added || e.Object.GetName() != "z" || e.Object.Object["data"] == nil {
 			t.Errorf("dynamic: %s %s (data %v), want Added z with its data", e.Type, e.Object.GetName(), e.Object.Object["data"])
