@@ -1,0 +1,60 @@
+// Package controller is kloop's reconcile runtime: it turns informer
+// notifications into keys, keys into Reconcile calls, and Reconcile results
+// into retries, delays or nothing.
+//
+// A Controller[K] owns a workqueue of keys of type K. Sources feed it: For
+// (the primary type, keyed by its own namespace/name as a cache.Key), Owns
+// (objects mapped to their controller owner's key through ownerReferences)
+// and Watches (any type, through a function from object to keys).
+// Predicates decide which notifications count. Workers take keys from the
+// queue and call the Reconciler.
+//
+// # Guarantees
+//
+//   - One key is never reconciled by two workers at once; keys enqueued while
+//     their key is being reconciled are folded into one later call.
+//   - Workers start only after every source has delivered its initial state
+//     (or Start fails with ErrSyncFailed wrapping the source's error, such as
+//     a 403 from the API server, after Options.SyncTimeout).
+//   - Result and error mean one thing each: an error is retried with the
+//     rate limiter's growing delay (RequeueAfter is then ignored, with a
+//     warning); TerminalError is logged and counted but not retried;
+//     RequeueAfter alone reconciles the key again after that long; a panic is
+//     recovered, counted and retried like an error.
+//   - Start returns only once every worker has exited. On stop no new key
+//     is handed out; Reconcile calls in flight finish, or see their context
+//     cancelled with cause ErrDrainTimeout after Options.DrainTimeout.
+//   - Metrics carry controller-runtime's names and labels:
+//     controller_runtime_reconcile_total{controller,result},
+//     controller_runtime_reconcile_errors_total,
+//     controller_runtime_terminal_reconcile_errors_total,
+//     controller_runtime_reconcile_panics_total,
+//     controller_runtime_reconcile_timeouts_total,
+//     controller_runtime_reconcile_time_seconds,
+//     controller_runtime_active_workers and
+//     controller_runtime_max_concurrent_reconciles, next to the workqueue's
+//     workqueue_* families.
+//
+// # Not guaranteed
+//
+//   - The reconciler is not told what changed, and may be called for an
+//     object that is gone or that changed again since the event: it must
+//     read the current state and be idempotent.
+//   - A cache read in Reconcile may not yet show the reconciler's own
+//     writes. Use client's read-your-writes reads, or wait for the
+//     resourceVersion a write returned (cache.Lister.WaitFor), before
+//     deciding that something you created is missing.
+//   - Deletes are seen at most once and may be missed while a watch is down;
+//     they then arrive from the next relist, with Event.FinalStateUnknown
+//     set, and still map to owners. Use finalizers for cleanup that must
+//     happen.
+//
+// # Your responsibilities
+//
+//  1. Treat objects from sources and listers as read-only; copy before
+//     changing them (cache.Copy).
+//  2. Return an error to be retried, TerminalError when retrying cannot
+//     help, Result{RequeueAfter} to look again later.
+//  3. Honour ctx in Reconcile: it carries the per-reconcile timeout and the
+//     stop.
+package controller
