@@ -320,4 +320,3 @@ func TestReadYourWrites_WithoutItTheBurstIsRacy(t *testing.T) {
 	}
 	t.Logf("without read-your-writes: %d children from one parent (1 means the cache happened to win the race)", n)
 }
-
