@@ -1,0 +1,366 @@
+// Command workqueue compares kloop's workqueue with client-go's rate-limiting
+// workqueue and controller-runtime's priority queue on one fixed workload, in
+// one process:
+//
+//	4 producers, 8 workers, 10,000 distinct keys, 2,000,000 adds in all;
+//	every key handed out is Done at once. The priority variant gives every add
+//	a random priority in [-100, 100].
+//
+// Each producer replays a pre-generated sequence of key indexes (and
+// priorities), the same for every queue. Every queue first serves a warm-up
+// pass of 200,000 adds, then, on the same queue, the measured pass; a pass
+// ends when the producers are finished and the queue is empty with nothing in
+// flight. An item is one Add: throughput is adds per second of the measured
+// pass, and allocations per item are runtime.MemStats.Mallocs over the
+// measured passes divided by their adds. The queues take turns for several
+// rounds; the median round's throughput counts. Keys handed out (fewer than
+// adds, thanks to de-duplication) are printed too.
+//
+// Run with: cd bench && go run ./cmd/workqueue
+package main
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	cgworkqueue "k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+
+	"github.com/kloop-dev/kloop/workqueue"
+)
+
+const (
+	producers = 4
+	workers   = 8
+	keyCount  = 10_000
+	totalAdds = 2_000_000
+)
+
+// subject is one queue under test. Every method is called through this
+// interface for every queue, so dispatch costs the same on both sides.
+type subject interface {
+	add(key string, prio *int)
+	get() (string, bool)
+	done(key string)
+	len() int
+	shutDown()
+}
+
+type kloopQueue struct{ q *workqueue.Queue[string] }
+
+func (k kloopQueue) add(key string, prio *int) {
+	if prio == nil {
+		k.q.Add(key)
+	} else {
+		k.q.AddWithPriority(key, *prio)
+	}
+}
+
+func (k kloopQueue) get() (string, bool) {
+	key, err := k.q.Get(context.Background())
+	return key, err == nil
+}
+func (k kloopQueue) done(key string) { k.q.Done(key) }
+func (k kloopQueue) len() int        { return k.q.Len() }
+func (k kloopQueue) shutDown()       { k.q.ShutDown() }
+
+type clientGoQueue struct {
+	q cgworkqueue.TypedRateLimitingInterface[string]
+}
+
+func (c clientGoQueue) add(key string, _ *int) { c.q.Add(key) }
+func (c clientGoQueue) get() (string, bool) {
+	key, shutdown := c.q.Get()
+	return key, !shutdown
+}
+func (c clientGoQueue) done(key string) { c.q.Done(key) }
+func (c clientGoQueue) len() int        { return c.q.Len() }
+func (c clientGoQueue) shutDown()       { c.q.ShutDown() }
+
+type crQueue struct {
+	q priorityqueue.PriorityQueue[string]
+}
+
+func (c crQueue) add(key string, prio *int) {
+	c.q.AddWithOpts(priorityqueue.AddOpts{Priority: prio}, key)
+}
+
+func (c crQueue) get() (string, bool) {
+	key, shutdown := c.q.Get()
+	return key, !shutdown
+}
+func (c crQueue) done(key string) { c.q.Done(key) }
+func (c crQueue) len() int        { return c.q.Len() }
+func (c crQueue) shutDown()       { c.q.ShutDown() }
+
+// workload is the pre-generated input every queue replays.
+type workload struct {
+	keys  []string
+	seq   [producers][]int32 // key indexes per producer
+	prios [producers][]int   // priorities per producer; nil without priorities
+}
+
+func newWorkload(adds int, withPrio bool, seed uint64) *workload {
+	w := &workload{keys: make([]string, keyCount)}
+	for i := range w.keys {
+		w.keys[i] = fmt.Sprintf("namespace-%d/object-%d", i%50, i)
+	}
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	for p := range producers {
+		n := adds / producers
+		w.seq[p] = make([]int32, n)
+		for i := range n {
+			w.seq[p][i] = int32(r.IntN(keyCount))
+		}
+		if withPrio {
+			w.prios[p] = make([]int, n)
+			for i := range n {
+				w.prios[p][i] = r.IntN(201) - 100
+			}
+		}
+	}
+	return w
+}
+
+type result struct {
+	elapsed   time.Duration
+	adds      int
+	processed int64
+	mallocs   uint64
+
+	// Summed over all rounds, for allocations per item.
+	allMallocs uint64
+	allAdds    int
+}
+
+func (r result) throughput() float64 { return float64(r.adds) / r.elapsed.Seconds() }
+
+// run drives one queue through the warm-up workload and then, measured, the
+// workload itself, and shuts it down. The same queue serves both passes, so
+// the measured pass sees a queue in steady state (maps and buffers grown),
+// which is what a long-running controller sees.
+func run(s subject, warm, w *workload) result {
+	var processed, inFlight atomic.Int64
+	var wg sync.WaitGroup
+	startWorkers := make(chan struct{})
+	for range workers {
+		wg.Go(func() {
+			<-startWorkers
+			for {
+				key, ok := s.get()
+				if !ok {
+					return
+				}
+				inFlight.Add(1)
+				s.done(key)
+				inFlight.Add(-1)
+				processed.Add(1)
+			}
+		})
+	}
+	close(startWorkers)
+
+	// Producers are started once and run one pass per phase, so the
+	// measured pass creates no goroutines.
+	phases := []*workload{warm, w}
+	starts := make([]chan struct{}, len(phases))
+	for i := range starts {
+		starts[i] = make(chan struct{})
+	}
+	var pass sync.WaitGroup
+	var pwg sync.WaitGroup
+	for p := range producers {
+		pwg.Go(func() {
+			for i, ph := range phases {
+				<-starts[i]
+				seq, prios, keys := ph.seq[p], ph.prios[p], ph.keys
+				for j, k := range seq {
+					if prios != nil {
+						s.add(keys[k], &prios[j])
+					} else {
+						s.add(keys[k], nil)
+					}
+				}
+				pass.Done()
+			}
+		})
+	}
+	// drain waits until nothing is ready and nothing is in flight, seen
+	// twice in a row. controller-runtime's ShutDown drops ready items, so the
+	// end of a pass is detected this way for every queue.
+	drain := func() {
+		for quiet := 0; quiet < 2; {
+			if s.len() == 0 && inFlight.Load() == 0 {
+				quiet++
+			} else {
+				quiet = 0
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+
+	pass.Add(producers)
+	close(starts[0])
+	pass.Wait()
+	drain()
+	before := processed.Load()
+
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	t0 := time.Now()
+	pass.Add(producers)
+	close(starts[1])
+	pass.Wait()
+	drain()
+	elapsed := time.Since(t0)
+	runtime.ReadMemStats(&m1)
+
+	s.shutDown()
+	wg.Wait()
+	pwg.Wait()
+
+	adds := 0
+	for p := range producers {
+		adds += len(w.seq[p])
+	}
+	return result{elapsed: elapsed, adds: adds, processed: processed.Load() - before, mallocs: m1.Mallocs - m0.Mallocs}
+}
+
+type contender struct {
+	name string
+	make func() subject
+}
+
+// compare runs the contenders in turns, rounds times each, and returns the
+// median round of each, with allocations summed over all rounds.
+func compare(rounds int, w, warm *workload, cs ...contender) []result {
+	all := make([][]result, len(cs))
+	for range rounds {
+		for i, c := range cs {
+			all[i] = append(all[i], run(c.make(), warm, w))
+		}
+	}
+	out := make([]result, len(cs))
+	for i, rs := range all {
+		slices.SortFunc(rs, func(a, b result) int { return cmp.Compare(a.elapsed, b.elapsed) })
+		out[i] = rs[len(rs)/2]
+		var m uint64
+		for _, r := range rs {
+			m += r.mallocs
+			fmt.Printf("  %-20s %6.0f ms %10.0f adds/s %8d handed out %7d allocs (%.5f/add, %.5f/hand-out)\n",
+				cs[i].name, float64(r.elapsed.Microseconds())/1000, r.throughput(), r.processed,
+				r.mallocs, float64(r.mallocs)/float64(r.adds), float64(r.mallocs)/float64(r.processed))
+		}
+		// Allocations are averaged over all measured rounds.
+		out[i].allMallocs, out[i].allAdds = m, rs[0].adds*len(rs)
+	}
+	return out
+}
+
+func allocsPerItem(r result) float64 { return float64(r.allMallocs) / float64(r.allAdds) }
+
+func main() {
+	rounds := flag.Int("rounds", 3, "measured rounds per queue (median counts)")
+	only := flag.String("only", "", "profiling aid: run only the contender with this name, print no RESULT")
+	onlyPrio := flag.Bool("only-priority", false, "with -only: use the priority workload")
+	memProfile := flag.String("memprofile", "", "with -only: record every allocation and write a heap profile to this file")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *rounds < 1 {
+		fmt.Fprintln(os.Stderr, "rounds must be at least 1")
+		os.Exit(2)
+	}
+	fmt.Printf("workqueue benchmark: %d producers, %d workers, %d keys, %d adds, GOMAXPROCS=%d\n",
+		producers, workers, keyCount, totalAdds, runtime.GOMAXPROCS(0))
+
+	if *only != "" {
+		cs := map[string]func() subject{
+			"kloop": func() subject { return kloopQueue{workqueue.New(workqueue.Config[string]{})} },
+			"client-go": func() subject {
+				return clientGoQueue{cgworkqueue.NewTypedRateLimitingQueue(cgworkqueue.DefaultTypedControllerRateLimiter[string]())}
+			},
+			"controller-runtime": func() subject { return crQueue{priorityqueue.New[string]("")} },
+		}
+		mk, ok := cs[*only]
+		if !ok {
+			fmt.Fprintln(os.Stderr, "unknown contender", *only)
+			os.Exit(2)
+		}
+		w := newWorkload(totalAdds, *onlyPrio, 1)
+		if *memProfile != "" {
+			runtime.MemProfileRate = 1
+		}
+		compare(*rounds, w, newWorkload(totalAdds/10, *onlyPrio, 2), contender{*only, mk})
+		if *memProfile != "" {
+			f, err := os.Create(*memProfile)
+			if err == nil {
+				err = pprof.Lookup("allocs").WriteTo(f, 0)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+		}
+		return
+	}
+	plain := newWorkload(totalAdds, false, 1)
+	plainWarm := newWorkload(totalAdds/10, false, 2)
+	r := compare(*rounds, plain, plainWarm,
+		contender{"kloop", func() subject {
+			return kloopQueue{workqueue.New(workqueue.Config[string]{})}
+		}},
+		contender{"client-go", func() subject {
+			return clientGoQueue{cgworkqueue.NewTypedRateLimitingQueueWithConfig(
+				cgworkqueue.DefaultTypedControllerRateLimiter[string](),
+				cgworkqueue.TypedRateLimitingQueueConfig[string]{})}
+		}},
+	)
+	kl, cg := r[0], r[1]
+
+	prio := newWorkload(totalAdds, true, 3)
+	prioWarm := newWorkload(totalAdds/10, true, 4)
+	r = compare(*rounds, prio, prioWarm,
+		contender{"kloop-priority", func() subject {
+			return kloopQueue{workqueue.New(workqueue.Config[string]{})}
+		}},
+		contender{"controller-runtime", func() subject {
+			return crQueue{priorityqueue.New[string]("")}
+		}},
+	)
+	kp, cr := r[0], r[1]
+
+	fmt.Printf("RESULT workqueue-throughput kloop=%.0f peer=%.0f ratio=%.2f unit=items/s peer_name=client-go\n",
+		kl.throughput(), cg.throughput(), kl.throughput()/cg.throughput())
+	fmt.Printf("RESULT priorityqueue-throughput kloop=%.0f peer=%.0f ratio=%.2f unit=items/s peer_name=controller-runtime\n",
+		kp.throughput(), cr.throughput(), kp.throughput()/cr.throughput())
+	ka, ca := allocsPerItem(kl), allocsPerItem(cg)
+	ratio := 0.0
+	if ca > 0 {
+		ratio = ka / ca
+	}
+	fmt.Printf("RESULT workqueue-allocs-per-item kloop=%.4f peer=%.4f ratio=%.2f unit=allocs peer_name=client-go\n",
+		ka, ca, ratio)
+}

@@ -1,0 +1,113 @@
+// Package workqueue is the queue between event handlers and a controller's
+// workers: handlers add keys, workers take them with Get, process them, and
+// report with Done.
+//
+//	q := workqueue.New(workqueue.Config[string]{Name: "foo"})
+//	go func() { q.Add("default/a") }()
+//	for {
+//		key, err := q.Get(ctx)
+//		if err != nil {
+//			return // ErrShutDown or ctx.Err()
+//		}
+//		if err := reconcile(ctx, key); err != nil {
+//			q.AddRateLimited(key)
+//		} else {
+//			q.Forget(key)
+//		}
+//		q.Done(key)
+//	}
+//
+// # Guarantees
+//
+//   - De-duplication: a key added while it waits to be handed out is not
+//     queued twice; it keeps one place in line and the higher priority.
+//   - Exclusive processing: a key handed out by Get is not handed out again
+//     until its Done, so two workers never hold one key. A key added while it
+//     is being processed is handed out again after its Done.
+//   - Order: Get hands out the ready key with the smallest
+//     readyTime − priority × Aging, and among equal values the one that
+//     became ready first. With one priority this is FIFO. readyTime is when
+//     the key became ready: when it was added, when its Done re-queued it, or
+//     when the queue saw its delay pass. Re-adding a ready key with a higher
+//     priority p at time t moves it to min(current value, t − p × Aging),
+//     never back.
+//   - No starvation: from the above, a key of priority p that became ready at
+//     t0 can only be overtaken by keys that become ready (or are raised)
+//     before t0 + (P − p) × Aging, where P is the highest priority in use.
+//     After that it is handed out once the keys already ahead of it are, at
+//     the latest. With the default Aging of 100 ms, a priority −100 key is
+//     overtaken by priority-0 traffic for at most 10 s, however steady that
+//     traffic is. (controller-runtime's priority queue has no such bound.)
+//   - Delays: AddAfter keeps delayed keys in one heap; a sooner AddAfter for
+//     a delayed key moves it earlier, a later one changes nothing, and Add
+//     makes it ready at once. At most one timer runs, held by a goroutine
+//     blocked in Get. Keys whose delay has passed while no Get was blocked
+//     become ready when a Get or Len next runs.
+//   - Nothing lost at shutdown: after ShutDown, Get keeps handing out the
+//     keys that were ready, and keys added while in flight once they are
+//     Done, and only then returns ErrShutDown.
+//   - No goroutines: neither New nor any method starts one, so nothing needs
+//     to be stopped; ShutDown only wakes the Gets that are blocked.
+//   - Allocation-free steady state: keys are kept in recycled entries, so a
+//     queue that has seen its keys before adds, hands out and finishes them
+//     without allocating. Adding a key that is already ready, at the same or
+//     a lower priority, does not take the queue's lock.
+//
+// # Contract for callers
+//
+//   - Call Done exactly once for every key Get returned, also when processing
+//     failed (after AddRateLimited or AddAfter). A missing Done keeps the key
+//     from ever being handed out again and keeps ShutDownWithDrain waiting;
+//     an extra Done for a key not in flight is ignored.
+//   - Get returns ctx.Err() when ctx is done before a key is handed out, and
+//     ErrShutDown once the queue is shut down and has nothing more to hand
+//     out. Either way the caller got no key and must not call Done.
+//   - Forget resets the rate limiter's back-off for a key (call it when the
+//     key succeeded or was given up); it does not remove the key.
+//
+// # Non-guarantees
+//
+//   - Len, and the depth metric, count ready keys only, not delayed or in
+//     flight ones, and may be stale as soon as they are read.
+//   - Delays are not exact: a delayed key becomes ready no earlier than its
+//     time, and later if every worker is busy (it then ages from when the
+//     queue saw it due).
+//   - After ShutDown, delayed keys are dropped and every add is ignored.
+//     ShutDownWithDrain waits only as long as workers keep calling Get and
+//     Done; bound it with its context.
+//   - Order across the queue is only as exact as the clock: keys that became
+//     ready at the same instant with the same priority are FIFO by the order
+//     the queue saw them.
+//   - Memory: an entry for a key that stops being added is kept until about
+//     8 × (number of keys held) further hand-outs (at least 65,536) have
+//     passed, then recycled. Entries are recycled, not freed, so the queue
+//     keeps memory for the most keys it held at once, as Go maps do.
+//
+// # Rate limiting
+//
+// AddRateLimited delays a key by what Config.RateLimiter says. The default,
+// DefaultRateLimiter, is the one client-go and controller-runtime give
+// controllers: the larger of a per-key exponential back-off from 5 ms
+// doubling to 1000 s, and an overall token bucket of 10 per second with a
+// burst of 100. ExponentialRateLimiter, FastSlowRateLimiter,
+// BucketRateLimiter and MaxOfRateLimiter can be combined into others.
+//
+// # Metrics
+//
+// A queue with a Name registers, on Config.Registerer (default
+// metrics.Registry), the families controller-runtime uses, with the labels
+// name and controller both set to the queue's name:
+// workqueue_depth{priority}, workqueue_adds_total,
+// workqueue_queue_duration_seconds, workqueue_work_duration_seconds,
+// workqueue_unfinished_work_seconds,
+// workqueue_longest_running_processor_seconds and workqueue_retries_total.
+// The two in-progress gauges are computed when scraped, so no goroutine
+// refreshes them. A queue without a Name records nothing and does no work for
+// metrics.
+//
+// # Time
+//
+// The queue reads time from Config.Clock (k8s.io/utils/clock). Tests can
+// pass a fake clock (k8s.io/utils/clock/testing) and step it, or run with the
+// real clock inside a testing/synctest bubble.
+package workqueue

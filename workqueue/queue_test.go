@@ -1,0 +1,444 @@
+package workqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// deadline bounds every call that could block forever if the queue were
+// broken, so a bug fails the test with a message instead of hanging it.
+const deadline = 10 * time.Second
+
+// mustGet takes a key that the test knows is ready.
+func mustGet[K comparable](t *testing.T, q *Queue[K]) K {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	k, err := q.Get(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Get blocked for %v although a key should be ready: queue deadlocked or lost the key", deadline)
+	}
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	return k
+}
+
+// mustShutDownErr expects Get to report shutdown at once.
+func mustShutDownErr[K comparable](t *testing.T, q *Queue[K]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	k, err := q.Get(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Get blocked for %v on a shut-down, empty queue: it should return ErrShutDown", deadline)
+	}
+	if !errors.Is(err, ErrShutDown) {
+		t.Fatalf("Get = %v, %v; want ErrShutDown", k, err)
+	}
+}
+
+func TestQueue_DeduplicatesKeysWaitingToBeHandedOut(t *testing.T) {
+	q := New(Config[string]{})
+	q.Add("a")
+	q.Add("b")
+	q.Add("a")
+	q.Add("a")
+	if got := q.Len(); got != 2 {
+		t.Fatalf("Len = %d after adding a, b, a, a; want 2", got)
+	}
+	if k := mustGet(t, q); k != "a" {
+		t.Fatalf("first Get = %q, want a", k)
+	}
+	if k := mustGet(t, q); k != "b" {
+		t.Fatalf("second Get = %q, want b", k)
+	}
+	if got := q.Len(); got != 0 {
+		t.Fatalf("Len = %d after handing out both keys; want 0 (a was queued twice?)", got)
+	}
+}
+
+func TestQueue_KeyAddedWhileInFlightIsHandedOutAgainOnlyAfterDone(t *testing.T) {
+	q := New(Config[string]{})
+	q.Add("a")
+	k := mustGet(t, q)
+	q.Add("a")
+	q.Add("a")
+	if got := q.Len(); got != 0 {
+		t.Fatalf("Len = %d while a is in flight; want 0: a must wait for its Done", got)
+	}
+	q.Done(k)
+	if got := q.Len(); got != 1 {
+		t.Fatalf("Len = %d after Done; want 1: a was added while in flight", got)
+	}
+	if k := mustGet(t, q); k != "a" {
+		t.Fatalf("Get = %q, want a", k)
+	}
+	q.Done("a")
+	if got := q.Len(); got != 0 {
+		t.Fatalf("Len = %d after the second Done; want 0", got)
+	}
+}
+
+func TestQueue_HandsOutEqualPrioritiesInFIFOOrder(t *testing.T) {
+	q := New(Config[int]{})
+	for i := range 100 {
+		q.AddWithPriority(i, 3)
+	}
+	for i := range 100 {
+		if k := mustGet(t, q); k != i {
+			t.Fatalf("Get #%d = %d; want %d (FIFO among equal priorities)", i, k, i)
+		}
+	}
+}
+
+func TestQueue_HandsOutHigherPrioritiesFirst(t *testing.T) {
+	q := New(Config[string]{})
+	q.AddWithPriority("low", -100)
+	q.Add("normal")
+	q.AddWithPriority("high", 10)
+	q.Add("normal2")
+	want := []string{"high", "normal", "normal2", "low"}
+	for _, w := range want {
+		if k := mustGet(t, q); k != w {
+			t.Fatalf("Get = %q, want %q (order %v)", k, w, want)
+		}
+	}
+}
+
+func TestQueue_ReAddWithHigherPriorityMovesReadyKeyAhead(t *testing.T) {
+	q := New(Config[string]{})
+	q.Add("a")
+	q.Add("b")
+	q.Add("c")
+	q.AddWithPriority("c", 5) // raise
+	q.AddWithPriority("a", -5) // lower priority: ignored, a keeps 0
+	want := []string{"c", "a", "b"}
+	for _, w := range want {
+		if k := mustGet(t, q); k != w {
+			t.Fatalf("Get = %q, want %q (order %v)", k, w, want)
+		}
+	}
+}
+
+func TestQueue_GetReturnsContextErrorAndLosesNoKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{})
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() {
+			_, err := q.Get(ctx)
+			errc <- err
+		}()
+		synctest.Wait() // Get is blocked
+		cancel()
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Get after cancel = %v, want context.Canceled", err)
+		}
+		q.Add("a")
+		if k := mustGet(t, q); k != "a" {
+			t.Fatalf("Get = %q, want a: the cancelled Get must not have taken it", k)
+		}
+		if _, err := q.Get(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Get with a done context = %v, want context.Canceled", err)
+		}
+	})
+}
+
+func TestQueue_BlockedGetReceivesKeyAddedLater(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{})
+		got := make(chan string, 1)
+		go func() { got <- mustGet(t, q) }()
+		synctest.Wait()
+		q.Add("a")
+		if k := <-got; k != "a" {
+			t.Fatalf("blocked Get = %q, want a", k)
+		}
+		q.Done("a")
+		q.ShutDown()
+	})
+}
+
+func TestQueue_AfterShutDownHandsOutReadyKeysThenReportsShutDown(t *testing.T) {
+	q := New(Config[string]{})
+	q.Add("a")
+	q.Add("b")
+	q.ShutDown()
+	q.Add("c") // ignored
+	if !q.ShuttingDown() {
+		t.Fatal("ShuttingDown = false after ShutDown")
+	}
+	for _, w := range []string{"a", "b"} {
+		if k := mustGet(t, q); k != w {
+			t.Fatalf("Get after ShutDown = %q, want %q", k, w)
+		}
+		q.Done(w)
+	}
+	mustShutDownErr(t, q)
+}
+
+func TestQueue_ShutDownWakesEveryBlockedGet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{})
+		var wg sync.WaitGroup
+		var shut atomic.Int32
+		for range 5 {
+			wg.Go(func() {
+				if _, err := q.Get(context.Background()); errors.Is(err, ErrShutDown) {
+					shut.Add(1)
+				}
+			})
+		}
+		synctest.Wait()
+		q.ShutDown()
+		wg.Wait()
+		if n := shut.Load(); n != 5 {
+			t.Fatalf("%d of 5 blocked Gets returned ErrShutDown", n)
+		}
+	})
+}
+
+func TestQueue_ShutDownStillHandsOutKeyAddedWhileInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{})
+		q.Add("a")
+		k := mustGet(t, q)
+		q.Add("a") // dirty: must be handed out again after Done
+		q.ShutDown()
+
+		// Another worker with nothing to do must wait for a, not quit.
+		got := make(chan string, 1)
+		go func() {
+			k, err := q.Get(context.Background())
+			if err != nil {
+				got <- err.Error()
+				return
+			}
+			got <- k
+		}()
+		synctest.Wait()
+		select {
+		case k := <-got:
+			t.Fatalf("Get returned %q before the in-flight a was Done; want it to wait for a", k)
+		default:
+		}
+		q.Done(k)
+		if k := <-got; k != "a" {
+			t.Fatalf("Get = %q, want a again", k)
+		}
+		q.Done("a")
+		mustShutDownErr(t, q)
+	})
+}
+
+func TestQueue_ShutDownWithDrainWaitsForInFlightAndReadyKeys(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{})
+		q.Add("a")
+		q.Add("b")
+		k := mustGet(t, q)
+
+		drained := make(chan error, 1)
+		go func() { drained <- q.ShutDownWithDrain(context.Background()) }()
+		synctest.Wait()
+		select {
+		case err := <-drained:
+			t.Fatalf("ShutDownWithDrain returned %v with a in flight and b ready", err)
+		default:
+		}
+		q.Done(k)
+		k = mustGet(t, q) // b
+		synctest.Wait()
+		select {
+		case err := <-drained:
+			t.Fatalf("ShutDownWithDrain returned %v with b in flight", err)
+		default:
+		}
+		q.Done(k)
+		if err := <-drained; err != nil {
+			t.Fatalf("ShutDownWithDrain = %v, want nil", err)
+		}
+		if err := q.ShutDownWithDrain(context.Background()); err != nil {
+			t.Fatalf("second ShutDownWithDrain = %v, want nil at once", err)
+		}
+	})
+}
+
+func TestQueue_ShutDownWithDrainGivesUpWhenContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{})
+		q.Add("stuck")
+		mustGet(t, q) // never Done
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		err := q.ShutDownWithDrain(ctx)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("ShutDownWithDrain = %v, want DeadlineExceeded", err)
+		}
+		if waited := time.Since(start); waited != time.Minute {
+			t.Fatalf("ShutDownWithDrain waited %v, want exactly its context's minute", waited)
+		}
+	})
+}
+
+func TestQueue_DoneForKeyNotInFlightIsIgnored(t *testing.T) {
+	q := New(Config[string]{})
+	q.Done("never-added")
+	q.Add("a")
+	q.Done("a") // ready, not in flight
+	if got := q.Len(); got != 1 {
+		t.Fatalf("Len = %d after Done of a ready key; want 1 (Done must not drop it)", got)
+	}
+	k := mustGet(t, q)
+	q.Done(k)
+	q.Done(k)
+	q.Add("a")
+	if k := mustGet(t, q); k != "a" {
+		t.Fatalf("Get = %q, want a", k)
+	}
+}
+
+// TestQueue_NeverHandsOutAKeyTwiceBeforeDone hammers a queue from many
+// goroutines and checks, per key, that no two workers hold it at once and
+// that every add is followed by a hand-out (nothing is lost). It runs in a
+// synctest bubble so that the delays of AddAfter pass in fake time.
+func TestQueue_NeverHandsOutAKeyTwiceBeforeDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			keys      = 50
+			producers = 4
+			workers   = 8
+			adds      = 5000
+		)
+		q := New(Config[int]{})
+		var holders [keys]atomic.Int32
+		// added[k] counts adds of k, bumped just before each add; seen[k] is
+		// what a worker read from added[k] after being handed k. A hand-out
+		// that follows an add therefore sees that add counted.
+		var added, seen [keys]atomic.Int64
+		var violations atomic.Int64
+
+		var wwg sync.WaitGroup
+		for w := range workers {
+			wwg.Go(func() {
+				for {
+					k, err := q.Get(context.Background())
+					if err != nil {
+						return
+					}
+					if holders[k].Add(1) != 1 {
+						violations.Add(1)
+					}
+					seen[k].Store(added[k].Load())
+					if w%2 == 0 { // workers add too, as reconcilers requeue
+						next := (k + 1) % keys
+						added[next].Add(1)
+						q.AddWithPriority(next, k%7-3)
+					}
+					holders[k].Add(-1)
+					q.Done(k)
+				}
+			})
+		}
+		var pwg sync.WaitGroup
+		for p := range producers {
+			pwg.Go(func() {
+				for i := range adds {
+					k := (i*7 + p) % keys
+					added[k].Add(1)
+					switch i % 3 {
+					case 0:
+						q.Add(k)
+					case 1:
+						q.AddWithPriority(k, i%5-2)
+					default:
+						q.AddAfter(k, time.Duration(1+i%4)*time.Millisecond)
+					}
+				}
+			})
+		}
+		pwg.Wait()
+		time.Sleep(10 * time.Millisecond) // fake time: every delay passes
+		synctest.Wait()                   // workers have drained the queue
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		if err := q.ShutDownWithDrain(ctx); err != nil {
+			t.Fatalf("ShutDownWithDrain: %v: workers stuck or keys left behind", err)
+		}
+		wwg.Wait()
+		if v := violations.Load(); v != 0 {
+			t.Fatalf("%d times a key was handed out while another worker held it", v)
+		}
+		for k := range keys {
+			if a, s := added[k].Load(), seen[k].Load(); s != a {
+				t.Errorf("key %d: last hand-out saw %d adds of %d: an add was lost", k, s, a)
+			}
+		}
+	})
+}
+
+func TestQueue_SteadyStateAddGetDoneDoesNotAllocate(t *testing.T) {
+	q := New(Config[string]{})
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("ns/key-%d", i)
+	}
+	ctx := context.Background()
+	cycle := func() {
+		for _, k := range keys {
+			q.Add(k)
+			q.Add(k)
+		}
+		for range keys {
+			k, _ := q.Get(ctx)
+			q.Done(k)
+		}
+		for i, k := range keys {
+			q.AddWithPriority(k, i%3)
+		}
+		for range keys {
+			k, _ := q.Get(ctx)
+			q.Done(k)
+		}
+	}
+	cycle() // first sight of the keys allocates their entries
+	if allocs := testing.AllocsPerRun(20, cycle); allocs != 0 {
+		t.Fatalf("%v allocations per cycle of 4000 adds and 2000 Get/Done; want 0", allocs)
+	}
+}
+
+func TestQueue_EvictsEntriesOfKeysThatStoppedComing(t *testing.T) {
+	q := New(Config[int]{})
+	ctx := context.Background()
+	// A burst of distinct keys, then a steady stream of a few keys.
+	for k := range 5000 {
+		q.Add(k)
+		k, _ := q.Get(ctx)
+		q.Done(k)
+	}
+	if n := len(q.entries); n != 5000 {
+		t.Fatalf("entries = %d right after the burst; want 5000 kept for reuse", n)
+	}
+	for i := range 3 * minIdleWindow {
+		q.Add(-1 - i%10)
+		k, _ := q.Get(ctx)
+		q.Done(k)
+	}
+	if n := len(q.entries); n > 10 {
+		t.Fatalf("entries = %d after %d hand-outs of 10 keys; want the burst's entries evicted", n, 3*minIdleWindow)
+	}
+	// Evicted entries are recycled, and a key that was evicted works again.
+	q.Add(42)
+	if k := mustGet(t, q); k != 42 {
+		t.Fatalf("Get = %d, want 42", k)
+	}
+	q.Done(42)
+}

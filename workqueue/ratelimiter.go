@@ -1,0 +1,210 @@
+package workqueue
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// RateLimiter decides how long a key waits before it is retried.
+// Implementations must be safe for concurrent use.
+type RateLimiter[K comparable] interface {
+	// When returns the delay before k's next retry and counts the retry.
+	When(k K) time.Duration
+	// Forget stops tracking k: its next When starts afresh.
+	Forget(k K)
+	// NumRequeues reports how many retries of k were counted since its
+	// last Forget.
+	NumRequeues(k K) int
+}
+
+// DefaultRateLimiter is the limiter a Queue uses when Config.RateLimiter is
+// nil, the one Kubernetes controllers have used for years: the larger of a
+// per-key exponential back-off from 5 ms doubling up to 1000 s, and an
+// overall token bucket of 10 retries per second with a burst of 100. A nil
+// clock means the real clock.
+func DefaultRateLimiter[K comparable](clk clock.PassiveClock) RateLimiter[K] {
+	return NewMaxOfRateLimiter(
+		NewExponentialRateLimiter[K](5*time.Millisecond, 1000*time.Second),
+		NewBucketRateLimiter[K](10, 100, clk),
+	)
+}
+
+// ExponentialRateLimiter delays a key base·2^n, where n is the number of
+// retries counted for it, capped at max.
+type ExponentialRateLimiter[K comparable] struct {
+	base, max time.Duration
+
+	mu       sync.Mutex
+	failures map[K]int
+}
+
+// NewExponentialRateLimiter returns a per-key exponential back-off from base
+// up to max.
+func NewExponentialRateLimiter[K comparable](base, max time.Duration) *ExponentialRateLimiter[K] {
+	return &ExponentialRateLimiter[K]{base: base, max: max, failures: make(map[K]int)}
+}
+
+// When returns base·2^n for the n-th retry of k (n from 0), at most max.
+func (r *ExponentialRateLimiter[K]) When(k K) time.Duration {
+	r.mu.Lock()
+	n := r.failures[k]
+	r.failures[k] = n + 1
+	r.mu.Unlock()
+	return backoff(r.base, r.max, n)
+}
+
+// backoff is base·2^n capped at max, without overflowing.
+func backoff(base, max time.Duration, n int) time.Duration {
+	if base <= 0 {
+		return 0
+	}
+	if n >= 63 || base > max>>n {
+		return max
+	}
+	return base << n
+}
+
+// Forget resets k's back-off.
+func (r *ExponentialRateLimiter[K]) Forget(k K) {
+	r.mu.Lock()
+	delete(r.failures, k)
+	r.mu.Unlock()
+}
+
+// NumRequeues reports the retries counted for k.
+func (r *ExponentialRateLimiter[K]) NumRequeues(k K) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failures[k]
+}
+
+// FastSlowRateLimiter delays a key by fast for its first maxFast retries and
+// by slow afterwards.
+type FastSlowRateLimiter[K comparable] struct {
+	fast, slow time.Duration
+	maxFast    int
+
+	mu       sync.Mutex
+	failures map[K]int
+}
+
+// NewFastSlowRateLimiter returns a limiter that retries maxFast times after
+// fast, then after slow.
+func NewFastSlowRateLimiter[K comparable](fast, slow time.Duration, maxFast int) *FastSlowRateLimiter[K] {
+	return &FastSlowRateLimiter[K]{fast: fast, slow: slow, maxFast: maxFast, failures: make(map[K]int)}
+}
+
+// When returns fast for the first maxFast retries of k, then slow.
+func (r *FastSlowRateLimiter[K]) When(k K) time.Duration {
+	r.mu.Lock()
+	n := r.failures[k] + 1
+	r.failures[k] = n
+	r.mu.Unlock()
+	if n <= r.maxFast {
+		return r.fast
+	}
+	return r.slow
+}
+
+// Forget resets k's count.
+func (r *FastSlowRateLimiter[K]) Forget(k K) {
+	r.mu.Lock()
+	delete(r.failures, k)
+	r.mu.Unlock()
+}
+
+// NumRequeues reports the retries counted for k.
+func (r *FastSlowRateLimiter[K]) NumRequeues(k K) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failures[k]
+}
+
+// BucketRateLimiter limits retries of all keys together with a token bucket:
+// qps tokens a second, at most burst saved up. A retry takes a token, waiting
+// for it when the bucket is empty; waits queue up, so n retries at once on an
+// empty bucket are spread n/qps seconds apart.
+type BucketRateLimiter[K comparable] struct {
+	qps   float64
+	burst float64
+	clock clock.PassiveClock
+
+	mu     sync.Mutex
+	tokens float64 // negative when retries are queued for future tokens
+	last   time.Time
+}
+
+// NewBucketRateLimiter returns an overall token bucket of qps per second and
+// the given burst (at least 1). qps <= 0 means no limit. A nil clock means
+// the real clock.
+func NewBucketRateLimiter[K comparable](qps float64, burst int, clk clock.PassiveClock) *BucketRateLimiter[K] {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	b := float64(max(burst, 1))
+	return &BucketRateLimiter[K]{qps: qps, burst: b, clock: clk, tokens: b, last: clk.Now()}
+}
+
+// When takes a token and returns how long until it is available.
+func (r *BucketRateLimiter[K]) When(K) time.Duration {
+	if r.qps <= 0 {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock.Now()
+	if elapsed := now.Sub(r.last); elapsed > 0 {
+		r.tokens = min(r.burst, r.tokens+elapsed.Seconds()*r.qps)
+		r.last = now
+	}
+	r.tokens--
+	if r.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-r.tokens / r.qps * float64(time.Second))
+}
+
+// Forget does nothing: the bucket does not track keys.
+func (r *BucketRateLimiter[K]) Forget(K) {}
+
+// NumRequeues is always 0: the bucket does not track keys.
+func (r *BucketRateLimiter[K]) NumRequeues(K) int { return 0 }
+
+// MaxOfRateLimiter combines limiters: the delay is the longest any of them
+// gives, NumRequeues the highest, and Forget reaches all of them.
+type MaxOfRateLimiter[K comparable] struct {
+	limiters []RateLimiter[K]
+}
+
+// NewMaxOfRateLimiter combines limiters; every When asks all of them, so each
+// counts every retry.
+func NewMaxOfRateLimiter[K comparable](limiters ...RateLimiter[K]) *MaxOfRateLimiter[K] {
+	return &MaxOfRateLimiter[K]{limiters: limiters}
+}
+
+// When returns the longest delay of the combined limiters.
+func (r *MaxOfRateLimiter[K]) When(k K) time.Duration {
+	var d time.Duration
+	for _, l := range r.limiters {
+		d = max(d, l.When(k))
+	}
+	return d
+}
+
+// Forget forgets k in every combined limiter.
+func (r *MaxOfRateLimiter[K]) Forget(k K) {
+	for _, l := range r.limiters {
+		l.Forget(k)
+	}
+}
+
+// NumRequeues returns the highest count of the combined limiters.
+func (r *MaxOfRateLimiter[K]) NumRequeues(k K) int {
+	n := 0
+	for _, l := range r.limiters {
+		n = max(n, l.NumRequeues(k))
+	}
+	return n
+}

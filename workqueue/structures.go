@@ -1,0 +1,417 @@
+package workqueue
+
+import (
+	"math"
+	"sync/atomic"
+
+	"k8s.io/utils/clock"
+)
+
+// Entry states. An entry stays in the entries map while idle too, so that a
+// key that comes back (the common case for a controller) costs no allocation
+// and no map insert; idle entries are evicted once they have been idle for a
+// while (see Queue.makeIdle). Legal states: idle (0); ready; waiting;
+// inFlight; inFlight|dirty; inFlight|waiting; evicted.
+const (
+	stReady    uint8 = 1 << iota // in the ring or the ready heap
+	stWaiting                    // in the delay heap
+	stInFlight                   // handed out by Get, Done not called yet
+	stDirty                      // added while in flight; ready again at Done
+	stEvicted                    // no longer in the entries map
+)
+
+// noPriority marks an entry whose next hand-out has no requested priority yet,
+// so that the first add sets it and later adds can only raise it.
+const noPriority = math.MinInt64
+
+// entry is the queue's record of one key. Entries are carved from slabs and
+// recycled, never freed one by one, so that keys coming and going do not
+// allocate. Every field is guarded by the queue's lock, except that vs and pr
+// are atomics so that Add can see, without the lock, that a key is already
+// going to be handed out (see covers).
+type entry[K comparable] struct {
+	key K // set when the entry is (re)used; zeroed when evicted
+
+	// vs packs the entry's incarnation (bits 40-63, bumped each time the
+	// entry is reused for a key), a version (bits 8-39, bumped on every
+	// state change) and the state (bits 0-7).
+	vs atomic.Uint64
+	// pr is the highest priority requested since the key was last handed
+	// out (noPriority while in flight and not added again). It only falls
+	// together with a state change.
+	pr atomic.Int64
+
+	// order is the ready heap's sort key: the time the entry became ready
+	// minus its priority in aging steps, so older entries overtake higher
+	// priorities in a bounded time. seq breaks ties in FIFO order.
+	order int64
+	seq   uint64
+
+	readyAt int64  // delay heap key, nanoseconds since the queue's epoch
+	dseq    uint64 // delay heap tie-breaker
+
+	hidx int32 // index in the ready heap
+	didx int32 // index in the delay heap
+	fidx int32 // index in the metrics in-flight list
+
+	// Idle list (or free list) links, and the hand-out count when the entry
+	// went idle.
+	idlePrev, idleNext *entry[K]
+	idleAt             uint64
+
+	// When the entry last became ready, and (only kept for metrics) when it
+	// was last handed out; nanoseconds since the queue's epoch.
+	readySince int64
+	startedAt  int64
+}
+
+const (
+	vsStateMask   = 0xff
+	vsVersionOne  = 1 << 8
+	vsVersionMask = (1<<32 - 1) << 8
+	vsIncShift    = 40
+)
+
+func (e *entry[K]) state() uint8 { return uint8(e.vs.Load()) }
+
+func (e *entry[K]) setState(s uint8) {
+	v := e.vs.Load()
+	ver := (v + vsVersionOne) & vsVersionMask
+	e.vs.Store(v&^(vsVersionMask|vsStateMask) | ver | uint64(s))
+}
+
+// incarnation tells apart the keys an entry has served.
+func (e *entry[K]) incarnation() uint32 { return uint32(e.vs.Load() >> vsIncShift) }
+
+// reincarnate gives the entry a new incarnation in state s, which makes
+// every ref to the previous one stale.
+func (e *entry[K]) reincarnate(s uint8) {
+	v := e.vs.Load()
+	inc := (v>>vsIncShift + 1) << vsIncShift
+	e.vs.Store(inc | (v+vsVersionOne)&vsVersionMask | uint64(s))
+}
+
+func (e *entry[K]) prio() int64 { return e.pr.Load() }
+
+func (e *entry[K]) setPrio(p int64) { e.pr.Store(p) }
+
+// ref is an entry as the lock-free snapshot knows it: valid only while the
+// entry is still in that incarnation.
+type ref[K comparable] struct {
+	e   *entry[K]
+	inc uint32
+}
+
+// covers reports, without the queue's lock, whether adding the key now at
+// priority p would change nothing: r still names the key's entry, which is
+// ready, or in flight and added again, with at least priority p. State and
+// priority are read between two reads of the version, so they held together
+// at one instant.
+func (r ref[K]) covers(p int64) bool {
+	v := r.e.vs.Load()
+	if uint32(v>>vsIncShift) != r.inc {
+		return false
+	}
+	if s := uint8(v); s != stReady && s != stInFlight|stDirty {
+		return false
+	}
+	return r.e.pr.Load() >= p && r.e.vs.Load() == v
+}
+
+// shrinker decides when a buffer should give memory back: after it has
+// stayed less than 1/8 full for many removals in a row. A queue that fills
+// and drains over and over keeps its buffers instead of reallocating them each
+// time, and one that shrank for good returns the memory of its peak.
+type shrinker struct{ low int }
+
+func (s *shrinker) due(n, c int) bool {
+	if c <= 1024 || n >= c/8 {
+		s.low = 0
+		return false
+	}
+	if s.low++; s.low > 4*c {
+		s.low = 0
+		return true
+	}
+	return false
+}
+
+// ring is a FIFO of entries on a power-of-two circular buffer. It is the
+// ready structure while every ready entry has priority 0.
+type ring[K comparable] struct {
+	buf    []*entry[K]
+	head   int
+	n      int
+	shrink shrinker
+}
+
+func (r *ring[K]) push(e *entry[K]) {
+	if r.n == len(r.buf) {
+		r.resize(max(16, 2*len(r.buf)))
+	}
+	r.buf[(r.head+r.n)&(len(r.buf)-1)] = e
+	r.n++
+}
+
+func (r *ring[K]) pop() *entry[K] {
+	if r.n == 0 {
+		return nil
+	}
+	e := r.buf[r.head]
+	r.buf[r.head] = nil // do not pin handed-out entries
+	r.head = (r.head + 1) & (len(r.buf) - 1)
+	r.n--
+	if r.shrink.due(r.n, len(r.buf)) {
+		r.resize(len(r.buf) / 2)
+	}
+	return e
+}
+
+func (r *ring[K]) resize(size int) {
+	buf := make([]*entry[K], size)
+	for i := 0; i < r.n; i++ {
+		buf[i] = r.buf[(r.head+i)&(len(r.buf)-1)]
+	}
+	r.buf, r.head = buf, 0
+}
+
+// readyHeap orders entries by (order, seq): a binary min-heap with each
+// entry's position kept in hidx, so that raising a priority is O(log n).
+type readyHeap[K comparable] struct {
+	s      []*entry[K]
+	shrink shrinker
+}
+
+func readyLess[K comparable](a, b *entry[K]) bool {
+	if a.order != b.order {
+		return a.order < b.order
+	}
+	return a.seq < b.seq
+}
+
+func (h *readyHeap[K]) len() int { return len(h.s) }
+
+// appendSorted adds an entry known to sort after every entry in the heap.
+func (h *readyHeap[K]) appendSorted(e *entry[K]) {
+	e.hidx = int32(len(h.s))
+	h.s = append(h.s, e)
+}
+
+func (h *readyHeap[K]) push(e *entry[K]) {
+	h.appendSorted(e)
+	h.up(int(e.hidx))
+}
+
+func (h *readyHeap[K]) pop() *entry[K] {
+	s := h.s
+	n := len(s) - 1
+	e := s[0]
+	s[0] = s[n]
+	s[0].hidx = 0
+	s[n] = nil
+	h.s = s[:n]
+	if n > 0 {
+		h.down(0)
+	}
+	e.hidx = -1
+	if h.shrink.due(len(h.s), cap(h.s)) {
+		h.s = append(make([]*entry[K], 0, cap(h.s)/2), h.s...)
+	}
+	return e
+}
+
+func (h *readyHeap[K]) up(i int) {
+	s := h.s
+	e := s[i]
+	for i > 0 {
+		p := (i - 1) / 2
+		if !readyLess(e, s[p]) {
+			break
+		}
+		s[i] = s[p]
+		s[i].hidx = int32(i)
+		i = p
+	}
+	s[i] = e
+	e.hidx = int32(i)
+}
+
+func (h *readyHeap[K]) down(i int) {
+	s := h.s
+	n := len(s)
+	e := s[i]
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && readyLess(s[r], s[c]) {
+			c = r
+		}
+		if !readyLess(s[c], e) {
+			break
+		}
+		s[i] = s[c]
+		s[i].hidx = int32(i)
+		i = c
+	}
+	s[i] = e
+	e.hidx = int32(i)
+}
+
+// delayHeap orders waiting entries by (readyAt, dseq), position in didx.
+type delayHeap[K comparable] struct {
+	s      []*entry[K]
+	shrink shrinker
+}
+
+func delayLess[K comparable](a, b *entry[K]) bool {
+	if a.readyAt != b.readyAt {
+		return a.readyAt < b.readyAt
+	}
+	return a.dseq < b.dseq
+}
+
+func (h *delayHeap[K]) len() int { return len(h.s) }
+
+// first is the earliest waiting entry; the heap must not be empty.
+func (h *delayHeap[K]) first() *entry[K] { return h.s[0] }
+
+func (h *delayHeap[K]) push(e *entry[K]) {
+	e.didx = int32(len(h.s))
+	h.s = append(h.s, e)
+	h.up(int(e.didx))
+}
+
+func (h *delayHeap[K]) remove(e *entry[K]) {
+	s := h.s
+	i := int(e.didx)
+	n := len(s) - 1
+	if i != n {
+		s[i] = s[n]
+		s[i].didx = int32(i)
+	}
+	s[n] = nil
+	h.s = s[:n]
+	if i != n {
+		h.down(i)
+		h.up(i)
+	}
+	e.didx = -1
+	if h.shrink.due(len(h.s), cap(h.s)) {
+		h.s = append(make([]*entry[K], 0, cap(h.s)/2), h.s...)
+	}
+}
+
+func (h *delayHeap[K]) up(i int) {
+	s := h.s
+	e := s[i]
+	for i > 0 {
+		p := (i - 1) / 2
+		if !delayLess(e, s[p]) {
+			break
+		}
+		s[i] = s[p]
+		s[i].didx = int32(i)
+		i = p
+	}
+	s[i] = e
+	e.didx = int32(i)
+}
+
+func (h *delayHeap[K]) down(i int) {
+	s := h.s
+	n := len(s)
+	e := s[i]
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && delayLess(s[r], s[c]) {
+			c = r
+		}
+		if !delayLess(s[c], e) {
+			break
+		}
+		s[i] = s[c]
+		s[i].didx = int32(i)
+		i = c
+	}
+	s[i] = e
+	e.didx = int32(i)
+}
+
+// waiter is a goroutine blocked in Get. Whoever removes a waiter from the
+// list sends exactly one token on ch, after setting e if it hands over an
+// entry; a token with e == nil asks the waiter to look at the queue again.
+type waiter[K comparable] struct {
+	ch         chan struct{}
+	e          *entry[K]
+	prev, next *waiter[K]
+	listed     bool
+	timer      clock.Timer // created the first time this waiter keeps time
+}
+
+// waiterList is an intrusive doubly-linked list of blocked Get calls.
+type waiterList[K comparable] struct {
+	head, tail *waiter[K]
+	n          int
+}
+
+func (l *waiterList[K]) pushBack(w *waiter[K]) {
+	w.prev, w.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = w
+	} else {
+		l.head = w
+	}
+	l.tail = w
+	w.listed = true
+	l.n++
+}
+
+func (l *waiterList[K]) remove(w *waiter[K]) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		l.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		l.tail = w.prev
+	}
+	w.prev, w.next = nil, nil
+	w.listed = false
+	l.n--
+}
+
+// idleList is an intrusive FIFO of idle entries, oldest first.
+type idleList[K comparable] struct {
+	head, tail *entry[K]
+}
+
+func (l *idleList[K]) pushBack(e *entry[K]) {
+	e.idlePrev, e.idleNext = l.tail, nil
+	if l.tail != nil {
+		l.tail.idleNext = e
+	} else {
+		l.head = e
+	}
+	l.tail = e
+}
+
+func (l *idleList[K]) remove(e *entry[K]) {
+	if e.idlePrev != nil {
+		e.idlePrev.idleNext = e.idleNext
+	} else {
+		l.head = e.idleNext
+	}
+	if e.idleNext != nil {
+		e.idleNext.idlePrev = e.idlePrev
+	} else {
+		l.tail = e.idlePrev
+	}
+	e.idlePrev, e.idleNext = nil, nil
+}
