@@ -1,0 +1,206 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/watch"
+)
+
+// DefaultMaxWait bounds how long a CachedReader waits for its cache to catch
+// up with a write, when ReaderOptions.MaxWait is zero.
+const DefaultMaxWait = 10 * time.Second
+
+// ErrCacheStale is matched (errors.Is) by the error a CachedReader returns
+// when its cache did not reach the client's own write within MaxWait. The
+// error is a *StaleError.
+var ErrCacheStale = errors.New("client: cache has not caught up with this client's write")
+
+// StaleError says which write a cache did not reach in time.
+type StaleError struct {
+	Resource schema.GroupResource
+	// Key is the object whose write the cache had not seen.
+	Key cache.Key
+	// Want describes the write ("resourceVersion N", or "deletion of uid U");
+	// Have is the cache's resourceVersion when the wait ended.
+	Want, Have string
+	Waited     time.Duration
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("client: cache of %s did not reach this client's write of %s (%s) within %v (cache is at %q)",
+		e.Resource, e.Key, e.Want, e.Waited, e.Have)
+}
+
+// Is makes errors.Is(err, ErrCacheStale) true.
+func (e *StaleError) Is(target error) bool { return target == ErrCacheStale }
+
+// Cache is what a CachedReader needs of a cache: reads, the resourceVersion
+// it has caught up with, and a way to wait for a resourceVersion.
+// cache.Lister (a *cache.Store) provides it.
+type Cache[T watch.Object] interface {
+	Get(namespace, name string) (T, bool)
+	ListInNamespace(namespace string, selector labels.Selector) []T
+	ResourceVersion() string
+	// WaitFor blocks until the cache has seen resourceVersion rv for key
+	// (the object at key is at rv or later, or the whole cache has reached
+	// rv), or ctx ends, returning an error wrapping context.Cause(ctx).
+	WaitFor(ctx context.Context, key cache.Key, rv string) error
+}
+
+// ReaderOptions configure a CachedReader. The zero value works.
+type ReaderOptions struct {
+	// MaxWait bounds each wait for the cache. Default DefaultMaxWait.
+	MaxWait time.Duration
+	// Logger receives a debug line per wait. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// CachedReader reads one resource from a cache, but first waits until the
+// cache has seen the writes its client made: a Get of a key the client wrote
+// at resourceVersion N waits until the cache holds that key at N or later (or
+// the cache as a whole has passed N); after a delete the server confirmed
+// without returning the object, it waits until the cache no longer holds the
+// deleted object; a List waits for every pending write in the namespace. Each wait is bounded by MaxWait and
+// ends with a *StaleError (errors.Is ErrCacheStale) rather than stale data.
+// Keys the client has not written are read without waiting.
+//
+// Objects returned are the cache's: read-only, shared with every other
+// reader. Use cache.Copy before modifying one. It is safe for concurrent use.
+type CachedReader[T watch.Object] struct {
+	cache   Cache[T]
+	tracker *WriteTracker
+	gr      schema.GroupResource
+	maxWait time.Duration
+	log     *slog.Logger
+}
+
+// NewCachedReader returns a reader of the cache c of resource gr that waits
+// for the writes recorded in tracker (nil: never waits). Resource.Cached is
+// the shorter way for a Resource's own client.
+func NewCachedReader[T watch.Object](c Cache[T], tracker *WriteTracker, gr schema.GroupResource, opts ReaderOptions) *CachedReader[T] {
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = DefaultMaxWait
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &CachedReader[T]{cache: c, tracker: tracker, gr: gr, maxWait: opts.MaxWait, log: opts.Logger}
+}
+
+// Cached returns a CachedReader of c, which must cache this Resource's
+// objects, that waits for this client's writes.
+func (r *Resource[T]) Cached(c Cache[T], opts ReaderOptions) *CachedReader[T] {
+	return NewCachedReader(c, r.c.tracker, r.gvr.GroupResource(), opts)
+}
+
+// Get returns namespace/name from the cache once the cache has seen this
+// client's latest write of it. A missing object is an apierrors NotFound
+// error, as from the API server. The object is read-only.
+func (r *CachedReader[T]) Get(ctx context.Context, namespace, name string) (T, error) {
+	var zero T
+	key := cache.Key{Namespace: namespace, Name: name}
+	if w, ok := r.tracker.Pending(r.gr, key); ok {
+		if err := r.wait(ctx, []PendingWrite{w}); err != nil {
+			return zero, err
+		}
+	}
+	obj, ok := r.cache.Get(namespace, name)
+	if !ok {
+		return zero, apierrors.NewNotFound(r.gr, name)
+	}
+	return obj, nil
+}
+
+// List returns the objects in namespace ("" means all) matching selector
+// (nil matches everything), once the cache has seen every write this client
+// made in that namespace. The objects are read-only.
+func (r *CachedReader[T]) List(ctx context.Context, namespace string, selector labels.Selector) ([]T, error) {
+	if err := r.wait(ctx, r.tracker.PendingIn(r.gr, namespace)); err != nil {
+		return nil, err
+	}
+	return r.cache.ListInNamespace(namespace, selector), nil
+}
+
+// wait blocks until the cache has seen every write in ws, for at most
+// MaxWait in all, and clears each write it confirms.
+func (r *CachedReader[T]) wait(ctx context.Context, ws []PendingWrite) error {
+	var (
+		began time.Time
+		wctx  context.Context
+	)
+	for _, w := range ws {
+		for !r.reached(w) {
+			if wctx == nil {
+				began = time.Now()
+				var cancel context.CancelFunc
+				wctx, cancel = context.WithTimeoutCause(ctx, r.maxWait, errMaxWait)
+				defer cancel()
+			}
+			target := w.ResourceVersion
+			if w.Gone {
+				// No resourceVersion to wait for: wait for the cache to
+				// move at all, then look again.
+				target = nextRV(r.cache.ResourceVersion())
+			}
+			if err := r.cache.WaitFor(wctx, w.Key, target); err != nil {
+				if errors.Is(err, errMaxWait) {
+					return &StaleError{Resource: r.gr, Key: w.Key, Want: w.want(), Have: r.cache.ResourceVersion(), Waited: time.Since(began)}
+				}
+				return fmt.Errorf("client: waiting for the cache of %s to reach %s at %s: %w", r.gr, w.Key, w.want(), err)
+			}
+			if !w.Gone {
+				break // WaitFor's condition is reached's
+			}
+		}
+		if wctx != nil {
+			r.log.Debug("cache caught up with own write", "resource", r.gr.String(), "namespace", w.Key.Namespace, "name", w.Key.Name,
+				"rv", w.ResourceVersion, "gone", w.Gone, "waited", time.Since(began))
+		}
+		r.tracker.Forget(r.gr, w)
+	}
+	return nil
+}
+
+// reached reports whether the cache has seen w.
+func (r *CachedReader[T]) reached(w PendingWrite) bool {
+	obj, ok := r.cache.Get(w.Key.Namespace, w.Key.Name)
+	if w.Gone {
+		return !ok || (w.UID != "" && obj.GetUID() != w.UID)
+	}
+	return rvAtOrAfter(r.cache.ResourceVersion(), w.ResourceVersion) || (ok && rvAtOrAfter(obj.GetResourceVersion(), w.ResourceVersion))
+}
+
+func (w PendingWrite) want() string {
+	if w.Gone {
+		return "deletion of uid " + string(w.UID)
+	}
+	return "resourceVersion " + w.ResourceVersion
+}
+
+// nextRV returns the integer resourceVersion after rv, or "1" when rv is not
+// an integer (a cache that has not synced yet).
+func nextRV(rv string) string {
+	if !rvAtOrAfter(rv, "1") {
+		return "1"
+	}
+	b := []byte(rv)
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] < '9' {
+			b[i]++
+			return string(b)
+		}
+		b[i] = '0'
+	}
+	return "1" + string(b)
+}
+
+var errMaxWait = errors.New("client: MaxWait elapsed")

@@ -1,0 +1,291 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/watch"
+)
+
+// heldCache is a real cache.Store fed by a real reflector from the API
+// server, with a gate the test can close to hold the watch events back (a
+// cache that lags), and a signal when a reader starts waiting on it.
+type heldCache[T watch.Object] struct {
+	*cache.Store[T]
+	waiting chan struct{} // gets a value when WaitFor is entered
+
+	mu   sync.Mutex
+	gate chan struct{} // non-nil: events wait until it is closed
+}
+
+func (h *heldCache[T]) WaitFor(ctx context.Context, key cache.Key, rv string) error {
+	select {
+	case h.waiting <- struct{}{}:
+	default:
+	}
+	return h.Store.WaitFor(ctx, key, rv)
+}
+
+// hold makes the cache stop applying events until release.
+func (h *heldCache[T]) hold() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.gate = make(chan struct{})
+}
+
+func (h *heldCache[T]) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gate != nil {
+		close(h.gate)
+		h.gate = nil
+	}
+}
+
+// startConfigMapCache runs a reflector for the ConfigMaps in ns into a store
+// until the test ends, and returns once the store has its first snapshot.
+func startConfigMapCache(t *testing.T, env *testenv.Env, ns string) *heldCache[*corev1.ConfigMap] {
+	t.Helper()
+	lw, err := watch.ForResource[*corev1.ConfigMap](env.Config, clientgoscheme.Scheme, configMapGVR, watch.Options{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, w, err := cache.New(cache.Options[*corev1.ConfigMap]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &heldCache[*corev1.ConfigMap]{Store: store, waiting: make(chan struct{}, 1)}
+	r := watch.NewReflector(lw, watch.Config{
+		Name:       "configmaps-" + ns,
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Registerer: prometheus.NewRegistry(),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	synced := make(chan struct{})
+	var snapshot []*corev1.ConfigMap
+	emit := func(ev watch.Event[*corev1.ConfigMap]) {
+		h.mu.Lock()
+		gate := h.gate
+		h.mu.Unlock()
+		if gate != nil {
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return
+			}
+		}
+		switch ev.Type {
+		case watch.Added, watch.Modified:
+			w.Apply(ev.Object)
+		case watch.Deleted:
+			w.Delete(ev.Object)
+		case watch.Bookmark:
+			w.Bookmark(ev.ResourceVersion)
+		case watch.RelistStart:
+			snapshot = nil
+		case watch.RelistItem:
+			snapshot = append(snapshot, ev.Object)
+		case watch.RelistDone:
+			w.Replace(snapshot, ev.ResourceVersion)
+			snapshot = nil
+			select {
+			case <-synced:
+			default:
+				close(synced)
+			}
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, emit) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("reflector: %v", err)
+		}
+	})
+	select {
+	case <-synced:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("cache of configmaps in %s did not sync within 30s (last error %v)", ns, r.LastError())
+	}
+	return h
+}
+
+func recv[V any](t *testing.T, ch <-chan V, what string) V {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out after 30s waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+type getResult struct {
+	obj *corev1.ConfigMap
+	err error
+}
+
+func testCachedGetWaitsForUpdate(t *testing.T, env *testenv.Env) {
+	ctx := testCtx(t, time.Minute)
+	c := newClient(t, env.Config, client.Options{})
+	ns := newNamespace(t, c, "ryw-update")
+	cms := resource[*corev1.ConfigMap](t, c, configMapGVR)
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}, Data: map[string]string{"v": "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	hc := startConfigMapCache(t, env, ns)
+	reader := cms.Cached(hc, client.ReaderOptions{MaxWait: 30 * time.Second})
+
+	cur, err := reader.Get(ctx, ns, "a")
+	if err != nil || cur.Data["v"] != "1" {
+		t.Fatalf("cached get after sync: %v, %+v", err, cur)
+	}
+
+	hc.hold()
+	upd := cache.Copy(cur)
+	upd.Data["v"] = "2"
+	written, err := cms.Update(ctx, upd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A plain cache read now returns the state before our own write.
+	if stale, _ := hc.Get(ns, "a"); stale.Data["v"] != "1" {
+		t.Fatalf("held cache already has v=%s; the test cannot show a wait", stale.Data["v"])
+	}
+
+	res := make(chan getResult, 1)
+	go func() {
+		obj, err := reader.Get(ctx, ns, "a")
+		res <- getResult{obj, err}
+	}()
+	recv(t, hc.waiting, "the cached Get to wait for the cache")
+	hc.release()
+	got := recv(t, res, "the cached Get to return after the cache caught up")
+	if got.err != nil {
+		t.Fatalf("cached get: %v", got.err)
+	}
+	if got.obj.Data["v"] != "2" || got.obj.ResourceVersion != written.ResourceVersion {
+		t.Fatalf("cached get returned v=%s at rv %s, want our write v=2 at rv %s", got.obj.Data["v"], got.obj.ResourceVersion, written.ResourceVersion)
+	}
+	if pending := c.Tracker().PendingIn(configMapGVR.GroupResource(), ns); len(pending) != 0 {
+		t.Errorf("tracker holds %+v after the cache confirmed them, want nothing", pending)
+	}
+}
+
+func testCachedReadsCreateDelete(t *testing.T, env *testenv.Env) {
+	ctx := testCtx(t, time.Minute)
+	c := newClient(t, env.Config, client.Options{})
+	ns := newNamespace(t, c, "ryw-create-delete")
+	cms := resource[*corev1.ConfigMap](t, c, configMapGVR)
+	hc := startConfigMapCache(t, env, ns)
+	reader := cms.Cached(hc, client.ReaderOptions{MaxWait: 30 * time.Second})
+
+	// "Create if missing", run twice: the second run must see the first
+	// run's object, or it would create a duplicate (here: AlreadyExists).
+	ensure := func() error {
+		if _, err := reader.Get(ctx, ns, "made"); !apierrors.IsNotFound(err) {
+			return err
+		}
+		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "made"}})
+		return err
+	}
+	hc.hold()
+	if err := ensure(); err != nil {
+		t.Fatalf("first ensure: %v", err)
+	}
+	second := make(chan error, 1)
+	go func() { second <- ensure() }()
+	recv(t, hc.waiting, "the second ensure to wait for the cache")
+	hc.release()
+	if err := recv(t, second, "the second ensure"); err != nil {
+		t.Fatalf("second ensure: %v (it acted on a cache from before the first create)", err)
+	}
+
+	// List waits for a pending create too.
+	hc.hold()
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "listed"}}); err != nil {
+		t.Fatal(err)
+	}
+	listed := make(chan []*corev1.ConfigMap, 1)
+	go func() {
+		items, err := reader.List(ctx, ns, nil)
+		if err != nil {
+			t.Errorf("cached list: %v", err)
+		}
+		listed <- items
+	}()
+	recv(t, hc.waiting, "the cached List to wait for the cache")
+	hc.release()
+	if items := recv(t, listed, "the cached List"); len(items) != 2 {
+		t.Fatalf("cached list returned %d objects, want made and listed", len(items))
+	}
+
+	// A delete: the cached Get waits until the cache saw it.
+	hc.hold()
+	if err := cms.Delete(ctx, ns, "made", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := hc.Get(ns, "made"); !ok {
+		t.Fatal("held cache already lost the deleted object; the test cannot show a wait")
+	}
+	res := make(chan error, 1)
+	go func() {
+		_, err := reader.Get(ctx, ns, "made")
+		res <- err
+	}()
+	recv(t, hc.waiting, "the cached Get to wait for the delete")
+	hc.release()
+	if err := recv(t, res, "the cached Get after a delete"); !apierrors.IsNotFound(err) {
+		t.Fatalf("cached get after own delete: got %v, want NotFound", err)
+	}
+}
+
+func testCachedGetStale(t *testing.T, env *testenv.Env) {
+	ctx := testCtx(t, time.Minute)
+	c := newClient(t, env.Config, client.Options{})
+	ns := newNamespace(t, c, "ryw-stale")
+	cms := resource[*corev1.ConfigMap](t, c, configMapGVR)
+	hc := startConfigMapCache(t, env, ns)
+	reader := cms.Cached(hc, client.ReaderOptions{MaxWait: 300 * time.Millisecond})
+
+	hc.hold()
+	written, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = reader.Get(ctx, ns, "late")
+	var se *client.StaleError
+	if !errors.Is(err, client.ErrCacheStale) || !errors.As(err, &se) {
+		t.Fatalf("cached get with the cache held back: got %v, want ErrCacheStale", err)
+	}
+	if se.Want != "resourceVersion "+written.ResourceVersion || se.Key != (cache.Key{Namespace: ns, Name: "late"}) {
+		t.Errorf("StaleError %+v: want key %s/late at rv %s", se, ns, written.ResourceVersion)
+	}
+	if _, err := reader.List(ctx, ns, nil); !errors.Is(err, client.ErrCacheStale) {
+		t.Fatalf("cached list with the cache held back: got %v, want ErrCacheStale", err)
+	}
+
+	// Once the cache catches up the write is still waited for, then read.
+	hc.release()
+	reader = cms.Cached(hc, client.ReaderOptions{MaxWait: 30 * time.Second})
+	got, err := reader.Get(ctx, ns, "late")
+	if err != nil || got.ResourceVersion != written.ResourceVersion {
+		t.Fatalf("cached get after release: %v, %+v", err, got)
+	}
+}

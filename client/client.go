@@ -1,0 +1,156 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
+)
+
+// DefaultFieldManager is the field manager used when Options.FieldManager is
+// empty.
+const DefaultFieldManager = "kloop"
+
+// Options configure New. The zero value works for built-in types.
+type Options struct {
+	// Scheme maps Go types to API kinds and back. It must register every type
+	// used with For, together with its list type (Kind + "List"), in the
+	// group and version it is served at. Default: client-go's
+	// k8s.io/client-go/kubernetes/scheme.Scheme, which has the built-in
+	// types; for custom resources, build a scheme with both (the built-in
+	// AddToScheme and your API package's AddToScheme).
+	Scheme *runtime.Scheme
+
+	// FieldManager is sent with every create, update and patch, and is the
+	// owner of the fields set by Apply. Default: DefaultFieldManager.
+	FieldManager string
+
+	// DisableWriteTracking stops the client from recording its writes, and
+	// makes Tracker return nil. Use it for clients whose writes are never
+	// read back through a cache (event recorders, leader election), so the
+	// tracker does not keep entries nobody clears.
+	DisableWriteTracking bool
+
+	// Logger receives warnings (such as a resourceVersion that is not an
+	// integer). Default: slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() error {
+	if o.Scheme == nil {
+		o.Scheme = scheme.Scheme
+	}
+	if o.FieldManager == "" {
+		o.FieldManager = DefaultFieldManager
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Client talks to one API server for any number of resources. It is safe for
+// concurrent use. Create one per program (or per identity) and derive a
+// Resource per type with For.
+type Client struct {
+	cfg          *rest.Config
+	httpClient   *http.Client
+	scheme       *runtime.Scheme
+	codecs       runtime.NegotiatedSerializer
+	fieldManager string
+	tracker      *WriteTracker
+	log          *slog.Logger
+
+	mu   sync.Mutex
+	rest map[schema.GroupVersion]*rest.RESTClient
+}
+
+// New returns a client for the API server cfg points at. It copies cfg and
+// does no I/O. Requests and responses are JSON (custom resources have no
+// protobuf form), whatever cfg.ContentType says. Client-side rate limiting
+// follows cfg (QPS and Burst, client-go's 5 and 10 when zero, none when QPS
+// is negative, or cfg.RateLimiter) and is shared by every resource of the
+// client.
+func New(cfg *rest.Config, opts Options) (*Client, error) {
+	if cfg == nil {
+		return nil, errors.New("client: nil rest.Config")
+	}
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	c := rest.CopyConfig(cfg)
+	c.ContentType = runtime.ContentTypeJSON
+	c.AcceptContentTypes = runtime.ContentTypeJSON
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	if c.RateLimiter == nil && c.QPS >= 0 {
+		// One token bucket for all resources, as a clientset shares one.
+		qps, burst := c.QPS, c.Burst
+		if qps == 0 {
+			qps = rest.DefaultQPS
+		}
+		if burst == 0 {
+			burst = rest.DefaultBurst
+		}
+		c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+	}
+	hc, err := rest.HTTPClientFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	cl := &Client{
+		cfg:          c,
+		httpClient:   hc,
+		scheme:       opts.Scheme,
+		codecs:       serializer.NewCodecFactory(opts.Scheme).WithoutConversion(),
+		fieldManager: opts.FieldManager,
+		log:          opts.Logger,
+		rest:         make(map[schema.GroupVersion]*rest.RESTClient),
+	}
+	if !opts.DisableWriteTracking {
+		cl.tracker = NewWriteTracker(opts.Logger)
+	}
+	return cl, nil
+}
+
+// Tracker returns the record of this client's writes, for CachedReader. It
+// is nil when Options.DisableWriteTracking is set.
+func (c *Client) Tracker() *WriteTracker { return c.tracker }
+
+// Scheme returns the scheme the client encodes and decodes with.
+func (c *Client) Scheme() *runtime.Scheme { return c.scheme }
+
+// FieldManager returns the field manager the client writes as.
+func (c *Client) FieldManager() string { return c.fieldManager }
+
+// restFor returns the REST client for gv, creating it on first use. All of
+// them share one HTTP client, hence one connection pool.
+func (c *Client) restFor(gv schema.GroupVersion) (*rest.RESTClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rc, ok := c.rest[gv]; ok {
+		return rc, nil
+	}
+	cfg := rest.CopyConfig(c.cfg)
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	if gv.Group == "" {
+		cfg.APIPath = "/api"
+	}
+	cfg.NegotiatedSerializer = c.codecs
+	rc, err := rest.RESTClientForConfigAndClient(cfg, c.httpClient)
+	if err != nil {
+		return nil, err
+	}
+	c.rest[gv] = rc
+	return rc, nil
+}

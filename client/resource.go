@@ -1,0 +1,291 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/watch"
+)
+
+// Resource reads and writes objects of one Go type T served at one
+// GroupVersionResource, built-in or custom. Get it from For. It is safe for
+// concurrent use.
+//
+// Every method talks to the API server; nothing is cached. Errors are the API
+// server's, so apierrors.IsNotFound, IsConflict, IsAlreadyExists and the like
+// work on them. Objects passed in are not modified; objects returned belong to
+// the caller.
+//
+// Namespace arguments are "" for cluster-scoped resources. Every successful
+// write is recorded in the client's WriteTracker with the resourceVersion the
+// server returned (see CachedReader).
+type Resource[T watch.Object] struct {
+	c       *Client
+	rc      *rest.RESTClient
+	gvr     schema.GroupVersionResource
+	gvk     schema.GroupVersionKind
+	newObj  func() T
+	newList func() runtime.Object
+	items   []int // field index of Items in the list struct
+}
+
+// For returns the Resource for T at gvr. The client's scheme must register T
+// and its list type (T's kind + "List") in gvr's group and version:
+//
+//	pods, err := client.For[*corev1.Pod](c, corev1.SchemeGroupVersion.WithResource("pods"))
+//
+// It does no I/O.
+func For[T interface {
+	*E
+	watch.Object
+}, E any](c *Client, gvr schema.GroupVersionResource) (*Resource[T], error) {
+	gv := gvr.GroupVersion()
+	kinds, _, err := c.scheme.ObjectKinds(T(new(E)))
+	if err != nil {
+		return nil, fmt.Errorf("client.For %s: %w", gvr, err)
+	}
+	var gvk schema.GroupVersionKind
+	for _, k := range kinds {
+		if k.GroupVersion() == gv {
+			gvk = k
+		}
+	}
+	if gvk.Empty() {
+		return nil, fmt.Errorf("client.For %s: the scheme does not register %T in %s", gvr, T(nil), gv)
+	}
+	list, err := c.scheme.New(gv.WithKind(gvk.Kind + "List"))
+	if err != nil {
+		return nil, fmt.Errorf("client.For %s: list type: %w", gvr, err)
+	}
+	lt := reflect.TypeOf(list)
+	if lt.Kind() != reflect.Pointer || lt.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("client.For %s: list type %v is not a pointer to a struct", gvr, lt)
+	}
+	f, ok := lt.Elem().FieldByName("Items")
+	if !ok || f.Type != reflect.TypeFor[[]E]() {
+		return nil, fmt.Errorf("client.For %s: list type %v has no field Items of type %v", gvr, lt, reflect.TypeFor[[]E]())
+	}
+	if _, ok := list.(metav1.ListInterface); !ok {
+		return nil, fmt.Errorf("client.For %s: list type %v has no list metadata", gvr, lt)
+	}
+	rc, err := c.restFor(gv)
+	if err != nil {
+		return nil, fmt.Errorf("client.For %s: %w", gvr, err)
+	}
+	return &Resource[T]{
+		c:       c,
+		rc:      rc,
+		gvr:     gvr,
+		gvk:     gvk,
+		newObj:  func() T { return T(new(E)) },
+		newList: func() runtime.Object { return reflect.New(lt.Elem()).Interface().(runtime.Object) },
+		items:   f.Index,
+	}, nil
+}
+
+// GVR is the resource this Resource serves.
+func (r *Resource[T]) GVR() schema.GroupVersionResource { return r.gvr }
+
+// GVK is T's kind in the resource's group and version.
+func (r *Resource[T]) GVK() schema.GroupVersionKind { return r.gvk }
+
+// Client is the client this Resource belongs to.
+func (r *Resource[T]) Client() *Client { return r.c }
+
+func (r *Resource[T]) req(verb, namespace string) *rest.Request {
+	return r.rc.Verb(verb).NamespaceIfScoped(namespace, namespace != "").Resource(r.gvr.Resource)
+}
+
+// Get reads namespace/name from the API server.
+func (r *Resource[T]) Get(ctx context.Context, namespace, name string) (T, error) {
+	out := r.newObj()
+	if err := r.req("GET", namespace).Name(name).Do(ctx).Into(out); err != nil {
+		var zero T
+		return zero, err
+	}
+	return out, nil
+}
+
+// List reads the objects in namespace ("" means all namespaces, or the
+// resource is cluster-scoped) that match opts' label and field selectors,
+// and returns them with the list's resourceVersion. When opts.Limit is set it
+// is the page size: List follows continue tokens and returns every page.
+func (r *Resource[T]) List(ctx context.Context, namespace string, opts metav1.ListOptions) ([]T, string, error) {
+	var out []T
+	for {
+		list := r.newList()
+		err := r.req("GET", namespace).
+			SpecificallyVersionedParams(&opts, metav1.ParameterCodec, metav1.SchemeGroupVersion).
+			Do(ctx).Into(list)
+		if err != nil {
+			return nil, "", err
+		}
+		items := reflect.ValueOf(list).Elem().FieldByIndex(r.items)
+		if out == nil {
+			out = make([]T, 0, items.Len())
+		}
+		for i := range items.Len() {
+			out = append(out, items.Index(i).Addr().Interface().(T))
+		}
+		meta := list.(metav1.ListInterface)
+		if meta.GetContinue() == "" {
+			return out, meta.GetResourceVersion(), nil
+		}
+		opts.Continue = meta.GetContinue()
+		opts.ResourceVersion = ""
+	}
+}
+
+// Create creates obj in obj's namespace and returns the object the server
+// stored.
+func (r *Resource[T]) Create(ctx context.Context, obj T) (T, error) {
+	return r.write(ctx, "POST", obj.GetNamespace(), "", "", obj)
+}
+
+// Update replaces the object with obj. obj's resourceVersion is a
+// precondition: when the object changed since it was read, the server
+// answers with a conflict (apierrors.IsConflict). Changes to the status are
+// ignored for resources with a status subresource; use UpdateStatus.
+func (r *Resource[T]) Update(ctx context.Context, obj T) (T, error) {
+	return r.write(ctx, "PUT", obj.GetNamespace(), obj.GetName(), "", obj)
+}
+
+// UpdateStatus replaces the status of the object through the status
+// subresource; everything else in obj is ignored. Like Update, it fails with
+// a conflict when obj's resourceVersion is not current.
+func (r *Resource[T]) UpdateStatus(ctx context.Context, obj T) (T, error) {
+	return r.write(ctx, "PUT", obj.GetNamespace(), obj.GetName(), "status", obj)
+}
+
+func (r *Resource[T]) write(ctx context.Context, verb, namespace, name, subresource string, obj T) (T, error) {
+	out := r.newObj()
+	req := r.req(verb, namespace).
+		Param("fieldManager", r.c.fieldManager).
+		Body(obj)
+	if name != "" {
+		req = req.Name(name)
+	}
+	if subresource != "" {
+		req = req.SubResource(subresource)
+	}
+	if err := req.Do(ctx).Into(out); err != nil {
+		var zero T
+		return zero, err
+	}
+	r.track(out)
+	return out, nil
+}
+
+// PatchOptions modify Patch and Apply. The zero value patches the object
+// itself and does not force.
+type PatchOptions struct {
+	// Subresource to patch, such as "status". Default: the object itself.
+	Subresource string
+	// Force, for server-side apply only, takes ownership of fields that
+	// another field manager owns instead of failing with a conflict.
+	Force bool
+}
+
+// Patch applies a patch to namespace/name and returns the patched object.
+// pt is types.MergePatchType (RFC 7386), types.JSONPatchType (RFC 6902),
+// types.StrategicMergePatchType (built-in types only) or
+// types.ApplyPatchType (server-side apply, with the client's field manager;
+// see also Apply).
+func (r *Resource[T]) Patch(ctx context.Context, namespace, name string, pt types.PatchType, data []byte, opts PatchOptions) (T, error) {
+	out := r.newObj()
+	req := r.rc.Patch(pt).
+		NamespaceIfScoped(namespace, namespace != "").
+		Resource(r.gvr.Resource).
+		Name(name).
+		Param("fieldManager", r.c.fieldManager).
+		Body(data)
+	if opts.Subresource != "" {
+		req = req.SubResource(opts.Subresource)
+	}
+	if opts.Force && pt == types.ApplyPatchType {
+		req = req.Param("force", "true")
+	}
+	if err := req.Do(ctx).Into(out); err != nil {
+		var zero T
+		return zero, err
+	}
+	r.track(out)
+	return out, nil
+}
+
+// Apply sends obj as a server-side apply configuration: the client's field
+// manager becomes the owner of every field obj sets, and fields it owned
+// before but obj no longer sets are removed. Build obj with only the fields
+// you mean to own (its name and namespace, and what you manage); a typed
+// object also serializes non-omitempty zero values, which are then owned
+// too. obj's resourceVersion, if set, is a precondition. The object is
+// created when it does not exist.
+func (r *Resource[T]) Apply(ctx context.Context, obj T, opts PatchOptions) (T, error) {
+	cp := obj.DeepCopyObject().(T)
+	cp.SetManagedFields(nil)
+	cp.GetObjectKind().SetGroupVersionKind(r.gvk)
+	data, err := json.Marshal(cp)
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("client: encode apply configuration for %s %s: %w", r.gvk.Kind, cache.KeyOf(obj), err)
+	}
+	return r.Patch(ctx, obj.GetNamespace(), obj.GetName(), types.ApplyPatchType, data, opts)
+}
+
+// Delete deletes namespace/name. The delete is recorded as a write: when the
+// server returns the object (custom resources, objects waiting on
+// finalizers or a grace period) a CachedReader waits for its
+// resourceVersion, so it sees the deletionTimestamp or the object gone;
+// when the server returns only a Status (most built-in resources) it waits
+// until the cache no longer holds the object with the deleted UID.
+func (r *Resource[T]) Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	raw, err := r.req("DELETE", namespace).Name(name).Body(mustJSON(opts)).Do(ctx).Raw()
+	if err != nil {
+		return err
+	}
+	// The body is the object (deleted, or waiting on finalizers), or, for
+	// most built-in resources, a Status naming the deleted object's UID.
+	var head struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+		Details struct {
+			UID types.UID `json:"uid"`
+		} `json:"details"`
+	}
+	key := cache.Key{Namespace: namespace, Name: name}
+	switch {
+	case json.Unmarshal(raw, &head) != nil:
+		r.c.tracker.RecordGone(r.gvr.GroupResource(), key, "")
+	case head.Kind == "Status" || head.Metadata.ResourceVersion == "":
+		r.c.tracker.RecordGone(r.gvr.GroupResource(), key, head.Details.UID)
+	default:
+		r.c.tracker.Record(r.gvr.GroupResource(), key, head.Metadata.ResourceVersion)
+	}
+	return nil
+}
+
+func (r *Resource[T]) track(obj T) {
+	r.c.tracker.Record(r.gvr.GroupResource(), cache.KeyOf(obj), obj.GetResourceVersion())
+}
+
+// mustJSON encodes DeleteOptions with its kind, as the API server expects in
+// a DELETE body. It cannot fail for that type.
+func mustJSON(opts metav1.DeleteOptions) []byte {
+	opts.TypeMeta = metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "DeleteOptions"}
+	data, err := json.Marshal(opts)
+	if err != nil {
+		panic(err)
+	}
+	return data
+}

@@ -1,0 +1,187 @@
+package client
+
+import (
+	"cmp"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+
+	"github.com/kloop-dev/kloop/cache"
+)
+
+// WriteTracker remembers, per resource and key, the resourceVersion of the
+// latest write a client made that no cache reader has confirmed yet. A Client
+// records into its own tracker; CachedReaders consult it and clear the
+// entries their cache has caught up with. It is safe for concurrent use, and
+// a nil *WriteTracker records nothing and has nothing pending.
+//
+// Memory is one entry per key written and not yet read back through a
+// CachedReader of that resource. Keys written and never read back stay until
+// the program ends; a client whose writes are never read through a cache
+// should set Options.DisableWriteTracking.
+type WriteTracker struct {
+	log *slog.Logger
+
+	mu      sync.Mutex
+	pending map[schema.GroupResource]map[cache.Key]PendingWrite
+}
+
+// PendingWrite is a write a cache may not have seen yet: either a write at a
+// ResourceVersion, or a delete the server confirmed without returning the
+// object (Gone), which a cache has seen once it no longer holds the object
+// with UID under Key.
+type PendingWrite struct {
+	Key             cache.Key
+	ResourceVersion string    // "" when Gone
+	Gone            bool      // a completed delete with no resourceVersion to wait for
+	UID             types.UID // with Gone: the deleted object's UID, "" when unknown
+}
+
+// NewWriteTracker returns an empty tracker. Clients make their own; a
+// tracker of your own is for sharing one among several clients, or for
+// recording writes made by other means. logger receives a warning for each
+// resourceVersion that is not an integer (nil means slog.Default()).
+func NewWriteTracker(logger *slog.Logger) *WriteTracker {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &WriteTracker{log: logger, pending: make(map[schema.GroupResource]map[cache.Key]PendingWrite)}
+}
+
+// Record notes that key of resource gr was written at resourceVersion rv.
+// An older rv than one already pending for key is ignored. A resourceVersion
+// that is not an integer cannot be compared with a cache's, so it is not
+// recorded (reads of key then do not wait) and a warning is logged.
+func (t *WriteTracker) Record(gr schema.GroupResource, key cache.Key, rv string) {
+	if t == nil {
+		return
+	}
+	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
+		t.log.Warn("resourceVersion is not an integer; reads of this write will not wait for the cache",
+			"resource", gr.String(), "namespace", key.Namespace, "name", key.Name, "rv", rv)
+		return
+	}
+	t.put(gr, PendingWrite{Key: key, ResourceVersion: rv})
+}
+
+// RecordGone notes that key of resource gr was deleted, with no
+// resourceVersion known (the API server answered the delete with a Status):
+// a cache has seen it when it no longer holds an object with uid under key
+// (any object, when uid is "").
+func (t *WriteTracker) RecordGone(gr schema.GroupResource, key cache.Key, uid types.UID) {
+	if t == nil {
+		return
+	}
+	t.put(gr, PendingWrite{Key: key, Gone: true, UID: uid})
+}
+
+func (t *WriteTracker) put(gr schema.GroupResource, w PendingWrite) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	byKey := t.pending[gr]
+	if byKey == nil {
+		byKey = make(map[cache.Key]PendingWrite)
+		t.pending[gr] = byKey
+	}
+	// A response that arrives after a newer one must not replace it.
+	if old, ok := byKey[w.Key]; ok && !old.Gone && !w.Gone && !rvBefore(old.ResourceVersion, w.ResourceVersion) {
+		return
+	}
+	byKey[w.Key] = w
+}
+
+// Pending returns the pending write of key, if any.
+func (t *WriteTracker) Pending(gr schema.GroupResource, key cache.Key) (PendingWrite, bool) {
+	if t == nil {
+		return PendingWrite{}, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w, ok := t.pending[gr][key]
+	return w, ok
+}
+
+// PendingIn returns the pending writes of gr in namespace ("" means all
+// namespaces): deletes without a resourceVersion first, then the others
+// newest first. The slice is the caller's.
+func (t *WriteTracker) PendingIn(gr schema.GroupResource, namespace string) []PendingWrite {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	var out []PendingWrite
+	for k, w := range t.pending[gr] {
+		if namespace == "" || k.Namespace == namespace {
+			out = append(out, w)
+		}
+	}
+	t.mu.Unlock()
+	slices.SortFunc(out, func(a, b PendingWrite) int {
+		if a.Gone != b.Gone {
+			if a.Gone {
+				return -1
+			}
+			return 1
+		}
+		c, _ := resourceversion.CompareResourceVersion(b.ResourceVersion, a.ResourceVersion)
+		return cmp.Or(c, cmp.Compare(a.Key.String(), b.Key.String()))
+	})
+	return out
+}
+
+// Forget clears the pending write of w.Key once a cache has seen w: the
+// pending write is w itself, or one at or before w.ResourceVersion. A newer
+// write stays pending.
+func (t *WriteTracker) Forget(gr schema.GroupResource, w PendingWrite) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	byKey := t.pending[gr]
+	old, ok := byKey[w.Key]
+	if !ok {
+		return
+	}
+	if old == w || (!old.Gone && !w.Gone && rvAtOrAfter(w.ResourceVersion, old.ResourceVersion)) {
+		delete(byKey, w.Key)
+		if len(byKey) == 0 {
+			delete(t.pending, gr)
+		}
+	}
+}
+
+// Len is the number of pending writes, over all resources.
+func (t *WriteTracker) Len() int {
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, byKey := range t.pending {
+		n += len(byKey)
+	}
+	return n
+}
+
+// rvBefore reports whether resourceVersion a is strictly before b. Both have
+// been checked to be integers when recorded; anything unparsable counts as
+// not before, so it never holds a write pending.
+func rvBefore(a, b string) bool {
+	c, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && c < 0
+}
+
+// rvAtOrAfter reports whether resourceVersion have is at or after want.
+func rvAtOrAfter(have, want string) bool {
+	if have == want {
+		return true
+	}
+	c, err := resourceversion.CompareResourceVersion(have, want)
+	return err == nil && c >= 0
+}
