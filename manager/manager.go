@@ -1,0 +1,402 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kloop-dev/kloop/metrics"
+)
+
+// Defaults of Options.
+const (
+	DefaultHTTPAddr        = ":8080"
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+var (
+	// ErrAlreadyStarted is returned by a second call to Start.
+	ErrAlreadyStarted = errors.New("manager: already started")
+	// ErrLeadershipLost is returned by Start when this replica lost the
+	// lease while it was running: its controllers have stopped and cannot
+	// be restarted, so the process should exit and start over.
+	ErrLeadershipLost = errors.New("manager: leadership lost")
+	// ErrShutdownTimeout is returned by Start when runnables were still
+	// running ShutdownTimeout after the stop began. Those runnables' goroutines
+	// may still be running when Start returns.
+	ErrShutdownTimeout = errors.New("manager: shutdown timeout: runnables still running")
+)
+
+// Runnable is anything the manager runs: controllers, informer factories,
+// servers of your own. Start runs until ctx is done and returns only once
+// everything it started has stopped. An error returned before ctx is done
+// stops the whole manager.
+type Runnable interface {
+	Start(ctx context.Context) error
+}
+
+// RunnableFunc adapts a function to a Runnable.
+type RunnableFunc func(ctx context.Context) error
+
+// Start calls f(ctx).
+func (f RunnableFunc) Start(ctx context.Context) error { return f(ctx) }
+
+// LeaderElectionRunnable is implemented by runnables that say whether they
+// need leadership. A Runnable that does not implement it needs leadership
+// (runs only on the leader) unless it is a Cache.
+type LeaderElectionRunnable interface {
+	NeedLeaderElection() bool
+}
+
+// Cache is a Runnable that fills caches (an *informer.Factory is one). The
+// manager runs caches on every replica, leader or not, so a standby has
+// warm caches when it takes over; /readyz reports ready only once every
+// cache has synced; and caches stop only after every other runnable has.
+type Cache interface {
+	Runnable
+	WaitForSync(ctx context.Context) error
+}
+
+// Elector runs a leader election for the manager. The leaderelection
+// package provides one over a coordination.k8s.io Lease.
+type Elector interface {
+	// Run campaigns until ctx is done. Each time this replica becomes the
+	// leader it calls lead with a context that is cancelled when leadership
+	// is lost or ctx ends, and it keeps (renews) the lease until lead
+	// returns; then it releases the lease. Run returns once ctx is done
+	// and lead has returned, or with an error when it cannot campaign.
+	// Run may also return nil after a lost leadership; the manager treats
+	// that as ErrLeadershipLost.
+	Run(ctx context.Context, lead func(ctx context.Context)) error
+}
+
+// Options configures a Manager. The zero value works: an HTTP server on
+// :8080, no leader election, a 30-second shutdown bound, metrics from the
+// kloop registry, logs to slog.Default().
+type Options struct {
+	// HTTPAddr is where /metrics, /healthz and /readyz are served.
+	// Default ":8080"; use "127.0.0.1:0" for a free port (see Addr).
+	HTTPAddr string
+	// Listener, if set, is used instead of listening on HTTPAddr. Start
+	// closes it.
+	Listener net.Listener
+	// DisableHTTP turns the HTTP server off.
+	DisableHTTP bool
+
+	// LeaderElection, if set, makes leader-needing runnables (controllers
+	// by default) run only while this replica leads. Nil: they always run.
+	LeaderElection Elector
+
+	// ShutdownTimeout bounds the stop, from ctx done until every runnable
+	// has returned. Controllers bound their own drain by their DrainTimeout;
+	// set it below this. Default 30 s; negative waits forever.
+	ShutdownTimeout time.Duration
+
+	// Gatherer is what /metrics serves. Default: the kloop metrics
+	// registry, which workqueues, informers and controllers register on.
+	Gatherer prometheus.Gatherer
+
+	// Logger receives the manager's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Manager runs informer factories, controllers and other runnables under
+// one context, with optional leader election and an HTTP server for
+// metrics and health probes. See the package documentation.
+type Manager struct {
+	opts Options
+	log  *slog.Logger
+
+	mu        sync.Mutex
+	caches    []Cache
+	always    []Runnable // need no leadership
+	leader    []Runnable // need leadership
+	healthz   []namedCheck
+	readyz    []namedCheck
+	started   bool
+	addr      net.Addr
+	addrReady chan struct{}
+
+	synced   atomic.Bool // every cache synced
+	electing atomic.Bool // the elector is running (leading or standing by)
+	leading  atomic.Bool
+	stopping atomic.Bool
+}
+
+// New returns a manager. It starts nothing and does no I/O.
+func New(opts Options) (*Manager, error) {
+	if opts.HTTPAddr == "" {
+		opts.HTTPAddr = DefaultHTTPAddr
+	}
+	if opts.ShutdownTimeout == 0 {
+		opts.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if opts.Gatherer == nil {
+		opts.Gatherer = metrics.Registry
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Manager{opts: opts, log: opts.Logger, addrReady: make(chan struct{})}, nil
+}
+
+// Add registers a runnable. Caches run on every replica and gate
+// readiness; runnables that need leadership (see LeaderElectionRunnable)
+// run only on the leader; the rest run everywhere. Add must be called
+// before Start.
+func (m *Manager) Add(r Runnable) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started {
+		return errors.New("manager: Add after Start")
+	}
+	switch {
+	case isCache(r):
+		m.caches = append(m.caches, r.(Cache))
+	case needsLeader(r):
+		m.leader = append(m.leader, r)
+	default:
+		m.always = append(m.always, r)
+	}
+	return nil
+}
+
+func isCache(r Runnable) bool {
+	_, ok := r.(Cache)
+	return ok
+}
+
+func needsLeader(r Runnable) bool {
+	if le, ok := r.(LeaderElectionRunnable); ok {
+		return le.NeedLeaderElection()
+	}
+	return true
+}
+
+// Addr returns the address the HTTP server listens on, once Start has
+// bound it, or nil.
+func (m *Manager) Addr() net.Addr {
+	select {
+	case <-m.addrReady:
+		return m.addr
+	default:
+		return nil
+	}
+}
+
+// AddrReady is closed once Addr is known (or Start failed to listen, or
+// HTTP is disabled, in which case Addr stays nil).
+func (m *Manager) AddrReady() <-chan struct{} { return m.addrReady }
+
+// IsLeader reports whether leader-needing runnables are running: always
+// true without leader election, once started.
+func (m *Manager) IsLeader() bool { return m.leading.Load() }
+
+// Start runs everything until ctx is done or a runnable fails:
+//
+//  1. binds the HTTP server;
+//  2. starts caches and runnables that need no leadership;
+//  3. with leader election, campaigns and, while leading, runs the
+//     leader-needing runnables (the lease is released only after they have
+//     all returned); without, runs them at once.
+//
+// On stop (ctx done, a runnable's error, or lost leadership) it cancels the
+// leader-needing and the other runnables, waits for them, then stops the
+// caches, then the HTTP server, all within ShutdownTimeout. It returns nil
+// after a clean stop through ctx, otherwise the errors that caused or
+// marred the stop (ErrLeadershipLost, ErrShutdownTimeout, runnable errors).
+func (m *Manager) Start(ctx context.Context) (err error) {
+	m.mu.Lock()
+	if m.started {
+		m.mu.Unlock()
+		return ErrAlreadyStarted
+	}
+	m.started = true
+	caches, always, leader := m.caches, m.always, m.leader
+	m.mu.Unlock()
+
+	srv, lis, err := m.listen()
+	if err != nil {
+		close(m.addrReady)
+		return err
+	}
+	var httpDone chan error
+	if srv != nil {
+		m.addr = lis.Addr()
+		close(m.addrReady)
+		m.log.Info("Serving metrics and health probes", "addr", m.addr.String())
+		httpDone = make(chan error, 1)
+		go func() { httpDone <- srv.Serve(lis) }()
+	} else {
+		close(m.addrReady)
+	}
+
+	// fail collects the first fatal error and starts the stop.
+	stop := make(chan struct{})
+	var (
+		failMu   sync.Mutex
+		failures []error
+		stopOnce sync.Once
+	)
+	fail := func(err error) {
+		failMu.Lock()
+		failures = append(failures, err)
+		failMu.Unlock()
+		stopOnce.Do(func() { close(stop) })
+	}
+
+	cacheCtx, cancelCaches := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelCaches()
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRun()
+
+	var cacheWG, runWG sync.WaitGroup
+	run := func(wg *sync.WaitGroup, rctx context.Context, r Runnable) {
+		wg.Go(func() {
+			if err := r.Start(rctx); err != nil && rctx.Err() == nil {
+				fail(fmt.Errorf("runnable %s: %w", describe(r), err))
+			} else if err != nil && !errors.Is(err, context.Canceled) {
+				m.log.Error("Runnable failed while stopping", "runnable", describe(r), "err", err)
+			}
+		})
+	}
+	for _, c := range caches {
+		run(&cacheWG, cacheCtx, c)
+	}
+	runWG.Go(func() { m.waitForCaches(runCtx, caches) })
+	for _, r := range always {
+		run(&runWG, runCtx, r)
+	}
+	if m.opts.LeaderElection == nil {
+		m.leading.Store(true)
+		for _, r := range leader {
+			run(&runWG, runCtx, r)
+		}
+	} else {
+		runWG.Go(func() { m.elect(runCtx, leader, run, fail) })
+	}
+
+	select {
+	case <-ctx.Done():
+		m.log.Info("Stopping: context done", "cause", context.Cause(ctx))
+	case <-stop:
+		m.log.Error("Stopping: a runnable failed", "err", errors.Join(failures...))
+	}
+	m.stopping.Store(true)
+
+	var deadline <-chan time.Time
+	if m.opts.ShutdownTimeout > 0 {
+		t := time.NewTimer(m.opts.ShutdownTimeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	timedOut := false
+	wait := func(wg *sync.WaitGroup, what string) {
+		if timedOut {
+			return
+		}
+		done := make(chan struct{})
+		go func() {
+			wg.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-deadline:
+			timedOut = true
+			m.log.Error("Shutdown timeout: giving up waiting", "waitingFor", what, "shutdownTimeout", m.opts.ShutdownTimeout)
+		}
+	}
+	cancelRun()
+	wait(&runWG, "controllers and runnables")
+	cancelCaches()
+	wait(&cacheWG, "caches")
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+		if err := <-httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			failures = append(failures, fmt.Errorf("manager: HTTP server: %w", err))
+		}
+	}
+	failMu.Lock()
+	defer failMu.Unlock()
+	if timedOut {
+		failures = append(failures, ErrShutdownTimeout)
+	}
+	m.log.Info("Stopped")
+	return errors.Join(failures...)
+}
+
+// elect campaigns until ctx is done; lead runs the leader-needing
+// runnables and returns only once they all have.
+func (m *Manager) elect(ctx context.Context, leader []Runnable, run func(*sync.WaitGroup, context.Context, Runnable), fail func(error)) {
+	m.electing.Store(true)
+	defer m.electing.Store(false)
+	err := m.opts.LeaderElection.Run(ctx, func(lctx context.Context) {
+		m.log.Info("Became the leader; starting controllers", "controllers", len(leader))
+		m.leading.Store(true)
+		var wg sync.WaitGroup
+		for _, r := range leader {
+			run(&wg, lctx, r)
+		}
+		<-lctx.Done()
+		wg.Wait()
+		m.leading.Store(false)
+		m.log.Info("Controllers stopped; leadership can be released")
+		if ctx.Err() == nil {
+			fail(ErrLeadershipLost)
+		}
+	})
+	if err != nil && ctx.Err() == nil {
+		fail(fmt.Errorf("manager: leader election: %w", err))
+	}
+}
+
+// waitForCaches marks the manager synced once every cache has synced.
+func (m *Manager) waitForCaches(ctx context.Context, caches []Cache) {
+	for _, c := range caches {
+		if err := c.WaitForSync(ctx); err != nil {
+			if ctx.Err() == nil {
+				m.log.Error("Cache did not sync", "cache", describe(c), "err", err)
+			}
+			return
+		}
+	}
+	m.synced.Store(true)
+	m.log.Info("Caches synced", "caches", len(caches))
+}
+
+func (m *Manager) listen() (*http.Server, net.Listener, error) {
+	if m.opts.DisableHTTP {
+		if m.opts.Listener != nil {
+			m.opts.Listener.Close()
+		}
+		return nil, nil, nil
+	}
+	lis := m.opts.Listener
+	if lis == nil {
+		var err error
+		lis, err = net.Listen("tcp", m.opts.HTTPAddr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("manager: listen on %s: %w", m.opts.HTTPAddr, err)
+		}
+	}
+	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	return srv, lis, nil
+}
+
+func describe(r Runnable) string {
+	if n, ok := r.(interface{ Name() string }); ok {
+		return n.Name()
+	}
+	return fmt.Sprintf("%T", r)
+}
