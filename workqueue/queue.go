@@ -70,8 +70,8 @@ type Queue[K comparable] struct {
 	slab     []entry[K] // entries not handed to any key yet
 	slabbed  int        // entries carved from slabs so far
 	freeEnt  *entry[K]  // evicted entries, linked through idleNext
-	misses   int // lookups the snapshot could not answer since it was made
-	evicted  int // entries evicted since the snapshot was made
+	misses   int        // lookups the snapshot could not answer since it was made
+	evicted  int        // entries evicted since the snapshot was made
 	idle     idleList[K]
 	handouts uint64
 

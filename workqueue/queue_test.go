@@ -117,7 +117,7 @@ func TestQueue_ReAddWithHigherPriorityMovesReadyKeyAhead(t *testing.T) {
 	q.Add("a")
 	q.Add("b")
 	q.Add("c")
-	q.AddWithPriority("c", 5) // raise
+	q.AddWithPriority("c", 5)  // raise
 	q.AddWithPriority("a", -5) // lower priority: ignored, a keeps 0
 	want := []string{"c", "a", "b"}
 	for _, w := range want {
