@@ -1,0 +1,94 @@
+// Command kloop is kloop's developer tool.
+//
+//	kloop dev [--data-dir DIR] [--no-controller-manager] [--bin-dir DIR]
+//
+// starts a local control plane (etcd, kube-apiserver and
+// kube-controller-manager on 127.0.0.1) in the foreground, writes an admin
+// kubeconfig and prints `export KUBECONFIG=<path>`. Ctrl-C stops everything
+// and exits 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kloop-dev/kloop/testenv"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage: kloop <command> [flags]
+
+commands:
+  dev    run a local control plane in the foreground (Ctrl-C stops it)
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "dev":
+		return dev(args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "kloop: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+}
+
+func dev(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("kloop dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dataDir := fs.String("data-dir", "", "keep etcd data, certificates and the kubeconfig here across runs (default: a temporary directory removed on exit)")
+	noKCM := fs.Bool("no-controller-manager", false, "do not start kube-controller-manager")
+	binDir := fs.String("bin-dir", "", "directory with etcd, kube-apiserver and kube-controller-manager (default: bin/ at the repository root; build with `make controlplane`)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kloop dev: unexpected arguments %v\n", fs.Args())
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+
+	// The first signal stops the control plane; the default behaviour is
+	// restored then, so a second one ends the process at once.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	env, err := testenv.Start(ctx, testenv.Options{
+		DataDir:           *dataDir,
+		ControllerManager: !*noKCM,
+		BinDir:            *binDir,
+		Logger:            log,
+	})
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "kloop dev: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "# control plane ready at %s; point kubectl at it with:\nexport KUBECONFIG=%s\n", env.APIServerURL, env.KubeconfigPath)
+	if f, ok := stdout.(*os.File); ok {
+		_ = f.Sync()
+	}
+	<-ctx.Done()
+	stop()
+	log.Info("stopping control plane")
+	env.Stop()
+	return 0
+}
