@@ -442,3 +442,41 @@ func TestQueue_EvictsEntriesOfKeysThatStoppedComing(t *testing.T) {
 	}
 	q.Done(42)
 }
+
+// The lock-free snapshot may still map an evicted key to its old entry after
+// that entry was recycled for another key; Add must not take the other key's
+// state for its own.
+func TestQueue_AddIgnoresSnapshotEntryRecycledForAnotherKey(t *testing.T) {
+	q := New(Config[string]{})
+	ctx := context.Background()
+	cycle := func(k string) {
+		q.Add(k)
+		got, _ := q.Get(ctx)
+		q.Done(got)
+	}
+	cycle("old")
+	for i := range 20 {
+		cycle(fmt.Sprint("k", i))
+	}
+	q.mu.Lock()
+	q.publish() // the snapshot now knows "old"
+	q.mu.Unlock()
+	for i := range minIdleWindow + 100 {
+		cycle(fmt.Sprint("k", i%20))
+	}
+	if _, ok := q.entries["old"]; ok {
+		t.Fatal(`"old" was not evicted; the test needs it evicted`)
+	}
+	if q.cached("old").e == nil {
+		t.Fatal(`the snapshot no longer maps "old"; the test needs a stale snapshot`)
+	}
+	q.Add("new") // recycles old's entry
+	q.Add("old")
+	if n := q.Len(); n != 2 {
+		t.Fatalf("Len = %d after adding new and old; want 2 (old was merged into new's recycled entry?)", n)
+	}
+	got := map[string]bool{mustGet(t, q): true, mustGet(t, q): true}
+	if !got["new"] || !got["old"] {
+		t.Fatalf("handed out %v; want new and old", got)
+	}
+}
