@@ -1,0 +1,95 @@
+package podwatch_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kloop-dev/kloop/samples/podwatch"
+	"github.com/kloop-dev/kloop/testenv"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, testenv.GoleakIgnores()...)
+}
+
+// lockedBuffer is an io.Writer safe for the worker and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestRun_PrintsOnlyPodsOfItsNamespaceAndReturnsNilOnStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	e := testenv.StartT(t, testenv.Options{})
+	kc := kubernetes.NewForConfigOrDie(e.Config)
+	ctx := t.Context()
+	for _, ns := range []string{"watched", "other"} {
+		if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kc.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := &lockedBuffer{}
+	reg := prometheus.NewRegistry()
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- podwatch.Run(runCtx, e.Config, podwatch.Options{
+			Namespace: "watched", Out: out, Logger: slog.New(slog.DiscardHandler), Registerer: reg, Gatherer: reg,
+		})
+	}()
+	mk := func(ns, name string) {
+		t.Helper()
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}
+		if _, err := kc.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("other", "elsewhere")
+	mk("watched", "here")
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(out.String(), "Sync/Add/Update for Pod here\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no line for the watched pod within 60s; output:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond) // polling output, not a goroutine
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run = %v, want nil after a stop", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return within 60s of the stop")
+	}
+	if strings.Contains(out.String(), "elsewhere") {
+		t.Errorf("printed a pod of another namespace:\n%s", out)
+	}
+}
