@@ -1,0 +1,427 @@
+// Command controller compares a kloop controller with a client-go controller
+// written the sample-controller way (SharedInformerFactory, typed
+// rate-limiting workqueue, worker goroutines) on one workload against a real
+// API server that it starts itself (package testenv):
+//
+//	N ConfigMaps (default 5,000) are created in a fresh namespace by 32
+//	concurrent writers with client-side rate limiting off, while the side
+//	under test watches that namespace and reconciles every ConfigMap with a
+//	no-op reconciler (a cache read) on 2 workers.
+//
+// Each side runs in a child process of its own (this binary re-executed),
+// so that its memory is measured alone; the parent creates the ConfigMaps.
+// A side's end-to-end time runs from the first create to the reconcile that
+// completes the set of N distinct keys. Its memory is the Go heap in use
+// after two forced GCs once all N are reconciled, with the controller and
+// its cache still running (its VmRSS is printed for reference). Rounds
+// alternate kloop, client-go, client-go, kloop, ... and each side's mean
+// counts.
+//
+// Run with: cd bench && go run ./cmd/controller -n 5000
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	cgcache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	cgworkqueue "k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/testenv"
+)
+
+const (
+	writers = 32
+	workers = 2
+)
+
+func main() {
+	n := flag.Int("n", 5000, "ConfigMaps per round")
+	rounds := flag.Int("rounds", 2, "rounds per side (alternating kloop, client-go, client-go, kloop, ...)")
+	child := flag.String("child", "", "internal: run one side (kloop or client-go) as a child process")
+	kubeconfig := flag.String("kubeconfig", "", "internal: the child's kubeconfig")
+	namespace := flag.String("namespace", "", "internal: the child's namespace")
+	flag.Parse()
+	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
+	if *child != "" {
+		if err := runChild(*child, *kubeconfig, *namespace, *n); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := runParent(*n, *rounds); err != nil {
+		fmt.Fprintln(os.Stderr, "controller benchmark:", err)
+		os.Exit(1)
+	}
+}
+
+// measurement is one round of one side.
+type measurement struct {
+	e2e       time.Duration
+	heapInuse uint64
+	rss       uint64
+}
+
+func runParent(n, rounds int) error {
+	ctx := context.Background()
+	env, err := testenv.Start(ctx, testenv.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = -1, 0 // the writers are limited by the server only
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("controller benchmark: N=%d ConfigMaps, %d writers, %d workers per side, each side in its own child process, GOMAXPROCS=%d\n",
+		n, writers, workers, runtime.GOMAXPROCS(0))
+
+	results := map[string][]measurement{}
+	order := []string{}
+	for r := range rounds {
+		if r%2 == 0 {
+			order = append(order, "kloop", "client-go")
+		} else {
+			order = append(order, "client-go", "kloop")
+		}
+	}
+	for i, side := range order {
+		ns := fmt.Sprintf("bench-%d-%s", i, side)
+		m, err := runRound(ctx, kc, env.KubeconfigPath, side, ns, n)
+		if err != nil {
+			return fmt.Errorf("round %d (%s): %w", i+1, side, err)
+		}
+		fmt.Printf("  round %d %-9s e2e %6.2fs  heap in use %6.1f MiB  VmRSS %6.1f MiB\n",
+			i+1, side, m.e2e.Seconds(), float64(m.heapInuse)/(1<<20), float64(m.rss)/(1<<20))
+		results[side] = append(results[side], m)
+		// Free the server's memory for the next round.
+		if err := kc.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+			return err
+		}
+	}
+	mean := func(side string, f func(measurement) float64) float64 {
+		var s float64
+		for _, m := range results[side] {
+			s += f(m)
+		}
+		return s / float64(len(results[side]))
+	}
+	e2eK := mean("kloop", func(m measurement) float64 { return m.e2e.Seconds() })
+	e2eP := mean("client-go", func(m measurement) float64 { return m.e2e.Seconds() })
+	heapK := mean("kloop", func(m measurement) float64 { return float64(m.heapInuse) })
+	heapP := mean("client-go", func(m measurement) float64 { return float64(m.heapInuse) })
+	rssK := mean("kloop", func(m measurement) float64 { return float64(m.rss) })
+	rssP := mean("client-go", func(m measurement) float64 { return float64(m.rss) })
+	fmt.Printf("RESULT controller-e2e-seconds kloop=%.3f peer=%.3f ratio=%.2f unit=s peer_name=client-go\n", e2eK, e2eP, e2eK/e2eP)
+	fmt.Printf("RESULT controller-rss-bytes kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=client-go\n", heapK, heapP, heapK/heapP)
+	fmt.Printf("# controller-rss-bytes is the Go heap in use after GC in each side's own process, cache and controller running; VmRSS kloop=%.0f peer=%.0f ratio=%.2f\n",
+		rssK, rssP, rssK/rssP)
+	return nil
+}
+
+// runRound starts a child for side watching ns, creates n ConfigMaps in ns
+// once the child is synced, and collects the child's figures.
+func runRound(ctx context.Context, kc kubernetes.Interface, kubeconfig, side, ns string, n int) (measurement, error) {
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return measurement{}, err
+	}
+	cmd := exec.Command(os.Args[0], "-child", side, "-kubeconfig", kubeconfig, "-namespace", ns, "-n", strconv.Itoa(n))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return measurement{}, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return measurement{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return measurement{}, err
+	}
+	defer func() {
+		stdin.Close() // the child exits on EOF
+		_ = cmd.Wait()
+	}()
+	lines := bufio.NewScanner(stdout)
+	expect := func(prefix string) (string, error) {
+		if !lines.Scan() {
+			return "", fmt.Errorf("child ended before %q: %v", prefix, lines.Err())
+		}
+		l := lines.Text()
+		if !strings.HasPrefix(l, prefix) {
+			return "", fmt.Errorf("child said %q, want %q", l, prefix)
+		}
+		return strings.TrimSpace(strings.TrimPrefix(l, prefix)), nil
+	}
+	if _, err := expect("READY"); err != nil {
+		return measurement{}, err
+	}
+
+	first := time.Now()
+	if err := createConfigMaps(ctx, kc, ns, n); err != nil {
+		return measurement{}, err
+	}
+	doneAt, err := expect("DONE")
+	if err != nil {
+		return measurement{}, err
+	}
+	last, err := strconv.ParseInt(doneAt, 10, 64)
+	if err != nil {
+		return measurement{}, err
+	}
+	mem, err := expect("MEM")
+	if err != nil {
+		return measurement{}, err
+	}
+	var m measurement
+	if _, err := fmt.Sscanf(mem, "heap_inuse=%d rss=%d", &m.heapInuse, &m.rss); err != nil {
+		return measurement{}, fmt.Errorf("parse %q: %w", mem, err)
+	}
+	m.e2e = time.Unix(0, last).Sub(first)
+	return m, nil
+}
+
+func createConfigMaps(ctx context.Context, kc kubernetes.Interface, ns string, n int) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for range writers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				cm := &corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Labels: map[string]string{"bench": "controller"}},
+					Data:       map[string]string{"index": strconv.FormatInt(i, 10), "payload": "some configuration value"},
+				}
+				if _, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// seen counts distinct keys and notes when the n-th arrives.
+type seen struct {
+	mu     sync.Mutex
+	keys   map[string]struct{}
+	n      int
+	doneAt chan int64
+}
+
+func newSeen(n int) *seen {
+	return &seen{keys: make(map[string]struct{}, n), n: n, doneAt: make(chan int64, 1)}
+}
+
+func (s *seen) add(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.keys[key]; ok {
+		return
+	}
+	s.keys[key] = struct{}{}
+	if len(s.keys) == s.n {
+		s.doneAt <- time.Now().UnixNano()
+	}
+}
+
+// runChild runs one side until stdin closes, printing READY once synced,
+// DONE <unix ns> once n distinct keys were reconciled, then MEM.
+func runChild(side, kubeconfig, ns string, n int) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	s := newSeen(n)
+	var wait func() error
+	switch side {
+	case "kloop":
+		wait, err = runKloop(ctx, cfg, ns, s)
+	case "client-go":
+		wait, err = runClientGo(ctx, cfg, ns, s)
+	default:
+		err = fmt.Errorf("unknown side %q", side)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Println("READY")
+	select {
+	case at := <-s.doneAt:
+		fmt.Println("DONE", at)
+	case <-ctx.Done():
+		return errors.New("stopped before every key was reconciled")
+	}
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	fmt.Printf("MEM heap_inuse=%d rss=%d\n", ms.HeapInuse, vmRSS())
+	<-ctx.Done()
+	return wait()
+}
+
+// vmRSS reads the process's resident set size from /proc.
+func vmRSS() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseUint(f[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// runKloop starts an informer factory and a controller with a no-op
+// reconciler (a cache read) and returns once the cache has synced.
+func runKloop(ctx context.Context, cfg *rest.Config, ns string, s *seen) (wait func() error, err error) {
+	log := slog.New(slog.DiscardHandler)
+	f := informer.NewFactory(cfg, informer.FactoryOptions{Logger: log})
+	cms, err := informer.For[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
+	if err != nil {
+		return nil, err
+	}
+	lister := cms.Lister()
+	c, err := controller.New(controller.ReconcilerFunc[cache.Key](func(ctx context.Context, k cache.Key) (controller.Result, error) {
+		if _, ok := lister.Get(k.Namespace, k.Name); ok {
+			s.add(k.String())
+		}
+		return controller.Result{}, nil
+	}), controller.Options[cache.Key]{Name: "bench", Workers: workers, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Watch(controller.For(cms)); err != nil {
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	wg.Go(func() { errs <- f.Start(ctx) })
+	wg.Go(func() { errs <- c.Start(ctx) })
+	wait = func() error {
+		wg.Wait()
+		close(errs)
+		return errors.Join(<-errs, <-errs)
+	}
+	if err := f.WaitForSync(ctx); err != nil {
+		return nil, errors.Join(err, wait())
+	}
+	return wait, nil
+}
+
+// runClientGo is the sample-controller way: a shared informer factory, a
+// typed rate-limiting queue keyed by cache.ObjectName, and workers that
+// Get, sync from the lister, Forget or AddRateLimited, and Done.
+func runClientGo(ctx context.Context, cfg *rest.Config, ns string, s *seen) (wait func() error, err error) {
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithNamespace(ns))
+	cmInformer := factory.Core().V1().ConfigMaps()
+	lister := cmInformer.Lister()
+	queue := cgworkqueue.NewTypedRateLimitingQueueWithConfig(
+		cgworkqueue.DefaultTypedControllerRateLimiter[cgcache.ObjectName](),
+		cgworkqueue.TypedRateLimitingQueueConfig[cgcache.ObjectName]{Name: "bench"})
+	enqueue := func(obj any) {
+		ref, err := cgcache.ObjectToName(obj)
+		if err != nil {
+			return
+		}
+		queue.Add(ref)
+	}
+	if _, err := cmInformer.Informer().AddEventHandler(cgcache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cgcache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			enqueue(obj)
+		},
+	}); err != nil {
+		return nil, err
+	}
+	syncHandler := func(ref cgcache.ObjectName) error {
+		_, err := lister.ConfigMaps(ref.Namespace).Get(ref.Name)
+		if err == nil {
+			s.add(ref.String())
+		}
+		return nil
+	}
+	factory.Start(ctx.Done())
+	var wg sync.WaitGroup
+	wait = func() error {
+		queue.ShutDown()
+		wg.Wait()
+		factory.Shutdown()
+		return nil
+	}
+	if ok := cgcache.WaitForCacheSync(ctx.Done(), cmInformer.Informer().HasSynced); !ok {
+		return nil, errors.Join(errors.New("client-go cache did not sync"), wait())
+	}
+	for range workers {
+		wg.Go(func() {
+			for {
+				ref, shutdown := queue.Get()
+				if shutdown {
+					return
+				}
+				if err := syncHandler(ref); err != nil {
+					queue.AddRateLimited(ref)
+				} else {
+					queue.Forget(ref)
+				}
+				queue.Done(ref)
+			}
+		})
+	}
+	go func() {
+		<-ctx.Done()
+		queue.ShutDown()
+	}()
+	return wait, nil
+}
