@@ -1,0 +1,156 @@
+package leaderelection
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+)
+
+// Defaults, as in client-go and controller-runtime.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+)
+
+// Sentinel errors; test with errors.Is.
+var (
+	// ErrLeadershipLost: Run returns it (wrapping the last renewal error)
+	// when the lease could not be renewed within RenewDeadline. Another
+	// candidate may lead now; the usual reaction is to exit the process.
+	ErrLeadershipLost = errors.New("leaderelection: leadership lost")
+
+	// ErrAlreadyRunning: Run was called while another Run of the same
+	// Elector had not returned.
+	ErrAlreadyRunning = errors.New("leaderelection: elector is already running")
+
+	// ErrInvalidConfig: New was given a Config that fails validation.
+	ErrInvalidConfig = errors.New("leaderelection: invalid config")
+)
+
+// Config configures an Elector. Namespace, Name and OnStartedLeading are
+// required; every other zero value takes the documented default.
+type Config struct {
+	// Namespace and Name of the coordination.k8s.io/v1 Lease to compete for.
+	// Every candidate of one election uses the same pair. Required.
+	Namespace, Name string
+
+	// Identity names this candidate in the lease. Candidates must have
+	// distinct identities. Default: the host name, an underscore and 8
+	// random hex digits, unique per Elector.
+	Identity string
+
+	// LeaseDuration is how long a candidate that is not leading waits,
+	// after it last saw the lease change, before it takes the lease over.
+	// It is written into the lease (rounded up to whole seconds) for others
+	// to use. Default 15s.
+	LeaseDuration time.Duration
+
+	// RenewDeadline is how long the leader keeps trying to renew before it
+	// gives leadership up: it stops leading when RenewDeadline has passed
+	// since the start of its last successful renewal. Must be less than
+	// LeaseDuration; the difference is the time the leader's work has to
+	// stop (see the package documentation on fencing). Default 10s.
+	RenewDeadline time.Duration
+
+	// RetryPeriod is the interval between attempts: a candidate's attempts
+	// to acquire (stretched by up to 20% at random, so that candidates
+	// spread out) and the leader's renewals. Must be less than
+	// RenewDeadline. Default 2s.
+	RetryPeriod time.Duration
+
+	// KeepLeaseOnCancel leaves the lease held when Run's context is
+	// cancelled, so other candidates must wait LeaseDuration to take over.
+	// Default false: Run releases the lease once OnStartedLeading has
+	// returned, and a waiting candidate takes over at its next attempt.
+	KeepLeaseOnCancel bool
+
+	// OnStartedLeading runs the leader's work, from a goroutine that Run
+	// starts and waits for. Its context is cancelled, with a cause, when
+	// leadership ends: Run's context was cancelled, or renewal failed for
+	// RenewDeadline (cause ErrLeadershipLost). It must then return promptly;
+	// the lease is renewed until it returns (unless renewal is what failed)
+	// and only released after. When it returns by itself, leadership ends
+	// and Run returns its error. Required.
+	OnStartedLeading func(ctx context.Context) error
+
+	// OnStoppedLeading, if set, is called once after OnStartedLeading
+	// returned and the lease was released (or given up), from Run's
+	// goroutine. It is not called when this candidate never led.
+	OnStoppedLeading func()
+
+	// OnNewLeader, if set, is called from Run's goroutine whenever the
+	// observed holder of the lease changes, including to this candidate
+	// and to "" (released). It must return quickly: renewals wait for it.
+	OnNewLeader func(identity string)
+
+	// Clock is the source of time for timers and lease timestamps.
+	// Default: the real clock. Run also works inside testing/synctest.
+	Clock clock.Clock
+
+	// Logger receives structured logs (key "lease" is namespace/name).
+	// Default: slog.Default().
+	Logger *slog.Logger
+
+	// Registerer receives the elector's metrics. Default: the kloop metrics
+	// registry (github.com/kloop-dev/kloop/metrics.Registry).
+	Registerer prometheus.Registerer
+}
+
+// withDefaults returns c with defaults filled in, or an error wrapping
+// ErrInvalidConfig. It is the one place Config is checked.
+func (c Config) withDefaults() (Config, error) {
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = DefaultLeaseDuration
+	}
+	if c.RenewDeadline == 0 {
+		c.RenewDeadline = DefaultRenewDeadline
+	}
+	if c.RetryPeriod == 0 {
+		c.RetryPeriod = DefaultRetryPeriod
+	}
+	if c.Identity == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "candidate"
+		}
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.Identity = host + "_" + hex.EncodeToString(b[:])
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	var problems []error
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+	if c.Namespace == "" || c.Name == "" {
+		bad("Namespace and Name of the lease are required")
+	}
+	if c.OnStartedLeading == nil {
+		bad("OnStartedLeading is required")
+	}
+	if c.RetryPeriod < 0 || c.RenewDeadline < 0 || c.LeaseDuration < 0 {
+		bad("durations must not be negative")
+	}
+	if c.RenewDeadline <= c.RetryPeriod {
+		bad("RenewDeadline (%v) must be greater than RetryPeriod (%v)", c.RenewDeadline, c.RetryPeriod)
+	}
+	if c.LeaseDuration <= c.RenewDeadline {
+		bad("LeaseDuration (%v) must be greater than RenewDeadline (%v)", c.LeaseDuration, c.RenewDeadline)
+	}
+	if len(problems) > 0 {
+		return c, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))
+	}
+	return c, nil
+}

@@ -1,0 +1,173 @@
+package leaderelection
+
+import (
+	"math"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// record is what a Lease says about leadership.
+type record struct {
+	Holder        string // "" when nobody holds the lease
+	LeaseDuration time.Duration
+	AcquireTime   time.Time
+	RenewTime     time.Time
+	Transitions   int32
+}
+
+// action is what the elector should do with the lease next.
+type action uint8
+
+const (
+	actWait   action = iota + 1 // another candidate holds a valid lease
+	actCreate                   // no lease exists: create it
+	actUpdate                   // take the lease over, or renew it
+)
+
+func (a action) String() string {
+	switch a {
+	case actWait:
+		return "wait"
+	case actCreate:
+		return "create"
+	case actUpdate:
+		return "update"
+	}
+	return "action(?)"
+}
+
+// core decides acquire and renew from observations and times it is given.
+// It does no I/O, reads no clock and starts no goroutines; the elector's Run
+// feeds it.
+//
+// Expiry is judged on this process's clock only: a lease held by another is
+// valid until LeaseDuration after the moment this process last saw it change
+// (its resourceVersion), never by the timestamps written in it, so clock skew
+// between candidates does not matter.
+type core struct {
+	id            string
+	leaseDuration time.Duration // ours, written into the lease
+	renewDeadline time.Duration
+
+	seen       bool      // a lease has been observed
+	rv         string    // its resourceVersion when last observed
+	rec        record    // what it said
+	observedAt time.Time // when rv last changed, on our clock
+
+	leading   bool
+	renewedAt time.Time // start of our last successful acquire or renew request
+}
+
+func newCore(id string, leaseDuration, renewDeadline time.Duration) *core {
+	return &core{id: id, leaseDuration: leaseDuration, renewDeadline: renewDeadline}
+}
+
+// observe records the lease as read at now. A lease seen for the first time
+// or with a new resourceVersion restarts its expiry clock.
+func (c *core) observe(now time.Time, rv string, rec record) {
+	if !c.seen || rv != c.rv {
+		c.observedAt = now
+	}
+	c.seen, c.rv, c.rec = true, rv, rec
+}
+
+// heldByOther reports whether another candidate holds a lease that has not
+// expired at now.
+func (c *core) heldByOther(now time.Time) bool {
+	if !c.seen || c.rec.Holder == "" || c.rec.Holder == c.id {
+		return false
+	}
+	d := c.rec.LeaseDuration
+	if d <= 0 {
+		d = c.leaseDuration // a lease without a duration: assume ours
+	}
+	return now.Before(c.observedAt.Add(d))
+}
+
+// next decides, at now, what to write given whether the lease exists (as
+// last observed), and returns the record to write for actCreate and
+// actUpdate.
+func (c *core) next(now time.Time, exists bool) (action, record) {
+	if !exists {
+		return actCreate, record{Holder: c.id, LeaseDuration: c.leaseDuration, AcquireTime: now, RenewTime: now}
+	}
+	if c.heldByOther(now) {
+		return actWait, record{}
+	}
+	if c.rec.Holder == c.id {
+		// A renewal (or a restart under the same identity): the term goes on.
+		r := c.rec
+		r.LeaseDuration, r.RenewTime = c.leaseDuration, now
+		if r.AcquireTime.IsZero() {
+			r.AcquireTime = now
+		}
+		return actUpdate, r
+	}
+	return actUpdate, record{
+		Holder: c.id, LeaseDuration: c.leaseDuration, AcquireTime: now, RenewTime: now,
+		Transitions: c.rec.Transitions + 1,
+	}
+}
+
+// wrote records that our write of rec, whose request started at start,
+// succeeded at now and left the lease at rv. We lead from now on.
+func (c *core) wrote(start, now time.Time, rv string, rec record) {
+	c.observe(now, rv, rec)
+	c.leading = rec.Holder == c.id
+	if c.leading {
+		c.renewedAt = start
+	}
+}
+
+// deadline returns when leadership ends unless renewed: RenewDeadline
+// after the start of the last successful renewal. Measuring from the start,
+// not the answer, keeps it conservative: another candidate cannot have seen
+// the renewal any earlier.
+func (c *core) deadline() time.Time { return c.renewedAt.Add(c.renewDeadline) }
+
+// lost reports whether a leader has gone RenewDeadline without a successful
+// renewal at now, and if so stops leading.
+func (c *core) lost(now time.Time) bool {
+	if c.leading && !now.Before(c.deadline()) {
+		c.leading = false
+		return true
+	}
+	return false
+}
+
+// released returns the record that gives the lease up: no holder, and a
+// duration of one second so that candidates that still read the old holder
+// wait little.
+func (c *core) released(now time.Time) record {
+	return record{LeaseDuration: time.Second, AcquireTime: now, RenewTime: now, Transitions: c.rec.Transitions}
+}
+
+// recordOf reads a Lease.
+func recordOf(l *coordinationv1.Lease) record {
+	s := l.Spec
+	r := record{Holder: ptr.Deref(s.HolderIdentity, ""), Transitions: ptr.Deref(s.LeaseTransitions, 0)}
+	if s.LeaseDurationSeconds != nil {
+		r.LeaseDuration = time.Duration(*s.LeaseDurationSeconds) * time.Second
+	}
+	if s.AcquireTime != nil {
+		r.AcquireTime = s.AcquireTime.Time
+	}
+	if s.RenewTime != nil {
+		r.RenewTime = s.RenewTime.Time
+	}
+	return r
+}
+
+// setRecord writes r into l's spec, leaving fields it does not model (such
+// as a coordinated-election strategy) alone.
+func setRecord(l *coordinationv1.Lease, r record) {
+	l.Spec.HolderIdentity = ptr.To(r.Holder)
+	secs := math.Ceil(r.LeaseDuration.Seconds())
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(max(1, min(secs, math.MaxInt32))))
+	l.Spec.AcquireTime = &metav1.MicroTime{Time: r.AcquireTime}
+	l.Spec.RenewTime = &metav1.MicroTime{Time: r.RenewTime}
+	l.Spec.LeaseTransitions = ptr.To(r.Transitions)
+}

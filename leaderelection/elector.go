@@ -1,0 +1,415 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/kloop-dev/kloop/client"
+	kmetrics "github.com/kloop-dev/kloop/metrics"
+)
+
+// leaseClient is the elector's view of the API: the three calls it makes on
+// Leases. Objects passed in are not kept; objects returned are the caller's.
+type leaseClient interface {
+	Get(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error)
+	Create(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error)
+	Update(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error)
+}
+
+var _ leaseClient = (*client.Resource[*coordinationv1.Lease])(nil)
+
+// FieldManager is the field manager of the elector's writes to the lease.
+const FieldManager = "kloop-leader-election"
+
+// Elector competes for one Lease and runs the leader's work while it holds
+// it. Create it with New and call Run. IsLeader, Leader, Identity and Check
+// may be called from any goroutine.
+type Elector struct {
+	cfg          Config
+	leases       leaseClient
+	running      atomic.Bool
+	leadingGauge prometheus.Gauge
+
+	mu        sync.Mutex
+	leading   bool
+	leader    string
+	renewedAt time.Time
+}
+
+// New returns an elector for the lease cfg names, talking to the API server
+// restCfg points at with a client of its own. It validates cfg (errors wrap
+// ErrInvalidConfig), does no I/O and starts no goroutines.
+func New(restCfg *rest.Config, cfg Config) (*Elector, error) {
+	c, err := client.New(restCfg, client.Options{FieldManager: FieldManager, DisableWriteTracking: true, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("leaderelection: %w", err)
+	}
+	leases, err := client.For[*coordinationv1.Lease](c, coordinationv1.SchemeGroupVersion.WithResource("leases"))
+	if err != nil {
+		return nil, fmt.Errorf("leaderelection: %w", err)
+	}
+	return newElector(leases, cfg)
+}
+
+func newElector(leases leaseClient, cfg Config) (*Elector, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	vec, err := kmetrics.RegisterOrGet(cfg.Registerer, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "leader_election_master_status",
+		Help: "1 while this process leads the election of the named lease, else 0.",
+	}, []string{"name"}))
+	if err != nil {
+		return nil, fmt.Errorf("leaderelection: registering metrics: %w", err)
+	}
+	g := vec.WithLabelValues(cfg.Namespace + "/" + cfg.Name)
+	g.Set(0)
+	return &Elector{cfg: cfg, leases: leases, leadingGauge: g}, nil
+}
+
+// Identity is this candidate's identity in the lease.
+func (e *Elector) Identity() string { return e.cfg.Identity }
+
+// IsLeader reports whether this candidate currently leads: it acquired the
+// lease, OnStartedLeading has not been told to stop, and RenewDeadline has
+// not passed since the last renewal.
+func (e *Elector) IsLeader() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leading
+}
+
+// Leader is the holder of the lease as last observed ("" when released or
+// not yet seen).
+func (e *Elector) Leader() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leader
+}
+
+// Check returns an error when this candidate believes it leads but has not
+// renewed the lease for longer than LeaseDuration, which means its renew
+// loop is stuck; a liveness probe can use it. It returns nil otherwise,
+// including when not leading.
+func (e *Elector) Check() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.leading {
+		if since := e.cfg.Clock.Since(e.renewedAt); since > e.cfg.LeaseDuration {
+			return fmt.Errorf("leaderelection: leading lease %s/%s but last renewed %v ago, more than LeaseDuration %v",
+				e.cfg.Namespace, e.cfg.Name, since.Round(time.Millisecond), e.cfg.LeaseDuration)
+		}
+	}
+	return nil
+}
+
+// Run competes for the lease until this candidate leads, runs
+// OnStartedLeading, renews the lease while it runs, and returns once
+// leadership has ended, OnStartedLeading has returned, the lease has been
+// released (unless KeepLeaseOnCancel, or renewal failed) and
+// OnStoppedLeading has been called.
+//
+// It returns nil when ctx ended (before or during leadership); an error
+// wrapping ErrLeadershipLost when renewal failed for RenewDeadline; and
+// otherwise what OnStartedLeading returned when it returned by itself. Run
+// may be called again after it returned, to compete anew; ErrAlreadyRunning
+// is returned while another Run of this Elector is in progress. Every
+// goroutine it starts has exited when it returns.
+func (e *Elector) Run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer e.running.Store(false)
+	r := &run{e: e, cfg: e.cfg, core: newCore(e.cfg.Identity, e.cfg.LeaseDuration, e.cfg.RenewDeadline)}
+	r.log = e.cfg.Logger.With("lease", e.cfg.Namespace+"/"+e.cfg.Name, "identity", e.cfg.Identity)
+	if !r.acquire(ctx) {
+		return nil
+	}
+	return r.lead(ctx)
+}
+
+// run is the state of one Run, owned by its goroutine.
+type run struct {
+	e        *Elector
+	cfg      Config
+	log      *slog.Logger
+	core     *core
+	lease    *coordinationv1.Lease // as last read or written; nil when absent
+	reported string                // holder last passed to OnNewLeader
+	started  bool                  // OnNewLeader has been called at least once
+}
+
+// acquire tries every RetryPeriod (with jitter) until this candidate holds
+// the lease, and reports whether it does. It returns false when ctx ended;
+// a lease acquired just as ctx ended is released again.
+func (r *run) acquire(ctx context.Context) bool {
+	clk := r.cfg.Clock
+	r.log.Info("competing for leadership")
+	for {
+		actx, cancel := context.WithTimeout(ctx, r.cfg.RenewDeadline)
+		ok, err := r.tryAcquireOrRenew(actx)
+		cancel()
+		if ok {
+			if ctx.Err() != nil {
+				r.giveUp(ctx)
+				return false
+			}
+			return true
+		}
+		if err != nil && ctx.Err() == nil {
+			r.log.Info("could not acquire lease; retrying", "err", err)
+		}
+		wait := time.Duration(float64(r.cfg.RetryPeriod) * (1 + 0.2*rand.Float64()))
+		t := clk.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C():
+		}
+	}
+}
+
+// lead runs OnStartedLeading and renews the lease until it returns.
+func (r *run) lead(ctx context.Context) error {
+	clk, e := r.cfg.Clock, r.e
+	r.setLeading(true)
+	r.log.Info("started leading")
+
+	leadCtx, cancelLead := context.WithCancelCause(ctx)
+	defer cancelLead(nil)
+	done := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() { done <- r.cfg.OnStartedLeading(leadCtx) })
+	defer wg.Wait()
+
+	// Requests go on after ctx is cancelled: the lease stays renewed until
+	// the leader's work has returned.
+	reqCtx := context.WithoutCancel(ctx)
+	retry := clk.NewTimer(r.cfg.RetryPeriod)
+	defer retry.Stop()
+	deadline := clk.NewTimer(r.core.deadline().Sub(clk.Now()))
+	defer deadline.Stop()
+
+	var (
+		ctxDone  = ctx.Done()
+		lost     error // non-nil once renewal failed for RenewDeadline
+		lastErr  error
+		cbErr    error
+		retryC   = retry.C()
+		deadlneC = deadline.C()
+	)
+	loseLeadership := func() {
+		lost = fmt.Errorf("%w: lease %s/%s not renewed for %v (last error: %w)",
+			ErrLeadershipLost, r.cfg.Namespace, r.cfg.Name, r.cfg.RenewDeadline, lastErr)
+		r.log.Warn("leadership lost: stopping the leader's work", "err", lastErr)
+		r.setLeading(false)
+		cancelLead(lost)
+		retryC, deadlneC = nil, nil
+	}
+loop:
+	for {
+		select {
+		case cbErr = <-done:
+			break loop
+		case <-ctxDone:
+			ctxDone = nil
+			r.log.Info("context done: stopping the leader's work", "cause", context.Cause(ctx))
+			cancelLead(context.Cause(ctx))
+		case <-retryC:
+			rctx, cancel := context.WithTimeout(reqCtx, r.core.deadline().Sub(clk.Now()))
+			ok, err := r.tryAcquireOrRenew(rctx)
+			cancel()
+			switch {
+			case ok:
+				lastErr = nil
+				e.mu.Lock()
+				e.renewedAt = r.core.renewedAt
+				e.mu.Unlock()
+				deadline.Reset(r.core.deadline().Sub(clk.Now()))
+			case err != nil:
+				lastErr = err
+				r.log.Debug("renewal failed", "err", err)
+			default:
+				lastErr = fmt.Errorf("lease is held by %q", r.core.rec.Holder)
+			}
+			if r.core.lost(clk.Now()) || (!ok && r.core.rec.Holder != r.cfg.Identity) {
+				loseLeadership()
+				continue
+			}
+			retry.Reset(r.cfg.RetryPeriod)
+		case <-deadlneC:
+			if r.core.lost(clk.Now()) {
+				loseLeadership()
+				continue
+			}
+			deadline.Reset(r.core.deadline().Sub(clk.Now()))
+		}
+	}
+	cancelLead(errWorkReturned)
+	wg.Wait()
+
+	if lost == nil {
+		r.setLeading(false)
+		if r.cfg.KeepLeaseOnCancel && ctx.Err() != nil {
+			r.log.Info("stopped leading; keeping the lease (KeepLeaseOnCancel)")
+		} else {
+			r.giveUp(ctx)
+		}
+	}
+	if r.cfg.OnStoppedLeading != nil {
+		r.cfg.OnStoppedLeading()
+	}
+	switch {
+	case lost != nil:
+		return lost
+	case ctx.Err() != nil && (cbErr == nil || errors.Is(cbErr, context.Canceled) || errors.Is(cbErr, context.DeadlineExceeded)):
+		return nil
+	default:
+		return cbErr
+	}
+}
+
+var errWorkReturned = errors.New("leaderelection: OnStartedLeading returned")
+
+// tryAcquireOrRenew makes one attempt and reports whether this candidate
+// holds the lease after it. A false with a nil error means another
+// candidate holds a valid lease.
+func (r *run) tryAcquireOrRenew(ctx context.Context) (bool, error) {
+	clk := r.cfg.Clock
+	// A leader renews without reading first; a conflict means the lease
+	// changed behind its back, and it reads it like everyone else.
+	if r.core.leading && r.lease != nil {
+		start := clk.Now()
+		_, rec := r.core.next(start, true)
+		err := r.write(ctx, start, rec)
+		if err == nil {
+			return true, nil
+		}
+		if !apierrors.IsConflict(err) {
+			return false, err
+		}
+	}
+	l, err := r.e.leases.Get(ctx, r.cfg.Namespace, r.cfg.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		r.lease = nil
+	case err != nil:
+		return false, err
+	default:
+		r.lease = l
+		r.core.observe(clk.Now(), l.ResourceVersion, recordOf(l))
+		r.report()
+	}
+	start := clk.Now()
+	act, rec := r.core.next(start, r.lease != nil)
+	if act == actWait {
+		return false, nil
+	}
+	if err := r.write(ctx, start, rec); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// write creates or updates the lease with rec; the request started at
+// start.
+func (r *run) write(ctx context.Context, start time.Time, rec record) error {
+	var (
+		out *coordinationv1.Lease
+		err error
+	)
+	if r.lease == nil {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: r.cfg.Namespace, Name: r.cfg.Name}}
+		setRecord(l, rec)
+		out, err = r.e.leases.Create(ctx, l)
+	} else {
+		l := r.lease.DeepCopy()
+		setRecord(l, rec)
+		out, err = r.e.leases.Update(ctx, l)
+	}
+	if err != nil {
+		return err
+	}
+	r.lease = out
+	r.core.wrote(start, r.cfg.Clock.Now(), out.ResourceVersion, recordOf(out))
+	r.report()
+	return nil
+}
+
+// giveUp releases the lease if this candidate still holds it: no holder, so
+// that a waiting candidate takes it at its next attempt.
+func (r *run) giveUp(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.RenewDeadline)
+	defer cancel()
+	for range 2 {
+		if r.lease == nil || r.core.rec.Holder != r.cfg.Identity {
+			return
+		}
+		l := r.lease.DeepCopy()
+		setRecord(l, r.core.released(r.cfg.Clock.Now()))
+		out, err := r.e.leases.Update(rctx, l)
+		if err == nil {
+			r.lease = out
+			r.core.observe(r.cfg.Clock.Now(), out.ResourceVersion, recordOf(out))
+			r.core.leading = false
+			r.report()
+			r.log.Info("released lease")
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			r.log.Warn("could not release lease; others take over when it expires", "err", err)
+			return
+		}
+		// Changed behind our back: look again; release only if still ours.
+		if l, err = r.e.leases.Get(rctx, r.cfg.Namespace, r.cfg.Name); err != nil {
+			r.log.Warn("could not release lease; others take over when it expires", "err", err)
+			return
+		}
+		r.lease = l
+		r.core.observe(r.cfg.Clock.Now(), l.ResourceVersion, recordOf(l))
+	}
+}
+
+func (r *run) setLeading(v bool) {
+	r.e.mu.Lock()
+	r.e.leading = v
+	if v {
+		r.e.renewedAt = r.core.renewedAt
+	}
+	r.e.mu.Unlock()
+	if v {
+		r.e.leadingGauge.Set(1)
+	} else {
+		r.e.leadingGauge.Set(0)
+	}
+}
+
+// report tells OnNewLeader about a change of the observed holder.
+func (r *run) report() {
+	h := r.core.rec.Holder
+	if r.started && h == r.reported {
+		return
+	}
+	r.started, r.reported = true, h
+	r.e.mu.Lock()
+	r.e.leader = h
+	r.e.mu.Unlock()
+	r.log.Debug("lease holder observed", "holder", h)
+	if r.cfg.OnNewLeader != nil {
+		r.cfg.OnNewLeader(h)
+	}
+}
