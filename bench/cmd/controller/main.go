@@ -15,7 +15,10 @@
 // after two forced GCs once all N are reconciled, with the controller and
 // its cache still running (its VmRSS is printed for reference). Rounds
 // alternate kloop, client-go, client-go, kloop, ... and each side's mean
-// counts.
+// counts. A third child that starts and measures itself without doing
+// anything gives the baseline every child carries from this binary's
+// package initialisation (both libraries are linked into it); the memory
+// figure is each side's heap minus that baseline.
 //
 // Run with: cd bench && go run ./cmd/controller -n 5000
 package main
@@ -31,6 +34,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,6 +68,7 @@ func main() {
 	child := flag.String("child", "", "internal: run one side (kloop or client-go) as a child process")
 	kubeconfig := flag.String("kubeconfig", "", "internal: the child's kubeconfig")
 	namespace := flag.String("namespace", "", "internal: the child's namespace")
+	flag.StringVar(&memProfile, "memprofile", "", "profiling aid: each child writes a heap profile, after its measurement, to this path with the side's name appended")
 	flag.Parse()
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
 	if *child != "" {
@@ -102,6 +107,13 @@ func runParent(n, rounds int) error {
 	fmt.Printf("controller benchmark: N=%d ConfigMaps, %d writers, %d workers per side, each side in its own child process, GOMAXPROCS=%d\n",
 		n, writers, workers, runtime.GOMAXPROCS(0))
 
+	base, err := measureBaseline()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  baseline (this binary, nothing running) heap in use %.1f MiB  VmRSS %.1f MiB\n",
+		float64(base.heapInuse)/(1<<20), float64(base.rss)/(1<<20))
+
 	results := map[string][]measurement{}
 	order := []string{}
 	for r := range rounds {
@@ -134,15 +146,36 @@ func runParent(n, rounds int) error {
 	}
 	e2eK := mean("kloop", func(m measurement) float64 { return m.e2e.Seconds() })
 	e2eP := mean("client-go", func(m measurement) float64 { return m.e2e.Seconds() })
-	heapK := mean("kloop", func(m measurement) float64 { return float64(m.heapInuse) })
-	heapP := mean("client-go", func(m measurement) float64 { return float64(m.heapInuse) })
+	heapK := mean("kloop", func(m measurement) float64 { return float64(m.heapInuse) - float64(base.heapInuse) })
+	heapP := mean("client-go", func(m measurement) float64 { return float64(m.heapInuse) - float64(base.heapInuse) })
 	rssK := mean("kloop", func(m measurement) float64 { return float64(m.rss) })
 	rssP := mean("client-go", func(m measurement) float64 { return float64(m.rss) })
 	fmt.Printf("RESULT controller-e2e-seconds kloop=%.3f peer=%.3f ratio=%.2f unit=s peer_name=client-go\n", e2eK, e2eP, e2eK/e2eP)
 	fmt.Printf("RESULT controller-rss-bytes kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=client-go\n", heapK, heapP, heapK/heapP)
-	fmt.Printf("# controller-rss-bytes is the Go heap in use after GC in each side's own process, cache and controller running; VmRSS kloop=%.0f peer=%.0f ratio=%.2f\n",
+	fmt.Printf("# controller-rss-bytes is retained Go heap: heap in use after GC in each side's own process (cache and controller running) minus the baseline process's; whole-process VmRSS kloop=%.0f peer=%.0f ratio=%.2f\n",
 		rssK, rssP, rssK/rssP)
 	return nil
+}
+
+// measureBaseline runs a child that does nothing but measure itself: the
+// heap every child has from this binary's package initialisation alone.
+// The lowest of three counts.
+func measureBaseline() (measurement, error) {
+	var best measurement
+	for i := range 3 {
+		out, err := exec.Command(os.Args[0], "-child", "baseline").Output()
+		if err != nil {
+			return measurement{}, fmt.Errorf("baseline child: %w", err)
+		}
+		var m measurement
+		if _, err := fmt.Sscanf(strings.TrimSpace(string(out)), "MEM heap_inuse=%d rss=%d", &m.heapInuse, &m.rss); err != nil {
+			return measurement{}, fmt.Errorf("baseline child said %q: %w", out, err)
+		}
+		if i == 0 || m.heapInuse < best.heapInuse {
+			best = m
+		}
+	}
+	return best, nil
 }
 
 // runRound starts a child for side watching ns, creates n ConfigMaps in ns
@@ -151,7 +184,7 @@ func runRound(ctx context.Context, kc kubernetes.Interface, kubeconfig, side, ns
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return measurement{}, err
 	}
-	cmd := exec.Command(os.Args[0], "-child", side, "-kubeconfig", kubeconfig, "-namespace", ns, "-n", strconv.Itoa(n))
+	cmd := exec.Command(os.Args[0], "-child", side, "-kubeconfig", kubeconfig, "-namespace", ns, "-n", strconv.Itoa(n), "-memprofile", memProfile)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -261,6 +294,13 @@ func (s *seen) add(key string) {
 // runChild runs one side until stdin closes, printing READY once synced,
 // DONE <unix ns> once n distinct keys were reconciled, then MEM.
 func runChild(side, kubeconfig, ns string, n int) error {
+	if memProfile != "" {
+		runtime.MemProfileRate = 1
+	}
+	if side == "baseline" {
+		printMem()
+		return nil
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -291,13 +331,34 @@ func runChild(side, kubeconfig, ns string, n int) error {
 	case <-ctx.Done():
 		return errors.New("stopped before every key was reconciled")
 	}
+	printMem()
+	if memProfile != "" {
+		if err := writeHeapProfile(memProfile + "." + side); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
+	return wait()
+}
+
+var memProfile string
+
+// printMem prints the heap in use after two forced collections, and VmRSS.
+func printMem() {
 	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	fmt.Printf("MEM heap_inuse=%d rss=%d\n", ms.HeapInuse, vmRSS())
-	<-ctx.Done()
-	return wait()
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return pprof.Lookup("heap").WriteTo(f, 0)
 }
 
 // vmRSS reads the process's resident set size from /proc.
