@@ -1,0 +1,136 @@
+package informer
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+
+	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watch/watchtest"
+)
+
+func TestFactory_SharesOneInformerPerTypeResourceAndScope(t *testing.T) {
+	f := NewFactory(&rest.Config{Host: "http://127.0.0.1:1"}, FactoryOptions{Registerer: prometheus.NewRegistry()})
+	a, err := For[*corev1.ConfigMap](f, Scope{Namespace: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := For[*corev1.ConfigMap](f, Scope{Namespace: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Fatal("asking twice for the same scope returned two informers")
+	}
+	c, err := For[*corev1.ConfigMap](f, Scope{Namespace: "web", LabelSelector: "app=x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c == a {
+		t.Fatal("a different label selector shared the informer")
+	}
+	md, err := ForMetadata(f, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Scope{Namespace: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.Name() == a.Name() {
+		t.Errorf("metadata and full informers share the name %q", a.Name())
+	}
+	want := []string{`configmaps.v1 [namespace=web]`, `configmaps.v1 [namespace=web, labels="app=x"]`, `configmaps.v1 (metadata) [namespace=web]`}
+	if got := f.Names(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("Names() = %q, want %q", got, want)
+	}
+}
+
+func TestFactory_WaitForSyncNamesEachInformerThatDidNotSyncAndWhy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := NewFactory(nil, FactoryOptions{
+			Registerer: prometheus.NewRegistry(),
+			Watch:      watch.Config{InitialList: watch.InitialListPaginated},
+		})
+		okLW, deniedLW := watchtest.New[*corev1.ConfigMap](), watchtest.New[*corev1.ConfigMap]()
+		okLW.PushList(watch.ListPage[*corev1.ConfigMap]{Items: []*corev1.ConfigMap{cm("a", "1", "1")}, ResourceVersion: "1"}, nil)
+		okLW.PushWatch()
+		forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "", errors.New("RBAC: access denied"))
+		for range 50 {
+			deniedLW.PushList(watch.ListPage[*corev1.ConfigMap]{}, forbidden)
+		}
+		if _, err := ForListerWatcher(f, "configmaps", Scope{}, func(watch.Options) (watch.ListerWatcher[*corev1.ConfigMap], error) { return okLW, nil }); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ForListerWatcher(f, "secrets-as-configmaps", Scope{Namespace: "locked"}, func(watch.Options) (watch.ListerWatcher[*corev1.ConfigMap], error) { return deniedLW, nil }); err != nil {
+			t.Fatal(err)
+		}
+
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- f.Start(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Start: %v", err)
+			}
+		}()
+
+		wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+		defer wcancel()
+		began := time.Now()
+		err := f.WaitForSync(wctx)
+		if waited := time.Since(began); waited > 21*time.Second {
+			t.Errorf("WaitForSync took %v past a 20s deadline", waited)
+		}
+		var se *SyncError
+		if !errors.As(err, &se) || se.Informer != `secrets-as-configmaps [namespace=locked]` {
+			t.Fatalf("err = %v; want a *SyncError for the refused informer only", err)
+		}
+		if !apierrors.IsForbidden(err) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err = %v; want Forbidden and DeadlineExceeded to be visible", err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "1 of 2 informers") || !strings.Contains(msg, "forbidden") {
+			t.Errorf("message %q does not say which informer failed and why", msg)
+		}
+	})
+}
+
+func TestFactory_StartsInformersAskedForWhileRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := NewFactory(nil, FactoryOptions{
+			Registerer: prometheus.NewRegistry(),
+			Watch:      watch.Config{InitialList: watch.InitialListPaginated},
+		})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- f.Start(ctx) }()
+		synctest.Wait()
+
+		lw := watchtest.New[*corev1.ConfigMap]()
+		lw.PushList(watch.ListPage[*corev1.ConfigMap]{Items: []*corev1.ConfigMap{cm("a", "1", "1")}, ResourceVersion: "1"}, nil)
+		lw.PushWatch()
+		inf, err := ForListerWatcher(f, "configmaps", Scope{}, func(watch.Options) (watch.ListerWatcher[*corev1.ConfigMap], error) { return lw, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inf.WaitForSync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.WaitForSync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if _, err := For[*corev1.Secret](f, Scope{}); !errors.Is(err, ErrStopped) {
+			t.Errorf("For after Start returned: %v, want ErrStopped", err)
+		}
+	})
+}
