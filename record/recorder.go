@@ -1,0 +1,544 @@
+package record
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/kloop-dev/kloop/client"
+	kmetrics "github.com/kloop-dev/kloop/metrics"
+	"github.com/kloop-dev/kloop/watch"
+)
+
+// Event types, as kubectl shows them.
+const (
+	Normal  = corev1.EventTypeNormal
+	Warning = corev1.EventTypeWarning
+)
+
+// Defaults of Options.
+const (
+	DefaultComponent    = "kloop"
+	DefaultQueueSize    = 1000
+	DefaultCacheSize    = 4096
+	DefaultWriteTimeout = 10 * time.Second
+	DefaultDrainTimeout = 5 * time.Second
+)
+
+// MaxMessageLength is the longest message stored, in bytes; longer ones are
+// cut at a character boundary (the events.k8s.io limit for a note).
+const MaxMessageLength = 1024
+
+// ErrAlreadyStarted is returned by Start when the recorder has been started
+// before.
+var ErrAlreadyStarted = errors.New("record: recorder already started")
+
+// Options configure a Recorder. The zero value works.
+type Options struct {
+	// Component names the reporter in source.component and
+	// reportingComponent ("From" in kubectl describe). Default "kloop".
+	Component string
+	// Host goes into source.host and reportingInstance. Default: empty.
+	Host string
+
+	// Scheme finds the apiVersion and kind of typed objects, whose
+	// TypeMeta is usually empty. It must register the types of the objects
+	// events are about, custom resources included. Objects that carry their
+	// kind (such as *unstructured.Unstructured) need no registration.
+	// Default: client-go's kubernetes/scheme.Scheme.
+	Scheme *runtime.Scheme
+
+	// QueueSize bounds the events waiting to be written. When it is full,
+	// Event drops the new event and counts it instead of blocking the
+	// caller. Default 1000.
+	QueueSize int
+	// CacheSize bounds how many distinct recent events are remembered for
+	// aggregation (least recently seen are forgotten first). Default 4096.
+	CacheSize int
+
+	// WriteTimeout bounds each request to the API server. Default 10s.
+	WriteTimeout time.Duration
+	// DrainTimeout bounds how long Start keeps writing queued events after
+	// its context is done. Default 5s.
+	DrainTimeout time.Duration
+
+	// Clock stamps events. Default: the real clock.
+	Clock clock.PassiveClock
+	// Logger receives one line per recorded event (Info for Normal, Warn
+	// for Warning) and write failures. Default: slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the recorder's metrics. Default: the kloop
+	// metrics registry.
+	Registerer prometheus.Registerer
+}
+
+func (o *Options) defaults() error {
+	if o.Component == "" {
+		o.Component = DefaultComponent
+	}
+	if o.Scheme == nil {
+		o.Scheme = scheme.Scheme
+	}
+	if o.QueueSize == 0 {
+		o.QueueSize = DefaultQueueSize
+	}
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.WriteTimeout == 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = DefaultDrainTimeout
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.QueueSize < 0 || o.CacheSize < 0 || o.WriteTimeout < 0 || o.DrainTimeout < 0 {
+		return errors.New("record: QueueSize, CacheSize, WriteTimeout and DrainTimeout must not be negative")
+	}
+	return nil
+}
+
+// sink is where events are written: the API server's core/v1 Events.
+// client.Resource[*corev1.Event] is one.
+type sink interface {
+	Create(ctx context.Context, ev *corev1.Event) (*corev1.Event, error)
+	Patch(ctx context.Context, namespace, name string, pt types.PatchType, data []byte, opts client.PatchOptions) (*corev1.Event, error)
+}
+
+var _ sink = (*client.Resource[*corev1.Event])(nil)
+
+// Recorder writes core/v1 Events about objects. Event may be called from any
+// goroutine and never blocks on the API server; Start writes the events.
+type Recorder struct {
+	opts    Options
+	sink    sink
+	metrics *recorderMetrics
+
+	queue   chan pending
+	mu      sync.RWMutex // write-locked once, when Start stops accepting events
+	stopped bool
+	started atomic.Bool
+
+	// Owned by Start's goroutine.
+	recent  *lru
+	drainBy time.Time // when Start gives up writing after ctx ended
+}
+
+// pending is an event waiting in the queue: everything is copied out of the
+// object when Event is called, so the caller may change it afterwards.
+type pending struct {
+	ref       corev1.ObjectReference
+	eventType string
+	reason    string
+	message   string
+	at        time.Time
+}
+
+// New returns a recorder writing to the API server cfg points at, with a
+// client of its own. It starts nothing: call Start.
+func New(cfg *rest.Config, opts Options) (*Recorder, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{FieldManager: opts.Component, DisableWriteTracking: true, Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("record: %w", err)
+	}
+	events, err := client.For[*corev1.Event](c, corev1.SchemeGroupVersion.WithResource("events"))
+	if err != nil {
+		return nil, fmt.Errorf("record: %w", err)
+	}
+	return newRecorder(events, opts)
+}
+
+func newRecorder(s sink, opts Options) (*Recorder, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	m, err := newRecorderMetrics(opts.Registerer, opts.Component)
+	if err != nil {
+		return nil, err
+	}
+	return &Recorder{
+		opts:    opts,
+		sink:    s,
+		metrics: m,
+		queue:   make(chan pending, opts.QueueSize),
+		recent:  newLRU(opts.CacheSize),
+	}, nil
+}
+
+// Event records an event of eventType (Normal or Warning) about obj, with a
+// reason (a short UpperCamelCase word, such as "Synced") and a
+// human-readable message. It logs the event and queues it for Start to
+// write; when the queue is full, or the recorder has stopped, the event is
+// dropped and counted. It never blocks on I/O.
+func (r *Recorder) Event(obj watch.Object, eventType, reason, message string) {
+	if eventType != Normal && eventType != Warning {
+		r.opts.Logger.Error("event dropped: type must be Normal or Warning", "type", eventType, "reason", reason)
+		r.metrics.dropped(reasonInvalid)
+		return
+	}
+	ref, err := reference(r.opts.Scheme, obj)
+	if err != nil {
+		r.opts.Logger.Error("event dropped: no reference to the object", "err", err, "reason", reason)
+		r.metrics.dropped(reasonInvalid)
+		return
+	}
+	level := slog.LevelInfo
+	if eventType == Warning {
+		level = slog.LevelWarn
+	}
+	r.opts.Logger.Log(context.Background(), level, "event", "type", eventType, "reason", reason, "message", message,
+		"kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name)
+
+	p := pending{ref: ref, eventType: eventType, reason: reason, message: truncate(message), at: r.opts.Clock.Now()}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.stopped {
+		r.metrics.dropped(reasonStopped)
+		return
+	}
+	select {
+	case r.queue <- p:
+	default:
+		r.metrics.dropped(reasonQueueFull)
+		r.opts.Logger.Debug("event dropped: queue full", "reason", reason, "namespace", ref.Namespace, "name", ref.Name)
+	}
+}
+
+// Eventf is Event with a fmt.Sprintf message.
+func (r *Recorder) Eventf(obj watch.Object, eventType, reason, format string, args ...any) {
+	r.Event(obj, eventType, reason, fmt.Sprintf(format, args...))
+}
+
+// Start writes queued events until ctx is done, then stops accepting events,
+// writes those still queued (for at most DrainTimeout) and returns nil. It
+// runs on the caller's goroutine and starts no other; it may be called
+// once (ErrAlreadyStarted otherwise). Write failures are logged and counted,
+// not returned.
+func (r *Recorder) Start(ctx context.Context) error {
+	if !r.started.CompareAndSwap(false, true) {
+		return ErrAlreadyStarted
+	}
+	r.drainBy = time.Time{}
+	for {
+		select {
+		case p := <-r.queue:
+			r.writeBatch(ctx, r.batch(p))
+		case <-ctx.Done():
+			r.mu.Lock()
+			r.stopped = true
+			r.mu.Unlock()
+			for {
+				select {
+				case p := <-r.queue:
+					r.writeBatch(ctx, r.batch(p))
+				default:
+					return nil
+				}
+			}
+		}
+	}
+}
+
+// requestContext bounds one write: WriteTimeout, and once ctx is done, the
+// drain deadline. Writes are not cut off the moment ctx ends, so that what
+// was queued before still gets written. ok is false when the drain deadline
+// has passed.
+func (r *Recorder) requestContext(ctx context.Context) (_ context.Context, _ context.CancelFunc, ok bool) {
+	now := time.Now()
+	deadline := now.Add(r.opts.WriteTimeout)
+	if ctx.Err() != nil {
+		if r.drainBy.IsZero() {
+			r.drainBy = now.Add(r.opts.DrainTimeout)
+		}
+		if !now.Before(r.drainBy) {
+			return nil, nil, false
+		}
+		if r.drainBy.Before(deadline) {
+			deadline = r.drainBy
+		}
+	}
+	wctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	return wctx, cancel, true
+}
+
+// aggregate is one distinct event with the number of times it was recorded
+// in a batch.
+type aggregate struct {
+	pending
+	n     int32
+	first time.Time
+}
+
+// batch takes p and whatever else is queued right now, and folds repeats of
+// one event into one aggregate, keeping the order of first appearance.
+func (r *Recorder) batch(p pending) []*aggregate {
+	var (
+		out   []*aggregate
+		byKey = map[eventKey]*aggregate{}
+	)
+	add := func(p pending) {
+		k := keyOf(p)
+		if a, ok := byKey[k]; ok {
+			a.n++
+			a.at = p.at
+			return
+		}
+		a := &aggregate{pending: p, n: 1, first: p.at}
+		byKey[k] = a
+		out = append(out, a)
+	}
+	add(p)
+	for range cap(r.queue) {
+		select {
+		case p := <-r.queue:
+			add(p)
+		default:
+			return out
+		}
+	}
+	return out
+}
+
+func (r *Recorder) writeBatch(ctx context.Context, batch []*aggregate) {
+	for _, a := range batch {
+		r.write(ctx, a)
+	}
+}
+
+// write records a in the API server: a patch of count and lastTimestamp
+// when the same event was written before and is still remembered, a new
+// Event otherwise.
+func (r *Recorder) write(ctx context.Context, a *aggregate) {
+	k := keyOf(a.pending)
+	wctx, cancel, ok := r.requestContext(ctx)
+	if !ok {
+		r.metrics.dropped(reasonStopped)
+		return
+	}
+	defer cancel()
+	if prev, ok := r.recent.get(k); ok {
+		count := prev.count + a.n
+		patch, _ := json.Marshal(struct {
+			Count         int32       `json:"count"`
+			LastTimestamp metav1.Time `json:"lastTimestamp"`
+		}{count, metav1.NewTime(a.at)})
+		_, err := r.sink.Patch(wctx, prev.namespace, prev.name, types.MergePatchType, patch, client.PatchOptions{})
+		if err == nil {
+			prev.count = count
+			r.metrics.written(resultAggregated, int(a.n))
+			return
+		}
+		r.recent.remove(k)
+		if !apierrors.IsNotFound(err) {
+			r.metrics.written(resultFailed, int(a.n))
+			r.opts.Logger.Error("could not update event", "err", err, "reason", a.reason, "namespace", a.ref.Namespace, "name", a.ref.Name)
+			return
+		}
+		// The Event expired (Events live an hour by default): start anew.
+	}
+	ns := a.ref.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault // where events about cluster-scoped objects go
+	}
+	ev := &corev1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Namespace: ns, GenerateName: generateName(a.ref.Name)},
+		InvolvedObject:      a.ref,
+		Reason:              a.reason,
+		Message:             a.message,
+		Type:                a.eventType,
+		Count:               a.n,
+		FirstTimestamp:      metav1.NewTime(a.first),
+		LastTimestamp:       metav1.NewTime(a.at),
+		Source:              corev1.EventSource{Component: r.opts.Component, Host: r.opts.Host},
+		ReportingController: r.opts.Component,
+		ReportingInstance:   r.opts.Host,
+	}
+	created, err := r.sink.Create(wctx, ev)
+	if err != nil {
+		r.metrics.written(resultFailed, int(a.n))
+		r.opts.Logger.Error("could not create event", "err", err, "reason", a.reason, "namespace", a.ref.Namespace, "name", a.ref.Name)
+		return
+	}
+	r.recent.put(k, &written{namespace: created.Namespace, name: created.Name, count: a.n})
+	r.metrics.written(resultCreated, int(a.n))
+}
+
+// generateName is the prefix the API server completes with a random suffix:
+// the object's name and a dot, as events are conventionally named, cut to
+// leave room for the suffix.
+func generateName(objName string) string {
+	const max = 253 - 6
+	if len(objName) > max {
+		objName = objName[:max]
+	}
+	return objName + "."
+}
+
+// reference describes obj for involvedObject.
+func reference(s *runtime.Scheme, obj watch.Object) (corev1.ObjectReference, error) {
+	if obj == nil {
+		return corev1.ObjectReference{}, errors.New("nil object")
+	}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if gvk.Kind == "" || gvk.Version == "" {
+		kinds, _, err := s.ObjectKinds(obj)
+		if err != nil {
+			return corev1.ObjectReference{}, fmt.Errorf("kind of %T: %w", obj, err)
+		}
+		gvk = kinds[0]
+	}
+	apiVersion, kind := gvk.ToAPIVersionAndKind()
+	return corev1.ObjectReference{
+		APIVersion:      apiVersion,
+		Kind:            kind,
+		Namespace:       obj.GetNamespace(),
+		Name:            obj.GetName(),
+		UID:             obj.GetUID(),
+		ResourceVersion: obj.GetResourceVersion(),
+	}, nil
+}
+
+func truncate(msg string) string {
+	if len(msg) <= MaxMessageLength {
+		return msg
+	}
+	cut := MaxMessageLength
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut]
+}
+
+// eventKey identifies repeats of one event. The object's resourceVersion is
+// left out: an object that changed between repeats is still the same object.
+type eventKey struct {
+	apiVersion, kind, namespace, name string
+	uid                               types.UID
+	eventType, reason, message        string
+}
+
+func keyOf(p pending) eventKey {
+	return eventKey{
+		apiVersion: p.ref.APIVersion, kind: p.ref.Kind, namespace: p.ref.Namespace, name: p.ref.Name, uid: p.ref.UID,
+		eventType: p.eventType, reason: p.reason, message: p.message,
+	}
+}
+
+// written is an Event in the API server that repeats are added to.
+type written struct {
+	namespace, name string
+	count           int32
+}
+
+// lru remembers the most recently seen events, up to a size.
+type lru struct {
+	size  int
+	order *list.List // of eventKey, most recent at the front
+	items map[eventKey]*lruItem
+}
+
+type lruItem struct {
+	elem *list.Element
+	w    *written
+}
+
+func newLRU(size int) *lru {
+	return &lru{size: size, order: list.New(), items: make(map[eventKey]*lruItem)}
+}
+
+func (l *lru) get(k eventKey) (*written, bool) {
+	it, ok := l.items[k]
+	if !ok {
+		return nil, false
+	}
+	l.order.MoveToFront(it.elem)
+	return it.w, true
+}
+
+func (l *lru) put(k eventKey, w *written) {
+	if it, ok := l.items[k]; ok {
+		it.w = w
+		l.order.MoveToFront(it.elem)
+		return
+	}
+	l.items[k] = &lruItem{elem: l.order.PushFront(k), w: w}
+	for l.order.Len() > l.size {
+		last := l.order.Back()
+		l.order.Remove(last)
+		delete(l.items, last.Value.(eventKey))
+	}
+}
+
+func (l *lru) remove(k eventKey) {
+	if it, ok := l.items[k]; ok {
+		l.order.Remove(it.elem)
+		delete(l.items, k)
+	}
+}
+
+// Metric results and drop reasons.
+const (
+	resultCreated    = "created"
+	resultAggregated = "aggregated"
+	resultFailed     = "failed"
+	reasonQueueFull  = "queue_full"
+	reasonInvalid    = "invalid"
+	reasonStopped    = "stopped"
+)
+
+type recorderMetrics struct {
+	events *prometheus.CounterVec // by result
+	drops  *prometheus.CounterVec // by reason
+	comp   string
+}
+
+func newRecorderMetrics(reg prometheus.Registerer, component string) (*recorderMetrics, error) {
+	events, err := kmetrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "event_recorder_events_total",
+		Help: "Events written to the API server, by result: created (a new Event), aggregated (added to the count of an existing one), failed.",
+	}, []string{"component", "result"}))
+	if err != nil {
+		return nil, fmt.Errorf("record: registering metrics: %w", err)
+	}
+	drops, err := kmetrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "event_recorder_dropped_total",
+		Help: "Events dropped before reaching the API server, by reason: queue_full, invalid (bad type or object), stopped (recorded after shutdown).",
+	}, []string{"component", "reason"}))
+	if err != nil {
+		return nil, fmt.Errorf("record: registering metrics: %w", err)
+	}
+	return &recorderMetrics{events: events, drops: drops, comp: component}, nil
+}
+
+func (m *recorderMetrics) written(result string, n int) {
+	m.events.WithLabelValues(m.comp, result).Add(float64(n))
+}
+
+func (m *recorderMetrics) dropped(reason string) {
+	m.drops.WithLabelValues(m.comp, reason).Inc()
+}
