@@ -30,7 +30,9 @@
 //     the key became ready: when it was added, when its Done re-queued it, or
 //     when the queue saw its delay pass. Re-adding a ready key with a higher
 //     priority p at time t moves it to min(current value, t − p × Aging),
-//     never back.
+//     never back. (A queue that records no metrics reads no clock for this
+//     until it first sees a priority other than 0; the keys ready at that
+//     moment count as ready from then.)
 //   - No starvation: from the above, a key of priority p that became ready at
 //     t0 can only be overtaken by keys that become ready (or are raised)
 //     before t0 + (P − p) × Aging, where P is the highest priority in use.

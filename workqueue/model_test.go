@@ -59,6 +59,10 @@ type model struct {
 	seq      uint64
 	dseq     uint64
 	shut     bool
+	// stamped turns true the first time a key with a non-zero priority
+	// becomes ready or is raised. Before that the queue keeps no ready
+	// times, and at that moment every ready key counts as ready from then.
+	stamped  bool
 	failures map[int]int
 	// owed holds keys that must still be handed out: added (ready or added
 	// while in flight) and not handed out since. Nothing in owed may be lost.
@@ -75,8 +79,30 @@ func newModel() *model {
 
 func (m *model) aged(p int64) int64 { return m.now - p*int64(modelAging) }
 
+func (m *model) stampAll() {
+	if m.stamped {
+		return
+	}
+	m.stamped = true
+	for k := range m.keys {
+		if e := &m.keys[k]; e.state == mReady {
+			e.order = m.now // all of priority 0 until now
+		}
+	}
+}
+
+func (m *model) raise(k int, p int64) {
+	m.stampAll()
+	e := &m.keys[k]
+	e.prio = p
+	e.order = min(e.order, m.aged(p))
+}
+
 func (m *model) makeReady(k int) {
 	e := &m.keys[k]
+	if e.prio != 0 {
+		m.stampAll()
+	}
 	m.seq++
 	e.state, e.seq, e.order = mReady, m.seq, m.aged(e.prio)
 	m.owed[k] = true
@@ -93,8 +119,7 @@ func (m *model) add(k int, p int64) {
 		m.makeReady(k)
 	case mReady:
 		if p > e.prio {
-			e.prio = p
-			e.order = min(e.order, m.aged(p))
+			m.raise(k, p)
 		}
 	case mInFlight, mInFlightWaiting:
 		e.prio = max(e.prio, p)
@@ -124,8 +149,7 @@ func (m *model) addAfter(k int, d time.Duration, p int64) {
 		e.state, e.prio, e.readyAt, e.dseq = mWaiting, p, at, m.dseq
 	case mReady:
 		if p > e.prio {
-			e.prio = p
-			e.order = min(e.order, m.aged(p))
+			m.raise(k, p)
 		}
 	case mInFlightDirty:
 		e.prio = max(e.prio, p)
@@ -288,13 +312,20 @@ func runModel(t *testing.T, b []byte) {
 		want := m.next()
 		if want < 0 {
 			if m.shut && m.count(mInFlightDirty) == 0 {
-				if k, err := q.Get(ctx); !errors.Is(err, ErrShutDown) {
+				gctx, cancel := context.WithTimeout(ctx, deadline)
+				defer cancel()
+				if k, err := q.Get(gctx); !errors.Is(err, ErrShutDown) {
 					fail("Get = %d, %v on a drained shut-down queue; want ErrShutDown", k, err)
 				}
 			}
 			return // Get would block
 		}
-		k, err := q.Get(ctx)
+		gctx, cancel := context.WithTimeout(ctx, deadline)
+		k, err := q.Get(gctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			fail("Get blocked for %v; the model has %d ready: the queue lost it", deadline, want)
+		}
 		if err != nil || k != want {
 			fail("Get = %d, %v; want %d", k, err, want)
 		}
@@ -412,7 +443,9 @@ func runModel(t *testing.T, b []byte) {
 		fail("keys %v were added and never handed out before shutdown completed", m.owed)
 	}
 	trace = append(trace, "Get (after drain)")
-	if k, err := q.Get(ctx); !errors.Is(err, ErrShutDown) {
+	gctx, cancelGet := context.WithTimeout(ctx, deadline)
+	defer cancelGet()
+	if k, err := q.Get(gctx); !errors.Is(err, ErrShutDown) {
 		fail("Get = %d, %v after the final drain; want ErrShutDown", k, err)
 	}
 	if err := q.ShutDownWithDrain(cancelled); err != nil {

@@ -81,6 +81,11 @@ type Queue[K comparable] struct {
 	prio     readyHeap[K]
 	prioMode bool
 	seq      uint64
+	// stamp is set once the queue needs to know when keys became ready: from
+	// the first time it enters priority order, or from the start when it
+	// records metrics. Until then a pure FIFO queue reads no clock. Written
+	// under the lock, read without it to read the clock before locking.
+	stamp atomic.Bool
 
 	delays delayHeap[K]
 	dseq   uint64
@@ -133,21 +138,54 @@ func New[K comparable](cfg Config[K]) *Queue[K] {
 		limiter: rl,
 	}
 	if cfg.Name != "" {
+		q.stamp.Store(true)
 		q.m = newQueueMetrics(cfg.Name, cfg.Registerer)
 		q.m.inflight.attach(cfg.Name, q)
 	}
 	return q
 }
 
+// elapsed reads the clock: nanoseconds since New. Safe without the lock.
+func (q *Queue[K]) elapsed() int64 { return int64(q.clock.Since(q.epoch)) }
+
 // now is the queue's time: nanoseconds since New, never going backwards even
 // if the clock does. Called with the lock held.
-func (q *Queue[K]) now() int64 {
-	t := int64(q.clock.Since(q.epoch))
+func (q *Queue[K]) now() int64 { return q.settle(q.elapsed()) }
+
+// settle turns a time read before taking the lock into the queue's time,
+// keeping it monotonic across callers. Called with the lock held.
+func (q *Queue[K]) settle(t int64) int64 {
 	if t < q.last {
 		return q.last
 	}
 	q.last = t
 	return t
+}
+
+// unstamped is the readySince of a key that became ready while the queue did
+// not stamp.
+const unstamped = math.MinInt64
+
+// preStamp reads the clock before the lock is taken if the queue stamps
+// ready times (keeping the read out of the critical section), else returns
+// unstamped.
+func (q *Queue[K]) preStamp() int64 {
+	if q.stamp.Load() {
+		return q.elapsed()
+	}
+	return unstamped
+}
+
+// stampAt turns what preStamp returned into a ready time. Called with the
+// lock held.
+func (q *Queue[K]) stampAt(t int64) int64 {
+	switch {
+	case t != unstamped:
+		return q.settle(t)
+	case q.stamp.Load(): // turned on since preStamp
+		return q.now()
+	}
+	return unstamped
 }
 
 // cached looks k up in the snapshot, without the lock.
@@ -198,6 +236,7 @@ func (q *Queue[K]) AddWithPriority(k K, priority int) {
 	if hint.e != nil && hint.covers(p) {
 		return // already due to be handed out at this priority or higher
 	}
+	t := q.preStamp()
 	q.mu.Lock()
 	if q.shuttingDown {
 		q.mu.Unlock()
@@ -207,7 +246,7 @@ func (q *Queue[K]) AddWithPriority(k K, priority int) {
 	if e == nil {
 		e = q.newEntry(k)
 		e.setPrio(p)
-		q.makeReady(e, q.now())
+		q.makeReady(e, q.stampAt(t))
 		q.mu.Unlock()
 		return
 	}
@@ -215,10 +254,10 @@ func (q *Queue[K]) AddWithPriority(k K, priority int) {
 	case s == 0:
 		q.idle.remove(e)
 		e.setPrio(p)
-		q.makeReady(e, q.now())
+		q.makeReady(e, q.stampAt(t))
 	case s&stReady != 0:
 		if p > e.prio() {
-			q.raise(e, p)
+			q.raise(e, p, q.stampAt(t))
 		}
 	case s&stInFlight != 0:
 		if p > e.prio() {
@@ -236,7 +275,7 @@ func (q *Queue[K]) AddWithPriority(k K, priority int) {
 			e.setPrio(p)
 		}
 		q.delays.remove(e)
-		q.makeReady(e, q.now())
+		q.makeReady(e, q.stampAt(t))
 	}
 	q.mu.Unlock()
 }
@@ -258,6 +297,7 @@ func (q *Queue[K]) AddAfterWithPriority(k K, d time.Duration, priority int) {
 	}
 	p := int64(priority)
 	hint := q.cached(k)
+	t := q.elapsed()
 	q.mu.Lock()
 	if q.shuttingDown {
 		q.mu.Unlock()
@@ -266,11 +306,12 @@ func (q *Queue[K]) AddAfterWithPriority(k K, d time.Duration, priority int) {
 	if q.m != nil {
 		q.m.retries.Inc()
 	}
+	now := q.settle(t)
 	e := q.lookup(k, hint)
 	if e == nil {
 		e = q.newEntry(k)
 		e.setPrio(p)
-		q.schedule(e, stWaiting, q.now()+int64(d))
+		q.schedule(e, stWaiting, now+int64(d))
 		q.mu.Unlock()
 		return
 	}
@@ -278,10 +319,10 @@ func (q *Queue[K]) AddAfterWithPriority(k K, d time.Duration, priority int) {
 	case s == 0:
 		q.idle.remove(e)
 		e.setPrio(p)
-		q.schedule(e, stWaiting, q.now()+int64(d))
+		q.schedule(e, stWaiting, now+int64(d))
 	case s&stReady != 0:
 		if p > e.prio() {
-			q.raise(e, p)
+			q.raise(e, p, now)
 		}
 	case s&stDirty != 0:
 		if p > e.prio() {
@@ -291,7 +332,7 @@ func (q *Queue[K]) AddAfterWithPriority(k K, d time.Duration, priority int) {
 		if p > e.prio() {
 			e.setPrio(p)
 		}
-		if at := q.now() + int64(d); at < e.readyAt {
+		if at := now + int64(d); at < e.readyAt {
 			e.readyAt = at
 			q.delays.up(int(e.didx))
 			if e.didx == 0 {
@@ -302,7 +343,7 @@ func (q *Queue[K]) AddAfterWithPriority(k K, d time.Duration, priority int) {
 		if p > e.prio() {
 			e.setPrio(p)
 		}
-		q.schedule(e, stInFlight|stWaiting, q.now()+int64(d))
+		q.schedule(e, stInFlight|stWaiting, now+int64(d))
 	}
 	q.mu.Unlock()
 }
@@ -432,6 +473,7 @@ func (q *Queue[K]) wait(ctx context.Context, done <-chan struct{}) (K, error) {
 // exactly once per Get; Done for a key that is not in flight does nothing.
 func (q *Queue[K]) Done(k K) {
 	hint := q.cached(k)
+	t := q.preStamp()
 	q.mu.Lock()
 	e := q.lookup(k, hint)
 	if e == nil || e.state()&stInFlight == 0 {
@@ -445,7 +487,7 @@ func (q *Queue[K]) Done(k K) {
 	switch s := e.state(); {
 	case s&stDirty != 0:
 		q.dirtyInFlight--
-		q.makeReady(e, q.now())
+		q.makeReady(e, q.stampAt(t))
 	case s&stWaiting != 0:
 		e.setState(stWaiting)
 	default:
@@ -608,12 +650,15 @@ func (q *Queue[K]) makeIdle(e *entry[K]) {
 	}
 }
 
-// makeReady makes an entry that is in no structure ready at time t (now),
-// with the priority it has: it goes straight to a blocked Get if there is one
-// (then nothing else is ready), else into the ready structure.
+// makeReady makes an entry that is in no structure ready at time t (now, or
+// unstamped), with the priority it has: it goes straight to a blocked Get if
+// there is one (then nothing else is ready), else into the ready structure.
 func (q *Queue[K]) makeReady(e *entry[K], t int64) {
 	q.seq++
 	e.seq = q.seq
+	if !q.stamp.Load() {
+		t = unstamped // keep the ring uniform until the first stamp
+	}
 	e.readySince = t
 	p := e.prio()
 	if q.m != nil {
@@ -633,13 +678,16 @@ func (q *Queue[K]) makeReady(e *entry[K], t int64) {
 		}
 		q.enterPrioMode()
 	}
-	e.order = q.aged(t, p)
+	if e.readySince == unstamped {
+		e.readySince = q.now()
+	}
+	e.order = q.aged(e.readySince, p)
 	q.prio.push(e)
 }
 
 // raise gives a ready entry a higher priority. Its aged order only ever moves
 // forward, so a raise never costs an entry the age it has already gained.
-func (q *Queue[K]) raise(e *entry[K], priority int64) {
+func (q *Queue[K]) raise(e *entry[K], priority int64, now int64) {
 	if q.m != nil {
 		q.m.depth(e.prio()).Dec()
 		q.m.depth(priority).Inc()
@@ -648,18 +696,31 @@ func (q *Queue[K]) raise(e *entry[K], priority int64) {
 	if !q.prioMode {
 		q.enterPrioMode()
 	}
-	if o := q.aged(q.now(), priority); o < e.order {
+	if now == unstamped {
+		now = q.now()
+	}
+	if o := q.aged(now, priority); o < e.order {
 		e.order = o
-		q.prio.up(int(e.hidx))
+		q.prio.fix(e)
 	}
 }
 
 // enterPrioMode moves the ring into the (empty) ready heap. Ring entries all
 // have priority 0, so their order is the time they became ready, which grows
-// along the ring: appended in ring order they already form a valid heap.
+// along the ring: appended in ring order they already form a valid heap. The
+// first time, the ring holds unstamped entries only; they count as ready
+// from now, and the queue stamps from then on.
 func (q *Queue[K]) enterPrioMode() {
 	q.prioMode = true
+	q.stamp.Store(true)
+	now := int64(unstamped)
 	for e := q.ring.pop(); e != nil; e = q.ring.pop() {
+		if e.readySince == unstamped {
+			if now == unstamped {
+				now = q.now()
+			}
+			e.readySince = now
+		}
 		e.order = e.readySince
 		q.prio.appendSorted(e)
 	}

@@ -12,9 +12,13 @@
 // ends when the producers are finished and the queue is empty with nothing in
 // flight. An item is one Add: throughput is adds per second of the measured
 // pass, and allocations per item are runtime.MemStats.Mallocs over the
-// measured passes divided by their adds. The queues take turns for several
-// rounds; the median round's throughput counts. Keys handed out (fewer than
-// adds, thanks to de-duplication) are printed too.
+// measured passes divided by their adds (keys handed out, fewer than adds
+// thanks to de-duplication, are printed too, per hand-out as well).
+//
+// Each comparison runs in rounds; a round runs kloop and its peer back to
+// back (alternating which goes first), each on a fresh queue, so that both
+// see the same machine load. The RESULT line reports the round whose
+// kloop/peer ratio is the median of all rounds (-rounds, default 5).
 //
 // Run with: cd bench && go run ./cmd/workqueue
 package main
@@ -134,13 +138,10 @@ func newWorkload(adds int, withPrio bool, seed uint64) *workload {
 
 type result struct {
 	elapsed   time.Duration
+	produced  time.Duration // until the producers were done
 	adds      int
 	processed int64
 	mallocs   uint64
-
-	// Summed over all rounds, for allocations per item.
-	allMallocs uint64
-	allAdds    int
 }
 
 func (r result) throughput() float64 { return float64(r.adds) / r.elapsed.Seconds() }
@@ -222,6 +223,7 @@ func run(s subject, warm, w *workload) result {
 	pass.Add(producers)
 	close(starts[1])
 	pass.Wait()
+	produced := time.Since(t0)
 	drain()
 	elapsed := time.Since(t0)
 	runtime.ReadMemStats(&m1)
@@ -234,7 +236,7 @@ func run(s subject, warm, w *workload) result {
 	for p := range producers {
 		adds += len(w.seq[p])
 	}
-	return result{elapsed: elapsed, adds: adds, processed: processed.Load() - before, mallocs: m1.Mallocs - m0.Mallocs}
+	return result{elapsed: elapsed, produced: produced, adds: adds, processed: processed.Load() - before, mallocs: m1.Mallocs - m0.Mallocs}
 }
 
 type contender struct {
@@ -242,36 +244,53 @@ type contender struct {
 	make func() subject
 }
 
-// compare runs the contenders in turns, rounds times each, and returns the
-// median round of each, with allocations summed over all rounds.
-func compare(rounds int, w, warm *workload, cs ...contender) []result {
-	all := make([][]result, len(cs))
-	for range rounds {
-		for i, c := range cs {
-			all[i] = append(all[i], run(c.make(), warm, w))
-		}
-	}
-	out := make([]result, len(cs))
-	for i, rs := range all {
-		slices.SortFunc(rs, func(a, b result) int { return cmp.Compare(a.elapsed, b.elapsed) })
-		out[i] = rs[len(rs)/2]
-		var m uint64
-		for _, r := range rs {
-			m += r.mallocs
-			fmt.Printf("  %-20s %6.0f ms %10.0f adds/s %8d handed out %7d allocs (%.5f/add, %.5f/hand-out)\n",
-				cs[i].name, float64(r.elapsed.Microseconds())/1000, r.throughput(), r.processed,
-				r.mallocs, float64(r.mallocs)/float64(r.adds), float64(r.mallocs)/float64(r.processed))
-		}
-		// Allocations are averaged over all measured rounds.
-		out[i].allMallocs, out[i].allAdds = m, rs[0].adds*len(rs)
-	}
-	return out
+func printRun(name string, r result) {
+	fmt.Printf("  %-20s %6.0f ms (adds done at %4.0f) %10.0f adds/s %8d handed out %7d allocs (%.6f/add, %.6f/hand-out)\n",
+		name, float64(r.elapsed.Microseconds())/1000, float64(r.produced.Microseconds())/1000, r.throughput(), r.processed,
+		r.mallocs, float64(r.mallocs)/float64(r.adds), float64(r.mallocs)/float64(r.processed))
 }
 
-func allocsPerItem(r result) float64 { return float64(r.allMallocs) / float64(r.allAdds) }
+// pairing is the outcome of a comparison: the round whose throughput ratio
+// is the median of all rounds, and allocations summed over all rounds.
+type pairing struct {
+	kloop, peer             result
+	kloopAllocs, peerAllocs float64 // per add, over all rounds
+}
+
+// compare runs kloop and its peer in pairs, one right after the other (the
+// order alternating between rounds), so that each round's ratio compares the
+// two under the same machine load. On a shared machine absolute times drift
+// by a factor of several; the median of the per-round ratios is the figure
+// that holds still.
+func compare(rounds int, w, warm *workload, kloop, peer contender) pairing {
+	type round struct{ k, p result }
+	rs := make([]round, rounds)
+	var km, pm uint64
+	var adds int
+	for i := range rs {
+		if i%2 == 0 {
+			rs[i].k = run(kloop.make(), warm, w)
+			rs[i].p = run(peer.make(), warm, w)
+		} else {
+			rs[i].p = run(peer.make(), warm, w)
+			rs[i].k = run(kloop.make(), warm, w)
+		}
+		printRun(kloop.name, rs[i].k)
+		printRun(peer.name, rs[i].p)
+		fmt.Printf("  %-20s %.2f\n", "round ratio", rs[i].k.throughput()/rs[i].p.throughput())
+		km += rs[i].k.mallocs
+		pm += rs[i].p.mallocs
+		adds += rs[i].k.adds
+	}
+	slices.SortFunc(rs, func(a, b round) int {
+		return cmp.Compare(a.k.throughput()/a.p.throughput(), b.k.throughput()/b.p.throughput())
+	})
+	med := rs[len(rs)/2]
+	return pairing{med.k, med.p, float64(km) / float64(adds), float64(pm) / float64(adds)}
+}
 
 func main() {
-	rounds := flag.Int("rounds", 3, "measured rounds per queue (median counts)")
+	rounds := flag.Int("rounds", 5, "measured rounds per comparison (the median round counts)")
 	only := flag.String("only", "", "profiling aid: run only the contender with this name, print no RESULT")
 	onlyPrio := flag.Bool("only-priority", false, "with -only: use the priority workload")
 	memProfile := flag.String("memprofile", "", "with -only: record every allocation and write a heap profile to this file")
@@ -309,11 +328,13 @@ func main() {
 			fmt.Fprintln(os.Stderr, "unknown contender", *only)
 			os.Exit(2)
 		}
-		w := newWorkload(totalAdds, *onlyPrio, 1)
+		w, warm := newWorkload(totalAdds, *onlyPrio, 1), newWorkload(totalAdds/10, *onlyPrio, 2)
 		if *memProfile != "" {
 			runtime.MemProfileRate = 1
 		}
-		compare(*rounds, w, newWorkload(totalAdds/10, *onlyPrio, 2), contender{*only, mk})
+		for range *rounds {
+			printRun(*only, run(mk(), warm, w))
+		}
 		if *memProfile != "" {
 			f, err := os.Create(*memProfile)
 			if err == nil {
@@ -328,7 +349,7 @@ func main() {
 	}
 	plain := newWorkload(totalAdds, false, 1)
 	plainWarm := newWorkload(totalAdds/10, false, 2)
-	r := compare(*rounds, plain, plainWarm,
+	wq := compare(*rounds, plain, plainWarm,
 		contender{"kloop", func() subject {
 			return kloopQueue{workqueue.New(workqueue.Config[string]{})}
 		}},
@@ -338,11 +359,10 @@ func main() {
 				cgworkqueue.TypedRateLimitingQueueConfig[string]{})}
 		}},
 	)
-	kl, cg := r[0], r[1]
 
 	prio := newWorkload(totalAdds, true, 3)
 	prioWarm := newWorkload(totalAdds/10, true, 4)
-	r = compare(*rounds, prio, prioWarm,
+	pq := compare(*rounds, prio, prioWarm,
 		contender{"kloop-priority", func() subject {
 			return kloopQueue{workqueue.New(workqueue.Config[string]{})}
 		}},
@@ -350,17 +370,15 @@ func main() {
 			return crQueue{priorityqueue.New[string]("")}
 		}},
 	)
-	kp, cr := r[0], r[1]
 
 	fmt.Printf("RESULT workqueue-throughput kloop=%.0f peer=%.0f ratio=%.2f unit=items/s peer_name=client-go\n",
-		kl.throughput(), cg.throughput(), kl.throughput()/cg.throughput())
+		wq.kloop.throughput(), wq.peer.throughput(), wq.kloop.throughput()/wq.peer.throughput())
 	fmt.Printf("RESULT priorityqueue-throughput kloop=%.0f peer=%.0f ratio=%.2f unit=items/s peer_name=controller-runtime\n",
-		kp.throughput(), cr.throughput(), kp.throughput()/cr.throughput())
-	ka, ca := allocsPerItem(kl), allocsPerItem(cg)
+		pq.kloop.throughput(), pq.peer.throughput(), pq.kloop.throughput()/pq.peer.throughput())
 	ratio := 0.0
-	if ca > 0 {
-		ratio = ka / ca
+	if wq.peerAllocs > 0 {
+		ratio = wq.kloopAllocs / wq.peerAllocs
 	}
-	fmt.Printf("RESULT workqueue-allocs-per-item kloop=%.4f peer=%.4f ratio=%.2f unit=allocs peer_name=client-go\n",
-		ka, ca, ratio)
+	fmt.Printf("RESULT workqueue-allocs-per-item kloop=%.6f peer=%.6f ratio=%.2f unit=allocs peer_name=client-go\n",
+		wq.kloopAllocs, wq.peerAllocs, ratio)
 }
