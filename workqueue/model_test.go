@@ -54,11 +54,11 @@ type mKey struct {
 }
 
 type model struct {
-	keys     [modelKeys]mKey
-	now      int64
-	seq      uint64
-	dseq     uint64
-	shut     bool
+	keys [modelKeys]mKey
+	now  int64
+	seq  uint64
+	dseq uint64
+	shut bool
 	// stamped turns true the first time a key with a non-zero priority
 	// becomes ready or is raised. Before that the queue keeps no ready
 	// times, and at that moment every ready key counts as ready from then.
