@@ -50,7 +50,11 @@ func (m *Manager) Handler() http.Handler {
 	mux.Handle("/metrics", promhttp.HandlerFor(m.opts.Gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{m}}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
-		checks := append([]namedCheck{{"ping", func(*http.Request) error { return nil }}}, m.healthz...)
+		checks := []namedCheck{{"ping", func(*http.Request) error { return nil }}}
+		if c, ok := m.opts.LeaderElection.(interface{ Check() error }); ok {
+			checks = append(checks, namedCheck{"leader-election", func(*http.Request) error { return c.Check() }})
+		}
+		checks = append(checks, m.healthz...)
 		m.mu.Unlock()
 		serveChecks(w, r, checks)
 	})
