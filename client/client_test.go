@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
+	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/watch"
@@ -149,6 +150,16 @@ func testBuiltInCRUD(t *testing.T, env *testenv.Env) {
 		t.Fatalf("merge patch: %v, %+v", err, patched)
 	}
 
+	// DeleteOptions reach the server: a dry run deletes nothing.
+	if err := cms.Delete(ctx, ns, "a", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatalf("dry-run delete: %v", err)
+	}
+	if _, err := cms.Get(ctx, ns, "a"); err != nil {
+		t.Fatalf("get after a dry-run delete: %v (the options were not sent)", err)
+	}
+	if w, _ := c.Tracker().Pending(configMapGVR.GroupResource(), cache.Key{Namespace: ns, Name: "a"}); w.Gone {
+		t.Fatal("a dry-run delete was tracked as a delete; cached reads would wait for it in vain")
+	}
 	if err := cms.Delete(ctx, ns, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete: %v", err)
 	}

@@ -246,11 +246,12 @@ func (r *Resource[T]) Apply(ctx context.Context, obj T, opts PatchOptions) (T, e
 // finalizers or a grace period) a CachedReader waits for its
 // resourceVersion, so it sees the deletionTimestamp or the object gone;
 // when the server returns only a Status (most built-in resources) it waits
-// until the cache no longer holds the object with the deleted UID.
+// until the cache no longer holds the object with the deleted UID. A dry
+// run (opts.DryRun) is not recorded.
 func (r *Resource[T]) Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
 	raw, err := r.req("DELETE", namespace).Name(name).Body(mustJSON(opts)).Do(ctx).Raw()
-	if err != nil {
-		return err
+	if err != nil || len(opts.DryRun) > 0 {
+		return err // a dry run changed nothing for a cache to see
 	}
 	// The body is the object (deleted, or waiting on finalizers), or, for
 	// most built-in resources, a Status naming the deleted object's UID.
