@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/kloop-dev/kloop/workqueue"
 )
@@ -12,7 +13,8 @@ import (
 // A controller's worker loop: take a key, process it, report Done. Keys added
 // while they wait are processed once; a failed key comes back rate-limited.
 func Example() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	q := workqueue.New(workqueue.Config[string]{})
 
 	// Event handlers add keys; the second add of "default/a" is merged.
@@ -41,7 +43,7 @@ func Example() {
 		for {
 			key, err := q.Get(ctx)
 			if err != nil {
-				return // workqueue.ErrShutDown: nothing left
+				return // workqueue.ErrShutDown: nothing left (or ctx ended)
 			}
 			if err := reconcile(key); err != nil {
 				q.AddRateLimited(key) // retried after 5 ms, then 10 ms, ...

@@ -1,7 +1,6 @@
 package workqueue
 
 import (
-	"context"
 	"sort"
 	"strings"
 	"testing"
@@ -212,8 +211,7 @@ func TestQueueMetrics_UnnamedQueueRecordsNothing(t *testing.T) {
 	q := New(Config[string]{Registerer: reg})
 	q.Add("a")
 	q.AddAfter("b", time.Millisecond)
-	k, _ := q.Get(context.Background())
-	q.Done(k)
+	q.Done(mustGet(t, q))
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -391,46 +391,54 @@ func TestQueue_SteadyStateAddGetDoneDoesNotAllocate(t *testing.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("ns/key-%d", i)
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	var getErr error
+	take := func() {
+		k, err := q.Get(ctx)
+		if err != nil && getErr == nil {
+			getErr = err
+		}
+		q.Done(k)
+	}
 	cycle := func() {
 		for _, k := range keys {
 			q.Add(k)
 			q.Add(k)
 		}
 		for range keys {
-			k, _ := q.Get(ctx)
-			q.Done(k)
+			take()
 		}
 		for i, k := range keys {
 			q.AddWithPriority(k, i%3)
 		}
 		for range keys {
-			k, _ := q.Get(ctx)
-			q.Done(k)
+			take()
 		}
 	}
 	cycle() // first sight of the keys allocates their entries
-	if allocs := testing.AllocsPerRun(20, cycle); allocs != 0 {
+	allocs := testing.AllocsPerRun(20, cycle)
+	if getErr != nil {
+		t.Fatalf("Get failed during the cycles (%v): a key was lost or the queue deadlocked", getErr)
+	}
+	if allocs != 0 {
 		t.Fatalf("%v allocations per cycle of 4000 adds and 2000 Get/Done; want 0", allocs)
 	}
 }
 
 func TestQueue_EvictsEntriesOfKeysThatStoppedComing(t *testing.T) {
 	q := New(Config[int]{})
-	ctx := context.Background()
 	// A burst of distinct keys, then a steady stream of a few keys.
 	for k := range 5000 {
 		q.Add(k)
-		k, _ := q.Get(ctx)
-		q.Done(k)
+		q.Done(mustGet(t, q))
 	}
 	if n := len(q.entries); n != 5000 {
 		t.Fatalf("entries = %d right after the burst; want 5000 kept for reuse", n)
 	}
 	for i := range 3 * minIdleWindow {
 		q.Add(-1 - i%10)
-		k, _ := q.Get(ctx)
-		q.Done(k)
+		q.Done(mustGet(t, q))
 	}
 	if n := len(q.entries); n > 10 {
 		t.Fatalf("entries = %d after %d hand-outs of 10 keys; want the burst's entries evicted", n, 3*minIdleWindow)
@@ -448,11 +456,9 @@ func TestQueue_EvictsEntriesOfKeysThatStoppedComing(t *testing.T) {
 // state for its own.
 func TestQueue_AddIgnoresSnapshotEntryRecycledForAnotherKey(t *testing.T) {
 	q := New(Config[string]{})
-	ctx := context.Background()
 	cycle := func(k string) {
 		q.Add(k)
-		got, _ := q.Get(ctx)
-		q.Done(got)
+		q.Done(mustGet(t, q))
 	}
 	cycle("old")
 	for i := range 20 {
