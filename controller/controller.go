@@ -18,9 +18,12 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultName         = "controller"
-	DefaultSyncTimeout  = 2 * time.Minute
-	DefaultDrainTimeout = 30 * time.Second
+	DefaultName        = "controller"
+	DefaultSyncTimeout = 2 * time.Minute
+	// DefaultDrainTimeout is below the manager's default shutdown bound
+	// (30 s), so that a drain cut short still leaves the manager time to
+	// stop its caches and release the lease.
+	DefaultDrainTimeout = 25 * time.Second
 )
 
 var (
@@ -39,7 +42,7 @@ var (
 
 // Options configures a Controller. The zero value works: one worker, the
 // workqueue's default rate limiter, no reconcile timeout, a 2-minute sync
-// timeout, a 30-second drain, metrics on the kloop registry, logs to
+// timeout, a 25-second drain, metrics on the kloop registry, logs to
 // slog.Default().
 type Options[K comparable] struct {
 	// Name identifies the controller in logs ("controller" key), metrics
@@ -80,7 +83,7 @@ type Options[K comparable] struct {
 	// DrainTimeout bounds how long, once Start's ctx is done, the Reconcile
 	// calls in flight may take to finish: after it their ctx is cancelled
 	// with cause ErrDrainTimeout. Start still returns only when they have.
-	// Default 30 s; negative cancels them at once.
+	// Default 25 s; negative cancels them at once.
 	DrainTimeout time.Duration
 
 	// SkipLeaderElection marks a controller that may run on every replica;
