@@ -44,7 +44,7 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-func (o *Options) defaults() error {
+func (o *Options) defaults() {
 	if o.Scheme == nil {
 		o.Scheme = scheme.Scheme
 	}
@@ -54,7 +54,6 @@ func (o *Options) defaults() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return nil
 }
 
 // Client talks to one API server for any number of resources. It is safe for
@@ -83,9 +82,7 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	if cfg == nil {
 		return nil, errors.New("client: nil rest.Config")
 	}
-	if err := opts.defaults(); err != nil {
-		return nil, err
-	}
+	opts.defaults()
 	c := rest.CopyConfig(cfg)
 	c.ContentType = runtime.ContentTypeJSON
 	c.AcceptContentTypes = runtime.ContentTypeJSON

@@ -205,12 +205,12 @@ func (r *run) lead(ctx context.Context) error {
 	defer deadline.Stop()
 
 	var (
-		ctxDone  = ctx.Done()
-		lost     error // non-nil once renewal failed for RenewDeadline
-		lastErr  error
-		cbErr    error
-		retryC   = retry.C()
-		deadlneC = deadline.C()
+		ctxDone   = ctx.Done()
+		lost      error // non-nil once renewal failed for RenewDeadline
+		lastErr   error
+		cbErr     error
+		retryC    = retry.C()
+		deadlineC = deadline.C()
 	)
 	loseLeadership := func() {
 		lost = fmt.Errorf("%w: lease %s/%s not renewed for %v (last error: %w)",
@@ -218,7 +218,7 @@ func (r *run) lead(ctx context.Context) error {
 		r.log.Warn("leadership lost: stopping the leader's work", "err", lastErr)
 		r.setLeading(false)
 		cancelLead(lost)
-		retryC, deadlneC = nil, nil
+		retryC, deadlineC = nil, nil
 	}
 loop:
 	for {
@@ -251,7 +251,7 @@ loop:
 				continue
 			}
 			retry.Reset(r.cfg.RetryPeriod)
-		case <-deadlneC:
+		case <-deadlineC:
 			if r.core.lost(clk.Now()) {
 				loseLeadership()
 				continue
