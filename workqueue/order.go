@@ -1,0 +1,110 @@
+package workqueue
+
+// makeReady makes an entry that is in no structure ready at time t (now, or
+// unstamped), with the priority it has: it goes straight to a blocked Get if
+// there is one (then nothing else is ready), else into the ready structure.
+func (q *Queue[K]) makeReady(e *entry[K], t int64) {
+	q.seq++
+	e.seq = q.seq
+	if !q.stamp.Load() {
+		t = unstamped // keep the ring uniform until the first stamp
+	}
+	e.readySince = t
+	p := e.prio()
+	if q.m != nil {
+		q.m.adds.Inc()
+		q.m.depth(p).Inc()
+	}
+	if w := q.pickWaiter(); w != nil {
+		q.handOut(e, p)
+		q.wake(w, e)
+		return
+	}
+	e.setState(stReady)
+	if !q.prioMode {
+		if p == 0 {
+			q.ring.push(e)
+			return
+		}
+		q.enterPrioMode()
+	}
+	if e.readySince == unstamped {
+		e.readySince = q.now()
+	}
+	e.order = q.aged(e.readySince, p)
+	q.prio.push(e)
+}
+
+// raise gives a ready entry a higher priority. Its aged order only ever moves
+// forward, so a raise never costs an entry the age it has already gained.
+func (q *Queue[K]) raise(e *entry[K], priority int64, now int64) {
+	if q.m != nil {
+		q.m.depth(e.prio()).Dec()
+		q.m.depth(priority).Inc()
+	}
+	e.setPrio(priority)
+	if !q.prioMode {
+		q.enterPrioMode()
+	}
+	if now == unstamped {
+		now = q.now()
+	}
+	if o := q.aged(now, priority); o < e.order {
+		e.order = o
+		q.prio.fix(e)
+	}
+}
+
+// enterPrioMode moves the ring into the (empty) ready heap. Ring entries all
+// have priority 0, so their order is the time they became ready, which grows
+// along the ring: appended in ring order they already form a valid heap. The
+// first time, the ring holds unstamped entries only; they count as ready
+// from now, and the queue stamps from then on.
+func (q *Queue[K]) enterPrioMode() {
+	q.prioMode = true
+	q.stamp.Store(true)
+	now := int64(unstamped)
+	for e := q.ring.pop(); e != nil; e = q.ring.pop() {
+		if e.readySince == unstamped {
+			if now == unstamped {
+				now = q.now()
+			}
+			e.readySince = now
+		}
+		e.order = e.readySince
+		q.prio.appendSorted(e)
+	}
+}
+
+// aged is the ready heap order of an entry ready at t with priority p:
+// t minus p aging steps, saturated so that extreme priorities cannot wrap.
+func (q *Queue[K]) aged(t int64, p int64) int64 {
+	pp := min(max(p, -q.maxStep), q.maxStep)
+	return t - pp*q.aging
+}
+
+func (q *Queue[K]) popReady() *entry[K] {
+	if q.prioMode {
+		if q.prio.len() == 0 {
+			return nil
+		}
+		e := q.prio.pop()
+		if q.prio.len() == 0 {
+			q.prioMode = false
+		}
+		return e
+	}
+	return q.ring.pop()
+}
+
+// handOut moves an entry that is out of the ready structure, and was ready
+// at priority p, to in flight.
+func (q *Queue[K]) handOut(e *entry[K], p int64) {
+	if q.m != nil {
+		q.startMetrics(e, p)
+	}
+	e.setState(stInFlight)
+	e.setPrio(noPriority)
+	q.inFlight++
+	q.handouts++
+}
