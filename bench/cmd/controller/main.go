@@ -14,8 +14,8 @@
 // completes the set of N distinct keys. Its memory is the Go heap in use
 // after two forced GCs once all N are reconciled, with the controller and
 // its cache still running (its VmRSS is printed for reference). Rounds
-// alternate kloop, client-go, client-go, kloop, ... and each side's mean
-// counts. A third child that starts and measures itself without doing
+// alternate kloop, client-go, client-go, kloop, ...; each side's median
+// time and mean memory count. A third child that starts and measures itself without doing
 // anything gives the baseline every child carries from this binary's
 // package initialisation (both libraries are linked into it); the memory
 // figure is each side's heap minus that baseline.
@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,7 +65,7 @@ const (
 
 func main() {
 	n := flag.Int("n", 5000, "ConfigMaps per round")
-	rounds := flag.Int("rounds", 2, "rounds per side (alternating kloop, client-go, client-go, kloop, ...)")
+	rounds := flag.Int("rounds", 3, "rounds per side (alternating kloop, client-go, client-go, kloop, ...)")
 	child := flag.String("child", "", "internal: run one side (kloop or client-go) as a child process")
 	kubeconfig := flag.String("kubeconfig", "", "internal: the child's kubeconfig")
 	namespace := flag.String("namespace", "", "internal: the child's namespace")
@@ -87,6 +88,7 @@ func main() {
 // measurement is one round of one side.
 type measurement struct {
 	e2e       time.Duration
+	lag       time.Duration // from the last create's response to the last reconcile
 	heapInuse uint64
 	rss       uint64
 }
@@ -129,8 +131,8 @@ func runParent(n, rounds int) error {
 		if err != nil {
 			return fmt.Errorf("round %d (%s): %w", i+1, side, err)
 		}
-		fmt.Printf("  round %d %-9s e2e %6.2fs  heap in use %6.1f MiB  VmRSS %6.1f MiB\n",
-			i+1, side, m.e2e.Seconds(), float64(m.heapInuse)/(1<<20), float64(m.rss)/(1<<20))
+		fmt.Printf("  round %d %-9s e2e %6.2fs  lag after the last create %6.0f ms  heap in use %6.1f MiB  VmRSS %6.1f MiB\n",
+			i+1, side, m.e2e.Seconds(), float64(m.lag)/1e6, float64(m.heapInuse)/(1<<20), float64(m.rss)/(1<<20))
 		results[side] = append(results[side], m)
 		// Free the server's memory for the next round.
 		if err := kc.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
@@ -144,14 +146,28 @@ func runParent(n, rounds int) error {
 		}
 		return s / float64(len(results[side]))
 	}
-	e2eK := mean("kloop", func(m measurement) float64 { return m.e2e.Seconds() })
-	e2eP := mean("client-go", func(m measurement) float64 { return m.e2e.Seconds() })
+	median := func(side string, f func(measurement) float64) float64 {
+		var v []float64
+		for _, m := range results[side] {
+			v = append(v, f(m))
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	e2eK := median("kloop", func(m measurement) float64 { return m.e2e.Seconds() })
+	e2eP := median("client-go", func(m measurement) float64 { return m.e2e.Seconds() })
+	lagK := median("kloop", func(m measurement) float64 { return m.lag.Seconds() * 1000 })
+	lagP := median("client-go", func(m measurement) float64 { return m.lag.Seconds() * 1000 })
 	heapK := mean("kloop", func(m measurement) float64 { return float64(m.heapInuse) - float64(base.heapInuse) })
 	heapP := mean("client-go", func(m measurement) float64 { return float64(m.heapInuse) - float64(base.heapInuse) })
 	rssK := mean("kloop", func(m measurement) float64 { return float64(m.rss) })
 	rssP := mean("client-go", func(m measurement) float64 { return float64(m.rss) })
 	fmt.Printf("RESULT controller-e2e-seconds kloop=%.3f peer=%.3f ratio=%.2f unit=s peer_name=client-go\n", e2eK, e2eP, e2eK/e2eP)
 	fmt.Printf("RESULT controller-rss-bytes kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=client-go\n", heapK, heapP, heapK/heapP)
+	fmt.Printf("# controller-e2e-seconds is each side's median round; median lag from the last create's response to the last reconcile: kloop=%.0f ms peer=%.0f ms\n", lagK, lagP)
 	fmt.Printf("# controller-rss-bytes is retained Go heap: heap in use after GC in each side's own process (cache and controller running) minus the baseline process's; whole-process VmRSS kloop=%.0f peer=%.0f ratio=%.2f\n",
 		rssK, rssP, rssK/rssP)
 	return nil
@@ -220,6 +236,7 @@ func runRound(ctx context.Context, kc kubernetes.Interface, kubeconfig, side, ns
 	if err := createConfigMaps(ctx, kc, ns, n); err != nil {
 		return measurement{}, err
 	}
+	lastCreated := time.Now()
 	doneAt, err := expect("DONE")
 	if err != nil {
 		return measurement{}, err
@@ -237,6 +254,7 @@ func runRound(ctx context.Context, kc kubernetes.Interface, kubeconfig, side, ns
 		return measurement{}, fmt.Errorf("parse %q: %w", mem, err)
 	}
 	m.e2e = time.Unix(0, last).Sub(first)
+	m.lag = time.Unix(0, last).Sub(lastCreated)
 	return m, nil
 }
 
