@@ -104,16 +104,17 @@ type Options[K comparable] struct {
 // them to the Reconciler, and the result decides whether and when a key
 // comes back. See the package documentation for the guarantees.
 type Controller[K comparable] struct {
-	name       string
-	rec        Reconciler[K]
-	opts       Options[K]
-	log        *slog.Logger
-	queue      *workqueue.Queue[K]
-	m          *controllerMetrics
+	name    string
+	rec     Reconciler[K]
+	opts    Options[K]
+	log     *slog.Logger
+	queue   *workqueue.Queue[K]
+	m       *controllerMetrics
+	started atomic.Bool
+
+	mu         sync.Mutex
 	sources    []Source[K]
-	started    atomic.Bool
-	sourcesMu  sync.Mutex
-	startedSrc bool
+	registered bool // Start has taken the sources; Watch is closed
 }
 
 // New returns a controller that hands keys to rec. It starts nothing: add
@@ -165,9 +166,9 @@ func (c *Controller[K]) NeedLeaderElection() bool { return !c.opts.SkipLeaderEle
 
 // Watch adds a source. Call it before Start.
 func (c *Controller[K]) Watch(src Source[K]) error {
-	c.sourcesMu.Lock()
-	defer c.sourcesMu.Unlock()
-	if c.startedSrc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.registered {
 		return fmt.Errorf("controller %q: Watch after Start", c.name)
 	}
 	c.sources = append(c.sources, src)
@@ -196,10 +197,10 @@ func (c *Controller[K]) Start(ctx context.Context) error {
 	}
 	defer c.queue.ShutDown()
 
-	c.sourcesMu.Lock()
-	c.startedSrc = true
+	c.mu.Lock()
+	c.registered = true
 	sources := c.sources
-	c.sourcesMu.Unlock()
+	c.mu.Unlock()
 
 	subs := make([]Subscription, 0, len(sources))
 	defer func() {
