@@ -17,6 +17,7 @@ func (q *Queue[K]) makeReady(e *entry[K], t int64) {
 	}
 	if w := q.pickWaiter(); w != nil {
 		q.handOut(e, p)
+		e.setState(stReserved) // the waiter makes it inFlight when it runs
 		q.wake(w, e)
 		return
 	}

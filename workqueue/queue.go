@@ -93,8 +93,8 @@ type Queue[K comparable] struct {
 	inFlight      int // entries handed out and not Done
 	dirtyInFlight int // of those, entries to hand out again at Done
 
-	waiters     waiterList[K]
-	freeWaiters []*waiter[K]
+	waiters    waiterList[K]
+	waiterPool sync.Pool // of *waiter[K]; a woken Get returns its own without the lock
 	// keeper is the blocked Get that holds a timer for the earliest delay.
 	// There is one whenever a Get is blocked and an entry is waiting.
 	keeper *waiter[K]
@@ -130,6 +130,9 @@ func New[K comparable](cfg Config[K]) *Queue[K] {
 		rl = DefaultRateLimiter[K](clk)
 	}
 	q := &Queue[K]{
+		waiterPool: sync.Pool{New: func() any {
+			return &waiter[K]{ch: make(chan struct{}, 1)}
+		}},
 		entries: make(map[K]*entry[K]),
 		clock:   clk,
 		epoch:   clk.Now(),
@@ -179,6 +182,8 @@ func (q *Queue[K]) AddWithPriority(k K, priority int) {
 		q.idle.remove(e)
 		e.setPrio(p)
 		q.makeReady(e, q.stampAt(t))
+	case s == stReserved:
+		// Being handed out right now: this add is covered.
 	case s&stReady != 0:
 		if p > e.prio() {
 			q.raise(e, p, q.stampAt(t))
@@ -244,6 +249,8 @@ func (q *Queue[K]) AddAfterWithPriority(k K, d time.Duration, priority int) {
 		q.idle.remove(e)
 		e.setPrio(p)
 		q.schedule(e, stWaiting, now+int64(d))
+	case s == stReserved:
+		// Being handed out right now, sooner than d.
 	case s&stReady != 0:
 		if p > e.prio() {
 			q.raise(e, p, now)
@@ -334,7 +341,7 @@ func (q *Queue[K]) wait(ctx context.Context, done <-chan struct{}) (K, error) {
 		q.waiters.pushBack(w)
 		var tick <-chan time.Time
 		if q.keeper == nil && q.delays.len() > 0 {
-			q.keeper = w
+			q.keeper, w.keeping = w, true
 			tick = q.arm(w, time.Duration(q.delays.first().readyAt-q.now()))
 		}
 		q.mu.Unlock()
@@ -342,6 +349,15 @@ func (q *Queue[K]) wait(ctx context.Context, done <-chan struct{}) (K, error) {
 		token := false
 		select {
 		case <-w.ch:
+			// The common wake: a key was reserved for us. Take it without
+			// the lock; nobody else touches a reserved entry or this waiter.
+			if e := w.e; e != nil && !w.keeping {
+				w.e = nil
+				e.setState(stInFlight)
+				k := e.key
+				q.waiterPool.Put(w)
+				return k, nil
+			}
 			token = true
 		case <-tick:
 		case <-done:
@@ -353,15 +369,18 @@ func (q *Queue[K]) wait(ctx context.Context, done <-chan struct{}) (K, error) {
 		} else if !token {
 			<-w.ch // sent under the lock when w was unlisted
 		}
-		keeper := q.keeper == w
+		keeper := w.keeping
 		if keeper {
-			q.keeper = nil
+			q.keeper, w.keeping = nil, false
 			q.disarm(w)
 		}
 		e := w.e
 		w.e = nil
-		q.freeWaiters = append(q.freeWaiters, w)
-		if e == nil && done != nil {
+		q.waiterPool.Put(w)
+		if e != nil {
+			// Reserved for us even if ctx is done: a key is never dropped.
+			e.setState(stInFlight)
+		} else if done != nil {
 			select {
 			case <-done:
 				if keeper {

@@ -11,13 +11,18 @@ import (
 // key that comes back (the common case for a controller) costs no allocation
 // and no map insert; idle entries are evicted once they have been idle for a
 // while (see Queue.makeIdle). Legal states: idle (0); ready; waiting;
-// inFlight; inFlight|dirty; inFlight|waiting; evicted.
+// reserved; inFlight; inFlight|dirty; inFlight|waiting; evicted.
 const (
 	stReady    uint8 = 1 << iota // in the ring or the ready heap
 	stWaiting                    // in the delay heap
 	stInFlight                   // handed out by Get, Done not called yet
 	stDirty                      // added while in flight; ready again at Done
 	stEvicted                    // no longer in the entries map
+	// stReserved: handed to a blocked Get whose goroutine has not run yet.
+	// It counts as in flight, but adds are merged into it as into a ready
+	// key. Only that goroutine changes the state, to inFlight, without the
+	// lock; no one else writes a reserved entry's state.
+	stReserved
 )
 
 // noPriority marks an entry whose next hand-out has no requested priority yet,
@@ -104,18 +109,21 @@ type ref[K comparable] struct {
 
 // covers reports, without the queue's lock, whether adding the key now at
 // priority p would change nothing: r still names the key's entry, which is
-// ready, or in flight and added again, with at least priority p. State and
-// priority are read between two reads of the version, so they held together
-// at one instant.
+// reserved for a Get, or ready, or in flight and added again, with at least
+// priority p. State and priority are read between two reads of the version,
+// so they held together at one instant.
 func (r ref[K]) covers(p int64) bool {
 	v := r.e.vs.Load()
 	if uint32(v>>vsIncShift) != r.inc {
 		return false
 	}
-	if s := uint8(v); s != stReady && s != stInFlight|stDirty {
-		return false
+	switch uint8(v) {
+	case stReserved:
+		return true // about to be handed out, whatever the priority
+	case stReady, stInFlight | stDirty:
+		return r.e.pr.Load() >= p && r.e.vs.Load() == v
 	}
-	return r.e.pr.Load() >= p && r.e.vs.Load() == v
+	return false
 }
 
 // shrinker decides when a buffer should give memory back: after it has
@@ -362,9 +370,10 @@ func (h *delayHeap[K]) down(i int) {
 // entry; a token with e == nil asks the waiter to look at the queue again.
 type waiter[K comparable] struct {
 	ch         chan struct{}
-	e          *entry[K]
+	e          *entry[K] // reserved for this waiter, set before the token
 	prev, next *waiter[K]
 	listed     bool
+	keeping    bool        // this waiter is the time keeper
 	timer      clock.Timer // created the first time this waiter keeps time
 }
 

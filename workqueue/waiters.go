@@ -44,7 +44,8 @@ func (q *Queue[K]) pickWaiter() *waiter[K] {
 	return w
 }
 
-// wake unlists w and sends its token, handing it e (or nil: look again).
+// wake unlists w and sends its token, handing it e (reserved for it) or nil:
+// look at the queue again.
 func (q *Queue[K]) wake(w *waiter[K], e *entry[K]) {
 	q.waiters.remove(w)
 	w.e = e
@@ -72,15 +73,7 @@ func (q *Queue[K]) ensureKeeper() {
 	}
 }
 
-func (q *Queue[K]) newWaiter() *waiter[K] {
-	if n := len(q.freeWaiters); n > 0 {
-		w := q.freeWaiters[n-1]
-		q.freeWaiters[n-1] = nil
-		q.freeWaiters = q.freeWaiters[:n-1]
-		return w
-	}
-	return &waiter[K]{ch: make(chan struct{}, 1)}
-}
+func (q *Queue[K]) newWaiter() *waiter[K] { return q.waiterPool.Get().(*waiter[K]) }
 
 func (q *Queue[K]) arm(w *waiter[K], d time.Duration) <-chan time.Time {
 	if w.timer == nil {
