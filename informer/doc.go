@@ -1,0 +1,78 @@
+// Package informer keeps caches of Kubernetes objects current and tells
+// handlers what changed: client-go's DeltaFIFO, SharedIndexInformer,
+// SharedInformerFactory, ResourceEventHandler and WaitForCacheSync, with
+// types.
+//
+// # Parts
+//
+//   - Informer[T] consumes the event stream of a Source[T] (a
+//     watch.Reflector in practice), applies it to a cache.Store[T] through a
+//     delta queue, and fans every change out to its handlers. Lister gives
+//     read access to the cache.
+//   - Handler[T] (or HandlerFuncs[T]) receives OnAdd, OnUpdate and OnDelete
+//     with typed objects; a delete carries Deleted[T]{Obj, FinalStateUnknown}
+//     instead of a tombstone of another type.
+//   - Factory shares informers: one per Go type, resource and Scope
+//     (namespace, label and field selector). For, ForResource, ForMetadata,
+//     ForUnstructured and ForListerWatcher create them on first use.
+//
+// # Guarantees
+//
+//   - The cache applies events in stream order per key. When the cache
+//     falls behind, pending changes to one key merge into its latest state,
+//     so the delta queue holds at most one entry per key; a relist arrives as
+//     one snapshot that the cache swaps in at once (readers never see half of
+//     it) and that supersedes the changes queued before it.
+//   - The cache's resourceVersion never runs ahead of its contents, so
+//     Lister().WaitFor(ctx, key, rv) after a write reads your own write.
+//   - Each handler has its own queue and goroutine: a slow or stuck handler
+//     holds up neither the cache nor any other handler. Its queue merges
+//     notifications per key (an add then updates is one add of the latest
+//     state; an add then a delete is nothing), so it stays bounded by the
+//     number of keys, and a handler always sees a consistent history:
+//     OnUpdate's old is what it saw last, OnDelete is for an object it was
+//     told about.
+//   - A handler is called from one goroutine, one call at a time.
+//   - A handler added after the informer synced first gets every cached
+//     object as OnAdd(obj, true). Registration.Synced closes once the
+//     handler has returned from every notification of the state it started
+//     from.
+//   - A panicking handler is recovered, logged with log/slog and counted in
+//     kloop_informer_handler_panics_total; the notification is dropped and
+//     everything else goes on.
+//   - Registration.Remove returns only after the handler's running callback
+//     returned (unless it is called from that callback).
+//   - WaitForSync returns an error, never a bare false: a *SyncError that
+//     names the informer and wraps its last list/watch error (so
+//     apierrors.IsForbidden and IsNotFound work on it) and the reason the
+//     wait ended.
+//   - Run returns only when every goroutine it started has exited. No
+//     constructor starts a goroutine.
+//   - managedFields are stripped before objects are queued or cached
+//     (Options.KeepManagedFields to keep them).
+//
+// # Not guaranteed
+//
+//   - Every intermediate state. Merging means a handler may see fewer
+//     updates than the API server made; it always sees the latest state.
+//   - Order across keys for a handler that falls behind: its queue is in the
+//     order of each key's latest change.
+//   - Deletes while the watch was down are seen only through the next
+//     snapshot, as Deleted{FinalStateUnknown: true} with the last state the
+//     informer knew. Use finalizers when a delete must never be missed.
+//   - Freshness: the cache is eventually consistent with the API server.
+//
+// # Your responsibilities
+//
+//  1. Treat every object from a handler or lister as read-only; cache.Copy
+//     it before changing it. Tests catch violations (cache's mutation
+//     detector is on in test binaries).
+//  2. Return from handlers promptly; map the object to a key and queue work
+//     elsewhere (a workqueue).
+//  3. Run the informer (or the factory) and wait for sync before trusting
+//     the cache.
+//
+// ReplayInterval (HandlerOptions) is what client-go calls resync: it
+// re-delivers cached objects to one handler as OnUpdate(obj, obj); it never
+// relists from the API server.
+package informer

@@ -1,0 +1,133 @@
+package informer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/watch"
+)
+
+// scripted is a Source that plays a fixed stream, then waits.
+type scripted []watch.Event[*corev1.ConfigMap]
+
+func (s scripted) Run(ctx context.Context, emit func(watch.Event[*corev1.ConfigMap])) error {
+	for _, e := range s {
+		emit(e)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (scripted) LastError() error { return nil }
+
+func configMap(name, rv string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name, UID: types.UID("uid-" + name), ResourceVersion: rv}}
+}
+
+// An informer over a scripted stream; against a real API server the Source
+// is a watch.Reflector, which informer.Factory sets up.
+func Example() {
+	src := scripted{
+		{Type: watch.RelistStart},
+		{Type: watch.RelistItem, Object: configMap("a", "1")},
+		{Type: watch.RelistDone, ResourceVersion: "1"},
+		{Type: watch.Added, Object: configMap("b", "2")},
+		{Type: watch.Deleted, Object: configMap("a", "3")},
+	}
+	inf, err := informer.New[*corev1.ConfigMap](src, informer.Options[*corev1.ConfigMap]{Name: "configmaps", Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		panic(err)
+	}
+	var mu sync.Mutex
+	var seen []string
+	done := make(chan struct{})
+	reg, err := inf.AddHandler(informer.HandlerFuncs[*corev1.ConfigMap]{
+		AddFunc: func(cm *corev1.ConfigMap, initial bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, fmt.Sprintf("add %s initial=%v", cm.Name, initial))
+		},
+		DeleteFunc: func(d informer.Deleted[*corev1.ConfigMap]) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, fmt.Sprintf("delete %s unknown=%v", d.Obj.Name, d.FinalStateUnknown))
+			close(done)
+		},
+	}, informer.HandlerOptions{Name: "printer"})
+	if err != nil {
+		panic(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stopped := make(chan error)
+	go func() { stopped <- inf.Run(ctx) }()
+	if err := reg.WaitForSync(ctx); err != nil {
+		panic(err)
+	}
+	<-done
+	_ = inf.Lister().WaitFor(ctx, cache.Key{Namespace: "demo", Name: "b"}, "3")
+	names := []string{}
+	for _, cm := range inf.Lister().List(nil) {
+		names = append(names, cm.Name)
+	}
+	cancel()
+	<-stopped
+
+	mu.Lock()
+	sort.Strings(seen)
+	fmt.Println(seen)
+	mu.Unlock()
+	fmt.Println("cached:", names, "at resourceVersion", inf.Lister().ResourceVersion())
+	// Output:
+	// [add a initial=true add b initial=false delete a unknown=false]
+	// cached: [b] at resourceVersion 3
+}
+
+// A factory shares informers between the parts of a program; WaitForSync
+// says which informer did not sync and why. (Not run: it needs an API
+// server.)
+func ExampleFactory() {
+	var cfg *rest.Config // from kubeconfig or in-cluster
+	factory := informer.NewFactory(cfg, informer.FactoryOptions{})
+	configMaps, err := informer.For[*corev1.ConfigMap](factory, informer.Scope{Namespace: "web"})
+	if err != nil {
+		panic(err)
+	}
+	podMetadata, err := informer.ForMetadata(factory, corev1.SchemeGroupVersion.WithResource("pods"), informer.Scope{})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := configMaps.AddHandler(informer.HandlerFuncs[*corev1.ConfigMap]{
+		UpdateFunc: func(old, new *corev1.ConfigMap) { fmt.Println("changed:", new.Name) },
+	}, informer.HandlerOptions{Name: "config-watcher"}); err != nil {
+		panic(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = factory.Start(ctx) }()
+	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
+	defer syncCancel()
+	if err := factory.WaitForSync(syncCtx); err != nil {
+		var se *informer.SyncError
+		if errors.As(err, &se) && apierrors.IsForbidden(err) {
+			fmt.Println("missing RBAC for", se.Informer)
+		}
+		panic(err)
+	}
+	fmt.Println(len(podMetadata.Lister().List(nil)), "pods")
+}
