@@ -20,12 +20,23 @@ import (
 	"github.com/kloop-dev/kloop/watch"
 )
 
-// scripted is a Source that plays a fixed stream, then waits.
-type scripted []watch.Event[*corev1.ConfigMap]
+// scripted is a Source that plays a snapshot, then the rest of its stream
+// once next is closed.
+type scripted struct {
+	snapshot, rest []watch.Event[*corev1.ConfigMap]
+	next           chan struct{}
+}
 
 func (s scripted) Run(ctx context.Context, emit func(watch.Event[*corev1.ConfigMap])) error {
-	for _, e := range s {
+	for _, e := range s.snapshot {
 		emit(e)
+	}
+	select {
+	case <-s.next:
+		for _, e := range s.rest {
+			emit(e)
+		}
+	case <-ctx.Done():
 	}
 	<-ctx.Done()
 	return nil
@@ -41,11 +52,16 @@ func configMap(name, rv string) *corev1.ConfigMap {
 // is a watch.Reflector, which informer.Factory sets up.
 func Example() {
 	src := scripted{
-		{Type: watch.RelistStart},
-		{Type: watch.RelistItem, Object: configMap("a", "1")},
-		{Type: watch.RelistDone, ResourceVersion: "1"},
-		{Type: watch.Added, Object: configMap("b", "2")},
-		{Type: watch.Deleted, Object: configMap("a", "3")},
+		snapshot: []watch.Event[*corev1.ConfigMap]{
+			{Type: watch.RelistStart},
+			{Type: watch.RelistItem, Object: configMap("a", "1")},
+			{Type: watch.RelistDone, ResourceVersion: "1"},
+		},
+		rest: []watch.Event[*corev1.ConfigMap]{
+			{Type: watch.Added, Object: configMap("b", "2")},
+			{Type: watch.Deleted, Object: configMap("a", "3")},
+		},
+		next: make(chan struct{}),
 	}
 	inf, err := informer.New[*corev1.ConfigMap](src, informer.Options[*corev1.ConfigMap]{Name: "configmaps", Registerer: prometheus.NewRegistry()})
 	if err != nil {
@@ -78,6 +94,7 @@ func Example() {
 	if err := reg.WaitForSync(ctx); err != nil {
 		panic(err)
 	}
+	close(src.next) // the watch goes on
 	<-done
 	_ = inf.Lister().WaitFor(ctx, cache.Key{Namespace: "demo", Name: "b"}, "3")
 	names := []string{}
