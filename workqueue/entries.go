@@ -113,12 +113,50 @@ const (
 	idleWindowFactor = 8
 )
 
-// makeIdle parks an entry that nothing refers to any more on the idle list,
-// and evicts up to two entries that have been idle too long (so eviction
-// keeps pace with parking and costs a constant per call).
-func (q *Queue[K]) makeIdle(e *entry[K]) {
-	e.setState(0)
+// park pushes an entry that Done made idle without the lock onto the parked
+// stack, unless it is on it already (from an earlier Done; Get then finds it
+// idle or not, as it is by then).
+func (q *Queue[K]) park(e *entry[K]) {
+	if !e.parked.CompareAndSwap(false, true) {
+		return
+	}
+	for {
+		top := q.parked.Load()
+		e.parkedNext = top
+		if q.parked.CompareAndSwap(top, e) {
+			return
+		}
+	}
+}
+
+// listParked moves the parked stack's entries that are still idle onto the
+// idle list. Called with the lock held.
+func (q *Queue[K]) listParked() {
+	for e := q.parked.Swap(nil); e != nil; {
+		next := e.parkedNext
+		e.parkedNext = nil
+		e.parked.Store(false)
+		if e.state() == 0 && !e.idleListed {
+			q.listIdle(e)
+		}
+		e = next
+	}
+}
+
+// unlistIdle takes an idle entry off the idle list before it is used again.
+func (q *Queue[K]) unlistIdle(e *entry[K]) {
+	if e.idleListed {
+		q.idle.remove(e)
+		e.idleListed = false
+	}
+}
+
+// listIdle puts an idle entry on the idle list, and evicts up to two entries
+// that have been idle too long (so eviction keeps pace with idling and costs
+// a constant per call). Only listed entries are evicted.
+func (q *Queue[K]) listIdle(e *entry[K]) {
 	e.idleAt = q.handouts
+	e.idleListed = true
 	q.idle.pushBack(e)
 	window := uint64(max(minIdleWindow, idleWindowFactor*len(q.entries)))
 	for range 2 {
@@ -127,6 +165,7 @@ func (q *Queue[K]) makeIdle(e *entry[K]) {
 			break
 		}
 		q.idle.remove(old)
+		old.idleListed = false
 		delete(q.entries, old.key)
 		var zero K
 		old.key = zero // release what the key refers to

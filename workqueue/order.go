@@ -106,6 +106,6 @@ func (q *Queue[K]) handOut(e *entry[K], p int64) {
 	}
 	e.setState(stInFlight)
 	e.setPrio(noPriority)
-	q.inFlight++
+	q.inFlight.Add(1)
 	q.handouts++
 }

@@ -90,8 +90,12 @@ type Queue[K comparable] struct {
 	delays delayHeap[K]
 	dseq   uint64
 
-	inFlight      int // entries handed out and not Done
-	dirtyInFlight int // of those, entries to hand out again at Done
+	inFlight      atomic.Int64 // entries handed out and not Done
+	dirtyInFlight int          // of those, entries to hand out again at Done
+
+	// parked is a lock-free stack of entries that Done made idle without
+	// the lock; Get puts them on the idle list.
+	parked atomic.Pointer[entry[K]]
 
 	waiters    waiterList[K]
 	waiterPool sync.Pool // of *waiter[K]; a woken Get returns its own without the lock
@@ -100,6 +104,7 @@ type Queue[K comparable] struct {
 	keeper *waiter[K]
 
 	shuttingDown bool
+	shut         atomic.Bool   // shuttingDown, for Done without the lock
 	drained      chan struct{} // closed once shut down with nothing ready or in flight
 	drainedDone  bool
 
@@ -177,36 +182,52 @@ func (q *Queue[K]) AddWithPriority(k K, priority int) {
 		q.mu.Unlock()
 		return
 	}
-	switch s := e.state(); {
-	case s == 0:
-		q.idle.remove(e)
-		e.setPrio(p)
-		q.makeReady(e, q.stampAt(t))
-	case s == stReserved:
-		// Being handed out right now: this add is covered.
-	case s&stReady != 0:
-		if p > e.prio() {
-			q.raise(e, p, q.stampAt(t))
-		}
-	case s&stInFlight != 0:
-		if p > e.prio() {
-			e.setPrio(p)
-		}
-		if s&stDirty == 0 {
-			if s&stWaiting != 0 {
-				q.delays.remove(e)
-			}
-			e.setState(stInFlight | stDirty)
-			q.dirtyInFlight++
-		}
-	default: // waiting
-		if p > e.prio() {
-			e.setPrio(p)
-		}
-		q.delays.remove(e)
-		q.makeReady(e, q.stampAt(t))
-	}
+	q.addLocked(e, p, t)
 	q.mu.Unlock()
+}
+
+// addLocked applies an add at priority p (clock read t, see preStamp) to an
+// existing entry. Called with the lock held.
+func (q *Queue[K]) addLocked(e *entry[K], p int64, t int64) {
+	for {
+		switch s := e.state(); {
+		case s == 0:
+			q.unlistIdle(e)
+			e.setPrio(p)
+			q.makeReady(e, q.stampAt(t))
+		case s == stReserved:
+			// Being handed out right now: this add is covered.
+		case s&stReady != 0:
+			if p > e.prio() {
+				q.raise(e, p, q.stampAt(t))
+			}
+		case s == stInFlight:
+			// Done may make it idle under us; then start over.
+			if !e.casState(stInFlight, stInFlight|stDirty) {
+				continue
+			}
+			q.dirtyInFlight++
+			if p > e.prio() {
+				e.setPrio(p)
+			}
+		case s&stInFlight != 0:
+			if p > e.prio() {
+				e.setPrio(p)
+			}
+			if s&stDirty == 0 { // in flight and waiting
+				q.delays.remove(e)
+				e.setState(stInFlight | stDirty)
+				q.dirtyInFlight++
+			}
+		default: // waiting
+			if p > e.prio() {
+				e.setPrio(p)
+			}
+			q.delays.remove(e)
+			q.makeReady(e, q.stampAt(t))
+		}
+		return
+	}
 }
 
 // AddAfter adds k at priority 0 once d has passed. See AddAfterWithPriority.
@@ -244,39 +265,51 @@ func (q *Queue[K]) AddAfterWithPriority(k K, d time.Duration, priority int) {
 		q.mu.Unlock()
 		return
 	}
-	switch s := e.state(); {
-	case s == 0:
-		q.idle.remove(e)
-		e.setPrio(p)
-		q.schedule(e, stWaiting, now+int64(d))
-	case s == stReserved:
-		// Being handed out right now, sooner than d.
-	case s&stReady != 0:
-		if p > e.prio() {
-			q.raise(e, p, now)
-		}
-	case s&stDirty != 0:
-		if p > e.prio() {
-			e.setPrio(p)
-		}
-	case s&stWaiting != 0:
-		if p > e.prio() {
-			e.setPrio(p)
-		}
-		if at := now + int64(d); at < e.readyAt {
-			e.readyAt = at
-			q.delays.up(int(e.didx))
-			if e.didx == 0 {
-				q.wakeKeeper()
-			}
-		}
-	default: // in flight, not added again
-		if p > e.prio() {
-			e.setPrio(p)
-		}
-		q.schedule(e, stInFlight|stWaiting, now+int64(d))
-	}
+	q.addAfterLocked(e, p, now+int64(d))
 	q.mu.Unlock()
+}
+
+// addAfterLocked applies an add at priority p due at time at to an existing
+// entry. Called with the lock held.
+func (q *Queue[K]) addAfterLocked(e *entry[K], p int64, at int64) {
+	for {
+		switch s := e.state(); {
+		case s == 0:
+			q.unlistIdle(e)
+			e.setPrio(p)
+			q.schedule(e, stWaiting, at)
+		case s == stReserved:
+			// Being handed out right now, sooner than at.
+		case s&stReady != 0:
+			if p > e.prio() {
+				q.raise(e, p, q.now())
+			}
+		case s&stDirty != 0:
+			if p > e.prio() {
+				e.setPrio(p)
+			}
+		case s&stWaiting != 0:
+			if p > e.prio() {
+				e.setPrio(p)
+			}
+			if at < e.readyAt {
+				e.readyAt = at
+				q.delays.up(int(e.didx))
+				if e.didx == 0 {
+					q.wakeKeeper()
+				}
+			}
+		default: // in flight, not added again; Done may make it idle under us
+			if !e.casState(stInFlight, stInFlight|stWaiting) {
+				continue
+			}
+			if p > e.prio() {
+				e.setPrio(p)
+			}
+			q.schedule(e, stInFlight|stWaiting, at)
+		}
+		return
+	}
 }
 
 // AddRateLimited adds k after the delay the rate limiter gives it, which
@@ -317,6 +350,9 @@ func (q *Queue[K]) Get(ctx context.Context) (K, error) {
 		}
 	}
 	q.mu.Lock()
+	if q.parked.Load() != nil {
+		q.listParked()
+	}
 	if q.delays.len() > 0 {
 		q.promote(q.now())
 	}
@@ -416,25 +452,52 @@ func (q *Queue[K]) wait(ctx context.Context, done <-chan struct{}) (K, error) {
 // exactly once per Get; Done for a key that is not in flight does nothing.
 func (q *Queue[K]) Done(k K) {
 	hint := q.cached(k)
+	// The common case, a key in flight that nobody added again, needs no
+	// lock: the entry goes idle and onto the parked stack. Metrics and
+	// shutdown take the locked path.
+	if hint.e != nil && q.m == nil && !q.shut.Load() {
+		v := hint.e.vs.Load()
+		if uint32(v>>vsIncShift) == hint.inc && uint8(v) == stInFlight &&
+			hint.e.vs.CompareAndSwap(v, nextVS(v, 0)) {
+			q.inFlight.Add(-1)
+			q.park(hint.e)
+			if q.shut.Load() { // ShutDown came in between: report progress
+				q.mu.Lock()
+				q.shutdownProgress()
+				q.mu.Unlock()
+			}
+			return
+		}
+	}
 	t := q.preStamp()
 	q.mu.Lock()
 	e := q.lookup(k, hint)
-	if e == nil || e.state()&stInFlight == 0 {
+	if e == nil {
 		q.mu.Unlock()
 		return
 	}
-	q.inFlight--
+	s := e.state()
+	if s == stInFlight {
+		if !e.casState(stInFlight, 0) {
+			q.mu.Unlock() // someone else finished it
+			return
+		}
+	} else if s&stInFlight == 0 {
+		q.mu.Unlock()
+		return
+	}
+	q.inFlight.Add(-1)
 	if q.m != nil {
 		q.finishMetrics(e)
 	}
-	switch s := e.state(); {
+	switch {
 	case s&stDirty != 0:
 		q.dirtyInFlight--
 		q.makeReady(e, q.stampAt(t))
 	case s&stWaiting != 0:
 		e.setState(stWaiting)
-	default:
-		q.makeIdle(e)
+	default: // already made idle by the CAS above
+		q.listIdle(e)
 	}
 	if q.shuttingDown {
 		q.shutdownProgress()
@@ -498,13 +561,15 @@ func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
 func (q *Queue[K]) shutDownLocked() {
 	if !q.shuttingDown {
 		q.shuttingDown = true
+		q.shut.Store(true)
 		for q.delays.len() > 0 {
 			e := q.delays.first()
 			q.delays.remove(e)
 			if s := e.state() &^ stWaiting; s != 0 {
 				e.setState(s)
 			} else {
-				q.makeIdle(e)
+				e.setState(0)
+				q.listIdle(e)
 			}
 		}
 	}
@@ -520,7 +585,7 @@ func (q *Queue[K]) shutdownProgress() {
 	for q.waiters.head != nil {
 		q.wake(q.waiters.head, nil)
 	}
-	if q.inFlight == 0 && !q.drainedDone {
+	if q.inFlight.Load() == 0 && !q.drainedDone {
 		q.drainedDone = true
 		if q.drained != nil {
 			close(q.drained)

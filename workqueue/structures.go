@@ -10,7 +10,7 @@ import (
 // Entry states. An entry stays in the entries map while idle too, so that a
 // key that comes back (the common case for a controller) costs no allocation
 // and no map insert; idle entries are evicted once they have been idle for a
-// while (see Queue.makeIdle). Legal states: idle (0); ready; waiting;
+// while (see Queue.listIdle). Legal states: idle (0); ready; waiting;
 // reserved; inFlight; inFlight|dirty; inFlight|waiting; evicted.
 const (
 	stReady    uint8 = 1 << iota // in the ring or the ready heap
@@ -60,9 +60,14 @@ type entry[K comparable] struct {
 	fidx int32 // index in the metrics in-flight list
 
 	// Idle list (or free list) links, and the hand-out count when the entry
-	// went idle.
+	// went idle. idleListed says whether it is on the idle list: a Done
+	// without the lock leaves the entry idle but unlisted, on the parked
+	// stack (parkedNext, parked) until the next Get lists it.
 	idlePrev, idleNext *entry[K]
 	idleAt             uint64
+	idleListed         bool
+	parkedNext         *entry[K]
+	parked             atomic.Bool
 
 	// When the entry last became ready, and (only kept for metrics) when it
 	// was last handed out; nanoseconds since the queue's epoch.
@@ -79,10 +84,20 @@ const (
 
 func (e *entry[K]) state() uint8 { return uint8(e.vs.Load()) }
 
-func (e *entry[K]) setState(s uint8) {
-	v := e.vs.Load()
+func (e *entry[K]) setState(s uint8) { e.vs.Store(nextVS(e.vs.Load(), s)) }
+
+// nextVS is vs with the version bumped and the state set to s.
+func nextVS(v uint64, s uint8) uint64 {
 	ver := (v + vsVersionOne) & vsVersionMask
-	e.vs.Store(v&^(vsVersionMask|vsStateMask) | ver | uint64(s))
+	return v&^(vsVersionMask|vsStateMask) | ver | uint64(s)
+}
+
+// casState moves the entry from exactly state from to state to, and reports
+// whether it did. Lock holders use it on entries in state inFlight, which
+// Done may make idle without the lock at the same time.
+func (e *entry[K]) casState(from, to uint8) bool {
+	v := e.vs.Load()
+	return uint8(v) == from && e.vs.CompareAndSwap(v, nextVS(v, to))
 }
 
 // incarnation tells apart the keys an entry has served.
