@@ -15,11 +15,11 @@ func (q *Queue[K]) makeReady(e *entry[K], t int64) {
 		q.m.adds.Inc()
 		q.m.depth(p).Inc()
 	}
-	if w := q.pickWaiter(); w != nil {
-		q.handOut(e, p)
-		e.setState(stReserved) // the waiter makes it inFlight when it runs
-		q.wake(w, e)
-		return
+	if q.wakePending == 0 {
+		if w := q.pickWaiter(); w != nil {
+			q.reserve(e, p, w)
+			return
+		}
 	}
 	e.setState(stReady)
 	if !q.prioMode {
@@ -96,6 +96,29 @@ func (q *Queue[K]) popReady() *entry[K] {
 		return e
 	}
 	return q.ring.pop()
+}
+
+// reserve hands an entry that is out of the ready structure, ready at
+// priority p, to the blocked Get w and wakes it.
+func (q *Queue[K]) reserve(e *entry[K], p int64, w *waiter[K]) {
+	q.handOut(e, p)
+	e.setState(stReserved) // the waiter makes it inFlight when it runs
+	q.wakePending++
+	q.wake(w, e)
+}
+
+// chainWake is called by a Get woken with a reserved key once it runs: if
+// keys are still ready and Gets blocked, it reserves the next key for the
+// next Get.
+func (q *Queue[K]) chainWake() {
+	if q.wakePending != 0 || q.waiters.tail == nil {
+		return
+	}
+	if w := q.pickWaiter(); w != nil {
+		if e := q.popReady(); e != nil {
+			q.reserve(e, e.prio(), w)
+		}
+	}
 }
 
 // handOut moves an entry that is out of the ready structure, and was ready

@@ -99,6 +99,12 @@ type Queue[K comparable] struct {
 
 	waiters    waiterList[K]
 	waiterPool sync.Pool // of *waiter[K]; a woken Get returns its own without the lock
+	// wakePending counts Gets woken with a reserved key that have not run
+	// yet. While one is pending, newly ready keys wake nobody: the pending
+	// Get wakes the next one when it runs, if keys are still ready then
+	// (see chainWake). Workers thus join one after another as work demands,
+	// instead of a wake per key.
+	wakePending int
 	// keeper is the blocked Get that holds a timer for the earliest delay.
 	// There is one whenever a Get is blocked and an entry is waiting.
 	keeper *waiter[K]
@@ -385,15 +391,6 @@ func (q *Queue[K]) wait(ctx context.Context, done <-chan struct{}) (K, error) {
 		token := false
 		select {
 		case <-w.ch:
-			// The common wake: a key was reserved for us. Take it without
-			// the lock; nobody else touches a reserved entry or this waiter.
-			if e := w.e; e != nil && !w.keeping {
-				w.e = nil
-				e.setState(stInFlight)
-				k := e.key
-				q.waiterPool.Put(w)
-				return k, nil
-			}
 			token = true
 		case <-tick:
 		case <-done:
@@ -416,6 +413,8 @@ func (q *Queue[K]) wait(ctx context.Context, done <-chan struct{}) (K, error) {
 		if e != nil {
 			// Reserved for us even if ctx is done: a key is never dropped.
 			e.setState(stInFlight)
+			q.wakePending--
+			q.chainWake()
 		} else if done != nil {
 			select {
 			case <-done:
