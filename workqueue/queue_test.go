@@ -486,3 +486,39 @@ func TestQueue_AddIgnoresSnapshotEntryRecycledForAnotherKey(t *testing.T) {
 		t.Fatalf("handed out %v; want new and old", got)
 	}
 }
+
+// Blocked Gets are woken one after another (each woken Get wakes the next
+// while keys are ready), which must still put every idle worker to work on
+// a burst: eight 1-second keys on eight workers finish after 1 s, not 8 s.
+func TestQueue_BurstOfKeysKeepsEveryBlockedWorkerBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[int]{})
+		start := time.Now()
+		var wg sync.WaitGroup
+		var finished atomic.Int64 // unix nanos of the last Done
+		for range 8 {
+			wg.Go(func() {
+				for {
+					k, err := q.Get(context.Background())
+					if err != nil {
+						return
+					}
+					time.Sleep(time.Second)
+					finished.Store(time.Now().UnixNano())
+					q.Done(k)
+				}
+			})
+		}
+		synctest.Wait() // all eight blocked
+		for k := range 8 {
+			q.Add(k)
+		}
+		synctest.Wait()
+		time.Sleep(10 * time.Second)
+		q.ShutDown()
+		wg.Wait()
+		if took := time.Unix(0, finished.Load()).Sub(start); took != time.Second {
+			t.Fatalf("eight 1s keys on eight workers took %v; want 1s (workers left idle)", took)
+		}
+	})
+}
