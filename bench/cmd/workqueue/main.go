@@ -18,7 +18,7 @@
 // Each comparison runs in rounds; a round runs kloop and its peer back to
 // back (alternating which goes first), each on a fresh queue, so that both
 // see the same machine load. The RESULT line reports the round whose
-// kloop/peer ratio is the median of all rounds (-rounds, default 5).
+// kloop/peer ratio is the median of all rounds (-rounds, default 7).
 //
 // Run with: cd bench && go run ./cmd/workqueue
 package main
@@ -290,7 +290,7 @@ func compare(rounds int, w, warm *workload, kloop, peer contender) pairing {
 }
 
 func main() {
-	rounds := flag.Int("rounds", 5, "measured rounds per comparison (the median round counts)")
+	rounds := flag.Int("rounds", 7, "measured rounds per comparison (the median round counts)")
 	only := flag.String("only", "", "profiling aid: run only the contender with this name, print no RESULT")
 	onlyPrio := flag.Bool("only-priority", false, "with -only: use the priority workload")
 	memProfile := flag.String("memprofile", "", "with -only: record every allocation and write a heap profile to this file")
