@@ -52,8 +52,9 @@
 //     to be stopped; ShutDown only wakes the Gets that are blocked.
 //   - Allocation-free steady state: keys are kept in recycled entries, so a
 //     queue that has seen its keys before adds, hands out and finishes them
-//     without allocating. Adding a key that is already ready, at the same or
-//     a lower priority, does not take the queue's lock.
+//     without allocating. Adding a key that is already ready (at the same or
+//     a lower priority), and Done for a key nobody added again while it was
+//     in flight, do not take the queue's lock.
 //
 // # Contract for callers
 //

@@ -1,8 +1,11 @@
 package workqueue
 
 // makeReady makes an entry that is in no structure ready at time t (now, or
-// unstamped), with the priority it has: it goes straight to a blocked Get if
-// there is one (then nothing else is ready), else into the ready structure.
+// unstamped), with the priority it has. It is reserved for a blocked Get if
+// there is one and no woken Get is pending; then nothing else is ready (a
+// woken Get, once it runs, reserves the next ready key for the next blocked
+// Get, under the same lock), so order is kept. Otherwise it goes into the
+// ready structure.
 func (q *Queue[K]) makeReady(e *entry[K], t int64) {
 	q.seq++
 	e.seq = q.seq
