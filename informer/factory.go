@@ -142,8 +142,29 @@ func ForResource[T interface {
 		if f.cfg == nil {
 			return nil, errors.New("informer: factory has no rest.Config")
 		}
-		return watch.ForResource[T](f.cfg, f.opts.Scheme, gvr, o)
+		return watch.ForResource[T](preferProtobuf[T](f.cfg), f.opts.Scheme, gvr, o)
 	})
+}
+
+// preferProtobuf returns cfg set to ask for protobuf, with JSON as the
+// fallback, when T has a protobuf encoding (the built-in types do, custom
+// resources do not) and cfg does not choose a content type itself. That is
+// what client-go's generated clients do: protobuf decodes several times
+// faster than JSON and allocates less.
+func preferProtobuf[T watch.Object](cfg *rest.Config) *rest.Config {
+	var zero T
+	_, ok := any(zero).(interface {
+		Reset()
+		Marshal() ([]byte, error)
+		Unmarshal([]byte) error
+	})
+	if !ok || cfg.ContentType != "" || cfg.AcceptContentTypes != "" {
+		return cfg
+	}
+	c := rest.CopyConfig(cfg)
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return c
 }
 
 // ForMetadata returns the factory's metadata-only informer for gvr in

@@ -67,7 +67,7 @@ func (q *keyedFIFO[V]) pop() (cache.Key, V, bool) {
 		if it, ok := q.items[s.key]; ok && it.gen == s.gen {
 			delete(q.items, s.key)
 			if len(q.items) == 0 {
-				q.order, q.head = q.order[:0], 0
+				q.drained()
 			} else if q.head >= 64 && q.head > len(q.order)/2 {
 				n := copy(q.order, q.order[q.head:])
 				clear(q.order[n:])
@@ -76,7 +76,7 @@ func (q *keyedFIFO[V]) pop() (cache.Key, V, bool) {
 			return s.key, it.v, true
 		}
 	}
-	q.order, q.head = q.order[:0], 0
+	q.drained()
 	var zero V
 	return cache.Key{}, zero, false
 }
@@ -88,6 +88,18 @@ func (q *keyedFIFO[V]) each(fn func(k cache.Key, v V)) {
 			fn(s.key, it.v)
 		}
 	}
+}
+
+// drained resets an empty queue. After a large backlog (an initial list)
+// it lets go of the memory, since Go maps never shrink: an idle queue should
+// not hold a slot per object for the life of the informer.
+func (q *keyedFIFO[V]) drained() {
+	if cap(q.order) > 1024 {
+		q.order, q.items = nil, nil
+	} else {
+		q.order = q.order[:0]
+	}
+	q.head = 0
 }
 
 // clear drops everything, releasing the memory of a large backlog.

@@ -47,6 +47,16 @@ type Options[T watch.Object] struct {
 	// are often the largest part of an object's metadata and controllers
 	// rarely read them.
 	KeepManagedFields bool
+	// DisableSharing turns off the sharing of repeated metadata between
+	// cached objects. By default, strings that repeat across objects
+	// (namespace, label and annotation keys, label values, type and owner
+	// information) and identical label sets and owner-reference lists are
+	// stored once and shared by every object that has them, which saves
+	// hundreds of bytes per object. That is safe because cached objects are
+	// read-only; it also means that a program that breaks that rule and
+	// modifies a cached object's labels in place changes them for other
+	// objects too.
+	DisableSharing bool
 	// Transform, if set, is applied to every object before it is queued
 	// and stored (after managedFields are stripped). It may modify the
 	// object in place, which the informer owns at that point, and returns
@@ -124,12 +134,22 @@ func New[T watch.Object](src Source[T], opts Options[T]) (*Informer[T], error) {
 		logger.Warn("informer metrics not registered", "informer", name, "err", err)
 	}
 	transform := opts.Transform
-	if !opts.KeepManagedFields {
+	if !opts.KeepManagedFields || !opts.DisableSharing {
 		user := transform
+		var in *interner
+		if !opts.DisableSharing {
+			in = newInterner()
+		}
+		strip := !opts.KeepManagedFields
 		transform = func(obj T) T {
-			obj.SetManagedFields(nil)
+			if strip {
+				obj.SetManagedFields(nil)
+			}
 			if user != nil {
-				return user(obj)
+				obj = user(obj)
+			}
+			if in != nil {
+				in.object(obj)
 			}
 			return obj
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -598,4 +599,33 @@ func TestInformer_AddIndexAfterSyncIndexesWhatIsCached(t *testing.T) {
 			t.Fatalf("ByIndex = %v, %v", got, err)
 		}
 	})
+}
+
+func TestInformer_SharesRepeatedMetadataBetweenCachedObjectsUnlessDisabled(t *testing.T) {
+	labelled := func(name, uid, rv string) *corev1.ConfigMap {
+		o := cm(name, uid, rv)
+		o.Labels = map[string]string{"app": "web", "tier": "front"}
+		o.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "rs-1"}}
+		return o
+	}
+	for _, disable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("DisableSharing=%v", disable), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := start(t, Options[*corev1.ConfigMap]{DisableSharing: disable})
+				defer h.stop()
+				h.src.relist("2", labelled("a", "1", "1"), labelled("b", "2", "2"))
+				synctest.Wait()
+				a, _ := h.inf.Lister().Get("ns", "a")
+				b, _ := h.inf.Lister().Get("ns", "b")
+				if fmt.Sprint(a.Labels) != "map[app:web tier:front]" || a.OwnerReferences[0].Name != "web-1" {
+					t.Fatalf("cached object changed: %v %v", a.Labels, a.OwnerReferences)
+				}
+				sameLabels := reflect.ValueOf(a.Labels).UnsafePointer() == reflect.ValueOf(b.Labels).UnsafePointer()
+				sameOwners := &a.OwnerReferences[0] == &b.OwnerReferences[0]
+				if sameLabels == disable || sameOwners == disable {
+					t.Errorf("labels shared=%v, owner references shared=%v; want %v", sameLabels, sameOwners, !disable)
+				}
+			})
+		})
+	}
 }

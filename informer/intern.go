@@ -1,0 +1,147 @@
+package informer
+
+import (
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kloop-dev/kloop/watch"
+)
+
+// interner makes objects of one informer share the metadata that repeats
+// between them: each decoded object arrives with its own copy of every
+// string and map, although namespaces, label keys and values, whole label
+// sets (all pods of a Deployment carry the same ones), owner references and
+// type information are the same for many objects. Sharing them is safe
+// because cached objects are read-only, and it saves hundreds of bytes per
+// object: a Go map of two labels alone takes over 300.
+//
+// An interner belongs to the reflector's goroutine (it runs in the
+// transform) and needs no lock. Its tables are bounded; when one fills up it
+// starts afresh, so memory kept for values no object uses any more is
+// bounded too.
+type interner struct {
+	strs   map[string]string
+	labels map[string]map[string]string
+	owners map[string][]metav1.OwnerReference
+	key    strings.Builder
+	keys   []string
+}
+
+const (
+	internMaxStrings = 1 << 16
+	internMaxSets    = 1 << 12
+	internMaxLen     = 128 // longer strings are rarely shared
+)
+
+func newInterner() *interner {
+	return &interner{
+		strs:   make(map[string]string),
+		labels: make(map[string]map[string]string),
+		owners: make(map[string][]metav1.OwnerReference),
+	}
+}
+
+func (in *interner) str(s string) string {
+	if s == "" || len(s) > internMaxLen {
+		return s
+	}
+	if c, ok := in.strs[s]; ok {
+		return c
+	}
+	if len(in.strs) >= internMaxStrings {
+		clear(in.strs)
+	}
+	in.strs[s] = s
+	return s
+}
+
+// object replaces obj's repeated metadata with shared copies.
+func (in *interner) object(obj watch.Object) {
+	obj.SetNamespace(in.str(obj.GetNamespace()))
+	if gvk := obj.GetObjectKind().GroupVersionKind(); !gvk.Empty() {
+		obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{Group: in.str(gvk.Group), Version: in.str(gvk.Version), Kind: in.str(gvk.Kind)})
+	}
+	if l := obj.GetLabels(); len(l) > 0 {
+		obj.SetLabels(in.labelSet(l))
+	}
+	if a := obj.GetAnnotations(); len(a) > 0 {
+		// Annotation values are often unique (last-applied configuration),
+		// so only the keys are shared, in a map of the same size.
+		shared := make(map[string]string, len(a))
+		for k, v := range a {
+			shared[in.str(k)] = v
+		}
+		obj.SetAnnotations(shared)
+	}
+	if refs := obj.GetOwnerReferences(); len(refs) > 0 {
+		obj.SetOwnerReferences(in.ownerRefs(refs))
+	}
+	if f := obj.GetFinalizers(); len(f) > 0 {
+		for i := range f {
+			f[i] = in.str(f[i])
+		}
+	}
+}
+
+func (in *interner) labelSet(l map[string]string) map[string]string {
+	in.keys = in.keys[:0]
+	for k := range l {
+		in.keys = append(in.keys, k)
+	}
+	slices.Sort(in.keys)
+	in.key.Reset()
+	for _, k := range in.keys {
+		in.key.WriteString(k)
+		in.key.WriteByte(0)
+		in.key.WriteString(l[k])
+		in.key.WriteByte(0)
+	}
+	if c, ok := in.labels[in.key.String()]; ok {
+		return c
+	}
+	if len(in.labels) >= internMaxSets {
+		clear(in.labels)
+	}
+	shared := make(map[string]string, len(l))
+	for k, v := range l {
+		shared[in.str(k)] = in.str(v)
+	}
+	in.labels[in.key.String()] = shared
+	return shared
+}
+
+func (in *interner) ownerRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	in.key.Reset()
+	for _, r := range refs {
+		for _, s := range []string{r.APIVersion, r.Kind, r.Name, string(r.UID), boolKey(r.Controller), boolKey(r.BlockOwnerDeletion)} {
+			in.key.WriteString(s)
+			in.key.WriteByte(0)
+		}
+	}
+	if c, ok := in.owners[in.key.String()]; ok {
+		return c
+	}
+	if len(in.owners) >= internMaxSets {
+		clear(in.owners)
+	}
+	shared := slices.Clone(refs)
+	for i := range shared {
+		shared[i].APIVersion = in.str(shared[i].APIVersion)
+		shared[i].Kind = in.str(shared[i].Kind)
+	}
+	in.owners[in.key.String()] = shared
+	return shared
+}
+
+func boolKey(b *bool) string {
+	switch {
+	case b == nil:
+		return "-"
+	case *b:
+		return "t"
+	}
+	return "f"
+}
