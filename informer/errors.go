@@ -9,7 +9,8 @@ var (
 	// ErrAlreadyStarted is returned by Run when the informer has been run
 	// before; an informer runs once.
 	ErrAlreadyStarted = errors.New("informer: already started")
-	// ErrStopped is returned by AddHandler after Run has returned.
+	// ErrStopped is returned by AddHandler after Run has returned, and is
+	// why a SyncError's wait ended when the informer stopped unsynced.
 	ErrStopped = errors.New("informer: stopped")
 	// ErrNotStarted is the cause a SyncError gives when nothing ran the
 	// informer while WaitForSync waited.
@@ -30,7 +31,8 @@ type SyncError struct {
 	// Err is the last error of the informer's list/watch, or
 	// ErrNotStarted, or nil when it had none (a slow but healthy sync).
 	Err error
-	// Waited is why the caller stopped waiting.
+	// Waited is why the caller stopped waiting: context.Cause of its
+	// context, or ErrStopped when the informer stopped first.
 	Waited error
 }
 

@@ -94,6 +94,7 @@ type Informer[T watch.Object] struct {
 	listeners  []*listener[T]
 	synced     bool
 	syncedCh   chan struct{}
+	stoppedCh  chan struct{} // closed when Run returns
 
 	// Lifecycle.
 	mu      sync.Mutex
@@ -164,6 +165,7 @@ func New[T watch.Object](src Source[T], opts Options[T]) (*Informer[T], error) {
 		metrics:   m,
 		qwake:     make(chan struct{}, 1),
 		syncedCh:  make(chan struct{}),
+		stoppedCh: make(chan struct{}),
 	}, nil
 }
 
@@ -205,14 +207,25 @@ func (inf *Informer[T]) Synced() <-chan struct{} { return inf.syncedCh }
 // cache or ctx is done. Then it returns a *SyncError naming the informer,
 // wrapping its last list/watch error (so that apierrors.IsForbidden works
 // on the result) and context.Cause(ctx).
+//
+// It also returns, at once, if the informer stops without having synced.
 func (inf *Informer[T]) WaitForSync(ctx context.Context) error {
+	return inf.waitFor(ctx, inf.syncedCh, inf.name)
+}
+
+// waitFor waits for synced and explains why it did not close.
+func (inf *Informer[T]) waitFor(ctx context.Context, synced <-chan struct{}, what string) error {
+	var waited error
 	select {
-	case <-inf.syncedCh:
+	case <-synced:
 		return nil
 	case <-ctx.Done():
+		waited = context.Cause(ctx)
+	case <-inf.stoppedCh:
+		waited = ErrStopped
 	}
 	select {
-	case <-inf.syncedCh:
+	case <-synced:
 		return nil
 	default:
 	}
@@ -224,7 +237,7 @@ func (inf *Informer[T]) WaitForSync(ctx context.Context) error {
 		}
 		inf.mu.Unlock()
 	}
-	return &SyncError{Informer: inf.name, Err: cause, Waited: context.Cause(ctx)}
+	return &SyncError{Informer: what, Err: cause, Waited: waited}
 }
 
 // Run runs the informer until ctx is done: the Source, the goroutine that
@@ -255,6 +268,7 @@ func (inf *Informer[T]) Run(ctx context.Context) error {
 	inf.state, inf.runCtx = stateStopped, nil
 	inf.mu.Unlock()
 	inf.wg.Wait()
+	close(inf.stoppedCh)
 	// Every cached object gets one last look from the mutation detector
 	// (which is on in tests only).
 	_ = inf.writer.CheckMutations()

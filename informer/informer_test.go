@@ -629,3 +629,18 @@ func TestInformer_SharesRepeatedMetadataBetweenCachedObjectsUnlessDisabled(t *te
 		})
 	}
 }
+
+func TestInformer_WaitForSyncReturnsAtOnceWhenTheInformerStopsUnsynced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Options[*corev1.ConfigMap]{})
+		reg := add(t, h.inf, newRecorder(), HandlerOptions{Name: "r"})
+		synctest.Wait()
+		h.stop()
+		// No deadline: returning at all shows it did not wait for one.
+		for _, err := range []error{h.inf.WaitForSync(t.Context()), reg.WaitForSync(t.Context())} {
+			if !errors.Is(err, ErrStopped) {
+				t.Errorf("err = %v, want ErrStopped", err)
+			}
+		}
+	})
+}

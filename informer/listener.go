@@ -196,9 +196,8 @@ type Registration struct {
 
 type registrant interface {
 	regName() string
-	informerName() string
 	syncedCh() <-chan struct{}
-	lastError() error
+	waitForSync(ctx context.Context) error
 	unregister()
 }
 
@@ -211,22 +210,11 @@ func (r *Registration) Name() string { return r.r.regName() }
 // the cache at the time it was added.
 func (r *Registration) Synced() <-chan struct{} { return r.r.syncedCh() }
 
-// WaitForSync blocks until Synced is closed or ctx is done; then it returns
-// a *SyncError that names the informer and wraps both the informer's last
-// list/watch error (if any) and context.Cause(ctx).
-func (r *Registration) WaitForSync(ctx context.Context) error {
-	select {
-	case <-r.r.syncedCh():
-		return nil
-	case <-ctx.Done():
-		select {
-		case <-r.r.syncedCh():
-			return nil
-		default:
-		}
-		return &SyncError{Informer: r.r.informerName() + " handler " + r.r.regName(), Err: r.r.lastError(), Waited: context.Cause(ctx)}
-	}
-}
+// WaitForSync blocks until Synced is closed, ctx is done or the informer
+// stops; in the latter cases it returns a *SyncError that names the
+// informer and the handler and wraps the informer's last list/watch error
+// (if any) and why waiting ended.
+func (r *Registration) WaitForSync(ctx context.Context) error { return r.r.waitForSync(ctx) }
 
 // Remove unsubscribes the handler: it gets no notification after Remove
 // returns, and Remove returns only when the handler's current callback (if
@@ -236,7 +224,8 @@ func (r *Registration) WaitForSync(ctx context.Context) error {
 func (r *Registration) Remove() { r.r.unregister() }
 
 func (l *listener[T]) regName() string           { return l.name }
-func (l *listener[T]) informerName() string      { return l.inf.name }
 func (l *listener[T]) syncedCh() <-chan struct{} { return l.synced }
-func (l *listener[T]) lastError() error          { return l.inf.LastError() }
-func (l *listener[T]) unregister()               { l.inf.removeListener(l) }
+func (l *listener[T]) waitForSync(ctx context.Context) error {
+	return l.inf.waitFor(ctx, l.synced, l.inf.name+" handler "+l.name)
+}
+func (l *listener[T]) unregister() { l.inf.removeListener(l) }
