@@ -63,6 +63,9 @@ type FactoryOptions struct {
 	// KeepManagedFields keeps metadata.managedFields in cached objects
 	// (see Options.KeepManagedFields). Default: stripped.
 	KeepManagedFields bool
+	// DisableSharing stops cached objects from sharing repeated metadata
+	// (see Options.DisableSharing). Default: shared.
+	DisableSharing bool
 	// Logger and Registerer are passed to every informer. Defaults:
 	// slog.Default() and the kloop metrics registry.
 	Logger     *slog.Logger
@@ -219,6 +222,7 @@ func ForListerWatcher[T watch.Object](f *Factory, resource string, scope Scope, 
 	inf, err := NewForListerWatcher(lw, wcfg, Options[T]{
 		Name:              name,
 		KeepManagedFields: f.opts.KeepManagedFields,
+		DisableSharing:    f.opts.DisableSharing,
 		Logger:            f.opts.Logger,
 		Registerer:        f.opts.Registerer,
 	})
