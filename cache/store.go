@@ -162,7 +162,8 @@ func Copy[T watch.Object](obj T) T {
 	return obj.DeepCopyObject().(T)
 }
 
-// Get implements Lister.
+// Get implements Lister. The objects it returns are shared and read-only;
+// Copy one before modifying it.
 func (s *Store[T]) Get(namespace, name string) (T, bool) {
 	s.mu.RLock()
 	obj, ok := s.objs[namespace][name]
@@ -170,12 +171,14 @@ func (s *Store[T]) Get(namespace, name string) (T, bool) {
 	return obj, ok
 }
 
-// List implements Lister.
+// List implements Lister. The objects it returns are shared and read-only;
+// Copy one before modifying it.
 func (s *Store[T]) List(selector labels.Selector) []T {
 	return s.ListInNamespace("", selector)
 }
 
-// ListInNamespace implements Lister.
+// ListInNamespace implements Lister. The objects it returns are shared and read-only;
+// Copy one before modifying it.
 func (s *Store[T]) ListInNamespace(namespace string, selector labels.Selector) []T {
 	if selector != nil && selector.Empty() {
 		selector = nil
@@ -247,7 +250,8 @@ func (s *Store[T]) labelCandidates(selector labels.Selector) (map[Key]struct{}, 
 	return nil, false
 }
 
-// ByIndex implements Lister.
+// ByIndex implements Lister. The objects it returns are shared and read-only;
+// Copy one before modifying it.
 func (s *Store[T]) ByIndex(name, value string) ([]T, error) {
 	if name == IndexNamespace {
 		if value == "" {
