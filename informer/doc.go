@@ -72,6 +72,18 @@
 //  3. Run the informer (or the factory) and wait for sync before trusting
 //     the cache.
 //
+// # Memory
+//
+// An informer keeps one copy of each object and nothing per object besides
+// the cache's map entries: no retained deltas, no per-object goroutines or
+// closures, and the queues give their memory back once drained. By default
+// it strips managedFields and makes cached objects share metadata that
+// repeats between them (namespaces, label keys and values, whole label sets,
+// owner references; Options.DisableSharing turns that off). ForMetadata
+// caches only metadata, for controllers that need no more. For and
+// ForResource ask for protobuf for the built-in types, as client-go's
+// generated clients do.
+//
 // ReplayInterval (HandlerOptions) is what client-go calls resync: it
 // re-delivers cached objects to one handler as OnUpdate(obj, obj); it never
 // relists from the API server.
