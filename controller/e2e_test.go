@@ -27,6 +27,7 @@ import (
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/testenv"
 )
 
 // keyChan is a Reconciler that reports every key it is given.
@@ -74,9 +75,9 @@ func running(t *testing.T, f *informer.Factory, runs ...func(context.Context) er
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func TestOwns_EndToEnd_EnqueuesOwnerOfChangedDeletedAndRelistDeletedObjects(t *testing.T) {
-	e := sharedEnv(t)
+	e := controlPlane.Env(t)
 	kc := kubernetes.NewForConfigOrDie(e.Config)
-	ns := newNamespace(t, kc, "owns-e2e")
+	ns := testenv.NewNamespace(t, kc, "owns-e2e")
 	ctx := t.Context()
 
 	owner, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owner-1"}}, metav1.CreateOptions{})
@@ -237,13 +238,13 @@ func (m *childMaker) Reconcile(ctx context.Context, k cache.Key) (controller.Res
 // runChildMaker runs childMaker under a burst of triggers that starts
 // right after its first create, and returns how many children exist.
 func runChildMaker(t *testing.T, readYourWrites bool) int {
-	e := sharedEnv(t)
+	e := controlPlane.Env(t)
 	kc := kubernetes.NewForConfigOrDie(e.Config)
 	name := "ryw-off"
 	if readYourWrites {
 		name = "ryw-on"
 	}
-	ns := newNamespace(t, kc, name)
+	ns := testenv.NewNamespace(t, kc, name)
 	reg := prometheus.NewRegistry()
 	f := informer.NewFactory(e.Config, informer.FactoryOptions{Registerer: reg, Logger: quietLogger()})
 	inf, err := informer.For[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})

@@ -62,13 +62,6 @@ func runFactory(t *testing.T, f *informer.Factory) {
 	})
 }
 
-func newNamespace(t *testing.T, ctx context.Context, cs kubernetes.Interface, name string) {
-	t.Helper()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create namespace %s: %v", name, err)
-	}
-}
-
 func TestE2E(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
@@ -320,7 +313,7 @@ func (c *counter) OnDelete(d informer.Deleted[*corev1.ConfigMap]) {
 // checks the informer's cache and a handler's view against a fresh LIST.
 func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.Interface, ns string, wcfg watch.Config) {
 	ctx := e2eContext(t, 4*time.Minute, "churn test "+ns)
-	newNamespace(t, ctx, cs, ns)
+	testenv.NewNamespace(t, cs, ns)
 
 	var expired atomic.Int64 // 410s the reflector met
 	wcfg.Backoff = watch.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
@@ -614,7 +607,7 @@ func widgetScheme(t *testing.T) *runtime.Scheme {
 func testCustomResource(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) {
 	ctx := e2eContext(t, 2*time.Minute, "custom resource test")
 	ns := "widgets"
-	newNamespace(t, ctx, cs, ns)
+	testenv.NewNamespace(t, cs, ns)
 	ext, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -748,7 +741,7 @@ func testCustomResource(t *testing.T, cfg *rest.Config, cs kubernetes.Interface)
 func testMetadataOnly(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) {
 	ctx := e2eContext(t, time.Minute, "metadata-only test")
 	ns := "metadata-only"
-	newNamespace(t, ctx, cs, ns)
+	testenv.NewNamespace(t, cs, ns)
 	big := strings.Repeat("x", 4096)
 	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns, Labels: map[string]string{"app": "demo"}},

@@ -20,6 +20,7 @@ import (
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
+	"github.com/kloop-dev/kloop/testenv"
 )
 
 // overlapWatch counts reconciles running across every manager of the test
@@ -87,9 +88,9 @@ func (r *replica) wait(t *testing.T) error {
 }
 
 func TestLeaderElection_OneLeaderHandsOverOnStopAndReconcilesNeverOverlap(t *testing.T) {
-	e := sharedEnv(t)
+	e := controlPlane.Env(t)
 	kc := kubernetes.NewForConfigOrDie(e.Config)
-	ns := newNamespace(t, kc, "leader-e2e")
+	ns := testenv.NewNamespace(t, kc, "leader-e2e")
 	for i := range 3 {
 		if _, err := kc.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

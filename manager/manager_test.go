@@ -21,6 +21,7 @@ import (
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/manager"
+	"github.com/kloop-dev/kloop/testenv"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -86,9 +87,9 @@ func (g gatedCache) WaitForSync(ctx context.Context) error {
 }
 
 func TestManager_ServesMetricsAndReportsReadyOnlyAfterCachesSync(t *testing.T) {
-	e := sharedEnv(t)
+	e := controlPlane.Env(t)
 	kc := kubernetes.NewForConfigOrDie(e.Config)
-	ns := newNamespace(t, kc, "manager-probes")
+	ns := testenv.NewNamespace(t, kc, "manager-probes")
 
 	reg := prometheus.NewRegistry()
 	f := informer.NewFactory(e.Config, informer.FactoryOptions{Registerer: reg, Logger: quiet()})

@@ -1,0 +1,77 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Shared is one control plane for all the tests of a package, started by the
+// first test that asks for it. Declare it at package level, call Env in each
+// test that needs an API server (each working in a namespace of its own),
+// and end TestMain with Main:
+//
+//	var cp testenv.Shared
+//
+//	func TestMain(m *testing.M) { cp.Main(m) }
+type Shared struct {
+	// Options for the control plane, read once at the first Env call.
+	Options Options
+
+	once sync.Once
+	env  *Env
+	err  error
+}
+
+// Env returns the shared control plane, starting it on first use. Under
+// `go test -short` it skips the test instead.
+func (s *Shared) Env(t testing.TB) *Env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a control plane (not run with -short)")
+	}
+	s.once.Do(func() { s.env, s.err = Start(context.Background(), s.Options) })
+	if s.err != nil {
+		t.Fatalf("start control plane: %v", s.err)
+	}
+	return s.env
+}
+
+// Main runs the package's tests, stops the shared control plane (writing
+// the tail of each process log to stderr when a test failed), checks that no
+// goroutine of ours leaked (with GoleakIgnores), and exits.
+func (s *Shared) Main(m *testing.M) {
+	code := m.Run()
+	if s.env != nil {
+		if code != 0 {
+			fmt.Fprintf(os.Stderr, "control-plane logs:\n%s\n", s.env.LogTails(30))
+		}
+		s.env.Stop()
+	}
+	if code == 0 {
+		if err := goleak.Find(GoleakIgnores()...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// NewNamespace creates the namespace name for a test and fails the test if
+// it cannot. It is not deleted afterwards: the control plane is thrown away
+// with its tests, and namespace deletion needs kube-controller-manager.
+func NewNamespace(t testing.TB, cs kubernetes.Interface, name string) string {
+	t.Helper()
+	ns, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+	return ns.Name
+}
