@@ -29,6 +29,7 @@ import (
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/metrics/metricstest"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/watch"
 )
@@ -514,23 +515,8 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 // relists reads the reflector's count of completed snapshots.
 func relists(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "kloop_reflector_events_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "type" && l.GetValue() == watch.RelistDone.String() {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	v, _ := metricstest.Find(t, reg, "kloop_reflector_events_total", "type", watch.RelistDone.String())
+	return v
 }
 
 func diff(got, want map[string]string) string {

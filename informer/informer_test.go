@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/metrics/metricstest"
 	"github.com/kloop-dev/kloop/watch"
 )
 
@@ -466,23 +467,8 @@ func TestInformer_PanickingHandlerIsRecoveredLoggedAndCountedWhileOthersGoOn(t *
 
 func counterValue(t *testing.T, reg *prometheus.Registry, name, handler string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "handler" && l.GetValue() == handler {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	v, _ := metricstest.Find(t, reg, name, "handler", handler)
+	return v
 }
 
 func TestInformer_StripsManagedFieldsByDefault(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kloop-dev/kloop/metrics/metricstest"
 	"github.com/kloop-dev/kloop/watch"
 	"github.com/kloop-dev/kloop/watch/watchtest"
 )
@@ -467,34 +468,9 @@ func TestReflector_Metrics_CountCallsAndEventsByType(t *testing.T) {
 // labels include reflector="cms" and the given ones.
 func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
+	pairs := []string{"reflector", "cms"}
+	for k, v := range labels {
+		pairs = append(pairs, k, v)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			if got["reflector"] != "cms" {
-				continue
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue series
-				}
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no series %s%v", name, labels)
-	return 0
+	return metricstest.Value(t, reg, name, pairs...)
 }

@@ -7,57 +7,20 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kloop-dev/kloop/metrics/metricstest"
 )
 
 // sample finds the value of one series: family name, then label pairs.
 func sample(t *testing.T, reg *prometheus.Registry, family string, labels ...string) (float64, bool) {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != family {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			for i := 0; i < len(labels); i += 2 {
-				if got[labels[i]] != labels[i+1] {
-					continue series
-				}
-			}
-			return value(m), true
-		}
-	}
-	return 0, false
-}
-
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.Gauge != nil:
-		return m.Gauge.GetValue()
-	case m.Counter != nil:
-		return m.Counter.GetValue()
-	case m.Histogram != nil:
-		return m.Histogram.GetSampleSum()
-	}
-	return 0
+	return metricstest.Find(t, reg, family, labels...)
 }
 
 func mustSample(t *testing.T, reg *prometheus.Registry, family string, labels ...string) float64 {
 	t.Helper()
-	v, ok := sample(t, reg, family, labels...)
-	if !ok {
-		t.Fatalf("no series %s%v", family, labels)
-	}
-	return v
+	return metricstest.Value(t, reg, family, labels...)
 }
 
 func TestQueueMetrics_UseControllerRuntimeNamesAndLabels(t *testing.T) {
