@@ -18,31 +18,19 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kloop-dev/kloop/internal/reexec"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
-const asCommandEnv = "KLOOP_TEST_RUN_AS_COMMAND"
-
 func TestMain(m *testing.M) {
 	// Re-executed by a test: behave as the kloop command itself.
-	if os.Getenv(asCommandEnv) != "" {
-		args := os.Args[1:]
-		for i, a := range args {
-			if a == "--" {
-				args = args[i+1:]
-				break
-			}
-		}
-		os.Exit(run(args, os.Stdout, os.Stderr))
-	}
+	reexec.Main(func(args []string) int { return run(args, os.Stdout, os.Stderr) })
 	goleak.VerifyTestMain(m, testenv.GoleakIgnores()...)
 }
 
 // command runs this test binary as `kloop <args>`.
 func command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, os.Args[0], append([]string{"-test.run=^$", "--"}, args...)...)
-	cmd.Env = append(os.Environ(), asCommandEnv+"=1")
-	return cmd
+	return reexec.Command(ctx, args...)
 }
 
 var pidRE = regexp.MustCompile(`pid=(\d+)`)

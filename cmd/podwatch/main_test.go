@@ -19,26 +19,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop/internal/reexec"
 	"github.com/kloop-dev/kloop/samples/podwatch"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
-const asCommandEnv = "PODWATCH_TEST_RUN_AS_COMMAND"
-
 func TestMain(m *testing.M) {
 	// Re-executed by a test: behave as the podwatch command itself.
-	if os.Getenv(asCommandEnv) != "" {
-		args := os.Args[1:]
-		for i, a := range args {
-			if a == "--" {
-				args = args[i+1:]
-				break
-			}
-		}
+	reexec.Main(func(args []string) int {
 		os.Args = append([]string{"podwatch"}, args...)
 		main()
-		return
-	}
+		return 0
+	})
 	goleak.VerifyTestMain(m, testenv.GoleakIgnores()...)
 }
 
@@ -143,8 +135,8 @@ func TestPodwatch_PrintsExampleLinesDropsAfterFiveRetriesAndExitsZeroOnSIGTERM(t
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "--namespace", ns, "--kubeconfig", e.KubeconfigPath)
-	cmd.Env = append(os.Environ(), asCommandEnv+"=1", podwatch.FailSyncEnv+"=flaky")
+	cmd := reexec.Command(context.Background(), "--namespace", ns, "--kubeconfig", e.KubeconfigPath)
+	cmd.Env = append(cmd.Env, podwatch.FailSyncEnv+"=flaky")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
