@@ -314,7 +314,7 @@ func (c *counter) OnDelete(d informer.Deleted[*corev1.ConfigMap]) {
 // checks the informer's cache and a handler's view against a fresh LIST.
 func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.Interface, ns string, wcfg watch.Config) {
 	ctx := e2eContext(t, 4*time.Minute, "churn test "+ns)
-	testenv.NewNamespace(t, cs, ns)
+	ns = testenv.NewNamespace(t, cs, ns)
 
 	var expired atomic.Int64 // 410s the reflector met
 	wcfg.Backoff = watch.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
@@ -593,7 +593,7 @@ func widgetScheme(t *testing.T) *runtime.Scheme {
 func testCustomResource(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) {
 	ctx := e2eContext(t, 2*time.Minute, "custom resource test")
 	ns := "widgets"
-	testenv.NewNamespace(t, cs, ns)
+	ns = testenv.NewNamespace(t, cs, ns)
 	ext, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -727,7 +727,7 @@ func testCustomResource(t *testing.T, cfg *rest.Config, cs kubernetes.Interface)
 func testMetadataOnly(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) {
 	ctx := e2eContext(t, time.Minute, "metadata-only test")
 	ns := "metadata-only"
-	testenv.NewNamespace(t, cs, ns)
+	ns = testenv.NewNamespace(t, cs, ns)
 	big := strings.Repeat("x", 4096)
 	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns, Labels: map[string]string{"app": "demo"}},

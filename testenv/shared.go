@@ -64,14 +64,16 @@ func (s *Shared) Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// NewNamespace creates the namespace name for a test and fails the test if
-// it cannot. It is not deleted afterwards: the control plane is thrown away
-// with its tests, and namespace deletion needs kube-controller-manager.
-func NewNamespace(t testing.TB, cs kubernetes.Interface, name string) string {
+// NewNamespace creates a namespace for a test, named prefix plus a random
+// suffix so that repeated runs (go test -count=N) on a shared control plane
+// never collide, and returns its name. It fails the test if it cannot. The
+// namespace is not deleted afterwards: the control plane is thrown away with
+// its tests, and namespace deletion needs kube-controller-manager.
+func NewNamespace(t testing.TB, cs kubernetes.Interface, prefix string) string {
 	t.Helper()
-	ns, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	ns, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("create namespace %s: %v", name, err)
+		t.Fatalf("create namespace %s-*: %v", prefix, err)
 	}
 	return ns.Name
 }
