@@ -52,8 +52,8 @@
 //   - No goroutines: neither New nor any method starts one, so nothing needs
 //     to be stopped; ShutDown only wakes the Gets that are blocked.
 //   - Allocation-free steady state: keys are kept in recycled entries, so a
-//     queue that has seen its keys before adds, hands out and finishes them
-//     without allocating. Adding a key that is already ready (at the same or
+//     queue that has seen its keys before (and kept their entries, see
+//     Memory below) adds, hands out and finishes them without allocating. Adding a key that is already ready (at the same or
 //     a lower priority), and Done for a key nobody added again while it was
 //     in flight, do not take the queue's lock; nor, in a queue without a
 //     Name, does adding a key the queue knows and holds idle, or raising
@@ -96,8 +96,15 @@
 //   - An add that races with ShutDown may be dropped, as if it came after.
 //   - Memory: an entry for a key that stops being added is kept until about
 //     8 × (number of keys held) further hand-outs (at least 65,536) have
-//     passed, then recycled. Entries are recycled, not freed, so the queue
-//     keeps memory for the most keys it held at once, as Go maps do.
+//     passed, then recycled. Entries are recycled, not freed, while the
+//     queue is busy. When it goes quiet (nothing ready, delayed or in
+//     flight) holding more than 64 entries, it lets go of all of them, and
+//     of its key-map copy, unless since the last time it did so adds took
+//     idle entries up again at least as often as there are entries (that
+//     count is halved at each quiet spell): a controller whose queue has
+//     drained after a burst of keys that do not come back soon (an initial
+//     list, a resync) holds no memory per key, and keys seen again then
+//     take fresh entries.
 //
 // # Rate limiting
 //

@@ -114,6 +114,65 @@ const (
 	idleWindowFactor = 8
 )
 
+// quietKeep is how many entries a quiet queue may keep; one that holds more
+// when it goes quiet drops them all (see releaseIfQuiet).
+const quietKeep = 64
+
+// releaseIfQuiet drops every entry, the slabs they were carved from, the free
+// list and the snapshot once the queue is quiet (nothing ready, pending,
+// delayed or in flight), unless its keys tend to come back: since the last
+// release, idle entries were taken up again by adds (reused) at least as
+// often as there are entries now, with that count halved at each quiet
+// spell so that keys that stop coming back are let go eventually. A
+// controller whose queue has drained after a burst of distinct keys (an
+// initial list, a resync) then holds no memory per key, as it holds none for
+// keys it has not seen; maps and slabs never shrink otherwise. A busy queue
+// whose keys come back often keeps its entries and stays allocation-free.
+// Called with the lock held.
+func (q *Queue[K]) releaseIfQuiet() {
+	if len(q.entries) <= quietKeep || q.inFlight.Load() != 0 ||
+		q.ring.n+q.prio.len() != 0 || q.delays.len() != 0 ||
+		q.pending.Load() != nil || q.raised.Load() != nil {
+		return
+	}
+	if q.quietDecided && q.quietAt == q.handouts {
+		return // decided already in this quiet spell
+	}
+	q.quietDecided, q.quietAt = true, q.handouts
+	reused := q.reused
+	q.reused /= 2
+	if reused >= len(q.entries) {
+		return
+	}
+	q.reused = 0
+	var kept map[K]*entry[K]
+	for k, e := range q.entries {
+		// Every entry is idle. Evicting one makes refs to it stale, so adds
+		// and Dones without the lock that still hold one take the lock and
+		// find the key gone. An entry that fails to be evicted was made
+		// pending by such an add just now: it is on the pending stack and
+		// stays.
+		if e.evict() {
+			continue
+		}
+		if kept == nil {
+			kept = make(map[K]*entry[K])
+		}
+		e.idleListed = false
+		e.idlePrev, e.idleNext = nil, nil
+		kept[k] = e
+	}
+	if kept == nil {
+		kept = make(map[K]*entry[K])
+	}
+	q.entries = kept
+	q.idle = idleList[K]{}
+	q.freeEnt = nil
+	q.slab, q.slabbed = nil, 0
+	q.snap.Store(nil)
+	q.misses, q.evicted = 0, 0
+}
+
 // park pushes an entry that Done made idle without the lock onto the parked
 // stack, unless it is on it already (from an earlier Done; Get then finds it
 // idle or not, as it is by then).
@@ -253,6 +312,7 @@ func (q *Queue[K]) drainPending() {
 			e.setState(0)
 			q.listIdle(e)
 		} else {
+			q.reused++
 			q.makeReady(e, q.stampAt(e.pendAt))
 		}
 		e = next

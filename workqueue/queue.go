@@ -74,6 +74,12 @@ type Queue[K comparable] struct {
 	evicted  int        // entries evicted since the snapshot was made
 	idle     idleList[K]
 	handouts uint64
+	// Idle entries taken up again by adds since the last release (halved
+	// at each quiet spell), and the hand-out count when releaseIfQuiet last
+	// decided, so that it decides once per quiet spell.
+	reused       int
+	quietAt      uint64
+	quietDecided bool
 
 	// Ready entries live in ring while all of them have priority 0, and in
 	// prio (ordered by aged priority) otherwise.
@@ -219,6 +225,7 @@ func (q *Queue[K]) addLocked(e *entry[K], p int64, t int64) {
 				continue
 			}
 			q.unlistIdle(e)
+			q.reused++
 			e.maxPrio(p)
 			q.makeReady(e, q.stampAt(t))
 		case s == stReserved:
@@ -312,6 +319,7 @@ func (q *Queue[K]) addAfterLocked(e *entry[K], p int64, at int64) {
 				continue
 			}
 			q.unlistIdle(e)
+			q.reused++
 			e.maxPrio(p)
 			q.schedule(e, stWaiting, at)
 		case s == stReserved:
@@ -418,6 +426,12 @@ func (q *Queue[K]) wait(ctx context.Context, done <-chan struct{}) (K, error) {
 		// this Get listed, or pushed its entry before this drain, which
 		// may then reserve it for this very Get.
 		q.drainPending()
+		// About to block: if the queue has gone quiet (Dones without the
+		// lock leave that to the next Get), let go of its entries.
+		if q.parked.Load() != nil {
+			q.listParked()
+		}
+		q.releaseIfQuiet()
 		var tick <-chan time.Time
 		if q.keeper == nil && q.delays.len() > 0 {
 			q.keeper, w.keeping = w, true
@@ -537,6 +551,7 @@ func (q *Queue[K]) Done(k K) {
 		e.setState(stWaiting)
 	default: // already made idle by the CAS above
 		q.listIdle(e)
+		q.releaseIfQuiet()
 	}
 	if q.shuttingDown {
 		q.shutdownProgress()
