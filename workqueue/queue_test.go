@@ -9,8 +9,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // deadline bounds every call that could block forever if the queue were
@@ -418,12 +416,6 @@ func TestQueue_SteadyStateAddGetDoneDoesNotAllocate(t *testing.T) {
 			take()
 		}
 	}
-	// A busy queue: one key stays in flight throughout, so the queue never
-	// goes quiet (a quiet queue lets go of its entries; see
-	// TestQueue_QuietQueueReleasesItsEntries).
-	q.Add("held")
-	held := mustGet(t, q)
-	defer q.Done(held)
 	cycle() // first sight of the keys allocates their entries
 	allocs := testing.AllocsPerRun(20, cycle)
 	if getErr != nil {
@@ -436,24 +428,19 @@ func TestQueue_SteadyStateAddGetDoneDoesNotAllocate(t *testing.T) {
 
 func TestQueue_EvictsEntriesOfKeysThatStoppedComing(t *testing.T) {
 	q := New(Config[int]{})
-	// One key stays in flight, so the queue never goes quiet (which would
-	// drop every entry at once) and only idle-window eviction applies.
-	q.Add(1 << 30)
-	held := mustGet(t, q)
-	defer q.Done(held)
 	// A burst of distinct keys, then a steady stream of a few keys.
 	for k := range 5000 {
 		q.Add(k)
 		q.Done(mustGet(t, q))
 	}
-	if n := len(q.entries); n != 5001 {
-		t.Fatalf("entries = %d right after the burst; want 5001 kept for reuse", n)
+	if n := len(q.entries); n != 5000 {
+		t.Fatalf("entries = %d right after the burst; want 5000 kept for reuse", n)
 	}
 	for i := range 3 * minIdleWindow {
 		q.Add(-1 - i%10)
 		q.Done(mustGet(t, q))
 	}
-	if n := len(q.entries); n > 11 {
+	if n := len(q.entries); n > 10 {
 		t.Fatalf("entries = %d after %d hand-outs of 10 keys; want the burst's entries evicted", n, 3*minIdleWindow)
 	}
 	// Evicted entries are recycled, and a key that was evicted works again.
@@ -534,118 +521,4 @@ func TestQueue_BurstOfKeysKeepsEveryBlockedWorkerBusy(t *testing.T) {
 			t.Fatalf("eight 1s keys on eight workers took %v; want 1s (workers left idle)", took)
 		}
 	})
-}
-
-// A queue that goes quiet (nothing ready, delayed or in flight) holds no
-// entry, snapshot or slab for the keys it has seen, whether the last Done
-// took the lock (a named queue) or not (then the next Get that blocks lets
-// go); and the keys work again afterwards.
-func TestQueue_QuietQueueReleasesItsEntries(t *testing.T) {
-	check := func(t *testing.T, q *Queue[int]) {
-		t.Helper()
-		q.mu.Lock()
-		n, snap, slab := len(q.entries), q.snap.Load(), len(q.slab)
-		q.mu.Unlock()
-		if n != 0 || snap != nil || slab != 0 {
-			t.Fatalf("quiet queue holds %d entries, snapshot %v, %d slab entries; want none", n, snap != nil, slab)
-		}
-	}
-	burst := func(t *testing.T, q *Queue[int]) {
-		t.Helper()
-		for k := range 5000 {
-			q.Add(k)
-		}
-		q.mu.Lock()
-		q.publish() // the lock-free paths know every key
-		q.mu.Unlock()
-		ks := make([]int, 0, 5000)
-		for range 5000 {
-			ks = append(ks, mustGet(t, q))
-		}
-		for _, k := range ks {
-			q.Add(k) // in flight: handed out again after its Done
-		}
-		for _, k := range ks {
-			q.Done(k)
-		}
-		for range 5000 {
-			q.Done(mustGet(t, q))
-		}
-	}
-	t.Run("named", func(t *testing.T) {
-		q := New(Config[int]{Name: "quiet", Registerer: prometheus.NewRegistry()})
-		for k := range 5000 {
-			q.Add(k)
-		}
-		for range 5000 {
-			q.Done(mustGet(t, q))
-		}
-		check(t, q)
-		q.Add(7)
-		if k := mustGet(t, q); k != 7 {
-			t.Fatalf("Get = %d, want 7", k)
-		}
-		q.Done(7)
-		q.mu.Lock()
-		n := len(q.entries)
-		q.mu.Unlock()
-		if n != 1 {
-			t.Fatalf("entries = %d after one key; want 1 (a small quiet queue keeps its entries)", n)
-		}
-	})
-	t.Run("unnamed", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			q := New(Config[int]{})
-			for k := range 5000 {
-				q.Add(k)
-			}
-			ks := make([]int, 0, 5000)
-			for range 5000 {
-				ks = append(ks, mustGet(t, q))
-			}
-			for _, k := range ks {
-				q.Done(k) // without the lock
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			if _, err := q.Get(ctx); err != context.DeadlineExceeded {
-				t.Fatalf("Get on a quiet queue = %v, want DeadlineExceeded", err)
-			}
-			check(t, q)
-			burst(t, q)
-			ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
-			defer cancel2()
-			if _, err := q.Get(ctx2); err != context.DeadlineExceeded {
-				t.Fatalf("Get on a quiet queue = %v, want DeadlineExceeded", err)
-			}
-			check(t, q)
-		})
-	})
-}
-
-// A queue whose keys come back (idle entries taken up again by adds) keeps
-// its entries across quiet spells, so it does not rebuild them each time.
-func TestQueue_QuietQueueKeepsEntriesOfKeysThatComeBack(t *testing.T) {
-	q := New(Config[int]{Name: "comeback", Registerer: prometheus.NewRegistry()})
-	const n = 1000
-	comeBack := func() { // one key in flight while they come back: no quiet spell
-		q.Add(-1)
-		h := mustGet(t, q)
-		for range 3 {
-			for k := range n {
-				q.Add(k)
-			}
-			for range n {
-				q.Done(mustGet(t, q))
-			}
-		}
-		q.Done(h) // quiet now: 2n reuses of n+1 entries
-	}
-	comeBack()
-	q.mu.Lock()
-	kept := len(q.entries)
-	q.mu.Unlock()
-	if kept != n+1 {
-		t.Fatalf("entries = %d after keys came back; want %d kept", kept, n+1)
-	}
 }
