@@ -27,12 +27,13 @@
 //   - Order: Get hands out the ready key with the smallest
 //     readyTime − priority × Aging, and among equal values the one that
 //     became ready first. With one priority this is FIFO. readyTime is when
-//     the key became ready: when it was added, when its Done re-queued it, or
-//     when the queue saw its delay pass. Re-adding a ready key with a higher
-//     priority p at time t moves it to min(current value, t − p × Aging),
-//     never back. (A queue that records no metrics reads no clock for this
-//     until it first sees a priority other than 0; the keys ready at that
-//     moment count as ready from then.)
+//     the key became ready: when it was added (the time the Add read, also
+//     when the queue takes the key in later, see below), when its Done
+//     re-queued it, or when the queue saw its delay pass. Re-adding a ready
+//     key with a higher priority p at time t moves it to
+//     min(current value, t − p × Aging), never back. (A queue that records
+//     no metrics reads no clock for this until it first sees a priority
+//     other than 0; the keys ready at that moment count as ready from then.)
 //   - No starvation: from the above, a key of priority p that became ready at
 //     t0 can only be overtaken by keys that become ready (or are raised)
 //     before t0 + (P − p) × Aging, where P is the highest priority in use.
@@ -51,10 +52,19 @@
 //   - No goroutines: neither New nor any method starts one, so nothing needs
 //     to be stopped; ShutDown only wakes the Gets that are blocked.
 //   - Allocation-free steady state: keys are kept in recycled entries, so a
-//     queue that has seen its keys before adds, hands out and finishes them
-//     without allocating. Adding a key that is already ready (at the same or
-//     a lower priority), and Done for a key nobody added again while it was
-//     in flight, do not take the queue's lock.
+//     queue that has seen its keys before (and kept their entries, see
+//     Memory below) adds, hands out and finishes them without allocating.
+//     Adding a key that is already ready (at the same or a lower priority), and Done for a key nobody added again while it was
+//     in flight, do not take the queue's lock; nor, in a queue without a
+//     Name, does adding a key the queue knows and holds idle, or raising
+//     the priority of a ready key. Such an add leaves the key on a lock-free
+//     list that the next call taking the lock (Get, Len, a locked add, Done
+//     of a re-queued key, ShutDown) takes in first, in the order the adds
+//     were made, with the ready time and priority they asked for; a blocked
+//     Get is woken for it as for any add. So every Get sees the adds that
+//     returned before it started. Only the tie-break among keys with equal
+//     readyTime − priority × Aging follows when the queue took the key in,
+//     not when its Add was called.
 //
 // # Contract for callers
 //
@@ -80,11 +90,21 @@
 //     Done; bound it with its context.
 //   - Order across the queue is only as exact as the clock: keys that became
 //     ready at the same instant with the same priority are FIFO by the order
-//     the queue saw them.
+//     the queue saw them. An add that raises a key that a concurrent add has
+//     just left on the lock-free list (not yet taken in) raises it as of the
+//     time of that first add, which may be a little earlier than its own.
+//   - An add that races with ShutDown may be dropped, as if it came after.
 //   - Memory: an entry for a key that stops being added is kept until about
 //     8 × (number of keys held) further hand-outs (at least 65,536) have
-//     passed, then recycled. Entries are recycled, not freed, so the queue
-//     keeps memory for the most keys it held at once, as Go maps do.
+//     passed, then recycled. Entries are recycled, not freed, while the
+//     queue is busy. When it goes quiet (nothing ready, delayed or in
+//     flight) holding more than 64 entries, and at least as many hand-outs
+//     as it holds entries have passed since it last considered this, it
+//     lets go of all of them, and of its key-map copy, unless adds took idle
+//     entries up again at least half as often as there are entries in that
+//     time: a controller whose queue has drained after a burst of keys that
+//     do not come back soon (an initial list, a resync) holds no memory per
+//     key, and keys seen again then take fresh entries.
 //
 // # Rate limiting
 //

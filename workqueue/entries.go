@@ -97,6 +97,7 @@ func (q *Queue[K]) newEntry(k K) *entry[K] {
 		q.slab = q.slab[1:]
 	}
 	e.reincarnate(0)
+	e.setPrio(noPriority)
 	e.key = k
 	e.hidx, e.didx, e.fidx = -1, -1, -1
 	q.entries[k] = e
@@ -112,6 +113,64 @@ const (
 	minIdleWindow    = 1 << 16
 	idleWindowFactor = 8
 )
+
+// quietKeep is how many entries a quiet queue may keep; one that holds more
+// when it goes quiet drops them all (see releaseIfQuiet).
+const quietKeep = 64
+
+// releaseIfQuiet drops every entry, the slabs they were carved from, the free
+// list and the snapshot once the queue is quiet (nothing ready, pending,
+// delayed or in flight), unless its keys tend to come back: since it last
+// decided, adds took idle entries up again (reused them) at least half as
+// often as there are entries now. It decides at most once per as many
+// hand-outs as there are entries, so a busy queue that keeps emptying out
+// pays a constant per hand-out for the check, and a queue whose keys come
+// back often keeps its entries and stays allocation-free. A controller whose
+// queue has drained after a burst of distinct keys (an initial list, a
+// resync) holds no memory per key once it is quiet, as it holds none for keys
+// it has not seen; maps and slabs never shrink otherwise. Every entry created
+// since the last decision has been handed out at least once, so the quiet
+// spell after a burst always decides. Called with the lock held.
+func (q *Queue[K]) releaseIfQuiet() {
+	if len(q.entries) <= quietKeep || q.inFlight.Load() != 0 ||
+		q.ring.n+q.prio.len() != 0 || q.delays.len() != 0 ||
+		q.pending.Load() != nil || q.raised.Load() != nil ||
+		q.handouts-q.quietAt < uint64(len(q.entries)) {
+		return
+	}
+	q.quietAt = q.handouts
+	reused := q.reused
+	q.reused = 0
+	if 2*reused >= len(q.entries) {
+		return
+	}
+	var kept map[K]*entry[K]
+	for k, e := range q.entries {
+		// Every entry is idle. Evicting one makes refs to it stale, so adds
+		// and Dones without the lock that still hold one take the lock and
+		// find the key gone. An entry that fails to be evicted was made
+		// pending by such an add just now: it is on the pending stack and
+		// stays.
+		if e.evict() {
+			continue
+		}
+		if kept == nil {
+			kept = make(map[K]*entry[K])
+		}
+		e.idleListed = false
+		e.idlePrev, e.idleNext = nil, nil
+		kept[k] = e
+	}
+	if kept == nil {
+		kept = make(map[K]*entry[K])
+	}
+	q.entries = kept
+	q.idle = idleList[K]{}
+	q.freeEnt = nil
+	q.slab, q.slabbed = nil, 0
+	q.snap.Store(nil)
+	q.misses, q.evicted = 0, 0
+}
 
 // park pushes an entry that Done made idle without the lock onto the parked
 // stack, unless it is on it already (from an earlier Done; Get then finds it
@@ -166,15 +225,177 @@ func (q *Queue[K]) listIdle(e *entry[K]) {
 		}
 		q.idle.remove(old)
 		old.idleListed = false
+		if !old.evict() {
+			continue // made pending meanwhile; the pending stack has it
+		}
 		delete(q.entries, old.key)
 		var zero K
 		old.key = zero // release what the key refers to
-		old.reincarnate(stEvicted)
 		old.idleNext = q.freeEnt
 		q.freeEnt = old
 		q.evicted++
 	}
 	if q.evicted > 16 && q.evicted > len(q.entries) {
 		q.publish() // drop evicted keys from the snapshot
+	}
+}
+
+// tryPend is the add without the lock: if r names an idle entry, it claims
+// the entry (idle to pending) and pushes it on the pending stack, where the
+// next lock holder finds it (see drainPending). Its ready time is read now,
+// at the add, though the entry enters the ready structure, and gets its
+// place among equals, only when drained. It reports whether it added; if
+// not, the caller takes the lock. Only unnamed queues take this path, so
+// that metrics see every add under the lock.
+func (q *Queue[K]) tryPend(r ref[K], p int64) bool {
+	e := r.e
+	v := e.vs.Load()
+	if uint32(v>>vsIncShift) != r.inc || uint8(v) != 0 || q.shut.Load() {
+		return false
+	}
+	t := q.preStamp()
+	if t == unstamped && p != 0 {
+		// The first priority other than 0 stamps every ready key as of
+		// the moment it becomes ready; that moment must be this add's, so
+		// it takes the lock.
+		return false
+	}
+	if !e.vs.CompareAndSwap(v, nextVS(v, stPending)) {
+		return false
+	}
+	e.maxPrio(p)
+	e.pendAt = t
+	for {
+		top := q.pending.Load()
+		e.pendNext = top
+		if q.pending.CompareAndSwap(top, e) {
+			break
+		}
+	}
+	// A blocked Get must learn of the entry. Blocked Gets list themselves
+	// before they look at the pending stack, and a woken Get counts as
+	// pending until it has drained the stack, so either one of them sees
+	// the entry or this add sees them here. While a woken Get is pending
+	// it drains the stack when it runs and wakes the next Get if keys are
+	// left (chainWake), so nobody needs to be woken now.
+	if q.shut.Load() || q.waiters.n.Load() != 0 && q.wakePending.Load() == 0 {
+		q.mu.Lock()
+		q.drainPending()
+		if q.shuttingDown {
+			q.shutdownProgress()
+		}
+		q.mu.Unlock()
+	}
+	return true
+}
+
+// drainPending moves the pending stack's entries into the ready structure
+// (or hands one to a blocked Get), in the order their adds pushed them. After
+// shutdown they are dropped instead: their adds raced with ShutDown, which
+// drained everything pushed before it. Called with the lock held.
+func (q *Queue[K]) drainPending() {
+	top := q.pending.Swap(nil)
+	if top == nil {
+		if q.raised.Load() != nil {
+			q.applyRaises()
+		}
+		return
+	}
+	var head *entry[K]
+	for e := top; e != nil; {
+		next := e.pendNext
+		e.pendNext = head
+		head = e
+		e = next
+	}
+	for e := head; e != nil; {
+		next := e.pendNext
+		e.pendNext = nil
+		q.unlistIdle(e)
+		if q.shuttingDown {
+			e.setPrio(noPriority)
+			e.setState(0)
+			q.listIdle(e)
+		} else {
+			q.reused++
+			q.makeReady(e, q.stampAt(e.pendAt))
+		}
+		e = next
+	}
+	if q.raised.Load() != nil {
+		q.applyRaises()
+	}
+}
+
+// tryRaise is the raise without the lock: if r names a ready entry, it holds
+// the entry in state ready|raising while it merges priority p, and the order
+// p gives at the time of this add, into the entry's raise, then marks the
+// raise (ready|raised) and pushes the entry on the raised stack unless it is
+// there. The next lock holder applies it (see applyRaises) before it looks at
+// the ready keys, with the same result as a raise under the lock at the time
+// of this add. It reports whether it did; if not, the caller takes the lock.
+func (q *Queue[K]) tryRaise(r ref[K], p int64) bool {
+	if !q.stamp.Load() {
+		return false // the first priority switches the queue to stamping
+	}
+	e := r.e
+	v := e.vs.Load()
+	if uint32(v>>vsIncShift) != r.inc || q.shut.Load() {
+		return false
+	}
+	s := uint8(v)
+	if s != stReady && s != stReady|stRaised {
+		return false
+	}
+	o := q.aged(q.elapsed(), p)
+	held := nextVS(v, s|stRaising)
+	if !e.vs.CompareAndSwap(v, held) {
+		return false
+	}
+	if s == stReady { // no raise waiting: start one
+		e.raiseP.Store(p)
+		e.raiseOrd.Store(o)
+	} else {
+		if p > e.raiseP.Load() {
+			e.raiseP.Store(p)
+		}
+		if o < e.raiseOrd.Load() {
+			e.raiseOrd.Store(o)
+		}
+	}
+	if !e.vs.CompareAndSwap(held, nextVS(held, stReady|stRaised)) {
+		panic("workqueue: raising entry changed under its add")
+	}
+	// A lock holder resets raiseQueued before it looks at the state, so
+	// either it sees this raise or this add pushes the entry again.
+	if e.raiseQueued.CompareAndSwap(false, true) {
+		for {
+			top := q.raised.Load()
+			e.raiseNext = top
+			if q.raised.CompareAndSwap(top, e) {
+				break
+			}
+		}
+	}
+	return true
+}
+
+// applyRaises applies the raises waiting in the raised stack's entries that
+// are still ready. Called with the lock held.
+func (q *Queue[K]) applyRaises() {
+	for e := q.raised.Swap(nil); e != nil; {
+		next := e.raiseNext
+		e.raiseNext = nil
+		e.raiseQueued.Store(false)
+		v := e.vs.Load()
+		if uint8(v) == stReady|stRaised {
+			p, o := e.raiseP.Load(), e.raiseOrd.Load()
+			// Fails if an add is merging another raise in; it pushes the
+			// entry again when done, as raiseQueued is now false.
+			if e.vs.CompareAndSwap(v, nextVS(v, stReady)) {
+				q.applyRaise(e, p, o)
+			}
+		}
+		e = next
 	}
 }

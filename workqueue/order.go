@@ -18,7 +18,7 @@ func (q *Queue[K]) makeReady(e *entry[K], t int64) {
 		q.m.adds.Inc()
 		q.m.depth(p).Inc()
 	}
-	if q.wakePending == 0 {
+	if q.wakePending.Load() == 0 {
 		if w := q.pickWaiter(); w != nil {
 			q.reserve(e, p, w)
 			return
@@ -54,6 +54,26 @@ func (q *Queue[K]) raise(e *entry[K], priority int64, now int64) {
 		now = q.now()
 	}
 	if o := q.aged(now, priority); o < e.order {
+		e.order = o
+		q.prio.fix(e)
+	}
+}
+
+// applyRaise applies a raise made without the lock: priority p, and order o
+// (what raise computes from p and the time of that add).
+func (q *Queue[K]) applyRaise(e *entry[K], p int64, o int64) {
+	if p <= e.prio() {
+		return // nothing a raise under the lock would have changed either
+	}
+	if q.m != nil {
+		q.m.depth(e.prio()).Dec()
+		q.m.depth(p).Inc()
+	}
+	e.setPrio(p)
+	if !q.prioMode {
+		q.enterPrioMode()
+	}
+	if o < e.order {
 		e.order = o
 		q.prio.fix(e)
 	}
@@ -106,7 +126,7 @@ func (q *Queue[K]) popReady() *entry[K] {
 func (q *Queue[K]) reserve(e *entry[K], p int64, w *waiter[K]) {
 	q.handOut(e, p)
 	e.setState(stReserved) // the waiter makes it inFlight when it runs
-	q.wakePending++
+	q.wakePending.Add(1)
 	q.wake(w, e)
 }
 
@@ -114,7 +134,7 @@ func (q *Queue[K]) reserve(e *entry[K], p int64, w *waiter[K]) {
 // keys are still ready and Gets blocked, it reserves the next key for the
 // next Get.
 func (q *Queue[K]) chainWake() {
-	if q.wakePending != 0 || q.waiters.tail == nil {
+	if q.wakePending.Load() != 0 || q.waiters.tail == nil {
 		return
 	}
 	if w := q.pickWaiter(); w != nil {
@@ -130,7 +150,7 @@ func (q *Queue[K]) handOut(e *entry[K], p int64) {
 	if q.m != nil {
 		q.startMetrics(e, p)
 	}
-	e.setState(stInFlight)
+	e.takeReady(stInFlight)
 	e.setPrio(noPriority)
 	q.inFlight.Add(1)
 	q.handouts++

@@ -74,6 +74,10 @@ type Queue[K comparable] struct {
 	evicted  int        // entries evicted since the snapshot was made
 	idle     idleList[K]
 	handouts uint64
+	// Idle entries taken up again by adds since releaseIfQuiet last
+	// decided, and the hand-out count then.
+	reused  int
+	quietAt uint64
 
 	// Ready entries live in ring while all of them have priority 0, and in
 	// prio (ordered by aged priority) otherwise.
@@ -97,6 +101,15 @@ type Queue[K comparable] struct {
 	// the lock; Get puts them on the idle list.
 	parked atomic.Pointer[entry[K]]
 
+	// pending is a lock-free stack of entries made ready by adds that did
+	// not take the lock (see tryPend). Every lock holder that looks at or
+	// changes the ready keys drains it first (drainPending).
+	pending atomic.Pointer[entry[K]]
+	// raised is a lock-free stack of ready entries with a raise proposed
+	// by an add that did not take the lock (see tryRaise); drainPending
+	// applies them.
+	raised atomic.Pointer[entry[K]]
+
 	waiters    waiterList[K]
 	waiterPool sync.Pool // of *waiter[K]; a woken Get returns its own without the lock
 	// wakePending counts Gets woken with a reserved key that have not run
@@ -104,7 +117,8 @@ type Queue[K comparable] struct {
 	// Get wakes the next one when it runs, if keys are still ready then
 	// (see chainWake). Workers thus join one after another as work demands,
 	// instead of a wake per key.
-	wakePending int
+	// Written under the lock, read without it by tryPend.
+	wakePending atomic.Int32
 	// keeper is the blocked Get that holds a timer for the earliest delay.
 	// There is one whenever a Get is blocked and an entry is waiting.
 	keeper *waiter[K]
@@ -171,8 +185,13 @@ func (q *Queue[K]) Add(k K) { q.AddWithPriority(k, 0) }
 func (q *Queue[K]) AddWithPriority(k K, priority int) {
 	p := int64(priority)
 	hint := q.cached(k)
-	if hint.e != nil && hint.covers(p) {
-		return // already due to be handed out at this priority or higher
+	if hint.e != nil {
+		if hint.covers(p) {
+			return // already due to be handed out at this priority or higher
+		}
+		if q.m == nil && (q.tryPend(hint, p) || q.tryRaise(hint, p)) {
+			return
+		}
 	}
 	t := q.preStamp()
 	q.mu.Lock()
@@ -180,6 +199,7 @@ func (q *Queue[K]) AddWithPriority(k K, priority int) {
 		q.mu.Unlock()
 		return
 	}
+	q.drainPending()
 	e := q.lookup(k, hint)
 	if e == nil {
 		e = q.newEntry(k)
@@ -198,11 +218,21 @@ func (q *Queue[K]) addLocked(e *entry[K], p int64, t int64) {
 	for {
 		switch s := e.state(); {
 		case s == 0:
+			// An add without the lock may claim it under us.
+			if !e.casState(0, stPending) {
+				continue
+			}
 			q.unlistIdle(e)
-			e.setPrio(p)
+			q.reused++
+			e.maxPrio(p)
 			q.makeReady(e, q.stampAt(t))
 		case s == stReserved:
 			// Being handed out right now: this add is covered.
+		case s == stPending:
+			// Made pending without the lock since this caller drained the
+			// pending stack; it becomes ready, at the time of that add,
+			// when drained.
+			e.maxPrio(p)
 		case s&stReady != 0:
 			if p > e.prio() {
 				q.raise(e, p, q.stampAt(t))
@@ -262,6 +292,7 @@ func (q *Queue[K]) AddAfterWithPriority(k K, d time.Duration, priority int) {
 	if q.m != nil {
 		q.m.retries.Inc()
 	}
+	q.drainPending()
 	now := q.settle(t)
 	e := q.lookup(k, hint)
 	if e == nil {
@@ -281,11 +312,18 @@ func (q *Queue[K]) addAfterLocked(e *entry[K], p int64, at int64) {
 	for {
 		switch s := e.state(); {
 		case s == 0:
+			// An add without the lock may claim it under us.
+			if !e.casState(0, stPending) {
+				continue
+			}
 			q.unlistIdle(e)
-			e.setPrio(p)
+			q.reused++
+			e.maxPrio(p)
 			q.schedule(e, stWaiting, at)
 		case s == stReserved:
 			// Being handed out right now, sooner than at.
+		case s == stPending:
+			e.maxPrio(p) // ready when drained, sooner than at
 		case s&stReady != 0:
 			if p > e.prio() {
 				q.raise(e, p, q.now())
@@ -359,6 +397,7 @@ func (q *Queue[K]) Get(ctx context.Context) (K, error) {
 	if q.parked.Load() != nil {
 		q.listParked()
 	}
+	q.drainPending()
 	if q.delays.len() > 0 {
 		q.promote(q.now())
 	}
@@ -381,6 +420,16 @@ func (q *Queue[K]) wait(ctx context.Context, done <-chan struct{}) (K, error) {
 		}
 		w := q.newWaiter()
 		q.waiters.pushBack(w)
+		// Listed first, then look: an add without the lock either sees
+		// this Get listed, or pushed its entry before this drain, which
+		// may then reserve it for this very Get.
+		q.drainPending()
+		// About to block: if the queue has gone quiet (Dones without the
+		// lock leave that to the next Get), let go of its entries.
+		if q.parked.Load() != nil {
+			q.listParked()
+		}
+		q.releaseIfQuiet()
 		var tick <-chan time.Time
 		if q.keeper == nil && q.delays.len() > 0 {
 			q.keeper, w.keeping = w, true
@@ -413,7 +462,8 @@ func (q *Queue[K]) wait(ctx context.Context, done <-chan struct{}) (K, error) {
 		if e != nil {
 			// Reserved for us even if ctx is done: a key is never dropped.
 			e.setState(stInFlight)
-			q.wakePending--
+			q.wakePending.Add(-1)
+			q.drainPending()
 			q.chainWake()
 		} else if done != nil {
 			select {
@@ -427,6 +477,7 @@ func (q *Queue[K]) wait(ctx context.Context, done <-chan struct{}) (K, error) {
 			}
 		}
 		if e == nil {
+			q.drainPending()
 			if q.delays.len() > 0 {
 				q.promote(q.now())
 			}
@@ -470,6 +521,7 @@ func (q *Queue[K]) Done(k K) {
 	}
 	t := q.preStamp()
 	q.mu.Lock()
+	q.drainPending()
 	e := q.lookup(k, hint)
 	if e == nil {
 		q.mu.Unlock()
@@ -497,6 +549,7 @@ func (q *Queue[K]) Done(k K) {
 		e.setState(stWaiting)
 	default: // already made idle by the CAS above
 		q.listIdle(e)
+		q.releaseIfQuiet()
 	}
 	if q.shuttingDown {
 		q.shutdownProgress()
@@ -510,6 +563,7 @@ func (q *Queue[K]) Done(k K) {
 func (q *Queue[K]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.drainPending()
 	if q.delays.len() > 0 {
 		q.promote(q.now())
 	}
@@ -559,14 +613,19 @@ func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
 
 func (q *Queue[K]) shutDownLocked() {
 	if !q.shuttingDown {
+		q.drainPending() // adds that returned before ShutDown count
 		q.shuttingDown = true
 		q.shut.Store(true)
 		for q.delays.len() > 0 {
 			e := q.delays.first()
 			q.delays.remove(e)
 			if s := e.state() &^ stWaiting; s != 0 {
+				if s == stInFlight {
+					e.setPrio(noPriority) // not added again
+				}
 				e.setState(s)
 			} else {
+				e.setPrio(noPriority)
 				e.setState(0)
 				q.listIdle(e)
 			}

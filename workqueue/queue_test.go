@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // deadline bounds every call that could block forever if the queue were
@@ -416,6 +418,12 @@ func TestQueue_SteadyStateAddGetDoneDoesNotAllocate(t *testing.T) {
 			take()
 		}
 	}
+	// A busy queue: one key stays in flight throughout, so the queue never
+	// goes quiet (a quiet queue lets go of its entries; see
+	// TestQueue_QuietQueueReleasesItsEntries).
+	q.Add("held")
+	held := mustGet(t, q)
+	defer q.Done(held)
 	cycle() // first sight of the keys allocates their entries
 	allocs := testing.AllocsPerRun(20, cycle)
 	if getErr != nil {
@@ -428,19 +436,24 @@ func TestQueue_SteadyStateAddGetDoneDoesNotAllocate(t *testing.T) {
 
 func TestQueue_EvictsEntriesOfKeysThatStoppedComing(t *testing.T) {
 	q := New(Config[int]{})
+	// One key stays in flight, so the queue never goes quiet (which would
+	// drop every entry at once) and only idle-window eviction applies.
+	q.Add(1 << 30)
+	held := mustGet(t, q)
+	defer q.Done(held)
 	// A burst of distinct keys, then a steady stream of a few keys.
 	for k := range 5000 {
 		q.Add(k)
 		q.Done(mustGet(t, q))
 	}
-	if n := len(q.entries); n != 5000 {
-		t.Fatalf("entries = %d right after the burst; want 5000 kept for reuse", n)
+	if n := len(q.entries); n != 5001 {
+		t.Fatalf("entries = %d right after the burst; want 5001 kept for reuse", n)
 	}
 	for i := range 3 * minIdleWindow {
 		q.Add(-1 - i%10)
 		q.Done(mustGet(t, q))
 	}
-	if n := len(q.entries); n > 10 {
+	if n := len(q.entries); n > 11 {
 		t.Fatalf("entries = %d after %d hand-outs of 10 keys; want the burst's entries evicted", n, 3*minIdleWindow)
 	}
 	// Evicted entries are recycled, and a key that was evicted works again.
@@ -519,6 +532,255 @@ func TestQueue_BurstOfKeysKeepsEveryBlockedWorkerBusy(t *testing.T) {
 		wg.Wait()
 		if took := time.Unix(0, finished.Load()).Sub(start); took != time.Second {
 			t.Fatalf("eight 1s keys on eight workers took %v; want 1s (workers left idle)", took)
+		}
+	})
+}
+
+// A queue that goes quiet (nothing ready, delayed or in flight) holds no
+// entry, snapshot or slab for the keys it has seen, whether the last Done
+// took the lock (a named queue) or not (then the next Get that blocks lets
+// go); and the keys work again afterwards.
+func TestQueue_QuietQueueReleasesItsEntries(t *testing.T) {
+	check := func(t *testing.T, q *Queue[int]) {
+		t.Helper()
+		q.mu.Lock()
+		n, snap, slab := len(q.entries), q.snap.Load(), len(q.slab)
+		q.mu.Unlock()
+		if n != 0 || snap != nil || slab != 0 {
+			t.Fatalf("quiet queue holds %d entries, snapshot %v, %d slab entries; want none", n, snap != nil, slab)
+		}
+	}
+	burst := func(t *testing.T, q *Queue[int]) {
+		t.Helper()
+		for k := range 5000 {
+			q.Add(k)
+		}
+		q.mu.Lock()
+		q.publish() // the lock-free paths know every key
+		q.mu.Unlock()
+		ks := make([]int, 0, 5000)
+		for range 5000 {
+			ks = append(ks, mustGet(t, q))
+		}
+		for _, k := range ks {
+			q.Add(k) // in flight: handed out again after its Done
+		}
+		for _, k := range ks {
+			q.Done(k)
+		}
+		for range 5000 {
+			q.Done(mustGet(t, q))
+		}
+	}
+	t.Run("named", func(t *testing.T) {
+		q := New(Config[int]{Name: "quiet", Registerer: prometheus.NewRegistry()})
+		for k := range 5000 {
+			q.Add(k)
+		}
+		for range 5000 {
+			q.Done(mustGet(t, q))
+		}
+		check(t, q)
+		q.Add(7)
+		if k := mustGet(t, q); k != 7 {
+			t.Fatalf("Get = %d, want 7", k)
+		}
+		q.Done(7)
+		q.mu.Lock()
+		n := len(q.entries)
+		q.mu.Unlock()
+		if n != 1 {
+			t.Fatalf("entries = %d after one key; want 1 (a small quiet queue keeps its entries)", n)
+		}
+	})
+	t.Run("unnamed", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			q := New(Config[int]{})
+			for k := range 5000 {
+				q.Add(k)
+			}
+			ks := make([]int, 0, 5000)
+			for range 5000 {
+				ks = append(ks, mustGet(t, q))
+			}
+			for _, k := range ks {
+				q.Done(k) // without the lock
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			if _, err := q.Get(ctx); err != context.DeadlineExceeded {
+				t.Fatalf("Get on a quiet queue = %v, want DeadlineExceeded", err)
+			}
+			check(t, q)
+			burst(t, q)
+			ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
+			defer cancel2()
+			if _, err := q.Get(ctx2); err != context.DeadlineExceeded {
+				t.Fatalf("Get on a quiet queue = %v, want DeadlineExceeded", err)
+			}
+			check(t, q)
+		})
+	})
+}
+
+// A queue whose keys come back (idle entries taken up again by adds) keeps
+// its entries across quiet spells, so it does not rebuild them each time.
+func TestQueue_QuietQueueKeepsEntriesOfKeysThatComeBack(t *testing.T) {
+	q := New(Config[int]{Name: "comeback", Registerer: prometheus.NewRegistry()})
+	const n = 1000
+	comeBack := func() { // one key in flight while they come back: no quiet spell
+		q.Add(-1)
+		h := mustGet(t, q)
+		for range 3 {
+			for k := range n {
+				q.Add(k)
+			}
+			for range n {
+				q.Done(mustGet(t, q))
+			}
+		}
+		q.Done(h) // quiet now: 2n reuses of n+1 entries
+	}
+	comeBack()
+	q.mu.Lock()
+	kept := len(q.entries)
+	q.mu.Unlock()
+	if kept != n+1 {
+		t.Fatalf("entries = %d after keys came back; want %d kept", kept, n+1)
+	}
+}
+
+// Adds without the lock (of idle keys, and raises of ready ones) must never
+// leave a key ready while every worker sleeps. This runs on the real
+// scheduler, not in a synctest bubble, in bursts separated by quiet spells:
+// workers block and are woken over and over, and a quiet queue with more
+// than quietKeep keys lets go of its entries between bursts. After each
+// burst every key's last add must be seen by a hand-out, without any further
+// add to nudge the queue.
+func TestQueue_LockFreeAddsLoseNoWakeUpOnTheRealScheduler(t *testing.T) {
+	const (
+		keys      = 200
+		producers = 3
+		workers   = 6
+		rounds    = 60
+	)
+	q := New(Config[int]{})
+	var holders [keys]atomic.Int32
+	var added, seen [keys]atomic.Int64
+	var violations atomic.Int64
+	progress := make(chan struct{}, 1)
+
+	var wwg sync.WaitGroup
+	for range workers {
+		wwg.Go(func() {
+			for {
+				k, err := q.Get(context.Background())
+				if err != nil {
+					return
+				}
+				if holders[k].Add(1) != 1 {
+					violations.Add(1)
+				}
+				seen[k].Store(added[k].Load())
+				holders[k].Add(-1)
+				q.Done(k)
+				select {
+				case progress <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
+	allSeen := func() bool {
+		for k := range keys {
+			if seen[k].Load() != added[k].Load() {
+				return false
+			}
+		}
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*deadline)
+	defer cancel()
+	for r := range rounds {
+		var pwg sync.WaitGroup
+		for p := range producers {
+			pwg.Go(func() {
+				// Later rounds touch fewer keys, so some entries go idle for
+				// several rounds while others churn.
+				n := keys - (r%4)*40
+				for i := range 2000 {
+					k := (i*13 + p*7 + r) % n
+					added[k].Add(1)
+					q.AddWithPriority(k, (i+p+r)%201-100)
+				}
+			})
+		}
+		pwg.Wait()
+		for !allSeen() {
+			select {
+			case <-progress:
+			case <-ctx.Done():
+				for k := range keys {
+					if s, a := seen[k].Load(), added[k].Load(); s != a {
+						t.Errorf("key %d: last hand-out saw %d adds of %d", k, s, a)
+					}
+				}
+				t.Fatalf("round %d: keys still owed with every worker idle: a wake-up was lost", r)
+			}
+		}
+	}
+	q.ShutDown()
+	wwg.Wait()
+	if v := violations.Load(); v != 0 {
+		t.Fatalf("%d times a key was handed out while another worker held it", v)
+	}
+}
+
+// An add of a known idle key goes through the lock-free path; when every
+// worker is blocked in Get at that moment, the add itself must wake one.
+func TestQueue_AddWithoutTheLockWakesABlockedGet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const keys = quietKeep // a quiet queue of this size keeps its entries
+		q := New(Config[int]{})
+		handed := make(chan int, keys)
+		var wg sync.WaitGroup
+		defer func() { q.ShutDown(); wg.Wait() }()
+		for range 2 {
+			wg.Go(func() {
+				for {
+					k, err := q.Get(context.Background())
+					if err != nil {
+						return
+					}
+					q.Done(k)
+					handed <- k
+				}
+			})
+		}
+		for k := range keys { // first sight: entries are made under the lock
+			q.Add(k)
+			synctest.Wait()
+			<-handed
+		}
+		q.mu.Lock()
+		q.publish() // the lock-free paths know every key
+		q.mu.Unlock()
+		for i := range 3 * keys {
+			k := i * 7 % keys
+			synctest.Wait() // both workers blocked in Get
+			if hint := q.cached(k); hint.e == nil || hint.e.state() != 0 {
+				t.Fatalf("key %d is not a known idle key; the test does not reach the lock-free path", k)
+			}
+			q.AddWithPriority(k, i%3-1)
+			synctest.Wait()
+			select {
+			case got := <-handed:
+				if got != k {
+					t.Fatalf("handed out %d, want %d", got, k)
+				}
+			default:
+				t.Fatalf("add %d of key %d: both workers stay blocked in Get: the add woke nobody", i, k)
+			}
 		}
 	})
 }

@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"math"
+	"runtime"
 	"sync/atomic"
 
 	"k8s.io/utils/clock"
@@ -11,7 +12,9 @@ import (
 // key that comes back (the common case for a controller) costs no allocation
 // and no map insert; idle entries are evicted once they have been idle for a
 // while (see Queue.listIdle). Legal states: idle (0); ready; waiting;
-// reserved; inFlight; inFlight|dirty; inFlight|waiting; evicted.
+// reserved; pending; inFlight; inFlight|dirty; inFlight|waiting; evicted.
+// An idle entry's priority is noPriority, so that whoever makes it ready
+// can raise it with maxPrio.
 const (
 	stReady    uint8 = 1 << iota // in the ring or the ready heap
 	stWaiting                    // in the delay heap
@@ -23,6 +26,19 @@ const (
 	// key. Only that goroutine changes the state, to inFlight, without the
 	// lock; no one else writes a reserved entry's state.
 	stReserved
+	// stPending: made ready by an Add that did not take the lock (see
+	// Queue.tryPend); on the pending stack until a lock holder moves it
+	// into the ready structure. Only lock holders change a pending entry's
+	// state or raise its priority.
+	stPending
+	// stRaised, with stReady: a raise made without the lock waits in the
+	// entry's raiseP and raiseOrd for a lock holder to apply it.
+	stRaised
+	// stRaising, with stReady (and maybe stRaised): an add without the lock
+	// is writing a raise. A lock holder that hands the entry out waits for
+	// it to finish (a few instructions). The dirty bit serves, as a ready
+	// entry is never dirty.
+	stRaising = stDirty
 )
 
 // noPriority marks an entry whose next hand-out has no requested priority yet,
@@ -69,6 +85,22 @@ type entry[K comparable] struct {
 	parkedNext         *entry[K]
 	parked             atomic.Bool
 
+	// Pending stack link, and the clock reading (see Queue.preStamp) of the
+	// add that made the entry pending. Written by that add before it pushes
+	// the entry, read by the lock holder that pops it.
+	pendNext *entry[K]
+	pendAt   int64
+
+	// A raise of a ready entry made without the lock (see Queue.tryRaise):
+	// the highest priority and lowest order asked for. Written only by the
+	// add that holds the entry in state ready|raising; valid while the
+	// state is ready|raised. raiseQueued says whether the entry is on the
+	// raised stack (raiseNext).
+	raiseP      atomic.Int64
+	raiseOrd    atomic.Int64
+	raiseQueued atomic.Bool
+	raiseNext   *entry[K]
+
 	// When the entry last became ready, and (only kept for metrics) when it
 	// was last handed out; nanoseconds since the queue's epoch.
 	readySince int64
@@ -105,15 +137,51 @@ func (e *entry[K]) incarnation() uint32 { return uint32(e.vs.Load() >> vsIncShif
 
 // reincarnate gives the entry a new incarnation in state s, which makes
 // every ref to the previous one stale.
-func (e *entry[K]) reincarnate(s uint8) {
+func (e *entry[K]) reincarnate(s uint8) { e.vs.Store(reincarnated(e.vs.Load(), s)) }
+
+// evict gives an idle entry a new incarnation in state evicted, and reports
+// whether it did: an add without the lock may have made it pending.
+func (e *entry[K]) evict() bool {
 	v := e.vs.Load()
+	return uint8(v) == 0 && e.vs.CompareAndSwap(v, reincarnated(v, stEvicted))
+}
+
+// takeReady moves an entry out of a ready state (or any state without
+// stRaising that no one else may change) to s, first waiting for an add that
+// is writing a raise to finish. Called with the lock held.
+func (e *entry[K]) takeReady(s uint8) {
+	for i := 0; ; i++ {
+		v := e.vs.Load()
+		if uint8(v)&stReady == 0 || uint8(v)&stRaising == 0 {
+			if e.vs.CompareAndSwap(v, nextVS(v, s)) {
+				return
+			}
+			continue
+		}
+		if i >= 16 {
+			runtime.Gosched() // the raising add was preempted
+		}
+	}
+}
+
+func reincarnated(v uint64, s uint8) uint64 {
 	inc := (v>>vsIncShift + 1) << vsIncShift
-	e.vs.Store(inc | (v+vsVersionOne)&vsVersionMask | uint64(s))
+	return inc | (v+vsVersionOne)&vsVersionMask | uint64(s)
 }
 
 func (e *entry[K]) prio() int64 { return e.pr.Load() }
 
 func (e *entry[K]) setPrio(p int64) { e.pr.Store(p) }
+
+// maxPrio raises the entry's priority to p if p is higher.
+func (e *entry[K]) maxPrio(p int64) {
+	for {
+		cur := e.pr.Load()
+		if cur >= p || e.pr.CompareAndSwap(cur, p) {
+			return
+		}
+	}
+}
 
 // ref is an entry as the lock-free snapshot knows it: valid only while the
 // entry is still in that incarnation.
@@ -124,7 +192,7 @@ type ref[K comparable] struct {
 
 // covers reports, without the queue's lock, whether adding the key now at
 // priority p would change nothing: r still names the key's entry, which is
-// reserved for a Get, or ready, or in flight and added again, with at least
+// reserved for a Get, or ready or pending, or in flight and added again, with at least
 // priority p. State and priority are read between two reads of the version,
 // so they held together at one instant.
 func (r ref[K]) covers(p int64) bool {
@@ -135,7 +203,12 @@ func (r ref[K]) covers(p int64) bool {
 	switch uint8(v) {
 	case stReserved:
 		return true // about to be handed out, whatever the priority
-	case stReady, stInFlight | stDirty:
+	case stReady | stRaised:
+		if r.e.raiseP.Load() >= p {
+			return r.e.vs.Load() == v
+		}
+		fallthrough
+	case stReady, stPending, stInFlight | stDirty:
 		return r.e.pr.Load() >= p && r.e.vs.Load() == v
 	}
 	return false
@@ -395,7 +468,7 @@ type waiter[K comparable] struct {
 // waiterList is an intrusive doubly-linked list of blocked Get calls.
 type waiterList[K comparable] struct {
 	head, tail *waiter[K]
-	n          int
+	n          atomic.Int32 // read without the lock by adds that do not take it
 }
 
 func (l *waiterList[K]) pushBack(w *waiter[K]) {
@@ -407,7 +480,7 @@ func (l *waiterList[K]) pushBack(w *waiter[K]) {
 	}
 	l.tail = w
 	w.listed = true
-	l.n++
+	l.n.Add(1)
 }
 
 func (l *waiterList[K]) remove(w *waiter[K]) {
@@ -423,7 +496,7 @@ func (l *waiterList[K]) remove(w *waiter[K]) {
 	}
 	w.prev, w.next = nil, nil
 	w.listed = false
-	l.n--
+	l.n.Add(-1)
 }
 
 // idleList is an intrusive FIFO of idle entries, oldest first.
