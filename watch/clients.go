@@ -92,9 +92,9 @@ func FromMetadata(c metadata.Interface, gvr schema.GroupVersionResource, opts Op
 // k8s.io/client-go/kubernetes/scheme.Scheme).
 //
 // Requests use cfg's content type (JSON when unset, which custom resources
-// need). With protobuf, the objects of watch events are decoded straight
-// from the stream without intermediate copies, their namespace strings are
-// shared, and opts.DropManagedFields and opts.ShareLabels take effect.
+// need). With protobuf, objects are decoded straight from LIST responses
+// and watch streams without intermediate copies, their namespace strings
+// are shared, and opts.DropManagedFields and opts.ShareLabels take effect.
 func ForResource[T interface {
 	*E
 	Object
@@ -132,7 +132,7 @@ func ForResource[T interface {
 	if gv.Group == "" {
 		c.APIPath = "/api"
 	}
-	c.NegotiatedSerializer = withFastProtobuf[T](serializer.NewCodecFactory(scheme).WithoutConversion(), objGVK, opts)
+	c.NegotiatedSerializer = withFastProtobuf[T](serializer.NewCodecFactory(scheme).WithoutConversion(), objGVK, listGVK, listType, opts)
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
@@ -254,7 +254,7 @@ type fastProtobuf struct {
 func withFastProtobuf[T interface {
 	*E
 	Object
-}, E any](ns runtime.NegotiatedSerializer, gvk schema.GroupVersionKind, opts Options) runtime.NegotiatedSerializer {
+}, E any](ns runtime.NegotiatedSerializer, gvk, listGVK schema.GroupVersionKind, listType reflect.Type, opts Options) runtime.NegotiatedSerializer {
 	types := slices.Clone(ns.SupportedMediaTypes())
 	found := false
 	for i := range types {
@@ -263,7 +263,7 @@ func withFastProtobuf[T interface {
 			continue
 		}
 		found = true
-		info.Serializer = newTypedDecoder[T](info.Serializer, gvk, opts)
+		info.Serializer = newTypedDecoder[T](info.Serializer, gvk, listGVK, listType, opts)
 		if info.StreamSerializer != nil && info.StreamSerializer.Serializer != nil {
 			stream := *info.StreamSerializer
 			stream.Serializer = watchEventDecoder{stream.Serializer}

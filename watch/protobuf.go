@@ -136,6 +136,7 @@ const (
 	watchEventType         = 1  // metav1.WatchEvent
 	watchEventObject       = 2
 	rawExtensionRaw        = 1 // runtime.RawExtension
+	listItems              = 2 // the Items of every built-in list type
 )
 
 // envelope reads a protobuf-encoded object's runtime.Unknown envelope in
@@ -212,6 +213,12 @@ type typedDecoder[T interface {
 	dropManagedFields bool
 	shareLabels       bool
 
+	// The list type, when LIST responses take the fast path too.
+	listType                 reflect.Type
+	listItems                int // index of the Items field, number 2 in the message
+	listGVK                  schema.GroupVersionKind
+	listAPIVersion, listKind string
+
 	// Decodes can run concurrently (a new LIST while an old watch's
 	// stream is still being read), so the sharing tables have a lock.
 	mu        sync.Mutex
@@ -221,13 +228,15 @@ type typedDecoder[T interface {
 }
 
 // newTypedDecoder wraps s, the protobuf serializer, for objects of type T
-// and kind gvk. It returns s unchanged if T does not have the layout the
-// fast path relies on: a protobuf message with metav1.ObjectMeta embedded
-// as field 1, like every top-level built-in object.
+// and kind gvk, and for their list: listGVK, of Go type listType (a
+// pointer to a struct with an Items []E field), which may be nil. It
+// returns s unchanged if T does not have the layout the fast path relies
+// on: a protobuf message with metav1.ObjectMeta embedded as field 1, like
+// every top-level built-in object.
 func newTypedDecoder[T interface {
 	*E
 	Object
-}, E any](s runtime.Serializer, gvk schema.GroupVersionKind, opts Options) runtime.Serializer {
+}, E any](s runtime.Serializer, gvk schema.GroupVersionKind, listGVK schema.GroupVersionKind, listType reflect.Type, opts Options) runtime.Serializer {
 	if _, ok := any(T(nil)).(unmarshaler); !ok {
 		return s
 	}
@@ -237,10 +246,23 @@ func newTypedDecoder[T interface {
 		return s
 	}
 	apiVersion, kind := gvk.ToAPIVersionAndKind()
-	return &typedDecoder[T, E]{
+	d := &typedDecoder[T, E]{
 		Serializer: s, apiVersion: apiVersion, kind: kind, gvk: gvk, metaOffset: f.Offset,
 		dropManagedFields: opts.DropManagedFields, shareLabels: opts.ShareLabels,
 	}
+	if listType != nil {
+		items, err := itemsField[E](listType)
+		_, isMessage := reflect.Zero(listType).Interface().(interface {
+			unmarshaler
+			Reset()
+		})
+		f := listType.Elem().FieldByIndex(items)
+		if err == nil && isMessage && len(items) == 1 && strings.HasPrefix(f.Tag.Get("protobuf"), "bytes,2,rep,") {
+			d.listType, d.listItems, d.listGVK = listType, items[0], listGVK
+			d.listAPIVersion, d.listKind = listGVK.ToAPIVersionAndKind()
+		}
+	}
+	return d
 }
 
 // metaFieldsAsExpected checks the ObjectMeta field numbers this file
@@ -265,8 +287,48 @@ func (d *typedDecoder[T, E]) Decode(data []byte, defaults *schema.GroupVersionKi
 			}
 			// Let the regular path decode it again and report the error its way.
 		}
+	} else if d.listType != nil && reflect.TypeOf(into) == d.listType {
+		if raw, ok := envelope(data, d.listAPIVersion, d.listKind); ok {
+			if err := d.unmarshalList(into, raw); err == nil {
+				return into, &d.listGVK, nil
+			}
+		}
 	}
 	return d.Serializer.Decode(data, defaults, into)
+}
+
+// unmarshalList decodes a LIST response into list, as the stock serializer
+// does (resetting it first), but each item the way unmarshal decodes an
+// object, into an Items slice of the exact length.
+func (d *typedDecoder[T, E]) unmarshalList(list runtime.Object, raw []byte) error {
+	l := reflect.ValueOf(list)
+	if l.IsNil() {
+		return errWire
+	}
+	msg := list.(interface {
+		unmarshaler
+		Reset()
+	})
+	msg.Reset()
+	n := 0
+	for i := 0; i < len(raw); {
+		num, typ, _, k, err := protoField(raw[i:])
+		if err != nil {
+			return err
+		}
+		if num == listItems && typ == wireBytes {
+			n++
+		}
+		i += k
+	}
+	items := make([]E, n)
+	l.Elem().Field(d.listItems).Set(reflect.ValueOf(items))
+	i := 0
+	isItem := func(num uint64) bool { return num == listItems }
+	return unmarshalExcept(msg, raw, isItem, func(_ uint64, payload []byte) error {
+		i++
+		return d.unmarshal(&items[i-1], payload)
+	})
 }
 
 func (d *typedDecoder[T, E]) unmarshal(obj T, raw []byte) error {

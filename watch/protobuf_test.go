@@ -17,7 +17,10 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-var cmGVK = corev1.SchemeGroupVersion.WithKind("ConfigMap")
+var (
+	cmGVK     = corev1.SchemeGroupVersion.WithKind("ConfigMap")
+	cmListGVK = corev1.SchemeGroupVersion.WithKind("ConfigMapList")
+)
 
 // fullConfigMap sets every metadata field the fast path treats specially,
 // and some it does not, in one object.
@@ -64,7 +67,7 @@ func TestTypedDecoder_DecodesAsTheStockSerializerDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := runtime.WithoutVersionDecoder{Decoder: newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, Options{})}
+	dec := runtime.WithoutVersionDecoder{Decoder: newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Options{})}
 	if _, ok := dec.Decoder.(*typedDecoder[*corev1.ConfigMap, corev1.ConfigMap]); !ok {
 		t.Fatalf("newTypedDecoder returned %T, want the fast path", dec.Decoder)
 	}
@@ -87,7 +90,7 @@ func TestTypedDecoder_DecodesAsTheStockSerializerDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gotDep, _, err := newTypedDecoder[*appsv1.Deployment](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), depGVK, Options{}).Decode(data, nil, nil)
+	gotDep, _, err := newTypedDecoder[*appsv1.Deployment](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), depGVK, schema.GroupVersionKind{}, nil, Options{}).Decode(data, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +101,7 @@ func TestTypedDecoder_DecodesAsTheStockSerializerDoes(t *testing.T) {
 }
 
 func TestTypedDecoder_DropsManagedFieldsAndSharesLabelsWhenAsked(t *testing.T) {
-	dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, Options{DropManagedFields: true, ShareLabels: true})
+	dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Options{DropManagedFields: true, ShareLabels: true})
 	var objs []*corev1.ConfigMap
 	for _, name := range []string{"a", "b"} {
 		obj, _, err := dec.Decode(encodeProto(t, fullConfigMap(name), cmGVK), nil, nil)
@@ -137,7 +140,7 @@ func TestTypedDecoder_DropsManagedFieldsAndSharesLabelsWhenAsked(t *testing.T) {
 	}
 
 	// Without the options, each object has its own labels and its managedFields.
-	dec = newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, Options{})
+	dec = newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Options{})
 	a, _, _ := dec.Decode(encodeProto(t, fullConfigMap("a"), cmGVK), nil, nil)
 	b, _, _ := dec.Decode(encodeProto(t, fullConfigMap("b"), cmGVK), nil, nil)
 	if reflect.ValueOf(a.(*corev1.ConfigMap).Labels).UnsafePointer() == reflect.ValueOf(b.(*corev1.ConfigMap).Labels).UnsafePointer() {
@@ -149,7 +152,7 @@ func TestTypedDecoder_DropsManagedFieldsAndSharesLabelsWhenAsked(t *testing.T) {
 }
 
 func TestTypedDecoder_LeavesEverythingElseToTheStockSerializer(t *testing.T) {
-	dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, Options{DropManagedFields: true, ShareLabels: true})
+	dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Options{DropManagedFields: true, ShareLabels: true})
 
 	// Another kind, as in the Error event of a watch.
 	status := &metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired}
@@ -181,10 +184,45 @@ func TestTypedDecoder_LeavesEverythingElseToTheStockSerializer(t *testing.T) {
 	}
 }
 
+func TestTypedDecoder_DecodesListsAsTheStockSerializerDoes(t *testing.T) {
+	list := &corev1.ConfigMapList{ListMeta: metav1.ListMeta{ResourceVersion: "7", Continue: "next"}}
+	for _, name := range []string{"a", "b", "c"} {
+		list.Items = append(list.Items, *fullConfigMap(name))
+	}
+	data := encodeProto(t, list, cmListGVK)
+	want := &corev1.ConfigMapList{}
+	if _, _, err := stockDecoder().Decode(data, nil, want); err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range []Options{{}, {DropManagedFields: true, ShareLabels: true}} {
+		dec := runtime.WithoutVersionDecoder{Decoder: newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), opts)}
+		// Decoding resets what the list held.
+		got := &corev1.ConfigMapList{Items: []corev1.ConfigMap{*fullConfigMap("old")}, ListMeta: metav1.ListMeta{RemainingItemCount: ptr.To[int64](9)}}
+		if _, _, err := dec.Decode(data, nil, got); err != nil {
+			t.Fatal(err)
+		}
+		w := want.DeepCopy()
+		if opts.DropManagedFields {
+			for i := range w.Items {
+				w.Items[i].ManagedFields = nil
+			}
+		}
+		if !reflect.DeepEqual(got, w) {
+			t.Errorf("%+v: decoded\n%#v\nwant\n%#v", opts, got, w)
+		}
+		if len(got.Items) != cap(got.Items) {
+			t.Errorf("%+v: Items has length %d and capacity %d, want them equal", opts, len(got.Items), cap(got.Items))
+		}
+		if shared := reflect.ValueOf(got.Items[0].Labels).UnsafePointer() == reflect.ValueOf(got.Items[2].Labels).UnsafePointer(); shared != opts.ShareLabels {
+			t.Errorf("%+v: labels shared=%v", opts, shared)
+		}
+	}
+}
+
 func TestNewTypedDecoder_KeepsTheStockSerializerForOtherLayouts(t *testing.T) {
 	s := protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme)
 	// No generated protobuf code.
-	if got := newTypedDecoder[*unstructured.Unstructured](s, cmGVK, Options{}); got != runtime.Serializer(s) {
+	if got := newTypedDecoder[*unstructured.Unstructured](s, cmGVK, cmListGVK, nil, Options{}); got != runtime.Serializer(s) {
 		t.Errorf("newTypedDecoder for unstructured = %T, want the stock serializer", got)
 	}
 }
