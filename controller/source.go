@@ -119,15 +119,17 @@ type eventSource[T watch.Object, K comparable] struct {
 }
 
 func (s *eventSource[T, K]) Register(name string, q Queue[K]) (Subscription, error) {
+	e := &enqueuer[K]{q: q}
+	e.add = e.enqueue // made once: a method value made per event would be allocated per event
 	h := informer.HandlerFuncs[T]{
 		AddFunc: func(obj T, initial bool) {
-			s.deliver(q, Event[T]{Type: Add, Object: obj, InInitialList: initial})
+			s.deliver(e, Event[T]{Type: Add, Object: obj, InInitialList: initial})
 		},
 		UpdateFunc: func(old, obj T) {
-			s.deliver(q, Event[T]{Type: Update, Object: obj, Old: old})
+			s.deliver(e, Event[T]{Type: Update, Object: obj, Old: old})
 		},
 		DeleteFunc: func(d informer.Deleted[T]) {
-			s.deliver(q, Event[T]{Type: Delete, Object: d.Obj, FinalStateUnknown: d.FinalStateUnknown})
+			s.deliver(e, Event[T]{Type: Delete, Object: d.Obj, FinalStateUnknown: d.FinalStateUnknown})
 		},
 	}
 	reg, err := s.inf.AddHandler(h, informer.HandlerOptions{Name: name + "/" + s.role})
@@ -137,7 +139,24 @@ func (s *eventSource[T, K]) Register(name string, q Queue[K]) (Subscription, err
 	return reg, nil
 }
 
-func (s *eventSource[T, K]) deliver(q Queue[K], e Event[T]) {
+// enqueuer adds a subscription's keys to its queue. The informer calls a
+// handler from one goroutine, one notification at a time, so one enqueuer
+// per subscription serves every event.
+type enqueuer[K comparable] struct {
+	q   Queue[K]
+	low bool // the current event only confirms state: enqueue at LowPriority
+	add func(K)
+}
+
+func (e *enqueuer[K]) enqueue(k K) {
+	if e.low {
+		e.q.AddWithPriority(k, LowPriority)
+	} else {
+		e.q.Add(k)
+	}
+}
+
+func (s *eventSource[T, K]) deliver(q *enqueuer[K], e Event[T]) {
 	for _, p := range s.preds {
 		if !p(e) {
 			return
@@ -145,12 +164,6 @@ func (s *eventSource[T, K]) deliver(q Queue[K], e Event[T]) {
 	}
 	// The initial list and replays (old == new) only confirm state the
 	// controller may already have acted on; real changes go first.
-	low := e.InInitialList || (e.Type == Update && any(e.Old) == any(e.Object))
-	s.keys(e, func(k K) {
-		if low {
-			q.AddWithPriority(k, LowPriority)
-		} else {
-			q.Add(k)
-		}
-	})
+	q.low = e.InInitialList || (e.Type == Update && any(e.Old) == any(e.Object))
+	s.keys(e, q.add)
 }

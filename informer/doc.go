@@ -82,7 +82,10 @@
 // owner references; Options.DisableSharing turns that off). ForMetadata
 // caches only metadata, for controllers that need no more. For and
 // ForResource ask for protobuf for the built-in types, as client-go's
-// generated clients do.
+// generated clients do, and then decode watch events straight from the
+// stream, never allocating the managedFields they would strip or a label
+// map per object (see watch.ForResource): short-lived decoding garbage
+// interleaved with the objects a cache keeps leaves its heap fragmented.
 //
 // ReplayInterval (HandlerOptions) is what client-go calls resync: it
 // re-delivers cached objects to one handler as OnUpdate(obj, obj); it never

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -88,6 +89,7 @@ func TestE2E(t *testing.T) {
 	})
 	t.Run("CustomResourceTypedEndToEnd", func(t *testing.T) { testCustomResource(t, cfg, cs) })
 	t.Run("MetadataOnlyInformerCachesNoBodies", func(t *testing.T) { testMetadataOnly(t, cfg, cs) })
+	t.Run("CachedObjectsAreWhatTheServerHas", func(t *testing.T) { testCachedObjectsMatchTheServer(t, cfg, cs) })
 	t.Run("UserWithoutListPermissionGetsForbiddenFromWaitForSync", func(t *testing.T) {
 		alice, err := env.UserConfig("alice")
 		if err != nil {
@@ -770,6 +772,73 @@ func testMetadataOnly(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) {
 			}
 		case <-ctx.Done():
 			t.Fatalf("handler never got %s: %v", want, context.Cause(ctx))
+		}
+	}
+}
+
+// testCachedObjectsMatchTheServer checks that objects that reach the cache
+// through a watch (decoded from protobuf by the informer's own path) are
+// what the API server returns for them, less managedFields unless kept.
+func testCachedObjectsMatchTheServer(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) {
+	ctx := e2eContext(t, time.Minute, "cached objects test")
+	ns := testenv.NewNamespace(t, cs, "cached-objects")
+	type side struct {
+		inf   *informer.Informer[*corev1.ConfigMap]
+		added chan *corev1.ConfigMap
+		keep  bool
+	}
+	var sides []side
+	for _, keep := range []bool{false, true} {
+		f := informer.NewFactory(cfg, informer.FactoryOptions{KeepManagedFields: keep, Registerer: prometheus.NewRegistry()})
+		inf, err := informer.For[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		added := make(chan *corev1.ConfigMap, 10)
+		if _, err := inf.AddHandler(informer.HandlerFuncs[*corev1.ConfigMap]{
+			AddFunc: func(o *corev1.ConfigMap, _ bool) { added <- o },
+		}, informer.HandlerOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		runFactory(t, f)
+		if err := f.WaitForSync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sides = append(sides, side{inf: inf, added: added, keep: keep})
+	}
+	var want []*corev1.ConfigMap
+	for _, name := range []string{"a", "b"} {
+		created, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: ns,
+				Labels:      map[string]string{"app": "demo", "tier": "front"},
+				Annotations: map[string]string{"example.com/note": "for " + name},
+			},
+			Data:       map[string]string{"name": name, "payload": "some value"},
+			BinaryData: map[string][]byte{"bin": {0, 1, 2}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created.TypeMeta = metav1.TypeMeta{}
+		want = append(want, created)
+	}
+	for _, s := range sides {
+		for _, w := range want {
+			select {
+			case got := <-s.added:
+				w := w.DeepCopy()
+				if !s.keep {
+					w.ManagedFields = nil
+				} else if len(w.ManagedFields) == 0 {
+					t.Fatal("the server returned no managedFields; the test cannot tell whether they are kept")
+				}
+				if !reflect.DeepEqual(got, w) {
+					t.Errorf("KeepManagedFields=%v: cached\n%#v\nwant\n%#v", s.keep, got, w)
+				}
+			case <-ctx.Done():
+				t.Fatalf("handler never got %s: %v", w.Name, context.Cause(ctx))
+			}
 		}
 	}
 }

@@ -145,6 +145,12 @@ func ForResource[T interface {
 		if f.cfg == nil {
 			return nil, errors.New("informer: factory has no rest.Config")
 		}
+		// The informer strips managedFields unless told to keep them;
+		// skipping them while decoding saves allocating them at all.
+		o.DropManagedFields = !f.opts.KeepManagedFields
+		// Likewise the informer shares label sets unless told not to;
+		// sharing them while decoding saves allocating a map per object.
+		o.ShareLabels = !f.opts.DisableSharing
 		return watch.ForResource[T](preferProtobuf[T](f.cfg), f.opts.Scheme, gvr, o)
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -592,14 +593,24 @@ func TestInformer_SharesRepeatedMetadataBetweenCachedObjectsUnlessDisabled(t *te
 		o := cm(name, uid, rv)
 		o.Labels = map[string]string{"app": "web", "tier": "front"}
 		o.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "rs-1"}}
+		// Each object its own key string, as decoding gives them.
+		o.Annotations = map[string]string{strings.Clone("example.com/note"): "for " + name}
 		return o
+	}
+	annotationKey := func(o *corev1.ConfigMap) *byte {
+		for k := range o.Annotations {
+			return unsafe.StringData(k)
+		}
+		return nil
 	}
 	for _, disable := range []bool{false, true} {
 		t.Run(fmt.Sprintf("DisableSharing=%v", disable), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := start(t, Options[*corev1.ConfigMap]{DisableSharing: disable})
 				defer h.stop()
-				h.src.relist("2", labelled("a", "1", "1"), labelled("b", "2", "2"))
+				objA := labelled("a", "1", "1")
+				decodedAnnotations := reflect.ValueOf(objA.Annotations).UnsafePointer()
+				h.src.relist("2", objA, labelled("b", "2", "2"))
 				synctest.Wait()
 				a, _ := h.inf.Lister().Get("ns", "a")
 				b, _ := h.inf.Lister().Get("ns", "b")
@@ -610,6 +621,16 @@ func TestInformer_SharesRepeatedMetadataBetweenCachedObjectsUnlessDisabled(t *te
 				sameOwners := &a.OwnerReferences[0] == &b.OwnerReferences[0]
 				if sameLabels == disable || sameOwners == disable {
 					t.Errorf("labels shared=%v, owner references shared=%v; want %v", sameLabels, sameOwners, !disable)
+				}
+				// Annotation keys are shared, values and maps are each object's own.
+				if a.Annotations["example.com/note"] != "for a" || b.Annotations["example.com/note"] != "for b" || len(a.Annotations) != 1 {
+					t.Fatalf("cached annotations changed: %v %v", a.Annotations, b.Annotations)
+				}
+				if sameKey := annotationKey(a) == annotationKey(b); sameKey == disable {
+					t.Errorf("annotation keys shared=%v; want %v", sameKey, !disable)
+				}
+				if reflect.ValueOf(a.Annotations).UnsafePointer() != decodedAnnotations {
+					t.Error("the cached object has a new annotations map, want the decoded one kept (no copy per object)")
 				}
 			})
 		})

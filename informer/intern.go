@@ -2,7 +2,6 @@ package informer
 
 import (
 	"slices"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -26,7 +25,7 @@ type interner struct {
 	strs   map[string]string
 	labels map[string]map[string]string
 	owners map[string][]metav1.OwnerReference
-	key    strings.Builder
+	key    []byte // scratch; looking a map up with string(key) does not allocate
 	keys   []string
 }
 
@@ -69,12 +68,13 @@ func (in *interner) object(obj watch.Object) {
 	}
 	if a := obj.GetAnnotations(); len(a) > 0 {
 		// Annotation values are often unique (last-applied configuration),
-		// so only the keys are shared, in a map of the same size.
-		shared := make(map[string]string, len(a))
+		// so only the keys are shared. They are swapped in place, in the
+		// object's own map: assigning to a key that is present stores the
+		// key given, and replaces no entry, so no second map is allocated
+		// (and left as garbage) per object.
 		for k, v := range a {
-			shared[in.str(k)] = v
+			a[in.str(k)] = v
 		}
-		obj.SetAnnotations(shared)
 	}
 	if refs := obj.GetOwnerReferences(); len(refs) > 0 {
 		obj.SetOwnerReferences(in.ownerRefs(refs))
@@ -92,14 +92,14 @@ func (in *interner) labelSet(l map[string]string) map[string]string {
 		in.keys = append(in.keys, k)
 	}
 	slices.Sort(in.keys)
-	in.key.Reset()
+	in.key = in.key[:0]
 	for _, k := range in.keys {
-		in.key.WriteString(k)
-		in.key.WriteByte(0)
-		in.key.WriteString(l[k])
-		in.key.WriteByte(0)
+		in.key = append(in.key, k...)
+		in.key = append(in.key, 0)
+		in.key = append(in.key, l[k]...)
+		in.key = append(in.key, 0)
 	}
-	if c, ok := in.labels[in.key.String()]; ok {
+	if c, ok := in.labels[string(in.key)]; ok {
 		return c
 	}
 	if len(in.labels) >= internMaxSets {
@@ -109,19 +109,19 @@ func (in *interner) labelSet(l map[string]string) map[string]string {
 	for k, v := range l {
 		shared[in.str(k)] = in.str(v)
 	}
-	in.labels[in.key.String()] = shared
+	in.labels[string(in.key)] = shared
 	return shared
 }
 
 func (in *interner) ownerRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {
-	in.key.Reset()
+	in.key = in.key[:0]
 	for _, r := range refs {
-		for _, s := range []string{r.APIVersion, r.Kind, r.Name, string(r.UID), boolKey(r.Controller), boolKey(r.BlockOwnerDeletion)} {
-			in.key.WriteString(s)
-			in.key.WriteByte(0)
+		for _, s := range [...]string{r.APIVersion, r.Kind, r.Name, string(r.UID), boolKey(r.Controller), boolKey(r.BlockOwnerDeletion)} {
+			in.key = append(in.key, s...)
+			in.key = append(in.key, 0)
 		}
 	}
-	if c, ok := in.owners[in.key.String()]; ok {
+	if c, ok := in.owners[string(in.key)]; ok {
 		return c
 	}
 	if len(in.owners) >= internMaxSets {
@@ -132,7 +132,7 @@ func (in *interner) ownerRefs(refs []metav1.OwnerReference) []metav1.OwnerRefere
 		shared[i].APIVersion = in.str(shared[i].APIVersion)
 		shared[i].Kind = in.str(shared[i].Kind)
 	}
-	in.owners[in.key.String()] = shared
+	in.owners[string(in.key)] = shared
 	return shared
 }
 

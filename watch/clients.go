@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,7 +92,9 @@ func FromMetadata(c metadata.Interface, gvr schema.GroupVersionResource, opts Op
 // k8s.io/client-go/kubernetes/scheme.Scheme).
 //
 // Requests use cfg's content type (JSON when unset, which custom resources
-// need).
+// need). With protobuf, objects are decoded straight from LIST responses
+// and watch streams without intermediate copies, their namespace strings
+// are shared, and opts.DropManagedFields and opts.ShareLabels take effect.
 func ForResource[T interface {
 	*E
 	Object
@@ -101,10 +104,10 @@ func ForResource[T interface {
 	if err != nil {
 		return nil, fmt.Errorf("watch.ForResource %s: %w", gvr, err)
 	}
-	var listGVK schema.GroupVersionKind
+	var objGVK, listGVK schema.GroupVersionKind
 	for _, k := range kinds {
 		if k.GroupVersion() == gv {
-			listGVK = gv.WithKind(k.Kind + "List")
+			objGVK, listGVK = k, gv.WithKind(k.Kind+"List")
 		}
 	}
 	if listGVK.Empty() {
@@ -129,7 +132,7 @@ func ForResource[T interface {
 	if gv.Group == "" {
 		c.APIPath = "/api"
 	}
-	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	c.NegotiatedSerializer = withFastProtobuf[T](serializer.NewCodecFactory(scheme).WithoutConversion(), objGVK, listGVK, listType, opts)
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
@@ -240,3 +243,38 @@ func (c *restClient) Watch(ctx context.Context, opts metav1.ListOptions) (apiwat
 		Timeout(timeout).
 		Watch(ctx)
 }
+
+// fastProtobuf is a NegotiatedSerializer whose protobuf decoders take the
+// short cuts of protobuf.go for T.
+type fastProtobuf struct {
+	runtime.NegotiatedSerializer
+	types []runtime.SerializerInfo
+}
+
+func withFastProtobuf[T interface {
+	*E
+	Object
+}, E any](ns runtime.NegotiatedSerializer, gvk, listGVK schema.GroupVersionKind, listType reflect.Type, opts Options) runtime.NegotiatedSerializer {
+	types := slices.Clone(ns.SupportedMediaTypes())
+	found := false
+	for i := range types {
+		info := &types[i]
+		if info.MediaType != runtime.ContentTypeProtobuf || info.Serializer == nil {
+			continue
+		}
+		found = true
+		info.Serializer = newTypedDecoder[T](info.Serializer, gvk, listGVK, listType, opts)
+		if info.StreamSerializer != nil && info.StreamSerializer.Serializer != nil {
+			stream := *info.StreamSerializer
+			stream.Serializer = watchEventDecoder{stream.Serializer}
+			info.StreamSerializer = &stream
+		}
+	}
+	if !found {
+		return ns
+	}
+	return fastProtobuf{NegotiatedSerializer: ns, types: types}
+}
+
+// SupportedMediaTypes implements runtime.NegotiatedSerializer.
+func (f fastProtobuf) SupportedMediaTypes() []runtime.SerializerInfo { return f.types }

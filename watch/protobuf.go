@@ -1,0 +1,518 @@
+package watch
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"unsafe"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
+)
+
+// This file is a faster decoding path for the protobuf watch stream of one
+// Go type, used by ForResource. Every event of a watch goes through three
+// decodes in client-go: the frame into a metav1.WatchEvent (copying the
+// object's bytes), those bytes into a runtime.Unknown envelope (copying them
+// again), and the envelope's payload into the object. All of it is garbage
+// once the object is built, and it is allocated in the same size classes as
+// the objects a cache keeps, whose memory it leaves fragmented. The path
+// here reads both envelopes in place, without copies, and unmarshals the
+// object straight from the frame, optionally leaving out
+// metadata.managedFields, which are then never allocated at all.
+//
+// It is deliberately narrow: anything it does not recognise (another kind,
+// such as the Status of an error event, an encoded or nested payload, a
+// decode into an existing object, malformed data) goes to the regular
+// protobuf serializer, which behaves and fails as it always did.
+
+// protoMagic prefixes every protobuf-encoded Kubernetes object.
+var protoMagic = []byte{0x6b, 0x38, 0x73, 0x00} // "k8s\x00"
+
+const (
+	wireVarint  = 0
+	wireFixed64 = 1
+	wireBytes   = 2
+	wireFixed32 = 5
+)
+
+var errWire = errors.New("malformed protobuf")
+
+// protoField reads the field at the start of b: its number, wire type, its
+// payload (for length-delimited fields) and its total length in b.
+func protoField(b []byte) (num uint64, typ int, payload []byte, n int, err error) {
+	tag, k := binary.Uvarint(b)
+	if k <= 0 {
+		return 0, 0, nil, 0, errWire
+	}
+	num, typ = tag>>3, int(tag&7)
+	switch typ {
+	case wireVarint:
+		_, l := binary.Uvarint(b[k:])
+		if l <= 0 {
+			return 0, 0, nil, 0, errWire
+		}
+		return num, typ, nil, k + l, nil
+	case wireFixed64:
+		if len(b)-k < 8 {
+			return 0, 0, nil, 0, errWire
+		}
+		return num, typ, nil, k + 8, nil
+	case wireFixed32:
+		if len(b)-k < 4 {
+			return 0, 0, nil, 0, errWire
+		}
+		return num, typ, nil, k + 4, nil
+	case wireBytes:
+		size, l := binary.Uvarint(b[k:])
+		if l <= 0 || size > uint64(len(b)-k-l) {
+			return 0, 0, nil, 0, errWire
+		}
+		start := k + l
+		return num, typ, b[start : start+int(size)], start + int(size), nil
+	}
+	// Groups (wire types 3 and 4) are not used by Kubernetes types.
+	return 0, 0, nil, 0, errWire
+}
+
+// unmarshaler is what the generated protobuf code of Kubernetes types
+// provides. Unmarshal merges into the receiver: fields it reads are set,
+// repeated fields and maps appended to, and the others left as they are.
+// That is what lets a message be decoded in pieces, skipping some fields.
+type unmarshaler interface {
+	Unmarshal([]byte) error
+}
+
+// unmarshalExcept unmarshals msg into u, leaving out the length-delimited
+// fields skip says to skip, and handing those to visit (when not nil) instead.
+// The runs of fields in between are unmarshaled in place, in order, so the
+// result is what a full Unmarshal would give minus the skipped fields.
+func unmarshalExcept(u unmarshaler, msg []byte, skip func(num uint64) bool, visit func(num uint64, payload []byte) error) error {
+	start := 0
+	for i := 0; i < len(msg); {
+		num, typ, payload, n, err := protoField(msg[i:])
+		if err != nil {
+			return err
+		}
+		if typ == wireBytes && skip(num) {
+			if start < i {
+				if err := u.Unmarshal(msg[start:i]); err != nil {
+					return err
+				}
+			}
+			if visit != nil {
+				if err := visit(num, payload); err != nil {
+					return err
+				}
+			}
+			start = i + n
+		}
+		i += n
+	}
+	if start < len(msg) {
+		return u.Unmarshal(msg[start:])
+	}
+	return nil
+}
+
+// Field numbers of the messages read here (see the protobuf tags of the Go
+// types; typedDecoder checks the ones it depends on).
+const (
+	unknownTypeMeta        = 1 // runtime.Unknown
+	unknownRaw             = 2
+	unknownContentEncoding = 3
+	unknownContentType     = 4
+	typeMetaAPIVersion     = 1 // runtime.TypeMeta
+	typeMetaKind           = 2
+	objectMetadata         = 1  // metadata of every top-level built-in object
+	metaNamespace          = 3  // metav1.ObjectMeta.Namespace
+	metaLabels             = 11 // metav1.ObjectMeta.Labels
+	metaManagedFields      = 17 // metav1.ObjectMeta.ManagedFields
+	watchEventType         = 1  // metav1.WatchEvent
+	watchEventObject       = 2
+	rawExtensionRaw        = 1 // runtime.RawExtension
+	listItems              = 2 // the Items of every built-in list type
+)
+
+// envelope reads a protobuf-encoded object's runtime.Unknown envelope in
+// place. It reports ok only for a plain envelope (no content encoding or
+// type) around a payload of the given apiVersion and kind.
+func envelope(data []byte, apiVersion, kind string) (raw []byte, ok bool) {
+	if !bytes.HasPrefix(data, protoMagic) {
+		return nil, false
+	}
+	data = data[len(protoMagic):]
+	var sawType bool
+	for i := 0; i < len(data); {
+		num, typ, payload, n, err := protoField(data[i:])
+		if err != nil {
+			return nil, false
+		}
+		i += n
+		switch {
+		case typ != wireBytes:
+			return nil, false
+		case num == unknownTypeMeta:
+			if sawType || !typeMetaIs(payload, apiVersion, kind) {
+				return nil, false
+			}
+			sawType = true
+		case num == unknownRaw:
+			raw = payload
+		case num == unknownContentEncoding, num == unknownContentType:
+			if len(payload) > 0 {
+				return nil, false
+			}
+		default:
+			return nil, false
+		}
+	}
+	return raw, sawType
+}
+
+// typeMetaIs reports whether the runtime.TypeMeta message b says apiVersion
+// and kind.
+func typeMetaIs(b []byte, apiVersion, kind string) bool {
+	var v, k []byte
+	for i := 0; i < len(b); {
+		num, typ, payload, n, err := protoField(b[i:])
+		if err != nil || typ != wireBytes {
+			return false
+		}
+		switch num {
+		case typeMetaAPIVersion:
+			v = payload
+		case typeMetaKind:
+			k = payload
+		}
+		i += n
+	}
+	return string(v) == apiVersion && string(k) == kind
+}
+
+// typedDecoder is the protobuf serializer for ForResource's REST client
+// with a fast path for objects of type T: an object decoded without a
+// target (as the objects of watch events are) whose envelope names T's
+// kind is unmarshaled from the bytes in place into a new E, with
+// managedFields left out if dropManagedFields. It returns the object
+// without type information, as the client's decoder would have.
+// Everything else goes to the embedded serializer.
+type typedDecoder[T interface {
+	*E
+	Object
+}, E any] struct {
+	runtime.Serializer
+	apiVersion, kind  string
+	gvk               schema.GroupVersionKind
+	metaOffset        uintptr // of the embedded metav1.ObjectMeta in E
+	dropManagedFields bool
+	shareLabels       bool
+
+	// The list type, when LIST responses take the fast path too.
+	listType                 reflect.Type
+	listItems                int // index of the Items field, number 2 in the message
+	listGVK                  schema.GroupVersionKind
+	listAPIVersion, listKind string
+
+	// Decodes can run concurrently (a new LIST while an old watch's
+	// stream is still being read), so the sharing tables have a lock.
+	mu        sync.Mutex
+	strs      stringTable
+	labelSets map[string]map[string]string
+	labelKey  []byte // scratch
+}
+
+// newTypedDecoder wraps s, the protobuf serializer, for objects of type T
+// and kind gvk, and for their list: listGVK, of Go type listType (a
+// pointer to a struct with an Items []E field), which may be nil. It
+// returns s unchanged if T does not have the layout the fast path relies
+// on: a protobuf message with metav1.ObjectMeta embedded as field 1, like
+// every top-level built-in object.
+func newTypedDecoder[T interface {
+	*E
+	Object
+}, E any](s runtime.Serializer, gvk schema.GroupVersionKind, listGVK schema.GroupVersionKind, listType reflect.Type, opts Options) runtime.Serializer {
+	if _, ok := any(T(nil)).(unmarshaler); !ok {
+		return s
+	}
+	f, ok := reflect.TypeFor[E]().FieldByName("ObjectMeta")
+	if !ok || !f.Anonymous || len(f.Index) != 1 || f.Type != reflect.TypeFor[metav1.ObjectMeta]() ||
+		!strings.HasPrefix(f.Tag.Get("protobuf"), "bytes,1,") || !metaFieldsAsExpected {
+		return s
+	}
+	apiVersion, kind := gvk.ToAPIVersionAndKind()
+	d := &typedDecoder[T, E]{
+		Serializer: s, apiVersion: apiVersion, kind: kind, gvk: gvk, metaOffset: f.Offset,
+		dropManagedFields: opts.DropManagedFields, shareLabels: opts.ShareLabels,
+	}
+	if listType != nil {
+		items, err := itemsField[E](listType)
+		_, isMessage := reflect.Zero(listType).Interface().(interface {
+			unmarshaler
+			Reset()
+		})
+		f := listType.Elem().FieldByIndex(items)
+		if err == nil && isMessage && len(items) == 1 && strings.HasPrefix(f.Tag.Get("protobuf"), "bytes,2,rep,") {
+			d.listType, d.listItems, d.listGVK = listType, items[0], listGVK
+			d.listAPIVersion, d.listKind = listGVK.ToAPIVersionAndKind()
+		}
+	}
+	return d
+}
+
+// metaFieldsAsExpected checks the ObjectMeta field numbers this file
+// relies on.
+var metaFieldsAsExpected = func() bool {
+	for name, prefix := range map[string]string{"Namespace": "bytes,3,", "Labels": "bytes,11,", "ManagedFields": "bytes,17,"} {
+		f, ok := reflect.TypeFor[metav1.ObjectMeta]().FieldByName(name)
+		if !ok || !strings.HasPrefix(f.Tag.Get("protobuf"), prefix) {
+			return false
+		}
+	}
+	return true
+}()
+
+// Decode implements runtime.Decoder.
+func (d *typedDecoder[T, E]) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	if into == nil {
+		if raw, ok := envelope(data, d.apiVersion, d.kind); ok {
+			obj := T(new(E))
+			if err := d.unmarshal(obj, raw); err == nil {
+				return obj, &d.gvk, nil
+			}
+			// Let the regular path decode it again and report the error its way.
+		}
+	} else if d.listType != nil && reflect.TypeOf(into) == d.listType {
+		if raw, ok := envelope(data, d.listAPIVersion, d.listKind); ok {
+			if err := d.unmarshalList(into, raw); err == nil {
+				return into, &d.listGVK, nil
+			}
+		}
+	}
+	return d.Serializer.Decode(data, defaults, into)
+}
+
+// unmarshalList decodes a LIST response into list, as the stock serializer
+// does (resetting it first), but each item the way unmarshal decodes an
+// object, into an Items slice of the exact length.
+func (d *typedDecoder[T, E]) unmarshalList(list runtime.Object, raw []byte) error {
+	l := reflect.ValueOf(list)
+	if l.IsNil() {
+		return errWire
+	}
+	msg := list.(interface {
+		unmarshaler
+		Reset()
+	})
+	msg.Reset()
+	n := 0
+	for i := 0; i < len(raw); {
+		num, typ, _, k, err := protoField(raw[i:])
+		if err != nil {
+			return err
+		}
+		if num == listItems && typ == wireBytes {
+			n++
+		}
+		i += k
+	}
+	items := make([]E, n)
+	l.Elem().Field(d.listItems).Set(reflect.ValueOf(items))
+	i := 0
+	isItem := func(num uint64) bool { return num == listItems }
+	return unmarshalExcept(msg, raw, isItem, func(_ uint64, payload []byte) error {
+		i++
+		return d.unmarshal(&items[i-1], payload)
+	})
+}
+
+func (d *typedDecoder[T, E]) unmarshal(obj T, raw []byte) error {
+	meta := (*metav1.ObjectMeta)(unsafe.Add(unsafe.Pointer(obj), d.metaOffset))
+	isMeta := func(num uint64) bool { return num == objectMetadata }
+	return unmarshalExcept(any(obj).(unmarshaler), raw, isMeta, func(_ uint64, payload []byte) error {
+		return d.unmarshalMeta(meta, payload)
+	})
+}
+
+// unmarshalMeta unmarshals an ObjectMeta message into meta, leaving out the
+// fields the decoder drops or shares, and setting the shared ones.
+func (d *typedDecoder[T, E]) unmarshalMeta(meta *metav1.ObjectMeta, msg []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.labelKey = d.labelKey[:0]
+	var ns []byte
+	var sawNS bool
+	skip := func(num uint64) bool {
+		switch num {
+		case metaManagedFields:
+			return d.dropManagedFields
+		case metaNamespace:
+			return true
+		case metaLabels:
+			return d.shareLabels
+		}
+		return false
+	}
+	err := unmarshalExcept(meta, msg, skip, func(num uint64, payload []byte) error {
+		switch num {
+		case metaNamespace:
+			ns, sawNS = payload, true
+		case metaLabels:
+			// The key of a label set is its entries as encoded; the
+			// API server encodes map entries in key order, so equal sets
+			// have equal keys.
+			d.labelKey = protowire(d.labelKey, num, payload)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if sawNS {
+		meta.Namespace = d.strs.get(ns)
+	}
+	if len(d.labelKey) > 0 {
+		labels, err := d.labels(d.labelKey)
+		if err != nil {
+			return err
+		}
+		meta.Labels = labels
+	}
+	return nil
+}
+
+// labels returns the shared label set encoded by fields (a run of labels
+// fields of an ObjectMeta message), decoding it on first sight.
+func (d *typedDecoder[T, E]) labels(fields []byte) (map[string]string, error) {
+	if l, ok := d.labelSets[string(fields)]; ok {
+		return l, nil
+	}
+	var m metav1.ObjectMeta
+	if err := m.Unmarshal(fields); err != nil {
+		return nil, err
+	}
+	shared := make(map[string]string, len(m.Labels))
+	for k, v := range m.Labels {
+		shared[d.strs.get([]byte(k))] = d.strs.get([]byte(v))
+	}
+	if d.labelSets == nil || len(d.labelSets) >= maxSharedLabelSets {
+		d.labelSets = make(map[string]map[string]string)
+	}
+	d.labelSets[string(fields)] = shared
+	return shared, nil
+}
+
+// protowire appends a length-delimited field to b.
+func protowire(b []byte, num uint64, payload []byte) []byte {
+	b = binary.AppendUvarint(b, num<<3|wireBytes)
+	b = binary.AppendUvarint(b, uint64(len(payload)))
+	return append(b, payload...)
+}
+
+// Bounds of the decoder's sharing tables; a full table starts afresh, so
+// values no object uses any more are not kept for ever.
+const (
+	maxSharedLabelSets = 1 << 12
+	maxSharedStrings   = 1 << 12
+)
+
+// stringTable hands out one string per distinct value, for strings that
+// repeat across objects (a namespace). Strings are immutable, so sharing
+// them is invisible to the objects' owners.
+type stringTable struct {
+	m map[string]string
+}
+
+func (t *stringTable) get(b []byte) string {
+	if s, ok := t.m[string(b)]; ok {
+		return s
+	}
+	if len(b) == 0 {
+		return ""
+	}
+	if t.m == nil || len(t.m) >= maxSharedStrings {
+		t.m = make(map[string]string)
+	}
+	s := string(b)
+	t.m[s] = s
+	return s
+}
+
+// watchEventDecoder is the protobuf stream serializer for ForResource's
+// REST client with a fast path for the frames of a watch: decoding into a
+// *metav1.WatchEvent, it points the event's Object.Raw into the frame
+// instead of copying it. That is safe because client-go's watch decoder
+// decodes Object.Raw into an object (which copies what it keeps) before it
+// reads the next frame into the same buffer, and drops the WatchEvent then.
+// Everything else goes to the embedded serializer.
+type watchEventDecoder struct {
+	runtime.Serializer
+}
+
+// eventTypes are the watch event types as constants, so that decoding one
+// allocates nothing.
+var eventTypes = []string{string(apiwatch.Added), string(apiwatch.Modified), string(apiwatch.Deleted), string(apiwatch.Bookmark), string(apiwatch.Error)}
+
+var watchEventGVK = metav1.SchemeGroupVersion.WithKind("WatchEvent")
+
+// Decode implements runtime.Decoder.
+func (d watchEventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	if ev, ok := into.(*metav1.WatchEvent); ok && ev != nil {
+		if t, raw, ok := readWatchEvent(data); ok {
+			*ev = metav1.WatchEvent{Type: t, Object: runtime.RawExtension{Raw: raw}}
+			return ev, &watchEventGVK, nil
+		}
+	}
+	return d.Serializer.Decode(data, defaults, into)
+}
+
+// readWatchEvent reads a metav1.WatchEvent message in place.
+func readWatchEvent(b []byte) (typ string, raw []byte, ok bool) {
+	var sawType, sawObject bool
+	for i := 0; i < len(b); {
+		num, wt, payload, n, err := protoField(b[i:])
+		if err != nil || wt != wireBytes {
+			return "", nil, false
+		}
+		i += n
+		switch num {
+		case watchEventType:
+			typ, sawType = "", false
+			for _, t := range eventTypes {
+				if string(payload) == t {
+					typ, sawType = t, true
+				}
+			}
+			if !sawType {
+				return "", nil, false // unknown: let client-go report it
+			}
+		case watchEventObject:
+			r, ok := readRawExtension(payload)
+			if !ok {
+				return "", nil, false
+			}
+			raw, sawObject = r, true
+		default:
+			return "", nil, false
+		}
+	}
+	return typ, raw, sawType && sawObject
+}
+
+// readRawExtension reads a runtime.RawExtension message in place.
+func readRawExtension(b []byte) (raw []byte, ok bool) {
+	for i := 0; i < len(b); {
+		num, wt, payload, n, err := protoField(b[i:])
+		if err != nil || wt != wireBytes || num != rawExtensionRaw {
+			return nil, false
+		}
+		raw = payload
+		i += n
+	}
+	return raw, true
+}
