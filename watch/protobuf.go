@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -209,7 +208,6 @@ type typedDecoder[T interface {
 	runtime.Serializer
 	apiVersion, kind  string
 	gvk               schema.GroupVersionKind
-	metaOffset        uintptr // of the embedded metav1.ObjectMeta in E
 	dropManagedFields bool
 	shareLabels       bool
 
@@ -247,7 +245,7 @@ func newTypedDecoder[T interface {
 	}
 	apiVersion, kind := gvk.ToAPIVersionAndKind()
 	d := &typedDecoder[T, E]{
-		Serializer: s, apiVersion: apiVersion, kind: kind, gvk: gvk, metaOffset: f.Offset,
+		Serializer: s, apiVersion: apiVersion, kind: kind, gvk: gvk,
 		dropManagedFields: opts.DropManagedFields, shareLabels: opts.ShareLabels,
 	}
 	if listType != nil {
@@ -332,7 +330,12 @@ func (d *typedDecoder[T, E]) unmarshalList(list runtime.Object, raw []byte) erro
 }
 
 func (d *typedDecoder[T, E]) unmarshal(obj T, raw []byte) error {
-	meta := (*metav1.ObjectMeta)(unsafe.Add(unsafe.Pointer(obj), d.metaOffset))
+	// E embeds metav1.ObjectMeta (checked by newTypedDecoder), whose
+	// GetObjectMeta is promoted to T and returns the embedded struct.
+	meta, ok := any(obj).(metav1.ObjectMetaAccessor).GetObjectMeta().(*metav1.ObjectMeta)
+	if !ok {
+		return errWire
+	}
 	isMeta := func(num uint64) bool { return num == objectMetadata }
 	return unmarshalExcept(any(obj).(unmarshaler), raw, isMeta, func(_ uint64, payload []byte) error {
 		return d.unmarshalMeta(meta, payload)
