@@ -14,17 +14,20 @@
 // completes the set of N distinct keys. Its memory is the Go heap in use
 // after two forced GCs once all N are reconciled, with the controller and
 // its cache still running (its VmRSS is printed for reference). Rounds
-// alternate kloop, client-go, client-go, kloop, ...; each side's median
-// time and mean memory count. A third child that starts and measures itself without doing
-// anything gives the baseline every child carries from this binary's
-// package initialisation (both libraries are linked into it); the memory
-// figure is each side's heap minus that baseline.
+// alternate kloop, client-go, client-go, kloop, ... (5 per side by
+// default); the time figure is the back-to-back pair of rounds (one of each
+// side) with the median ratio, and memory is each side's mean. A third
+// child that starts and measures itself without doing anything gives the
+// baseline every child carries from this binary's package initialisation
+// (both libraries are linked into it); the memory figure is each side's
+// heap minus that baseline.
 //
 // Run with: cd bench && go run ./cmd/controller -n 5000
 package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -40,6 +43,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,10 +69,11 @@ const (
 
 func main() {
 	n := flag.Int("n", 5000, "ConfigMaps per round")
-	rounds := flag.Int("rounds", 3, "rounds per side (alternating kloop, client-go, client-go, kloop, ...)")
+	rounds := flag.Int("rounds", 5, "rounds per side (alternating kloop, client-go, client-go, kloop, ...)")
 	child := flag.String("child", "", "internal: run one side (kloop or client-go) as a child process")
 	kubeconfig := flag.String("kubeconfig", "", "internal: the child's kubeconfig")
 	namespace := flag.String("namespace", "", "internal: the child's namespace")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "profiling aid: each child writes a CPU profile, from READY to DONE, to this path with the side's name appended")
 	flag.StringVar(&memProfile, "memprofile", "", "profiling aid: each child writes a heap profile, after its measurement, to this path with the side's name appended")
 	flag.Parse()
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
@@ -91,6 +96,7 @@ type measurement struct {
 	lag       time.Duration // from the last create's response to the last reconcile
 	heapInuse uint64
 	rss       uint64
+	cpu       time.Duration // the side's own CPU time while the ConfigMaps were created
 }
 
 func runParent(n, rounds int) error {
@@ -117,6 +123,7 @@ func runParent(n, rounds int) error {
 		float64(base.heapInuse)/(1<<20), float64(base.rss)/(1<<20))
 
 	results := map[string][]measurement{}
+	var seconds []float64 // e2e of each round, in the order run
 	order := []string{}
 	for r := range rounds {
 		if r%2 == 0 {
@@ -131,9 +138,10 @@ func runParent(n, rounds int) error {
 		if err != nil {
 			return fmt.Errorf("round %d (%s): %w", i+1, side, err)
 		}
-		fmt.Printf("  round %d %-9s e2e %6.2fs  lag after the last create %6.0f ms  heap in use %6.1f MiB  VmRSS %6.1f MiB\n",
-			i+1, side, m.e2e.Seconds(), float64(m.lag)/1e6, float64(m.heapInuse)/(1<<20), float64(m.rss)/(1<<20))
+		fmt.Printf("  round %d %-9s e2e %6.2fs  lag after the last create %6.0f ms  CPU %5.0f ms  heap in use %6.1f MiB  VmRSS %6.1f MiB\n",
+			i+1, side, m.e2e.Seconds(), float64(m.lag)/1e6, m.cpu.Seconds()*1000, float64(m.heapInuse)/(1<<20), float64(m.rss)/(1<<20))
 		results[side] = append(results[side], m)
+		seconds = append(seconds, m.e2e.Seconds())
 		// Free the server's memory for the next round.
 		if err := kc.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 			return err
@@ -157,17 +165,35 @@ func runParent(n, rounds int) error {
 		}
 		return (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
-	e2eK := median("kloop", func(m measurement) float64 { return m.e2e.Seconds() })
-	e2eP := median("client-go", func(m measurement) float64 { return m.e2e.Seconds() })
+	// Time: rounds run in pairs (one of each side, back to back), so the
+	// two sides of a pair see the same machine and server load; the pair
+	// with the median kloop/client-go ratio is reported. Load that drifts
+	// over the run then moves both sides of a pair together instead of
+	// deciding which side's median round was luckier.
+	type pair struct{ k, p float64 }
+	var pairs []pair
+	for i := 0; i+1 < len(order); i += 2 {
+		a, b := seconds[i], seconds[i+1]
+		if order[i] != "kloop" {
+			a, b = b, a
+		}
+		pairs = append(pairs, pair{a, b})
+	}
+	slices.SortFunc(pairs, func(x, y pair) int { return cmp.Compare(x.k/x.p, y.k/y.p) })
+	mid := pairs[len(pairs)/2]
+	e2eK, e2eP := mid.k, mid.p
 	lagK := median("kloop", func(m measurement) float64 { return m.lag.Seconds() * 1000 })
 	lagP := median("client-go", func(m measurement) float64 { return m.lag.Seconds() * 1000 })
 	heapK := mean("kloop", func(m measurement) float64 { return float64(m.heapInuse) - float64(base.heapInuse) })
 	heapP := mean("client-go", func(m measurement) float64 { return float64(m.heapInuse) - float64(base.heapInuse) })
+	cpuK := median("kloop", func(m measurement) float64 { return m.cpu.Seconds() * 1000 })
+	cpuP := median("client-go", func(m measurement) float64 { return m.cpu.Seconds() * 1000 })
 	rssK := mean("kloop", func(m measurement) float64 { return float64(m.rss) })
 	rssP := mean("client-go", func(m measurement) float64 { return float64(m.rss) })
 	fmt.Printf("RESULT controller-e2e-seconds kloop=%.3f peer=%.3f ratio=%.2f unit=s peer_name=client-go\n", e2eK, e2eP, e2eK/e2eP)
 	fmt.Printf("RESULT controller-rss-bytes kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=client-go\n", heapK, heapP, heapK/heapP)
-	fmt.Printf("# controller-e2e-seconds is each side's median round; median lag from the last create's response to the last reconcile: kloop=%.0f ms peer=%.0f ms\n", lagK, lagP)
+	fmt.Printf("# controller-e2e-seconds is the back-to-back pair of rounds with the median ratio; median lag from the last create's response to the last reconcile: kloop=%.0f ms peer=%.0f ms\n", lagK, lagP)
+	fmt.Printf("# CPU time each side used from its first event to its last reconcile (median; it shares 2 cores with the API server): kloop=%.0f ms peer=%.0f ms ratio=%.2f\n", cpuK, cpuP, cpuK/cpuP)
 	fmt.Printf("# controller-rss-bytes is retained Go heap: heap in use after GC in each side's own process (cache and controller running) minus the baseline process's; whole-process VmRSS kloop=%.0f peer=%.0f ratio=%.2f\n",
 		rssK, rssP, rssK/rssP)
 	return nil
@@ -200,7 +226,7 @@ func runRound(ctx context.Context, kc kubernetes.Interface, kubeconfig, side, ns
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return measurement{}, err
 	}
-	cmd := exec.Command(os.Args[0], "-child", side, "-kubeconfig", kubeconfig, "-namespace", ns, "-n", strconv.Itoa(n), "-memprofile", memProfile)
+	cmd := exec.Command(os.Args[0], "-child", side, "-kubeconfig", kubeconfig, "-namespace", ns, "-n", strconv.Itoa(n), "-memprofile", memProfile, "-cpuprofile", cpuProfile)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -245,6 +271,14 @@ func runRound(ctx context.Context, kc kubernetes.Interface, kubeconfig, side, ns
 	if err != nil {
 		return measurement{}, err
 	}
+	cpu, err := expect("CPU")
+	if err != nil {
+		return measurement{}, err
+	}
+	cpuNS, err := strconv.ParseInt(cpu, 10, 64)
+	if err != nil {
+		return measurement{}, err
+	}
 	mem, err := expect("MEM")
 	if err != nil {
 		return measurement{}, err
@@ -254,6 +288,7 @@ func runRound(ctx context.Context, kc kubernetes.Interface, kubeconfig, side, ns
 		return measurement{}, fmt.Errorf("parse %q: %w", mem, err)
 	}
 	m.e2e = time.Unix(0, last).Sub(first)
+	m.cpu = time.Duration(cpuNS)
 	m.lag = time.Unix(0, last).Sub(lastCreated)
 	return m, nil
 }
@@ -310,7 +345,8 @@ func (s *seen) add(key string) {
 }
 
 // runChild runs one side until stdin closes, printing READY once synced,
-// DONE <unix ns> once n distinct keys were reconciled, then MEM.
+// DONE <unix ns> once n distinct keys were reconciled, then CPU <ns> (the
+// process's CPU time, user and system, from READY to DONE), then MEM.
 func runChild(side, kubeconfig, ns string, n int) error {
 	if memProfile != "" {
 		runtime.MemProfileRate = 1
@@ -342,12 +378,27 @@ func runChild(side, kubeconfig, ns string, n int) error {
 	if err != nil {
 		return err
 	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile + "." + side)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	cpu0 := cpuTime()
 	fmt.Println("READY")
 	select {
 	case at := <-s.doneAt:
 		fmt.Println("DONE", at)
 	case <-ctx.Done():
 		return errors.New("stopped before every key was reconciled")
+	}
+	fmt.Println("CPU", int64(cpuTime()-cpu0))
+	if cpuProfile != "" {
+		pprof.StopCPUProfile()
 	}
 	printMem()
 	if memProfile != "" {
@@ -359,7 +410,7 @@ func runChild(side, kubeconfig, ns string, n int) error {
 	return wait()
 }
 
-var memProfile string
+var memProfile, cpuProfile string
 
 // printMem prints the heap in use after two forced collections, and VmRSS.
 func printMem() {
@@ -503,4 +554,13 @@ func runClientGo(ctx context.Context, cfg *rest.Config, ns string, s *seen) (wai
 		queue.ShutDown()
 	}()
 	return wait, nil
+}
+
+// cpuTime is the CPU time, user and system, this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
