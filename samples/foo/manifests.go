@@ -1,0 +1,63 @@
+package foo
+
+import (
+	_ "embed"
+	"fmt"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
+)
+
+// CRDYAML is the Foo CustomResourceDefinition generated from the API types
+// by controller-gen (`make generate`), with the status subresource.
+//
+//go:embed crd/samplecontroller.k8s.io_foos.yaml
+var CRDYAML []byte
+
+// ExampleFooYAML is sample-controller's artifacts/examples/example-foo.yaml,
+// unchanged: the Foo "example-foo" asking for one replica of the Deployment
+// "example-foo".
+//
+//go:embed artifacts/examples/example-foo.yaml
+var ExampleFooYAML []byte
+
+// CRD decodes a CustomResourceDefinition manifest such as CRDYAML.
+func CRD(manifest []byte) (*apiextensionsv1.CustomResourceDefinition, error) {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(manifest, crd); err != nil {
+		return nil, fmt.Errorf("decode CRD: %w", err)
+	}
+	return crd, nil
+}
+
+// DecodeFoo decodes one Foo manifest (YAML or JSON). It fails on anything
+// but a samplecontroller.k8s.io/v1alpha1 Foo and on unknown fields.
+func DecodeFoo(manifest []byte) (*v1alpha1.Foo, error) {
+	codecs := serializer.NewCodecFactory(Scheme(), serializer.EnableStrict)
+	obj, gvk, err := codecs.UniversalDeserializer().Decode(manifest, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("decode Foo: %w", err)
+	}
+	foo, ok := obj.(*v1alpha1.Foo)
+	if !ok {
+		return nil, fmt.Errorf("decode Foo: got %v, want %v", gvk, v1alpha1.Kind)
+	}
+	return foo, nil
+}
+
+// Scheme returns a new scheme with the built-in types and Foo.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
