@@ -36,11 +36,14 @@ test: controlplane check-generated
 test-short:
 	$(GO) test -race -short -count=1 $(PKGS)
 
-## demo: the main job on the local control plane (for now: the control plane itself)
+## demo: the main job: the local control plane, podsim and the Foo controller on example-foo.yaml
 demo: controlplane
+	$(GO) run ./cmd/kloop demo
+
+## dev: the local control plane alone
+dev: controlplane
 	$(GO) run ./cmd/kloop dev
 
-dev: demo
 
 ## generate: deepcopy methods and CRD manifests from the kubebuilder markers (controller-gen)
 generate:
