@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
@@ -142,6 +143,9 @@ func applyExample(ctx context.Context, cfg *rest.Config, namespace string, out *
 	if err != nil {
 		return err
 	}
+	if err := ensureNamespace(ctx, c, namespace); err != nil {
+		return err
+	}
 	_, err = foos.Create(ctx, f)
 	switch {
 	case apierrors.IsAlreadyExists(err):
@@ -152,6 +156,19 @@ func applyExample(ctx context.Context, cfg *rest.Config, namespace string, out *
 		out.printf("# applied example-foo.yaml: Foo %s/%s, deploymentName %s, replicas %d\n", namespace, f.Name, f.Spec.DeploymentName, ptr.Deref(f.Spec.Replicas, 0))
 	}
 	out.printf("# try, with KUBECONFIG exported:\n#   kubectl patch foo %s --type merge -p '{\"spec\":{\"replicas\":3}}'\n#   kubectl delete foo %s\n# Ctrl-C stops everything.\n", f.Name, f.Name)
+	return nil
+}
+
+// ensureNamespace creates namespace unless it exists.
+func ensureNamespace(ctx context.Context, c *client.Client, namespace string) error {
+	nss, err := client.For[*corev1.Namespace](c, corev1.SchemeGroupVersion.WithResource("namespaces"))
+	if err != nil {
+		return err
+	}
+	_, err = nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", namespace, err)
+	}
 	return nil
 }
 
