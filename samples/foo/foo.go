@@ -271,7 +271,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, foo *v1alpha1.Foo, dep *a
 	if foo.Status.AvailableReplicas == dep.Status.AvailableReplicas {
 		return nil
 	}
-	sub, err := r.StatusSubresource.Has()
+	sub, err := r.StatusSubresource.Has(ctx)
 	if err != nil {
 		return err
 	}
@@ -325,27 +325,29 @@ func NewDeployment(foo *v1alpha1.Foo) *appsv1.Deployment {
 
 // StatusSubresource finds out, through API discovery, whether Foos are
 // served with a status subresource, and remembers the answer until Forget.
+// It is safe for concurrent use; concurrent callers share one request.
 type StatusSubresource struct {
-	disc discovery.DiscoveryInterface
+	disc discovery.ServerResourcesInterfaceWithContext
 
 	mu    sync.Mutex
 	known bool
 	has   bool
 }
 
-// DiscoverStatusSubresource returns a StatusSubresource asking disc.
-func DiscoverStatusSubresource(disc discovery.DiscoveryInterface) *StatusSubresource {
+// DiscoverStatusSubresource returns a StatusSubresource asking disc (a
+// discovery client).
+func DiscoverStatusSubresource(disc discovery.ServerResourcesInterfaceWithContext) *StatusSubresource {
 	return &StatusSubresource{disc: disc}
 }
 
 // Has reports whether foos/status is served.
-func (s *StatusSubresource) Has() (bool, error) {
+func (s *StatusSubresource) Has(ctx context.Context) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.known {
 		return s.has, nil
 	}
-	list, err := s.disc.ServerResourcesForGroupVersion(v1alpha1.SchemeGroupVersion.String())
+	list, err := s.disc.ServerResourcesForGroupVersionWithContext(ctx, v1alpha1.SchemeGroupVersion.String())
 	if err != nil {
 		return false, fmt.Errorf("discover %s: %w", v1alpha1.SchemeGroupVersion, err)
 	}
