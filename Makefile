@@ -37,12 +37,16 @@ test-short:
 	$(GO) test -race -short -count=1 $(PKGS)
 
 ## demo: the main job: the local control plane, podsim and the Foo controller on example-foo.yaml
+# Built, then run, rather than `go run`: go run exits 1 on Ctrl-C whatever
+# the program returns, and kloop demo exits 0 after a clean stop.
 demo: controlplane
-	$(GO) run ./cmd/kloop demo
+	@set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	$(GO) build -o "$$d/kloop" ./cmd/kloop; "$$d/kloop" demo
 
 ## dev: the local control plane alone
 dev: controlplane
-	$(GO) run ./cmd/kloop dev
+	@set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	$(GO) build -o "$$d/kloop" ./cmd/kloop; "$$d/kloop" dev
 
 
 ## generate: deepcopy methods and CRD manifests from the kubebuilder markers (controller-gen)
