@@ -48,7 +48,6 @@ dev: controlplane
 	@set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
 	$(GO) build -o "$$d/kloop" ./cmd/kloop; "$$d/kloop" dev
 
-
 ## generate: deepcopy methods and CRD manifests from the kubebuilder markers (controller-gen)
 generate:
 	$(CONTROLLER_GEN) object paths=$(API_PATHS) crd:crdVersions=v1 output:crd:artifacts:config=$(CRD_DIR)

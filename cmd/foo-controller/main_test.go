@@ -71,6 +71,9 @@ func (l *lines) String() string {
 // With sample-controller's own crd.yaml, which has no status subresource,
 // the controller writes status by updating the whole Foo.
 func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTERMExitsZero(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
 	e := testenv.StartT(t, testenv.Options{ControllerManager: true})
 	ctx := t.Context()
 	plain, err := os.ReadFile("../../samples/foo/artifacts/examples/crd.yaml")
