@@ -44,4 +44,11 @@
 //     Deployment twice or act on a Foo it has just changed.
 //   - No periodic resync: a Foo is synced when it or its Deployment
 //     changes.
+//
+// # Not done (as in sample-controller)
+//
+//   - Only replica drift is corrected; changes to the Deployment's pod
+//     template, labels or selector by others stay.
+//   - Renaming spec.deploymentName creates a Deployment of the new name and
+//     leaves the old one, still owned, until the Foo is deleted.
 package foo
