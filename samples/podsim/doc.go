@@ -3,8 +3,9 @@
 // it lets Deployments, ReplicaSets and the controllers built on them reach
 // "available" without running a single container.
 //
-// Run registers one Node (Ready, with room for 110 pods) and then, through
-// an informer and a controller:
+// Run registers one Node (Ready, with room for 110 pods), renews its
+// heartbeat Lease in kube-node-lease every 10 seconds as a kubelet does, and,
+// through an informer and a controller:
 //
 //   - binds every Pending pod that has no node and asks for the default
 //     scheduler to that Node, through the pods/binding subresource, as a
@@ -18,8 +19,8 @@
 //     stopped, so scale-downs and pod deletions complete.
 //
 // Not simulated: images, containers, probes, restarts, resources and
-// eviction, init containers' work (they are reported completed), node
-// heartbeats (the Node's Ready condition is written once at start, which is
-// enough where no node-lifecycle controller runs) and pod IP reuse after a
-// restart of podsim.
+// eviction, init containers' work (they are reported completed), periodic
+// node status reports (the Node's conditions are written once at start; the
+// Lease is the heartbeat a node-lifecycle controller watches) and pod IP
+// reuse after a restart of podsim.
 package podsim

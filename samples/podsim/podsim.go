@@ -7,8 +7,10 @@ import (
 	"net/netip"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -35,6 +37,13 @@ const (
 	NodeIP = "127.0.0.1"
 	// PodCIDR is where pod IPs come from.
 	PodCIDR = "10.244.0.0/16"
+	// DefaultHeartbeatInterval is how often the node's Lease is renewed,
+	// as a kubelet does.
+	DefaultHeartbeatInterval = 10 * time.Second
+	// NodeLeaseNamespace holds the nodes' heartbeat Leases.
+	NodeLeaseNamespace = corev1.NamespaceNodeLease
+	// nodeLeaseSeconds is the Lease's duration, the kubelet's default.
+	nodeLeaseSeconds = 40
 )
 
 // Options configures Run. The zero value simulates the Node "kloop-node"
@@ -48,6 +57,10 @@ type Options struct {
 	Namespace string
 	// Workers is how many pods are handled at once. Default DefaultWorkers.
 	Workers int
+	// HeartbeatInterval is how often the node's Lease in kube-node-lease
+	// is renewed, so that a node-lifecycle controller, where one runs,
+	// keeps the node Ready. Default DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
 	// Logger receives logs. Default slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the informer's, workqueue's and controller's
@@ -64,6 +77,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
+	}
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -87,7 +103,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	if err := registerNode(ctx, nodes, opts.NodeName); err != nil {
+	leases, err := client.For[*coordinationv1.Lease](c, coordinationv1.SchemeGroupVersion.WithResource("leases"))
+	if err != nil {
+		return err
+	}
+	node, err := registerNode(ctx, nodes, opts.NodeName)
+	if err != nil {
 		return err
 	}
 	log.Info("Registered node")
@@ -130,12 +151,65 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := m.Add(ctrl); err != nil {
 		return err
 	}
+	beat := manager.RunnableFunc(func(ctx context.Context) error {
+		heartbeat(ctx, leases, node, opts.HeartbeatInterval, log)
+		return nil
+	})
+	if err := m.Add(beat); err != nil {
+		return err
+	}
 	return m.Start(ctx)
 }
 
-// registerNode creates the Node, or takes over one of that name, and sets
-// its status to Ready.
-func registerNode(ctx context.Context, nodes *client.Resource[*corev1.Node], name string) error {
+// heartbeat renews the node's Lease every interval until ctx is done.
+// Failures are logged and retried at the next beat.
+func heartbeat(ctx context.Context, leases *client.Resource[*coordinationv1.Lease], node *corev1.Node, interval time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := renewLease(ctx, leases, node); err != nil && ctx.Err() == nil {
+			log.Warn("Renewing the node lease", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// renewLease creates the node's Lease, owned by the Node as a kubelet's
+// is, or moves its renewTime to now.
+func renewLease(ctx context.Context, leases *client.Resource[*coordinationv1.Lease], node *corev1.Node) error {
+	now := metav1.NowMicro()
+	lease, err := leases.Get(ctx, NodeLeaseNamespace, node.Name)
+	if apierrors.IsNotFound(err) {
+		_, err = leases.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: node.Name, Namespace: NodeLeaseNamespace,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}},
+			},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       ptr.To(node.Name),
+				LeaseDurationSeconds: ptr.To[int32](nodeLeaseSeconds),
+				RenewTime:            &now,
+			},
+		})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	lease.Spec.HolderIdentity = ptr.To(node.Name)
+	lease.Spec.LeaseDurationSeconds = ptr.To[int32](nodeLeaseSeconds)
+	lease.Spec.RenewTime = &now
+	_, err = leases.Update(ctx, lease)
+	return err
+}
+
+// registerNode creates the Node, or takes over one of that name, sets its
+// status to Ready and returns it.
+func registerNode(ctx context.Context, nodes *client.Resource[*corev1.Node], name string) (*corev1.Node, error) {
 	node, err := nodes.Get(ctx, "", name)
 	if apierrors.IsNotFound(err) {
 		node, err = nodes.Create(ctx, &corev1.Node{
@@ -149,7 +223,7 @@ func registerNode(ctx context.Context, nodes *client.Resource[*corev1.Node], nam
 		})
 	}
 	if err != nil {
-		return fmt.Errorf("register node %s: %w", name, err)
+		return nil, fmt.Errorf("register node %s: %w", name, err)
 	}
 	node = node.DeepCopy()
 	now := metav1.Now()
@@ -176,10 +250,11 @@ func registerNode(ctx context.Context, nodes *client.Resource[*corev1.Node], nam
 			ContainerRuntimeVersion: "podsim://0",
 		},
 	}
-	if _, err := nodes.UpdateStatus(ctx, node); err != nil {
-		return fmt.Errorf("register node %s: status: %w", name, err)
+	node, err = nodes.UpdateStatus(ctx, node)
+	if err != nil {
+		return nil, fmt.Errorf("register node %s: status: %w", name, err)
 	}
-	return nil
+	return node, nil
 }
 
 // kubelet is the reconciler: one pod at a time, one step at a time; each

@@ -2,6 +2,7 @@ package podsim_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop/samples/podsim"
 	"github.com/kloop-dev/kloop/testenv"
@@ -87,7 +89,7 @@ func condition(p *corev1.Pod, ct corev1.PodConditionType) corev1.ConditionStatus
 	return ""
 }
 
-func TestPodsim_RegistersReadyNodeBindsAndStartsPodsAndFinishesGracefulDeletes(t *testing.T) {
+func TestPodsim_RegistersAReadyNodeRenewsItsLeaseBindsAndStartsPodsAndFinishesGracefulDeletes(t *testing.T) {
 	e := controlPlane.Env(t)
 	kc := kubernetes.NewForConfigOrDie(e.Config)
 	ctx := t.Context()
@@ -107,7 +109,7 @@ func TestPodsim_RegistersReadyNodeBindsAndStartsPodsAndFinishesGracefulDeletes(t
 	if _, err := kc.CoreV1().Pods(other).Create(ctx, pod("elsewhere", ""), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	runPodsim(t, e, podsim.Options{NodeName: node, Namespace: ns})
+	runPodsim(t, e, podsim.Options{NodeName: node, Namespace: ns, HeartbeatInterval: 200 * time.Millisecond})
 	if _, err := kc.CoreV1().Pods(ns).Create(ctx, pod("late", ""), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -126,6 +128,25 @@ func TestPodsim_RegistersReadyNodeBindsAndStartsPodsAndFinishesGracefulDeletes(t
 			}
 		}
 		return false, nil
+	})
+
+	// The heartbeat: a Lease owned by the Node, renewed again and again.
+	var renewals []time.Time
+	eventually(t, 30*time.Second, "node lease renewed twice", func(ctx context.Context) (bool, error) {
+		l, err := kc.CoordinationV1().Leases(podsim.NodeLeaseNamespace).Get(ctx, node, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if ptr.Deref(l.Spec.HolderIdentity, "") != node || len(l.OwnerReferences) != 1 || l.OwnerReferences[0].Kind != "Node" || l.Spec.RenewTime == nil {
+			return false, fmt.Errorf("lease %+v, want one held by and owned by node %s, with a renew time", l, node)
+		}
+		if rt := l.Spec.RenewTime.Time; len(renewals) == 0 || rt.After(renewals[len(renewals)-1]) {
+			renewals = append(renewals, rt)
+		}
+		return len(renewals) >= 3, nil
 	})
 
 	podCIDR := netip.MustParsePrefix(podsim.PodCIDR)
