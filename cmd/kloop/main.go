@@ -6,6 +6,13 @@
 // kube-controller-manager on 127.0.0.1) in the foreground, writes an admin
 // kubeconfig and prints `export KUBECONFIG=<path>`. Ctrl-C stops everything
 // and exits 0.
+//
+//	kloop demo [--data-dir DIR] [--bin-dir DIR] [--namespace default] [-v]
+//
+// does the same, then installs the Foo CRD, runs podsim (a simulated
+// kubelet) and the Foo controller in the same process, applies
+// sample-controller's example-foo.yaml and prints one line per change of the
+// namespace's Foos, Deployments, pods and events until Ctrl-C (exit 0).
 package main
 
 import (
@@ -29,6 +36,7 @@ func main() {
 const usage = `usage: kloop <command> [flags]
 
 commands:
+  demo   run the local control plane with podsim and the Foo controller, apply example-foo.yaml and print what happens
   dev    run a local control plane in the foreground (Ctrl-C stops it)
 `
 
@@ -40,6 +48,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "dev":
 		return dev(args[1:], stdout, stderr)
+	case "demo":
+		return demo(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -136,4 +137,100 @@ func TestRun_UnknownCommandExits2(t *testing.T) {
 	if code := run([]string{"bogus"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `unknown command "bogus"`) {
 		t.Fatalf("run(bogus) = %d, stderr %q; want 2 and a message naming the command", code, errb.String())
 	}
+}
+
+func TestDemo_ExampleFooBecomesAvailableThroughPodsimAndSIGINTExitsZero(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	cmd := command(context.Background(), "demo")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	lines := make(chan string, 1000)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+
+	// What the demo must show, in any order, before the Foo is available.
+	want := map[string]*regexp.Regexp{
+		"the applied example":       regexp.MustCompile(`^# applied example-foo\.yaml: Foo default/example-foo`),
+		"the owned Deployment":      regexp.MustCompile(`^deployment/example-foo +replicas=1 .*owner=Foo/example-foo$`),
+		"a pod Running on podsim":   regexp.MustCompile(`^pod/example-foo-\S+ +Running,Ready node=kloop-node ip=10\.244\.`),
+		"the Synced event":          regexp.MustCompile(`^event Foo/example-foo Synced +Normal: Foo synced successfully$`),
+		"the Foo with 1 available":  regexp.MustCompile(`^foo/example-foo +deploymentName=example-foo spec\.replicas=1 status\.availableReplicas=1$`),
+		"the kubeconfig to export":  regexp.MustCompile(`^export KUBECONFIG=\S+`),
+		"the CRD installed message": regexp.MustCompile(`^# installed CRD foos\.samplecontroller\.k8s\.io`),
+	}
+	var seen []string
+	deadline := time.After(3 * time.Minute)
+	for len(want) > 0 {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("kloop demo's output ended; missing %v; output:\n%s\nstderr:\n%s", keys(want), strings.Join(seen, "\n"), stderr.String())
+			}
+			seen = append(seen, l)
+			for what, re := range want {
+				if re.MatchString(l) {
+					delete(want, what)
+				}
+			}
+		case <-deadline:
+			t.Fatalf("within 3 minutes kloop demo did not print %v; output:\n%s", keys(want), strings.Join(seen, "\n"))
+		}
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for range lines {
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("kloop demo after SIGINT: %v, want exit code 0; stderr:\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "control plane stopped") {
+		t.Errorf("no stop of the control plane in stderr:\n%s", stderr.String())
+	}
+}
+
+func keys(m map[string]*regexp.Regexp) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// lockedBuffer is an io.Writer that the command's output copier and the
+// test may use at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/internal/reexec"
+	"github.com/kloop-dev/kloop/samples/foo"
+	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
+	"github.com/kloop-dev/kloop/samples/podsim"
+	"github.com/kloop-dev/kloop/testenv"
+)
+
+func TestMain(m *testing.M) {
+	// Re-executed by a test: behave as the foo-controller command itself.
+	reexec.Main(func(args []string) int {
+		os.Args = append([]string{"foo-controller"}, args...)
+		main()
+		return 0
+	})
+	goleak.VerifyTestMain(m, testenv.GoleakIgnores()...)
+}
+
+// lines collects a stream's lines; closed is closed at EOF.
+type lines struct {
+	mu     sync.Mutex
+	all    []string
+	closed chan struct{}
+}
+
+func collect(r io.Reader) *lines {
+	l := &lines{closed: make(chan struct{})}
+	go func() {
+		defer close(l.closed)
+		s := bufio.NewScanner(r)
+		s.Buffer(make([]byte, 1<<20), 1<<20)
+		for s.Scan() {
+			l.mu.Lock()
+			l.all = append(l.all, s.Text())
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.all, "\n")
+}
+
+// With sample-controller's own crd.yaml, which has no status subresource,
+// the controller writes status by updating the whole Foo.
+func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTERMExitsZero(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	e := testenv.StartT(t, testenv.Options{ControllerManager: true})
+	ctx := t.Context()
+	plain, err := os.ReadFile("../../samples/foo/artifacts/examples/crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	installCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := foo.InstallCRD(installCtx, e.Config, plain); err != nil {
+		t.Fatal(err)
+	}
+
+	simCtx, stopSim := context.WithCancel(context.Background())
+	simDone := make(chan error, 1)
+	go func() {
+		simDone <- podsim.Run(simCtx, e.Config, podsim.Options{Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()})
+	}()
+	t.Cleanup(func() {
+		stopSim()
+		if err := <-simDone; err != nil {
+			t.Errorf("podsim: %v", err)
+		}
+	})
+
+	cmd := reexec.Command(context.Background(), "--kubeconfig", e.KubeconfigPath)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	logs := collect(stderr)
+	defer func() {
+		if t.Failed() {
+			t.Logf("foo-controller stderr:\n%s", logs)
+		}
+	}()
+
+	c, err := client.New(e.Config, client.Options{Scheme: foo.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foos, err := client.For[*v1alpha1.Foo](c, v1alpha1.Resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := foo.DecodeFoo(foo.ExampleFooYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	example.Namespace = "default"
+	if _, err := foos.Create(ctx, example); err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		f, err := foos.Get(ctx, "default", "example-foo")
+		if err != nil {
+			return false, err
+		}
+		last = fmt.Sprintf("status %+v", f.Status)
+		return f.Status.AvailableReplicas == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("example-foo not reporting 1 available replica within 90s (%v); last: %s", err, last)
+	}
+	kc := kubernetes.NewForConfigOrDie(e.Config)
+	d, err := kc.AppsV1().Deployments("default").Get(ctx, "example-foo", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status.AvailableReplicas != 1 || ptr.Deref(d.Spec.Replicas, 0) != 1 {
+		t.Errorf("Deployment replicas %d available %d, want 1 and 1", ptr.Deref(d.Spec.Replicas, 0), d.Status.AvailableReplicas)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-logs.closed:
+	case <-time.After(60 * time.Second):
+		t.Fatal("foo-controller still running 60s after SIGTERM")
+	}
+	err = cmd.Wait()
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		t.Errorf("foo-controller exited with status %d after SIGTERM, want 0", exitErr.ExitCode())
+	} else if err != nil {
+		t.Errorf("foo-controller: %v", err)
+	}
+	if !strings.Contains(logs.String(), "Stopped Foo controller") {
+		t.Error("no stop log line")
+	}
+}
+
+func TestFooController_HelpExitsZeroAndNamesSampleControllersFlags(t *testing.T) {
+	var stderr strings.Builder
+	if code := run(t.Context(), []string{"--help"}, &stderr); code != 0 {
+		t.Errorf("--help exited %d, want 0", code)
+	}
+	for _, flag := range []string{"-kubeconfig", "-master", "Only required if out-of-cluster."} {
+		if !strings.Contains(stderr.String(), flag) {
+			t.Errorf("--help output lacks %q:\n%s", flag, stderr.String())
+		}
+	}
+	if code := run(t.Context(), []string{"extra"}, io.Discard); code != 2 {
+		t.Errorf("an unexpected argument exited %d, want 2", code)
+	}
+}

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/samples/foo"
+	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
+	"github.com/kloop-dev/kloop/samples/podsim"
+	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/watch"
+)
+
+// demo runs the whole sample on a local control plane: the Foo CRD, podsim,
+// the Foo controller and example-foo.yaml, printing one line per change of
+// the Foos, Deployments, pods and events of the namespace until a signal.
+func demo(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("kloop demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dataDir := fs.String("data-dir", "", "keep etcd data, certificates and the kubeconfig here across runs (default: a temporary directory removed on exit)")
+	binDir := fs.String("bin-dir", "", "directory with etcd, kube-apiserver and kube-controller-manager (default: bin/ at the repository root; build with `make controlplane`)")
+	namespace := fs.String("namespace", "default", "namespace of the example Foo; only it is watched and printed")
+	verbose := fs.Bool("v", false, "log the controllers' info lines to stderr too (default: warnings and errors)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kloop demo: unexpected arguments %v\n", fs.Args())
+		return 2
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	out := &printer{w: stdout, last: map[string]string{}}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	env, err := testenv.Start(ctx, testenv.Options{
+		DataDir:           *dataDir,
+		ControllerManager: true,
+		BinDir:            *binDir,
+		Logger:            slog.New(slog.NewTextHandler(stderr, nil)),
+	})
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
+		return 1
+	}
+	defer env.Stop()
+	out.printf("# control plane ready at %s; point kubectl at it with:\nexport KUBECONFIG=%s\n", env.APIServerURL, env.KubeconfigPath)
+
+	if err := foo.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
+		if ctx.Err() != nil {
+			return 0
+		}
+		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
+		return 1
+	}
+	out.printf("# installed CRD foos.samplecontroller.k8s.io; starting podsim (node %s) and the Foo controller\n", podsim.DefaultNodeName)
+
+	var wg sync.WaitGroup
+	failed := make(chan error, 3)
+	goRun := func(what string, fn func(context.Context) error) {
+		wg.Go(func() {
+			if err := fn(ctx); err != nil {
+				failed <- fmt.Errorf("%s: %w", what, err)
+				stop()
+			}
+		})
+	}
+	goRun("podsim", func(ctx context.Context) error {
+		return podsim.Run(ctx, env.Config, podsim.Options{Logger: log.With("component", "podsim"), Registerer: prometheus.NewRegistry()})
+	})
+	goRun("foo controller", func(ctx context.Context) error {
+		reg := prometheus.NewRegistry()
+		return foo.Run(ctx, env.Config, foo.Options{Logger: log.With("component", "foo-controller"), Registerer: reg, Gatherer: reg})
+	})
+	synced := make(chan struct{})
+	goRun("printer", func(ctx context.Context) error { return out.watch(ctx, env.Config, *namespace, log, synced) })
+
+	select {
+	case <-synced:
+		if err := applyExample(ctx, env.Config, *namespace, out); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(stderr, "kloop demo: %v\n", err)
+			stop()
+		}
+	case <-ctx.Done():
+	}
+
+	<-ctx.Done()
+	stop()
+	fmt.Fprintln(stderr, "stopping")
+	wg.Wait()
+	close(failed)
+	code := 0
+	for err := range failed {
+		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
+		code = 1
+	}
+	return code
+}
+
+// applyExample creates sample-controller's example-foo.yaml in namespace,
+// unless a Foo of that name is there already (from an earlier run with the
+// same --data-dir).
+func applyExample(ctx context.Context, cfg *rest.Config, namespace string, out *printer) error {
+	f, err := foo.DecodeFoo(foo.ExampleFooYAML)
+	if err != nil {
+		return err
+	}
+	f.Namespace = namespace
+	c, err := client.New(cfg, client.Options{Scheme: foo.Scheme(), DisableWriteTracking: true})
+	if err != nil {
+		return err
+	}
+	foos, err := client.For[*v1alpha1.Foo](c, v1alpha1.Resource)
+	if err != nil {
+		return err
+	}
+	if err := ensureNamespace(ctx, c, namespace); err != nil {
+		return err
+	}
+	_, err = foos.Create(ctx, f)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		out.printf("# Foo %s/%s exists already\n", namespace, f.Name)
+	case err != nil:
+		return fmt.Errorf("apply example-foo.yaml: %w", err)
+	default:
+		out.printf("# applied example-foo.yaml: Foo %s/%s, deploymentName %s, replicas %d\n", namespace, f.Name, f.Spec.DeploymentName, ptr.Deref(f.Spec.Replicas, 0))
+	}
+	out.printf("# try, with KUBECONFIG exported:\n#   kubectl patch foo %s --type merge -p '{\"spec\":{\"replicas\":3}}'\n#   kubectl delete foo %s\n# Ctrl-C stops everything.\n", f.Name, f.Name)
+	return nil
+}
+
+// ensureNamespace creates namespace unless it exists.
+func ensureNamespace(ctx context.Context, c *client.Client, namespace string) error {
+	nss, err := client.For[*corev1.Namespace](c, corev1.SchemeGroupVersion.WithResource("namespaces"))
+	if err != nil {
+		return err
+	}
+	_, err = nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", namespace, err)
+	}
+	return nil
+}
+
+// printer writes one line per change it sees, never the same line twice in
+// a row for an object.
+type printer struct {
+	mu   sync.Mutex
+	w    io.Writer
+	last map[string]string // object → its last line
+}
+
+func (p *printer) printf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, format, args...)
+	if f, ok := p.w.(*os.File); ok {
+		_ = f.Sync()
+	}
+}
+
+// show prints line for object id unless it is what was printed last for it.
+func (p *printer) show(id, line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.last[id] == line {
+		return
+	}
+	p.last[id] = line
+	fmt.Fprintf(p.w, "%-34s %s\n", id, line)
+}
+
+func (p *printer) gone(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.last, id)
+	fmt.Fprintf(p.w, "%-34s deleted\n", id)
+}
+
+// watch prints the Foos, Deployments, pods and events of namespace until
+// ctx is done; synced is closed once it has printed what exists.
+func (p *printer) watch(ctx context.Context, cfg *rest.Config, namespace string, log *slog.Logger, synced chan<- struct{}) error {
+	reg := prometheus.NewRegistry()
+	f := informer.NewFactory(cfg, informer.FactoryOptions{Scheme: foo.Scheme(), Logger: log, Registerer: reg})
+	scope := informer.Scope{Namespace: namespace}
+	foos, err := informer.ForResource[*v1alpha1.Foo](f, v1alpha1.Resource, scope)
+	if err != nil {
+		return err
+	}
+	deployments, err := informer.For[*appsv1.Deployment](f, scope)
+	if err != nil {
+		return err
+	}
+	pods, err := informer.For[*corev1.Pod](f, scope)
+	if err != nil {
+		return err
+	}
+	events, err := informer.For[*corev1.Event](f, scope)
+	if err != nil {
+		return err
+	}
+	if err := addPrinter(p, foos, "foo/", fooLine); err != nil {
+		return err
+	}
+	if err := addPrinter(p, deployments, "deployment/", deploymentLine); err != nil {
+		return err
+	}
+	if err := addPrinter(p, pods, "pod/", podLine); err != nil {
+		return err
+	}
+	// Events: each new one once; their repeats only raise a count.
+	if _, err := events.AddHandler(informer.HandlerFuncs[*corev1.Event]{
+		AddFunc: func(ev *corev1.Event, _ bool) {
+			if ev.InvolvedObject.Kind != "Foo" && ev.InvolvedObject.Kind != "Deployment" && ev.InvolvedObject.Kind != "ReplicaSet" {
+				return
+			}
+			p.show("event "+ev.InvolvedObject.Kind+"/"+ev.InvolvedObject.Name+" "+ev.Reason, fmt.Sprintf("%s: %s", ev.Type, ev.Message))
+		},
+	}, informer.HandlerOptions{Name: "print-events"}); err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- f.Start(runCtx) }()
+	waitCtx, cancelWait := context.WithTimeout(runCtx, 2*time.Minute)
+	err = f.WaitForSync(waitCtx)
+	cancelWait()
+	if err != nil {
+		cancel()
+		if ctx.Err() != nil {
+			err = nil // stopped before the caches filled: not a failure
+		}
+		return errors.Join(err, <-errc)
+	}
+	close(synced)
+	return <-errc
+}
+
+func addPrinter[T watch.Object](p *printer, inf *informer.Informer[T], prefix string, line func(T) string) error {
+	_, err := inf.AddHandler(informer.HandlerFuncs[T]{
+		AddFunc:    func(obj T, _ bool) { p.show(prefix+obj.GetName(), line(obj)) },
+		UpdateFunc: func(_, obj T) { p.show(prefix+obj.GetName(), line(obj)) },
+		DeleteFunc: func(d informer.Deleted[T]) { p.gone(prefix + cache.KeyOf(d.Obj).Name) },
+	}, informer.HandlerOptions{Name: "print-" + strings.TrimSuffix(prefix, "/")})
+	return err
+}
+
+func fooLine(f *v1alpha1.Foo) string {
+	replicas := "-"
+	if f.Spec.Replicas != nil {
+		replicas = fmt.Sprint(*f.Spec.Replicas)
+	}
+	return fmt.Sprintf("deploymentName=%s spec.replicas=%s status.availableReplicas=%d", f.Spec.DeploymentName, replicas, f.Status.AvailableReplicas)
+}
+
+func deploymentLine(d *appsv1.Deployment) string {
+	owner := "-"
+	for _, r := range d.OwnerReferences {
+		if ptr.Deref(r.Controller, false) {
+			owner = r.Kind + "/" + r.Name
+		}
+	}
+	return fmt.Sprintf("replicas=%d ready=%d available=%d owner=%s", ptr.Deref(d.Spec.Replicas, 1), d.Status.ReadyReplicas, d.Status.AvailableReplicas, owner)
+}
+
+func podLine(pod *corev1.Pod) string {
+	state := string(pod.Status.Phase)
+	if pod.DeletionTimestamp != nil {
+		state = "Terminating"
+	} else if podsim.Running(pod) {
+		state = "Running,Ready"
+	}
+	node, ip := pod.Spec.NodeName, pod.Status.PodIP
+	if node == "" {
+		node = "-"
+	}
+	if ip == "" {
+		ip = "-"
+	}
+	return fmt.Sprintf("%s node=%s ip=%s", state, node, ip)
+}

@@ -1,0 +1,412 @@
+package foo_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/samples/foo"
+	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
+	"github.com/kloop-dev/kloop/samples/podsim"
+	"github.com/kloop-dev/kloop/testenv"
+)
+
+// lockedBuffer is an io.Writer safe for the controller and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// harness is one namespace of the shared control plane with the Foo CRD,
+// a podsim node and a Foo controller of its own.
+type harness struct {
+	t    *testing.T
+	kc   kubernetes.Interface
+	foos *client.Resource[*v1alpha1.Foo]
+	ns   string
+	logs *lockedBuffer
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	e := controlPlane.Env(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := foo.InstallCRD(ctx, e.Config, foo.CRDYAML); err != nil {
+		t.Fatal(err)
+	}
+	kc := kubernetes.NewForConfigOrDie(e.Config)
+	c, err := client.New(e.Config, client.Options{Scheme: foo.Scheme(), DisableWriteTracking: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foos, err := client.For[*v1alpha1.Foo](c, v1alpha1.Resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, kc: kc, foos: foos, ns: testenv.NewNamespace(t, kc, "foo"), logs: &lockedBuffer{}}
+	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h.run("podsim", func(ctx context.Context) error {
+		return podsim.Run(ctx, e.Config, podsim.Options{
+			NodeName: "node-" + h.ns, Namespace: h.ns, Logger: log.With("component", "podsim"), Registerer: prometheus.NewRegistry(),
+		})
+	})
+	h.run("foo controller", func(ctx context.Context) error {
+		reg := prometheus.NewRegistry()
+		return foo.Run(ctx, e.Config, foo.Options{Namespace: h.ns, Logger: log, Registerer: reg, Gatherer: reg})
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs:\n%s", h.logs)
+		}
+	})
+	return h
+}
+
+// run runs fn until the test ends and checks that it returns nil once
+// stopped.
+func (h *harness) run(what string, fn func(ctx context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	h.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				h.t.Errorf("%s returned %v after a stop, want nil", what, err)
+			}
+		case <-time.After(60 * time.Second):
+			h.t.Errorf("%s did not return within 60s of the stop", what)
+		}
+	})
+}
+
+// eventually polls cond until it holds, failing the test with what and the
+// last state cond described after timeout.
+func (h *harness) eventually(timeout time.Duration, what string, cond func(ctx context.Context) (ok bool, state string, err error)) {
+	h.t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(h.t.Context(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, state, err := cond(ctx)
+		last = state
+		return ok, err
+	})
+	if err != nil {
+		h.t.Fatalf("%s: not within %v (%v); last seen: %s", what, timeout, err, last)
+	}
+}
+
+func (h *harness) createFoo(f *v1alpha1.Foo) *v1alpha1.Foo {
+	h.t.Helper()
+	f = f.DeepCopy()
+	f.Namespace = h.ns
+	got, err := h.foos.Create(h.t.Context(), f)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return got
+}
+
+func newFoo(name, deployment string, replicas *int32) *v1alpha1.Foo {
+	return &v1alpha1.Foo{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1alpha1.FooSpec{DeploymentName: deployment, Replicas: replicas},
+	}
+}
+
+func (h *harness) deployment(ctx context.Context, name string) (*appsv1.Deployment, error) {
+	return h.kc.AppsV1().Deployments(h.ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// waitDeployment waits until the Deployment exists and returns it.
+func (h *harness) waitDeployment(name string) *appsv1.Deployment {
+	h.t.Helper()
+	var d *appsv1.Deployment
+	h.eventually(60*time.Second, "Deployment "+name+" created", func(ctx context.Context) (bool, string, error) {
+		var err error
+		d, err = h.deployment(ctx, name)
+		if apierrors.IsNotFound(err) {
+			return false, "not found", nil
+		}
+		return err == nil, "", err
+	})
+	return d
+}
+
+// waitAvailable waits until the Foo's status reports n available replicas,
+// its Deployment asks for n, and exactly n of the Deployment's pods exist,
+// all Running and Ready on the harness's node.
+func (h *harness) waitAvailable(fooName, deployment string, n int32) {
+	h.t.Helper()
+	h.eventually(90*time.Second, fmt.Sprintf("Foo %s with %d available replicas", fooName, n), func(ctx context.Context) (bool, string, error) {
+		f, err := h.foos.Get(ctx, h.ns, fooName)
+		if err != nil {
+			return false, "", err
+		}
+		d, err := h.deployment(ctx, deployment)
+		if apierrors.IsNotFound(err) {
+			return false, "no Deployment", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		pods, err := h.kc.CoreV1().Pods(h.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=nginx,controller=" + fooName})
+		if err != nil {
+			return false, "", err
+		}
+		running := 0
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if podsim.Running(p) && p.Spec.NodeName == "node-"+h.ns && p.DeletionTimestamp == nil {
+				running++
+			}
+		}
+		state := fmt.Sprintf("Foo status.availableReplicas=%d; Deployment replicas=%d available=%d; %d pods, %d running",
+			f.Status.AvailableReplicas, ptr.Deref(d.Spec.Replicas, 0), d.Status.AvailableReplicas, len(pods.Items), running)
+		return f.Status.AvailableReplicas == n && ptr.Deref(d.Spec.Replicas, 0) == n &&
+			len(pods.Items) == int(n) && running == int(n), state, nil
+	})
+}
+
+// events returns the Events about the Foo with the given reason.
+func (h *harness) events(ctx context.Context, fooName, reason string) ([]corev1.Event, error) {
+	list, err := h.kc.CoreV1().Events(h.ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
+		"involvedObject.kind": "Foo", "involvedObject.name": fooName, "reason": reason,
+	}.String()})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+func (h *harness) scaleFoo(name string, replicas int32) {
+	h.t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	if _, err := h.foos.Patch(h.t.Context(), h.ns, name, types.MergePatchType, []byte(patch), client.PatchOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func TestFoo_ExampleFooGetsAnOwnedDeploymentWhosePodsBecomeAvailableAndFollowSpecReplicas(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	example, err := foo.DecodeFoo(foo.ExampleFooYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := h.createFoo(example)
+
+	d := h.waitDeployment("example-foo")
+	ref := metav1.GetControllerOf(d)
+	if ref == nil || ref.UID != created.UID || ref.Kind != "Foo" || ref.Name != "example-foo" ||
+		ref.APIVersion != "samplecontroller.k8s.io/v1alpha1" || !ptr.Deref(ref.BlockOwnerDeletion, false) {
+		t.Errorf("Deployment's controller reference %+v, want the Foo %s (uid %s), blocking owner deletion", ref, created.Name, created.UID)
+	}
+	wantLabels := map[string]string{"app": "nginx", "controller": "example-foo"}
+	if fmt.Sprint(d.Spec.Selector.MatchLabels) != fmt.Sprint(wantLabels) || fmt.Sprint(d.Spec.Template.Labels) != fmt.Sprint(wantLabels) {
+		t.Errorf("selector %v and pod labels %v, want %v", d.Spec.Selector.MatchLabels, d.Spec.Template.Labels, wantLabels)
+	}
+	if cs := d.Spec.Template.Spec.Containers; len(cs) != 1 || cs[0].Name != "nginx" || cs[0].Image != foo.NginxImage {
+		t.Errorf("containers %+v, want one nginx running %s", cs, foo.NginxImage)
+	}
+	if r := ptr.Deref(d.Spec.Replicas, 0); r != 1 {
+		t.Errorf("Deployment replicas %d, want 1", r)
+	}
+	h.waitAvailable("example-foo", "example-foo", 1)
+
+	h.eventually(30*time.Second, "Normal Synced event on the Foo", func(ctx context.Context) (bool, string, error) {
+		evs, err := h.events(ctx, "example-foo", foo.SuccessSynced)
+		if err != nil || len(evs) == 0 {
+			return false, "no event", err
+		}
+		ev := evs[0]
+		return ev.Type == corev1.EventTypeNormal && ev.Message == foo.MessageResourceSynced && ev.Source.Component == foo.ControllerName,
+			fmt.Sprintf("%s %q from %s", ev.Type, ev.Message, ev.Source.Component), nil
+	})
+
+	h.scaleFoo("example-foo", 3)
+	h.waitAvailable("example-foo", "example-foo", 3)
+	// Scaling down needs pods deleted gracefully, which podsim finishes.
+	h.scaleFoo("example-foo", 2)
+	h.waitAvailable("example-foo", "example-foo", 2)
+
+	// Replica drift made by someone else is undone.
+	d, err = h.deployment(ctx, "example-foo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Replicas = ptr.To[int32](5)
+	if _, err := h.kc.AppsV1().Deployments(h.ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(60*time.Second, "Deployment replicas set back to the Foo's 2", func(ctx context.Context) (bool, string, error) {
+		d, err := h.deployment(ctx, "example-foo")
+		if err != nil {
+			return false, "", err
+		}
+		return ptr.Deref(d.Spec.Replicas, 0) == 2, fmt.Sprintf("replicas %d", ptr.Deref(d.Spec.Replicas, 0)), nil
+	})
+
+	// An owned Deployment deleted by hand is made again.
+	if err := h.kc.AppsV1().Deployments(h.ns).Delete(ctx, "example-foo", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(60*time.Second, "deleted Deployment recreated", func(ctx context.Context) (bool, string, error) {
+		nd, err := h.deployment(ctx, "example-foo")
+		if apierrors.IsNotFound(err) {
+			return false, "not found", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		return nd.UID != d.UID && metav1.IsControlledBy(nd, created), fmt.Sprintf("uid %s", nd.UID), nil
+	})
+	h.waitAvailable("example-foo", "example-foo", 2)
+}
+
+func TestFoo_RefusesADeploymentItDoesNotOwnWithAWarningEventAndLeavesItAlone(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	labels := map[string]string{"app": "someone-else"}
+	taken, err := h.kc.AppsV1().Deployments(h.ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "taken"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "httpd"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its pods available first, so that a Foo wrongly taking it over would
+	// show available replicas.
+	h.eventually(90*time.Second, "unowned Deployment available", func(ctx context.Context) (bool, string, error) {
+		d, err := h.deployment(ctx, "taken")
+		if err != nil {
+			return false, "", err
+		}
+		return d.Status.AvailableReplicas == 1, fmt.Sprintf("available %d", d.Status.AvailableReplicas), nil
+	})
+
+	h.createFoo(newFoo("thief", "taken", ptr.To[int32](3)))
+	wantMsg := `Resource "taken" already exists and is not managed by Foo`
+	// The sync fails and is retried with back-off; the recorder folds the
+	// repeated warnings into one Event whose count grows.
+	h.eventually(60*time.Second, "repeated Warning ErrResourceExists event on the Foo", func(ctx context.Context) (bool, string, error) {
+		evs, err := h.events(ctx, "thief", foo.ErrResourceExists)
+		if err != nil || len(evs) == 0 {
+			return false, "no event", err
+		}
+		ev := evs[0]
+		return ev.Type == corev1.EventTypeWarning && ev.Message == wantMsg && ev.Count >= 2,
+			fmt.Sprintf("%d events; first: %s %q count %d", len(evs), ev.Type, ev.Message, ev.Count), nil
+	})
+
+	d, err := h.deployment(ctx, "taken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.OwnerReferences) != 0 || ptr.Deref(d.Spec.Replicas, 0) != 1 || d.Generation != taken.Generation {
+		t.Errorf("unowned Deployment changed: owners %v, replicas %d, generation %d (was %d)",
+			d.OwnerReferences, ptr.Deref(d.Spec.Replicas, 0), d.Generation, taken.Generation)
+	}
+	f, err := h.foos.Get(ctx, h.ns, "thief")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Status.AvailableReplicas != 0 {
+		t.Errorf("Foo reports %d available replicas of a Deployment it does not own", f.Status.AvailableReplicas)
+	}
+	if evs, err := h.events(ctx, "thief", foo.SuccessSynced); err != nil || len(evs) != 0 {
+		t.Errorf("Synced events %v (err %v), want none", evs, err)
+	}
+	if !strings.Contains(h.logs.String(), `err="Resource \"taken\" already exists and is not managed by Foo"`) {
+		t.Error("the refusal is not in the logs")
+	}
+}
+
+func TestFoo_DeletingTheFooGarbageCollectsItsDeploymentAndPods(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	h.createFoo(newFoo("doomed", "doomed-deploy", ptr.To[int32](2)))
+	h.waitAvailable("doomed", "doomed-deploy", 2)
+
+	if err := h.foos.Delete(ctx, h.ns, "doomed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(90*time.Second, "Deployment and pods garbage-collected", func(ctx context.Context) (bool, string, error) {
+		_, err := h.deployment(ctx, "doomed-deploy")
+		if err != nil && !apierrors.IsNotFound(err) {
+			return false, "", err
+		}
+		pods, lerr := h.kc.CoreV1().Pods(h.ns).List(ctx, metav1.ListOptions{LabelSelector: "controller=doomed"})
+		if lerr != nil {
+			return false, "", lerr
+		}
+		return apierrors.IsNotFound(err) && len(pods.Items) == 0,
+			fmt.Sprintf("deployment found: %v; %d pods", err == nil, len(pods.Items)), nil
+	})
+}
+
+func TestFoo_MissingDeploymentNameIsLoggedOnceAndNotRetried(t *testing.T) {
+	h := newHarness(t)
+	h.createFoo(newFoo("nameless", "", ptr.To[int32](1)))
+	key := "key=" + h.ns + "/nameless"
+	h.eventually(30*time.Second, "terminal error logged for the Foo without deploymentName", func(context.Context) (bool, string, error) {
+		return strings.Contains(h.logs.String(), "spec.deploymentName is empty"), "not logged", nil
+	})
+	// A Foo created after it is synced; had the first been retried, its
+	// back-off (5 ms, 10 ms, …) would have logged it again by then.
+	h.createFoo(newFoo("marker", "marker", ptr.To[int32](1)))
+	h.waitAvailable("marker", "marker", 1)
+
+	var lines []string
+	for l := range strings.Lines(h.logs.String()) {
+		if strings.Contains(l, key+" ") && strings.Contains(l, "level=ERROR") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "not retrying") || !strings.Contains(lines[0], foo.ErrNoDeploymentName.Error()) {
+		t.Errorf("error lines for the Foo without deploymentName:\n%s\nwant exactly one terminal error saying %q", strings.Join(lines, ""), foo.ErrNoDeploymentName)
+	}
+	deps, err := h.kc.AppsV1().Deployments(h.ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(deps.Items) != 1 {
+		t.Errorf("%d Deployments in the namespace, want only the marker's", len(deps.Items))
+	}
+}

@@ -1,0 +1,26 @@
+// Package podsim is a simulated kubelet for a control plane without nodes,
+// such as the one testenv and `kloop dev` start (no scheduler, no kubelet):
+// it lets Deployments, ReplicaSets and the controllers built on them reach
+// "available" without running a single container.
+//
+// Run registers one Node (Ready, with room for 110 pods), renews its
+// heartbeat Lease in kube-node-lease every 10 seconds as a kubelet does, and,
+// through an informer and a controller:
+//
+//   - binds every Pending pod that has no node and asks for the default
+//     scheduler to that Node, through the pods/binding subresource, as a
+//     scheduler would;
+//   - marks every pod bound to that Node Running, with a pod IP from
+//     10.244.0.0/16, running and ready container statuses, and the
+//     PodScheduled, PodReadyToStartContainers, Initialized,
+//     ContainersReady and Ready conditions True;
+//   - deletes, with a grace period of zero, every pod of that Node that is
+//     being deleted gracefully, as a kubelet does once its containers have
+//     stopped, so scale-downs and pod deletions complete.
+//
+// Not simulated: images, containers, probes, restarts, resources and
+// eviction, init containers' work (they are reported completed), periodic
+// node status reports (the Node's conditions are written once at start; the
+// Lease is the heartbeat a node-lifecycle controller watches) and pod IP
+// reuse after a restart of podsim.
+package podsim
