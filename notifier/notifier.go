@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"time"
@@ -33,6 +34,8 @@ type Options struct {
 	Gatherer   prometheus.Gatherer
 	// HTTPAddr, if set, serves /metrics, /healthz and /readyz there.
 	HTTPAddr string
+	// Listener, if set, is used instead of HTTPAddr; Run closes it.
+	Listener net.Listener
 	// Out receives the lines of log sinks. Default os.Stdout.
 	Out io.Writer
 	// DrainTimeout bounds how long a stopping notifier keeps delivering
@@ -178,7 +181,8 @@ func (n *Notifier) Run(ctx context.Context) error {
 
 	mgr, err := manager.New(manager.Options{
 		HTTPAddr:        n.opts.HTTPAddr,
-		DisableHTTP:     n.opts.HTTPAddr == "",
+		Listener:        n.opts.Listener,
+		DisableHTTP:     n.opts.HTTPAddr == "" && n.opts.Listener == nil,
 		Gatherer:        n.opts.Gatherer,
 		Logger:          n.log,
 		ShutdownTimeout: n.opts.DrainTimeout + 20*time.Second,
