@@ -501,8 +501,10 @@ func (p *parser) handlers(cfg *Config, n node) {
 	m := p.object(n, allowed)
 	for _, typ := range sinkTypes {
 		hn, ok := m[typ]
-		if !ok || hn.v == nil || (typ != SinkLog && isEmpty(hn.v)) {
-			continue // kubewatch treats a handler with empty fields as not configured
+		if !ok || (typ != SinkLog && isEmpty(hn.v)) {
+			// kubewatch treats a handler with empty fields as not
+			// configured; log has no required field, so `log:` is on.
+			continue
 		}
 		if s, ok := p.sink(hn, typ, false); ok {
 			cfg.Sinks = append(cfg.Sinks, s)

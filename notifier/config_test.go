@@ -183,6 +183,16 @@ func TestParseConfig_EnvironmentTurnsResourcesOnAndFillsHandlers(t *testing.T) {
 	}
 }
 
+func TestParseConfig_BareLogHandlerIsOn(t *testing.T) {
+	cfg, err := ParseConfig([]byte("resource: {pod: true}\nhandler:\n  log:\n"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Sinks) != 1 || cfg.Sinks[0].Type != SinkLog || cfg.Sinks[0].Format != "text" {
+		t.Errorf("Sinks = %+v, want one text log sink", cfg.Sinks)
+	}
+}
+
 func TestParseConfig_SampleConfigParses(t *testing.T) {
 	// The sample's handlers are all empty, so it needs one from the
 	// environment to be complete, like a fresh kubewatch install.

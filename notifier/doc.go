@@ -11,6 +11,8 @@
 //   - create, update and delete of every watched object, as an Event with
 //     kind, namespace, name, labels, the object (Secret data and stringData
 //     values redacted) and, for an update, the changed field paths.
+//   - Kind is the object's kind; for a custom resource it is the plural
+//     resource name, as in kubewatch (and in the metrics' resourceType).
 //   - Not the objects that existed when the notifier started: the
 //     informer's initial list is told apart from later adds (no clock
 //     comparison, so no creates lost to skew or to a slow worker).
@@ -21,7 +23,9 @@
 //
 // # Sinks
 //
-// webhook (kubewatch's JSON payload plus "changes" and "object"),
+// webhook (kubewatch's JSON payload plus "changes" and "object"; its
+// "time" is when the change was seen, not when it was sent, so retries
+// carry the same body),
 // slackwebhook (a Slack incoming-webhook message) and log (a line on
 // stdout). Every sink has its own filter (event types, namespaces in and
 // out, label selector, resources), bounded queue and worker, so a slow sink

@@ -144,7 +144,9 @@ func (h *httpSender) send(ctx context.Context, ev *Event) error {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return &sendError{retryable: true, err: err}
+		// A certificate that does not verify will not verify next time.
+		var certErr *tls.CertificateVerificationError
+		return &sendError{retryable: !errors.As(err, &certErr), err: err}
 	}
 	// Read a little of the body for the log, and drain it so the
 	// connection is reused.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"flag"
 	"io"
 	"net/http"
@@ -185,5 +186,40 @@ func TestHTTPSender_PostsJSONAndClassifiesStatuses(t *testing.T) {
 	srv.Close()
 	if err := h.send(ctx, createEvent()); err == nil || !isRetryable(err) {
 		t.Errorf("closed server: err %v, want a retryable network error", err)
+	}
+}
+
+func TestHTTPSender_TLSTrustsTheGivenCertOrSkipsVerification(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	certFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		sc     SinkConfig
+		wantOK bool
+	}{
+		{"system roots only", SinkConfig{}, false},
+		{"cert", SinkConfig{Cert: certFile}, true},
+		{"tlsskip", SinkConfig{TLSSkip: true}, true},
+	} {
+		tc.sc.Name, tc.sc.Type, tc.sc.URL = "w", SinkWebhook, srv.URL
+		h, err := newHTTPSender(tc.sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = h.send(context.Background(), createEvent())
+		h.close()
+		if (err == nil) != tc.wantOK {
+			t.Errorf("%s: send = %v, want ok %v", tc.name, err, tc.wantOK)
+		}
+		if err != nil && isRetryable(err) {
+			t.Errorf("%s: a certificate error is retryable: %v", tc.name, err)
+		}
+	}
+	if _, err := newHTTPSender(SinkConfig{Name: "w", Type: SinkWebhook, URL: srv.URL, Cert: filepath.Join(t.TempDir(), "missing.pem")}); err == nil {
+		t.Error("a missing cert file was accepted")
 	}
 }
