@@ -295,7 +295,9 @@ func (s *source) toMap(obj watch.Object) map[string]any {
 
 func (s *source) emit(t EventType, obj watch.Object, m map[string]any, changes []string) {
 	kind := s.kind
-	if kind == "Secret" && s.apiVersion == "v1" {
+	// Core Secrets, whether watched as the built-in resource or listed as
+	// a custom resource (then unstructured).
+	if s.apiVersion == "v1" && (kind == "Secret" || s.resource == "secrets") {
 		m = redactSecret(m)
 	}
 	ev := &Event{

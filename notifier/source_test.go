@@ -114,6 +114,15 @@ func TestSource_RedactsSecretsAndKeepsCustomResourceMapsUntouched(t *testing.T) 
 		t.Fatalf("queued %+v, want a delete with redacted data", q)
 	}
 
+	// A core Secret listed under customresources comes unstructured.
+	s, d, _ = testSource(t, UpdatePolicy{})
+	s.kind, s.resource = "secrets", "secrets"
+	s.add(&unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "s"}, "data": map[string]any{"pw": "aHVudGVyMg=="}}}, false)
+	q = queued(d)
+	if len(q) != 1 || q[0].Object["data"].(map[string]any)["pw"] != redactedBase64 {
+		t.Fatalf("queued %+v, want a create with redacted data", q)
+	}
+
 	s, d, _ = testSource(t, UpdatePolicy{})
 	s.kind, s.resource, s.apiVersion = "foos", "foos", "example.com/v1"
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Foo", "metadata": map[string]any{"name": "f", "namespace": "ns", "resourceVersion": "1"}, "spec": map[string]any{"x": int64(1)}}}
