@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kloop-dev/kloop/internal/reexec"
+	"github.com/kloop-dev/kloop/notifier"
+	"github.com/kloop-dev/kloop/testenv"
+)
+
+var controlPlane testenv.Shared
+
+func TestMain(m *testing.M) {
+	// Re-executed by a test: behave as the notifier command itself.
+	reexec.Main(func(args []string) int {
+		os.Args = append([]string{"notifier"}, args...)
+		main()
+		return 0
+	})
+	controlPlane.Main(m)
+}
+
+// lineReader collects a stream's lines and lets a test wait for one.
+type lineReader struct {
+	mu    sync.Mutex
+	lines []string
+	more  chan struct{} // closed and replaced on every new line
+	eof   bool
+}
+
+func readLines(r io.Reader) *lineReader {
+	lr := &lineReader{more: make(chan struct{})}
+	go func() {
+		s := bufio.NewScanner(r)
+		s.Buffer(make([]byte, 1<<20), 1<<20)
+		for s.Scan() {
+			lr.mu.Lock()
+			lr.lines = append(lr.lines, s.Text())
+			close(lr.more)
+			lr.more = make(chan struct{})
+			lr.mu.Unlock()
+		}
+		lr.mu.Lock()
+		lr.eof = true
+		close(lr.more)
+		lr.mu.Unlock()
+	}()
+	return lr
+}
+
+func (lr *lineReader) all() []string {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	return append([]string(nil), lr.lines...)
+}
+
+// waitFor waits until a line matches re (or, with re nil, the stream
+// ends) and returns it.
+func (lr *lineReader) waitFor(t *testing.T, what string, re *regexp.Regexp) string {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		lr.mu.Lock()
+		for _, l := range lr.lines {
+			if re != nil && re.MatchString(l) {
+				lr.mu.Unlock()
+				return l
+			}
+		}
+		more, eof := lr.more, lr.eof
+		lr.mu.Unlock()
+		if eof {
+			if re == nil {
+				return ""
+			}
+			t.Fatalf("output ended before %s", what)
+		}
+		select {
+		case <-more:
+		case <-deadline:
+			t.Fatalf("no %s within 60s; lines so far:\n%s", what, strings.Join(lr.all(), "\n"))
+		}
+	}
+}
+
+// hook records the webhook payloads it receives as "Reason Kind name".
+type hook struct {
+	mu   sync.Mutex
+	got  []string
+	more chan struct{}
+}
+
+func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var p struct {
+		EventMeta struct{ Kind, Name, Reason string } `json:"eventmeta"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&p)
+	h.mu.Lock()
+	h.got = append(h.got, p.EventMeta.Reason+" "+p.EventMeta.Kind+" "+p.EventMeta.Name)
+	close(h.more)
+	h.more = make(chan struct{})
+	h.mu.Unlock()
+}
+
+func (h *hook) waitFor(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		h.mu.Lock()
+		for _, g := range h.got {
+			if g == want {
+				h.mu.Unlock()
+				return
+			}
+		}
+		more := h.more
+		h.mu.Unlock()
+		select {
+		case <-more:
+		case <-deadline:
+			t.Fatalf("webhook got no %q within 60s; got %q", want, h.all())
+		}
+	}
+}
+
+func (h *hook) all() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.got...)
+}
+
+func TestNotifier_BinaryNotifiesFromItsConfigFileAndExitsZeroOnSIGTERM(t *testing.T) {
+	e := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(e.Config)
+	ctx := t.Context()
+	ns := testenv.NewNamespace(t, kc, "notifier-cmd")
+	cms := kc.CoreV1().ConfigMaps(ns)
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h := &hook{more: make(chan struct{})}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	config := filepath.Join(t.TempDir(), "kubewatch.yaml")
+	doc := "namespace: " + ns + "\nresource:\n  cm: true\nhandler:\n  webhook:\n    url: " + srv.URL + "/hook\n  log: {}\n"
+	if err := os.WriteFile(config, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := reexec.Command(context.Background(), "--config", config, "--kubeconfig", e.KubeconfigPath, "--http-addr", "127.0.0.1:0")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	out, logs := readLines(stdout), readLines(stderr)
+	defer func() {
+		if t.Failed() {
+			t.Logf("notifier stderr:\n%s", strings.Join(logs.all(), "\n"))
+		}
+	}()
+	logs.waitFor(t, "the synced log", regexp.MustCompile(`Notifier synced`))
+
+	cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c1"}, Data: map[string]string{"k": "v1"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor(t, "Created ConfigMap c1")
+	cm.Data["k"] = "v2"
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor(t, "Updated ConfigMap c1")
+	if err := cms.Delete(ctx, "c1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor(t, "Deleted ConfigMap c1")
+	out.waitFor(t, "the log sink's delete line", regexp.MustCompile(`Deleted ConfigMap `+ns+`/c1$`))
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, "the end of stdout", nil)
+	logs.waitFor(t, "the end of stderr", nil)
+	err = cmd.Wait()
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		t.Errorf("notifier exited with status %d after SIGTERM, want 0", exitErr.ExitCode())
+	} else if err != nil {
+		t.Errorf("notifier: %v", err)
+	}
+
+	if got, want := strings.Join(h.all(), "\n"), "Created ConfigMap c1\nUpdated ConfigMap c1\nDeleted ConfigMap c1"; got != want {
+		t.Errorf("webhook received:\n%s\nwant exactly:\n%s", got, want)
+	}
+	lines := out.all()
+	wantLines := []string{" Created ConfigMap " + ns + "/c1", " Updated ConfigMap " + ns + "/c1 changes=data.k", " Deleted ConfigMap " + ns + "/c1"}
+	if len(lines) != len(wantLines) {
+		t.Fatalf("stdout:\n%s\nwant %d lines", strings.Join(lines, "\n"), len(wantLines))
+	}
+	for i, w := range wantLines {
+		if !strings.HasSuffix(lines[i], w) {
+			t.Errorf("stdout line %d = %q, want it to end %q", i, lines[i], w)
+		}
+	}
+	logs.waitFor(t, "the stop log", regexp.MustCompile(`Notifier stopped`))
+}
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestConfigSample_PrintsAConfigThatParses(t *testing.T) {
+	var stdout, stderr strings.Builder
+	if code := run(context.Background(), []string{"config", "sample"}, &stdout, &stderr, env(nil)); code != 0 {
+		t.Fatalf("config sample exited %d: %s", code, stderr.String())
+	}
+	if _, err := notifier.ParseConfig([]byte(stdout.String()), env(map[string]string{"KW_WEBHOOK_URL": "http://127.0.0.1:1/"})); err != nil {
+		t.Errorf("the sample does not parse: %v", err)
+	}
+}
+
+func TestConfigCheck_ReportsTheBadKeyOrTheSummary(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("resource: {pods: true, svcs: true}\nhandler: {log: {}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	if code := run(context.Background(), []string{"config", "check", "--config", bad}, &stdout, &stderr, env(nil)); code != 1 {
+		t.Errorf("check of a bad config exited %d, want 1", code)
+	}
+	if !strings.Contains(stderr.String(), "resource.svcs: unknown resource; allowed:") {
+		t.Errorf("stderr %q does not name the bad key", stderr.String())
+	}
+
+	good := filepath.Join(dir, ".kubewatch.yaml")
+	if err := os.WriteFile(good, []byte("resource: {po: true}\nhandler: {slackwebhook: {slackwebhookurl: 'https://hooks.example/services/SECRET'}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	// Found through KW_CONFIG, as kubewatch looks it up.
+	if code := run(context.Background(), []string{"config", "check"}, &stdout, &stderr, env(map[string]string{"KW_CONFIG": dir})); code != 0 {
+		t.Fatalf("check exited %d: %s", code, stderr.String())
+	}
+	want := "namespace: (all)\nresources: pod\nsink slackwebhook: slackwebhook https://hooks.example/... (max 5 attempts, queue 1000)\n"
+	if stdout.String() != want {
+		t.Errorf("check printed:\n%s\nwant:\n%s", stdout.String(), want)
+	}
+	if strings.Contains(stdout.String(), "SECRET") {
+		t.Error("check printed the webhook URL's secret path")
+	}
+}
+
+func TestRun_MissingDefaultConfigExitsOneWithAHint(t *testing.T) {
+	dir := t.TempDir()
+	var stderr strings.Builder
+	code := run(context.Background(), []string{"--http-addr", ""}, io.Discard, &stderr, env(map[string]string{"KW_CONFIG": dir}))
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if !strings.Contains(stderr.String(), "notifier config sample > "+filepath.Join(dir, ".kubewatch.yaml")) {
+		t.Errorf("stderr lacks the hint:\n%s", stderr.String())
+	}
+}
+
+func TestRun_BadFlagsAndEnvironment(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		code int
+		want string
+	}{
+		{[]string{"--help"}, nil, 0, "-kubeconfig"},
+		{[]string{"--nope"}, nil, 2, "flag provided but not defined"},
+		{[]string{"extra"}, nil, 2, `unexpected argument "extra"`},
+		{[]string{"config"}, nil, 2, "usage: notifier config"},
+		{[]string{"config", "view"}, nil, 2, `unknown subcommand "view"`},
+		{nil, map[string]string{"LOG_LEVEL": "loud"}, 2, `LOG_LEVEL="loud"`},
+		{nil, map[string]string{"LOG_FORMATTER": "xml"}, 2, `LOG_FORMATTER="xml"`},
+	} {
+		var stderr strings.Builder
+		if code := run(context.Background(), tc.args, io.Discard, &stderr, env(tc.env)); code != tc.code || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("run(%q, env %v) = %d, stderr %q; want %d and %q", tc.args, tc.env, code, stderr.String(), tc.code, tc.want)
+		}
+	}
+}

@@ -1,0 +1,680 @@
+package notifier
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+)
+
+// ConfigFileName is kubewatch's config file name, looked up in $KW_CONFIG,
+// else in the home directory (see DefaultConfigPath).
+const ConfigFileName = ".kubewatch.yaml"
+
+// Defaults of a sink's delivery settings.
+const (
+	DefaultMaxAttempts = 5
+	DefaultQueueSize   = 1000
+)
+
+// Config is what the notifier watches and where it sends notifications:
+// the parsed form of a .kubewatch.yaml file. Build it with ParseConfig or
+// LoadConfig, which validate it; a Config built by hand is validated by New.
+type Config struct {
+	// Namespace limits namespaced resources to one namespace; "" is all.
+	// Cluster-scoped kinds (nodes, namespaces, ...) ignore it, as in
+	// kubewatch.
+	Namespace string
+	// Resources are the canonical names of the built-in resources watched
+	// (see the `resource:` keys of the sample).
+	Resources []string
+	// CustomResources are watched through the dynamic client.
+	CustomResources []CustomResource
+	// Updates says which updates are not worth a notification.
+	Updates UpdatePolicy
+	// Sinks receive the notifications, each through its own filter and
+	// queue.
+	Sinks []SinkConfig
+}
+
+// CustomResource names a resource by group, version and plural name.
+type CustomResource struct {
+	Group, Version, Resource string
+	// ClusterScoped resources ignore Config.Namespace.
+	ClusterScoped bool
+}
+
+// UpdatePolicy suppresses updates. Updates that change nothing (the same
+// resourceVersion, or no field but resourceVersion, generation and
+// managedFields) are always suppressed.
+type UpdatePolicy struct {
+	// IgnoreStatusOnly suppresses updates that change only .status.
+	IgnoreStatusOnly bool
+	// IgnoreMetadataOnly suppresses updates that change only .metadata
+	// (labels, annotations, finalizers, owners, deletionTimestamp).
+	IgnoreMetadataOnly bool
+}
+
+// Sink types.
+const (
+	SinkWebhook      = "webhook"
+	SinkSlackWebhook = "slackwebhook"
+	SinkLog          = "log"
+)
+
+var sinkTypes = []string{SinkWebhook, SinkSlackWebhook, SinkLog}
+
+// kubewatch's other handlers: recognised so that a config written for
+// kubewatch fails loudly instead of being half-used.
+var unsupportedHandlers = []string{"slack", "hipchat", "mattermost", "flock", "cloudevent", "msteams", "smtp", "lark"}
+
+// SinkConfig is one destination.
+type SinkConfig struct {
+	// Name identifies the sink in logs and metrics; unique. Default: its
+	// its type, then type-2, type-3... for further unnamed sinks of a type.
+	Name string
+	// Type is webhook, slackwebhook or log.
+	Type string
+	// URL is where webhook and slackwebhook sinks POST.
+	URL string
+	// Cert is a PEM file of CAs to trust for URL (webhook); TLSSkip skips
+	// verification (webhook).
+	Cert    string
+	TLSSkip bool
+	// Channel, Username and Emoji go into the Slack message (slackwebhook).
+	Channel, Username, Emoji string
+	// IncludeObject adds the object (secrets redacted) to the webhook
+	// payload. Default true for webhook sinks parsed from a file.
+	IncludeObject bool
+	// Format of a log sink: "text" (default) or "json".
+	Format string
+	// Filter selects the events this sink gets; the zero value passes all.
+	Filter FilterConfig
+	// MaxAttempts bounds delivery attempts of one notification. Default 5.
+	MaxAttempts int
+	// QueueSize bounds the notifications waiting for delivery; more are
+	// dropped and counted. Default 1000.
+	QueueSize int
+}
+
+// FilterConfig selects events. Empty fields select everything.
+type FilterConfig struct {
+	// Events are the event types passed: create, update, delete.
+	Events []EventType
+	// Namespaces, if set, are the only namespaces passed.
+	// ExcludeNamespaces are never passed. Cluster-scoped objects have the
+	// namespace "" and pass a Namespaces list only if it holds "".
+	Namespaces, ExcludeNamespaces []string
+	// LabelSelector is matched against the object's labels
+	// (k8s.io/apimachinery/pkg/labels syntax).
+	LabelSelector string
+	// Resources are resource names (built-in names or aliases, or a
+	// custom resource's plural) passed.
+	Resources []string
+}
+
+// DefaultConfigPath is kubewatch's lookup: $KW_CONFIG/.kubewatch.yaml, else
+// $HOME/.kubewatch.yaml. getenv is os.Getenv when nil.
+func DefaultConfigPath(getenv func(string) string) string {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	dir := getenv("KW_CONFIG")
+	if dir == "" {
+		dir = getenv("HOME")
+	}
+	if dir == "" {
+		dir, _ = os.UserHomeDir()
+	}
+	return filepath.Join(dir, ConfigFileName)
+}
+
+// LoadConfig reads and parses the file at path (see ParseConfig).
+func LoadConfig(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	cfg, err := ParseConfig(data, lookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig parses a .kubewatch.yaml document, applies kubewatch's
+// environment overrides read through lookupEnv (os.LookupEnv when nil) and
+// validates the result. Keys match without regard to case. Every unknown
+// key and bad value is an error naming the key and what is allowed; all of
+// them are reported at once.
+func ParseConfig(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
+	if lookupEnv == nil {
+		lookupEnv = os.LookupEnv
+	}
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("config: not YAML: %w", err)
+	}
+	var root any
+	if err := json.Unmarshal(js, &root); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	p := &parser{}
+	cfg := p.config(node{path: "", v: root})
+	p.env(cfg, lookupEnv)
+	if len(p.errs) > 0 {
+		return nil, &ConfigError{Problems: p.errs}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// ConfigError lists every problem found in a config.
+type ConfigError struct {
+	Problems []string
+}
+
+func (e *ConfigError) Error() string {
+	if len(e.Problems) == 1 {
+		return "config: " + e.Problems[0]
+	}
+	return "config: " + strings.Join(e.Problems, "; ")
+}
+
+// Validate checks a Config, also one built by hand, and fills in the
+// defaults (sink names, attempts, queue sizes).
+func (c *Config) Validate() error {
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if len(c.Resources) == 0 && len(c.CustomResources) == 0 {
+		bad("resource: nothing to watch; set one of %s to true, or list customresources", resourceNames())
+	}
+	for _, name := range c.Resources {
+		if _, ok := lookupResource(name); !ok {
+			bad("resource.%s: unknown resource; allowed: %s", name, resourceNames())
+		}
+	}
+	for i, cr := range c.CustomResources {
+		if cr.Version == "" || cr.Resource == "" {
+			bad("customresources[%d]: version and resource are required (group is empty for the core group)", i)
+		}
+	}
+	if len(c.Sinks) == 0 {
+		bad("handler: no handler configured; configure one of %s under handler:, or list sinks:", strings.Join(sinkTypes, ", "))
+	}
+	names := map[string]bool{}
+	counts := map[string]int{}
+	for i := range c.Sinks {
+		s := &c.Sinks[i]
+		if s.Name == "" {
+			counts[s.Type]++
+			s.Name = s.Type
+			if counts[s.Type] > 1 {
+				s.Name = fmt.Sprintf("%s-%d", s.Type, counts[s.Type])
+			}
+		}
+		where := "sink " + s.Name
+		if names[s.Name] {
+			bad("%s: name used twice; sink names must be unique", where)
+		}
+		names[s.Name] = true
+		if s.MaxAttempts == 0 {
+			s.MaxAttempts = DefaultMaxAttempts
+		}
+		if s.QueueSize == 0 {
+			s.QueueSize = DefaultQueueSize
+		}
+		if s.MaxAttempts < 0 || s.QueueSize < 0 {
+			bad("%s: maxattempts and queuesize must be positive", where)
+		}
+		switch s.Type {
+		case SinkWebhook, SinkSlackWebhook:
+			if s.URL == "" {
+				bad("%s: url is required for a %s sink", where, s.Type)
+			} else if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad("%s: url %q is not an http(s) URL", where, s.URL)
+			}
+		case SinkLog:
+			if s.Format == "" {
+				s.Format = "text"
+			}
+			if s.Format != "text" && s.Format != "json" {
+				bad("%s: format %q; allowed: text, json", where, s.Format)
+			}
+		default:
+			bad("%s: type %q; allowed: %s", where, s.Type, strings.Join(sinkTypes, ", "))
+		}
+		if _, err := labels.Parse(s.Filter.LabelSelector); err != nil {
+			bad("%s: filter.labelselector: %v", where, err)
+		}
+		for _, e := range s.Filter.Events {
+			if !slices.Contains(eventTypes, e) {
+				bad("%s: filter.events: %q; allowed: create, update, delete", where, e)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return &ConfigError{Problems: errs}
+	}
+	return nil
+}
+
+// node is a value in the document with its dotted path, for messages.
+type node struct {
+	path string
+	v    any
+}
+
+func (n node) child(key string) node {
+	if n.path == "" {
+		return node{path: key}
+	}
+	return node{path: n.path + "." + key}
+}
+
+type parser struct {
+	errs []string
+}
+
+func (p *parser) bad(n node, format string, args ...any) {
+	p.errs = append(p.errs, n.path+": "+fmt.Sprintf(format, args...))
+}
+
+// object returns n's entries keyed by the lower-cased key, reporting keys
+// not in allowed (nil allows any) and keys given twice in different case.
+func (p *parser) object(n node, allowed []string) map[string]node {
+	out := map[string]node{}
+	if n.v == nil {
+		return out
+	}
+	m, ok := n.v.(map[string]any)
+	if !ok {
+		p.bad(n, "want a mapping, got %s", describe(n.v))
+		return out
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		lk := strings.ToLower(k)
+		c := n.child(k)
+		c.v = m[k]
+		if allowed != nil && !slices.Contains(allowed, lk) {
+			p.bad(c, "unknown key; allowed: %s", strings.Join(allowed, ", "))
+			continue
+		}
+		if _, dup := out[lk]; dup {
+			p.bad(c, "given twice (keys ignore case)")
+			continue
+		}
+		out[lk] = c
+	}
+	return out
+}
+
+func (p *parser) str(n node) string {
+	switch v := n.v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	}
+	p.bad(n, "want a string, got %s", describe(n.v))
+	return ""
+}
+
+func (p *parser) boolean(n node) bool {
+	switch v := n.v.(type) {
+	case nil:
+		return false
+	case bool:
+		return v
+	case string:
+		// kubewatch's CLI writes TRUE/FALSE for tlsskip.
+		switch strings.ToLower(v) {
+		case "true":
+			return true
+		case "false":
+			return false
+		}
+	}
+	p.bad(n, "want true or false, got %s", describe(n.v))
+	return false
+}
+
+func (p *parser) integer(n node) int {
+	if f, ok := n.v.(float64); ok && f == math.Trunc(f) && f >= 1 && f <= 1e9 {
+		return int(f)
+	}
+	if n.v == nil {
+		return 0
+	}
+	p.bad(n, "want a whole number of at least 1, got %s", describe(n.v))
+	return 0
+}
+
+func (p *parser) strs(n node) []string {
+	if n.v == nil {
+		return nil
+	}
+	l, ok := n.v.([]any)
+	if !ok {
+		p.bad(n, "want a list of strings, got %s", describe(n.v))
+		return nil
+	}
+	var out []string
+	for i, v := range l {
+		s, ok := v.(string)
+		if !ok {
+			p.bad(node{path: fmt.Sprintf("%s[%d]", n.path, i)}, "want a string, got %s", describe(v))
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func describe(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "nothing"
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case string:
+		return fmt.Sprintf("%q", v)
+	default:
+		return fmt.Sprintf("%v", v)
+	}
+}
+
+var topKeys = []string{"namespace", "handler", "resource", "customresources", "updates", "sinks"}
+
+func (p *parser) config(root node) *Config {
+	cfg := &Config{}
+	top := p.object(root, topKeys)
+	cfg.Namespace = p.str(top["namespace"])
+	p.resources(cfg, top["resource"])
+	p.customResources(cfg, top["customresources"])
+	if n, ok := top["updates"]; ok {
+		u := p.object(n, []string{"ignorestatusonly", "ignoremetadataonly"})
+		cfg.Updates.IgnoreStatusOnly = p.boolean(u["ignorestatusonly"])
+		cfg.Updates.IgnoreMetadataOnly = p.boolean(u["ignoremetadataonly"])
+	}
+	p.handlers(cfg, top["handler"])
+	if n, ok := top["sinks"]; ok && n.v != nil {
+		l, isList := n.v.([]any)
+		if !isList {
+			p.bad(n, "want a list of sinks, got %s", describe(n.v))
+		}
+		for i, v := range l {
+			sn := node{path: fmt.Sprintf("sinks[%d]", i), v: v}
+			m, _ := v.(map[string]any)
+			var rawType any
+			for k, tv := range m {
+				if strings.ToLower(k) == "type" {
+					rawType = tv
+				}
+			}
+			typ, _ := rawType.(string)
+			if !slices.Contains(sinkTypes, typ) {
+				p.bad(sn.child("type"), "want one of %s, got %s", strings.Join(sinkTypes, ", "), describe(rawType))
+				continue
+			}
+			if s, ok := p.sink(sn, typ, true); ok {
+				cfg.Sinks = append(cfg.Sinks, s)
+			}
+		}
+	}
+	return cfg
+}
+
+func (p *parser) resources(cfg *Config, n node) {
+	seen := map[string]string{} // canonical name → key used
+	keys := p.object(n, nil)
+	names := make([]string, 0, len(keys))
+	for k := range keys {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		c := keys[k]
+		r, ok := lookupResource(k)
+		if !ok {
+			p.bad(c, "unknown resource; allowed: %s", resourceNames())
+			continue
+		}
+		if prev, dup := seen[r.name]; dup {
+			p.bad(c, "names the same resource as %s.%s", n.path, prev)
+			continue
+		}
+		seen[r.name] = k
+		if p.boolean(c) {
+			cfg.Resources = append(cfg.Resources, r.name)
+		}
+	}
+}
+
+func (p *parser) customResources(cfg *Config, n node) {
+	if n.v == nil {
+		return
+	}
+	l, ok := n.v.([]any)
+	if !ok {
+		p.bad(n, "want a list of {group, version, resource}, got %s", describe(n.v))
+		return
+	}
+	for i, v := range l {
+		cn := node{path: fmt.Sprintf("customresources[%d]", i), v: v}
+		m := p.object(cn, []string{"group", "version", "resource", "clusterscoped"})
+		cr := CustomResource{
+			Group:         p.str(m["group"]),
+			Version:       p.str(m["version"]),
+			Resource:      p.str(m["resource"]),
+			ClusterScoped: p.boolean(m["clusterscoped"]),
+		}
+		if cr.Version == "" || cr.Resource == "" {
+			p.bad(cn, "version and resource are required (group is empty for the core group)")
+			continue
+		}
+		cfg.CustomResources = append(cfg.CustomResources, cr)
+	}
+}
+
+// handlers parses kubewatch's `handler:` mapping. Unlike kubewatch, every
+// configured handler is used, not only the first.
+func (p *parser) handlers(cfg *Config, n node) {
+	allowed := append(slices.Clone(sinkTypes), unsupportedHandlers...)
+	m := p.object(n, allowed)
+	for _, typ := range sinkTypes {
+		hn, ok := m[typ]
+		if !ok || (typ != SinkLog && isEmpty(hn.v)) {
+			// kubewatch treats a handler with empty fields as not
+			// configured; log has no required field, so `log:` is on.
+			continue
+		}
+		if s, ok := p.sink(hn, typ, false); ok {
+			cfg.Sinks = append(cfg.Sinks, s)
+		}
+	}
+	for _, typ := range unsupportedHandlers {
+		if hn, ok := m[typ]; ok && !isEmpty(hn.v) {
+			p.bad(hn, "the %s handler is not supported; supported: %s (leave its fields empty or remove it)", typ, strings.Join(sinkTypes, ", "))
+		}
+	}
+}
+
+// isEmpty reports whether v holds no non-empty scalar.
+func isEmpty(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case string:
+		return v == ""
+	case bool:
+		return !v
+	case map[string]any:
+		for _, e := range v {
+			if !isEmpty(e) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		return len(v) == 0
+	}
+	return false
+}
+
+var commonSinkKeys = []string{"filter", "maxattempts", "queuesize"}
+
+var sinkKeys = map[string][]string{
+	SinkWebhook:      {"url", "cert", "tlsskip", "includeobject"},
+	SinkSlackWebhook: {"channel", "username", "emoji", "slackwebhookurl", "url"},
+	SinkLog:          {"format"},
+}
+
+func (p *parser) sink(n node, typ string, listed bool) (SinkConfig, bool) {
+	allowed := append(slices.Clone(sinkKeys[typ]), commonSinkKeys...)
+	if listed {
+		allowed = append(allowed, "name", "type")
+	}
+	before := len(p.errs)
+	m := p.object(n, allowed)
+	s := SinkConfig{Type: typ, Name: p.str(m["name"])}
+	switch typ {
+	case SinkWebhook:
+		s.URL = p.str(m["url"])
+		s.Cert = p.str(m["cert"])
+		s.TLSSkip = p.boolean(m["tlsskip"])
+		s.IncludeObject = true
+		if v, ok := m["includeobject"]; ok {
+			s.IncludeObject = p.boolean(v)
+		}
+	case SinkSlackWebhook:
+		s.URL = p.str(m["slackwebhookurl"])
+		if u := p.str(m["url"]); u != "" {
+			if s.URL != "" {
+				p.bad(m["url"], "give slackwebhookurl or url, not both")
+			}
+			s.URL = u
+		}
+		s.Channel = p.str(m["channel"])
+		s.Username = p.str(m["username"])
+		s.Emoji = p.str(m["emoji"])
+	case SinkLog:
+		s.Format = p.str(m["format"])
+	}
+	s.MaxAttempts = p.integer(m["maxattempts"])
+	s.QueueSize = p.integer(m["queuesize"])
+	if fn, ok := m["filter"]; ok {
+		f := p.object(fn, []string{"events", "namespaces", "excludenamespaces", "labelselector", "resources"})
+		for _, e := range p.strs(f["events"]) {
+			et := EventType(strings.ToLower(e))
+			if !slices.Contains(eventTypes, et) {
+				p.bad(f["events"], "%q; allowed: create, update, delete", e)
+				continue
+			}
+			s.Filter.Events = append(s.Filter.Events, et)
+		}
+		s.Filter.Namespaces = p.strs(f["namespaces"])
+		s.Filter.ExcludeNamespaces = p.strs(f["excludenamespaces"])
+		s.Filter.LabelSelector = p.str(f["labelselector"])
+		if _, err := labels.Parse(s.Filter.LabelSelector); err != nil {
+			p.bad(f["labelselector"], "%v", err)
+		}
+		for _, r := range p.strs(f["resources"]) {
+			s.Filter.Resources = append(s.Filter.Resources, strings.ToLower(r))
+		}
+	}
+	return s, len(p.errs) == before
+}
+
+// env applies kubewatch's environment variables: KW_<RESOURCE>=true turns
+// a resource on; KW_WEBHOOK_URL, KW_WEBHOOK_CERT, KW_SLACK_WEBHOOK_URL,
+// KW_SLACK_CHANNEL (or SLACK_CHANNEL), KW_SLACK_USERNAME and KW_SLACK_EMOJI
+// fill in handler fields the file leaves empty, configuring the handler if
+// the file does not.
+func (p *parser) env(cfg *Config, lookup func(string) (string, bool)) {
+	for _, r := range resources {
+		if r.env == "" {
+			continue
+		}
+		v, ok := lookup(r.env)
+		if !ok || v == "" {
+			continue
+		}
+		switch strings.ToLower(v) {
+		case "true":
+			if !slices.Contains(cfg.Resources, r.name) {
+				cfg.Resources = append(cfg.Resources, r.name)
+			}
+		case "false":
+			// kubewatch's toggles only turn resources on.
+		default:
+			p.errs = append(p.errs, fmt.Sprintf("environment %s=%q: want true or false", r.env, v))
+		}
+	}
+	get := func(names ...string) string {
+		for _, n := range names {
+			if v, ok := lookup(n); ok && v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	find := func(typ string) *SinkConfig {
+		for i := range cfg.Sinks {
+			if cfg.Sinks[i].Type == typ {
+				return &cfg.Sinks[i]
+			}
+		}
+		return nil
+	}
+	if u := get("KW_WEBHOOK_URL"); u != "" || find(SinkWebhook) != nil {
+		s := find(SinkWebhook)
+		if s == nil {
+			cfg.Sinks = append(cfg.Sinks, SinkConfig{Type: SinkWebhook, IncludeObject: true})
+			s = &cfg.Sinks[len(cfg.Sinks)-1]
+		}
+		if s.URL == "" {
+			s.URL = u
+		}
+		if s.Cert == "" {
+			s.Cert = get("KW_WEBHOOK_CERT")
+		}
+	}
+	if u := get("KW_SLACK_WEBHOOK_URL"); u != "" || find(SinkSlackWebhook) != nil {
+		s := find(SinkSlackWebhook)
+		if s == nil {
+			cfg.Sinks = append(cfg.Sinks, SinkConfig{Type: SinkSlackWebhook})
+			s = &cfg.Sinks[len(cfg.Sinks)-1]
+		}
+		if s.URL == "" {
+			s.URL = u
+		}
+		if s.Channel == "" {
+			s.Channel = get("KW_SLACK_CHANNEL", "SLACK_CHANNEL")
+		}
+		if s.Username == "" {
+			s.Username = get("KW_SLACK_USERNAME")
+		}
+		if s.Emoji == "" {
+			s.Emoji = get("KW_SLACK_EMOJI")
+		}
+	}
+	sort.Strings(cfg.Resources)
+}

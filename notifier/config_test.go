@@ -1,0 +1,241 @@
+package notifier
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func noEnv(string) (string, bool) { return "", false }
+
+func envOf(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestParseConfig_AcceptsKubewatchKeysAndTheirShortAliases(t *testing.T) {
+	doc := `
+namespace: web
+resource:
+  deployment: true
+  rs: true
+  svc: true
+  po: true
+  Ns: true
+  configmap: false
+  secret: true
+customresources:
+  - group: monitoring.coreos.com
+    version: v1
+    resource: prometheusrules
+handler:
+  webhook:
+    url: http://127.0.0.1:9/hook
+    tlsskip: "TRUE"
+  slack: {token: "", channel: "", title: ""}
+  msteams: {webhookurl: ""}
+`
+	cfg, err := ParseConfig([]byte(doc), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Namespace != "web" {
+		t.Errorf("Namespace = %q, want web", cfg.Namespace)
+	}
+	wantRes := []string{"deployment", "namespace", "pod", "replicaset", "secret", "services"}
+	if !reflect.DeepEqual(cfg.Resources, wantRes) {
+		t.Errorf("Resources = %q, want %q", cfg.Resources, wantRes)
+	}
+	wantCR := []CustomResource{{Group: "monitoring.coreos.com", Version: "v1", Resource: "prometheusrules"}}
+	if !reflect.DeepEqual(cfg.CustomResources, wantCR) {
+		t.Errorf("CustomResources = %+v, want %+v", cfg.CustomResources, wantCR)
+	}
+	// The empty slack and msteams handlers are not configured, as in kubewatch.
+	want := []SinkConfig{{Name: "webhook", Type: SinkWebhook, URL: "http://127.0.0.1:9/hook", TLSSkip: true, IncludeObject: true, MaxAttempts: 5, QueueSize: 1000}}
+	if !reflect.DeepEqual(cfg.Sinks, want) {
+		t.Errorf("Sinks =\n%+v\nwant\n%+v", cfg.Sinks, want)
+	}
+}
+
+func TestParseConfig_SeveralSinksWithFiltersAndUpdatePolicy(t *testing.T) {
+	doc := `
+resource: {pod: true}
+updates: {ignoreStatusOnly: true, ignoremetadataonly: true}
+handler:
+  slackwebhook: {slackwebhookurl: "https://hooks.example/x", channel: "#k8s", username: kw, emoji: ":eyes:"}
+  log: {}
+sinks:
+  - type: webhook
+    name: audit
+    url: http://127.0.0.1:1/a
+    includeobject: false
+    maxattempts: 3
+    queuesize: 10
+    filter:
+      events: [Delete, update]
+      namespaces: [a, b]
+      excludeNamespaces: [kube-system]
+      labelselector: "app=web,tier!=db"
+      resources: [po, CM]
+  - type: webhook
+    url: http://127.0.0.1:1/b
+`
+	cfg, err := ParseConfig([]byte(doc), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Updates.IgnoreStatusOnly || !cfg.Updates.IgnoreMetadataOnly {
+		t.Errorf("Updates = %+v, want both set", cfg.Updates)
+	}
+	want := []SinkConfig{
+		{Name: "slackwebhook", Type: SinkSlackWebhook, URL: "https://hooks.example/x", Channel: "#k8s", Username: "kw", Emoji: ":eyes:", MaxAttempts: 5, QueueSize: 1000},
+		{Name: "log", Type: SinkLog, Format: "text", MaxAttempts: 5, QueueSize: 1000},
+		{Name: "audit", Type: SinkWebhook, URL: "http://127.0.0.1:1/a", MaxAttempts: 3, QueueSize: 10, Filter: FilterConfig{
+			Events: []EventType{Delete, Update}, Namespaces: []string{"a", "b"}, ExcludeNamespaces: []string{"kube-system"},
+			LabelSelector: "app=web,tier!=db", Resources: []string{"po", "cm"},
+		}},
+		{Name: "webhook", Type: SinkWebhook, URL: "http://127.0.0.1:1/b", IncludeObject: true, MaxAttempts: 5, QueueSize: 1000},
+	}
+	if !reflect.DeepEqual(cfg.Sinks, want) {
+		t.Errorf("Sinks =\n%+v\nwant\n%+v", cfg.Sinks, want)
+	}
+}
+
+func TestParseConfig_RejectsEachBadInputNamingTheKeyAndWhatIsAllowed(t *testing.T) {
+	const ok = "resource: {pod: true}\nhandler: {log: {}}\n"
+	cases := []struct {
+		name string
+		doc  string
+		want []string // substrings of the error
+	}{
+		{"empty file", "", []string{"resource: nothing to watch", "pod (po, pods)", "handler: no handler configured", "webhook, slackwebhook, log"}},
+		{"not yaml", "resource: [", []string{"not YAML"}},
+		{"unknown top-level key", ok + "reason: [Created]\n", []string{"reason: unknown key; allowed: namespace, handler, resource"}},
+		{"unknown resource", "resource: {pods: true, foo: true}\nhandler: {log: {}}", []string{"resource.foo: unknown resource; allowed:", "configmap (cm, configmaps)"}},
+		{"alias and long name twice", "resource: {svc: true, services: false}\nhandler: {log: {}}", []string{"resource.svc: names the same resource as resource.services"}},
+		{"resource not a bool", "resource: {pod: maybe}\nhandler: {log: {}}", []string{`resource.pod: want true or false, got "maybe"`}},
+		{"resource not a mapping", "resource: [pod]\nhandler: {log: {}}", []string{"resource: want a mapping, got a list"}},
+		{"namespace not a string", ok + "namespace: [a]\n", []string{"namespace: want a string, got a list"}},
+		{"unknown handler", "resource: {pod: true}\nhandler: {pagerduty: {url: x}}", []string{"handler.pagerduty: unknown key; allowed: webhook, slackwebhook, log, slack"}},
+		{"unsupported handler in use", ok + "handler: {log: {}, msteams: {webhookurl: https://x}}", []string{"handler.msteams: the msteams handler is not supported; supported: webhook, slackwebhook, log"}},
+		{"unknown webhook key", "resource: {pod: true}\nhandler: {webhook: {url: http://h/, room: r}}", []string{"handler.webhook.room: unknown key; allowed: url, cert, tlsskip, includeobject, filter, maxattempts, queuesize"}},
+		{"webhook url not http", "resource: {pod: true}\nhandler: {webhook: {url: 'ftp://h/x'}}", []string{`sink webhook: url "ftp://h/x" is not an http(s) URL`}},
+		{"slack url given twice", "resource: {pod: true}\nhandler: {slackwebhook: {url: http://a/, slackwebhookurl: http://b/}}", []string{"handler.slackwebhook.url: give slackwebhookurl or url, not both"}},
+		{"bad event type", "resource: {pod: true}\nhandler: {log: {filter: {events: [created]}}}", []string{`handler.log.filter.events: "created"; allowed: create, update, delete`}},
+		{"bad label selector", "resource: {pod: true}\nhandler: {log: {filter: {labelselector: 'a==='}}}", []string{"handler.log.filter.labelselector:"}},
+		{"unknown filter key", "resource: {pod: true}\nhandler: {log: {filter: {names: [x]}}}", []string{"handler.log.filter.names: unknown key; allowed: events, namespaces, excludenamespaces, labelselector, resources"}},
+		{"maxattempts zero", "resource: {pod: true}\nhandler: {log: {maxattempts: 0}}", []string{"handler.log.maxattempts: want a whole number of at least 1, got 0"}},
+		{"queuesize fraction", "resource: {pod: true}\nhandler: {log: {queuesize: 1.5}}", []string{"handler.log.queuesize: want a whole number of at least 1, got 1.5"}},
+		{"log format", "resource: {pod: true}\nhandler: {log: {format: xml}}", []string{`sink log: format "xml"; allowed: text, json`}},
+		{"sink without type", ok + "sinks: [{url: http://h/}]", []string{"sinks[0].type: want one of webhook, slackwebhook, log, got nothing"}},
+		{"sink key of another type", ok + "sinks: [{type: log, url: http://h/}]", []string{"sinks[0].url: unknown key; allowed: format, filter, maxattempts, queuesize, name, type"}},
+		{"sink names twice", "resource: {pod: true}\nsinks: [{type: log, name: a}, {type: log, name: a}]", []string{"sink a: name used twice"}},
+		{"custom resource incomplete", ok + "customresources: [{group: x.io, resource: foos}]", []string{"customresources[0]: version and resource are required"}},
+		{"custom resource unknown key", ok + "customresources: [{version: v1, resource: foos, kind: Foo}]", []string{"customresources[0].kind: unknown key; allowed: group, version, resource, clusterscoped"}},
+		{"updates unknown key", ok + "updates: {ignorestatus: true}", []string{"updates.ignorestatus: unknown key; allowed: ignorestatusonly, ignoremetadataonly"}},
+		{"keys differing in case", "resource: {pod: true, Pod: true}\nhandler: {log: {}}", []string{"given twice (keys ignore case)"}},
+		{"two problems at once", "resource: {pod: 1}\nhandler: {log: {format: 2}}", []string{"resource.pod: want true or false, got 1", "handler.log.format: want a string, got 2"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig([]byte(tc.doc), noEnv)
+			if err == nil {
+				t.Fatalf("ParseConfig(%q) = nil error, want one containing %q", tc.doc, tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\nlacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseConfig_EnvironmentTurnsResourcesOnAndFillsHandlers(t *testing.T) {
+	doc := "resource: {configmap: true}\nhandler: {slackwebhook: {channel: '#from-file'}}\n"
+	cfg, err := ParseConfig([]byte(doc), envOf(map[string]string{
+		"KW_POD":               "true",
+		"KW_SECRET":            "false", // toggles only turn things on
+		"KW_WEBHOOK_URL":       "http://127.0.0.1:1/hook",
+		"KW_SLACK_WEBHOOK_URL": "https://hooks.example/y",
+		"KW_SLACK_CHANNEL":     "#from-env",
+		"KW_SLACK_USERNAME":    "bot",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"configmap", "pod"}; !reflect.DeepEqual(cfg.Resources, want) {
+		t.Errorf("Resources = %q, want %q", cfg.Resources, want)
+	}
+	want := []SinkConfig{
+		{Name: "slackwebhook", Type: SinkSlackWebhook, URL: "https://hooks.example/y", Channel: "#from-file", Username: "bot", MaxAttempts: 5, QueueSize: 1000},
+		{Name: "webhook", Type: SinkWebhook, URL: "http://127.0.0.1:1/hook", IncludeObject: true, MaxAttempts: 5, QueueSize: 1000},
+	}
+	if !reflect.DeepEqual(cfg.Sinks, want) {
+		t.Errorf("Sinks =\n%+v\nwant\n%+v", cfg.Sinks, want)
+	}
+
+	_, err = ParseConfig([]byte(doc), envOf(map[string]string{"KW_POD": "yes"}))
+	if err == nil || !strings.Contains(err.Error(), `environment KW_POD="yes": want true or false`) {
+		t.Errorf("KW_POD=yes: err = %v, want it named", err)
+	}
+}
+
+func TestParseConfig_BareLogHandlerIsOn(t *testing.T) {
+	cfg, err := ParseConfig([]byte("resource: {pod: true}\nhandler:\n  log:\n"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Sinks) != 1 || cfg.Sinks[0].Type != SinkLog || cfg.Sinks[0].Format != "text" {
+		t.Errorf("Sinks = %+v, want one text log sink", cfg.Sinks)
+	}
+}
+
+func TestParseConfig_SampleConfigParses(t *testing.T) {
+	// The sample's handlers are all empty, so it needs one from the
+	// environment to be complete, like a fresh kubewatch install.
+	cfg, err := ParseConfig([]byte(SampleConfig), envOf(map[string]string{"KW_WEBHOOK_URL": "http://127.0.0.1:1/"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"configmap", "pod"}; !reflect.DeepEqual(cfg.Resources, want) {
+		t.Errorf("Resources = %q, want %q", cfg.Resources, want)
+	}
+	// log: {format: text} is configured (its fields are not all empty).
+	if len(cfg.Sinks) != 2 || cfg.Sinks[0].Type != SinkWebhook || cfg.Sinks[1].Type != SinkLog {
+		t.Errorf("Sinks = %+v, want the webhook from the environment and the log sink", cfg.Sinks)
+	}
+}
+
+func TestLoadConfigAndDefaultConfigPath(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{"KW_CONFIG": dir, "HOME": "/nonexistent"}
+	path := DefaultConfigPath(func(k string) string { return env[k] })
+	if want := filepath.Join(dir, ".kubewatch.yaml"); path != want {
+		t.Errorf("DefaultConfigPath = %q, want %q", path, want)
+	}
+	if got := DefaultConfigPath(func(k string) string { return map[string]string{"HOME": "/h"}[k] }); got != "/h/.kubewatch.yaml" {
+		t.Errorf("DefaultConfigPath without KW_CONFIG = %q, want /h/.kubewatch.yaml", got)
+	}
+	if _, err := LoadConfig(path, noEnv); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("LoadConfig of a missing file = %v, want ErrNotExist", err)
+	}
+	if err := os.WriteFile(path, []byte("resource: {pod: true}\nhandler: {log: {format: json}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(path, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Sinks[0].Format != "json" {
+		t.Errorf("format = %q, want json", cfg.Sinks[0].Format)
+	}
+	if err := os.WriteFile(path, []byte("resource: {pod: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(path, noEnv); err == nil || !strings.HasPrefix(err.Error(), path+": config: handler:") {
+		t.Errorf("LoadConfig error = %v, want it to start with the path", err)
+	}
+}

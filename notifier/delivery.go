@@ -1,0 +1,166 @@
+package notifier
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Retry defaults (see Options).
+const (
+	DefaultRetryBase    = 500 * time.Millisecond
+	DefaultRetryMax     = 30 * time.Second
+	DefaultDrainTimeout = 10 * time.Second
+)
+
+// delivery is one sink's filter, bounded queue and worker. Events are
+// delivered in the order they were queued, one at a time.
+type delivery struct {
+	name        string
+	sender      sender
+	filter      *filter
+	maxAttempts int
+	retryBase   time.Duration
+	retryMax    time.Duration
+	// wait sleeps d or until ctx is done (then it returns ctx's error);
+	// tests replace it to run the retry policy without sleeping.
+	wait func(ctx context.Context, d time.Duration) error
+	log  *slog.Logger
+	m    *notifierMetrics
+
+	mu     sync.Mutex
+	closed bool
+	queue  chan *Event
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// offer queues ev if it passes the filter. It never blocks: when the queue
+// is full, or the sink is stopping, the event is dropped and counted.
+func (d *delivery) offer(ev *Event) {
+	if !d.filter.match(ev) {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		d.m.failed.WithLabelValues(d.name, failShutdown).Inc()
+		return
+	}
+	select {
+	case d.queue <- ev:
+	default:
+		d.m.failed.WithLabelValues(d.name, failQueue).Inc()
+		d.log.Error("Sink queue full: dropping a notification", "sink", d.name, "queueSize", cap(d.queue),
+			"kind", ev.Kind, "namespace", ev.Namespace, "name", ev.Name, "event", ev.Type)
+	}
+}
+
+// run delivers queued events until ctx is done. Then it takes no new
+// events and delivers those already queued for at most drain (counting the
+// rest as failed with reason shutdown), and returns.
+func (d *delivery) run(ctx context.Context, drain time.Duration) {
+	// hard outlives ctx by drain: it bounds the retries of the event in
+	// flight and of those still queued.
+	hard, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	var (
+		timerMu sync.Mutex
+		timer   *time.Timer
+	)
+	stopAfter := context.AfterFunc(ctx, func() {
+		timerMu.Lock()
+		timer = time.AfterFunc(drain, cancel)
+		timerMu.Unlock()
+	})
+	defer func() {
+		stopAfter()
+		timerMu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		timerMu.Unlock()
+	}()
+
+	for {
+		select {
+		case ev := <-d.queue:
+			d.deliver(hard, ev)
+			continue
+		case <-ctx.Done():
+		}
+		d.mu.Lock()
+		d.closed = true
+		d.mu.Unlock()
+		if n := len(d.queue); n > 0 {
+			d.log.Info("Draining sink queue", "sink", d.name, "queued", n, "drainTimeout", drain)
+		}
+		for {
+			select {
+			case ev := <-d.queue:
+				d.deliver(hard, ev)
+			default:
+				return
+			}
+		}
+	}
+}
+
+// deliver sends ev, retrying network errors, 5xx and 429 with exponential
+// backoff until it has tried maxAttempts times.
+func (d *delivery) deliver(ctx context.Context, ev *Event) {
+	log := d.log.With("sink", d.name, "kind", ev.Kind, "namespace", ev.Namespace, "name", ev.Name, "event", ev.Type)
+	for attempt := 1; ; attempt++ {
+		if ctx.Err() != nil {
+			d.m.failed.WithLabelValues(d.name, failShutdown).Inc()
+			log.Error("Dropping a notification: shutting down", "attempts", attempt-1)
+			return
+		}
+		err := d.sender.send(ctx, ev)
+		if err == nil {
+			d.m.sent.WithLabelValues(ev.Kind, string(ev.Type), d.name).Inc()
+			log.Debug("Notification sent", "attempts", attempt)
+			return
+		}
+		switch {
+		case ctx.Err() != nil:
+			continue // counted as shutdown above
+		case !isRetryable(err):
+			d.m.failed.WithLabelValues(d.name, failRejected).Inc()
+			log.Error("Notification rejected; not retrying", "attempts", attempt, "err", err)
+			return
+		case attempt >= d.maxAttempts:
+			d.m.failed.WithLabelValues(d.name, failAttempts).Inc()
+			log.Error("Giving up on a notification", "attempts", attempt, "err", err)
+			return
+		}
+		delay := d.delay(attempt, err)
+		log.Warn("Notification failed; will retry", "attempt", attempt, "retryIn", delay, "err", err)
+		_ = d.wait(ctx, delay) // an interrupted wait ends at the ctx check
+	}
+}
+
+// delay is the wait after the given failed attempt: retryBase doubled per
+// attempt, at least the server's Retry-After, at most retryMax.
+func (d *delivery) delay(attempt int, err error) time.Duration {
+	delay := d.retryBase
+	for i := 1; i < attempt && delay < d.retryMax; i++ {
+		delay *= 2
+	}
+	var se *sendError
+	if errors.As(err, &se) && se.retryAfter > delay {
+		delay = se.retryAfter
+	}
+	return min(delay, d.retryMax)
+}

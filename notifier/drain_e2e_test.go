@@ -1,0 +1,100 @@
+package notifier
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kloop-dev/kloop/testenv"
+)
+
+func TestNotifier_StopDeliversWhatTheSinkHasQueued(t *testing.T) {
+	e := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(e.Config)
+	ctx := t.Context()
+	ns := testenv.NewNamespace(t, kc, "notifier-drain")
+
+	// A receiver that holds its first request until released.
+	var (
+		mu       sync.Mutex
+		received []string
+	)
+	first, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		isFirst := false
+		once.Do(func() { isFirst = true; close(first) })
+		if isFirst {
+			<-release
+		}
+		mu.Lock()
+		received = append(received, r.URL.Path)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	var releaseOnce sync.Once
+	defer releaseOnce.Do(func() { close(release) })
+
+	reg := prometheus.NewRegistry()
+	logs := &logBuffer{}
+	n, err := New(e.Config, Config{
+		Namespace: ns,
+		Resources: []string{"configmap"},
+		Sinks:     []SinkConfig{{Name: "slow", Type: SinkWebhook, URL: srv.URL}},
+	}, Options{Logger: logs.Logger(), Registerer: reg, Gatherer: reg, DrainTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- n.Run(runCtx) }()
+	select {
+	case <-n.Synced():
+	case <-time.After(60 * time.Second):
+		t.Fatalf("not synced within 60s; logs:\n%s", logs)
+	}
+
+	for _, name := range []string{"a", "b", "c"} {
+		if _, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-first:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no request within 60s")
+	}
+	queue := n.deliveries[0].queue
+	deadline := time.Now().Add(60 * time.Second)
+	for len(queue) < 2 { // b and c wait behind a
+		if time.Now().After(deadline) {
+			t.Fatalf("%d queued after 60s, want 2", len(queue))
+		}
+		time.Sleep(10 * time.Millisecond) // polling a queue length
+	}
+
+	stop()
+	releaseOnce.Do(func() { close(release) })
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return within 60s of the stop")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(received) != 3 {
+		t.Errorf("received %d notifications, want 3: the one in flight and the two queued at the stop", len(received))
+	}
+}

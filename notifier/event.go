@@ -1,0 +1,192 @@
+package notifier
+
+import (
+	"encoding/base64"
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// EventType is what happened to an object.
+type EventType string
+
+// The event types, named as in kubewatch's queue and metrics.
+const (
+	Create EventType = "create"
+	Update EventType = "update"
+	Delete EventType = "delete"
+)
+
+var eventTypes = []EventType{Create, Update, Delete}
+
+// Reason is kubewatch's word for the event type: Created, Updated, Deleted.
+func (t EventType) Reason() string {
+	switch t {
+	case Create:
+		return "Created"
+	case Update:
+		return "Updated"
+	case Delete:
+		return "Deleted"
+	}
+	return string(t)
+}
+
+// Event is one notification. Sinks treat it as read-only: the same Event
+// goes to every sink.
+type Event struct {
+	Type EventType
+	// Kind and APIVersion of the object (for a custom resource, Kind is
+	// its plural resource name, as in kubewatch).
+	Kind, APIVersion string
+	// Resource is the config name of what was watched: a built-in
+	// resource's canonical name or a custom resource's plural.
+	Resource        string
+	Namespace, Name string
+	// Labels are the object's labels.
+	Labels map[string]string
+	// Object is the object's new state (create, update) or its last known
+	// state (delete), as JSON-like values, with Secret data redacted.
+	Object map[string]any
+	// Changes are the changed field paths of an update, sorted
+	// (e.g. data.key, spec.containers[0].image, metadata.labels.app).
+	Changes []string
+	// Time is when the notifier saw the change.
+	Time time.Time
+}
+
+// Message is kubewatch's text:
+//
+//	A `Pod` in namespace `default` has been `Created`:
+//	`nginx`
+//
+// For cluster-scoped objects the namespace part is left out instead of
+// printed empty; for updates the changed fields follow on a third line.
+func (e *Event) Message() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "A `%s` ", e.Kind)
+	if e.Namespace != "" {
+		fmt.Fprintf(&b, "in namespace `%s` ", e.Namespace)
+	}
+	fmt.Fprintf(&b, "has been `%s`:\n`%s`", e.Type.Reason(), e.Name)
+	if len(e.Changes) > 0 {
+		fmt.Fprintf(&b, "\nChanged: `%s`", strings.Join(e.Changes, "`, `"))
+	}
+	return b.String()
+}
+
+// maxChanges bounds the field paths reported for one update.
+const maxChanges = 50
+
+// ignoredPaths change with every write (or are not the object's content),
+// so they are no change worth reporting.
+var ignoredPaths = map[string]bool{
+	"metadata.resourceVersion": true,
+	"metadata.generation":      true,
+	"metadata.managedFields":   true,
+}
+
+// Diff returns the sorted paths of the fields that differ between old and
+// new (JSON-like values), ignoring resourceVersion, generation and
+// managedFields. Maps are descended into; a list is reported by index when
+// both sides have the same length, else as a whole. Keys that are not
+// plain identifiers are quoted: metadata.labels["app.kubernetes.io/name"].
+// At most 50 paths are returned, the last being "..." when there were more.
+func Diff(old, new map[string]any) []string {
+	var out []string
+	diffValue("", old, new, &out)
+	sort.Strings(out)
+	if len(out) > maxChanges {
+		out = append(out[:maxChanges-1], "...")
+	}
+	return out
+}
+
+var plainKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
+
+func joinPath(path, key string) string {
+	if !plainKey.MatchString(key) {
+		return fmt.Sprintf("%s[%q]", path, key)
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func diffValue(path string, a, b any, out *[]string) {
+	if ignoredPaths[path] {
+		return
+	}
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if aok && bok {
+		for k, av := range am {
+			bv, ok := bm[k]
+			if !ok {
+				if !ignoredPaths[joinPath(path, k)] {
+					*out = append(*out, joinPath(path, k))
+				}
+				continue
+			}
+			diffValue(joinPath(path, k), av, bv, out)
+		}
+		for k := range bm {
+			if _, ok := am[k]; !ok && !ignoredPaths[joinPath(path, k)] {
+				*out = append(*out, joinPath(path, k))
+			}
+		}
+		return
+	}
+	al, aok := a.([]any)
+	bl, bok := b.([]any)
+	if aok && bok && len(al) == len(bl) {
+		for i := range al {
+			diffValue(fmt.Sprintf("%s[%d]", path, i), al[i], bl[i], out)
+		}
+		return
+	}
+	if !reflect.DeepEqual(a, b) {
+		*out = append(*out, path)
+	}
+}
+
+// onlyUnder reports whether every path is prefix itself or below it.
+func onlyUnder(paths []string, prefix string) bool {
+	for _, p := range paths {
+		if p != prefix && !strings.HasPrefix(p, prefix+".") && !strings.HasPrefix(p, prefix+"[") {
+			return false
+		}
+	}
+	return len(paths) > 0
+}
+
+// Redacted is what replaces each value of a Secret's data and stringData;
+// under data it is base64-encoded, as data values are.
+const Redacted = "[redacted]"
+
+var redactedBase64 = base64.StdEncoding.EncodeToString([]byte(Redacted))
+
+// redactSecret returns obj with the values of data and stringData
+// replaced, keeping the keys. obj itself is not changed.
+func redactSecret(obj map[string]any) map[string]any {
+	out := make(map[string]any, len(obj))
+	for k, v := range obj {
+		out[k] = v
+	}
+	for field, repl := range map[string]string{"data": redactedBase64, "stringData": Redacted} {
+		m, ok := obj[field].(map[string]any)
+		if !ok {
+			continue
+		}
+		r := make(map[string]any, len(m))
+		for k := range m {
+			r[k] = repl
+		}
+		out[field] = r
+	}
+	return out
+}

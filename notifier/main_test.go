@@ -1,0 +1,15 @@
+package notifier
+
+import (
+	"testing"
+
+	"github.com/kloop-dev/kloop/testenv"
+)
+
+// controlPlane is the one control plane of this package's end-to-end
+// tests, started on first use; each test works in a namespace of its own.
+var controlPlane testenv.Shared
+
+func TestMain(m *testing.M) {
+	controlPlane.Main(m)
+}
