@@ -19,7 +19,10 @@
 // A snapshot comes first. By default (InitialListAuto) it is a streaming list:
 // a WATCH with sendInitialEvents=true and resourceVersionMatch=NotOlderThan
 // that sends every object as ADDED and ends with a bookmark annotated
-// "k8s.io/initial-events-end"; the same stream then goes on as the watch. If
+// "k8s.io/initial-events-end"; the reflector then closes that stream and
+// watches from the bookmark's resourceVersion (a server compresses a streaming
+// list, and every later event of the same stream one by one, which costs CPU
+// on both ends for small events; a plain watch is not compressed). If
 // the server rejects that request, the stream does not end properly, or it
 // fails other than transiently, the reflector falls back to a paginated LIST (limit 500, continue tokens) with
 // client-go's resourceVersion rules: the first list at "0" (may be served from

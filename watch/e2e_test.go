@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	kscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -268,12 +270,54 @@ func TestE2E(t *testing.T) {
 						}
 					}
 				default:
-					// One streaming list that goes on as the watch.
-					if want := []string{`watch-list rv=""`}; !slices.Equal(calls, want) {
+					// One streaming list, then a plain watch from its end.
+					if want := []string{`watch-list rv=""`, fmt.Sprintf("watch rv=%q", rv)}; !slices.Equal(calls, want) {
 						t.Fatalf("calls %q, want %q", calls, want)
 					}
 				}
 			})
+		}
+	})
+
+	// Why the reflector leaves a streaming list's stream once the initial
+	// events are in: the server compresses that stream, event by event, for
+	// as long as it stays open, and never compresses a plain watch.
+	t.Run("ServerCompressesStreamingListsButNotPlainWatches", func(t *testing.T) {
+		ctx := e2eContext(t, time.Minute)
+		ns := "watch-gzip"
+		newNamespace(t, ctx, cs, ns, "a")
+		hc, err := rest.HTTPClientFor(env.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		encoding := func(query string) string {
+			t.Helper()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+				env.Config.Host+"/api/v1/namespaces/"+ns+"/configmaps?watch=true&timeoutSeconds=1&"+query, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Set by hand, so the transport neither asks nor decompresses.
+			req.Header.Set("Accept-Encoding", "gzip")
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET ?%s: %s", query, resp.Status)
+			}
+			return resp.Header.Get("Content-Encoding")
+		}
+		if got := encoding("sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"); got != "gzip" {
+			t.Fatalf("streaming list Content-Encoding = %q, want gzip", got)
+		}
+		list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := encoding("allowWatchBookmarks=true&resourceVersion=" + list.ResourceVersion); got != "" {
+			t.Fatalf("plain watch Content-Encoding = %q, want none", got)
 		}
 	})
 

@@ -406,7 +406,7 @@ func TestMachine_PageSizeConfig(t *testing.T) {
 	}
 }
 
-func TestMachine_StreamingList_EmitsTheSnapshotAtInitialEventsEndAndKeepsTheStream(t *testing.T) {
+func TestMachine_StreamingList_EmitsTheSnapshotAtInitialEventsEndThenWatchesFromIt(t *testing.T) {
 	h := newHarness(t, Config{})
 	h.expectStream("")
 	h.openOK()
@@ -419,7 +419,10 @@ func TestMachine_StreamingList_EmitsTheSnapshotAtInitialEventsEndAndKeepsTheStre
 	h.expectEvents(h.recv(apiwatch.Bookmark, bookmark("8", false)))
 	h.expectEvents(h.recv(apiwatch.Bookmark, bookmark("9", true)),
 		"RelistStart", "RelistItem a@3", "RelistItem b@5", "RelistDone @9")
-	// The same stream goes on as the watch: no new call, no idle limit.
+	// The streaming list's stream (compressed by servers that compress it)
+	// is replaced by a plain watch from the end bookmark: no idle limit.
+	h.expectWatch("9")
+	h.openOK()
 	if a := h.expectAct(actReceive); a.delay != 0 {
 		t.Fatalf("receive after the snapshot has idle limit %v, want none", a.delay)
 	}
@@ -541,6 +544,8 @@ func TestMachine_StreamingExpiredResourceVersion_StreamsTheLatestStateAtOnce(t *
 	h := newHarness(t, Config{})
 	h.openOK()
 	h.recv(apiwatch.Bookmark, bookmark("20", true))
+	h.expectWatch("20")
+	h.openOK()
 	h.recvErr(errGone)
 	h.expectWait(0, time.Minute)
 	h.expectStream("20")
@@ -560,6 +565,8 @@ func TestMachine_StreamingExpiredMidStream_StreamsTheLatestState(t *testing.T) {
 	h := newHarness(t, Config{})
 	h.openOK()
 	h.recv(apiwatch.Bookmark, bookmark("20", true))
+	h.expectWatch("20")
+	h.openOK()
 	h.recvErr(errGone)
 	h.expectWait(0, time.Minute)
 	h.openOK()
@@ -740,6 +747,8 @@ func TestMachine_Restart_BeginsASnapshotAtTheLastRV(t *testing.T) {
 	h := newHarness(t, Config{})
 	h.openOK()
 	h.recv(apiwatch.Bookmark, bookmark("20", true))
+	h.expectWatch("20")
+	h.openOK()
 	h.recv(apiwatch.Added, obj("a", "21"))
 	h.m.restart()
 	h.expectStream("21")

@@ -171,7 +171,7 @@ func (x *running) expectEvents(want ...string) {
 	}
 }
 
-func TestReflector_StreamingList_EmitsTheSnapshotThenWatchEventsOnOneStream(t *testing.T) {
+func TestReflector_StreamingList_EmitsTheSnapshotThenWatchesFromItsEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		x := start(t, watch.Config{})
 		x.expectCall(`Watch rv="" sendInitialEvents`)
@@ -180,9 +180,18 @@ func TestReflector_StreamingList_EmitsTheSnapshotThenWatchEventsOnOneStream(t *t
 		w.Add(obj("b", "5"))
 		x.expectEvents() // nothing before the snapshot is complete
 		w.Action(apiwatch.Bookmark, endBookmark("10"))
-		w.Modify(obj("a", "11"))
-		w.Delete(obj("b", "12"))
-		x.expectEvents("RelistStart", "RelistItem a@3", "RelistItem b@5", "RelistDone @10", "Modified a@11", "Deleted b@12")
+		x.expectEvents("RelistStart", "RelistItem a@3", "RelistItem b@5", "RelistDone @10")
+		// The streaming list's stream is stopped and a plain watch goes
+		// on from the end bookmark.
+		x.expectCall(`Watch rv="10"`)
+		synctest.Wait()
+		if !w.IsStopped() {
+			t.Fatalf("the streaming list's watch was not stopped")
+		}
+		w2 := x.lw.PushWatch()
+		w2.Modify(obj("a", "11"))
+		w2.Delete(obj("b", "12"))
+		x.expectEvents("Modified a@11", "Deleted b@12")
 		x.expectNoCall()
 		if got := x.r.LastSyncResourceVersion(); got != "12" {
 			t.Fatalf("LastSyncResourceVersion = %q, want 12", got)
@@ -357,7 +366,8 @@ func TestReflector_RunAgain_StartsWithASnapshotAtTheLastRV(t *testing.T) {
 		x.expectCall(`Watch rv="" sendInitialEvents`)
 		w := x.lw.PushWatch()
 		w.Action(apiwatch.Bookmark, endBookmark("10"))
-		w.Add(obj("a", "11"))
+		x.expectCall(`Watch rv="10"`)
+		x.lw.PushWatch().Add(obj("a", "11"))
 		synctest.Wait()
 		x.stop()
 		x.rec.take()
@@ -414,6 +424,8 @@ func TestReflector_HoldsNoReferenceToEmittedObjects(t *testing.T) {
 		send(apiwatch.Added, "a", "3")
 		send(apiwatch.Added, "b", "4")
 		w.Action(apiwatch.Bookmark, endBookmark("10"))
+		x.expectCall(`Watch rv="10"`)
+		w = x.lw.PushWatch()
 		send(apiwatch.Modified, "a", "11")
 		synctest.Wait()
 		if got := len(x.rec.take()); got != 5 {
