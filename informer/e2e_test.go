@@ -380,6 +380,7 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 	// informer's back, compacts etcd and restarts again (so the informer's
 	// resourceVersion is gone), three times.
 	stopWriting := make(chan struct{})
+	progress := make(chan struct{}, 1) // a writer finished an op
 	var behindBack atomic.Int64
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -404,6 +405,10 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 					err = cs.CoreV1().ConfigMaps(ns).Delete(ctx, n, metav1.DeleteOptions{})
 				}
 				ops.Add(1)
+				select {
+				case progress <- struct{}{}:
+				default:
+				}
 				switch {
 				case err == nil, apierrors.IsAlreadyExists(err), apierrors.IsNotFound(err):
 				default:
@@ -415,8 +420,12 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 	}
 	restarts := 0
 	for cycle := 1; cycle <= 3; cycle++ {
-		for ops.Load() < int64(cycle*500) && ctx.Err() == nil {
-			time.Sleep(20 * time.Millisecond) // let the writers get ahead
+		for ops.Load() < int64(cycle*500) { // let the writers get ahead
+			select {
+			case <-progress:
+			case <-ctx.Done():
+				t.Fatalf("cycle %d: writers stopped at %d ops: %v", cycle, ops.Load(), context.Cause(ctx))
+			}
 		}
 		g.close()
 		env.StopAPIServer()
