@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,69 +36,6 @@ func TestMain(m *testing.M) {
 		return 0
 	})
 	controlPlane.Main(m)
-}
-
-// lineReader collects a stream's lines and lets a test wait for one.
-type lineReader struct {
-	mu    sync.Mutex
-	lines []string
-	more  chan struct{} // closed and replaced on every new line
-	eof   bool
-}
-
-func readLines(r io.Reader) *lineReader {
-	lr := &lineReader{more: make(chan struct{})}
-	go func() {
-		s := bufio.NewScanner(r)
-		s.Buffer(make([]byte, 1<<20), 1<<20)
-		for s.Scan() {
-			lr.mu.Lock()
-			lr.lines = append(lr.lines, s.Text())
-			close(lr.more)
-			lr.more = make(chan struct{})
-			lr.mu.Unlock()
-		}
-		lr.mu.Lock()
-		lr.eof = true
-		close(lr.more)
-		lr.mu.Unlock()
-	}()
-	return lr
-}
-
-func (lr *lineReader) all() []string {
-	lr.mu.Lock()
-	defer lr.mu.Unlock()
-	return append([]string(nil), lr.lines...)
-}
-
-// waitFor waits until a line matches re (or, with re nil, the stream
-// ends) and returns it.
-func (lr *lineReader) waitFor(t *testing.T, what string, re *regexp.Regexp) string {
-	t.Helper()
-	deadline := time.After(60 * time.Second)
-	for {
-		lr.mu.Lock()
-		for _, l := range lr.lines {
-			if re != nil && re.MatchString(l) {
-				lr.mu.Unlock()
-				return l
-			}
-		}
-		more, eof := lr.more, lr.eof
-		lr.mu.Unlock()
-		if eof {
-			if re == nil {
-				return ""
-			}
-			t.Fatalf("output ended before %s", what)
-		}
-		select {
-		case <-more:
-		case <-deadline:
-			t.Fatalf("no %s within 60s; lines so far:\n%s", what, strings.Join(lr.all(), "\n"))
-		}
-	}
 }
 
 // hook records the webhook payloads it receives as "Reason Kind name".
@@ -167,28 +103,8 @@ func TestNotifier_BinaryNotifiesFromItsConfigFileAndExitsZeroOnSIGTERM(t *testin
 		t.Fatal(err)
 	}
 	cmd := reexec.Command(context.Background(), "--config", config, "--kubeconfig", e.KubeconfigPath, "--http-addr", "127.0.0.1:0")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	out, logs := readLines(stdout), readLines(stderr)
-	defer func() {
-		if t.Failed() {
-			t.Logf("notifier stderr:\n%s", strings.Join(logs.all(), "\n"))
-		}
-	}()
-	logs.waitFor(t, "the synced log", regexp.MustCompile(`Notifier synced`))
+	out, logs := reexec.Start(t, "notifier", cmd)
+	logs.WaitFor(t, "the synced log", regexp.MustCompile(`Notifier synced`))
 
 	cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c1"}, Data: map[string]string{"k": "v1"}}, metav1.CreateOptions{})
 	if err != nil {
@@ -204,13 +120,13 @@ func TestNotifier_BinaryNotifiesFromItsConfigFileAndExitsZeroOnSIGTERM(t *testin
 		t.Fatal(err)
 	}
 	h.waitFor(t, "Deleted ConfigMap c1")
-	out.waitFor(t, "the log sink's delete line", regexp.MustCompile(`Deleted ConfigMap `+ns+`/c1$`))
+	out.WaitFor(t, "the log sink's delete line", regexp.MustCompile(`Deleted ConfigMap `+ns+`/c1$`))
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	out.waitFor(t, "the end of stdout", nil)
-	logs.waitFor(t, "the end of stderr", nil)
+	out.WaitEOF(t)
+	logs.WaitEOF(t)
 	err = cmd.Wait()
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) {
@@ -222,7 +138,7 @@ func TestNotifier_BinaryNotifiesFromItsConfigFileAndExitsZeroOnSIGTERM(t *testin
 	if got, want := strings.Join(h.all(), "\n"), "Created ConfigMap c1\nUpdated ConfigMap c1\nDeleted ConfigMap c1"; got != want {
 		t.Errorf("webhook received:\n%s\nwant exactly:\n%s", got, want)
 	}
-	lines := out.all()
+	lines := out.All()
 	wantLines := []string{" Created ConfigMap " + ns + "/c1", " Updated ConfigMap " + ns + "/c1 changes=data.k", " Deleted ConfigMap " + ns + "/c1"}
 	if len(lines) != len(wantLines) {
 		t.Fatalf("stdout:\n%s\nwant %d lines", strings.Join(lines, "\n"), len(wantLines))
@@ -232,7 +148,7 @@ func TestNotifier_BinaryNotifiesFromItsConfigFileAndExitsZeroOnSIGTERM(t *testin
 			t.Errorf("stdout line %d = %q, want it to end %q", i, lines[i], w)
 		}
 	}
-	logs.waitFor(t, "the stop log", regexp.MustCompile(`Notifier stopped`))
+	logs.WaitFor(t, "the stop log", regexp.MustCompile(`Notifier stopped`))
 }
 
 func env(m map[string]string) func(string) (string, bool) {
