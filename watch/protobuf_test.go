@@ -284,3 +284,51 @@ func BenchmarkDecodeObject(b *testing.B) {
 		})
 	}
 }
+
+// The fast path must decode any input exactly as the stock serializer does:
+// the same object where the stock serializer succeeds (also with
+// managedFields dropped and labels shared, but for those two fields), an
+// error where it fails — except that with managedFields dropped, malformed
+// bytes inside managedFields go unnoticed, as they are never decoded. The
+// corpus starts from well-formed objects; the fuzzer cuts and mutates them.
+func FuzzTypedDecoder_MatchesTheStockSerializer(f *testing.F) {
+	f.Add(encodeProto(f, fullConfigMap("a"), cmGVK))
+	f.Add(encodeProto(f, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "empty"}}, cmGVK))
+	full := fullConfigMap("b")
+	full.Labels = nil
+	full.Namespace = ""
+	f.Add(encodeProto(f, full, cmGVK))
+	f.Add(encodeProto(f, &corev1.Pod{ObjectMeta: fullConfigMap("p").ObjectMeta}, corev1.SchemeGroupVersion.WithKind("Pod")))
+	f.Add([]byte("k8s\x00"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want, _, wantErr := stockDecoder().Decode(data, nil, nil)
+		for _, opts := range []Options{{}, {DropManagedFields: true, ShareLabels: true}} {
+			dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), opts)
+			got, _, err := runtime.WithoutVersionDecoder{Decoder: dec}.Decode(data, nil, nil)
+			if wantErr != nil && err == nil && opts.DropManagedFields {
+				continue // possibly a fault inside the managedFields it skipped
+			}
+			if (err != nil) != (wantErr != nil) {
+				t.Fatalf("options %+v: error %v, the stock serializer's %v", opts, err, wantErr)
+			}
+			if err != nil {
+				continue
+			}
+			if cm, ok := want.(*corev1.ConfigMap); ok && opts.DropManagedFields {
+				w := cm.DeepCopy()
+				w.ManagedFields = nil
+				g := got.(*corev1.ConfigMap).DeepCopy()
+				if len(w.Labels) == 0 && len(g.Labels) == 0 {
+					w.Labels, g.Labels = nil, nil // an empty label set may come back nil when shared
+				}
+				if !reflect.DeepEqual(g, w) {
+					t.Fatalf("options %+v: fast path decoded\n%#v\nwant\n%#v", opts, g, w)
+				}
+				continue
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("options %+v: fast path decoded\n%#v\nwant\n%#v", opts, got, want)
+			}
+		}
+	})
+}
