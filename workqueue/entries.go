@@ -1,6 +1,9 @@
 package workqueue
 
-import "math"
+import (
+	"math"
+	"sync/atomic"
+)
 
 // elapsed reads the clock: nanoseconds since New. Safe without the lock.
 func (q *Queue[K]) elapsed() int64 { return int64(q.clock.Since(q.epoch)) }
@@ -179,13 +182,7 @@ func (q *Queue[K]) park(e *entry[K]) {
 	if !e.parked.CompareAndSwap(false, true) {
 		return
 	}
-	for {
-		top := q.parked.Load()
-		e.parkedNext = top
-		if q.parked.CompareAndSwap(top, e) {
-			return
-		}
-	}
+	push(&q.parked, e, &e.parkedNext)
 }
 
 // listParked moves the parked stack's entries that are still idle onto the
@@ -265,13 +262,7 @@ func (q *Queue[K]) tryPend(r ref[K], p int64) bool {
 	}
 	e.maxPrio(p)
 	e.pendAt = t
-	for {
-		top := q.pending.Load()
-		e.pendNext = top
-		if q.pending.CompareAndSwap(top, e) {
-			break
-		}
-	}
+	push(&q.pending, e, &e.pendNext)
 	// A blocked Get must learn of the entry. Blocked Gets list themselves
 	// before they look at the pending stack, and a woken Get counts as
 	// pending until it has drained the stack, so either one of them sees
@@ -369,13 +360,7 @@ func (q *Queue[K]) tryRaise(r ref[K], p int64) bool {
 	// A lock holder resets raiseQueued before it looks at the state, so
 	// either it sees this raise or this add pushes the entry again.
 	if e.raiseQueued.CompareAndSwap(false, true) {
-		for {
-			top := q.raised.Load()
-			e.raiseNext = top
-			if q.raised.CompareAndSwap(top, e) {
-				break
-			}
-		}
+		push(&q.raised, e, &e.raiseNext)
 	}
 	return true
 }
@@ -397,5 +382,18 @@ func (q *Queue[K]) applyRaises() {
 			}
 		}
 		e = next
+	}
+}
+
+// push puts e on the lock-free stack whose top is head, linking it through
+// next (one of e's link fields, each stack its own). Whoever swaps the stack
+// empty owns the entries on it.
+func push[K comparable](head *atomic.Pointer[entry[K]], e *entry[K], next **entry[K]) {
+	for {
+		top := head.Load()
+		*next = top
+		if head.CompareAndSwap(top, e) {
+			return
+		}
 	}
 }
