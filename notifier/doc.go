@@ -10,7 +10,8 @@
 //
 //   - create, update and delete of every watched object, as an Event with
 //     kind, namespace, name, labels, the object (Secret data and stringData
-//     values redacted) and, for an update, the changed field paths.
+//     values and kubectl's last-applied-configuration annotation redacted)
+//     and, for an update, the changed field paths.
 //   - Kind is the object's kind; for a custom resource it is the plural
 //     resource name, as in kubewatch (and in the metrics' resourceType).
 //   - Not the objects that existed when the notifier started: the

@@ -170,12 +170,34 @@ const Redacted = "[redacted]"
 
 var redactedBase64 = base64.StdEncoding.EncodeToString([]byte(Redacted))
 
-// redactSecret returns obj with the values of data and stringData
-// replaced, keeping the keys. obj itself is not changed.
+// lastApplied is where kubectl apply keeps the applied manifest: for a
+// Secret, its data and stringData in plain JSON.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// redactSecret returns obj with the values of data and stringData, and the
+// last-applied-configuration annotation, replaced, keeping the keys. obj
+// itself is not changed.
 func redactSecret(obj map[string]any) map[string]any {
 	out := make(map[string]any, len(obj))
 	for k, v := range obj {
 		out[k] = v
+	}
+	if meta, ok := obj["metadata"].(map[string]any); ok {
+		if ann, ok := meta["annotations"].(map[string]any); ok {
+			if _, ok := ann[lastApplied]; ok {
+				a := make(map[string]any, len(ann))
+				for k, v := range ann {
+					a[k] = v
+				}
+				a[lastApplied] = Redacted
+				m := make(map[string]any, len(meta))
+				for k, v := range meta {
+					m[k] = v
+				}
+				m["annotations"] = a
+				out["metadata"] = m
+			}
+		}
 	}
 	for field, repl := range map[string]string{"data": redactedBase64, "stringData": Redacted} {
 		m, ok := obj[field].(map[string]any)
