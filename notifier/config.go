@@ -242,7 +242,8 @@ func (c *Config) Validate() error {
 			if s.URL == "" {
 				bad("%s: url is required for a %s sink", where, s.Type)
 			} else if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad("%s: url %q is not an http(s) URL", where, s.URL)
+				// Not the URL itself: its path may be a credential.
+				bad("%s: url: want an http:// or https:// URL with a host", where)
 			}
 		case SinkLog:
 			if s.Format == "" {

@@ -121,7 +121,7 @@ func TestParseConfig_RejectsEachBadInputNamingTheKeyAndWhatIsAllowed(t *testing.
 		{"unknown handler", "resource: {pod: true}\nhandler: {pagerduty: {url: x}}", []string{"handler.pagerduty: unknown key; allowed: webhook, slackwebhook, log, slack"}},
 		{"unsupported handler in use", ok + "handler: {log: {}, msteams: {webhookurl: https://x}}", []string{"handler.msteams: the msteams handler is not supported; supported: webhook, slackwebhook, log"}},
 		{"unknown webhook key", "resource: {pod: true}\nhandler: {webhook: {url: http://h/, room: r}}", []string{"handler.webhook.room: unknown key; allowed: url, cert, tlsskip, includeobject, filter, maxattempts, queuesize"}},
-		{"webhook url not http", "resource: {pod: true}\nhandler: {webhook: {url: 'ftp://h/x'}}", []string{`sink webhook: url "ftp://h/x" is not an http(s) URL`}},
+		{"webhook url not http", "resource: {pod: true}\nhandler: {webhook: {url: 'ftp://h/x'}}", []string{"sink webhook: url: want an http:// or https:// URL with a host"}},
 		{"slack url given twice", "resource: {pod: true}\nhandler: {slackwebhook: {url: http://a/, slackwebhookurl: http://b/}}", []string{"handler.slackwebhook.url: give slackwebhookurl or url, not both"}},
 		{"bad event type", "resource: {pod: true}\nhandler: {log: {filter: {events: [created]}}}", []string{`handler.log.filter.events: "created"; allowed: create, update, delete`}},
 		{"bad label selector", "resource: {pod: true}\nhandler: {log: {filter: {labelselector: 'a==='}}}", []string{"handler.log.filter.labelselector:"}},
@@ -237,5 +237,18 @@ func TestLoadConfigAndDefaultConfigPath(t *testing.T) {
 	}
 	if _, err := LoadConfig(path, noEnv); err == nil || !strings.HasPrefix(err.Error(), path+": config: handler:") {
 		t.Errorf("LoadConfig error = %v, want it to start with the path", err)
+	}
+}
+
+func TestParseConfig_BadURLErrorDoesNotEchoTheURL(t *testing.T) {
+	for _, u := range []string{"hooks.slack.com/services/T0/B0/XXXXSECRETXXXX", "ftp://h/XXXXSECRETXXXX", "http://h/%zzXXXXSECRETXXXX"} {
+		_, err := ParseConfig([]byte("resource: {pod: true}\nhandler: {slackwebhook: {slackwebhookurl: '"+u+"'}}"), noEnv)
+		if err == nil || !strings.Contains(err.Error(), "sink slackwebhook: url: want an http:// or https:// URL with a host") {
+			t.Errorf("url %q: err = %v, want it to name the key and what is allowed", u, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("url %q: the error repeats the URL: %v", u, err)
+		}
 	}
 }
