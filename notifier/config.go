@@ -199,15 +199,36 @@ func (c *Config) Validate() error {
 	if len(c.Resources) == 0 && len(c.CustomResources) == 0 {
 		bad("resource: nothing to watch; set one of %s to true, or list customresources", resourceNames())
 	}
+	// A resource listed twice would get two handlers on the one shared
+	// informer: every change notified twice.
+	seen := map[string]string{}
 	for _, name := range c.Resources {
-		if _, ok := lookupResource(name); !ok {
+		r, ok := lookupResource(name)
+		if !ok {
 			bad("resource.%s: unknown resource; allowed: %s", name, resourceNames())
+			continue
 		}
+		if prev, dup := seen[r.name]; dup {
+			bad("resource.%s: names the same resource as resource.%s", name, prev)
+			continue
+		}
+		seen[r.name] = name
 	}
+	seenCR := map[string]int{}
 	for i, cr := range c.CustomResources {
 		if cr.Version == "" || cr.Resource == "" {
 			bad("customresources[%d]: version and resource are required (group is empty for the core group)", i)
+			continue
 		}
+		gr := cr.Resource
+		if cr.Group != "" {
+			gr = cr.Group + "/" + cr.Resource
+		}
+		if prev, dup := seenCR[gr]; dup {
+			bad("customresources[%d]: %s is already watched by customresources[%d]", i, gr, prev)
+			continue
+		}
+		seenCR[gr] = i
 	}
 	if len(c.Sinks) == 0 {
 		bad("handler: no handler configured; configure one of %s under handler:, or list sinks:", strings.Join(sinkTypes, ", "))

@@ -252,3 +252,33 @@ func TestParseConfig_BadURLErrorDoesNotEchoTheURL(t *testing.T) {
 		}
 	}
 }
+
+// Each entry registers a handler on the factory's shared informer, so a
+// resource listed twice would notify every change twice.
+func TestValidate_RejectsAResourceWatchedTwice(t *testing.T) {
+	log := []SinkConfig{{Type: SinkLog}}
+	cases := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"built-in by name and alias", Config{Resources: []string{"pod", "po"}, Sinks: log},
+			`resource.po: names the same resource as resource.pod`},
+		{"custom resource twice", Config{CustomResources: []CustomResource{{Group: "x.io", Version: "v1", Resource: "foos"}, {Group: "x.io", Version: "v1", Resource: "foos"}}, Sinks: log},
+			`customresources[1]: x.io/foos is already watched by customresources[0]`},
+		{"custom resource in two versions", Config{CustomResources: []CustomResource{{Group: "x.io", Version: "v1", Resource: "foos"}, {Group: "x.io", Version: "v2", Resource: "foos"}}, Sinks: log},
+			`customresources[1]: x.io/foos is already watched by customresources[0]`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Validate = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	doc := "resource: {pod: true}\nhandler: {log: {}}\ncustomresources: [{group: x.io, version: v1, resource: foos}, {group: x.io, version: v1, resource: foos}]\n"
+	if _, err := ParseConfig([]byte(doc), noEnv); err == nil || !strings.Contains(err.Error(), "customresources[1]: x.io/foos is already watched by customresources[0]") {
+		t.Errorf("ParseConfig of a custom resource listed twice = %v", err)
+	}
+}
