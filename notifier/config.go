@@ -117,7 +117,7 @@ type FilterConfig struct {
 	// (k8s.io/apimachinery/pkg/labels syntax).
 	LabelSelector string
 	// Resources are resource names (built-in names or aliases, or a
-	// custom resource's plural) passed.
+	// custom resource's plural) passed; each must be one the Config watches.
 	Resources []string
 }
 
@@ -230,6 +230,21 @@ func (c *Config) Validate() error {
 		}
 		seenCR[gr] = i
 	}
+	// What a sink's filter.resources may name: events carry the canonical
+	// name of a built-in resource, the plural of a custom one.
+	watched := map[string]bool{}
+	var watchedNames []string
+	for name := range seen {
+		watched[name] = true
+		watchedNames = append(watchedNames, name)
+	}
+	sort.Strings(watchedNames)
+	for _, cr := range c.CustomResources {
+		if !watched[cr.Resource] {
+			watched[cr.Resource] = true
+			watchedNames = append(watchedNames, cr.Resource)
+		}
+	}
 	if len(c.Sinks) == 0 {
 		bad("handler: no handler configured; configure one of %s under handler:, or list sinks:", strings.Join(sinkTypes, ", "))
 	}
@@ -278,6 +293,15 @@ func (c *Config) Validate() error {
 		}
 		if _, err := labels.Parse(s.Filter.LabelSelector); err != nil {
 			bad("%s: filter.labelselector: %v", where, err)
+		}
+		for _, r := range s.Filter.Resources {
+			name := r
+			if br, ok := lookupResource(r); ok {
+				name = br.name
+			}
+			if !watched[name] {
+				bad("%s: filter.resources: %q is not watched; watched: %s", where, r, strings.Join(watchedNames, ", "))
+			}
 		}
 		for _, e := range s.Filter.Events {
 			if !slices.Contains(eventTypes, e) {

@@ -61,7 +61,7 @@ handler:
 
 func TestParseConfig_SeveralSinksWithFiltersAndUpdatePolicy(t *testing.T) {
 	doc := `
-resource: {pod: true}
+resource: {pod: true, configmap: true}
 updates: {ignoreStatusOnly: true, ignoremetadataonly: true}
 handler:
   slackwebhook: {slackwebhookurl: "https://hooks.example/x", channel: "#k8s", username: kw, emoji: ":eyes:"}
@@ -280,5 +280,34 @@ func TestValidate_RejectsAResourceWatchedTwice(t *testing.T) {
 	doc := "resource: {pod: true}\nhandler: {log: {}}\ncustomresources: [{group: x.io, version: v1, resource: foos}, {group: x.io, version: v1, resource: foos}]\n"
 	if _, err := ParseConfig([]byte(doc), noEnv); err == nil || !strings.Contains(err.Error(), "customresources[1]: x.io/foos is already watched by customresources[0]") {
 		t.Errorf("ParseConfig of a custom resource listed twice = %v", err)
+	}
+}
+
+// A sink whose filter names a resource that is not watched would get
+// nothing of it, silently.
+func TestValidate_FilterResourcesMustBeWatched(t *testing.T) {
+	doc := `
+resource: {pod: true, cm: true}
+customresources: [{group: x.io, version: v1, resource: foos}]
+handler:
+  log: {filter: {resources: [po, ConfigMaps, foos]}}
+sinks:
+  - {type: log, name: typo, filter: {resources: [podz]}}
+  - {type: log, name: unwatched, filter: {resources: [secret]}}
+`
+	_, err := ParseConfig([]byte(doc), noEnv)
+	if err == nil {
+		t.Fatal("ParseConfig = nil error, want the typo and the unwatched resource named")
+	}
+	for _, want := range []string{
+		`sink typo: filter.resources: "podz" is not watched; watched: configmap, pod, foos`,
+		`sink unwatched: filter.resources: "secret" is not watched; watched: configmap, pod, foos`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q\nlacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "sink log:") {
+		t.Errorf("a filter of watched resources was rejected: %v", err)
 	}
 }
