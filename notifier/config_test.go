@@ -193,9 +193,36 @@ func TestParseConfig_BareLogHandlerIsOn(t *testing.T) {
 	}
 }
 
+// The sample's comment says a handler whose fields are all empty is not
+// configured: filling in one handler (or none) must be enough.
+func TestParseConfig_SampleConfigParsesAsIsAndWithAnyOneHandlerFilledIn(t *testing.T) {
+	for _, tc := range []struct {
+		env   map[string]string
+		sinks []string
+	}{
+		{nil, []string{SinkLog}},
+		{map[string]string{"KW_SLACK_WEBHOOK_URL": "https://hooks.example/x"}, []string{SinkLog, SinkSlackWebhook}},
+		{map[string]string{"KW_WEBHOOK_URL": "http://127.0.0.1:1/"}, []string{SinkLog, SinkWebhook}},
+	} {
+		cfg, err := ParseConfig([]byte(SampleConfig), envOf(tc.env))
+		if err != nil {
+			t.Errorf("env %v: %v", tc.env, err)
+			continue
+		}
+		var got []string
+		for _, s := range cfg.Sinks {
+			got = append(got, s.Type)
+			if s.Type == SinkWebhook && !s.IncludeObject {
+				t.Errorf("env %v: webhook without the object, want includeobject's default", tc.env)
+			}
+		}
+		if !reflect.DeepEqual(got, tc.sinks) {
+			t.Errorf("env %v: sinks %q, want %q", tc.env, got, tc.sinks)
+		}
+	}
+}
+
 func TestParseConfig_SampleConfigParses(t *testing.T) {
-	// The sample's handlers are all empty, so it needs one from the
-	// environment to be complete, like a fresh kubewatch install.
 	cfg, err := ParseConfig([]byte(SampleConfig), envOf(map[string]string{"KW_WEBHOOK_URL": "http://127.0.0.1:1/"}))
 	if err != nil {
 		t.Fatal(err)
@@ -204,8 +231,8 @@ func TestParseConfig_SampleConfigParses(t *testing.T) {
 		t.Errorf("Resources = %q, want %q", cfg.Resources, want)
 	}
 	// log: {format: text} is configured (its fields are not all empty).
-	if len(cfg.Sinks) != 2 || cfg.Sinks[0].Type != SinkWebhook || cfg.Sinks[1].Type != SinkLog {
-		t.Errorf("Sinks = %+v, want the webhook from the environment and the log sink", cfg.Sinks)
+	if len(cfg.Sinks) != 2 || cfg.Sinks[0].Type != SinkLog || cfg.Sinks[1].Type != SinkWebhook {
+		t.Errorf("Sinks = %+v, want the log sink and the webhook from the environment", cfg.Sinks)
 	}
 }
 

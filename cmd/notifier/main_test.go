@@ -160,7 +160,7 @@ func TestConfigSample_PrintsAConfigThatParses(t *testing.T) {
 	if code := run(context.Background(), []string{"config", "sample"}, &stdout, &stderr, env(nil)); code != 0 {
 		t.Fatalf("config sample exited %d: %s", code, stderr.String())
 	}
-	if _, err := notifier.ParseConfig([]byte(stdout.String()), env(map[string]string{"KW_WEBHOOK_URL": "http://127.0.0.1:1/"})); err != nil {
+	if _, err := notifier.ParseConfig([]byte(stdout.String()), env(nil)); err != nil {
 		t.Errorf("the sample does not parse: %v", err)
 	}
 }
