@@ -23,6 +23,9 @@ const ConfigFileName = ".kubewatch.yaml"
 const (
 	DefaultMaxAttempts = 5
 	DefaultQueueSize   = 1000
+	// MaxQueueSize bounds QueueSize: a sink's queue is allocated when
+	// the notifier is built.
+	MaxQueueSize = 1000000
 )
 
 // Config is what the notifier watches and where it sends notifications:
@@ -101,7 +104,7 @@ type SinkConfig struct {
 	// MaxAttempts bounds delivery attempts of one notification. Default 5.
 	MaxAttempts int
 	// QueueSize bounds the notifications waiting for delivery; more are
-	// dropped and counted. Default 1000.
+	// dropped and counted. Default 1000, at most MaxQueueSize.
 	QueueSize int
 }
 
@@ -270,8 +273,12 @@ func (c *Config) Validate() error {
 		if s.QueueSize == 0 {
 			s.QueueSize = DefaultQueueSize
 		}
-		if s.MaxAttempts < 0 || s.QueueSize < 0 {
-			bad("%s: maxattempts and queuesize must be positive", where)
+		if s.MaxAttempts < 0 {
+			bad("%s: maxattempts %d; allowed: at least 1", where, s.MaxAttempts)
+		}
+		// The queue is allocated up front.
+		if s.QueueSize < 0 || s.QueueSize > MaxQueueSize {
+			bad("%s: queuesize %d; allowed: 1 to %d", where, s.QueueSize, MaxQueueSize)
 		}
 		switch s.Type {
 		case SinkWebhook, SinkSlackWebhook:

@@ -7,6 +7,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
 )
 
 func noEnv(string) (string, bool) { return "", false }
@@ -336,5 +339,21 @@ sinks:
 	}
 	if strings.Contains(err.Error(), "sink log:") {
 		t.Errorf("a filter of watched resources was rejected: %v", err)
+	}
+}
+
+// A sink's queue is allocated up front: a huge queuesize must be an error,
+// not gigabytes reserved at start (or a makechan panic in New).
+func TestValidate_BoundsTheQueueSize(t *testing.T) {
+	_, err := ParseConfig([]byte("resource: {pod: true}\nhandler: {log: {queuesize: 1000000000}}\n"), noEnv)
+	if err == nil || !strings.Contains(err.Error(), "sink log: queuesize 1000000000; allowed: 1 to 1000000") {
+		t.Errorf("ParseConfig with queuesize 1e9 = %v, want the bound named", err)
+	}
+	cfg := Config{Resources: []string{"pod"}, Sinks: []SinkConfig{{Type: SinkLog, QueueSize: 1 << 62}}}
+	if _, err := New(&rest.Config{Host: "http://127.0.0.1:1"}, cfg, Options{Registerer: prometheus.NewRegistry()}); err == nil || !strings.Contains(err.Error(), "queuesize") {
+		t.Errorf("New with queuesize 1<<62 = %v, want a queuesize error", err)
+	}
+	if _, err := ParseConfig([]byte("resource: {pod: true}\nhandler: {log: {queuesize: 1000000}}\n"), noEnv); err != nil {
+		t.Errorf("queuesize 1000000: %v", err)
 	}
 }
