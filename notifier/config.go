@@ -475,7 +475,11 @@ func (p *parser) config(root node) *Config {
 		}
 		for i, v := range l {
 			sn := node{path: fmt.Sprintf("sinks[%d]", i), v: v}
-			m, _ := v.(map[string]any)
+			m, isMap := v.(map[string]any)
+			if !isMap {
+				p.bad(sn, "want a mapping with a type (%s), got %s", strings.Join(sinkTypes, ", "), describe(v))
+				continue
+			}
 			var rawType any
 			for k, tv := range m {
 				if strings.ToLower(k) == "type" {

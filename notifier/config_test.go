@@ -133,6 +133,7 @@ func TestParseConfig_RejectsEachBadInputNamingTheKeyAndWhatIsAllowed(t *testing.
 		{"queuesize fraction", "resource: {pod: true}\nhandler: {log: {queuesize: 1.5}}", []string{"handler.log.queuesize: want a whole number of at least 1, got 1.5"}},
 		{"log format", "resource: {pod: true}\nhandler: {log: {format: xml}}", []string{`sink log: format "xml"; allowed: text, json`}},
 		{"sink without type", ok + "sinks: [{url: http://h/}]", []string{"sinks[0].type: want one of webhook, slackwebhook, log, got nothing"}},
+		{"sink not a mapping", ok + "sinks: [log]", []string{`sinks[0]: want a mapping with a type (webhook, slackwebhook, log), got "log"`}},
 		{"sink key of another type", ok + "sinks: [{type: log, url: http://h/}]", []string{"sinks[0].url: unknown key; allowed: format, filter, maxattempts, queuesize, name, type"}},
 		{"sink names twice", "resource: {pod: true}\nsinks: [{type: log, name: a}, {type: log, name: a}]", []string{"sink a: name used twice"}},
 		{"custom resource incomplete", ok + "customresources: [{group: x.io, resource: foos}]", []string{"customresources[0]: version and resource are required"}},
