@@ -96,13 +96,24 @@ var ignoredPaths = map[string]bool{
 // plain identifiers are quoted: metadata.labels["app.kubernetes.io/name"].
 // At most 50 paths are returned, the last being "..." when there were more.
 func Diff(old, new map[string]any) []string {
+	return capChanges(diffAll(old, new))
+}
+
+// diffAll is Diff without the cap.
+func diffAll(old, new map[string]any) []string {
 	var out []string
 	diffValue("", old, new, &out)
 	sort.Strings(out)
-	if len(out) > maxChanges {
-		out = append(out[:maxChanges-1], "...")
-	}
 	return out
+}
+
+// capChanges keeps the first maxChanges-1 paths and "..." when there are
+// more than maxChanges.
+func capChanges(paths []string) []string {
+	if len(paths) > maxChanges {
+		return append(paths[:maxChanges-1:maxChanges-1], "...")
+	}
+	return paths
 }
 
 var plainKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)

@@ -275,7 +275,9 @@ func (s *source) update(old, new watch.Object) {
 		return
 	}
 	nm := s.toMap(new)
-	changes := Diff(s.toMap(old), nm)
+	// The policies judge every changed path; only the event's list is
+	// capped (a capped list ends in "...", which is under no prefix).
+	changes := diffAll(s.toMap(old), nm)
 	reason := ""
 	switch {
 	case len(changes) == 0:
@@ -289,7 +291,7 @@ func (s *source) update(old, new watch.Object) {
 		s.n.m.suppressed.WithLabelValues(s.kind, reason).Inc()
 		return
 	}
-	s.emit(Update, new, nm, changes)
+	s.emit(Update, new, nm, capChanges(changes))
 }
 
 func (s *source) del(obj watch.Object, _ bool) {

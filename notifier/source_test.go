@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -186,5 +187,26 @@ func TestSource_RedactsASecretsLastAppliedConfiguration(t *testing.T) {
 	}
 	if u.GetAnnotations()[lastApplied] != applied || secret.Annotations[lastApplied] != applied {
 		t.Error("redaction changed the cached object")
+	}
+}
+
+// Diff caps the paths it reports with "...": the status-only and
+// metadata-only policies must judge all of them, not the capped list.
+func TestSource_StatusOnlyUpdateWithManyChangedFieldsIsSuppressed(t *testing.T) {
+	node := func(rv string, heartbeat string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: rv}}
+		for i := range 60 {
+			n.Status.Images = append(n.Status.Images, corev1.ContainerImage{Names: []string{fmt.Sprintf("img-%d:%s", i, heartbeat)}})
+		}
+		return n
+	}
+	s, d, reg := testSource(t, UpdatePolicy{IgnoreStatusOnly: true})
+	s.kind, s.resource = "Node", "node"
+	s.update(node("1", "a"), node("2", "b"))
+	if q := queued(d); len(q) != 0 {
+		t.Errorf("a status-only update of 60 fields was notified: %q", q[0].Changes)
+	}
+	if v, _ := metricstest.Find(t, reg, MetricSuppressed, "reason", "status"); v != 1 {
+		t.Errorf("suppressed{status} = %v, want 1", v)
 	}
 }
