@@ -310,6 +310,11 @@ func (c *Config) Validate() error {
 				bad("%s: filter.resources: %q is not watched; watched: %s", where, r, strings.Join(watchedNames, ", "))
 			}
 		}
+		for _, ns := range s.Filter.Namespaces {
+			if c.Namespace != "" && ns != c.Namespace && ns != "" {
+				bad("%s: filter.namespaces: %q is never seen: only namespace %s is watched (and \"\" for cluster-scoped objects)", where, ns, c.Namespace)
+			}
+		}
 		for _, e := range s.Filter.Events {
 			if !slices.Contains(eventTypes, e) {
 				bad("%s: filter.events: %q; allowed: create, update, delete", where, e)

@@ -358,3 +358,24 @@ func TestValidate_BoundsTheQueueSize(t *testing.T) {
 		t.Errorf("queuesize 1000000: %v", err)
 	}
 }
+
+// With namespace: set, no event comes from another namespace: a filter
+// listing only others would silently pass nothing.
+func TestValidate_FilterNamespacesMustBeWatched(t *testing.T) {
+	doc := `
+namespace: web
+resource: {pod: true, node: true}
+handler:
+  log: {filter: {namespaces: [web, ""]}}
+sinks:
+  - {type: log, name: other, filter: {namespaces: [shop]}}
+`
+	_, err := ParseConfig([]byte(doc), noEnv)
+	want := `sink other: filter.namespaces: "shop" is never seen: only namespace web is watched (and "" for cluster-scoped objects)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("ParseConfig = %v, want an error containing %q", err, want)
+	}
+	if strings.Contains(err.Error(), "sink log:") {
+		t.Errorf("a filter of the watched namespace was rejected: %v", err)
+	}
+}
