@@ -306,7 +306,7 @@ func (c *Config) Validate() error {
 			if br, ok := lookupResource(r); ok {
 				name = br.name
 			}
-			if !watched[name] {
+			if !watched[name] && !watched[r] {
 				bad("%s: filter.resources: %q is not watched; watched: %s", where, r, strings.Join(watchedNames, ", "))
 			}
 		}

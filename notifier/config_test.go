@@ -379,3 +379,10 @@ sinks:
 		t.Errorf("a filter of the watched namespace was rejected: %v", err)
 	}
 }
+
+func TestParseConfig_FilterOnACustomResourceNamedLikeABuiltIn(t *testing.T) {
+	doc := "customresources: [{version: v1, resource: secrets}]\nhandler: {log: {filter: {resources: [secrets]}}}\n"
+	if _, err := ParseConfig([]byte(doc), noEnv); err != nil {
+		t.Errorf("a filter on the watched custom resource secrets: %v", err)
+	}
+}
