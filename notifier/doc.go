@@ -48,8 +48,9 @@
 //
 //   - Every intermediate state: an informer that falls behind merges the
 //     changes to one object (an add then an update is one add of the
-//     latest state). Changes while the notifier is down are not notified
-//     on its next start (they are part of its initial list).
+//     latest state; an add then a delete is nothing at all). Changes while
+//     the notifier is down, or before Synced, are not notified (they are
+//     part of its initial list).
 //   - Delivery across restarts: queues live in memory.
 //
 // # Metrics
