@@ -23,6 +23,9 @@ const ConfigFileName = ".kubewatch.yaml"
 const (
 	DefaultMaxAttempts = 5
 	DefaultQueueSize   = 1000
+	// MaxQueueSize bounds QueueSize: a sink's queue is allocated when
+	// the notifier is built.
+	MaxQueueSize = 1000000
 )
 
 // Config is what the notifier watches and where it sends notifications:
@@ -101,7 +104,7 @@ type SinkConfig struct {
 	// MaxAttempts bounds delivery attempts of one notification. Default 5.
 	MaxAttempts int
 	// QueueSize bounds the notifications waiting for delivery; more are
-	// dropped and counted. Default 1000.
+	// dropped and counted. Default 1000, at most MaxQueueSize.
 	QueueSize int
 }
 
@@ -117,7 +120,7 @@ type FilterConfig struct {
 	// (k8s.io/apimachinery/pkg/labels syntax).
 	LabelSelector string
 	// Resources are resource names (built-in names or aliases, or a
-	// custom resource's plural) passed.
+	// custom resource's plural) passed; each must be one the Config watches.
 	Resources []string
 }
 
@@ -199,14 +202,50 @@ func (c *Config) Validate() error {
 	if len(c.Resources) == 0 && len(c.CustomResources) == 0 {
 		bad("resource: nothing to watch; set one of %s to true, or list customresources", resourceNames())
 	}
+	// A resource listed twice would get two handlers on the one shared
+	// informer: every change notified twice.
+	seen := map[string]string{}
 	for _, name := range c.Resources {
-		if _, ok := lookupResource(name); !ok {
+		r, ok := lookupResource(name)
+		if !ok {
 			bad("resource.%s: unknown resource; allowed: %s", name, resourceNames())
+			continue
 		}
+		if prev, dup := seen[r.name]; dup {
+			bad("resource.%s: names the same resource as resource.%s", name, prev)
+			continue
+		}
+		seen[r.name] = name
 	}
+	seenCR := map[string]int{}
 	for i, cr := range c.CustomResources {
 		if cr.Version == "" || cr.Resource == "" {
 			bad("customresources[%d]: version and resource are required (group is empty for the core group)", i)
+			continue
+		}
+		gr := cr.Resource
+		if cr.Group != "" {
+			gr = cr.Group + "/" + cr.Resource
+		}
+		if prev, dup := seenCR[gr]; dup {
+			bad("customresources[%d]: %s is already watched by customresources[%d]", i, gr, prev)
+			continue
+		}
+		seenCR[gr] = i
+	}
+	// What a sink's filter.resources may name: events carry the canonical
+	// name of a built-in resource, the plural of a custom one.
+	watched := map[string]bool{}
+	var watchedNames []string
+	for name := range seen {
+		watched[name] = true
+		watchedNames = append(watchedNames, name)
+	}
+	sort.Strings(watchedNames)
+	for _, cr := range c.CustomResources {
+		if !watched[cr.Resource] {
+			watched[cr.Resource] = true
+			watchedNames = append(watchedNames, cr.Resource)
 		}
 	}
 	if len(c.Sinks) == 0 {
@@ -234,15 +273,20 @@ func (c *Config) Validate() error {
 		if s.QueueSize == 0 {
 			s.QueueSize = DefaultQueueSize
 		}
-		if s.MaxAttempts < 0 || s.QueueSize < 0 {
-			bad("%s: maxattempts and queuesize must be positive", where)
+		if s.MaxAttempts < 0 {
+			bad("%s: maxattempts %d; allowed: at least 1", where, s.MaxAttempts)
+		}
+		// The queue is allocated up front.
+		if s.QueueSize < 0 || s.QueueSize > MaxQueueSize {
+			bad("%s: queuesize %d; allowed: 1 to %d", where, s.QueueSize, MaxQueueSize)
 		}
 		switch s.Type {
 		case SinkWebhook, SinkSlackWebhook:
 			if s.URL == "" {
 				bad("%s: url is required for a %s sink", where, s.Type)
 			} else if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad("%s: url %q is not an http(s) URL", where, s.URL)
+				// Not the URL itself: its path may be a credential.
+				bad("%s: url: want an http:// or https:// URL with a host", where)
 			}
 		case SinkLog:
 			if s.Format == "" {
@@ -256,6 +300,20 @@ func (c *Config) Validate() error {
 		}
 		if _, err := labels.Parse(s.Filter.LabelSelector); err != nil {
 			bad("%s: filter.labelselector: %v", where, err)
+		}
+		for _, r := range s.Filter.Resources {
+			name := r
+			if br, ok := lookupResource(r); ok {
+				name = br.name
+			}
+			if !watched[name] && !watched[r] {
+				bad("%s: filter.resources: %q is not watched; watched: %s", where, r, strings.Join(watchedNames, ", "))
+			}
+		}
+		for _, ns := range s.Filter.Namespaces {
+			if c.Namespace != "" && ns != c.Namespace && ns != "" {
+				bad("%s: filter.namespaces: %q is never seen: only namespace %s is watched (and \"\" for cluster-scoped objects)", where, ns, c.Namespace)
+			}
 		}
 		for _, e := range s.Filter.Events {
 			if !slices.Contains(eventTypes, e) {
@@ -422,7 +480,11 @@ func (p *parser) config(root node) *Config {
 		}
 		for i, v := range l {
 			sn := node{path: fmt.Sprintf("sinks[%d]", i), v: v}
-			m, _ := v.(map[string]any)
+			m, isMap := v.(map[string]any)
+			if !isMap {
+				p.bad(sn, "want a mapping with a type (%s), got %s", strings.Join(sinkTypes, ", "), describe(v))
+				continue
+			}
 			var rawType any
 			for k, tv := range m {
 				if strings.ToLower(k) == "type" {

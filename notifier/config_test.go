@@ -7,6 +7,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
 )
 
 func noEnv(string) (string, bool) { return "", false }
@@ -61,7 +64,7 @@ handler:
 
 func TestParseConfig_SeveralSinksWithFiltersAndUpdatePolicy(t *testing.T) {
 	doc := `
-resource: {pod: true}
+resource: {pod: true, configmap: true}
 updates: {ignoreStatusOnly: true, ignoremetadataonly: true}
 handler:
   slackwebhook: {slackwebhookurl: "https://hooks.example/x", channel: "#k8s", username: kw, emoji: ":eyes:"}
@@ -121,7 +124,7 @@ func TestParseConfig_RejectsEachBadInputNamingTheKeyAndWhatIsAllowed(t *testing.
 		{"unknown handler", "resource: {pod: true}\nhandler: {pagerduty: {url: x}}", []string{"handler.pagerduty: unknown key; allowed: webhook, slackwebhook, log, slack"}},
 		{"unsupported handler in use", ok + "handler: {log: {}, msteams: {webhookurl: https://x}}", []string{"handler.msteams: the msteams handler is not supported; supported: webhook, slackwebhook, log"}},
 		{"unknown webhook key", "resource: {pod: true}\nhandler: {webhook: {url: http://h/, room: r}}", []string{"handler.webhook.room: unknown key; allowed: url, cert, tlsskip, includeobject, filter, maxattempts, queuesize"}},
-		{"webhook url not http", "resource: {pod: true}\nhandler: {webhook: {url: 'ftp://h/x'}}", []string{`sink webhook: url "ftp://h/x" is not an http(s) URL`}},
+		{"webhook url not http", "resource: {pod: true}\nhandler: {webhook: {url: 'ftp://h/x'}}", []string{"sink webhook: url: want an http:// or https:// URL with a host"}},
 		{"slack url given twice", "resource: {pod: true}\nhandler: {slackwebhook: {url: http://a/, slackwebhookurl: http://b/}}", []string{"handler.slackwebhook.url: give slackwebhookurl or url, not both"}},
 		{"bad event type", "resource: {pod: true}\nhandler: {log: {filter: {events: [created]}}}", []string{`handler.log.filter.events: "created"; allowed: create, update, delete`}},
 		{"bad label selector", "resource: {pod: true}\nhandler: {log: {filter: {labelselector: 'a==='}}}", []string{"handler.log.filter.labelselector:"}},
@@ -130,6 +133,7 @@ func TestParseConfig_RejectsEachBadInputNamingTheKeyAndWhatIsAllowed(t *testing.
 		{"queuesize fraction", "resource: {pod: true}\nhandler: {log: {queuesize: 1.5}}", []string{"handler.log.queuesize: want a whole number of at least 1, got 1.5"}},
 		{"log format", "resource: {pod: true}\nhandler: {log: {format: xml}}", []string{`sink log: format "xml"; allowed: text, json`}},
 		{"sink without type", ok + "sinks: [{url: http://h/}]", []string{"sinks[0].type: want one of webhook, slackwebhook, log, got nothing"}},
+		{"sink not a mapping", ok + "sinks: [log]", []string{`sinks[0]: want a mapping with a type (webhook, slackwebhook, log), got "log"`}},
 		{"sink key of another type", ok + "sinks: [{type: log, url: http://h/}]", []string{"sinks[0].url: unknown key; allowed: format, filter, maxattempts, queuesize, name, type"}},
 		{"sink names twice", "resource: {pod: true}\nsinks: [{type: log, name: a}, {type: log, name: a}]", []string{"sink a: name used twice"}},
 		{"custom resource incomplete", ok + "customresources: [{group: x.io, resource: foos}]", []string{"customresources[0]: version and resource are required"}},
@@ -193,9 +197,36 @@ func TestParseConfig_BareLogHandlerIsOn(t *testing.T) {
 	}
 }
 
+// The sample's comment says a handler whose fields are all empty is not
+// configured: filling in one handler (or none) must be enough.
+func TestParseConfig_SampleConfigParsesAsIsAndWithAnyOneHandlerFilledIn(t *testing.T) {
+	for _, tc := range []struct {
+		env   map[string]string
+		sinks []string
+	}{
+		{nil, []string{SinkLog}},
+		{map[string]string{"KW_SLACK_WEBHOOK_URL": "https://hooks.example/x"}, []string{SinkLog, SinkSlackWebhook}},
+		{map[string]string{"KW_WEBHOOK_URL": "http://127.0.0.1:1/"}, []string{SinkLog, SinkWebhook}},
+	} {
+		cfg, err := ParseConfig([]byte(SampleConfig), envOf(tc.env))
+		if err != nil {
+			t.Errorf("env %v: %v", tc.env, err)
+			continue
+		}
+		var got []string
+		for _, s := range cfg.Sinks {
+			got = append(got, s.Type)
+			if s.Type == SinkWebhook && !s.IncludeObject {
+				t.Errorf("env %v: webhook without the object, want includeobject's default", tc.env)
+			}
+		}
+		if !reflect.DeepEqual(got, tc.sinks) {
+			t.Errorf("env %v: sinks %q, want %q", tc.env, got, tc.sinks)
+		}
+	}
+}
+
 func TestParseConfig_SampleConfigParses(t *testing.T) {
-	// The sample's handlers are all empty, so it needs one from the
-	// environment to be complete, like a fresh kubewatch install.
 	cfg, err := ParseConfig([]byte(SampleConfig), envOf(map[string]string{"KW_WEBHOOK_URL": "http://127.0.0.1:1/"}))
 	if err != nil {
 		t.Fatal(err)
@@ -204,8 +235,8 @@ func TestParseConfig_SampleConfigParses(t *testing.T) {
 		t.Errorf("Resources = %q, want %q", cfg.Resources, want)
 	}
 	// log: {format: text} is configured (its fields are not all empty).
-	if len(cfg.Sinks) != 2 || cfg.Sinks[0].Type != SinkWebhook || cfg.Sinks[1].Type != SinkLog {
-		t.Errorf("Sinks = %+v, want the webhook from the environment and the log sink", cfg.Sinks)
+	if len(cfg.Sinks) != 2 || cfg.Sinks[0].Type != SinkLog || cfg.Sinks[1].Type != SinkWebhook {
+		t.Errorf("Sinks = %+v, want the log sink and the webhook from the environment", cfg.Sinks)
 	}
 }
 
@@ -237,5 +268,121 @@ func TestLoadConfigAndDefaultConfigPath(t *testing.T) {
 	}
 	if _, err := LoadConfig(path, noEnv); err == nil || !strings.HasPrefix(err.Error(), path+": config: handler:") {
 		t.Errorf("LoadConfig error = %v, want it to start with the path", err)
+	}
+}
+
+func TestParseConfig_BadURLErrorDoesNotEchoTheURL(t *testing.T) {
+	for _, u := range []string{"hooks.slack.com/services/T0/B0/XXXXSECRETXXXX", "ftp://h/XXXXSECRETXXXX", "http://h/%zzXXXXSECRETXXXX"} {
+		_, err := ParseConfig([]byte("resource: {pod: true}\nhandler: {slackwebhook: {slackwebhookurl: '"+u+"'}}"), noEnv)
+		if err == nil || !strings.Contains(err.Error(), "sink slackwebhook: url: want an http:// or https:// URL with a host") {
+			t.Errorf("url %q: err = %v, want it to name the key and what is allowed", u, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("url %q: the error repeats the URL: %v", u, err)
+		}
+	}
+}
+
+// Each entry registers a handler on the factory's shared informer, so a
+// resource listed twice would notify every change twice.
+func TestValidate_RejectsAResourceWatchedTwice(t *testing.T) {
+	log := []SinkConfig{{Type: SinkLog}}
+	cases := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"built-in by name and alias", Config{Resources: []string{"pod", "po"}, Sinks: log},
+			`resource.po: names the same resource as resource.pod`},
+		{"custom resource twice", Config{CustomResources: []CustomResource{{Group: "x.io", Version: "v1", Resource: "foos"}, {Group: "x.io", Version: "v1", Resource: "foos"}}, Sinks: log},
+			`customresources[1]: x.io/foos is already watched by customresources[0]`},
+		{"custom resource in two versions", Config{CustomResources: []CustomResource{{Group: "x.io", Version: "v1", Resource: "foos"}, {Group: "x.io", Version: "v2", Resource: "foos"}}, Sinks: log},
+			`customresources[1]: x.io/foos is already watched by customresources[0]`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Validate = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	doc := "resource: {pod: true}\nhandler: {log: {}}\ncustomresources: [{group: x.io, version: v1, resource: foos}, {group: x.io, version: v1, resource: foos}]\n"
+	if _, err := ParseConfig([]byte(doc), noEnv); err == nil || !strings.Contains(err.Error(), "customresources[1]: x.io/foos is already watched by customresources[0]") {
+		t.Errorf("ParseConfig of a custom resource listed twice = %v", err)
+	}
+}
+
+// A sink whose filter names a resource that is not watched would get
+// nothing of it, silently.
+func TestValidate_FilterResourcesMustBeWatched(t *testing.T) {
+	doc := `
+resource: {pod: true, cm: true}
+customresources: [{group: x.io, version: v1, resource: foos}]
+handler:
+  log: {filter: {resources: [po, ConfigMaps, foos]}}
+sinks:
+  - {type: log, name: typo, filter: {resources: [podz]}}
+  - {type: log, name: unwatched, filter: {resources: [secret]}}
+`
+	_, err := ParseConfig([]byte(doc), noEnv)
+	if err == nil {
+		t.Fatal("ParseConfig = nil error, want the typo and the unwatched resource named")
+	}
+	for _, want := range []string{
+		`sink typo: filter.resources: "podz" is not watched; watched: configmap, pod, foos`,
+		`sink unwatched: filter.resources: "secret" is not watched; watched: configmap, pod, foos`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q\nlacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "sink log:") {
+		t.Errorf("a filter of watched resources was rejected: %v", err)
+	}
+}
+
+// A sink's queue is allocated up front: a huge queuesize must be an error,
+// not gigabytes reserved at start (or a makechan panic in New).
+func TestValidate_BoundsTheQueueSize(t *testing.T) {
+	_, err := ParseConfig([]byte("resource: {pod: true}\nhandler: {log: {queuesize: 1000000000}}\n"), noEnv)
+	if err == nil || !strings.Contains(err.Error(), "sink log: queuesize 1000000000; allowed: 1 to 1000000") {
+		t.Errorf("ParseConfig with queuesize 1e9 = %v, want the bound named", err)
+	}
+	cfg := Config{Resources: []string{"pod"}, Sinks: []SinkConfig{{Type: SinkLog, QueueSize: 1 << 62}}}
+	if _, err := New(&rest.Config{Host: "http://127.0.0.1:1"}, cfg, Options{Registerer: prometheus.NewRegistry()}); err == nil || !strings.Contains(err.Error(), "queuesize") {
+		t.Errorf("New with queuesize 1<<62 = %v, want a queuesize error", err)
+	}
+	if _, err := ParseConfig([]byte("resource: {pod: true}\nhandler: {log: {queuesize: 1000000}}\n"), noEnv); err != nil {
+		t.Errorf("queuesize 1000000: %v", err)
+	}
+}
+
+// With namespace: set, no event comes from another namespace: a filter
+// listing only others would silently pass nothing.
+func TestValidate_FilterNamespacesMustBeWatched(t *testing.T) {
+	doc := `
+namespace: web
+resource: {pod: true, node: true}
+handler:
+  log: {filter: {namespaces: [web, ""]}}
+sinks:
+  - {type: log, name: other, filter: {namespaces: [shop]}}
+`
+	_, err := ParseConfig([]byte(doc), noEnv)
+	want := `sink other: filter.namespaces: "shop" is never seen: only namespace web is watched (and "" for cluster-scoped objects)`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("ParseConfig = %v, want an error containing %q", err, want)
+	}
+	if strings.Contains(err.Error(), "sink log:") {
+		t.Errorf("a filter of the watched namespace was rejected: %v", err)
+	}
+}
+
+func TestParseConfig_FilterOnACustomResourceNamedLikeABuiltIn(t *testing.T) {
+	doc := "customresources: [{version: v1, resource: secrets}]\nhandler: {log: {filter: {resources: [secrets]}}}\n"
+	if _, err := ParseConfig([]byte(doc), noEnv); err != nil {
+		t.Errorf("a filter on the watched custom resource secrets: %v", err)
 	}
 }

@@ -83,8 +83,10 @@ func TestNotifier_CustomResourcesThroughTheDynamicClientAndMetricsOnTheHTTPEndpo
 		}}
 	}
 	var err error
-	for i := range 50 { // a new CRD may take a moment to be served
-		if _, err = res.Create(ctx, gadget("before", 1), metav1.CreateOptions{}); err == nil || !apierrors.IsNotFound(err) || i == 49 {
+	// A new CRD may take a moment to be served; on a loaded machine more
+	// than a few seconds.
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		if _, err = res.Create(ctx, gadget("before", 1), metav1.CreateOptions{}); err == nil || !apierrors.IsNotFound(err) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond) // polling the API server

@@ -304,3 +304,26 @@ func TestDelivery_DrainIsBoundedByTheTimeout(t *testing.T) {
 		t.Errorf("failed{reason=shutdown} = %v, want 3 (all undelivered)", v)
 	}
 }
+
+// A Slack incoming webhook's URL path is its credential: it must not reach
+// the logs, whatever the failure.
+func TestDelivery_LogsNeverHoldTheWebhookURLsPath(t *testing.T) {
+	const secretPath = "/services/T0000/B0000/XXXXSECRETXXXX"
+	srv := newStatusServer(t, 500, 404)
+	closed := newStatusServer(t, 200)
+	closedURL := closed.URL
+	closed.Close() // connection refused
+
+	for _, url := range []string{srv.URL + secretPath, closedURL + secretPath} {
+		td := newTestDelivery(t, url, 2, 1)
+		td.deliver(context.Background(), createEvent())
+		td.deliver(context.Background(), createEvent())
+		logs := td.logs.String()
+		if !strings.Contains(logs, "err=") {
+			t.Fatalf("no failure logged:\n%s", logs)
+		}
+		if strings.Contains(logs, "SECRET") {
+			t.Errorf("the webhook URL's path was logged:\n%s", logs)
+		}
+	}
+}

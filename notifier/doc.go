@@ -10,7 +10,8 @@
 //
 //   - create, update and delete of every watched object, as an Event with
 //     kind, namespace, name, labels, the object (Secret data and stringData
-//     values redacted) and, for an update, the changed field paths.
+//     values and kubectl's last-applied-configuration annotation redacted)
+//     and, for an update, the changed field paths.
 //   - Kind is the object's kind; for a custom resource it is the plural
 //     resource name, as in kubewatch (and in the metrics' resourceType).
 //   - Not the objects that existed when the notifier started: the
@@ -47,8 +48,9 @@
 //
 //   - Every intermediate state: an informer that falls behind merges the
 //     changes to one object (an add then an update is one add of the
-//     latest state). Changes while the notifier is down are not notified
-//     on its next start (they are part of its initial list).
+//     latest state; an add then a delete is nothing at all). Changes while
+//     the notifier is down, or before Synced, are not notified (they are
+//     part of its initial list).
 //   - Delivery across restarts: queues live in memory.
 //
 // # Metrics

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,11 +46,17 @@ func TestNotifier_StopDeliversWhatTheSinkHasQueued(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	logs := &logBuffer{}
+	// A log sink after the slow one: an event is offered to the sinks in
+	// order, so its line for c means c is in the slow sink's queue.
+	lines := &lineSignal{want: "/c\n", seen: make(chan struct{})}
 	n, err := New(e.Config, Config{
 		Namespace: ns,
 		Resources: []string{"configmap"},
-		Sinks:     []SinkConfig{{Name: "slow", Type: SinkWebhook, URL: srv.URL}},
-	}, Options{Logger: logs.Logger(), Registerer: reg, Gatherer: reg, DrainTimeout: time.Minute})
+		Sinks: []SinkConfig{
+			{Name: "slow", Type: SinkWebhook, URL: srv.URL},
+			{Name: "signal", Type: SinkLog},
+		},
+	}, Options{Logger: logs.Logger(), Registerer: reg, Gatherer: reg, Out: lines, DrainTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,13 +80,13 @@ func TestNotifier_StopDeliversWhatTheSinkHasQueued(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("no request within 60s")
 	}
-	queue := n.deliveries[0].queue
-	deadline := time.Now().Add(60 * time.Second)
-	for len(queue) < 2 { // b and c wait behind a
-		if time.Now().After(deadline) {
-			t.Fatalf("%d queued after 60s, want 2", len(queue))
-		}
-		time.Sleep(10 * time.Millisecond) // polling a queue length
+	select {
+	case <-lines.seen:
+	case <-time.After(60 * time.Second):
+		t.Fatal("c not offered to the sinks within 60s")
+	}
+	if q := len(n.deliveries[0].queue); q != 2 {
+		t.Fatalf("%d queued behind the request in flight, want 2 (b and c)", q)
 	}
 
 	stop()
@@ -97,4 +104,19 @@ func TestNotifier_StopDeliversWhatTheSinkHasQueued(t *testing.T) {
 	if len(received) != 3 {
 		t.Errorf("received %d notifications, want 3: the one in flight and the two queued at the stop", len(received))
 	}
+}
+
+// lineSignal is the Out of log sinks: it closes seen at the first write
+// ending in want.
+type lineSignal struct {
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (l *lineSignal) Write(p []byte) (int, error) {
+	if strings.HasSuffix(string(p), l.want) {
+		l.once.Do(func() { close(l.seen) })
+	}
+	return len(p), nil
 }

@@ -96,13 +96,24 @@ var ignoredPaths = map[string]bool{
 // plain identifiers are quoted: metadata.labels["app.kubernetes.io/name"].
 // At most 50 paths are returned, the last being "..." when there were more.
 func Diff(old, new map[string]any) []string {
+	return capChanges(diffAll(old, new))
+}
+
+// diffAll is Diff without the cap.
+func diffAll(old, new map[string]any) []string {
 	var out []string
 	diffValue("", old, new, &out)
 	sort.Strings(out)
-	if len(out) > maxChanges {
-		out = append(out[:maxChanges-1], "...")
-	}
 	return out
+}
+
+// capChanges keeps the first maxChanges-1 paths and "..." when there are
+// more than maxChanges.
+func capChanges(paths []string) []string {
+	if len(paths) > maxChanges {
+		return append(paths[:maxChanges-1:maxChanges-1], "...")
+	}
+	return paths
 }
 
 var plainKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
@@ -170,12 +181,34 @@ const Redacted = "[redacted]"
 
 var redactedBase64 = base64.StdEncoding.EncodeToString([]byte(Redacted))
 
-// redactSecret returns obj with the values of data and stringData
-// replaced, keeping the keys. obj itself is not changed.
+// lastApplied is where kubectl apply keeps the applied manifest: for a
+// Secret, its data and stringData in plain JSON.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// redactSecret returns obj with the values of data and stringData, and the
+// last-applied-configuration annotation, replaced, keeping the keys. obj
+// itself is not changed.
 func redactSecret(obj map[string]any) map[string]any {
 	out := make(map[string]any, len(obj))
 	for k, v := range obj {
 		out[k] = v
+	}
+	if meta, ok := obj["metadata"].(map[string]any); ok {
+		if ann, ok := meta["annotations"].(map[string]any); ok {
+			if _, ok := ann[lastApplied]; ok {
+				a := make(map[string]any, len(ann))
+				for k, v := range ann {
+					a[k] = v
+				}
+				a[lastApplied] = Redacted
+				m := make(map[string]any, len(meta))
+				for k, v := range meta {
+					m[k] = v
+				}
+				m["annotations"] = a
+				out["metadata"] = m
+			}
+		}
 	}
 	for field, repl := range map[string]string{"data": redactedBase64, "stringData": Redacted} {
 		m, ok := obj[field].(map[string]any)

@@ -12,7 +12,7 @@ type filter struct {
 	namespaces        []string
 	excludeNamespaces []string
 	selector          labels.Selector
-	resources         []string // canonical names
+	resources         []string // as given, plus canonical names of built-ins
 }
 
 func newFilter(fc FilterConfig) (*filter, error) {
@@ -22,10 +22,12 @@ func newFilter(fc FilterConfig) (*filter, error) {
 	}
 	f := &filter{events: fc.Events, namespaces: fc.Namespaces, excludeNamespaces: fc.ExcludeNamespaces, selector: sel}
 	for _, r := range fc.Resources {
-		if br, ok := lookupResource(r); ok {
-			r = br.name
-		}
+		// Both: a custom resource's plural can be a built-in's alias
+		// (core secrets through the dynamic client are "secrets").
 		f.resources = append(f.resources, r)
+		if br, ok := lookupResource(r); ok && br.name != r {
+			f.resources = append(f.resources, br.name)
+		}
 	}
 	return f, nil
 }

@@ -28,6 +28,10 @@ func TestFilter_MatchesEventTypesNamespacesLabelsAndResources(t *testing.T) {
 		{"resource by alias", FilterConfig{Resources: []string{"po"}}, ev(Create, "a", "pod", nil), true},
 		{"resource not listed", FilterConfig{Resources: []string{"cm"}}, ev(Create, "a", "pod", nil), false},
 		{"custom resource plural", FilterConfig{Resources: []string{"foos"}}, ev(Create, "a", "foos", nil), true},
+		// Core Secrets listed under customresources: "secrets" is also an
+		// alias of the built-in secret.
+		{"custom resource plural that is a built-in alias", FilterConfig{Resources: []string{"secrets"}}, ev(Create, "a", "secrets", nil), true},
+		{"the built-in by that alias", FilterConfig{Resources: []string{"secrets"}}, ev(Create, "a", "secret", nil), true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

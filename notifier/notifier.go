@@ -51,11 +51,14 @@ type Options struct {
 // Notifier watches the resources of a Config and sends a notification to
 // its sinks for every create, update and delete after its start.
 type Notifier struct {
-	cfg        Config
-	opts       Options
-	log        *slog.Logger
-	m          *notifierMetrics
-	factory    *informer.Factory
+	cfg     Config
+	opts    Options
+	log     *slog.Logger
+	m       *notifierMetrics
+	factory *informer.Factory
+	// regs are the notifier's handler registrations: Synced waits for
+	// them to have taken the initial list.
+	regs       []*informer.Registration
 	deliveries []*delivery
 	closers    []func()
 	synced     chan struct{}
@@ -123,9 +126,11 @@ func New(restCfg *rest.Config, cfg Config, opts Options) (*Notifier, error) {
 			scope.Namespace = cfg.Namespace
 		}
 		src := &source{n: n, resource: r.name, kind: r.kind, apiVersion: r.apiVersion}
-		if err := r.watch(n.factory, scope, src.handler()); err != nil {
+		reg, err := r.watch(n.factory, scope, src.handler())
+		if err != nil {
 			return nil, fmt.Errorf("notifier: watching %s: %w", r.name, err)
 		}
+		n.regs = append(n.regs, reg)
 	}
 	for _, cr := range cfg.CustomResources {
 		gvr := schema.GroupVersionResource{Group: cr.Group, Version: cr.Version, Resource: cr.Resource}
@@ -139,13 +144,15 @@ func New(restCfg *rest.Config, cfg Config, opts Options) (*Notifier, error) {
 		}
 		src := &source{n: n, resource: cr.Resource, kind: cr.Resource, apiVersion: gvr.GroupVersion().String()}
 		h := src.handler()
-		if _, err := inf.AddHandler(informer.HandlerFuncs[*unstructured.Unstructured]{
+		reg, err := inf.AddHandler(informer.HandlerFuncs[*unstructured.Unstructured]{
 			AddFunc:    func(obj *unstructured.Unstructured, initial bool) { h.add(obj, initial) },
 			UpdateFunc: func(old, new *unstructured.Unstructured) { h.update(old, new) },
 			DeleteFunc: func(d informer.Deleted[*unstructured.Unstructured]) { h.del(d.Obj, d.FinalStateUnknown) },
-		}, informer.HandlerOptions{Name: "notifier"}); err != nil {
+		}, informer.HandlerOptions{Name: "notifier"})
+		if err != nil {
 			return nil, fmt.Errorf("notifier: watching %s: %w", gvr, err)
 		}
+		n.regs = append(n.regs, reg)
 	}
 	return n, nil
 }
@@ -158,8 +165,9 @@ func (n *Notifier) newDelivery(sc SinkConfig, s sender, f *filter) *delivery {
 	}
 }
 
-// Synced is closed once every informer has listed its resource: changes
-// from then on are notified (objects that existed before are not).
+// Synced is closed once every informer has listed its resource and the
+// notifier has taken that initial list: changes from then on are notified
+// (objects that existed before are not).
 func (n *Notifier) Synced() <-chan struct{} { return n.synced }
 
 // Run watches and notifies until ctx is done, then stops taking events,
@@ -207,6 +215,17 @@ func (n *Notifier) Run(ctx context.Context) error {
 				return nil
 			}
 			return err
+		}
+		// The caches are full, but a handler may not have taken all of
+		// its initial adds yet; a change to such an object would merge
+		// into its initial add and go unnotified.
+		for _, reg := range n.regs {
+			if err := reg.WaitForSync(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
 		}
 		n.log.Info("Notifier synced: notifying changes from now on", "informers", len(n.factory.Names()), "sinks", len(n.deliveries))
 		close(n.synced)
@@ -256,7 +275,9 @@ func (s *source) update(old, new watch.Object) {
 		return
 	}
 	nm := s.toMap(new)
-	changes := Diff(s.toMap(old), nm)
+	// The policies judge every changed path; only the event's list is
+	// capped (a capped list ends in "...", which is under no prefix).
+	changes := diffAll(s.toMap(old), nm)
 	reason := ""
 	switch {
 	case len(changes) == 0:
@@ -270,7 +291,7 @@ func (s *source) update(old, new watch.Object) {
 		s.n.m.suppressed.WithLabelValues(s.kind, reason).Inc()
 		return
 	}
-	s.emit(Update, new, nm, changes)
+	s.emit(Update, new, nm, capChanges(changes))
 }
 
 func (s *source) del(obj watch.Object, _ bool) {

@@ -29,7 +29,7 @@ type resource struct {
 	// clusterScoped kinds ignore the namespace setting, as in kubewatch.
 	clusterScoped bool
 	// watch registers a handler for the kind on the factory.
-	watch func(f *informer.Factory, scope informer.Scope, h objectHandler) error
+	watch func(f *informer.Factory, scope informer.Scope, h objectHandler) (*informer.Registration, error)
 	// env is kubewatch's environment toggle (KW_POD=true), if it has one.
 	env string
 }
@@ -100,15 +100,14 @@ type objectHandler struct {
 func typed[T interface {
 	*E
 	watch.Object
-}, E any](f *informer.Factory, scope informer.Scope, h objectHandler) error {
+}, E any](f *informer.Factory, scope informer.Scope, h objectHandler) (*informer.Registration, error) {
 	inf, err := informer.For[T](f, scope)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = inf.AddHandler(informer.HandlerFuncs[T]{
+	return inf.AddHandler(informer.HandlerFuncs[T]{
 		AddFunc:    func(obj T, initial bool) { h.add(obj, initial) },
 		UpdateFunc: func(old, new T) { h.update(old, new) },
 		DeleteFunc: func(d informer.Deleted[T]) { h.del(d.Obj, d.FinalStateUnknown) },
 	}, informer.HandlerOptions{Name: "notifier"})
-	return err
 }

@@ -57,7 +57,7 @@ handler:
     url: ""                # KW_WEBHOOK_URL
     cert: ""               # PEM file of CAs to trust (KW_WEBHOOK_CERT)
     tlsskip: false
-    includeobject: true    # add "object" to the payload (secrets redacted)
+    # includeobject: true  # the default: "object" in the payload (secrets redacted)
   slackwebhook:
     slackwebhookurl: ""    # KW_SLACK_WEBHOOK_URL
     channel: ""            # KW_SLACK_CHANNEL

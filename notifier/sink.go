@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -92,9 +93,22 @@ func slackBody(ev *Event, s SinkConfig) ([]byte, error) {
 
 // httpSender POSTs a JSON body built from the event.
 type httpSender struct {
-	url    string
+	url string
+	// logURL is url without its path and query, for errors and logs: a
+	// Slack webhook's path, or a token in the query, is a credential.
+	logURL string
 	client *http.Client
 	body   func(*Event) ([]byte, error)
+}
+
+// redactURL returns scheme://host/... of raw, keeping neither user
+// information, path nor query.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(unparsable URL)"
+	}
+	return u.Scheme + "://" + u.Host + "/..."
 }
 
 // requestTimeout bounds one attempt.
@@ -119,7 +133,7 @@ func newHTTPSender(s SinkConfig) (*httpSender, error) {
 		}
 		tr.TLSClientConfig = tc
 	}
-	h := &httpSender{url: s.URL, client: &http.Client{Transport: tr, Timeout: requestTimeout}}
+	h := &httpSender{url: s.URL, logURL: redactURL(s.URL), client: &http.Client{Transport: tr, Timeout: requestTimeout}}
 	switch s.Type {
 	case SinkWebhook:
 		include := s.IncludeObject
@@ -139,14 +153,14 @@ func (h *httpSender) send(ctx context.Context, ev *Event) error {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("building the request: %w", err)
+		return fmt.Errorf("building the request to %s: %w", h.logURL, h.redact(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := h.client.Do(req)
 	if err != nil {
 		// A certificate that does not verify will not verify next time.
 		var certErr *tls.CertificateVerificationError
-		return &sendError{retryable: !errors.As(err, &certErr), err: err}
+		return &sendError{retryable: !errors.As(err, &certErr), err: h.redact(err)}
 	}
 	// Read a little of the body for the log, and drain it so the
 	// connection is reused.
@@ -159,12 +173,21 @@ func (h *httpSender) send(ctx context.Context, ev *Event) error {
 	se := &sendError{
 		status:    resp.StatusCode,
 		retryable: resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500,
-		err:       fmt.Errorf("POST %s: %s: %s", h.url, resp.Status, strings.TrimSpace(string(snippet))),
+		err:       fmt.Errorf("POST %s: %s: %s", h.logURL, resp.Status, strings.TrimSpace(string(snippet))),
 	}
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 		se.retryAfter = time.Duration(s) * time.Second
 	}
 	return se
+}
+
+// redact replaces the URL in the *url.Error that net/http returns.
+func (h *httpSender) redact(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = h.logURL
+	}
+	return err
 }
 
 func (h *httpSender) close() { h.client.CloseIdleConnections() }

@@ -1,8 +1,10 @@
 package notifier
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,5 +138,75 @@ func TestSource_RedactsSecretsAndKeepsCustomResourceMapsUntouched(t *testing.T) 
 	}
 	if u2.Object["kind"] != "Foo" {
 		t.Error("the cached unstructured object was changed")
+	}
+}
+
+// kubectl apply keeps the whole applied manifest, data included, in an
+// annotation: a Secret's values in plain JSON.
+func TestSource_RedactsASecretsLastAppliedConfiguration(t *testing.T) {
+	const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+	applied := `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"ns"},"stringData":{"pw":"hunter2"}}`
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", ResourceVersion: "1",
+		Annotations: map[string]string{lastApplied: applied, "team": "a"}}, Data: map[string][]byte{"pw": []byte("hunter2")}}
+	changed := secret.DeepCopy()
+	changed.ResourceVersion = "2"
+	changed.Annotations[lastApplied] = strings.Replace(applied, "hunter2", "hunter3", 1)
+	changed.Data["pw"] = []byte("hunter3")
+
+	s, d, _ := testSource(t, UpdatePolicy{})
+	s.kind, s.resource = "Secret", "secret"
+	s.add(secret, false)
+	s.update(secret, changed)
+	s.del(changed, true)
+	// The same Secret listed under customresources comes unstructured.
+	s.kind, s.resource = "secrets", "secrets"
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": "s", "namespace": "ns", "annotations": map[string]any{lastApplied: applied}}}}
+	s.add(u, false)
+
+	q := queued(d)
+	if len(q) != 4 {
+		t.Fatalf("queued %d events, want 4", len(q))
+	}
+	for _, ev := range q {
+		body, err := webhookBody(ev, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(body), "hunter") || strings.Contains(string(body), "aHVudGVy") {
+			t.Errorf("%s: a secret value reached the payload: %s", ev.Type, body)
+		}
+		meta := ev.Object["metadata"].(map[string]any)
+		ann := meta["annotations"].(map[string]any)
+		if ann[lastApplied] != Redacted {
+			t.Errorf("%s: %s = %v, want %q", ev.Type, lastApplied, ann[lastApplied], Redacted)
+		}
+		if ev.Resource == "secret" && ann["team"] != "a" {
+			t.Errorf("%s: other annotations lost: %v", ev.Type, ann)
+		}
+	}
+	if u.GetAnnotations()[lastApplied] != applied || secret.Annotations[lastApplied] != applied {
+		t.Error("redaction changed the cached object")
+	}
+}
+
+// Diff caps the paths it reports with "...": the status-only and
+// metadata-only policies must judge all of them, not the capped list.
+func TestSource_StatusOnlyUpdateWithManyChangedFieldsIsSuppressed(t *testing.T) {
+	node := func(rv string, heartbeat string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: rv}}
+		for i := range 60 {
+			n.Status.Images = append(n.Status.Images, corev1.ContainerImage{Names: []string{fmt.Sprintf("img-%d:%s", i, heartbeat)}})
+		}
+		return n
+	}
+	s, d, reg := testSource(t, UpdatePolicy{IgnoreStatusOnly: true})
+	s.kind, s.resource = "Node", "node"
+	s.update(node("1", "a"), node("2", "b"))
+	if q := queued(d); len(q) != 0 {
+		t.Errorf("a status-only update of 60 fields was notified: %q", q[0].Changes)
+	}
+	if v, _ := metricstest.Find(t, reg, MetricSuppressed, "reason", "status"); v != 1 {
+		t.Errorf("suppressed{status} = %v, want 1", v)
 	}
 }

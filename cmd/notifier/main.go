@@ -71,6 +71,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv
 		fmt.Fprintf(stderr, "notifier: unexpected argument %q (subcommands: config sample, config check)\n", fs.Arg(0))
 		return 2
 	}
+	if *drain <= 0 {
+		// The library would take it as "the default", not as "no drain".
+		fmt.Fprintf(stderr, "notifier: --drain-timeout %v: want a positive duration\n", *drain)
+		return 2
+	}
 	log, err := newLogger(stderr, getenv)
 	if err != nil {
 		fmt.Fprintln(stderr, "notifier:", err)

@@ -1,0 +1,65 @@
+package notifier
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kloop-dev/kloop/metrics/metricstest"
+	"github.com/kloop-dev/kloop/testenv"
+)
+
+// Synced promises that changes from then on are notified. A change to an
+// object whose initial add the handler has not yet taken would merge into
+// that add and be suppressed with it, so Synced must wait for the handlers
+// to have taken the whole initial list, not only for the caches.
+func TestNotifier_SyncedMeansTheHandlersHaveTakenTheInitialList(t *testing.T) {
+	e := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(e.Config)
+	ctx := t.Context()
+	ns := testenv.NewNamespace(t, kc, "notifier-synced")
+	const existing = 300
+	for i := range existing {
+		if _, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 {
+		reg := prometheus.NewRegistry()
+		logs := &logBuffer{}
+		n, err := New(e.Config, Config{
+			Namespace: ns,
+			Resources: []string{"configmap"},
+			Sinks:     []SinkConfig{{Type: SinkLog}},
+		}, Options{Logger: logs.Logger(), Registerer: reg, Gatherer: reg, Out: &logBuffer{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- n.Run(runCtx) }()
+		select {
+		case <-n.Synced():
+		case err := <-done:
+			t.Fatalf("Run returned before syncing: %v", err)
+		case <-time.After(60 * time.Second):
+			t.Fatalf("not synced within 60s; logs:\n%s", logs)
+		}
+		got, _ := metricstest.Find(t, reg, MetricSuppressed, "resourceType", "ConfigMap", "reason", "initial")
+		stop()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			t.Fatal("Run did not return within 60s of the stop")
+		}
+		if got < existing {
+			t.Fatalf("at Synced the handler had taken %v of the %d objects of the initial list", got, existing)
+		}
+	}
+}
