@@ -13,7 +13,8 @@
 // # What a sync does (in sample-controller's order)
 //
 //  1. Reads the Foo. A Foo that is gone needs nothing: its Deployment is
-//     garbage-collected through its owner reference.
+//     garbage-collected through its owner reference. So is that of a Foo
+//     being deleted (deletionTimestamp set): it is left alone.
 //  2. A Foo without spec.deploymentName is logged, once per change of the
 //     Foo, as a terminal error (ErrNoDeploymentName): not retried, since
 //     retrying cannot help until the Foo changes.
@@ -35,6 +36,9 @@
 //
 // # Differences from sample-controller
 //
+//   - A Foo being deleted is not synced, so a foreground deletion, which
+//     deletes the Deployment before the Foo, does not get the Deployment
+//     made again.
 //   - No status write when the value is already right, and a replica
 //     change keeps whatever else others changed in the Deployment (it is
 //     an update of the cached copy, guarded by its resourceVersion, rather

@@ -410,3 +410,44 @@ func TestFoo_MissingDeploymentNameIsLoggedOnceAndNotRetried(t *testing.T) {
 		t.Errorf("%d Deployments in the namespace, want only the marker's", len(deps.Items))
 	}
 }
+
+func TestFoo_AFooBeingDeletedInTheForegroundDoesNotGetItsDeploymentBack(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	h.createFoo(newFoo("leaving", "leaving-deploy", ptr.To[int32](1)))
+	h.waitAvailable("leaving", "leaving-deploy", 1)
+
+	// Foreground deletion keeps the Foo, marked for deletion, until the
+	// garbage collector has deleted the Deployment; the delete of the
+	// Deployment brings the Foo back to the controller meanwhile.
+	if err := h.foos.Delete(ctx, h.ns, "leaving", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(90*time.Second, "Foo and Deployment gone", func(ctx context.Context) (bool, string, error) {
+		_, ferr := h.foos.Get(ctx, h.ns, "leaving")
+		if ferr != nil && !apierrors.IsNotFound(ferr) {
+			return false, "", ferr
+		}
+		_, derr := h.deployment(ctx, "leaving-deploy")
+		if derr != nil && !apierrors.IsNotFound(derr) {
+			return false, "", derr
+		}
+		return apierrors.IsNotFound(ferr) && apierrors.IsNotFound(derr),
+			fmt.Sprintf("Foo found: %v; Deployment found: %v", ferr == nil, derr == nil), nil
+	})
+	// Once a Foo created after this one was gone has its Deployment, the
+	// controller's cache has seen the delete (one watch, in order): a later
+	// sync finds no Foo.
+	h.createFoo(newFoo("marker", "marker", ptr.To[int32](1)))
+	h.waitDeployment("marker")
+
+	created := 0
+	for l := range strings.Lines(h.logs.String()) {
+		if strings.Contains(l, "Created Deployment") && strings.Contains(l, "deployment=leaving-deploy") {
+			created++
+		}
+	}
+	if created != 1 {
+		t.Errorf("Deployment leaving-deploy created %d times, want once: a Foo being deleted got a new Deployment", created)
+	}
+}

@@ -227,6 +227,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 	if err != nil {
 		return controller.Result{}, err
 	}
+	if foo.DeletionTimestamp != nil {
+		// Its Deployment is being (or has been) garbage-collected: one
+		// made now would only be collected again, and would hold up a
+		// foreground deletion of the Foo.
+		log.Debug("Foo is being deleted; leaving its Deployment to the garbage collector")
+		return controller.Result{}, nil
+	}
 	name := foo.Spec.DeploymentName
 	if name == "" {
 		return controller.Result{}, controller.TerminalError(fmt.Errorf("Foo %s: %w", key, ErrNoDeploymentName))
