@@ -30,7 +30,9 @@
 //     Deployment's: through the status subresource when the Foo CRD has
 //     one (sample-controller's crd-status-subresource.yaml, and the CRD in
 //     samples/foo/crd), with an update of the whole Foo otherwise (its plain
-//     crd.yaml).
+//     crd.yaml). Discovery's answer is asked again when the CRD changes
+//     under a running controller (a 404 from /status, or an update that
+//     kept the old status).
 //  7. Records a Normal event Synced, "Foo synced successfully" (the
 //     recorder folds repeats into one Event with a count).
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -49,6 +50,7 @@ func (l *lockedBuffer) String() string {
 // a podsim node and a Foo controller of its own.
 type harness struct {
 	t    *testing.T
+	env  *testenv.Env
 	kc   kubernetes.Interface
 	foos *client.Resource[*v1alpha1.Foo]
 	ns   string
@@ -57,10 +59,16 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessWithCRD(t, foo.CRDYAML)
+}
+
+// newHarnessWithCRD is newHarness with the Foo CRD in crd installed.
+func newHarnessWithCRD(t *testing.T, crd []byte) *harness {
+	t.Helper()
 	e := controlPlane.Env(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	if err := foo.InstallCRD(ctx, e.Config, foo.CRDYAML); err != nil {
+	if err := foo.InstallCRD(ctx, e.Config, crd); err != nil {
 		t.Fatal(err)
 	}
 	kc := kubernetes.NewForConfigOrDie(e.Config)
@@ -72,7 +80,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, kc: kc, foos: foos, ns: testenv.NewNamespace(t, kc, "foo"), logs: &lockedBuffer{}}
+	h := &harness{t: t, env: e, kc: kc, foos: foos, ns: testenv.NewNamespace(t, kc, "foo"), logs: &lockedBuffer{}}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h.run("podsim", func(ctx context.Context) error {
 		return podsim.Run(ctx, e.Config, podsim.Options{
@@ -450,4 +458,26 @@ func TestFoo_AFooBeingDeletedInTheForegroundDoesNotGetItsDeploymentBack(t *testi
 	if created != 1 {
 		t.Errorf("Deployment leaving-deploy created %d times, want once: a Foo being deleted got a new Deployment", created)
 	}
+}
+
+// The Foo CRD is shared by every test of the package: this one leaves it
+// as newHarness installs it, with the status subresource.
+func TestFoo_StatusKeepsFollowingWhenThePlainCRDGainsTheStatusSubresource(t *testing.T) {
+	plain, err := os.ReadFile("artifacts/examples/crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWithCRD(t, plain)
+	h.createFoo(newFoo("upgraded", "upgraded", ptr.To[int32](1)))
+	h.waitAvailable("upgraded", "upgraded", 1) // written by updates of the whole Foo
+
+	// sample-controller's README step: apply crd-status-subresource.yaml.
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := foo.InstallCRD(ctx, h.env.Config, foo.CRDYAML); err != nil {
+		t.Fatal(err)
+	}
+	// From now on an update of the whole Foo leaves its status as it was.
+	h.scaleFoo("upgraded", 2)
+	h.waitAvailable("upgraded", "upgraded", 2)
 }
