@@ -85,7 +85,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	out.printf("# installed CRD foos.samplecontroller.k8s.io; starting podsim (node %s) and the Foo controller\n", podsim.DefaultNodeName)
 
 	var wg sync.WaitGroup
-	failed := make(chan error, 3)
+	failed := make(chan error, 4) // the three below and applyExample
 	goRun := func(what string, fn func(context.Context) error) {
 		wg.Go(func() {
 			if err := fn(ctx); err != nil {
@@ -107,7 +107,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	select {
 	case <-synced:
 		if err := applyExample(ctx, env.Config, *namespace, out); err != nil && ctx.Err() == nil {
-			fmt.Fprintf(stderr, "kloop demo: %v\n", err)
+			failed <- err
 			stop()
 		}
 	case <-ctx.Done():

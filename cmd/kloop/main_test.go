@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -233,4 +235,35 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+func TestDemo_AFailureToApplyTheExampleExits1AndStopsTheControlPlane(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	// Not a valid namespace name: the namespace cannot be created.
+	cmd := command(ctx, "demo", "--namespace", "Not_Valid")
+	stderr := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = io.Discard, stderr
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
+		t.Errorf("kloop demo with an invalid namespace: %v, want exit status 1; stderr:\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr.String(), `kloop demo: create namespace Not_Valid: `) {
+		t.Errorf("stderr does not say what failed:\n%s", stderr)
+	}
+	pids := pidRE.FindAllStringSubmatch(stderr.String(), -1)
+	if len(pids) != 3 {
+		t.Errorf("kloop demo logged %d child pids, want 3 (etcd, kube-apiserver, kube-controller-manager)", len(pids))
+	}
+	for _, m := range pids {
+		pid, _ := strconv.Atoi(m[1])
+		if syscall.Kill(pid, 0) == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("child pid %d still running after kloop demo exited", pid)
+		}
+	}
 }
