@@ -267,13 +267,10 @@ func TestFoo_ExampleFooGetsAnOwnedDeploymentWhosePodsBecomeAvailableAndFollowSpe
 	h.scaleFoo("example-foo", 2)
 	h.waitAvailable("example-foo", "example-foo", 2)
 
-	// Replica drift made by someone else is undone.
-	d, err = h.deployment(ctx, "example-foo")
+	// Replica drift made by someone else is undone. (A patch: an update
+	// could conflict with the deployment controller's status writes.)
+	d, err = h.kc.AppsV1().Deployments(h.ns).Patch(ctx, "example-foo", types.MergePatchType, []byte(`{"spec":{"replicas":5}}`), metav1.PatchOptions{})
 	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Replicas = ptr.To[int32](5)
-	if _, err := h.kc.AppsV1().Deployments(h.ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	h.eventually(60*time.Second, "Deployment replicas set back to the Foo's 2", func(ctx context.Context) (bool, string, error) {
