@@ -311,6 +311,8 @@ func (k *kubelet) Reconcile(ctx context.Context, key cache.Key) (controller.Resu
 		}
 		k.ips.release(key)
 		log.Debug("Deleted terminating pod")
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		// Finished: a kubelet never starts it again.
 	case !Running(pod):
 		if _, err := k.pods.UpdateStatus(ctx, k.running(pod)); err != nil {
 			return controller.Result{}, fmt.Errorf("start pod %s: %w", key, err)
