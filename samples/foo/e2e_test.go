@@ -475,6 +475,18 @@ func TestFoo_StatusKeepsFollowingWhenThePlainCRDGainsTheStatusSubresource(t *tes
 		t.Fatal(err)
 	}
 	// From now on an update of the whole Foo leaves its status as it was.
+	h.eventually(30*time.Second, "foos/status served", func(ctx context.Context) (bool, string, error) {
+		list, err := h.kc.Discovery().ServerResourcesForGroupVersion(v1alpha1.SchemeGroupVersion.String())
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, r := range list.APIResources {
+			if r.Name == "foos/status" {
+				return true, "", nil
+			}
+		}
+		return false, "not in discovery", nil
+	})
 	h.scaleFoo("upgraded", 2)
 	h.waitAvailable("upgraded", "upgraded", 2)
 }
