@@ -109,6 +109,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	node, err := registerNode(ctx, nodes, opts.NodeName)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped through ctx before it started
+		}
 		return err
 	}
 	log.Info("Registered node")

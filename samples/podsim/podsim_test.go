@@ -267,3 +267,12 @@ func TestPodsim_LeavesAPodThatHasFinishedFinished(t *testing.T) {
 		t.Errorf("finished pod's phase is %s again, want it left %s", p.Status.Phase, corev1.PodSucceeded)
 	}
 }
+
+func TestRun_StoppedBeforeItStartsReturnsNil(t *testing.T) {
+	e := controlPlane.Env(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := podsim.Run(ctx, e.Config, podsim.Options{NodeName: "never-started", Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()}); err != nil {
+		t.Errorf("Run with its context done already = %v, want nil (stopped through ctx)", err)
+	}
+}
