@@ -8,10 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,7 +54,9 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	out := &printer{w: stdout, last: map[string]string{}}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, in := notifyInterrupts(stderr)
+	defer in.stop()
+	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 
 	env, err := testenv.Start(ctx, testenv.Options{
@@ -72,7 +72,11 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
 		return 1
 	}
-	defer env.Stop()
+	in.controlPlane(env, *dataDir == "")
+	defer func() {
+		env.Stop()
+		in.forget()
+	}()
 	out.printf("# control plane ready at %s; point kubectl at it with:\nexport KUBECONFIG=%s\n", env.APIServerURL, env.KubeconfigPath)
 
 	if err := foo.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
@@ -85,7 +89,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	out.printf("# installed CRD foos.samplecontroller.k8s.io; starting podsim (node %s) and the Foo controller\n", podsim.DefaultNodeName)
 
 	var wg sync.WaitGroup
-	failed := make(chan error, 3)
+	failed := make(chan error, 4) // the three below and applyExample
 	goRun := func(what string, fn func(context.Context) error) {
 		wg.Go(func() {
 			if err := fn(ctx); err != nil {
@@ -107,7 +111,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	select {
 	case <-synced:
 		if err := applyExample(ctx, env.Config, *namespace, out); err != nil && ctx.Err() == nil {
-			fmt.Fprintf(stderr, "kloop demo: %v\n", err)
+			failed <- err
 			stop()
 		}
 	case <-ctx.Done():

@@ -5,7 +5,8 @@
 // starts a local control plane (etcd, kube-apiserver and
 // kube-controller-manager on 127.0.0.1) in the foreground, writes an admin
 // kubeconfig and prints `export KUBECONFIG=<path>`. Ctrl-C stops everything
-// and exits 0.
+// and exits 0; a second Ctrl-C kills the control plane, removes its
+// temporary directory and exits 1 at once.
 //
 //	kloop demo [--data-dir DIR] [--bin-dir DIR] [--namespace default] [-v]
 //
@@ -23,8 +24,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -74,10 +73,10 @@ func dev(args []string, stdout, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 
-	// The first signal stops the control plane; the default behaviour is
-	// restored then, so a second one ends the process at once.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// The first signal stops the control plane; a second one kills it and
+	// ends the process at once (see interrupts).
+	ctx, in := notifyInterrupts(stderr)
+	defer in.stop()
 
 	env, err := testenv.Start(ctx, testenv.Options{
 		DataDir:           *dataDir,
@@ -92,13 +91,14 @@ func dev(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kloop dev: %v\n", err)
 		return 1
 	}
+	in.controlPlane(env, *dataDir == "")
 	fmt.Fprintf(stdout, "# control plane ready at %s; point kubectl at it with:\nexport KUBECONFIG=%s\n", env.APIServerURL, env.KubeconfigPath)
 	if f, ok := stdout.(*os.File); ok {
 		_ = f.Sync()
 	}
 	<-ctx.Done()
-	stop()
 	log.Info("stopping control plane")
 	env.Stop()
+	in.forget()
 	return 0
 }

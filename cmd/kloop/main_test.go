@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -233,4 +236,110 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+func TestDemo_AFailureToApplyTheExampleExits1AndStopsTheControlPlane(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	// Not a valid namespace name: the namespace cannot be created.
+	cmd := command(ctx, "demo", "--namespace", "Not_Valid")
+	stderr := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = io.Discard, stderr
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
+		t.Errorf("kloop demo with an invalid namespace: %v, want exit status 1; stderr:\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr.String(), `kloop demo: create namespace Not_Valid: `) {
+		t.Errorf("stderr does not say what failed:\n%s", stderr)
+	}
+	pids := pidRE.FindAllStringSubmatch(stderr.String(), -1)
+	if len(pids) != 3 {
+		t.Errorf("kloop demo logged %d child pids, want 3 (etcd, kube-apiserver, kube-controller-manager)", len(pids))
+	}
+	for _, m := range pids {
+		pid, _ := strconv.Atoi(m[1])
+		if syscall.Kill(pid, 0) == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("child pid %d still running after kloop demo exited", pid)
+		}
+	}
+}
+
+func TestDev_ASecondSIGINTKillsTheControlPlaneRemovesItsTemporaryDirectoryAndExits1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := command(ctx, "dev")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var kubeconfig string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "export KUBECONFIG="); ok {
+			kubeconfig = rest
+			break
+		}
+	}
+	if kubeconfig == "" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("kloop dev never printed an `export KUBECONFIG=` line; stderr:\n%s", stderr)
+	}
+	dir := filepath.Dir(kubeconfig)
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	// The second once the first is being handled (two pending SIGINTs are
+	// one), while the graceful stop, about a second, is under way.
+	err = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return strings.Contains(stderr.String(), "stopping control plane"), nil
+	})
+	if err != nil {
+		t.Fatalf("kloop dev did not start stopping after SIGINT: %v; stderr:\n%s", err, stderr)
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	stoppedBefore := strings.Contains(stderr.String(), "control plane stopped")
+	err = cmd.Wait()
+	if stoppedBefore {
+		t.Skip("the graceful stop was over before the second SIGINT was sent")
+	}
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
+		t.Errorf("kloop dev after two SIGINTs: %v, want exit status 1; stderr:\n%s", err, stderr)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		_ = os.RemoveAll(dir)
+		t.Errorf("temporary directory %s left behind (stat: %v)", dir, err)
+	}
+	pids := pidRE.FindAllStringSubmatch(stderr.String(), -1)
+	if len(pids) != 3 {
+		t.Errorf("kloop dev logged %d child pids, want 3 (etcd, kube-apiserver, kube-controller-manager)", len(pids))
+	}
+	for _, m := range pids {
+		pid, _ := strconv.Atoi(m[1])
+		err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+			return syscall.Kill(pid, 0) != nil, nil
+		})
+		if err != nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Errorf("child pid %d still running after kloop dev exited", pid)
+		}
+	}
 }

@@ -13,7 +13,8 @@
 // # What a sync does (in sample-controller's order)
 //
 //  1. Reads the Foo. A Foo that is gone needs nothing: its Deployment is
-//     garbage-collected through its owner reference.
+//     garbage-collected through its owner reference. So is that of a Foo
+//     being deleted (deletionTimestamp set): it is left alone.
 //  2. A Foo without spec.deploymentName is logged, once per change of the
 //     Foo, as a terminal error (ErrNoDeploymentName): not retried, since
 //     retrying cannot help until the Foo changes.
@@ -29,12 +30,17 @@
 //     Deployment's: through the status subresource when the Foo CRD has
 //     one (sample-controller's crd-status-subresource.yaml, and the CRD in
 //     samples/foo/crd), with an update of the whole Foo otherwise (its plain
-//     crd.yaml).
+//     crd.yaml). Discovery's answer is asked again when the CRD changes
+//     under a running controller (a 404 from /status, or an update that
+//     kept the old status).
 //  7. Records a Normal event Synced, "Foo synced successfully" (the
 //     recorder folds repeats into one Event with a count).
 //
 // # Differences from sample-controller
 //
+//   - A Foo being deleted is not synced, so a foreground deletion, which
+//     deletes the Deployment before the Foo, does not get the Deployment
+//     made again.
 //   - No status write when the value is already right, and a replica
 //     change keeps whatever else others changed in the Deployment (it is
 //     an update of the cached copy, guarded by its resourceVersion, rather

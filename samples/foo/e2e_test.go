@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -49,6 +50,7 @@ func (l *lockedBuffer) String() string {
 // a podsim node and a Foo controller of its own.
 type harness struct {
 	t    *testing.T
+	env  *testenv.Env
 	kc   kubernetes.Interface
 	foos *client.Resource[*v1alpha1.Foo]
 	ns   string
@@ -57,10 +59,16 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessWithCRD(t, foo.CRDYAML)
+}
+
+// newHarnessWithCRD is newHarness with the Foo CRD in crd installed.
+func newHarnessWithCRD(t *testing.T, crd []byte) *harness {
+	t.Helper()
 	e := controlPlane.Env(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	if err := foo.InstallCRD(ctx, e.Config, foo.CRDYAML); err != nil {
+	if err := foo.InstallCRD(ctx, e.Config, crd); err != nil {
 		t.Fatal(err)
 	}
 	kc := kubernetes.NewForConfigOrDie(e.Config)
@@ -72,7 +80,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, kc: kc, foos: foos, ns: testenv.NewNamespace(t, kc, "foo"), logs: &lockedBuffer{}}
+	h := &harness{t: t, env: e, kc: kc, foos: foos, ns: testenv.NewNamespace(t, kc, "foo"), logs: &lockedBuffer{}}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h.run("podsim", func(ctx context.Context) error {
 		return podsim.Run(ctx, e.Config, podsim.Options{
@@ -259,13 +267,10 @@ func TestFoo_ExampleFooGetsAnOwnedDeploymentWhosePodsBecomeAvailableAndFollowSpe
 	h.scaleFoo("example-foo", 2)
 	h.waitAvailable("example-foo", "example-foo", 2)
 
-	// Replica drift made by someone else is undone.
-	d, err = h.deployment(ctx, "example-foo")
+	// Replica drift made by someone else is undone. (A patch: an update
+	// could conflict with the deployment controller's status writes.)
+	d, err = h.kc.AppsV1().Deployments(h.ns).Patch(ctx, "example-foo", types.MergePatchType, []byte(`{"spec":{"replicas":5}}`), metav1.PatchOptions{})
 	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Replicas = ptr.To[int32](5)
-	if _, err := h.kc.AppsV1().Deployments(h.ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	h.eventually(60*time.Second, "Deployment replicas set back to the Foo's 2", func(ctx context.Context) (bool, string, error) {
@@ -409,4 +414,79 @@ func TestFoo_MissingDeploymentNameIsLoggedOnceAndNotRetried(t *testing.T) {
 	if len(deps.Items) != 1 {
 		t.Errorf("%d Deployments in the namespace, want only the marker's", len(deps.Items))
 	}
+}
+
+func TestFoo_AFooBeingDeletedInTheForegroundDoesNotGetItsDeploymentBack(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	h.createFoo(newFoo("leaving", "leaving-deploy", ptr.To[int32](1)))
+	h.waitAvailable("leaving", "leaving-deploy", 1)
+
+	// Foreground deletion keeps the Foo, marked for deletion, until the
+	// garbage collector has deleted the Deployment; the delete of the
+	// Deployment brings the Foo back to the controller meanwhile.
+	if err := h.foos.Delete(ctx, h.ns, "leaving", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(90*time.Second, "Foo and Deployment gone", func(ctx context.Context) (bool, string, error) {
+		_, ferr := h.foos.Get(ctx, h.ns, "leaving")
+		if ferr != nil && !apierrors.IsNotFound(ferr) {
+			return false, "", ferr
+		}
+		_, derr := h.deployment(ctx, "leaving-deploy")
+		if derr != nil && !apierrors.IsNotFound(derr) {
+			return false, "", derr
+		}
+		return apierrors.IsNotFound(ferr) && apierrors.IsNotFound(derr),
+			fmt.Sprintf("Foo found: %v; Deployment found: %v", ferr == nil, derr == nil), nil
+	})
+	// Once a Foo created after this one was gone has its Deployment, the
+	// controller's cache has seen the delete (one watch, in order): a later
+	// sync finds no Foo.
+	h.createFoo(newFoo("marker", "marker", ptr.To[int32](1)))
+	h.waitDeployment("marker")
+
+	created := 0
+	for l := range strings.Lines(h.logs.String()) {
+		if strings.Contains(l, "Created Deployment") && strings.Contains(l, "deployment=leaving-deploy") {
+			created++
+		}
+	}
+	if created != 1 {
+		t.Errorf("Deployment leaving-deploy created %d times, want once: a Foo being deleted got a new Deployment", created)
+	}
+}
+
+// The Foo CRD is shared by every test of the package: this one leaves it
+// as newHarness installs it, with the status subresource.
+func TestFoo_StatusKeepsFollowingWhenThePlainCRDGainsTheStatusSubresource(t *testing.T) {
+	plain, err := os.ReadFile("artifacts/examples/crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessWithCRD(t, plain)
+	h.createFoo(newFoo("upgraded", "upgraded", ptr.To[int32](1)))
+	h.waitAvailable("upgraded", "upgraded", 1) // written by updates of the whole Foo
+
+	// sample-controller's README step: apply crd-status-subresource.yaml.
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := foo.InstallCRD(ctx, h.env.Config, foo.CRDYAML); err != nil {
+		t.Fatal(err)
+	}
+	// From now on an update of the whole Foo leaves its status as it was.
+	h.eventually(30*time.Second, "foos/status served", func(ctx context.Context) (bool, string, error) {
+		list, err := h.kc.Discovery().ServerResourcesForGroupVersion(v1alpha1.SchemeGroupVersion.String())
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, r := range list.APIResources {
+			if r.Name == "foos/status" {
+				return true, "", nil
+			}
+		}
+		return false, "not in discovery", nil
+	})
+	h.scaleFoo("upgraded", 2)
+	h.waitAvailable("upgraded", "upgraded", 2)
 }

@@ -227,6 +227,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 	if err != nil {
 		return controller.Result{}, err
 	}
+	if foo.DeletionTimestamp != nil {
+		// Its Deployment is being (or has been) garbage-collected: one
+		// made now would only be collected again, and would hold up a
+		// foreground deletion of the Foo.
+		log.Debug("Foo is being deleted; leaving its Deployment to the garbage collector")
+		return controller.Result{}, nil
+	}
 	name := foo.Spec.DeploymentName
 	if name == "" {
 		return controller.Result{}, controller.TerminalError(fmt.Errorf("Foo %s: %w", key, ErrNoDeploymentName))
@@ -285,13 +292,24 @@ func (r *Reconciler) updateStatus(ctx context.Context, foo *v1alpha1.Foo, dep *a
 			r.StatusSubresource.Forget()
 		}
 	} else {
-		_, err = r.Foos.Update(ctx, changed)
+		var got *v1alpha1.Foo
+		got, err = r.Foos.Update(ctx, changed)
+		if err == nil && got.Status.AvailableReplicas != changed.Status.AvailableReplicas {
+			// The CRD has gained a status subresource, so the API server
+			// kept the old status; ask again and write it there.
+			r.StatusSubresource.Forget()
+			err = errStatusIgnored
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("update status of Foo %s/%s: %w", foo.Namespace, foo.Name, err)
 	}
 	return nil
 }
+
+// errStatusIgnored is the error of an update of a whole Foo that did not
+// change its status.
+var errStatusIgnored = errors.New("the API server kept the old status: Foos have a status subresource now")
 
 // NewDeployment returns the Deployment a Foo asks for: named
 // spec.deploymentName in the Foo's namespace, controlled by the Foo, with

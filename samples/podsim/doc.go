@@ -10,7 +10,8 @@
 //   - binds every Pending pod that has no node and asks for the default
 //     scheduler to that Node, through the pods/binding subresource, as a
 //     scheduler would;
-//   - marks every pod bound to that Node Running, with a pod IP from
+//   - marks every pod bound to that Node Running (unless it has Succeeded
+//     or Failed, which only others set), with a pod IP from
 //     10.244.0.0/16, running and ready container statuses, and the
 //     PodScheduled, PodReadyToStartContainers, Initialized,
 //     ContainersReady and Ready conditions True;

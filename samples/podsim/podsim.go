@@ -109,6 +109,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	node, err := registerNode(ctx, nodes, opts.NodeName)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped through ctx before it started
+		}
 		return err
 	}
 	log.Info("Registered node")
@@ -311,6 +314,8 @@ func (k *kubelet) Reconcile(ctx context.Context, key cache.Key) (controller.Resu
 		}
 		k.ips.release(key)
 		log.Debug("Deleted terminating pod")
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		// Finished: a kubelet never starts it again.
 	case !Running(pod):
 		if _, err := k.pods.UpdateStatus(ctx, k.running(pod)); err != nil {
 			return controller.Result{}, fmt.Errorf("start pod %s: %w", key, err)

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop/samples/podsim"
@@ -218,4 +219,60 @@ func TestPodsim_RegistersAReadyNodeRenewsItsLeaseBindsAndStartsPodsAndFinishesGr
 		return false, err
 	})
 	t.Logf("graceful delete finished in %v", time.Since(began))
+}
+
+// A kubelet never starts a pod again once it has succeeded or failed.
+func TestPodsim_LeavesAPodThatHasFinishedFinished(t *testing.T) {
+	e := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(e.Config)
+	ctx := t.Context()
+	ns := namespaceWithServiceAccount(t, kc, "podsim-done")
+	node := "node-" + ns
+	runPodsim(t, e, podsim.Options{NodeName: node, Namespace: ns})
+
+	if _, err := kc.CoreV1().Pods(ns).Create(ctx, pod("job", ""), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "pod job Running", func(ctx context.Context) (bool, error) {
+		p, err := kc.CoreV1().Pods(ns).Get(ctx, "job", metav1.GetOptions{})
+		return err == nil && podsim.Running(p), err
+	})
+	// Its containers exit 0, as a Job's do.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := kc.CoreV1().Pods(ns).Get(ctx, "job", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.Status.Phase = corev1.PodSucceeded
+		_, err = kc.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pod created now is started after podsim has seen the finished one
+	// (one watch, in order).
+	if _, err := kc.CoreV1().Pods(ns).Create(ctx, pod("marker", ""), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "pod marker Running", func(ctx context.Context) (bool, error) {
+		p, err := kc.CoreV1().Pods(ns).Get(ctx, "marker", metav1.GetOptions{})
+		return err == nil && podsim.Running(p), err
+	})
+	p, err := kc.CoreV1().Pods(ns).Get(ctx, "job", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status.Phase != corev1.PodSucceeded {
+		t.Errorf("finished pod's phase is %s again, want it left %s", p.Status.Phase, corev1.PodSucceeded)
+	}
+}
+
+func TestRun_StoppedBeforeItStartsReturnsNil(t *testing.T) {
+	e := controlPlane.Env(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := podsim.Run(ctx, e.Config, podsim.Options{NodeName: "never-started", Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()}); err != nil {
+		t.Errorf("Run with its context done already = %v, want nil (stopped through ctx)", err)
+	}
 }
