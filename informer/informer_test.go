@@ -1,7 +1,6 @@
 package informer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/metrics/metricstest"
 	"github.com/kloop-dev/kloop/watch"
 )
@@ -76,36 +76,18 @@ func (s *fakeSource) relist(rv string, objs ...*corev1.ConfigMap) {
 	s.send(watch.Event[*corev1.ConfigMap]{Type: watch.RelistDone, ResourceVersion: rv})
 }
 
-// lockedBuffer collects log output from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 type harness struct {
 	inf  *Informer[*corev1.ConfigMap]
 	src  *fakeSource
 	reg  *prometheus.Registry
-	logs *lockedBuffer
+	logs *syncbuf.Buffer
 	stop func()
 }
 
 // start runs an informer over a fake source; call inside a synctest bubble.
 func start(t *testing.T, opts Options[*corev1.ConfigMap], before ...func(*Informer[*corev1.ConfigMap])) *harness {
 	t.Helper()
-	h := &harness{src: newFakeSource(), reg: prometheus.NewRegistry(), logs: &lockedBuffer{}}
+	h := &harness{src: newFakeSource(), reg: prometheus.NewRegistry(), logs: &syncbuf.Buffer{}}
 	opts.Registerer = h.reg
 	opts.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
 	inf, err := New[*corev1.ConfigMap](h.src, opts)

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kloop-dev/kloop/internal/reexec"
+	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -151,7 +151,7 @@ func TestDemo_ExampleFooBecomesAvailableThroughPodsimAndSIGINTExitsZero(t *testi
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &lockedBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -219,25 +219,6 @@ func keys(m map[string]*regexp.Regexp) []string {
 	return out
 }
 
-// lockedBuffer is an io.Writer that the command's output copier and the
-// test may use at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestDemo_AFailureToApplyTheExampleExits1AndStopsTheControlPlane(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a control plane")
@@ -246,7 +227,7 @@ func TestDemo_AFailureToApplyTheExampleExits1AndStopsTheControlPlane(t *testing.
 	defer cancel()
 	// Not a valid namespace name: the namespace cannot be created.
 	cmd := command(ctx, "demo", "--namespace", "Not_Valid")
-	stderr := &lockedBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	err := cmd.Run()
 	var exitErr *exec.ExitError
@@ -280,7 +261,7 @@ func TestDev_ASecondSIGINTKillsTheControlPlaneRemovesItsTemporaryDirectoryAndExi
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &lockedBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

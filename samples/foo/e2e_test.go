@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,29 +21,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/samples/podsim"
 	"github.com/kloop-dev/kloop/testenv"
 )
-
-// lockedBuffer is an io.Writer safe for the controller and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // harness is one namespace of the shared control plane with the Foo CRD,
 // a podsim node and a Foo controller of its own.
@@ -54,7 +36,7 @@ type harness struct {
 	kc   kubernetes.Interface
 	foos *client.Resource[*v1alpha1.Foo]
 	ns   string
-	logs *lockedBuffer
+	logs *syncbuf.Buffer
 }
 
 func newHarness(t *testing.T) *harness {
@@ -80,7 +62,7 @@ func newHarnessWithCRD(t *testing.T, crd []byte) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, env: e, kc: kc, foos: foos, ns: testenv.NewNamespace(t, kc, "foo"), logs: &lockedBuffer{}}
+	h := &harness{t: t, env: e, kc: kc, foos: foos, ns: testenv.NewNamespace(t, kc, "foo"), logs: &syncbuf.Buffer{}}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h.run("podsim", func(ctx context.Context) error {
 		return podsim.Run(ctx, e.Config, podsim.Options{

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,30 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/samples/podwatch"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, testenv.GoleakIgnores()...)
-}
-
-// lockedBuffer is an io.Writer safe for the worker and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestRun_PrintsOnlyPodsOfItsNamespaceAndReturnsNilOnStop(t *testing.T) {
@@ -55,7 +37,7 @@ func TestRun_PrintsOnlyPodsOfItsNamespaceAndReturnsNilOnStop(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	reg := prometheus.NewRegistry()
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
