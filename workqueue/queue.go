@@ -218,13 +218,9 @@ func (q *Queue[K]) addLocked(e *entry[K], p int64, t int64) {
 	for {
 		switch s := e.state(); {
 		case s == 0:
-			// An add without the lock may claim it under us.
-			if !e.casState(0, stPending) {
+			if !q.claimIdle(e, p) {
 				continue
 			}
-			q.unlistIdle(e)
-			q.reused++
-			e.maxPrio(p)
 			q.makeReady(e, q.stampAt(t))
 		case s == stReserved:
 			// Being handed out right now: this add is covered.
@@ -306,19 +302,30 @@ func (q *Queue[K]) AddAfterWithPriority(k K, d time.Duration, priority int) {
 	q.mu.Unlock()
 }
 
+// claimIdle takes an idle entry up for an add at priority p under the lock:
+// it leaves the idle list and is held in state pending, which the caller then
+// moves on (ready or waiting). It reports false if an add without the lock
+// claimed the entry first; the caller then looks at its state again. Called
+// with the lock held.
+func (q *Queue[K]) claimIdle(e *entry[K], p int64) bool {
+	if !e.casState(0, stPending) {
+		return false
+	}
+	q.unlistIdle(e)
+	q.reused++
+	e.maxPrio(p)
+	return true
+}
+
 // addAfterLocked applies an add at priority p due at time at to an existing
 // entry. Called with the lock held.
 func (q *Queue[K]) addAfterLocked(e *entry[K], p int64, at int64) {
 	for {
 		switch s := e.state(); {
 		case s == 0:
-			// An add without the lock may claim it under us.
-			if !e.casState(0, stPending) {
+			if !q.claimIdle(e, p) {
 				continue
 			}
-			q.unlistIdle(e)
-			q.reused++
-			e.maxPrio(p)
 			q.schedule(e, stWaiting, at)
 		case s == stReserved:
 			// Being handed out right now, sooner than at.
