@@ -110,17 +110,7 @@ func TestNotifier_CustomResourcesThroughTheDynamicClientAndMetricsOnTheHTTPEndpo
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(context.Background())
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- n.Run(runCtx) }()
-	select {
-	case <-n.Synced():
-	case err := <-done:
-		t.Fatalf("Run returned before syncing: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("not synced within 60s; logs:\n%s", logs)
-	}
+	done, stop := runSynced(t, n, logs)
 
 	g, err := res.Create(ctx, gadget("g1", 1), metav1.CreateOptions{})
 	if err != nil {

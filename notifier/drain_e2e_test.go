@@ -1,7 +1,6 @@
 package notifier
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -60,15 +59,7 @@ func TestNotifier_StopDeliversWhatTheSinkHasQueued(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(context.Background())
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- n.Run(runCtx) }()
-	select {
-	case <-n.Synced():
-	case <-time.After(60 * time.Second):
-		t.Fatalf("not synced within 60s; logs:\n%s", logs)
-	}
+	done, stop := runSynced(t, n, logs)
 
 	for _, name := range []string{"a", "b", "c"} {
 		if _, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {

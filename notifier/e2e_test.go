@@ -142,17 +142,7 @@ func TestNotifier_NotifiesChangesAfterStartOnlyAndSuppressesNoOpAndStatusUpdates
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(context.Background())
-	defer stop()
-	done := make(chan error, 1)
-	go func() { done <- n.Run(runCtx) }()
-	select {
-	case <-n.Synced():
-	case err := <-done:
-		t.Fatalf("Run returned before syncing: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("not synced within 60s; logs:\n%s", logs)
-	}
+	done, stop := runSynced(t, n, logs)
 	defer func() {
 		if t.Failed() {
 			t.Logf("notifier logs:\n%s", logs)
@@ -297,4 +287,22 @@ func TestNotifier_NotifiesChangesAfterStartOnlyAndSuppressesNoOpAndStatusUpdates
 	if v, _ := metricstest.Find(t, reg, MetricFailed); v != 0 {
 		t.Errorf("failed = %v, want 0", v)
 	}
+}
+
+// runSynced runs n until the test ends and waits until it is synced. stop
+// ends Run early; done then receives what Run returned.
+func runSynced(t *testing.T, n *Notifier, logs *logBuffer) (done <-chan error, stop context.CancelFunc) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	ch := make(chan error, 1)
+	go func() { ch <- n.Run(ctx) }()
+	select {
+	case <-n.Synced():
+	case err := <-ch:
+		t.Fatalf("Run returned before syncing: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("not synced within 60s; logs:\n%s", logs)
+	}
+	return ch, stop
 }

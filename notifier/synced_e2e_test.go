@@ -1,7 +1,6 @@
 package notifier
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -41,16 +40,7 @@ func TestNotifier_SyncedMeansTheHandlersHaveTakenTheInitialList(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runCtx, stop := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- n.Run(runCtx) }()
-		select {
-		case <-n.Synced():
-		case err := <-done:
-			t.Fatalf("Run returned before syncing: %v", err)
-		case <-time.After(60 * time.Second):
-			t.Fatalf("not synced within 60s; logs:\n%s", logs)
-		}
+		done, stop := runSynced(t, n, logs)
 		got, _ := metricstest.Find(t, reg, MetricSuppressed, "resourceType", "ConfigMap", "reason", "initial")
 		stop()
 		select {
