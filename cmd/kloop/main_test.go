@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -71,19 +72,7 @@ func TestDev_PrintsKubeconfigServesKubectlAndStopsCleanlyOnSIGINT(t *testing.T) 
 		}
 	}()
 
-	var kubeconfig string
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "export KUBECONFIG="); ok {
-			kubeconfig = rest
-			break
-		}
-	}
-	if kubeconfig == "" {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatal("kloop dev never printed an `export KUBECONFIG=` line")
-	}
+	kubeconfig := exportedKubeconfig(t, cmd, stdout, nil)
 	if !strings.HasPrefix(kubeconfig, dataDir) {
 		t.Errorf("kubeconfig %s is not inside --data-dir %s", kubeconfig, dataDir)
 	}
@@ -266,19 +255,7 @@ func TestDev_ASecondSIGINTKillsTheControlPlaneRemovesItsTemporaryDirectoryAndExi
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var kubeconfig string
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "export KUBECONFIG="); ok {
-			kubeconfig = rest
-			break
-		}
-	}
-	if kubeconfig == "" {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("kloop dev never printed an `export KUBECONFIG=` line; stderr:\n%s", stderr)
-	}
+	kubeconfig := exportedKubeconfig(t, cmd, stdout, stderr)
 	dir := filepath.Dir(kubeconfig)
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 
@@ -323,4 +300,24 @@ func TestDev_ASecondSIGINTKillsTheControlPlaneRemovesItsTemporaryDirectoryAndExi
 			t.Errorf("child pid %d still running after kloop dev exited", pid)
 		}
 	}
+}
+
+// exportedKubeconfig reads cmd's stdout up to its `export KUBECONFIG=` line
+// and returns the path; if the output ends first it kills cmd and fails the
+// test, showing stderr's content if stderr is not nil.
+func exportedKubeconfig(t *testing.T, cmd *exec.Cmd, stdout io.Reader, stderr fmt.Stringer) string {
+	t.Helper()
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if path, ok := strings.CutPrefix(sc.Text(), "export KUBECONFIG="); ok {
+			return path
+		}
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if stderr != nil {
+		t.Fatalf("kloop dev never printed an `export KUBECONFIG=` line; stderr:\n%s", stderr)
+	}
+	t.Fatal("kloop dev never printed an `export KUBECONFIG=` line")
+	return ""
 }
