@@ -1,14 +1,14 @@
 package cache
 
 import (
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // IndexFunc computes the values under which an object is found in an index.
 // It must be a pure function of the object: the store calls it when the
 // object is stored and again, on the same object, when it is replaced or
 // removed. It must not modify the object.
-type IndexFunc[T watch.Object] func(obj T) []string
+type IndexFunc[T watcher.Object] func(obj T) []string
 
 // Names of the indexes the store knows without configuration, or that it
 // offers ready-made index functions for.
@@ -27,7 +27,7 @@ const (
 
 // LabelIndexFunc indexes an object under "key=value" for each of its labels.
 // Configure it as Options.Indexes[IndexLabel].
-func LabelIndexFunc[T watch.Object](obj T) []string {
+func LabelIndexFunc[T watcher.Object](obj T) []string {
 	labels := obj.GetLabels()
 	if len(labels) == 0 {
 		return nil
@@ -45,7 +45,7 @@ func LabelIndexValue(key, value string) string { return key + "=" + value }
 // OwnerIndexFunc indexes an object under the UID of each of its owner
 // references, so ByIndex(IndexOwner, string(owner.GetUID())) returns what an
 // owner owns. Configure it as Options.Indexes[IndexOwner].
-func OwnerIndexFunc[T watch.Object](obj T) []string {
+func OwnerIndexFunc[T watcher.Object](obj T) []string {
 	refs := obj.GetOwnerReferences()
 	if len(refs) == 0 {
 		return nil
@@ -59,12 +59,12 @@ func OwnerIndexFunc[T watch.Object](obj T) []string {
 
 // index maps each value to the set of keys of the objects indexed under it.
 // Only the writer modifies an index; readers hold the store's read lock.
-type index[T watch.Object] struct {
+type index[T watcher.Object] struct {
 	fn     IndexFunc[T]
 	values map[string]map[Key]struct{}
 }
 
-func newIndex[T watch.Object](fn IndexFunc[T], sizeHint int) *index[T] {
+func newIndex[T watcher.Object](fn IndexFunc[T], sizeHint int) *index[T] {
 	return &index[T]{fn: fn, values: make(map[string]map[Key]struct{}, sizeHint)}
 }
 

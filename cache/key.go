@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // Key identifies an object in a Store: its namespace ("" for cluster-scoped
@@ -19,7 +19,7 @@ type Key struct {
 }
 
 // KeyOf returns the key of obj.
-func KeyOf[T watch.Object](obj T) Key {
+func KeyOf[T watcher.Object](obj T) Key {
 	return Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}
 }
 

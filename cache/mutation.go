@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // MutationDetectorEnv names the environment variable that switches the
@@ -74,12 +74,12 @@ func SetMutationHandler(report func(error)) (restore func()) {
 }
 
 // detector holds the pristine copies of a store's objects.
-type detector[T watch.Object] struct {
+type detector[T watcher.Object] struct {
 	report func(error)
 	copies map[Key]T
 }
 
-func newDetector[T watch.Object]() *detector[T] {
+func newDetector[T watcher.Object]() *detector[T] {
 	h := mutationHandler.Load()
 	if h == nil {
 		return nil

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // ErrUnknownIndex is returned by ByIndex for an index the store was not
@@ -19,7 +19,7 @@ var ErrUnknownIndex = errors.New("cache: unknown index")
 
 // Options configures a Store. The zero value is a store with only the
 // built-in namespace index.
-type Options[T watch.Object] struct {
+type Options[T watcher.Object] struct {
 	// Indexes are the secondary indexes to maintain, by name. The namespace
 	// index is built in and must not be listed; LabelIndexFunc and
 	// OwnerIndexFunc are ready-made functions (conventionally under
@@ -51,7 +51,7 @@ func (o Options[T]) validate() error {
 //
 // A store is a cache: it may lag behind the API server, so an object read
 // here can already be stale.
-type Lister[T watch.Object] interface {
+type Lister[T watcher.Object] interface {
 	// Get returns the object namespace/name (namespace "" for cluster-scoped
 	// objects). The object is read-only.
 	Get(namespace, name string) (T, bool)
@@ -87,7 +87,7 @@ type Lister[T watch.Object] interface {
 // Memory per object is one map entry keyed by name inside a per-namespace
 // map (the namespace index is that grouping), plus one set entry per value
 // of each configured index. The store keeps no history.
-type Store[T watch.Object] struct {
+type Store[T watcher.Object] struct {
 	mu      sync.RWMutex
 	objs    map[string]map[string]T // namespace → name → object
 	count   int
@@ -100,12 +100,12 @@ type Store[T watch.Object] struct {
 	detect *detector[T] // nil unless the mutation detector is on
 }
 
-var _ Lister[watch.Object] = (*Store[watch.Object])(nil)
+var _ Lister[watcher.Object] = (*Store[watcher.Object])(nil)
 
 // Writer is the single writer of a Store. Its methods must be called from
 // one goroutine at a time. It takes ownership of the objects it is given:
 // the caller must not modify them afterwards.
-type Writer[T watch.Object] struct {
+type Writer[T watcher.Object] struct {
 	s *Store[T]
 }
 
@@ -135,14 +135,14 @@ func (k ChangeKind) String() string {
 
 // Change is one effect of Writer.Replace. Old is the zero value for Added,
 // New for Deleted.
-type Change[T watch.Object] struct {
+type Change[T watcher.Object] struct {
 	Kind     ChangeKind
 	Old, New T
 }
 
 // New returns an empty store and its only writer. It fails only when opts
 // is invalid.
-func New[T watch.Object](opts Options[T]) (*Store[T], *Writer[T], error) {
+func New[T watcher.Object](opts Options[T]) (*Store[T], *Writer[T], error) {
 	if err := opts.validate(); err != nil {
 		return nil, nil, err
 	}
@@ -158,7 +158,7 @@ func New[T watch.Object](opts Options[T]) (*Store[T], *Writer[T], error) {
 }
 
 // Copy returns a deep copy of obj that the caller owns and may modify.
-func Copy[T watch.Object](obj T) T {
+func Copy[T watcher.Object](obj T) T {
 	return obj.DeepCopyObject().(T)
 }
 

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kloop-dev/kloop/cache"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // DefaultMaxWait bounds how long a CachedReader waits for its cache to catch
@@ -46,7 +46,7 @@ func (e *StaleError) Is(target error) bool { return target == ErrCacheStale }
 // Cache is what a CachedReader needs of a cache: reads, the resourceVersion
 // it has caught up with, and a way to wait for a resourceVersion.
 // cache.Lister (a *cache.Store) provides it.
-type Cache[T watch.Object] interface {
+type Cache[T watcher.Object] interface {
 	Get(namespace, name string) (T, bool)
 	ListInNamespace(namespace string, selector labels.Selector) []T
 	ResourceVersion() string
@@ -75,7 +75,7 @@ type ReaderOptions struct {
 //
 // Objects returned are the cache's: read-only, shared with every other
 // reader. Use cache.Copy before modifying one. It is safe for concurrent use.
-type CachedReader[T watch.Object] struct {
+type CachedReader[T watcher.Object] struct {
 	cache   Cache[T]
 	tracker *WriteTracker
 	gr      schema.GroupResource
@@ -86,7 +86,7 @@ type CachedReader[T watch.Object] struct {
 // NewCachedReader returns a reader of the cache c of resource gr that waits
 // for the writes recorded in tracker (nil: never waits). Resource.Cached is
 // the shorter way for a Resource's own client.
-func NewCachedReader[T watch.Object](c Cache[T], tracker *WriteTracker, gr schema.GroupResource, opts ReaderOptions) *CachedReader[T] {
+func NewCachedReader[T watcher.Object](c Cache[T], tracker *WriteTracker, gr schema.GroupResource, opts ReaderOptions) *CachedReader[T] {
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = DefaultMaxWait
 	}

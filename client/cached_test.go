@@ -18,13 +18,13 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // heldCache is a real cache.Store fed by a real reflector from the API
 // server, with a gate the test can close to hold the watch events back (a
 // cache that lags), and a signal when a reader starts waiting on it.
-type heldCache[T watch.Object] struct {
+type heldCache[T watcher.Object] struct {
 	*cache.Store[T]
 	waiting chan struct{} // gets a value when WaitFor is entered
 
@@ -60,7 +60,7 @@ func (h *heldCache[T]) release() {
 // until the test ends, and returns once the store has its first snapshot.
 func startConfigMapCache(t *testing.T, env *testenv.Env, ns string) *heldCache[*corev1.ConfigMap] {
 	t.Helper()
-	lw, err := watch.ForResource[*corev1.ConfigMap](env.Config, clientgoscheme.Scheme, configMapGVR, watch.Options{Namespace: ns})
+	lw, err := watcher.ForResource[*corev1.ConfigMap](env.Config, clientgoscheme.Scheme, configMapGVR, watcher.Options{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func startConfigMapCache(t *testing.T, env *testenv.Env, ns string) *heldCache[*
 		t.Fatal(err)
 	}
 	h := &heldCache[*corev1.ConfigMap]{Store: store, waiting: make(chan struct{}, 1)}
-	r := watch.NewReflector(lw, watch.Config{
+	r := watcher.NewReflector(lw, watcher.Config{
 		Name:       "configmaps-" + ns,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Registerer: prometheus.NewRegistry(),
@@ -77,7 +77,7 @@ func startConfigMapCache(t *testing.T, env *testenv.Env, ns string) *heldCache[*
 	ctx, cancel := context.WithCancel(context.Background())
 	synced := make(chan struct{})
 	var snapshot []*corev1.ConfigMap
-	emit := func(ev watch.Event[*corev1.ConfigMap]) {
+	emit := func(ev watcher.Event[*corev1.ConfigMap]) {
 		h.mu.Lock()
 		gate := h.gate
 		h.mu.Unlock()
@@ -89,17 +89,17 @@ func startConfigMapCache(t *testing.T, env *testenv.Env, ns string) *heldCache[*
 			}
 		}
 		switch ev.Type {
-		case watch.Added, watch.Modified:
+		case watcher.Added, watcher.Modified:
 			w.Apply(ev.Object)
-		case watch.Deleted:
+		case watcher.Deleted:
 			w.Delete(ev.Object)
-		case watch.Bookmark:
+		case watcher.Bookmark:
 			w.Bookmark(ev.ResourceVersion)
-		case watch.RelistStart:
+		case watcher.RelistStart:
 			snapshot = nil
-		case watch.RelistItem:
+		case watcher.RelistItem:
 			snapshot = append(snapshot, ev.Object)
-		case watch.RelistDone:
+		case watcher.RelistDone:
 			w.Replace(snapshot, ev.ResourceVersion)
 			snapshot = nil
 			select {

@@ -17,7 +17,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 var (
@@ -43,7 +43,7 @@ func newClient(t *testing.T, cfg *rest.Config, opts client.Options) *client.Clie
 
 func resource[T interface {
 	*E
-	watch.Object
+	watcher.Object
 }, E any](t *testing.T, c *client.Client, gvr schema.GroupVersionResource) *client.Resource[T] {
 	t.Helper()
 	r, err := client.For[T](c, gvr)

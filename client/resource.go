@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kloop-dev/kloop/cache"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // Resource reads and writes objects of one Go type T served at one
@@ -28,7 +28,7 @@ import (
 // Namespace arguments are "" for cluster-scoped resources. Every successful
 // write is recorded in the client's WriteTracker with the resourceVersion the
 // server returned (see CachedReader).
-type Resource[T watch.Object] struct {
+type Resource[T watcher.Object] struct {
 	c       *Client
 	rc      *rest.RESTClient
 	gvr     schema.GroupVersionResource
@@ -46,7 +46,7 @@ type Resource[T watch.Object] struct {
 // It does no I/O.
 func For[T interface {
 	*E
-	watch.Object
+	watcher.Object
 }, E any](c *Client, gvr schema.GroupVersionResource) (*Resource[T], error) {
 	gv := gvr.GroupVersion()
 	kinds, _, err := c.scheme.ObjectKinds(T(new(E)))

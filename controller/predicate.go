@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // EventType is what happened to an object, as a source saw it.
@@ -33,7 +33,7 @@ func (t EventType) String() string {
 // Event is one notification a source received, before it is mapped to keys.
 // Predicates look at it to decide whether the keys are enqueued at all.
 // The objects are the cache's: read-only.
-type Event[T watch.Object] struct {
+type Event[T watcher.Object] struct {
 	Type EventType
 	// Object is the new state (Add, Update) or the last known one (Delete).
 	Object T
@@ -52,7 +52,7 @@ type Event[T watch.Object] struct {
 //
 // Predicates are plain functions, so a generic one can be passed without
 // naming its type argument: controller.For(inf, controller.GenerationChanged).
-type Predicate[T watch.Object] func(e Event[T]) bool
+type Predicate[T watcher.Object] func(e Event[T]) bool
 
 // GenerationChanged passes an Update only when metadata.generation changed,
 // which for most built-in and custom resources with a status subresource
@@ -60,7 +60,7 @@ type Predicate[T watch.Object] func(e Event[T]) bool
 //
 // Objects that do not use generation (ConfigMaps, for example, keep it at 0)
 // never pass an Update through this predicate.
-func GenerationChanged[T watch.Object](e Event[T]) bool {
+func GenerationChanged[T watcher.Object](e Event[T]) bool {
 	if e.Type != Update {
 		return true
 	}
@@ -70,7 +70,7 @@ func GenerationChanged[T watch.Object](e Event[T]) bool {
 // ResourceVersionChanged passes an Update only when the resourceVersion
 // changed, which filters out periodic replays of an unchanged cache. Adds and
 // Deletes pass.
-func ResourceVersionChanged[T watch.Object](e Event[T]) bool {
+func ResourceVersionChanged[T watcher.Object](e Event[T]) bool {
 	if e.Type != Update {
 		return true
 	}
@@ -79,7 +79,7 @@ func ResourceVersionChanged[T watch.Object](e Event[T]) bool {
 
 // LabelsChanged passes an Update only when the labels changed. Adds and
 // Deletes pass.
-func LabelsChanged[T watch.Object](e Event[T]) bool {
+func LabelsChanged[T watcher.Object](e Event[T]) bool {
 	if e.Type != Update {
 		return true
 	}
@@ -88,7 +88,7 @@ func LabelsChanged[T watch.Object](e Event[T]) bool {
 
 // AnnotationsChanged passes an Update only when the annotations changed.
 // Adds and Deletes pass.
-func AnnotationsChanged[T watch.Object](e Event[T]) bool {
+func AnnotationsChanged[T watcher.Object](e Event[T]) bool {
 	if e.Type != Update {
 		return true
 	}
@@ -99,7 +99,7 @@ func AnnotationsChanged[T watch.Object](e Event[T]) bool {
 // passes when either the old or the new state matches, so that the
 // controller also hears of an object leaving the selection. A nil sel matches
 // everything.
-func MatchLabels[T watch.Object](sel labels.Selector) Predicate[T] {
+func MatchLabels[T watcher.Object](sel labels.Selector) Predicate[T] {
 	if sel == nil {
 		sel = labels.Everything()
 	}
@@ -113,13 +113,13 @@ func MatchLabels[T watch.Object](sel labels.Selector) Predicate[T] {
 
 // Filter passes events whose object satisfies keep: the new state for an
 // Update, the last known state for a Delete.
-func Filter[T watch.Object](keep func(obj T) bool) Predicate[T] {
+func Filter[T watcher.Object](keep func(obj T) bool) Predicate[T] {
 	return func(e Event[T]) bool { return keep(e.Object) }
 }
 
 // And passes an event when every predicate passes it (and when there are
 // none). It stops at the first that does not.
-func And[T watch.Object](preds ...Predicate[T]) Predicate[T] {
+func And[T watcher.Object](preds ...Predicate[T]) Predicate[T] {
 	return func(e Event[T]) bool {
 		for _, p := range preds {
 			if !p(e) {
@@ -132,7 +132,7 @@ func And[T watch.Object](preds ...Predicate[T]) Predicate[T] {
 
 // Or passes an event when at least one predicate passes it (so never when
 // there are none). It stops at the first that does.
-func Or[T watch.Object](preds ...Predicate[T]) Predicate[T] {
+func Or[T watcher.Object](preds ...Predicate[T]) Predicate[T] {
 	return func(e Event[T]) bool {
 		for _, p := range preds {
 			if p(e) {
@@ -144,6 +144,6 @@ func Or[T watch.Object](preds ...Predicate[T]) Predicate[T] {
 }
 
 // Not passes an event exactly when p does not.
-func Not[T watch.Object](p Predicate[T]) Predicate[T] {
+func Not[T watcher.Object](p Predicate[T]) Predicate[T] {
 	return func(e Event[T]) bool { return !p(e) }
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // LowPriority is the workqueue priority of keys enqueued for objects of an
@@ -49,14 +49,14 @@ type Subscription interface {
 }
 
 // Informer is the part of *informer.Informer[T] that sources use.
-type Informer[T watch.Object] interface {
+type Informer[T watcher.Object] interface {
 	AddHandler(h informer.Handler[T], opts informer.HandlerOptions) (*informer.Registration, error)
 }
 
 // For is the source for a controller's primary type: every event of an
 // object that passes all preds enqueues the object's own key
 // (namespace/name).
-func For[T watch.Object](inf Informer[T], preds ...Predicate[T]) Source[cache.Key] {
+func For[T watcher.Object](inf Informer[T], preds ...Predicate[T]) Source[cache.Key] {
 	return &eventSource[T, cache.Key]{
 		inf:   inf,
 		role:  "for",
@@ -73,7 +73,7 @@ func For[T watch.Object](inf Informer[T], preds ...Predicate[T]) Source[cache.Ke
 // group and kind. Objects without such an owner are ignored. An update that
 // moves the object to another owner enqueues both owners. Deletes found only
 // by a relist map like any other delete, from the last known state.
-func Owns[T watch.Object](inf Informer[T], owner schema.GroupKind, preds ...Predicate[T]) Source[cache.Key] {
+func Owns[T watcher.Object](inf Informer[T], owner schema.GroupKind, preds ...Predicate[T]) Source[cache.Key] {
 	return &eventSource[T, cache.Key]{
 		inf:   inf,
 		role:  "owns-" + owner.String(),
@@ -96,7 +96,7 @@ func Owns[T watch.Object](inf Informer[T], owner schema.GroupKind, preds ...Pred
 // passes all preds enqueues the keys mapKeys returns for it (for an update,
 // for the new state). mapKeys must be quick and must not block: it runs on
 // the informer's delivery goroutine for this subscription.
-func Watches[T watch.Object, K comparable](inf Informer[T], mapKeys func(obj T) []K, preds ...Predicate[T]) Source[K] {
+func Watches[T watcher.Object, K comparable](inf Informer[T], mapKeys func(obj T) []K, preds ...Predicate[T]) Source[K] {
 	return &eventSource[T, K]{
 		inf:   inf,
 		role:  "watches",
@@ -111,7 +111,7 @@ func Watches[T watch.Object, K comparable](inf Informer[T], mapKeys func(obj T) 
 
 // eventSource turns an informer's notifications into events, filters them
 // and maps them to keys.
-type eventSource[T watch.Object, K comparable] struct {
+type eventSource[T watcher.Object, K comparable] struct {
 	inf   Informer[T]
 	role  string
 	preds []Predicate[T]

@@ -15,22 +15,22 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // scripted is an informer.Source that emits a first snapshot, then
 // whatever the test sends.
 type scripted struct {
 	initial []*corev1.ConfigMap
-	events  chan []watch.Event[*corev1.ConfigMap]
+	events  chan []watcher.Event[*corev1.ConfigMap]
 }
 
-func (s *scripted) Run(ctx context.Context, emit func(watch.Event[*corev1.ConfigMap])) error {
-	emit(watch.Event[*corev1.ConfigMap]{Type: watch.RelistStart})
+func (s *scripted) Run(ctx context.Context, emit func(watcher.Event[*corev1.ConfigMap])) error {
+	emit(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistStart})
 	for _, o := range s.initial {
-		emit(watch.Event[*corev1.ConfigMap]{Type: watch.RelistItem, Object: o, ResourceVersion: o.ResourceVersion})
+		emit(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistItem, Object: o, ResourceVersion: o.ResourceVersion})
 	}
-	emit(watch.Event[*corev1.ConfigMap]{Type: watch.RelistDone, ResourceVersion: "1"})
+	emit(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistDone, ResourceVersion: "1"})
 	for {
 		select {
 		case <-ctx.Done():
@@ -46,16 +46,16 @@ func (s *scripted) Run(ctx context.Context, emit func(watch.Event[*corev1.Config
 func (s *scripted) LastError() error { return nil }
 
 // snapshot is a relist with the given objects.
-func snapshot(rv string, objs ...*corev1.ConfigMap) []watch.Event[*corev1.ConfigMap] {
-	evs := []watch.Event[*corev1.ConfigMap]{{Type: watch.RelistStart}}
+func snapshot(rv string, objs ...*corev1.ConfigMap) []watcher.Event[*corev1.ConfigMap] {
+	evs := []watcher.Event[*corev1.ConfigMap]{{Type: watcher.RelistStart}}
 	for _, o := range objs {
-		evs = append(evs, watch.Event[*corev1.ConfigMap]{Type: watch.RelistItem, Object: o, ResourceVersion: o.ResourceVersion})
+		evs = append(evs, watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistItem, Object: o, ResourceVersion: o.ResourceVersion})
 	}
-	return append(evs, watch.Event[*corev1.ConfigMap]{Type: watch.RelistDone, ResourceVersion: rv})
+	return append(evs, watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistDone, ResourceVersion: rv})
 }
 
-func ev(t watch.EventType, o *corev1.ConfigMap) []watch.Event[*corev1.ConfigMap] {
-	return []watch.Event[*corev1.ConfigMap]{{Type: t, Object: o, ResourceVersion: o.ResourceVersion}}
+func ev(t watcher.EventType, o *corev1.ConfigMap) []watcher.Event[*corev1.ConfigMap] {
+	return []watcher.Event[*corev1.ConfigMap]{{Type: t, Object: o, ResourceVersion: o.ResourceVersion}}
 }
 
 // keyRecorder is a Reconciler that records the keys it is given.
@@ -142,7 +142,7 @@ func TestOwns_MapsEventsOfOwnedObjectsToTheirOwner(t *testing.T) {
 		const fooV = "samplecontroller.k8s.io/v1alpha1"
 		child := cm("child", rv("2"), ownedBy(fooV, "Foo", "foo-1", true))
 		other := cm("other", rv("3"), ownedBy("apps/v1", "Deployment", "d", true))
-		src := &scripted{initial: []*corev1.ConfigMap{child, other}, events: make(chan []watch.Event[*corev1.ConfigMap])}
+		src := &scripted{initial: []*corev1.ConfigMap{child, other}, events: make(chan []watcher.Event[*corev1.ConfigMap])}
 		rec, stop := runWithInformer(t, src, func(inf *informer.Informer[*corev1.ConfigMap]) []controller.Source[cache.Key] {
 			return []controller.Source[cache.Key]{controller.Owns(inf, fooKind)}
 		})
@@ -152,25 +152,25 @@ func TestOwns_MapsEventsOfOwnedObjectsToTheirOwner(t *testing.T) {
 			t.Errorf("initial list enqueued %v, want only the owner foo-1 (the Deployment-owned object is ignored)", got)
 		}
 
-		src.events <- ev(watch.Modified, cm("child", rv("4"), ownedBy(fooV, "Foo", "foo-1", true), lbl("x", "1")))
+		src.events <- ev(watcher.Modified, cm("child", rv("4"), ownedBy(fooV, "Foo", "foo-1", true), lbl("x", "1")))
 		synctest.Wait()
 		if got := rec.take(); !slices.Equal(got, keys("foo-1")) {
 			t.Errorf("change of owned object enqueued %v, want foo-1", got)
 		}
 
-		src.events <- ev(watch.Modified, cm("other", rv("5"), ownedBy("apps/v1", "Deployment", "d", true), lbl("x", "1")))
+		src.events <- ev(watcher.Modified, cm("other", rv("5"), ownedBy("apps/v1", "Deployment", "d", true), lbl("x", "1")))
 		synctest.Wait()
 		if got := rec.take(); len(got) != 0 {
 			t.Errorf("change of an object owned by another kind enqueued %v, want nothing", got)
 		}
 
-		src.events <- ev(watch.Modified, cm("child", rv("6"), ownedBy(fooV, "Foo", "foo-2", true)))
+		src.events <- ev(watcher.Modified, cm("child", rv("6"), ownedBy(fooV, "Foo", "foo-2", true)))
 		synctest.Wait()
 		if got := rec.take(); !slices.Equal(got, keys("foo-1", "foo-2")) {
 			t.Errorf("moving the object to another owner enqueued %v, want both owners", got)
 		}
 
-		src.events <- ev(watch.Deleted, cm("child", rv("7"), ownedBy(fooV, "Foo", "foo-2", true)))
+		src.events <- ev(watcher.Deleted, cm("child", rv("7"), ownedBy(fooV, "Foo", "foo-2", true)))
 		synctest.Wait()
 		if got := rec.take(); !slices.Equal(got, keys("foo-2")) {
 			t.Errorf("delete of owned object enqueued %v, want foo-2", got)
@@ -182,7 +182,7 @@ func TestOwns_MapsADeleteSeenOnlyThroughARelist(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		child := cm("child", rv("2"), ownedBy("samplecontroller.k8s.io/v1alpha1", "Foo", "foo-1", true))
 		keep := cm("keep", rv("3"))
-		src := &scripted{initial: []*corev1.ConfigMap{child, keep}, events: make(chan []watch.Event[*corev1.ConfigMap])}
+		src := &scripted{initial: []*corev1.ConfigMap{child, keep}, events: make(chan []watcher.Event[*corev1.ConfigMap])}
 		var (
 			mu        sync.Mutex
 			tombstone bool
@@ -219,7 +219,7 @@ func TestFor_EnqueuesOwnKeyForEventsPassingThePredicates(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := cm("a", rv("2"), lbl("app", "web"))
 		b := cm("b", rv("3"), lbl("app", "db"))
-		src := &scripted{initial: []*corev1.ConfigMap{a, b}, events: make(chan []watch.Event[*corev1.ConfigMap])}
+		src := &scripted{initial: []*corev1.ConfigMap{a, b}, events: make(chan []watcher.Event[*corev1.ConfigMap])}
 		rec, stop := runWithInformer(t, src, func(inf *informer.Informer[*corev1.ConfigMap]) []controller.Source[cache.Key] {
 			return []controller.Source[cache.Key]{controller.For(inf,
 				controller.Filter(func(c *corev1.ConfigMap) bool { return c.Labels["app"] == "web" }),
@@ -229,17 +229,17 @@ func TestFor_EnqueuesOwnKeyForEventsPassingThePredicates(t *testing.T) {
 		if got := rec.take(); !slices.Equal(got, keys("a")) {
 			t.Errorf("initial list enqueued %v, want a", got)
 		}
-		src.events <- ev(watch.Modified, cm("a", rv("4"), lbl("app", "web"), lbl("x", "1")))
+		src.events <- ev(watcher.Modified, cm("a", rv("4"), lbl("app", "web"), lbl("x", "1")))
 		synctest.Wait()
 		if got := rec.take(); len(got) != 0 {
 			t.Errorf("a label-only change enqueued %v, want nothing (AnnotationsChanged)", got)
 		}
-		src.events <- ev(watch.Modified, cm("a", rv("5"), lbl("app", "web"), ann("y", "1")))
+		src.events <- ev(watcher.Modified, cm("a", rv("5"), lbl("app", "web"), ann("y", "1")))
 		synctest.Wait()
 		if got := rec.take(); !slices.Equal(got, keys("a")) {
 			t.Errorf("annotation change enqueued %v, want a", got)
 		}
-		src.events <- ev(watch.Deleted, b)
+		src.events <- ev(watcher.Deleted, b)
 		synctest.Wait()
 		if got := rec.take(); len(got) != 0 {
 			t.Errorf("delete of a filtered object enqueued %v, want nothing", got)
@@ -249,14 +249,14 @@ func TestFor_EnqueuesOwnKeyForEventsPassingThePredicates(t *testing.T) {
 
 func TestWatches_EnqueuesMappedKeys(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		src := &scripted{events: make(chan []watch.Event[*corev1.ConfigMap])}
+		src := &scripted{events: make(chan []watcher.Event[*corev1.ConfigMap])}
 		rec, stop := runWithInformer(t, src, func(inf *informer.Informer[*corev1.ConfigMap]) []controller.Source[cache.Key] {
 			return []controller.Source[cache.Key]{controller.Watches(inf, func(c *corev1.ConfigMap) []cache.Key {
 				return keys(c.Labels["target-1"], c.Labels["target-2"])
 			})}
 		})
 		defer stop()
-		src.events <- ev(watch.Added, cm("m", rv("2"), lbl("target-1", "t1"), lbl("target-2", "t2")))
+		src.events <- ev(watcher.Added, cm("m", rv("2"), lbl("target-1", "t1"), lbl("target-2", "t2")))
 		synctest.Wait()
 		if got := rec.take(); !slices.Equal(got, keys("t1", "t2")) {
 			t.Errorf("enqueued %v, want t1 and t2", got)

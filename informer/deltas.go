@@ -2,7 +2,7 @@ package informer
 
 import (
 	"github.com/kloop-dev/kloop/cache"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // deltaQueue sits between the reflector and the store. The reflector pushes
@@ -19,7 +19,7 @@ import (
 //     resourceVersion never runs ahead of its contents.
 //
 // It is a plain data structure: no locks, no goroutines.
-type deltaQueue[T watch.Object] struct {
+type deltaQueue[T watcher.Object] struct {
 	relisting bool
 	relist    []T // items of the snapshot being received
 
@@ -28,19 +28,19 @@ type deltaQueue[T watch.Object] struct {
 	bookmark string // newest bookmark not yet popped
 }
 
-type snapshot[T watch.Object] struct {
+type snapshot[T watcher.Object] struct {
 	objs []T
 	rv   string
 }
 
 // delta is the latest state of one key: obj, or obj's deletion.
-type delta[T watch.Object] struct {
+type delta[T watcher.Object] struct {
 	obj     T
 	deleted bool
 }
 
 // op is what the processor applies next.
-type op[T watch.Object] struct {
+type op[T watcher.Object] struct {
 	kind     opKind
 	snapshot *snapshot[T] // opSnapshot
 	delta    delta[T]     // opDelta
@@ -58,18 +58,18 @@ const (
 // push records one event. It reports whether the event was out of protocol
 // (an object event in the middle of a relist, or relist items without a
 // start); the queue copes by dropping the unfinished relist.
-func (q *deltaQueue[T]) push(ev watch.Event[T]) (protocolError bool) {
+func (q *deltaQueue[T]) push(ev watcher.Event[T]) (protocolError bool) {
 	switch ev.Type {
-	case watch.RelistStart:
+	case watcher.RelistStart:
 		protocolError = q.relisting
 		q.relisting = true
 		q.relist = nil
-	case watch.RelistItem:
+	case watcher.RelistItem:
 		if !q.relisting {
 			return true
 		}
 		q.relist = append(q.relist, ev.Object)
-	case watch.RelistDone:
+	case watcher.RelistDone:
 		if !q.relisting {
 			return true
 		}
@@ -77,10 +77,10 @@ func (q *deltaQueue[T]) push(ev watch.Event[T]) (protocolError bool) {
 		q.relisting, q.relist = false, nil
 		q.deltas.clear()
 		q.bookmark = ""
-	case watch.Added, watch.Modified, watch.Deleted:
+	case watcher.Added, watcher.Modified, watcher.Deleted:
 		protocolError = q.abortRelist()
-		q.deltas.push(cache.KeyOf(ev.Object), delta[T]{obj: ev.Object, deleted: ev.Type == watch.Deleted})
-	case watch.Bookmark:
+		q.deltas.push(cache.KeyOf(ev.Object), delta[T]{obj: ev.Object, deleted: ev.Type == watcher.Deleted})
+	case watcher.Bookmark:
 		protocolError = q.abortRelist()
 		q.bookmark = ev.ResourceVersion
 	}

@@ -12,15 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kloop-dev/kloop/cache"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 func cm(name, uid, rv string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID(uid), ResourceVersion: rv}}
 }
 
-func ev(t watch.EventType, o *corev1.ConfigMap) watch.Event[*corev1.ConfigMap] {
-	return watch.Event[*corev1.ConfigMap]{Type: t, Object: o}
+func ev(t watcher.EventType, o *corev1.ConfigMap) watcher.Event[*corev1.ConfigMap] {
+	return watcher.Event[*corev1.ConfigMap]{Type: t, Object: o}
 }
 
 // drain pops everything, rendering each op as a string.
@@ -59,19 +59,19 @@ func equal(t *testing.T, got, want []string) {
 
 func TestDeltaQueue_KeepsStreamOrderWhenTheConsumerKeepsUp(t *testing.T) {
 	var q deltaQueue[*corev1.ConfigMap]
-	q.push(ev(watch.Added, cm("a", "1", "1")))
-	q.push(ev(watch.Added, cm("b", "2", "2")))
-	q.push(ev(watch.Deleted, cm("c", "3", "3")))
+	q.push(ev(watcher.Added, cm("a", "1", "1")))
+	q.push(ev(watcher.Added, cm("b", "2", "2")))
+	q.push(ev(watcher.Deleted, cm("c", "3", "3")))
 	equal(t, drain(&q), []string{"set a@1", "set b@2", "del c@3"})
 }
 
 func TestDeltaQueue_CoalescesAKeyToItsLatestStateAtItsLatestPosition(t *testing.T) {
 	var q deltaQueue[*corev1.ConfigMap]
-	q.push(ev(watch.Added, cm("a", "1", "1")))
-	q.push(ev(watch.Added, cm("b", "2", "2")))
-	q.push(ev(watch.Modified, cm("a", "1", "3")))
-	q.push(ev(watch.Modified, cm("b", "2", "4")))
-	q.push(ev(watch.Deleted, cm("a", "1", "5")))
+	q.push(ev(watcher.Added, cm("a", "1", "1")))
+	q.push(ev(watcher.Added, cm("b", "2", "2")))
+	q.push(ev(watcher.Modified, cm("a", "1", "3")))
+	q.push(ev(watcher.Modified, cm("b", "2", "4")))
+	q.push(ev(watcher.Deleted, cm("a", "1", "5")))
 	// One entry per key, in the order of each key's latest change, so that
 	// applying them never moves the cache's resourceVersion backwards.
 	equal(t, drain(&q), []string{"set b@4", "del a@5"})
@@ -81,7 +81,7 @@ func TestDeltaQueue_MemoryIsBoundedByDistinctKeys(t *testing.T) {
 	var q deltaQueue[*corev1.ConfigMap]
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range 100_000 {
-		q.push(ev(watch.Modified, cm("k"+strconv.Itoa(r.IntN(50)), "u", strconv.Itoa(i+1))))
+		q.push(ev(watcher.Modified, cm("k"+strconv.Itoa(r.IntN(50)), "u", strconv.Itoa(i+1))))
 	}
 	if q.pending() > 50 {
 		t.Fatalf("%d deltas pending for 50 keys", q.pending())
@@ -105,35 +105,35 @@ func TestDeltaQueue_MemoryIsBoundedByDistinctKeys(t *testing.T) {
 
 func TestDeltaQueue_RelistIsOneSnapshotThatSupersedesEarlierDeltas(t *testing.T) {
 	var q deltaQueue[*corev1.ConfigMap]
-	q.push(ev(watch.Added, cm("old", "1", "1")))
-	q.push(watch.Event[*corev1.ConfigMap]{Type: watch.Bookmark, ResourceVersion: "2"})
-	q.push(watch.Event[*corev1.ConfigMap]{Type: watch.RelistStart})
-	q.push(ev(watch.RelistItem, cm("a", "2", "3")))
+	q.push(ev(watcher.Added, cm("old", "1", "1")))
+	q.push(watcher.Event[*corev1.ConfigMap]{Type: watcher.Bookmark, ResourceVersion: "2"})
+	q.push(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistStart})
+	q.push(ev(watcher.RelistItem, cm("a", "2", "3")))
 	if o, ok := q.pop(); ok && o.kind != opDelta {
 		t.Fatalf("a half-received relist was handed out: %+v", o)
 	} else if !ok {
 		t.Fatal("deltas queued before a relist started must still be poppable until it completes")
 	}
-	q.push(ev(watch.RelistItem, cm("b", "3", "4")))
-	q.push(watch.Event[*corev1.ConfigMap]{Type: watch.RelistDone, ResourceVersion: "9"})
-	q.push(ev(watch.Modified, cm("a", "2", "10")))
+	q.push(ev(watcher.RelistItem, cm("b", "3", "4")))
+	q.push(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistDone, ResourceVersion: "9"})
+	q.push(ev(watcher.Modified, cm("a", "2", "10")))
 	equal(t, drain(&q), []string{"snapshot@9: a@3 b@4", "set a@10"})
 }
 
 func TestDeltaQueue_DropsAnUnfinishedRelist(t *testing.T) {
 	var q deltaQueue[*corev1.ConfigMap]
-	q.push(watch.Event[*corev1.ConfigMap]{Type: watch.RelistStart})
-	q.push(ev(watch.RelistItem, cm("partial", "1", "1")))
-	if !q.push(watch.Event[*corev1.ConfigMap]{Type: watch.RelistStart}) {
+	q.push(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistStart})
+	q.push(ev(watcher.RelistItem, cm("partial", "1", "1")))
+	if !q.push(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistStart}) {
 		t.Error("a relist restarted half-way was not reported")
 	}
-	q.push(ev(watch.RelistItem, cm("a", "2", "2")))
-	q.push(watch.Event[*corev1.ConfigMap]{Type: watch.RelistDone, ResourceVersion: "5"})
+	q.push(ev(watcher.RelistItem, cm("a", "2", "2")))
+	q.push(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistDone, ResourceVersion: "5"})
 	equal(t, drain(&q), []string{"snapshot@5: a@2"})
 
-	q.push(watch.Event[*corev1.ConfigMap]{Type: watch.RelistStart})
-	q.push(ev(watch.RelistItem, cm("partial", "1", "6")))
-	if !q.push(ev(watch.Added, cm("x", "3", "7"))) {
+	q.push(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistStart})
+	q.push(ev(watcher.RelistItem, cm("partial", "1", "6")))
+	if !q.push(ev(watcher.Added, cm("x", "3", "7"))) {
 		t.Error("an object event inside a relist was not reported")
 	}
 	equal(t, drain(&q), []string{"set x@7"})
@@ -141,10 +141,10 @@ func TestDeltaQueue_DropsAnUnfinishedRelist(t *testing.T) {
 
 func TestDeltaQueue_HandsOutABookmarkOnlyAfterAllDeltas(t *testing.T) {
 	var q deltaQueue[*corev1.ConfigMap]
-	q.push(ev(watch.Added, cm("a", "1", "1")))
-	q.push(watch.Event[*corev1.ConfigMap]{Type: watch.Bookmark, ResourceVersion: "5"})
-	q.push(ev(watch.Added, cm("b", "2", "6")))
-	q.push(watch.Event[*corev1.ConfigMap]{Type: watch.Bookmark, ResourceVersion: "8"})
+	q.push(ev(watcher.Added, cm("a", "1", "1")))
+	q.push(watcher.Event[*corev1.ConfigMap]{Type: watcher.Bookmark, ResourceVersion: "5"})
+	q.push(ev(watcher.Added, cm("b", "2", "6")))
+	q.push(watcher.Event[*corev1.ConfigMap]{Type: watcher.Bookmark, ResourceVersion: "8"})
 	equal(t, drain(&q), []string{"set a@1", "set b@6", "bookmark@8"})
 }
 

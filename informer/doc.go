@@ -6,7 +6,7 @@
 // # Parts
 //
 //   - Informer[T] consumes the event stream of a Source[T] (a
-//     watch.Reflector in practice), applies it to a cache.Store[T] through a
+//     watcher.Reflector in practice), applies it to a cache.Store[T] through a
 //     delta queue, and fans every change out to its handlers. Lister gives
 //     read access to the cache.
 //   - Handler[T] (or HandlerFuncs[T]) receives OnAdd, OnUpdate and OnDelete

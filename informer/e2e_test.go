@@ -32,7 +32,7 @@ import (
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/metrics/metricstest"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
@@ -79,10 +79,10 @@ func TestE2E(t *testing.T) {
 	t.Run("ChurnWithRestartsAndCompaction", func(t *testing.T) {
 		for _, mode := range []struct {
 			name string
-			cfg  watch.Config
+			cfg  watcher.Config
 		}{
-			{"StreamingList", watch.Config{InitialList: watch.InitialListStreaming}},
-			{"PaginatedList", watch.Config{InitialList: watch.InitialListPaginated, PageSize: 100}},
+			{"StreamingList", watcher.Config{InitialList: watcher.InitialListStreaming}},
+			{"PaginatedList", watcher.Config{InitialList: watcher.InitialListPaginated, PageSize: 100}},
 		} {
 			t.Run(mode.name, func(t *testing.T) { testChurn(t, env, cfg, cs, strings.ToLower(mode.name), mode.cfg) })
 		}
@@ -144,8 +144,8 @@ func TestE2E(t *testing.T) {
 // informer is cut off from the API server, as by a network partition, while
 // the test changes things behind its back. It also counts the 410 Gone /
 // Expired answers the informer gets, from calls and inside watch streams.
-type gatedLW[T watch.Object] struct {
-	lw      watch.ListerWatcher[T]
+type gatedLW[T watcher.Object] struct {
+	lw      watcher.ListerWatcher[T]
 	gate    *gate
 	expired *atomic.Int64
 }
@@ -191,9 +191,9 @@ func (g *gate) reopen() {
 	g.mu.Unlock()
 }
 
-func (g gatedLW[T]) List(ctx context.Context, opts metav1.ListOptions) (watch.ListPage[T], error) {
+func (g gatedLW[T]) List(ctx context.Context, opts metav1.ListOptions) (watcher.ListPage[T], error) {
 	if err := g.gate.wait(ctx); err != nil {
-		return watch.ListPage[T]{}, err
+		return watcher.ListPage[T]{}, err
 	}
 	page, err := g.lw.List(ctx, opts)
 	g.spy(err)
@@ -314,17 +314,17 @@ func (c *counter) OnDelete(d informer.Deleted[*corev1.ConfigMap]) {
 // testChurn writes at random to at least 2,000 ConfigMaps from several
 // goroutines while the API server is restarted and etcd compacted, then
 // checks the informer's cache and a handler's view against a fresh LIST.
-func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.Interface, ns string, wcfg watch.Config) {
+func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.Interface, ns string, wcfg watcher.Config) {
 	ctx := e2eContext(t, 4*time.Minute, "churn test "+ns)
 	ns = testenv.NewNamespace(t, cs, ns)
 
 	var expired atomic.Int64 // 410s the reflector met
-	wcfg.Backoff = watch.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
+	wcfg.Backoff = watcher.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}
 	reg := prometheus.NewRegistry()
 	f := informer.NewFactory(cfg, informer.FactoryOptions{Watch: wcfg, Registerer: reg})
 	g := newGate()
-	inf, err := informer.ForListerWatcher(f, "configmaps", informer.Scope{Namespace: ns}, func(o watch.Options) (watch.ListerWatcher[*corev1.ConfigMap], error) {
-		lw := watch.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(o.Namespace), watch.Options{LabelSelector: o.LabelSelector, FieldSelector: o.FieldSelector})
+	inf, err := informer.ForListerWatcher(f, "configmaps", informer.Scope{Namespace: ns}, func(o watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) {
+		lw := watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(o.Namespace), watcher.Options{LabelSelector: o.LabelSelector, FieldSelector: o.FieldSelector})
 		return gatedLW[*corev1.ConfigMap]{lw: lw, gate: g, expired: &expired}, nil
 	})
 	if err != nil {
@@ -526,7 +526,7 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 // relists reads the reflector's count of completed snapshots.
 func relists(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
-	v, _ := metricstest.Find(t, reg, "kloop_reflector_events_total", "type", watch.RelistDone.String())
+	v, _ := metricstest.Find(t, reg, "kloop_reflector_events_total", "type", watcher.RelistDone.String())
 	return v
 }
 

@@ -17,17 +17,17 @@ import (
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // scripted is a Source that plays a snapshot, then the rest of its stream
 // once next is closed.
 type scripted struct {
-	snapshot, rest []watch.Event[*corev1.ConfigMap]
+	snapshot, rest []watcher.Event[*corev1.ConfigMap]
 	next           chan struct{}
 }
 
-func (s scripted) Run(ctx context.Context, emit func(watch.Event[*corev1.ConfigMap])) error {
+func (s scripted) Run(ctx context.Context, emit func(watcher.Event[*corev1.ConfigMap])) error {
 	for _, e := range s.snapshot {
 		emit(e)
 	}
@@ -49,17 +49,17 @@ func configMap(name, rv string) *corev1.ConfigMap {
 }
 
 // An informer over a scripted stream; against a real API server the Source
-// is a watch.Reflector, which informer.Factory sets up.
+// is a watcher.Reflector, which informer.Factory sets up.
 func Example() {
 	src := scripted{
-		snapshot: []watch.Event[*corev1.ConfigMap]{
-			{Type: watch.RelistStart},
-			{Type: watch.RelistItem, Object: configMap("a", "1")},
-			{Type: watch.RelistDone, ResourceVersion: "1"},
+		snapshot: []watcher.Event[*corev1.ConfigMap]{
+			{Type: watcher.RelistStart},
+			{Type: watcher.RelistItem, Object: configMap("a", "1")},
+			{Type: watcher.RelistDone, ResourceVersion: "1"},
 		},
-		rest: []watch.Event[*corev1.ConfigMap]{
-			{Type: watch.Added, Object: configMap("b", "2")},
-			{Type: watch.Deleted, Object: configMap("a", "3")},
+		rest: []watcher.Event[*corev1.ConfigMap]{
+			{Type: watcher.Added, Object: configMap("b", "2")},
+			{Type: watcher.Deleted, Object: configMap("a", "3")},
 		},
 		next: make(chan struct{}),
 	}

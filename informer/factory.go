@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // Scope narrows what an informer watches. The zero value is every object
@@ -59,7 +59,7 @@ type FactoryOptions struct {
 	Scheme *runtime.Scheme
 	// Watch is the template of every informer's reflector configuration;
 	// Name, Logger and Registerer are filled in per informer.
-	Watch watch.Config
+	Watch watcher.Config
 	// KeepManagedFields keeps metadata.managedFields in cached objects
 	// (see Options.KeepManagedFields). Default: stripped.
 	KeepManagedFields bool
@@ -122,7 +122,7 @@ func NewFactory(cfg *rest.Config, opts FactoryOptions) *Factory {
 //	configMaps, err := informer.For[*corev1.ConfigMap](factory, informer.Scope{Namespace: "web"})
 func For[T interface {
 	*E
-	watch.Object
+	watcher.Object
 }, E any](f *Factory, scope Scope) (*Informer[T], error) {
 	kinds, _, err := f.opts.Scheme.ObjectKinds(T(new(E)))
 	if err != nil {
@@ -139,9 +139,9 @@ func For[T interface {
 //	foos, err := informer.ForResource[*v1alpha1.Foo](factory, v1alpha1.SchemeGroupVersion.WithResource("foos"), informer.Scope{})
 func ForResource[T interface {
 	*E
-	watch.Object
+	watcher.Object
 }, E any](f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[T], error) {
-	return ForListerWatcher(f, resourceName(gvr), scope, func(o watch.Options) (watch.ListerWatcher[T], error) {
+	return ForListerWatcher(f, resourceName(gvr), scope, func(o watcher.Options) (watcher.ListerWatcher[T], error) {
 		if f.cfg == nil {
 			return nil, errors.New("informer: factory has no rest.Config")
 		}
@@ -151,7 +151,7 @@ func ForResource[T interface {
 		// Likewise the informer shares label sets unless told not to;
 		// sharing them while decoding saves allocating a map per object.
 		o.ShareLabels = !f.opts.DisableSharing
-		return watch.ForResource[T](preferProtobuf[T](f.cfg), f.opts.Scheme, gvr, o)
+		return watcher.ForResource[T](preferProtobuf[T](f.cfg), f.opts.Scheme, gvr, o)
 	})
 }
 
@@ -160,7 +160,7 @@ func ForResource[T interface {
 // resources do not) and cfg does not choose a content type itself. That is
 // what client-go's generated clients do: protobuf decodes several times
 // faster than JSON and allocates less.
-func preferProtobuf[T watch.Object](cfg *rest.Config) *rest.Config {
+func preferProtobuf[T watcher.Object](cfg *rest.Config) *rest.Config {
 	var zero T
 	_, ok := any(zero).(interface {
 		Reset()
@@ -181,12 +181,12 @@ func preferProtobuf[T watch.Object](cfg *rest.Config) *rest.Config {
 // annotations, owners, resourceVersion…) and none of the objects' bodies,
 // which makes it the cheap way to watch large or numerous objects.
 func ForMetadata(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[*metav1.PartialObjectMetadata], error) {
-	return ForListerWatcher(f, resourceName(gvr)+" (metadata)", scope, func(o watch.Options) (watch.ListerWatcher[*metav1.PartialObjectMetadata], error) {
+	return ForListerWatcher(f, resourceName(gvr)+" (metadata)", scope, func(o watcher.Options) (watcher.ListerWatcher[*metav1.PartialObjectMetadata], error) {
 		c, err := f.metadataClient()
 		if err != nil {
 			return nil, err
 		}
-		return watch.FromMetadata(c, gvr, o), nil
+		return watcher.FromMetadata(c, gvr, o), nil
 	})
 }
 
@@ -194,20 +194,20 @@ func ForMetadata(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Inf
 // objects as *unstructured.Unstructured: for resources whose Go types the
 // program does not have.
 func ForUnstructured(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[*unstructured.Unstructured], error) {
-	return ForListerWatcher(f, resourceName(gvr)+" (unstructured)", scope, func(o watch.Options) (watch.ListerWatcher[*unstructured.Unstructured], error) {
+	return ForListerWatcher(f, resourceName(gvr)+" (unstructured)", scope, func(o watcher.Options) (watcher.ListerWatcher[*unstructured.Unstructured], error) {
 		c, err := f.dynamicClient()
 		if err != nil {
 			return nil, err
 		}
-		return watch.FromDynamic(c, gvr, o), nil
+		return watcher.FromDynamic(c, gvr, o), nil
 	})
 }
 
 // ForListerWatcher returns the factory's informer for (T, resource, scope),
 // creating it with newLW on first use. resource names what is watched (it
 // is part of the sharing key and of the informer's name). newLW gets the
-// scope as watch.Options.
-func ForListerWatcher[T watch.Object](f *Factory, resource string, scope Scope, newLW func(watch.Options) (watch.ListerWatcher[T], error)) (*Informer[T], error) {
+// scope as watcher.Options.
+func ForListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope, newLW func(watcher.Options) (watcher.ListerWatcher[T], error)) (*Informer[T], error) {
 	key := factoryKey{typ: reflect.TypeFor[T](), resource: resource, scope: scope}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -218,7 +218,7 @@ func ForListerWatcher[T watch.Object](f *Factory, resource string, scope Scope, 
 		return nil, fmt.Errorf("informer factory: %w", ErrStopped)
 	}
 	name := resource + " [" + scope.String() + "]"
-	lw, err := newLW(watch.Options{Namespace: scope.Namespace, LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector})
+	lw, err := newLW(watcher.Options{Namespace: scope.Namespace, LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector})
 	if err != nil {
 		return nil, fmt.Errorf("informer %s: %w", name, err)
 	}

@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
-	"github.com/kloop-dev/kloop/watch"
-	"github.com/kloop-dev/kloop/watch/watchtest"
+	"github.com/kloop-dev/kloop/watcher"
+	"github.com/kloop-dev/kloop/watcher/watchtest"
 )
 
 func TestFactory_SharesOneInformerPerTypeResourceAndScope(t *testing.T) {
@@ -55,19 +55,19 @@ func TestFactory_WaitForSyncNamesEachInformerThatDidNotSyncAndWhy(t *testing.T) 
 	synctest.Test(t, func(t *testing.T) {
 		f := NewFactory(nil, FactoryOptions{
 			Registerer: prometheus.NewRegistry(),
-			Watch:      watch.Config{InitialList: watch.InitialListPaginated},
+			Watch:      watcher.Config{InitialList: watcher.InitialListPaginated},
 		})
 		okLW, deniedLW := watchtest.New[*corev1.ConfigMap](), watchtest.New[*corev1.ConfigMap]()
-		okLW.PushList(watch.ListPage[*corev1.ConfigMap]{Items: []*corev1.ConfigMap{cm("a", "1", "1")}, ResourceVersion: "1"}, nil)
+		okLW.PushList(watcher.ListPage[*corev1.ConfigMap]{Items: []*corev1.ConfigMap{cm("a", "1", "1")}, ResourceVersion: "1"}, nil)
 		okLW.PushWatch()
 		forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "", errors.New("RBAC: access denied"))
 		for range 50 {
-			deniedLW.PushList(watch.ListPage[*corev1.ConfigMap]{}, forbidden)
+			deniedLW.PushList(watcher.ListPage[*corev1.ConfigMap]{}, forbidden)
 		}
-		if _, err := ForListerWatcher(f, "configmaps", Scope{}, func(watch.Options) (watch.ListerWatcher[*corev1.ConfigMap], error) { return okLW, nil }); err != nil {
+		if _, err := ForListerWatcher(f, "configmaps", Scope{}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return okLW, nil }); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ForListerWatcher(f, "secrets-as-configmaps", Scope{Namespace: "locked"}, func(watch.Options) (watch.ListerWatcher[*corev1.ConfigMap], error) { return deniedLW, nil }); err != nil {
+		if _, err := ForListerWatcher(f, "secrets-as-configmaps", Scope{Namespace: "locked"}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return deniedLW, nil }); err != nil {
 			t.Fatal(err)
 		}
 
@@ -105,7 +105,7 @@ func TestFactory_StartsInformersAskedForWhileRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := NewFactory(nil, FactoryOptions{
 			Registerer: prometheus.NewRegistry(),
-			Watch:      watch.Config{InitialList: watch.InitialListPaginated},
+			Watch:      watcher.Config{InitialList: watcher.InitialListPaginated},
 		})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
@@ -113,9 +113,9 @@ func TestFactory_StartsInformersAskedForWhileRunning(t *testing.T) {
 		synctest.Wait()
 
 		lw := watchtest.New[*corev1.ConfigMap]()
-		lw.PushList(watch.ListPage[*corev1.ConfigMap]{Items: []*corev1.ConfigMap{cm("a", "1", "1")}, ResourceVersion: "1"}, nil)
+		lw.PushList(watcher.ListPage[*corev1.ConfigMap]{Items: []*corev1.ConfigMap{cm("a", "1", "1")}, ResourceVersion: "1"}, nil)
 		lw.PushWatch()
-		inf, err := ForListerWatcher(f, "configmaps", Scope{}, func(watch.Options) (watch.ListerWatcher[*corev1.ConfigMap], error) { return lw, nil })
+		inf, err := ForListerWatcher(f, "configmaps", Scope{}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return lw, nil })
 		if err != nil {
 			t.Fatal(err)
 		}

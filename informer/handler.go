@@ -3,7 +3,7 @@ package informer
 import (
 	"time"
 
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // Handler receives an informer's notifications for one registration. The
@@ -12,7 +12,7 @@ import (
 //
 // Objects passed to a Handler are the cache's: read-only, shared with every
 // other handler and lister. Copy (cache.Copy) before modifying.
-type Handler[T watch.Object] interface {
+type Handler[T watcher.Object] interface {
 	// OnAdd: obj appeared. inInitialList is true when obj was part of the
 	// state the registration started from (the informer's first snapshot,
 	// or the replay for a handler added later).
@@ -31,20 +31,20 @@ type Handler[T watch.Object] interface {
 // delete itself, only that the object is gone (a relist no longer had it,
 // or the key now holds an object with another UID), and Obj is the last
 // state the informer knew, which may be older than the object's final one.
-type Deleted[T watch.Object] struct {
+type Deleted[T watcher.Object] struct {
 	Obj               T
 	FinalStateUnknown bool
 }
 
 // HandlerFuncs adapts functions to a Handler. A nil function ignores its
 // notifications.
-type HandlerFuncs[T watch.Object] struct {
+type HandlerFuncs[T watcher.Object] struct {
 	AddFunc    func(obj T, inInitialList bool)
 	UpdateFunc func(old, new T)
 	DeleteFunc func(d Deleted[T])
 }
 
-var _ Handler[watch.Object] = HandlerFuncs[watch.Object]{}
+var _ Handler[watcher.Object] = HandlerFuncs[watcher.Object]{}
 
 // OnAdd implements Handler.
 func (f HandlerFuncs[T]) OnAdd(obj T, inInitialList bool) {

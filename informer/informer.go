@@ -12,11 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kloop-dev/kloop/cache"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // Source produces the ordered event stream an informer consumes.
-// *watch.Reflector[T] is the Source for a real API server; tests can script
+// *watcher.Reflector[T] is the Source for a real API server; tests can script
 // one.
 //
 // Run must call emit from one goroutine, in stream order, starting with a
@@ -25,17 +25,17 @@ import (
 // It hands ownership of each emitted object to the informer. LastError is
 // the latest list/watch failure, nil once healthy; it may be called from any
 // goroutine.
-type Source[T watch.Object] interface {
-	Run(ctx context.Context, emit func(watch.Event[T])) error
+type Source[T watcher.Object] interface {
+	Run(ctx context.Context, emit func(watcher.Event[T])) error
 	LastError() error
 }
 
-var _ Source[watch.Object] = (*watch.Reflector[watch.Object])(nil)
+var _ Source[watcher.Object] = (*watcher.Reflector[watcher.Object])(nil)
 
 // Options configures an Informer. The zero value works: no extra indexes,
 // managedFields stripped, logs to slog.Default, metrics to the kloop
 // registry.
-type Options[T watch.Object] struct {
+type Options[T watcher.Object] struct {
 	// Name identifies the informer in logs, metrics and errors, e.g.
 	// "configmaps in namespace web". Default: the Go type of T.
 	Name string
@@ -73,7 +73,7 @@ type Options[T watch.Object] struct {
 
 // Informer keeps a cache of one resource current from a Source and
 // notifies handlers of every change. See the package documentation.
-type Informer[T watch.Object] struct {
+type Informer[T watcher.Object] struct {
 	name      string
 	src       Source[T]
 	store     *cache.Store[T]
@@ -113,7 +113,7 @@ const (
 )
 
 // New returns an informer over src. It starts nothing; call Run.
-func New[T watch.Object](src Source[T], opts Options[T]) (*Informer[T], error) {
+func New[T watcher.Object](src Source[T], opts Options[T]) (*Informer[T], error) {
 	if src == nil {
 		return nil, errors.New("informer: nil Source")
 	}
@@ -169,9 +169,9 @@ func New[T watch.Object](src Source[T], opts Options[T]) (*Informer[T], error) {
 	}, nil
 }
 
-// NewForListerWatcher returns an informer fed by a watch.Reflector over lw.
+// NewForListerWatcher returns an informer fed by a watcher.Reflector over lw.
 // cfg.Name defaults to opts.Name.
-func NewForListerWatcher[T watch.Object](lw watch.ListerWatcher[T], cfg watch.Config, opts Options[T]) (*Informer[T], error) {
+func NewForListerWatcher[T watcher.Object](lw watcher.ListerWatcher[T], cfg watcher.Config, opts Options[T]) (*Informer[T], error) {
 	if cfg.Name == "" {
 		cfg.Name = opts.Name
 	}
@@ -184,7 +184,7 @@ func NewForListerWatcher[T watch.Object](lw watch.ListerWatcher[T], cfg watch.Co
 	if cfg.Logger == nil {
 		cfg.Logger = opts.Logger
 	}
-	return New[T](watch.NewReflector(lw, cfg), opts)
+	return New[T](watcher.NewReflector(lw, cfg), opts)
 }
 
 // Name describes the informer.
@@ -290,9 +290,9 @@ func (inf *Informer[T]) startLocked(l *listener[T]) {
 
 // emit is the Source's callback: it only queues, so the reflector is never
 // held up by the cache or the handlers.
-func (inf *Informer[T]) emit(ev watch.Event[T]) {
+func (inf *Informer[T]) emit(ev watcher.Event[T]) {
 	switch ev.Type {
-	case watch.Added, watch.Modified, watch.Deleted, watch.RelistItem:
+	case watcher.Added, watcher.Modified, watcher.Deleted, watcher.RelistItem:
 		ev.Object = inf.transform(ev.Object)
 	}
 	inf.qmu.Lock()

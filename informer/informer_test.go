@@ -23,23 +23,23 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/metrics/metricstest"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // fakeSource is a scripted Source: the test sends events, Run emits them.
 // The channel is unbuffered, so when send returns the informer has queued
 // the event.
 type fakeSource struct {
-	ch  chan watch.Event[*corev1.ConfigMap]
+	ch  chan watcher.Event[*corev1.ConfigMap]
 	mu  sync.Mutex
 	err error
 }
 
 func newFakeSource() *fakeSource {
-	return &fakeSource{ch: make(chan watch.Event[*corev1.ConfigMap])}
+	return &fakeSource{ch: make(chan watcher.Event[*corev1.ConfigMap])}
 }
 
-func (s *fakeSource) Run(ctx context.Context, emit func(watch.Event[*corev1.ConfigMap])) error {
+func (s *fakeSource) Run(ctx context.Context, emit func(watcher.Event[*corev1.ConfigMap])) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -69,11 +69,11 @@ func (s *fakeSource) send(evs ...watch.Event[*corev1.ConfigMap]) {
 }
 
 func (s *fakeSource) relist(rv string, objs ...*corev1.ConfigMap) {
-	s.send(watch.Event[*corev1.ConfigMap]{Type: watch.RelistStart})
+	s.send(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistStart})
 	for _, o := range objs {
-		s.send(watch.Event[*corev1.ConfigMap]{Type: watch.RelistItem, Object: o})
+		s.send(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistItem, Object: o})
 	}
-	s.send(watch.Event[*corev1.ConfigMap]{Type: watch.RelistDone, ResourceVersion: rv})
+	s.send(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistDone, ResourceVersion: rv})
 }
 
 type harness struct {
@@ -204,7 +204,7 @@ func TestInformer_DeliversTheInitialListThenEachChange(t *testing.T) {
 		}
 		equal(t, rec.take(), []string{"add a@1 initial=true", "add b@2 initial=true"})
 
-		h.src.send(ev(watch.Modified, cm("a", "1", "3")), ev(watch.Added, cm("c", "3", "4")), ev(watch.Deleted, cm("b", "2", "5")))
+		h.src.send(ev(watcher.Modified, cm("a", "1", "3")), ev(watcher.Added, cm("c", "3", "4")), ev(watcher.Deleted, cm("b", "2", "5")))
 		synctest.Wait()
 		equal(t, rec.take(), []string{"add c@4 initial=false", "delete b@5 unknown=false", "update a@1>3"})
 		if got := h.inf.Lister().ResourceVersion(); got != "5" {
@@ -233,9 +233,9 @@ func TestInformer_SlowHandlerDelaysNeitherOtherHandlersNorTheCache(t *testing.T)
 
 		h.src.relist("1", cm("a", "1", "1"))
 		for i := 2; i <= 500; i++ {
-			h.src.send(ev(watch.Modified, cm("a", "1", fmt.Sprint(i))))
+			h.src.send(ev(watcher.Modified, cm("a", "1", fmt.Sprint(i))))
 		}
-		h.src.send(ev(watch.Added, cm("b", "2", "501")))
+		h.src.send(ev(watcher.Added, cm("b", "2", "501")))
 		synctest.Wait() // the slow handler is stuck in its first call
 
 		if v := fast.snapshot(); v != "map[a:500 b:501]" {
@@ -312,7 +312,7 @@ func TestInformer_RegistrationSyncsOnlyWhenItsHandlerHasTheInitialList(t *testin
 		// Updates to both objects: the one in flight is queued as an update,
 		// the other merges into its pending add, which still belongs to the
 		// initial state even though it moved to the back of the queue.
-		h.src.send(ev(watch.Modified, cm("a", "1", "3")), ev(watch.Modified, cm("b", "2", "4")))
+		h.src.send(ev(watcher.Modified, cm("a", "1", "3")), ev(watcher.Modified, cm("b", "2", "4")))
 		synctest.Wait()
 		if !closed(h.inf.Synced()) {
 			t.Fatal("informer not synced")
@@ -361,7 +361,7 @@ func TestInformer_RemoveWaitsForTheRunningCallbackAndStopsDelivery(t *testing.T)
 		if n := len(rec.take()); n != 1 {
 			t.Fatalf("handler got %d calls, want only the one in flight at Remove", n)
 		}
-		h.src.send(ev(watch.Added, cm("c", "3", "3")))
+		h.src.send(ev(watcher.Added, cm("c", "3", "3")))
 		synctest.Wait()
 		if n := len(rec.take()); n != 0 {
 			t.Fatalf("removed handler got %d more calls", n)
@@ -430,9 +430,9 @@ func TestInformer_PanickingHandlerIsRecoveredLoggedAndCountedWhileOthersGoOn(t *
 		defer h.stop()
 		h.src.relist("1", cm("a", "1", "1"))
 		synctest.Wait()
-		h.src.send(ev(watch.Modified, cm("a", "1", "2")))
+		h.src.send(ev(watcher.Modified, cm("a", "1", "2")))
 		synctest.Wait()
-		h.src.send(ev(watch.Deleted, cm("a", "1", "3")), ev(watch.Added, cm("b", "2", "4")))
+		h.src.send(ev(watcher.Deleted, cm("a", "1", "3")), ev(watcher.Added, cm("b", "2", "4")))
 		synctest.Wait()
 
 		equal(t, good.take(), []string{"add a@1 initial=true", "add b@4 initial=false", "delete a@3 unknown=false", "update a@1>2"})
@@ -493,8 +493,8 @@ func TestInformer_DeleteAndRecreateCoalescedAwayIsReportedAsDeleteThenAdd(t *tes
 		// The cache applies deltas per key; if the delete and the new add
 		// arrive together they coalesce to the add of another UID.
 		h.inf.qmu.Lock()
-		h.inf.queue.push(ev(watch.Deleted, cm("a", "old-uid", "2")))
-		h.inf.queue.push(ev(watch.Added, cm("a", "new-uid", "3")))
+		h.inf.queue.push(ev(watcher.Deleted, cm("a", "old-uid", "2")))
+		h.inf.queue.push(ev(watcher.Added, cm("a", "new-uid", "3")))
 		h.inf.qmu.Unlock()
 		h.inf.qwake <- struct{}{}
 		synctest.Wait()
@@ -506,7 +506,7 @@ func TestInformer_WaitForSyncNamesTheInformerAndKeepsTheCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Options[*corev1.ConfigMap]{Name: "configmaps.v1 [namespace=web]"})
 		defer h.stop()
-		h.src.setErr(&watch.OpError{Op: watch.OpList, Resource: "configmaps", Err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no RBAC"))})
+		h.src.setErr(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps", Err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no RBAC"))})
 
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()

@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // interner makes objects of one informer share the metadata that repeats
@@ -58,7 +58,7 @@ func (in *interner) str(s string) string {
 }
 
 // object replaces obj's repeated metadata with shared copies.
-func (in *interner) object(obj watch.Object) {
+func (in *interner) object(obj watcher.Object) {
 	obj.SetNamespace(in.str(obj.GetNamespace()))
 	if gvk := obj.GetObjectKind().GroupVersionKind(); !gvk.Empty() {
 		obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{Group: in.str(gvk.Group), Version: in.str(gvk.Version), Kind: in.str(gvk.Kind)})

@@ -14,12 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kloop-dev/kloop/cache"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // listener is one registration: its own queue and goroutine, so that a slow
 // or stuck handler delays nobody but itself.
-type listener[T watch.Object] struct {
+type listener[T watcher.Object] struct {
 	inf     *Informer[T]
 	name    string
 	handler Handler[T]
@@ -44,7 +44,7 @@ type listener[T watch.Object] struct {
 	panics prometheus.Counter
 }
 
-func newListener[T watch.Object](inf *Informer[T], h Handler[T], name string, replay time.Duration) *listener[T] {
+func newListener[T watcher.Object](inf *Informer[T], h Handler[T], name string, replay time.Duration) *listener[T] {
 	return &listener[T]{
 		inf:     inf,
 		name:    name,

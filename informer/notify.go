@@ -2,7 +2,7 @@ package informer
 
 import (
 	"github.com/kloop-dev/kloop/cache"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 type noteKind uint8
@@ -17,7 +17,7 @@ const (
 )
 
 // note is one pending notification for one key.
-type note[T watch.Object] struct {
+type note[T watcher.Object] struct {
 	kind    noteKind
 	old     T    // noteUpdate: the previous state; noteDelete, noteDeleteThenAdd: the deleted object
 	obj     T    // noteAdd, noteUpdate, noteDeleteThenAdd: the current state
@@ -30,7 +30,7 @@ type note[T watch.Object] struct {
 // same key, so the handler sees the same end state in fewer calls. keep is
 // false when the two cancel out (an add the handler never saw, then its
 // delete).
-func merge[T watch.Object](p, n note[T]) (_ note[T], keep bool) {
+func merge[T watcher.Object](p, n note[T]) (_ note[T], keep bool) {
 	out := n
 	switch p.kind {
 	case noteAdd:
@@ -75,7 +75,7 @@ func merge[T watch.Object](p, n note[T]) (_ note[T], keep bool) {
 // listenerQueue is one registration's pending notifications: a keyedFIFO of
 // merged notes plus the bookkeeping of its synced signal. Plain data; the
 // listener locks around it.
-type listenerQueue[T watch.Object] struct {
+type listenerQueue[T watcher.Object] struct {
 	fifo    keyedFIFO[note[T]]
 	marked  bool // the registration's initial state has been queued
 	preSync int  // notes of that initial state not yet delivered

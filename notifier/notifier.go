@@ -19,7 +19,7 @@ import (
 
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/manager"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // Options configures a Notifier. The zero value works: logs to
@@ -258,7 +258,7 @@ func (s *source) handler() objectHandler {
 	return objectHandler{add: s.add, update: s.update, del: s.del}
 }
 
-func (s *source) add(obj watch.Object, initial bool) {
+func (s *source) add(obj watcher.Object, initial bool) {
 	if initial {
 		s.n.m.suppressed.WithLabelValues(s.kind, "initial").Inc()
 		return
@@ -267,7 +267,7 @@ func (s *source) add(obj watch.Object, initial bool) {
 	s.emit(Create, obj, s.toMap(obj), nil)
 }
 
-func (s *source) update(old, new watch.Object) {
+func (s *source) update(old, new watcher.Object) {
 	s.n.m.events.WithLabelValues(s.kind, string(Update)).Inc()
 	if old.GetResourceVersion() == new.GetResourceVersion() {
 		// A replay or a relist: nothing happened.
@@ -294,14 +294,14 @@ func (s *source) update(old, new watch.Object) {
 	s.emit(Update, new, nm, capChanges(changes))
 }
 
-func (s *source) del(obj watch.Object, _ bool) {
+func (s *source) del(obj watcher.Object, _ bool) {
 	s.n.m.events.WithLabelValues(s.kind, string(Delete)).Inc()
 	s.emit(Delete, obj, s.toMap(obj), nil)
 }
 
 // toMap returns obj as JSON-like values. An unstructured object's own map
 // is returned: it is the cache's, read-only.
-func (s *source) toMap(obj watch.Object) map[string]any {
+func (s *source) toMap(obj watcher.Object) map[string]any {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		return u.Object
 	}
@@ -314,7 +314,7 @@ func (s *source) toMap(obj watch.Object) map[string]any {
 	return m
 }
 
-func (s *source) emit(t EventType, obj watch.Object, m map[string]any, changes []string) {
+func (s *source) emit(t EventType, obj watcher.Object, m map[string]any, changes []string) {
 	kind := s.kind
 	// Core Secrets, whether watched as the built-in resource or listed as
 	// a custom resource (then unstructured).

@@ -13,7 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // resource is one built-in kind the notifier can watch.
@@ -91,15 +91,15 @@ func resourceNames() string {
 // objectHandler receives every change of one watched resource, with the
 // objects as read-only values of the informer's cache.
 type objectHandler struct {
-	add    func(obj watch.Object, initial bool)
-	update func(old, new watch.Object)
-	del    func(obj watch.Object, finalStateUnknown bool)
+	add    func(obj watcher.Object, initial bool)
+	update func(old, new watcher.Object)
+	del    func(obj watcher.Object, finalStateUnknown bool)
 }
 
 // typed watches the built-in type T through the factory's typed informer.
 func typed[T interface {
 	*E
-	watch.Object
+	watcher.Object
 }, E any](f *informer.Factory, scope informer.Scope, h objectHandler) (*informer.Registration, error) {
 	inf, err := informer.For[T](f, scope)
 	if err != nil {

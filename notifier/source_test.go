@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kloop-dev/kloop/metrics/metricstest"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // testSource is a source feeding one unfiltered delivery whose queue the
@@ -74,7 +74,7 @@ func TestSource_SuppressesUpdatesThatChangeNothingAndOptionallyStatusOrMetadataO
 	cases := []struct {
 		name       string
 		policy     UpdatePolicy
-		old, new   watch.Object
+		old, new   watcher.Object
 		wantReason string   // suppression reason, "" for notified
 		wantPaths  []string // when notified
 	}{

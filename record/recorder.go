@@ -24,7 +24,7 @@ import (
 
 	"github.com/kloop-dev/kloop/client"
 	kmetrics "github.com/kloop-dev/kloop/metrics"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // Event types, as kubectl shows them.
@@ -195,7 +195,7 @@ func newRecorder(s sink, opts Options) (*Recorder, error) {
 // human-readable message. It logs the event and queues it for Start to
 // write; when the queue is full, or the recorder has stopped, the event is
 // dropped and counted. It never blocks on I/O.
-func (r *Recorder) Event(obj watch.Object, eventType, reason, message string) {
+func (r *Recorder) Event(obj watcher.Object, eventType, reason, message string) {
 	if eventType != Normal && eventType != Warning {
 		r.opts.Logger.Error("event dropped: type must be Normal or Warning", "type", eventType, "reason", reason)
 		r.metrics.dropped(reasonInvalid)
@@ -230,7 +230,7 @@ func (r *Recorder) Event(obj watch.Object, eventType, reason, message string) {
 }
 
 // Eventf is Event with a fmt.Sprintf message.
-func (r *Recorder) Eventf(obj watch.Object, eventType, reason, format string, args ...any) {
+func (r *Recorder) Eventf(obj watcher.Object, eventType, reason, format string, args ...any) {
 	r.Event(obj, eventType, reason, fmt.Sprintf(format, args...))
 }
 
@@ -400,7 +400,7 @@ func generateName(objName string) string {
 }
 
 // reference describes obj for involvedObject.
-func reference(s *runtime.Scheme, obj watch.Object) (corev1.ObjectReference, error) {
+func reference(s *runtime.Scheme, obj watcher.Object) (corev1.ObjectReference, error) {
 	if obj == nil {
 		return corev1.ObjectReference{}, errors.New("nil object")
 	}

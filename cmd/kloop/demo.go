@@ -27,7 +27,7 @@ import (
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/samples/podsim"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // demo runs the whole sample on a local control plane: the Foo CRD, podsim,
@@ -271,7 +271,7 @@ func (p *printer) watch(ctx context.Context, cfg *rest.Config, namespace string,
 	return <-errc
 }
 
-func addPrinter[T watch.Object](p *printer, inf *informer.Informer[T], prefix string, line func(T) string) error {
+func addPrinter[T watcher.Object](p *printer, inf *informer.Informer[T], prefix string, line func(T) string) error {
 	_, err := inf.AddHandler(informer.HandlerFuncs[T]{
 		AddFunc:    func(obj T, _ bool) { p.show(prefix+obj.GetName(), line(obj)) },
 		UpdateFunc: func(_, obj T) { p.show(prefix+obj.GetName(), line(obj)) },

@@ -25,7 +25,7 @@ import (
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/record"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 	"github.com/kloop-dev/kloop/workqueue"
 )
 
@@ -198,7 +198,7 @@ func NewManager(cfg *rest.Config, opts Options) (*manager.Manager, error) {
 
 // Recorder records events; *record.Recorder is one.
 type Recorder interface {
-	Event(obj watch.Object, eventType, reason, message string)
+	Event(obj watcher.Object, eventType, reason, message string)
 }
 
 // Reconciler syncs one Foo (see the package documentation). Its fields are

@@ -66,7 +66,7 @@ import (
 
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 const (
@@ -224,12 +224,12 @@ var (
 // kloopList lets a run try kloop's other initial-list modes.
 var kloopList listMode
 
-type listMode watch.InitialListMode
+type listMode watcher.InitialListMode
 
-func (m *listMode) String() string { return watch.InitialListMode(*m).String() }
+func (m *listMode) String() string { return watcher.InitialListMode(*m).String() }
 
 func (m *listMode) Set(s string) error {
-	for _, v := range []watch.InitialListMode{watch.InitialListAuto, watch.InitialListStreaming, watch.InitialListPaginated} {
+	for _, v := range []watcher.InitialListMode{watcher.InitialListAuto, watcher.InitialListStreaming, watcher.InitialListPaginated} {
 		if strings.EqualFold(v.String(), s) {
 			*m = listMode(v)
 			return nil
@@ -241,7 +241,7 @@ func (m *listMode) Set(s string) error {
 func kloopOptions() informer.FactoryOptions {
 	return informer.FactoryOptions{
 		Registerer:     prometheus.NewRegistry(),
-		Watch:          watch.Config{InitialList: watch.InitialListMode(kloopList)},
+		Watch:          watcher.Config{InitialList: watcher.InitialListMode(kloopList)},
 		DisableSharing: noSharing,
 	}
 }

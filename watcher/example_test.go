@@ -1,4 +1,4 @@
-package watch_test
+package watcher_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	kscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // A reflector over ConfigMaps: a snapshot first, then changes. A real program
@@ -24,17 +24,17 @@ func Example() {
 	cs := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}})
 	configMaps := cs.CoreV1().ConfigMaps("default")
 
-	lw := watch.FromClient[*corev1.ConfigMap](configMaps, watch.Options{})
-	r := watch.NewReflector(lw, watch.Config{Name: "configmaps", InitialList: watch.InitialListPaginated})
+	lw := watcher.FromClient[*corev1.ConfigMap](configMaps, watcher.Options{})
+	r := watcher.NewReflector(lw, watcher.Config{Name: "configmaps", InitialList: watcher.InitialListPaginated})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
-	err := r.Run(ctx, func(e watch.Event[*corev1.ConfigMap]) {
+	err := r.Run(ctx, func(e watcher.Event[*corev1.ConfigMap]) {
 		switch e.Type {
-		case watch.RelistItem:
+		case watcher.RelistItem:
 			fmt.Println(e.Type, e.Object.Name)
-		case watch.RelistDone:
+		case watcher.RelistDone:
 			fmt.Println(e.Type)
 			// Synced: make a change the watch will see.
 			wg.Go(func() {
@@ -43,7 +43,7 @@ func Example() {
 					fmt.Println(err)
 				}
 			})
-		case watch.Added:
+		case watcher.Added:
 			fmt.Println(e.Type, e.Object.Name)
 			cancel() // Run returns nil
 		}
@@ -63,7 +63,7 @@ func Example() {
 func ExampleForResource() {
 	cfg := &rest.Config{Host: "https://127.0.0.1:6443"} // normally from clientcmd or rest.InClusterConfig
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	lw, err := watch.ForResource[*corev1.ConfigMap](cfg, kscheme.Scheme, gvr, watch.Options{
+	lw, err := watcher.ForResource[*corev1.ConfigMap](cfg, kscheme.Scheme, gvr, watcher.Options{
 		Namespace:     "default",
 		LabelSelector: "app=web",
 	})
@@ -71,20 +71,20 @@ func ExampleForResource() {
 		fmt.Println(err)
 		return
 	}
-	r := watch.NewReflector(lw, watch.Config{Name: "web-configmaps"})
+	r := watcher.NewReflector(lw, watcher.Config{Name: "web-configmaps"})
 	fmt.Println(r.Name())
 	// Output: web-configmaps
 }
 
 // LastError and OnError tell why a reflector has not synced: a 403 from the
-// API server stays an *apierrors.StatusError inside the *watch.OpError.
+// API server stays an *apierrors.StatusError inside the *watcher.OpError.
 func ExampleReflector_LastError() {
-	err := error(&watch.OpError{Op: watch.OpList, Resource: "configmaps",
+	err := error(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps",
 		Err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("RBAC: access denied"))})
 
 	fmt.Println(apierrors.IsForbidden(err))
-	var oe *watch.OpError
-	fmt.Println(errors.As(err, &oe) && oe.Op == watch.OpList)
+	var oe *watcher.OpError
+	fmt.Println(errors.As(err, &oe) && oe.Op == watcher.OpList)
 	// Output:
 	// true
 	// true

@@ -72,4 +72,4 @@
 //     watch was down shows only its latest state.
 //   - The reflector does not deduplicate: an object may appear in consecutive
 //     snapshots unchanged.
-package watch
+package watcher

@@ -1,4 +1,4 @@
-package watch_test
+package watcher_test
 
 import (
 	"context"
@@ -21,8 +21,8 @@ import (
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kloop-dev/kloop/metrics/metricstest"
-	"github.com/kloop-dev/kloop/watch"
-	"github.com/kloop-dev/kloop/watch/watchtest"
+	"github.com/kloop-dev/kloop/watcher"
+	"github.com/kloop-dev/kloop/watcher/watchtest"
 )
 
 // These tests run Reflector.Run against the scripted watchtest.ListerWatcher
@@ -63,7 +63,7 @@ type recorder struct {
 	evs []string
 }
 
-func (r *recorder) emit(e watch.Event[cm]) {
+func (r *recorder) emit(e watcher.Event[cm]) {
 	s := e.Type.String()
 	if e.Object != nil {
 		s += " " + e.Object.Name
@@ -92,7 +92,7 @@ func (r *recorder) take() []string {
 type running struct {
 	t      *testing.T
 	lw     *watchtest.ListerWatcher[cm]
-	r      *watch.Reflector[cm]
+	r      *watcher.Reflector[cm]
 	rec    *recorder
 	cancel context.CancelFunc
 	done   chan error
@@ -102,7 +102,7 @@ type running struct {
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // start runs a reflector over a fresh script; call only inside synctest.Test.
-func start(t *testing.T, cfg watch.Config) *running {
+func start(t *testing.T, cfg watcher.Config) *running {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet()
@@ -114,7 +114,7 @@ func start(t *testing.T, cfg watch.Config) *running {
 		cfg.Rand = func() float64 { return 0 }
 	}
 	x := &running{t: t, lw: watchtest.New[cm](), rec: &recorder{}, done: make(chan error, 1)}
-	x.r = watch.NewReflector[cm](x.lw, cfg)
+	x.r = watcher.NewReflector[cm](x.lw, cfg)
 	ctx, cancel := context.WithCancel(t.Context())
 	x.cancel = cancel
 	go func() { x.done <- x.r.Run(ctx, x.rec.emit) }()
@@ -173,7 +173,7 @@ func (x *running) expectEvents(want ...string) {
 
 func TestReflector_StreamingList_EmitsTheSnapshotThenWatchesFromItsEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watch.Config{})
+		x := start(t, watcher.Config{})
 		x.expectCall(`Watch rv="" sendInitialEvents`)
 		w := x.lw.PushWatch()
 		w.Add(obj("a", "3"))
@@ -205,13 +205,13 @@ func TestReflector_StreamingList_EmitsTheSnapshotThenWatchesFromItsEnd(t *testin
 
 func TestReflector_StreamingRejected_FallsBackToPaginatedListThenWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watch.Config{})
+		x := start(t, watcher.Config{})
 		x.expectCall(`Watch rv="" sendInitialEvents`)
 		x.lw.PushWatchError(errInvalid)
 		x.expectCall(`List rv="0" limit=500`)
-		x.lw.PushList(watch.ListPage[cm]{Items: []cm{obj("a", "3")}, ResourceVersion: "10", Continue: "c1"}, nil)
+		x.lw.PushList(watcher.ListPage[cm]{Items: []cm{obj("a", "3")}, ResourceVersion: "10", Continue: "c1"}, nil)
 		x.expectCall(`List rv="" limit=500 continue="c1"`)
-		x.lw.PushList(watch.ListPage[cm]{Items: []cm{obj("b", "4")}, ResourceVersion: "10"}, nil)
+		x.lw.PushList(watcher.ListPage[cm]{Items: []cm{obj("b", "4")}, ResourceVersion: "10"}, nil)
 		x.expectCall(`Watch rv="10"`)
 		x.expectEvents("RelistStart", "RelistItem a@3", "RelistItem b@4", "RelistDone @10")
 		if err := x.r.LastError(); err != nil {
@@ -223,10 +223,10 @@ func TestReflector_StreamingRejected_FallsBackToPaginatedListThenWatch(t *testin
 func TestReflector_ListErrors_BackOffInVirtualTimeAndSurface(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var seen []error
-		x := start(t, watch.Config{InitialList: watch.InitialListPaginated, OnError: func(err error) { seen = append(seen, err) }})
+		x := start(t, watcher.Config{InitialList: watcher.InitialListPaginated, OnError: func(err error) { seen = append(seen, err) }})
 		x.expectCall(`List rv="0" limit=500`)
 		t0 := time.Now()
-		x.lw.PushList(watch.ListPage[cm]{}, errInternal)
+		x.lw.PushList(watcher.ListPage[cm]{}, errInternal)
 		x.expectCall(`List rv="0" limit=500`)
 		if d := time.Since(t0); d != 800*time.Millisecond {
 			t.Fatalf("first retry after %v, want 800ms (rand 0)", d)
@@ -235,20 +235,20 @@ func TestReflector_ListErrors_BackOffInVirtualTimeAndSurface(t *testing.T) {
 			t.Fatalf("LastError = %v, want the internal error", x.r.LastError())
 		}
 		t1 := time.Now()
-		x.lw.PushList(watch.ListPage[cm]{}, errForbid)
+		x.lw.PushList(watcher.ListPage[cm]{}, errForbid)
 		x.expectCall(`List rv="0" limit=500`)
 		if d := time.Since(t1); d != 1600*time.Millisecond {
 			t.Fatalf("second retry after %v, want 1.6s", d)
 		}
 		err := x.r.LastError()
-		var oe *watch.OpError
-		if !apierrors.IsForbidden(err) || !errors.As(err, &oe) || oe.Op != watch.OpList {
+		var oe *watcher.OpError
+		if !apierrors.IsForbidden(err) || !errors.As(err, &oe) || oe.Op != watcher.OpList {
 			t.Fatalf("LastError = %v, want a list *OpError that is forbidden", err)
 		}
 		if len(seen) != 2 || !apierrors.IsInternalError(seen[0]) || !apierrors.IsForbidden(seen[1]) {
 			t.Fatalf("OnError saw %v, want the 500 then the 403", seen)
 		}
-		x.lw.PushList(watch.ListPage[cm]{ResourceVersion: "10"}, nil)
+		x.lw.PushList(watcher.ListPage[cm]{ResourceVersion: "10"}, nil)
 		x.expectCall(`Watch rv="10"`)
 		if err := x.r.LastError(); err != nil {
 			t.Fatalf("LastError after a completed list = %v, want nil", err)
@@ -258,9 +258,9 @@ func TestReflector_ListErrors_BackOffInVirtualTimeAndSurface(t *testing.T) {
 
 func TestReflector_CancelDuringBackoff_ReturnsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watch.Config{InitialList: watch.InitialListPaginated})
+		x := start(t, watcher.Config{InitialList: watcher.InitialListPaginated})
 		x.expectCall(`List rv="0" limit=500`)
-		x.lw.PushList(watch.ListPage[cm]{}, errInternal)
+		x.lw.PushList(watcher.ListPage[cm]{}, errInternal)
 		synctest.Wait()
 		t0 := time.Now()
 		x.stop()
@@ -272,9 +272,9 @@ func TestReflector_CancelDuringBackoff_ReturnsAtOnce(t *testing.T) {
 
 func TestReflector_Watch410_RelistsAtTheLastRVAfterBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watch.Config{InitialList: watch.InitialListPaginated})
+		x := start(t, watcher.Config{InitialList: watcher.InitialListPaginated})
 		x.expectCall(`List rv="0" limit=500`)
-		x.lw.PushList(watch.ListPage[cm]{Items: []cm{obj("a", "3")}, ResourceVersion: "10"}, nil)
+		x.lw.PushList(watcher.ListPage[cm]{Items: []cm{obj("a", "3")}, ResourceVersion: "10"}, nil)
 		x.expectCall(`Watch rv="10"`)
 		w := x.lw.PushWatch()
 		w.Add(obj("b", "11"))
@@ -283,7 +283,7 @@ func TestReflector_Watch410_RelistsAtTheLastRVAfterBackoff(t *testing.T) {
 		if !w.IsStopped() {
 			t.Fatalf("the expired watch was not stopped")
 		}
-		x.lw.PushList(watch.ListPage[cm]{Items: []cm{obj("b", "11")}, ResourceVersion: "20"}, nil)
+		x.lw.PushList(watcher.ListPage[cm]{Items: []cm{obj("b", "11")}, ResourceVersion: "20"}, nil)
 		x.expectCall(`Watch rv="20"`)
 		x.expectEvents("RelistStart", "RelistItem a@3", "RelistDone @10", "Added b@11", "RelistStart", "RelistItem b@11", "RelistDone @20")
 		if err := x.r.LastError(); err != nil {
@@ -294,9 +294,9 @@ func TestReflector_Watch410_RelistsAtTheLastRVAfterBackoff(t *testing.T) {
 
 func TestReflector_WatchClosed_RewatchesFromTheLastRVWithoutRelist(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watch.Config{InitialList: watch.InitialListPaginated})
+		x := start(t, watcher.Config{InitialList: watcher.InitialListPaginated})
 		x.expectCall(`List rv="0" limit=500`)
-		x.lw.PushList(watch.ListPage[cm]{ResourceVersion: "10"}, nil)
+		x.lw.PushList(watcher.ListPage[cm]{ResourceVersion: "10"}, nil)
 		x.expectCall(`Watch rv="10"`)
 		w := x.lw.PushWatch()
 		w.Add(obj("a", "11"))
@@ -313,9 +313,9 @@ func TestReflector_WatchClosed_RewatchesFromTheLastRVWithoutRelist(t *testing.T)
 
 func TestReflector_WatchClosedAtOnce_BacksOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watch.Config{InitialList: watch.InitialListPaginated})
+		x := start(t, watcher.Config{InitialList: watcher.InitialListPaginated})
 		x.expectCall(`List rv="0" limit=500`)
-		x.lw.PushList(watch.ListPage[cm]{ResourceVersion: "10"}, nil)
+		x.lw.PushList(watcher.ListPage[cm]{ResourceVersion: "10"}, nil)
 		x.expectCall(`Watch rv="10"`)
 		x.lw.PushWatch().Stop()
 		t0 := time.Now()
@@ -323,7 +323,7 @@ func TestReflector_WatchClosedAtOnce_BacksOff(t *testing.T) {
 		if d := time.Since(t0); d < 800*time.Millisecond {
 			t.Fatalf("re-watch after %v, want a backoff of at least 800ms", d)
 		}
-		if !errors.Is(x.r.LastError(), watch.ErrWatchClosedEarly) {
+		if !errors.Is(x.r.LastError(), watcher.ErrWatchClosedEarly) {
 			t.Fatalf("LastError = %v, want ErrWatchClosedEarly", x.r.LastError())
 		}
 	})
@@ -331,7 +331,7 @@ func TestReflector_WatchClosedAtOnce_BacksOff(t *testing.T) {
 
 func TestReflector_StreamingSilentBeforeEnd_FallsBackAfterTheIdleLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watch.Config{})
+		x := start(t, watcher.Config{})
 		x.expectCall(`Watch rv="" sendInitialEvents`)
 		w := x.lw.PushWatch()
 		t0 := time.Now()
@@ -352,9 +352,9 @@ func TestReflector_StreamingSilentBeforeEnd_FallsBackAfterTheIdleLimit(t *testin
 
 func TestReflector_SecondRunWhileRunning_ReturnsErrAlreadyRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watch.Config{})
+		x := start(t, watcher.Config{})
 		x.call()
-		if err := x.r.Run(t.Context(), func(watch.Event[cm]) {}); !errors.Is(err, watch.ErrAlreadyRunning) {
+		if err := x.r.Run(t.Context(), func(watcher.Event[cm]) {}); !errors.Is(err, watcher.ErrAlreadyRunning) {
 			t.Fatalf("second Run = %v, want ErrAlreadyRunning", err)
 		}
 	})
@@ -362,7 +362,7 @@ func TestReflector_SecondRunWhileRunning_ReturnsErrAlreadyRunning(t *testing.T) 
 
 func TestReflector_RunAgain_StartsWithASnapshotAtTheLastRV(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watch.Config{})
+		x := start(t, watcher.Config{})
 		x.expectCall(`Watch rv="" sendInitialEvents`)
 		w := x.lw.PushWatch()
 		w.Action(apiwatch.Bookmark, endBookmark("10"))
@@ -385,24 +385,24 @@ func TestReflector_RunAgain_StartsWithASnapshotAtTheLastRV(t *testing.T) {
 
 func TestReflector_NilWatchWithoutError_IsReported(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lw := watch.Funcs[cm]{
-			ListFunc: func(context.Context, metav1.ListOptions) (watch.ListPage[cm], error) {
-				return watch.ListPage[cm]{ResourceVersion: "1"}, nil
+		lw := watcher.Funcs[cm]{
+			ListFunc: func(context.Context, metav1.ListOptions) (watcher.ListPage[cm], error) {
+				return watcher.ListPage[cm]{ResourceVersion: "1"}, nil
 			},
 			WatchFunc: func(context.Context, metav1.ListOptions) (apiwatch.Interface, error) { return nil, nil },
 		}
 		errs := make(chan error, 10)
-		r := watch.NewReflector[cm](lw, watch.Config{InitialList: watch.InitialListPaginated, Logger: quiet(),
+		r := watcher.NewReflector[cm](lw, watcher.Config{InitialList: watcher.InitialListPaginated, Logger: quiet(),
 			Registerer: prometheus.NewRegistry(), OnError: func(err error) { errs <- err }})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx, func(watch.Event[cm]) {}) }()
+		go func() { done <- r.Run(ctx, func(watcher.Event[cm]) {}) }()
 		synctest.Wait()
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("Run = %v", err)
 		}
-		if len(errs) == 0 || !errors.Is(<-errs, watch.ErrUnexpectedObject) {
+		if len(errs) == 0 || !errors.Is(<-errs, watcher.ErrUnexpectedObject) {
 			t.Fatalf("a nil watch was not reported as ErrUnexpectedObject")
 		}
 	})
@@ -412,7 +412,7 @@ func TestReflector_NilWatchWithoutError_IsReported(t *testing.T) {
 // drops one, nothing in Run (which is blocked on the next event) holds it.
 func TestReflector_HoldsNoReferenceToEmittedObjects(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watch.Config{})
+		x := start(t, watcher.Config{})
 		x.expectCall(`Watch rv="" sendInitialEvents`)
 		w := x.lw.PushWatch()
 		var refs []weak.Pointer[corev1.ConfigMap]
@@ -444,11 +444,11 @@ func TestReflector_HoldsNoReferenceToEmittedObjects(t *testing.T) {
 func TestReflector_Metrics_CountCallsAndEventsByType(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		x := start(t, watch.Config{Name: "cms", Registerer: reg})
+		x := start(t, watcher.Config{Name: "cms", Registerer: reg})
 		x.expectCall(`Watch rv="" sendInitialEvents`)
 		x.lw.PushWatchError(errInvalid)
 		x.expectCall(`List rv="0" limit=500`)
-		x.lw.PushList(watch.ListPage[cm]{Items: []cm{obj("a", "3"), obj("b", "4")}, ResourceVersion: "10"}, nil)
+		x.lw.PushList(watcher.ListPage[cm]{Items: []cm{obj("a", "3"), obj("b", "4")}, ResourceVersion: "10"}, nil)
 		x.expectCall(`Watch rv="10"`)
 		w := x.lw.PushWatch()
 		w.Add(obj("c", "12"))

@@ -1,4 +1,4 @@
-package watch_test
+package watcher_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	metadatafake "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/rest"
 
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 var cmGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
@@ -45,7 +45,7 @@ func TestFromClient_AddsSelectorsAndKeepsTheReflectorsOptions(t *testing.T) {
 		ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "next"},
 		Items:    []corev1.ConfigMap{*obj("a", "40"), *obj("b", "41")},
 	}}
-	lw := watch.FromClient[*corev1.ConfigMap](c, watch.Options{LabelSelector: "app=web", FieldSelector: "metadata.name!=x"})
+	lw := watcher.FromClient[*corev1.ConfigMap](c, watcher.Options{LabelSelector: "app=web", FieldSelector: "metadata.name!=x"})
 
 	p, err := lw.List(t.Context(), metav1.ListOptions{ResourceVersion: "0", Limit: 500})
 	if err != nil {
@@ -77,7 +77,7 @@ func TestFromClient_WorksWithAClientsetAndItsSelectors(t *testing.T) {
 	web := obj("web", "")
 	web.Labels = map[string]string{"app": "web"}
 	cs := fake.NewClientset(web, obj("db", ""))
-	lw := watch.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), watch.Options{LabelSelector: "app=web"})
+	lw := watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), watcher.Options{LabelSelector: "app=web"})
 	p, err := lw.List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -90,16 +90,16 @@ func TestFromClient_WorksWithAClientsetAndItsSelectors(t *testing.T) {
 func TestFromClient_PanicsOnMisuse(t *testing.T) {
 	for name, f := range map[string]func(){
 		"namespace in options": func() {
-			watch.FromClient[*corev1.ConfigMap](fake.NewClientset().CoreV1().ConfigMaps("ns"), watch.Options{Namespace: "ns"})
+			watcher.FromClient[*corev1.ConfigMap](fake.NewClientset().CoreV1().ConfigMaps("ns"), watcher.Options{Namespace: "ns"})
 		},
 		"list of another type": func() {
-			watch.FromClient[*corev1.Secret](fake.NewClientset().CoreV1().ConfigMaps("ns"), watch.Options{})
+			watcher.FromClient[*corev1.Secret](fake.NewClientset().CoreV1().ConfigMaps("ns"), watcher.Options{})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
 				if r := recover(); r == nil || !strings.Contains(r.(string), "watch.FromClient") {
-					t.Fatalf("recovered %v, want a watch.FromClient panic", r)
+					t.Fatalf("recovered %v, want a watcher.FromClient panic", r)
 				}
 			}()
 			f()
@@ -118,7 +118,7 @@ func TestFromDynamic_ListsAndWatchesUnstructuredInANamespace(t *testing.T) {
 	}
 	c := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{cmGVR: "ConfigMapList"}, u("ns", "a"), u("other", "b"))
-	lw := watch.FromDynamic(c, cmGVR, watch.Options{Namespace: "ns"})
+	lw := watcher.FromDynamic(c, cmGVR, watcher.Options{Namespace: "ns"})
 	p, err := lw.List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestFromMetadata_ListsPartialObjectMetadata(t *testing.T) {
 		}
 	}
 	c := metadatafake.NewSimpleMetadataClient(scheme, m("a"), m("b"))
-	lw := watch.FromMetadata(c, cmGVR, watch.Options{Namespace: "ns"})
+	lw := watcher.FromMetadata(c, cmGVR, watcher.Options{Namespace: "ns"})
 	p, err := lw.List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -176,15 +176,15 @@ func TestFromMetadata_ListsPartialObjectMetadata(t *testing.T) {
 
 func TestForResource_RejectsATypeTheSchemeDoesNotKnowAtThatVersion(t *testing.T) {
 	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
-	_, err := watch.ForResource[*corev1.ConfigMap](cfg, runtime.NewScheme(), cmGVR, watch.Options{})
+	_, err := watcher.ForResource[*corev1.ConfigMap](cfg, runtime.NewScheme(), cmGVR, watcher.Options{})
 	if err == nil {
 		t.Fatal("an empty scheme was accepted")
 	}
-	_, err = watch.ForResource[*corev1.ConfigMap](cfg, kscheme.Scheme, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "configmaps"}, watch.Options{})
+	_, err = watcher.ForResource[*corev1.ConfigMap](cfg, kscheme.Scheme, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "configmaps"}, watcher.Options{})
 	if err == nil || !strings.Contains(err.Error(), "does not register") {
 		t.Fatalf("wrong group accepted or unclear error: %v", err)
 	}
-	if _, err := watch.ForResource[*corev1.ConfigMap](cfg, kscheme.Scheme, cmGVR, watch.Options{}); err != nil {
+	if _, err := watcher.ForResource[*corev1.ConfigMap](cfg, kscheme.Scheme, cmGVR, watcher.Options{}); err != nil {
 		t.Fatalf("ConfigMaps with the client-go scheme: %v", err)
 	}
 }

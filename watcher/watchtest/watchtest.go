@@ -1,5 +1,5 @@
-// Package watchtest provides a scripted watch.ListerWatcher for unit tests of
-// code that runs a watch.Reflector (informers, caches): the test decides what
+// Package watchtest provides a scripted watcher.ListerWatcher for unit tests of
+// code that runs a watcher.Reflector (informers, caches): the test decides what
 // every List and Watch call returns, and in which order, and sees the options
 // of every call.
 //
@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // Method names a ListerWatcher method in a Call.
@@ -47,8 +47,8 @@ func (c Call) String() string {
 	return s
 }
 
-type listResponse[T watch.Object] struct {
-	page watch.ListPage[T]
+type listResponse[T watcher.Object] struct {
+	page watcher.ListPage[T]
 	err  error
 }
 
@@ -57,11 +57,11 @@ type watchResponse struct {
 	err error
 }
 
-// ListerWatcher is a scripted watch.ListerWatcher. Each List (Watch) call
+// ListerWatcher is a scripted watcher.ListerWatcher. Each List (Watch) call
 // records a Call and returns the next response queued with PushList
 // (PushWatch), waiting for one if none is queued, until its ctx is done.
 // Up to 1024 calls and 1024 responses of each kind can be pending.
-type ListerWatcher[T watch.Object] struct {
+type ListerWatcher[T watcher.Object] struct {
 	calls   chan Call
 	lists   chan listResponse[T]
 	watches chan watchResponse
@@ -72,7 +72,7 @@ type ListerWatcher[T watch.Object] struct {
 
 // New returns an empty script. Create it inside the synctest bubble when the
 // test uses testing/synctest, so that blocked calls count as durably blocked.
-func New[T watch.Object]() *ListerWatcher[T] {
+func New[T watcher.Object]() *ListerWatcher[T] {
 	return &ListerWatcher[T]{
 		calls:   make(chan Call, 1024),
 		lists:   make(chan listResponse[T], 1024),
@@ -80,20 +80,20 @@ func New[T watch.Object]() *ListerWatcher[T] {
 	}
 }
 
-var _ watch.ListerWatcher[*metav1.PartialObjectMetadata] = (*ListerWatcher[*metav1.PartialObjectMetadata])(nil)
+var _ watcher.ListerWatcher[*metav1.PartialObjectMetadata] = (*ListerWatcher[*metav1.PartialObjectMetadata])(nil)
 
-// List implements watch.ListerWatcher.
-func (f *ListerWatcher[T]) List(ctx context.Context, opts metav1.ListOptions) (watch.ListPage[T], error) {
+// List implements watcher.ListerWatcher.
+func (f *ListerWatcher[T]) List(ctx context.Context, opts metav1.ListOptions) (watcher.ListPage[T], error) {
 	f.record(Call{Method: List, Options: opts})
 	select {
 	case <-ctx.Done():
-		return watch.ListPage[T]{}, ctx.Err()
+		return watcher.ListPage[T]{}, ctx.Err()
 	case r := <-f.lists:
 		return r.page, r.err
 	}
 }
 
-// Watch implements watch.ListerWatcher.
+// Watch implements watcher.ListerWatcher.
 func (f *ListerWatcher[T]) Watch(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {
 	f.record(Call{Method: Watch, Options: opts})
 	select {
@@ -112,7 +112,7 @@ func (f *ListerWatcher[T]) record(c Call) {
 }
 
 // PushList queues the response of a List call: a page, or an error.
-func (f *ListerWatcher[T]) PushList(page watch.ListPage[T], err error) {
+func (f *ListerWatcher[T]) PushList(page watcher.ListPage[T], err error) {
 	f.lists <- listResponse[T]{page: page, err: err}
 }
 

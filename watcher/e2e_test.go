@@ -1,4 +1,4 @@
-package watch_test
+package watcher_test
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/watch"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // End-to-end tests against a real etcd and kube-apiserver (package testenv;
@@ -35,14 +35,14 @@ import (
 const e2eLabel = "kloop.dev/e2e=watch"
 
 // spy records the calls a reflector makes through a ListerWatcher.
-type spy[T watch.Object] struct {
+type spy[T watcher.Object] struct {
 	mu    sync.Mutex
 	calls []string
 }
 
-func (s *spy[T]) wrap(lw watch.ListerWatcher[T]) watch.ListerWatcher[T] {
-	return watch.Funcs[T]{
-		ListFunc: func(ctx context.Context, o metav1.ListOptions) (watch.ListPage[T], error) {
+func (s *spy[T]) wrap(lw watcher.ListerWatcher[T]) watcher.ListerWatcher[T] {
+	return watcher.Funcs[T]{
+		ListFunc: func(ctx context.Context, o metav1.ListOptions) (watcher.ListPage[T], error) {
 			s.record(fmt.Sprintf("list rv=%q limit=%d continue=%t", o.ResourceVersion, o.Limit, o.Continue != ""))
 			return lw.List(ctx, o)
 		},
@@ -70,17 +70,17 @@ func (s *spy[T]) snapshot() []string {
 }
 
 // live is a reflector running against the API server, its events on a channel.
-type live[T watch.Object] struct {
+type live[T watcher.Object] struct {
 	t      *testing.T
-	r      *watch.Reflector[T]
-	events chan watch.Event[T]
+	r      *watcher.Reflector[T]
+	events chan watcher.Event[T]
 	errs   chan error
 	stop   func()
 }
 
-func runLive[T watch.Object](t *testing.T, lw watch.ListerWatcher[T], cfg watch.Config) *live[T] {
+func runLive[T watcher.Object](t *testing.T, lw watcher.ListerWatcher[T], cfg watcher.Config) *live[T] {
 	t.Helper()
-	l := &live[T]{t: t, events: make(chan watch.Event[T], 10000), errs: make(chan error, 100)}
+	l := &live[T]{t: t, events: make(chan watcher.Event[T], 10000), errs: make(chan error, 100)}
 	cfg.Logger = quiet()
 	cfg.Registerer = prometheus.NewRegistry()
 	cfg.OnError = func(err error) {
@@ -89,11 +89,11 @@ func runLive[T watch.Object](t *testing.T, lw watch.ListerWatcher[T], cfg watch.
 		default:
 		}
 	}
-	l.r = watch.NewReflector(lw, cfg)
+	l.r = watcher.NewReflector(lw, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- l.r.Run(ctx, func(e watch.Event[T]) {
+		done <- l.r.Run(ctx, func(e watcher.Event[T]) {
 			select {
 			case l.events <- e:
 			case <-ctx.Done():
@@ -119,13 +119,13 @@ func runLive[T watch.Object](t *testing.T, lw watch.ListerWatcher[T], cfg watch.
 }
 
 // next returns the next event that is not a bookmark.
-func (l *live[T]) next(what string, within time.Duration) watch.Event[T] {
+func (l *live[T]) next(what string, within time.Duration) watcher.Event[T] {
 	l.t.Helper()
 	timeout := time.After(within)
 	for {
 		select {
 		case e := <-l.events:
-			if e.Type != watch.Bookmark {
+			if e.Type != watcher.Bookmark {
 				return e
 			}
 		case <-timeout:
@@ -137,16 +137,16 @@ func (l *live[T]) next(what string, within time.Duration) watch.Event[T] {
 // snapshot waits for a complete snapshot and returns names → resourceVersions.
 func (l *live[T]) snapshot(within time.Duration) (map[string]string, string) {
 	l.t.Helper()
-	if e := l.next("RelistStart", within); e.Type != watch.RelistStart {
+	if e := l.next("RelistStart", within); e.Type != watcher.RelistStart {
 		l.t.Fatalf("got %s, want RelistStart", e.Type)
 	}
 	items := map[string]string{}
 	for {
 		e := l.next("the rest of the snapshot", within)
 		switch e.Type {
-		case watch.RelistItem:
+		case watcher.RelistItem:
 			items[e.Object.GetName()] = e.ResourceVersion
-		case watch.RelistDone:
+		case watcher.RelistDone:
 			if e.ResourceVersion == "" {
 				l.t.Fatalf("RelistDone without a resourceVersion")
 			}
@@ -204,10 +204,10 @@ func TestE2E(t *testing.T) {
 	}
 
 	t.Run("ListsAndWatchesConfigMapsInEveryInitialListMode", func(t *testing.T) {
-		for _, mode := range []watch.InitialListMode{watch.InitialListAuto, watch.InitialListStreaming, watch.InitialListPaginated} {
+		for _, mode := range []watcher.InitialListMode{watcher.InitialListAuto, watcher.InitialListStreaming, watcher.InitialListPaginated} {
 			t.Run(mode.String(), func(t *testing.T) {
 				ctx := e2eContext(t, 2*time.Minute)
-				ns := "watch-modes-" + map[watch.InitialListMode]string{watch.InitialListAuto: "auto", watch.InitialListStreaming: "streaming", watch.InitialListPaginated: "paginated"}[mode]
+				ns := "watch-modes-" + map[watcher.InitialListMode]string{watcher.InitialListAuto: "auto", watcher.InitialListStreaming: "streaming", watcher.InitialListPaginated: "paginated"}[mode]
 				newNamespace(t, ctx, cs, ns, "a", "b", "c", "d", "e")
 				// Not labelled: the selector must keep it out.
 				if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unlabelled"}}, metav1.CreateOptions{}); err != nil {
@@ -215,8 +215,8 @@ func TestE2E(t *testing.T) {
 				}
 
 				var s spy[*corev1.ConfigMap]
-				lw := s.wrap(watch.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), watch.Options{LabelSelector: e2eLabel}))
-				l := runLive(t, lw, watch.Config{Name: "configmaps", InitialList: mode, PageSize: 2})
+				lw := s.wrap(watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), watcher.Options{LabelSelector: e2eLabel}))
+				l := runLive(t, lw, watcher.Config{Name: "configmaps", InitialList: mode, PageSize: 2})
 
 				items, rv := l.snapshot(time.Minute)
 				if got := slices.Sorted(maps.Keys(items)); !slices.Equal(got, []string{"a", "b", "c", "d", "e"}) {
@@ -240,9 +240,9 @@ func TestE2E(t *testing.T) {
 				}
 				last := rvNum(t, rv)
 				for _, want := range []struct {
-					typ  watch.EventType
+					typ  watcher.EventType
 					name string
-				}{{watch.Added, "f"}, {watch.Modified, "a"}, {watch.Deleted, "b"}} {
+				}{{watcher.Added, "f"}, {watcher.Modified, "a"}, {watcher.Deleted, "b"}} {
 					e := l.next(fmt.Sprintf("%s %s", want.typ, want.name), 30*time.Second)
 					if e.Type != want.typ || e.Object.GetName() != want.name {
 						t.Fatalf("event %s %s, want %s %s", e.Type, e.Object.GetName(), want.typ, want.name)
@@ -256,7 +256,7 @@ func TestE2E(t *testing.T) {
 
 				calls := s.snapshot()
 				switch mode {
-				case watch.InitialListPaginated:
+				case watcher.InitialListPaginated:
 					// A list at "0" with a limit; the watch cache may answer it in
 					// one page (it ignores limits at "0") or page it. Then a
 					// plain watch from the list's resourceVersion.
@@ -330,11 +330,11 @@ func TestE2E(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := runLive(t, watch.FromClient[*corev1.ConfigMap](nobody.CoreV1().ConfigMaps("default"), watch.Options{}), watch.Config{Name: "configmaps"})
+		l := runLive(t, watcher.FromClient[*corev1.ConfigMap](nobody.CoreV1().ConfigMaps("default"), watcher.Options{}), watcher.Config{Name: "configmaps"})
 		select {
 		case err := <-l.errs:
-			var oe *watch.OpError
-			if !apierrors.IsForbidden(err) || !errors.As(err, &oe) || oe.Op != watch.OpList {
+			var oe *watcher.OpError
+			if !apierrors.IsForbidden(err) || !errors.As(err, &oe) || oe.Op != watcher.OpList {
 				t.Fatalf("first error %v, want a forbidden list *OpError (the watch-list 403 falls back to LIST)", err)
 			}
 			t.Logf("reported: %v", err)
@@ -350,7 +350,7 @@ func TestE2E(t *testing.T) {
 		ctx := e2eContext(t, 2*time.Minute)
 		ns := "watch-clients"
 		newNamespace(t, ctx, cs, ns, "x", "y")
-		opts := watch.Options{Namespace: ns, LabelSelector: e2eLabel}
+		opts := watcher.Options{Namespace: ns, LabelSelector: e2eLabel}
 		dyn, err := dynamic.NewForConfig(env.Config)
 		if err != nil {
 			t.Fatal(err)
@@ -359,13 +359,13 @@ func TestE2E(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rest, err := watch.ForResource[*corev1.ConfigMap](env.Config, kscheme.Scheme, cmGVR, opts)
+		rest, err := watcher.ForResource[*corev1.ConfigMap](env.Config, kscheme.Scheme, cmGVR, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ld := runLive(t, watch.FromDynamic(dyn, cmGVR, opts), watch.Config{})
-		lm := runLive(t, watch.FromMetadata(md, cmGVR, opts), watch.Config{})
-		lr := runLive(t, rest, watch.Config{})
+		ld := runLive(t, watcher.FromDynamic(dyn, cmGVR, opts), watcher.Config{})
+		lm := runLive(t, watcher.FromMetadata(md, cmGVR, opts), watcher.Config{})
+		lr := runLive(t, rest, watcher.Config{})
 
 		want := []string{"x", "y"}
 		d, _ := ld.snapshot(time.Minute)
@@ -380,22 +380,22 @@ func TestE2E(t *testing.T) {
 		if _, err := cs.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "holder"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		leases, err := watch.ForResource[*coordinationv1.Lease](env.Config, kscheme.Scheme, coordinationv1.SchemeGroupVersion.WithResource("leases"), watch.Options{Namespace: ns})
+		leases, err := watcher.ForResource[*coordinationv1.Lease](env.Config, kscheme.Scheme, coordinationv1.SchemeGroupVersion.WithResource("leases"), watcher.Options{Namespace: ns})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := runLive(t, leases, watch.Config{}).snapshot(time.Minute); len(got) != 1 || got["holder"] == "" {
+		if got, _ := runLive(t, leases, watcher.Config{}).snapshot(time.Minute); len(got) != 1 || got["holder"] == "" {
 			t.Errorf("lease snapshot %v, want the one lease", got)
 		}
 
 		createCM(t, ctx, cs, ns, "z")
-		if e := ld.next("Added z", 30*time.Second); e.Type != watch.Added || e.Object.GetName() != "z" || e.Object.Object["data"] == nil {
+		if e := ld.next("Added z", 30*time.Second); e.Type != watcher.Added || e.Object.GetName() != "z" || e.Object.Object["data"] == nil {
 			t.Errorf("dynamic: %s %s (data %v), want Added z with its data", e.Type, e.Object.GetName(), e.Object.Object["data"])
 		}
-		if e := lm.next("Added z", 30*time.Second); e.Type != watch.Added || e.Object.GetName() != "z" {
+		if e := lm.next("Added z", 30*time.Second); e.Type != watcher.Added || e.Object.GetName() != "z" {
 			t.Errorf("metadata: %s %s, want Added z", e.Type, e.Object.GetName())
 		}
-		if e := lr.next("Added z", 30*time.Second); e.Type != watch.Added || e.Object.GetName() != "z" || e.Object.Data["v"] != "1" {
+		if e := lr.next("Added z", 30*time.Second); e.Type != watcher.Added || e.Object.GetName() != "z" || e.Object.Data["v"] != "1" {
 			t.Errorf("rest: %s %s, want Added z with its data", e.Type, e.Object.GetName())
 		}
 	})
@@ -406,10 +406,10 @@ func TestE2E(t *testing.T) {
 		ns := "watch-compaction"
 		newNamespace(t, ctx, cs, ns, "p", "q")
 		newNamespace(t, ctx, cs, "watch-compaction-other")
-		opts := watch.Options{LabelSelector: e2eLabel}
-		streaming := runLive(t, watch.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), opts), watch.Config{InitialList: watch.InitialListStreaming})
+		opts := watcher.Options{LabelSelector: e2eLabel}
+		streaming := runLive(t, watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), opts), watcher.Config{InitialList: watcher.InitialListStreaming})
 		var s spy[*corev1.ConfigMap]
-		paginated := runLive(t, s.wrap(watch.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), opts)), watch.Config{InitialList: watch.InitialListPaginated, PageSize: 1})
+		paginated := runLive(t, s.wrap(watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), opts)), watcher.Config{InitialList: watcher.InitialListPaginated, PageSize: 1})
 		_, rvS := streaming.snapshot(time.Minute)
 		_, rvP := paginated.snapshot(time.Minute)
 
@@ -448,7 +448,7 @@ func TestE2E(t *testing.T) {
 		// And the watches work again.
 		createCM(t, ctx, cs, ns, "r")
 		for name, l := range map[string]*live[*corev1.ConfigMap]{"streaming": streaming, "paginated": paginated} {
-			if e := l.next("Added r", 30*time.Second); e.Type != watch.Added || e.Object.GetName() != "r" {
+			if e := l.next("Added r", 30*time.Second); e.Type != watcher.Added || e.Object.GetName() != "r" {
 				t.Errorf("%s: %s %s after the relist, want Added r", name, e.Type, e.Object.GetName())
 			}
 		}
@@ -468,14 +468,14 @@ func TestE2E_FallsBackToPaginatedListWhenTheServerHasNoWatchList(t *testing.T) {
 	newNamespace(t, ctx, cs, "watch-fallback", "a", "b")
 
 	var s spy[*corev1.ConfigMap]
-	lw := s.wrap(watch.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("watch-fallback"), watch.Options{LabelSelector: e2eLabel}))
-	l := runLive(t, lw, watch.Config{})
+	lw := s.wrap(watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("watch-fallback"), watcher.Options{LabelSelector: e2eLabel}))
+	l := runLive(t, lw, watcher.Config{})
 	items, rv := l.snapshot(time.Minute)
 	if names := slices.Sorted(maps.Keys(items)); !slices.Equal(names, []string{"a", "b"}) {
 		t.Fatalf("snapshot %v, want a, b", names)
 	}
 	createCM(t, ctx, cs, "watch-fallback", "c")
-	if e := l.next("Added c", 30*time.Second); e.Type != watch.Added || e.Object.Name != "c" {
+	if e := l.next("Added c", 30*time.Second); e.Type != watcher.Added || e.Object.Name != "c" {
 		t.Fatalf("%s %s, want Added c", e.Type, e.Object.Name)
 	}
 	want := []string{`watch-list rv=""`, `list rv="0" limit=500 continue=false`, fmt.Sprintf("watch rv=%q", rv)}
