@@ -62,7 +62,7 @@ func (s *fakeSource) setErr(err error) {
 	s.mu.Unlock()
 }
 
-func (s *fakeSource) send(evs ...watch.Event[*corev1.ConfigMap]) {
+func (s *fakeSource) send(evs ...watcher.Event[*corev1.ConfigMap]) {
 	for _, e := range evs {
 		s.ch <- e
 	}
