@@ -1,0 +1,69 @@
+package kloop
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Options configures an App. The zero value works: the built-in types of
+// client-go's scheme, every namespace, slog.Default(), the kloop metrics
+// registry, no HTTP server and no leader election.
+type Options struct {
+	// Name names the program: it is the field manager of its writes, the
+	// source of its events, the default leader-election lease name and the
+	// "app" attribute of its logs. Default "kloop".
+	Name string
+
+	// Scheme maps Go types to API kinds. It must hold every type the App
+	// handles (Objects) with its list type. Default: client-go's scheme of
+	// the built-in types. For custom resources build one with both.
+	Scheme *runtime.Scheme
+
+	// Namespace limits every informer to one namespace; "" means all
+	// namespaces. Cluster-scoped kinds are always watched whole.
+	Namespace string
+
+	// Logger receives every component's logs. Default slog.Default().
+	Logger *slog.Logger
+
+	// Registry is where every component registers its metrics and what
+	// /metrics serves. Default: the kloop registry (metrics.Registry).
+	Registry *prometheus.Registry
+
+	// MetricsAddr is where /metrics is served, for example ":8080" or
+	// "127.0.0.1:0". "" or "0" means off.
+	MetricsAddr string
+	// HealthAddr is where /healthz and /readyz are served. "" or "0" means
+	// off. It may equal MetricsAddr: then one server serves all three.
+	HealthAddr string
+
+	// LeaderElection, if set, runs controllers only while this replica
+	// holds a coordination.k8s.io Lease. Informers run on every replica,
+	// so a standby has warm caches when it takes over.
+	LeaderElection *LeaderElection
+
+	// ShutdownTimeout bounds the stop once the context is done. Default
+	// 30s (manager.DefaultShutdownTimeout).
+	ShutdownTimeout time.Duration
+}
+
+// LeaderElection configures the App's leader election. The defaults are
+// controller-runtime's.
+type LeaderElection struct {
+	// Namespace of the Lease. Default: the App's Namespace, else the
+	// namespace of the pod's service account when running in a cluster;
+	// New fails, saying so, when neither is known.
+	Namespace string
+	// ID is the Lease's name. Default: Options.Name + "-leader".
+	ID string
+	// Identity names this replica in the Lease. Default: host name and a
+	// random suffix.
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod: defaults 15s, 10s, 2s.
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+}
