@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	apisharding "k8s.io/apimachinery/pkg/sharding"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestHash_IsTheAPIServersFNV1a(t *testing.T) {
