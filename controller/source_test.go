@@ -122,7 +122,7 @@ func runWithInformer(t *testing.T, src *scripted, sources func(inf *informer.Inf
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := inf.Run(ctx); err != nil {
+		if err := inf.Start(ctx); err != nil {
 			t.Errorf("informer Run: %v", err)
 		}
 	})

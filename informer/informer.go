@@ -94,12 +94,12 @@ type Informer[T watcher.Object] struct {
 	listeners  []*listener[T]
 	synced     bool
 	syncedCh   chan struct{}
-	stoppedCh  chan struct{} // closed when Run returns
+	stoppedCh  chan struct{} // closed when Start returns
 
 	// Lifecycle.
 	mu      sync.Mutex
 	state   runState
-	runCtx  context.Context // Run's own context, while running
+	runCtx  context.Context // Start's own context, while running
 	wg      sync.WaitGroup
 	handled int // registrations so far, for default names
 }
@@ -112,7 +112,7 @@ const (
 	stateStopped
 )
 
-// New returns an informer over src. It starts nothing; call Run.
+// New returns an informer over src. It starts nothing; call Start.
 func New[T watcher.Object](src Source[T], opts Options[T]) (*Informer[T], error) {
 	if src == nil {
 		return nil, errors.New("informer: nil Source")
@@ -240,11 +240,11 @@ func (inf *Informer[T]) waitFor(ctx context.Context, synced <-chan struct{}, wha
 	return &SyncError{Informer: what, Err: cause, Waited: waited}
 }
 
-// Run runs the informer until ctx is done: the Source, the goroutine that
+// Start runs the informer until ctx is done: the Source, the goroutine that
 // applies its events to the cache, and one goroutine per handler. It
 // returns when all of them have exited: nil when ctx ended it, the Source's
 // error if it failed to run, ErrAlreadyStarted on a second call.
-func (inf *Informer[T]) Run(ctx context.Context) error {
+func (inf *Informer[T]) Start(ctx context.Context) error {
 	inf.mu.Lock()
 	if inf.state != stateNew {
 		inf.mu.Unlock()
@@ -278,7 +278,7 @@ func (inf *Informer[T]) Run(ctx context.Context) error {
 	return nil
 }
 
-// startLocked starts l's goroutine. Caller holds mu, and Run is running.
+// startLocked starts l's goroutine. Caller holds mu, and Start is running.
 func (inf *Informer[T]) startLocked(l *listener[T]) {
 	if l.started || l.removed {
 		return
@@ -406,7 +406,7 @@ func (inf *Informer[T]) fanOut(k cache.Key, n note[T]) {
 // first gets the current contents of the cache as OnAdd(obj, true);
 // otherwise it gets the first snapshot like every other handler. It can be
 // called before or while the informer runs, and fails with ErrStopped after
-// Run has returned.
+// Start has returned.
 func (inf *Informer[T]) AddHandler(h Handler[T], opts HandlerOptions) (*Registration, error) {
 	if h == nil {
 		return nil, errors.New("informer: nil Handler")

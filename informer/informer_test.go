@@ -100,11 +100,11 @@ func start(t *testing.T, opts Options[*corev1.ConfigMap], before ...func(*Inform
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- inf.Run(ctx) }()
+	go func() { done <- inf.Start(ctx) }()
 	h.stop = func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
+			t.Errorf("Start: %v", err)
 		}
 	}
 	return h
@@ -542,7 +542,7 @@ func TestInformer_RunsOnceAndRefusesHandlersAfterStopping(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Options[*corev1.ConfigMap]{})
 		synctest.Wait()
-		if err := h.inf.Run(t.Context()); !errors.Is(err, ErrAlreadyStarted) {
+		if err := h.inf.Start(t.Context()); !errors.Is(err, ErrAlreadyStarted) {
 			t.Errorf("second Run: %v, want ErrAlreadyStarted", err)
 		}
 		h.stop()

@@ -53,14 +53,14 @@ type Options struct {
 	FieldSelector string
 	// DropManagedFields asks for objects without metadata.managedFields,
 	// which controllers rarely read and which are often the largest part
-	// of an object's metadata. ForResource, when it reads protobuf, skips
+	// of an object's metadata. FromResource, when it reads protobuf, skips
 	// them while decoding, so they are never allocated; the other
 	// constructors ignore it (the informer package strips them after
 	// decoding in any case, unless told to keep them).
 	DropManagedFields bool
 	// ShareLabels lets objects with identical labels share one map instead
 	// of each having its own, and saves decoding them again and again.
-	// Like DropManagedFields it takes effect in ForResource with protobuf
+	// Like DropManagedFields it takes effect in FromResource with protobuf
 	// only. The objects' labels must then be treated as read-only: changing
 	// one object's labels in place would change them for the others. An
 	// informer's cache is read-only anyway (the informer package shares

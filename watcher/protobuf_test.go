@@ -55,7 +55,7 @@ func encodeProto(t testing.TB, obj runtime.Object, gvk schema.GroupVersionKind) 
 	return b.Bytes()
 }
 
-// stockDecoder is what ForResource's client decodes objects with without
+// stockDecoder is what FromResource's client decodes objects with without
 // the fast path.
 func stockDecoder() runtime.Decoder {
 	return runtime.WithoutVersionDecoder{Decoder: protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme)}

@@ -76,7 +76,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	log := opts.Logger
 
 	factory := informer.NewFactory(cfg, informer.FactoryOptions{Logger: log, Registerer: opts.Registerer})
-	pods, err := informer.For[*corev1.Pod](factory, informer.Scope{Namespace: opts.Namespace})
+	pods, err := informer.Of[*corev1.Pod](factory, informer.Scope{Namespace: opts.Namespace})
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@
 //	is measured.
 //
 // Each side is used with its default configuration: kloop's
-// informer.For[*corev1.ConfigMap] (protobuf, streaming list, managedFields
+// informer.Of[*corev1.ConfigMap] (protobuf, streaming list, managedFields
 // stripped, repeated metadata shared between objects, the built-in
 // namespace grouping) and client-go's SharedInformerFactory ConfigMap
 // informer (protobuf, streaming list, namespace indexer). Both register one
@@ -21,7 +21,7 @@
 //     HeapAlloc after two forced GCs with the informer running, minus
 //     HeapAlloc after two forced GCs before it started, divided by N.
 //   - informer-metadata-bytes-per-object: the same for kloop's metadata-only
-//     informer (informer.ForMetadata), against client-go's default full
+//     informer (informer.OfMetadata), against client-go's default full
 //     informer: what a controller that needs only names, labels and owners
 //     pays with each.
 //   - informer-event-latency-p99: both informers run at once and see the
@@ -300,7 +300,7 @@ func measure(ctx context.Context, cfg *rest.Config, s side, n int) (measurement,
 
 func runKloop(cfg *rest.Config) (<-chan struct{}, <-chan struct{}, any, func(), error) {
 	f := informer.NewFactory(cfg, kloopOptions())
-	inf, err := informer.For[*corev1.ConfigMap](f, informer.Scope{Namespace: namespace})
+	inf, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: namespace})
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -314,7 +314,7 @@ func runKloop(cfg *rest.Config) (<-chan struct{}, <-chan struct{}, any, func(), 
 
 func runKloopMetadata(cfg *rest.Config) (<-chan struct{}, <-chan struct{}, any, func(), error) {
 	f := informer.NewFactory(cfg, kloopOptions())
-	inf, err := informer.ForMetadata(f, corev1.SchemeGroupVersion.WithResource("configmaps"), informer.Scope{Namespace: namespace})
+	inf, err := informer.OfMetadata(f, corev1.SchemeGroupVersion.WithResource("configmaps"), informer.Scope{Namespace: namespace})
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -390,7 +390,7 @@ func latency(ctx context.Context, cfg *rest.Config, kc kubernetes.Interface, n, 
 	kr, pr := newRec(), newRec()
 
 	kf := informer.NewFactory(cfg, kloopOptions())
-	kinf, err := informer.For[*corev1.ConfigMap](kf, informer.Scope{Namespace: namespace})
+	kinf, err := informer.Of[*corev1.ConfigMap](kf, informer.Scope{Namespace: namespace})
 	if err != nil {
 		return nil, nil, err
 	}
