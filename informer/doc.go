@@ -49,7 +49,7 @@
 //   - Start returns only when every goroutine it started has exited. No
 //     constructor starts a goroutine.
 //   - managedFields are stripped before objects are queued or cached
-//     (Options.KeepManagedFields to keep them).
+//     (Memory.KeepManagedFields to keep them).
 //
 // # Not guaranteed
 //
@@ -79,7 +79,7 @@
 // closures, and the queues give their memory back once drained. By default
 // it strips managedFields and makes cached objects share metadata that
 // repeats between them (namespaces, label keys and values, whole label sets,
-// owner references; Options.DisableSharing turns that off). OfMetadata
+// owner references; Memory.Unshared turns that off). OfMetadata
 // caches only metadata, for controllers that need no more. Of and
 // OfResource ask for protobuf for the built-in types, as client-go's
 // generated clients do, and then decode watch events straight from the

@@ -798,7 +798,7 @@ func testCachedObjectsMatchTheServer(t *testing.T, cfg *rest.Config, cs kubernet
 	}
 	var sides []side
 	for _, keep := range []bool{false, true} {
-		f := informer.NewFactory(cfg, informer.FactoryOptions{KeepManagedFields: keep, Registerer: prometheus.NewRegistry()})
+		f := informer.NewFactory(cfg, informer.FactoryOptions{Memory: informer.Memory{KeepManagedFields: keep}, Registerer: prometheus.NewRegistry()})
 		inf, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
 		if err != nil {
 			t.Fatal(err)

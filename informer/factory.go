@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/kloop-dev/kloop/internal/lean"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -60,12 +61,9 @@ type FactoryOptions struct {
 	// Watch is the template of every informer's reflector configuration;
 	// Name, Logger and Registerer are filled in per informer.
 	Watch watcher.Config
-	// KeepManagedFields keeps metadata.managedFields in cached objects
-	// (see Options.KeepManagedFields). Default: stripped.
-	KeepManagedFields bool
-	// DisableSharing stops cached objects from sharing repeated metadata
-	// (see Options.DisableSharing). Default: shared.
-	DisableSharing bool
+	// Memory chooses how lean every informer's cached objects are (see
+	// Memory). The zero value is leanest.
+	Memory Memory
 	// Logger and Registerer are passed to every informer. Defaults:
 	// slog.Default() and the kloop metrics registry.
 	Logger     *slog.Logger
@@ -145,12 +143,13 @@ func OfResource[T interface {
 		if f.cfg == nil {
 			return nil, errors.New("informer: factory has no rest.Config")
 		}
-		// The informer strips managedFields unless told to keep them;
-		// skipping them while decoding saves allocating them at all.
-		o.DropManagedFields = !f.opts.KeepManagedFields
-		// Likewise the informer shares label sets unless told not to;
-		// sharing them while decoding saves allocating a map per object.
-		o.ShareLabels = !f.opts.DisableSharing
+		// The informer strips managedFields and shares label sets
+		// unless told not to; doing both while decoding saves allocating
+		// them at all.
+		o = lean.WithDecoding(o, lean.Decoding{
+			DropManagedFields: !f.opts.Memory.KeepManagedFields,
+			ShareLabels:       !f.opts.Memory.Unshared,
+		}).(watcher.Options)
 		return watcher.FromResource[T](preferProtobuf[T](f.cfg), f.opts.Scheme, gvr, o)
 	})
 }
@@ -226,11 +225,10 @@ func OfListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 	wcfg.Name = name
 	wcfg.Logger, wcfg.Registerer = f.opts.Logger, f.opts.Registerer
 	inf, err := NewForListerWatcher(lw, wcfg, Options[T]{
-		Name:              name,
-		KeepManagedFields: f.opts.KeepManagedFields,
-		DisableSharing:    f.opts.DisableSharing,
-		Logger:            f.opts.Logger,
-		Registerer:        f.opts.Registerer,
+		Name:       name,
+		Memory:     f.opts.Memory,
+		Logger:     f.opts.Logger,
+		Registerer: f.opts.Registerer,
 	})
 	if err != nil {
 		return nil, err

@@ -463,7 +463,7 @@ func TestInformer_StripsManagedFieldsByDefault(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		t.Run(fmt.Sprintf("KeepManagedFields=%v", keep), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := start(t, Options[*corev1.ConfigMap]{KeepManagedFields: keep, Transform: func(o *corev1.ConfigMap) *corev1.ConfigMap {
+				h := start(t, Options[*corev1.ConfigMap]{Memory: Memory{KeepManagedFields: keep}, Transform: func(o *corev1.ConfigMap) *corev1.ConfigMap {
 					o.Annotations = map[string]string{"transformed": "yes"}
 					return o
 				}})
@@ -586,9 +586,9 @@ func TestInformer_SharesRepeatedMetadataBetweenCachedObjectsUnlessDisabled(t *te
 		return nil
 	}
 	for _, disable := range []bool{false, true} {
-		t.Run(fmt.Sprintf("DisableSharing=%v", disable), func(t *testing.T) {
+		t.Run(fmt.Sprintf("Unshared=%v", disable), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := start(t, Options[*corev1.ConfigMap]{DisableSharing: disable})
+				h := start(t, Options[*corev1.ConfigMap]{Memory: Memory{Unshared: disable}})
 				defer h.stop()
 				objA := labelled("a", "1", "1")
 				decodedAnnotations := reflect.ValueOf(objA.Annotations).UnsafePointer()

@@ -94,7 +94,9 @@ func FromMetadata(c metadata.Interface, gvr schema.GroupVersionResource, opts Op
 // Requests use cfg's content type (JSON when unset, which custom resources
 // need). With protobuf, objects are decoded straight from LIST responses
 // and watch streams without intermediate copies, their namespace strings
-// are shared, and opts.DropManagedFields and opts.ShareLabels take effect.
+// are shared. Objects are decoded whole: an informer over FromResource
+// (informer.OfResource) is what leaves managedFields out and shares label
+// sets while decoding, as informer.Memory chooses.
 func FromResource[T interface {
 	*E
 	Object

@@ -246,7 +246,7 @@ func newTypedDecoder[T interface {
 	apiVersion, kind := gvk.ToAPIVersionAndKind()
 	d := &typedDecoder[T, E]{
 		Serializer: s, apiVersion: apiVersion, kind: kind, gvk: gvk,
-		dropManagedFields: opts.DropManagedFields, shareLabels: opts.ShareLabels,
+		dropManagedFields: opts.decoding.DropManagedFields, shareLabels: opts.decoding.ShareLabels,
 	}
 	if listType != nil {
 		items, err := itemsField[E](listType)

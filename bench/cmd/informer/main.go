@@ -79,7 +79,7 @@ func main() {
 	n := flag.Int("n", 20000, "ConfigMaps to seed")
 	rounds := flag.Int("rounds", 3, "sync/memory rounds (each measures every side once)")
 	updates := flag.Int("updates", 3000, "writes timed for the latency figure")
-	flag.BoolVar(&noSharing, "kloop-no-sharing", false, "turn off kloop's sharing of repeated metadata (informer.Options.DisableSharing), to see what it saves")
+	flag.BoolVar(&noSharing, "kloop-no-sharing", false, "turn off kloop's sharing of repeated metadata (informer.Memory.Unshared), to see what it saves")
 	flag.Var(&kloopList, "kloop-initial-list", "kloop's initial list mode: auto (the default), streaming or paginated")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "profiling aid: write a CPU profile of each side's sync to this path with the side's name appended")
 	flag.StringVar(&memProfile, "memprofile", "", "profiling aid: write a heap profile of each side, taken when its memory is measured, to this path with the side's name appended")
@@ -240,9 +240,9 @@ func (m *listMode) Set(s string) error {
 
 func kloopOptions() informer.FactoryOptions {
 	return informer.FactoryOptions{
-		Registerer:     prometheus.NewRegistry(),
-		Watch:          watcher.Config{InitialList: watcher.InitialListMode(kloopList)},
-		DisableSharing: noSharing,
+		Registerer: prometheus.NewRegistry(),
+		Watch:      watcher.Config{InitialList: watcher.InitialListMode(kloopList)},
+		Memory:     informer.Memory{Unshared: noSharing},
 	}
 }
 
