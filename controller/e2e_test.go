@@ -111,7 +111,7 @@ func TestOwns_EndToEnd_EnqueuesOwnerOfChangedDeletedAndRelistDeletedObjects(t *t
 	}
 	var tombstones atomic.Int32
 	countTombstones := func(ev controller.Event[*corev1.Secret]) bool {
-		if ev.Type == controller.Delete && ev.FinalStateUnknown {
+		if ev.Kind == cache.Deleted && ev.FinalStateUnknown {
 			tombstones.Add(1)
 		}
 		return true

@@ -188,7 +188,7 @@ func TestOwns_MapsADeleteSeenOnlyThroughARelist(t *testing.T) {
 			tombstone bool
 		)
 		sawTombstone := controller.Predicate[*corev1.ConfigMap](func(e controller.Event[*corev1.ConfigMap]) bool {
-			if e.Type == controller.Delete && e.FinalStateUnknown {
+			if e.Kind == cache.Deleted && e.FinalStateUnknown {
 				mu.Lock()
 				tombstone = true
 				mu.Unlock()
