@@ -44,8 +44,12 @@ type Subscription interface {
 	// started from has been enqueued, or ctx is done, and returns an error
 	// that says why not.
 	WaitForSync(ctx context.Context) error
-	// Remove ends the subscription: no key is enqueued after it returns.
+	// Remove ends the subscription without waiting: no event begins to
+	// be handled after it returns, and none is being handled once Done is
+	// closed.
 	Remove()
+	// Done is closed once the subscription will enqueue no more keys.
+	Done() <-chan struct{}
 }
 
 // Informer is the part of *informer.Informer[T] that sources use.

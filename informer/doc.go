@@ -40,8 +40,9 @@
 //   - A panicking handler is recovered, logged with log/slog and counted in
 //     kloop_informer_handler_panics_total; the notification is dropped and
 //     everything else goes on.
-//   - Registration.Remove returns only after the handler's running callback
-//     returned (unless it is called from that callback).
+//   - Registration.Remove never waits, so it may be called from the handler
+//     itself: no callback begins after it returns, and Registration.Done
+//     closes once the callback running then has returned.
 //   - WaitForSync returns an error, never a bare false: a *SyncError that
 //     names the informer and wraps its last list/watch error (so
 //     apierrors.IsForbidden and IsNotFound work on it) and the reason the

@@ -337,7 +337,7 @@ func TestInformer_RegistrationSyncsOnlyWhenItsHandlerHasTheInitialList(t *testin
 	})
 }
 
-func TestInformer_RemoveWaitsForTheRunningCallbackAndStopsDelivery(t *testing.T) {
+func TestInformer_RemoveReturnsAtOnceAndDoneClosesWhenTheRunningCallbackReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
 		rec.gate = make(chan struct{})
@@ -347,16 +347,15 @@ func TestInformer_RemoveWaitsForTheRunningCallbackAndStopsDelivery(t *testing.T)
 		h.src.relist("2", cm("a", "1", "1"), cm("b", "2", "2"))
 		synctest.Wait() // the handler is inside its first callback
 
-		removed := make(chan struct{})
-		go func() { reg.Remove(); close(removed) }()
+		reg.Remove() // returns although the callback is still running
 		synctest.Wait()
-		if closed(removed) {
-			t.Fatal("Remove returned while the handler's callback was still running")
+		if closed(reg.Done()) {
+			t.Fatal("Done closed while the handler's callback was still running")
 		}
 		rec.gate <- struct{}{}
 		synctest.Wait()
-		if !closed(removed) {
-			t.Fatal("Remove did not return after the callback finished")
+		if !closed(reg.Done()) {
+			t.Fatal("Done not closed after the running callback returned")
 		}
 		if n := len(rec.take()); n != 1 {
 			t.Fatalf("handler got %d calls, want only the one in flight at Remove", n)
@@ -367,6 +366,45 @@ func TestInformer_RemoveWaitsForTheRunningCallbackAndStopsDelivery(t *testing.T)
 			t.Fatalf("removed handler got %d more calls", n)
 		}
 		reg.Remove() // idempotent
+	})
+}
+
+func TestInformer_RemoveBeforeStartClosesDoneAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		var reg *Registration
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) {
+			reg = add(t, inf, rec, HandlerOptions{})
+			if closed(reg.Done()) {
+				t.Error("Done closed for a registration that can still be called")
+			}
+			reg.Remove()
+			if !closed(reg.Done()) {
+				t.Error("Done not closed by Remove of a handler that never ran")
+			}
+		})
+		defer h.stop()
+		h.src.relist("1", cm("a", "1", "1"))
+		synctest.Wait()
+		if n := len(rec.take()); n != 0 {
+			t.Fatalf("handler removed before the start got %d calls", n)
+		}
+	})
+}
+
+func TestInformer_DoneClosesWhenTheInformerStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var reg *Registration
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) { reg = add(t, inf, newRecorder(), HandlerOptions{}) })
+		h.src.relist("1", cm("a", "1", "1"))
+		synctest.Wait()
+		if closed(reg.Done()) {
+			t.Fatal("Done closed while the informer runs")
+		}
+		h.stop()
+		if !closed(reg.Done()) {
+			t.Fatal("Done not closed after the informer stopped")
+		}
 	})
 }
 
@@ -382,9 +420,15 @@ func TestInformer_RemoveFromInsideTheHandlerDoesNotDeadlock(t *testing.T) {
 			calls++
 			mu.Unlock()
 			reg.Remove()
+			if closed(reg.Done()) {
+				t.Error("Done closed while the callback that called Remove still runs")
+			}
 		}}, HandlerOptions{})
 		h.src.relist("3", cm("a", "1", "1"), cm("b", "2", "2"), cm("c", "3", "3"))
 		synctest.Wait() // a deadlock here fails the bubble
+		if !closed(reg.Done()) {
+			t.Fatal("Done not closed after the callback that called Remove returned")
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if calls != 1 {
