@@ -83,6 +83,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/lean"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/watcher"
 )
@@ -508,14 +509,14 @@ func runWire(cfg *rest.Config, n int) (<-chan struct{}, <-chan struct{}, any, fu
 }
 
 // runWireKloop is the bare initial stream through kloop's own decoding
-// path (watcher.ForResource with protobuf, managedFields skipped, label
-// sets shared), for comparison.
+// path (watcher.FromResource with protobuf, managedFields skipped, label
+// sets shared, as informer.OfResource asks for), for comparison.
 func runWireKloop(cfg *rest.Config, n int) (<-chan struct{}, <-chan struct{}, any, func() error, error) {
 	c := rest.CopyConfig(cfg)
 	c.ContentType = kruntime.ContentTypeProtobuf
 	c.AcceptContentTypes = kruntime.ContentTypeProtobuf + "," + kruntime.ContentTypeJSON
-	lw, err := watcher.ForResource[*corev1.ConfigMap](c, clientgoscheme.Scheme, corev1.SchemeGroupVersion.WithResource("configmaps"),
-		watcher.Options{Namespace: namespace, DropManagedFields: true, ShareLabels: true})
+	opts := lean.WithDecoding(watcher.Options{Namespace: namespace}, lean.Decoding{DropManagedFields: true, ShareLabels: true}).(watcher.Options)
+	lw, err := watcher.FromResource[*corev1.ConfigMap](c, clientgoscheme.Scheme, corev1.SchemeGroupVersion.WithResource("configmaps"), opts)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
