@@ -395,7 +395,7 @@ func (r *run) loop(ctx context.Context) error {
 	}
 	infCtx, stopInf := context.WithCancel(context.WithoutCancel(ctx))
 	var infDone sync.WaitGroup
-	infDone.Go(func() { _ = linf.Run(infCtx) })
+	infDone.Go(func() { _ = linf.Start(infCtx) })
 	defer func() {
 		stopInf()
 		infDone.Wait()
