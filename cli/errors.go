@@ -35,3 +35,9 @@ func IsUsage(err error) bool {
 	var ue *UsageError
 	return errors.As(err, &fe) || errors.As(err, &ue)
 }
+
+// ExitCode is an error for a command that has reported its failure
+// itself: Run prints nothing more and exits with Code.
+type ExitCode int
+
+func (e ExitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,9 +43,10 @@ func Main(root *cobra.Command) {
 // An error before a command's RunE starts (an unknown flag or command, a
 // bad argument, a flag pflag cannot parse) and a *FlagError or *UsageError
 // from RunE are printed with a pointer to --help, and Run returns
-// ExitUsage. Any other error from RunE returns ExitError; it is logged
-// through the logger of Logging.Setup if the command made one, else
-// printed as "<command>: <error>". cobra writes --help to stdout.
+// ExitUsage. An ExitCode returns its value and prints nothing. Any other
+// error from RunE returns ExitError; it is logged through the logger of
+// Logging.Setup if the command made one, else printed as
+// "<command>: <error>". cobra writes --help to stdout.
 func Run(ctx context.Context, root *cobra.Command, args []string, stdout, stderr io.Writer) int {
 	s := &state{}
 	prepare(root)
@@ -62,6 +64,10 @@ func Run(ctx context.Context, root *cobra.Command, args []string, stdout, stderr
 	}
 	if cmd == nil {
 		cmd = root
+	}
+	var code ExitCode
+	if errors.As(err, &code) {
+		return int(code)
 	}
 	if !s.ran || IsUsage(err) {
 		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", cmd.CommandPath(), err, cmd.CommandPath())
