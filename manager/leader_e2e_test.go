@@ -130,7 +130,7 @@ func TestLeaderElection_OneLeaderHandsOverOnStopAndReconcilesNeverOverlap(t *tes
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := manager.New(manager.Options{DisableHTTP: true, LeaderElection: el, Gatherer: reg, Logger: quiet()})
+		m, err := manager.New(manager.Options{LeaderElection: el, Gatherer: reg, Logger: quiet()})
 		if err != nil {
 			t.Fatal(err)
 		}

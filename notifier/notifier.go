@@ -188,9 +188,10 @@ func (n *Notifier) Run(ctx context.Context) error {
 	}()
 
 	mgr, err := manager.New(manager.Options{
-		HTTPAddr:        n.opts.HTTPAddr,
-		Listener:        n.opts.Listener,
-		DisableHTTP:     n.opts.HTTPAddr == "" && n.opts.Listener == nil,
+		MetricsAddr:     n.opts.HTTPAddr,
+		HealthAddr:      n.opts.HTTPAddr,
+		MetricsListener: n.opts.Listener,
+		HealthListener:  n.opts.Listener,
 		Gatherer:        n.opts.Gatherer,
 		Logger:          n.log,
 		ShutdownTimeout: n.opts.DrainTimeout + 20*time.Second,

@@ -180,8 +180,8 @@ func NewManager(cfg *rest.Config, opts Options) (*manager.Manager, error) {
 		return nil, err
 	}
 	m, err := manager.New(manager.Options{
-		HTTPAddr:    opts.HTTPAddr,
-		DisableHTTP: opts.HTTPAddr == "",
+		MetricsAddr: opts.HTTPAddr,
+		HealthAddr:  opts.HTTPAddr,
 		Gatherer:    opts.Gatherer,
 		Logger:      log,
 	})

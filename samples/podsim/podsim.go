@@ -144,7 +144,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := ctrl.Watch(controller.For(podInf, mine)); err != nil {
 		return err
 	}
-	m, err := manager.New(manager.Options{DisableHTTP: true, Logger: log})
+	m, err := manager.New(manager.Options{Logger: log})
 	if err != nil {
 		return err
 	}

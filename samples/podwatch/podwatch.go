@@ -98,8 +98,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	m, err := manager.New(manager.Options{
-		HTTPAddr:    opts.HTTPAddr,
-		DisableHTTP: opts.HTTPAddr == "",
+		MetricsAddr: opts.HTTPAddr,
+		HealthAddr:  opts.HTTPAddr,
 		Gatherer:    opts.Gatherer,
 		Logger:      log,
 	})
