@@ -13,8 +13,6 @@
 package main
 
 import (
-	"os"
-
 	"github.com/spf13/cobra"
 
 	"github.com/kloop-dev/kloop/cli"
@@ -46,7 +44,6 @@ func command() *cobra.Command {
 				Out:       cmd.OutOrStdout(),
 				Logger:    opts.Logger,
 				HTTPAddr:  addr,
-				FailSync:  os.Getenv(podwatch.FailSyncEnv),
 			})
 		},
 	}
