@@ -23,6 +23,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/samples/foo"
 )
@@ -60,12 +61,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		log.Error("Building the client configuration", "err", err)
 		return 1
 	}
-	err = foo.Run(ctx, cfg, foo.Options{
-		Namespace: *namespace,
-		Workers:   *workers,
-		HTTPAddr:  *httpAddr,
-		Logger:    log,
+	app, err := kloop.New(cfg, kloop.Options{
+		Name:        foo.ControllerName,
+		Scheme:      foo.Scheme(),
+		Namespace:   *namespace,
+		MetricsAddr: *httpAddr,
+		HealthAddr:  *httpAddr,
+		Logger:      log,
 	})
+	if err == nil {
+		err = foo.Setup(app, *workers)
+	}
+	if err == nil {
+		err = app.Run(ctx)
+	}
 	if err != nil {
 		log.Error("foo-controller stopped", "err", err)
 		return 1

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/informer"
@@ -79,7 +80,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	}()
 	out.printf("# control plane ready at %s; point kubectl at it with:\nexport KUBECONFIG=%s\n", env.APIServerURL, env.KubeconfigPath)
 
-	if err := foo.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
+	if err := kloop.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
 		if ctx.Err() != nil {
 			return 0
 		}
@@ -103,7 +104,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	})
 	goRun("foo controller", func(ctx context.Context) error {
 		reg := prometheus.NewRegistry()
-		return foo.Run(ctx, env.Config, foo.Options{Logger: log.With("component", "foo-controller"), Registerer: reg, Gatherer: reg})
+		return foo.Run(ctx, env.Config, kloop.Options{Logger: log.With("component", "foo-controller"), Registry: reg})
 	})
 	synced := make(chan struct{})
 	goRun("printer", func(ctx context.Context) error { return out.watch(ctx, env.Config, *namespace, log, synced) })
@@ -134,7 +135,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 // unless a Foo of that name is there already (from an earlier run with the
 // same --data-dir).
 func applyExample(ctx context.Context, cfg *rest.Config, namespace string, out *printer) error {
-	f, err := foo.DecodeFoo(foo.ExampleFooYAML)
+	f, err := kloop.Decode[*v1alpha1.Foo](foo.Scheme(), foo.ExampleFooYAML)
 	if err != nil {
 		return err
 	}
