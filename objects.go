@@ -83,10 +83,10 @@ func Objects[T interface {
 	h := &Handle[T]{app: app}
 	err := h.resolve(T(new(E)), opts)
 	if err == nil {
-		h.inf, err = informer.ForResource[T](app.Factory(), h.gvr, h.scope)
+		h.inf, err = informer.OfResource[T](app.Factory(), h.gvr, h.scope)
 	}
 	if err == nil {
-		h.res, err = client.For[T](app.client, h.gvr)
+		h.res, err = client.NewResource[T](app.client, h.gvr)
 	}
 	if err != nil {
 		h.err = fmt.Errorf("kloop.Objects[%T]: %w", T(nil), err)

@@ -82,6 +82,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts kloop.Options) error {
 	if err := Setup(app, DefaultWorkers); err != nil {
 		return err
 	}
+	app.Logger().Info("Starting Foo controller", "namespace", opts.Namespace)
+	defer app.Logger().Info("Stopped Foo controller")
 	return app.Run(ctx)
 }
 
