@@ -73,7 +73,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		err = foo.Setup(app, *workers)
 	}
 	if err == nil {
+		log.Info("Starting Foo controller", "namespace", *namespace)
 		err = app.Run(ctx)
+		log.Info("Stopped Foo controller")
 	}
 	if err != nil {
 		log.Error("foo-controller stopped", "err", err)
