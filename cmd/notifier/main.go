@@ -5,6 +5,7 @@
 //	notifier [--config PATH] [--kubeconfig PATH] [--master URL] [--http-addr ADDR] [--drain-timeout 10s]
 //	notifier config sample            print an annotated sample config
 //	notifier config check [--config]  parse the config and print what it watches and where it sends
+//	notifier config rbac [--config] [--name notifier]  print the read-only ClusterRole the config needs
 //
 // The config is read from --config, else $KW_CONFIG/.kubewatch.yaml, else
 // $HOME/.kubewatch.yaml; kubewatch's environment variables (KW_POD=true,
@@ -21,6 +22,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -33,6 +35,7 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/notifier"
@@ -159,7 +162,7 @@ func newLogger(w io.Writer, getenv func(string) string) (*slog.Logger, error) {
 
 func configCmd(args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool), getenv func(string) string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: notifier config sample | notifier config check [--config PATH]")
+		fmt.Fprintln(stderr, "usage: notifier config sample | notifier config check [--config PATH] | notifier config rbac [--config PATH] [--name NAME]")
 		return 2
 	}
 	switch args[0] {
@@ -198,7 +201,30 @@ func configCmd(args []string, stdout, stderr io.Writer, lookupEnv func(string) (
 			fmt.Fprintf(stdout, "sink %s: %s%s (max %d attempts, queue %d)\n", s.Name, s.Type, where, s.MaxAttempts, s.QueueSize)
 		}
 		return 0
+	case "rbac":
+		fs := flag.NewFlagSet("notifier config rbac", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		configPath := fs.String("config", "", "config file (default $KW_CONFIG/.kubewatch.yaml, else $HOME/.kubewatch.yaml)")
+		name := fs.String("name", "notifier", "name of the ClusterRole")
+		if err := fs.Parse(args[1:]); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
+		}
+		cfg, err := loadConfig(*configPath, lookupEnv, getenv)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		out, err := yaml.Marshal(notifier.ClusterRole(*name, cfg))
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "# The read-only ClusterRole of the notifier's config: `notifier config rbac` wrote it.\n---\n%s", bytes.ReplaceAll(out, []byte("  creationTimestamp: null\n"), nil))
+		return 0
 	}
-	fmt.Fprintf(stderr, "notifier config: unknown subcommand %q (sample, check)\n", args[0])
+	fmt.Fprintf(stderr, "notifier config: unknown subcommand %q (sample, check, rbac)\n", args[0])
 	return 2
 }

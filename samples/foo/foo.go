@@ -110,6 +110,20 @@ func (o Options) logger() *slog.Logger {
 	return o.Logger
 }
 
+// The rights the Foo controller needs, for controller-gen's RBAC generator
+// (make generate writes them to deploy/foo-controller/rbac/role.yaml): its
+// informers list and watch Foos and Deployments, it creates Deployments and
+// updates their replicas, writes Foos' status through the status
+// subresource, and records Events (created, then patched for repeats).
+// Reads go to the informers' caches, never to the API server, so no get.
+// A Foo CRD without a status subresource (sample-controller's plain
+// crd.yaml) also needs update on foos; deploy/ installs the CRD with one.
+//
+// +kubebuilder:rbac:groups=samplecontroller.k8s.io,resources=foos,verbs=list;watch
+// +kubebuilder:rbac:groups=samplecontroller.k8s.io,resources=foos/status,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
 // NewManager returns a manager that runs the Foo controller, its informers
 // and its event recorder; Start runs them. It does no I/O.
 func NewManager(cfg *rest.Config, opts Options) (*manager.Manager, error) {
