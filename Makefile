@@ -1,7 +1,8 @@
 # kloop — the two commands a newcomer needs are `make demo` and `make test`.
 SHELL := /bin/bash
 GO ?= go
-# Packages of the main module (tools/controlplane and bench are modules of their own).
+# Packages of the main module (tools/controlplane, tools/image, bench and
+# deploy are modules of their own).
 PKGS := ./...
 TEST_TIMEOUT ?= 30m
 
@@ -24,6 +25,7 @@ controlplane:
 build:
 	$(GO) build $(PKGS)
 	cd bench && $(GO) build ./...
+	cd deploy && $(GO) build ./...
 
 ## test: everything, on the real local control plane, race detector on
 # The bench module holds commands only: it is built and vetted here, and run by `make bench`.
@@ -31,10 +33,12 @@ test: controlplane check-generated
 	cd bench && $(GO) vet ./...
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	cd deploy && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## test-short: unit tests only (no control plane)
 test-short:
 	$(GO) test -race -short -count=1 $(PKGS)
+	cd deploy && $(GO) test -race -short -count=1 ./...
 
 ## demo: the main job: the local control plane, podsim and the Foo controller on example-foo.yaml
 # Built, then run, rather than `go run`: go run exits 1 on Ctrl-C whatever
@@ -94,6 +98,7 @@ lint:
 	@out=$$(gofmt -l . | grep -v '^bin/' || true); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	cd bench && $(GO) vet ./...
+	cd deploy && $(GO) vet ./...
 	cd tools/controlplane && $(GO) vet ./... && cd etcd && $(GO) vet ./...
 
 ## bench: every benchmark under bench/cmd, kloop and its peer side by side (prints RESULT lines)
