@@ -176,13 +176,15 @@ type Member struct {
 	m      *memberMetrics
 	name   string // our Lease's name
 
-	scope   atomic.Pointer[Set] // slots whose keys and objects are ours
+	scope   atomic.Pointer[Set] // slots whose objects we cache: starting and active
+	active  atomic.Pointer[Set] // slots whose keys we reconcile: caches filled
 	started atomic.Bool
 
 	mu        sync.Mutex
 	informers []informer.Resharder
-	gates     []func(ctx context.Context) error // Restrict each controller to scope
-	status    Status                            // latest, for Status
+	gates     []gate
+	status    Status        // latest, for Status
+	statusCh  chan struct{} // closed when status is next replaced
 }
 
 // New returns a member talking to the API server at cfg. It does no I/O and
@@ -207,12 +209,14 @@ func newMember(leases coordclient.LeaseInterface, c Config) (*Member, error) {
 	}
 	empty := NewSet(c.Slots)
 	m.scope.Store(&empty)
+	m.active.Store(&empty)
 	mm, err := newMemberMetrics(c.Registerer, c.Group, m.objects)
 	if err != nil {
 		m.log.Warn("sharding metrics not registered", "err", err)
 	}
 	m.m = mm
 	m.status = Status{Group: c.Group, Identity: c.Identity, Slots: c.Slots, Key: c.Key}
+	m.statusCh = make(chan struct{})
 	return m, nil
 }
 
@@ -231,8 +235,16 @@ func (m *Member) OwnsValue(value string) bool {
 	return m.scope.Load().Has(SlotOf(Hash(value), m.cfg.Slots))
 }
 
-// Scope is the set of slots this replica works on now.
+// Scope is the set of slots whose objects this replica caches now: the
+// slots it works on, and those it is starting (whose caches are filling).
 func (m *Member) Scope() Set { return *m.scope.Load() }
+
+// Active is the set of slots whose keys this replica reconciles now.
+func (m *Member) Active() Set { return *m.active.Load() }
+
+func (m *Member) activeValue(value string) bool {
+	return m.active.Load().Has(SlotOf(Hash(value), m.cfg.Slots))
+}
 
 // selector is the shard selector of the current scope.
 func (m *Member) selector() string {
@@ -255,6 +267,32 @@ func (m *Member) Shard(resource string, scope informer.Scope) *informer.Shard {
 		Attach:   m.attach,
 	}
 }
+
+// ShardWhen is Shard for an informer whose sharding is decided after it
+// is made, but before it starts (say, once a controller declares it as
+// its primary kind): while on reports false the informer sends no
+// selector, keeps every object and is not told of handovers. on must give
+// its final answer before the informer starts.
+func (m *Member) ShardWhen(on func() bool) *informer.Shard {
+	return &informer.Shard{
+		Selector: func() string {
+			if !on() {
+				return ""
+			}
+			return m.selector()
+		},
+		Keep:   func(obj watcher.Object) bool { return !on() || m.Owns(obj) },
+		Attach: func(r informer.Resharder) { m.attach(conditional{r, on}) },
+	}
+}
+
+// conditional is a Resharder that moves only while on says so.
+type conditional struct {
+	informer.Resharder
+	on func() bool
+}
+
+func (c conditional) sharded() bool { return c.on() }
 
 // Only returns a Sharder that shards the informers pick accepts and leaves
 // the others whole.
@@ -279,40 +317,73 @@ func (m *Member) attach(r informer.Resharder) {
 	m.informers = append(m.informers, r)
 }
 
-// Restrictable is a controller that can be kept to the keys of some slots;
-// every *controller.Controller[K] is one.
-type Restrictable[K comparable] interface {
+// Gated is a controller that can be kept to the keys of some slots; every
+// *controller.Controller[K] is one.
+type Gated[K comparable] interface {
 	Restrict(ctx context.Context, admit func(K) bool) error
+	Enqueue(key K)
+}
+
+// gate is one Gate: restrict waits for the keys outside the active slots,
+// activate enqueues the keys of newly active slots.
+type gate struct {
+	restrict func(ctx context.Context) error
+	activate func(slots Set)
 }
 
 // Gate keeps c to this replica's slots: it reconciles a key only while
-// value(key), the key's namespace or UID, is in a slot this replica holds,
-// and a slot is given up only once c has no Reconcile of its keys in
-// flight. A key for which value reports false is not reconciled. Call it
-// before Start.
+// value(key), the key's namespace or UID, is in a slot this replica holds
+// with its caches filled, and a slot is given up only once c has no
+// Reconcile of its keys in flight. A key for which value reports false is
+// not reconciled. keys lists the keys c would reconcile if it started
+// now (the keys of its primary kind's cached objects): when a slot
+// becomes active, those of it are enqueued, since the notifications of
+// the slot's objects came while the slot's caches were still filling and
+// their keys were left out then. Call Gate before Start.
 //
-// For keys that are cache.Keys of namespaced objects sharded ByNamespace,
-// value is KeyNamespace. ByUID needs the object's UID, which the cache
-// holds only while the object is there: look it up in the primary kind's
-// informer, so a key whose object is gone from the cache is not
-// reconciled (see the package documentation).
-func Gate[K comparable](m *Member, c Restrictable[K], value func(K) (string, bool)) {
+// For cache.Keys of namespaced objects sharded ByNamespace, value returns
+// the key's namespace. ByUID needs the object's UID, which the cache holds
+// only while the object is there: value looks it up in the primary kind's
+// informer, so the key of an object gone from the cache is not reconciled
+// (see the package documentation).
+func Gate[K comparable](m *Member, c Gated[K], value func(K) (string, bool), keys func() []K) {
 	admit := func(k K) bool {
 		v, ok := value(k)
-		return ok && m.OwnsValue(v)
+		return ok && m.activeValue(v)
 	}
 	// Nothing is in flight before Start, so this returns at once; from now
-	// on admit follows the scope as it changes.
+	// on admit follows the active slots as they change.
 	_ = c.Restrict(context.Background(), admit)
+	g := gate{
+		restrict: func(ctx context.Context) error { return c.Restrict(ctx, admit) },
+		activate: func(slots Set) {
+			if keys == nil {
+				return
+			}
+			for _, k := range keys() {
+				if v, ok := value(k); ok && slots.Has(SlotOf(Hash(v), m.cfg.Slots)) {
+					c.Enqueue(k)
+				}
+			}
+		},
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.gates = append(m.gates, func(ctx context.Context) error { return c.Restrict(ctx, admit) })
+	m.gates = append(m.gates, g)
 }
 
-func (m *Member) snapshot() ([]informer.Resharder, []func(context.Context) error) {
+// snapshot returns the informers that are sharded now, and the gates.
+func (m *Member) snapshot() ([]informer.Resharder, []gate) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]informer.Resharder(nil), m.informers...), append([]func(context.Context) error(nil), m.gates...)
+	infs := make([]informer.Resharder, 0, len(m.informers))
+	for _, r := range m.informers {
+		if c, ok := r.(conditional); ok && !c.sharded() {
+			continue
+		}
+		infs = append(infs, r)
+	}
+	return infs, append([]gate(nil), m.gates...)
 }
 
 func (m *Member) objects() float64 {
@@ -473,7 +544,7 @@ func (r *run) loop(ctx context.Context) error {
 		case s := <-r.released:
 			r.finishRelease(s)
 		case s := <-r.started:
-			r.c.set(r.clk.Now(), s.Intersect(r.c.inState(slotStarting)), slotActive)
+			r.activate(s.Intersect(r.c.inState(slotStarting)))
 		}
 		timer.Stop()
 	}
@@ -602,12 +673,11 @@ func (r *run) claim(ctx context.Context, claim Set) {
 	}
 }
 
-// begin brings slots into scope: keys are admitted at once, the informers
-// relist to fetch the slots' objects.
+// begin brings slots into scope: the informers relist to fetch the slots'
+// objects; once they all have, the slots become active (activate).
 func (r *run) begin(slots Set, waited []time.Duration) {
 	m := r.m
 	r.c.set(r.clk.Now(), slots, slotStarting)
-	// The controllers' admit reads the scope: widening it needs no call.
 	scope := m.Scope().Union(slots)
 	m.scope.Store(&scope)
 	infs, _ := m.snapshot()
@@ -636,12 +706,31 @@ func (r *run) begin(slots Set, waited []time.Duration) {
 	})
 }
 
+// activate lets the controllers reconcile keys of slots whose caches have
+// filled, and enqueues them.
+func (r *run) activate(slots Set) {
+	if slots.Len() == 0 {
+		return
+	}
+	m := r.m
+	r.c.set(r.clk.Now(), slots, slotActive)
+	active := m.Active().Union(slots)
+	m.active.Store(&active)
+	_, gates := m.snapshot()
+	for _, g := range gates {
+		g.activate(slots)
+	}
+	m.log.Info("Slots active", "slots", slots.String(), "active", active.String())
+}
+
 // release takes slots out of scope and drains them in the background:
 // controllers stop taking their keys and finish the ones in flight, then
 // the informers drop their objects.
 func (r *run) release(now time.Time, slots Set) {
 	m := r.m
 	r.c.set(now, slots, slotReleasing)
+	active := m.Active().Minus(slots)
+	m.active.Store(&active)
 	scope := m.Scope().Minus(slots)
 	m.scope.Store(&scope)
 	m.log.Info("Releasing slots", "slots", slots.String(), "scope", scope.String())
@@ -651,7 +740,7 @@ func (r *run) release(now time.Time, slots Set) {
 	ctx := r.drainCtx
 	r.drains.Go(func() {
 		for _, g := range gates {
-			_ = g(ctx)
+			_ = g.restrict(ctx)
 		}
 		dropped := 0
 		for _, inf := range infs {
@@ -719,6 +808,9 @@ func (r *run) report(now time.Time) {
 		Scope:    m.Scope(),
 		Members:  rows,
 	}
+	st.Settled = st.Joined && !st.Blocked && !st.Leaving && r.draining == 0 &&
+		r.c.inState(slotClaiming, slotStarting, slotReleasing).Len() == 0 &&
+		st.Scope.Len() == rows[0].Assigned
 	for _, inf := range infs {
 		is := InformerStatus{Name: inf.Name(), Objects: inf.Len()}
 		if m.cfg.ClientSideOnly {
@@ -734,6 +826,8 @@ func (r *run) report(now time.Time) {
 	}
 	m.mu.Lock()
 	m.status = st
+	close(m.statusCh)
+	m.statusCh = make(chan struct{})
 	m.mu.Unlock()
 	for i, name := range slotStateNames {
 		m.m.slots.WithLabelValues(name).Set(float64(r.c.inState(slotState(i)).Len()))

@@ -22,6 +22,10 @@ type Status struct {
 	Blocked bool
 	// Leaving: the member is stopping and giving its slots up.
 	Leaving bool
+	// Settled: no handover in progress here: this member works on exactly
+	// the slots the live members' assignment gives it, its caches hold
+	// their objects, and nothing is being claimed or released.
+	Settled bool
 	// Scope: the slots whose keys this replica reconciles and whose objects
 	// it caches.
 	Scope Set
@@ -65,6 +69,15 @@ func (m *Member) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.status
+}
+
+// StatusChanged returns a channel that is closed when the status is next
+// updated (which happens whenever the member acts or sees a Lease change,
+// and at every renewal): wait on it, then read Status again.
+func (m *Member) StatusChanged() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.statusCh
 }
 
 // Errors of Check.
