@@ -270,5 +270,8 @@ func (a *App) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	return a.mgr.Start(ctx)
+	a.log.Info("Starting "+a.opts.Name, "namespace", a.opts.Namespace)
+	err := a.mgr.Start(ctx)
+	a.log.Info("Stopped "+a.opts.Name, "err", err)
+	return err
 }
