@@ -32,6 +32,28 @@ type replica struct {
 
 	mu        sync.Mutex
 	reconcile map[string]int
+	note      *notifier // poked at each reconcile
+}
+
+// notifier is a broadcast: wait returns a channel closed at the next poke.
+type notifier struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newNotifier() *notifier { return &notifier{ch: make(chan struct{})} }
+
+func (n *notifier) wait() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ch
+}
+
+func (n *notifier) poke() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	close(n.ch)
+	n.ch = make(chan struct{})
 }
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -41,9 +63,9 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func startReplica(t *testing.T, cfg *rest.Config, leaseNS, id, run string, clientSide bool) *replica {
+func startReplica(t *testing.T, cfg *rest.Config, leaseNS, id, run string, clientSide bool, note *notifier) *replica {
 	t.Helper()
-	r := &replica{id: id, reconcile: map[string]int{}}
+	r := &replica{id: id, reconcile: map[string]int{}, note: note}
 	reg := prometheus.NewRegistry()
 	log := testLogger(t).With("replica", id)
 	m, err := sharding.New(cfg, sharding.Config{
@@ -71,6 +93,7 @@ func startReplica(t *testing.T, cfg *rest.Config, leaseNS, id, run string, clien
 		r.mu.Lock()
 		r.reconcile[k.String()]++
 		r.mu.Unlock()
+		r.note.poke()
 		return controller.Result{}, nil
 	}), controller.Options[cache.Key]{Name: "cm-" + id, Logger: log, Registerer: reg})
 	if err != nil {
@@ -104,14 +127,39 @@ func (r *replica) stop() {
 	r.done.Wait()
 }
 
-func (r *replica) reconciled() map[string]int {
+// waitReconciled waits until every key of want was reconciled by one of
+// rs since they last forgot.
+func waitReconciled(t *testing.T, ctx context.Context, want map[string]bool, rs ...*replica) {
+	t.Helper()
+	for {
+		ch := rs[0].note.wait()
+		missing := 0
+		for k := range want {
+			found := false
+			for _, r := range rs {
+				r.mu.Lock()
+				found = found || r.reconcile[k] > 0
+				r.mu.Unlock()
+			}
+			if !found {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("%d keys never reconciled: %v", missing, context.Cause(ctx))
+		}
+	}
+}
+
+func (r *replica) forget() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := map[string]int{}
-	for k, n := range r.reconcile {
-		out[k] = n
-	}
-	return out
+	clear(r.reconcile)
 }
 
 // waitSettled waits until every replica is settled with n live members.
@@ -191,11 +239,13 @@ func TestMember_ReplicasSplitTheObjectsAndHandOverWhenOneLeaves(t *testing.T) {
 			for i, ns := range nss {
 				want[fmt.Sprintf("%s/cm-%d", ns, i)] = true
 			}
-			a := startReplica(t, env.Config, leaseNS, "a", run, mode.clientSide)
-			b := startReplica(t, env.Config, leaseNS, "b", run, mode.clientSide)
-			c := startReplica(t, env.Config, leaseNS, "c", run, mode.clientSide)
+			note := newNotifier()
+			a := startReplica(t, env.Config, leaseNS, "a", run, mode.clientSide, note)
+			b := startReplica(t, env.Config, leaseNS, "b", run, mode.clientSide, note)
+			c := startReplica(t, env.Config, leaseNS, "c", run, mode.clientSide, note)
 			waitSettled(t, ctx, 3, a, b, c)
 			checkPartition(t, want, a, b, c)
+			waitReconciled(t, ctx, want, a, b, c)
 			// Every object was reconciled, by the replica that caches it.
 			for _, r := range []*replica{a, b, c} {
 				st := r.member.Status()
@@ -210,21 +260,18 @@ func TestMember_ReplicasSplitTheObjectsAndHandOverWhenOneLeaves(t *testing.T) {
 				}
 			}
 
-			// c leaves: a and b take its slots; nothing is cached twice.
+			// c leaves: a and b take its slots and reconcile its objects;
+			// nothing is cached twice.
+			cKeys := map[string]bool{}
+			for _, o := range c.inf.Lister().List(nil) {
+				cKeys[cache.KeyOf(o).String()] = true
+			}
+			a.forget()
+			b.forget()
 			c.stop()
 			waitSettled(t, ctx, 2, a, b)
 			checkPartition(t, want, a, b)
-			got := map[string]bool{}
-			for _, r := range []*replica{a, b} {
-				for k := range r.reconciled() {
-					got[k] = true
-				}
-			}
-			for k := range want {
-				if !got[k] {
-					t.Errorf("%s never reconciled by a or b", k)
-				}
-			}
+			waitReconciled(t, ctx, cKeys, a, b)
 		})
 	}
 }
