@@ -51,6 +51,9 @@ type record struct {
 	Draining Set // the subset it is releasing
 	Duration time.Duration
 	RV       string // the Lease's resourceVersion: a change means it was renewed
+	// Seen is when this member first saw the Lease at RV; zero means at
+	// the time it is observed.
+	Seen time.Time
 }
 
 type peer struct {
@@ -97,13 +100,17 @@ func (c *core) observe(now time.Time, recs []record) {
 			continue
 		}
 		seen[r.Identity] = true
+		at := r.Seen
+		if at.IsZero() || at.After(now) {
+			at = now
+		}
 		p, ok := c.peers[r.Identity]
 		if !ok {
-			c.peers[r.Identity] = &peer{rec: r, observedAt: now}
+			c.peers[r.Identity] = &peer{rec: r, observedAt: at}
 			continue
 		}
 		if p.rec.RV != r.RV {
-			p.rec, p.observedAt = r, now
+			p.rec, p.observedAt = r, at
 		}
 	}
 	for id := range c.peers {

@@ -182,6 +182,21 @@ func TestCore_TakesTheSlotsOfAnExpiredMember(t *testing.T) {
 	}
 }
 
+// A Lease's expiry counts from when its change arrived, not from when the
+// member got round to looking at it.
+func TestCore_ExpiryCountsFromWhenTheChangeArrived(t *testing.T) {
+	a := joined("a", at(0))
+	b := joined("b", at(0))
+	takeAll(t, b, at(0))
+	r := rec(b, "1")
+	r.Seen = at(1)
+	a.observe(at(3), []record{r})
+	a.wrote(at(16))
+	if p := a.next(at(16)); p.claim.Len() != tSlots {
+		t.Fatalf("at 16s, 15s after b's Lease arrived, a claims %s", p.claim)
+	}
+}
+
 func TestCore_ALostLeaseReleasesEverything(t *testing.T) {
 	a := joined("a", at(0))
 	takeAll(t, a, at(0))

@@ -26,6 +26,17 @@ import (
 	"github.com/kloop-dev/kloop/watcher"
 )
 
+const (
+	shardingUnknown int32 = iota
+	shardingOn
+	shardingOff
+)
+
+// everything is a shard selector that matches every object: sent with the
+// Lease lists, whose ShardInfo then tells whether the server applies shard
+// selectors at all.
+var everything = "shardRange(object.metadata.uid, '0x0000000000000000', '0x10000000000000000')"
+
 // Defaults of Config.
 const (
 	DefaultSlots         = 64
@@ -175,6 +186,10 @@ type Member struct {
 	log    *slog.Logger
 	m      *memberMetrics
 	name   string // our Lease's name
+
+	// serverSharding is whether the API server applies shard selectors,
+	// as the ShardInfo of the Lease lists tells: shardingUnknown, On, Off.
+	serverSharding atomic.Int32
 
 	scope   atomic.Pointer[Set] // slots whose objects we cache: starting and active
 	active  atomic.Pointer[Set] // slots whose keys we reconcile: caches filled
@@ -430,6 +445,24 @@ type run struct {
 	draining    int
 	background  sync.WaitGroup
 	warnedLease map[string]string // lease name → resourceVersion already warned about
+
+	seenMu sync.Mutex
+	seen   map[string]seenAt // lease name → when its resourceVersion arrived
+}
+
+type seenAt struct {
+	rv string
+	at time.Time
+}
+
+// noteSeen records when a Lease's new state arrived, so that the time the
+// loop gets to it does not count against its holder.
+func (r *run) noteSeen(l *coordinationv1.Lease) {
+	r.seenMu.Lock()
+	defer r.seenMu.Unlock()
+	if s, ok := r.seen[l.Name]; !ok || s.rv != l.ResourceVersion {
+		r.seen[l.Name] = seenAt{rv: l.ResourceVersion, at: r.clk.Now()}
+	}
 }
 
 func (r *run) loop(ctx context.Context) error {
@@ -439,6 +472,7 @@ func (r *run) loop(ctx context.Context) error {
 	r.started = make(chan Set, 16)
 	r.stop = make(chan struct{})
 	r.warnedLease = make(map[string]string)
+	r.seen = make(map[string]seenAt)
 	defer r.background.Wait()
 	defer close(r.stop)
 
@@ -458,9 +492,14 @@ func (r *run) loop(ctx context.Context) error {
 		}
 	}
 	if _, err := linf.AddHandler(informer.HandlerFuncs[*coordinationv1.Lease]{
-		AddFunc:    func(*coordinationv1.Lease, bool) { poke() },
-		UpdateFunc: func(_, _ *coordinationv1.Lease) { poke() },
-		DeleteFunc: func(informer.Deleted[*coordinationv1.Lease]) { poke() },
+		AddFunc:    func(l *coordinationv1.Lease, _ bool) { r.noteSeen(l); poke() },
+		UpdateFunc: func(_, l *coordinationv1.Lease) { r.noteSeen(l); poke() },
+		DeleteFunc: func(d informer.Deleted[*coordinationv1.Lease]) {
+			r.seenMu.Lock()
+			delete(r.seen, d.Obj.Name)
+			r.seenMu.Unlock()
+			poke()
+		},
 	}, informer.HandlerOptions{Name: "member"}); err != nil {
 		return err
 	}
@@ -558,6 +597,11 @@ func (r *run) records(leases []*coordinationv1.Lease) []record {
 			continue
 		}
 		rec, err := recordOf(l)
+		r.seenMu.Lock()
+		if s, ok := r.seen[l.Name]; ok && s.rv == l.ResourceVersion {
+			rec.Seen = s.at
+		}
+		r.seenMu.Unlock()
 		if err != nil {
 			if r.warnedLease[l.Name] != l.ResourceVersion {
 				r.warnedLease[l.Name] = l.ResourceVersion
@@ -642,8 +686,15 @@ func (r *run) claim(ctx context.Context, claim Set) {
 	ok := r.write(ctx)
 	if ok {
 		lctx, cancel := context.WithTimeout(ctx, m.cfg.RenewDeadline)
-		list, err := m.leases.List(lctx, metav1.ListOptions{LabelSelector: GroupLabel + "=" + m.cfg.Group})
+		list, err := m.leases.List(lctx, metav1.ListOptions{LabelSelector: GroupLabel + "=" + m.cfg.Group, ShardSelector: everything})
 		cancel()
+		if err == nil {
+			if list.ShardInfo != nil {
+				m.serverSharding.Store(shardingOn)
+			} else {
+				m.serverSharding.Store(shardingOff)
+			}
+		}
 		if err != nil {
 			m.log.Warn("Reading the group's Leases to confirm a claim failed", "err", err)
 			ok = false
@@ -813,14 +864,24 @@ func (r *run) report(now time.Time) {
 		st.Scope.Len() == rows[0].Assigned
 	for _, inf := range infs {
 		is := InformerStatus{Name: inf.Name(), Objects: inf.Len()}
-		if m.cfg.ClientSideOnly {
-			is.Filtering = "client"
-		} else if si := inf.ShardInfo(); si != nil {
-			is.Filtering = "server"
-		} else if st.Scope.Len() == st.Slots {
+		switch {
+		case st.Scope.Len() == st.Slots:
 			is.Filtering = "none"
-		} else {
+		case m.cfg.ClientSideOnly:
 			is.Filtering = "client"
+		case inf.ShardInfo() != nil:
+			is.Filtering = "server"
+		default:
+			// Lists of custom resources carry no ShardInfo: go by what
+			// the server said of the Leases' list.
+			switch m.serverSharding.Load() {
+			case shardingOn:
+				is.Filtering = "server"
+			case shardingOff:
+				is.Filtering = "client"
+			default:
+				is.Filtering = "unknown"
+			}
 		}
 		st.Informers = append(st.Informers, is)
 	}

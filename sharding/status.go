@@ -58,9 +58,11 @@ type InformerStatus struct {
 	Name    string
 	Objects int
 	// Filtering is "server" when the API server applied the shard
-	// selector (the last LIST echoed it in ShardInfo), "client" when the
-	// informer receives every object and keeps its own, and "none" while
-	// this replica holds every slot.
+	// selector (the last LIST echoed it in ShardInfo, or, for custom
+	// resources, whose lists carry none, the last snapshot held nothing
+	// outside the shard), "client" when the informer receives objects of
+	// other shards and drops them itself, "none" while this replica holds
+	// every slot, and "unknown" before a snapshot told.
 	Filtering string
 }
 

@@ -280,7 +280,7 @@ func newCluster(t *testing.T, ctx context.Context, env *testenv.Env) *cluster {
 	if c.leases, err = informer.Of[*coordinationv1.Lease](f, informer.Scope{Namespace: c.group}); err != nil {
 		t.Fatal(err)
 	}
-	if c.deployments, err = informer.Of[*appsv1.Deployment](f, informer.Scope{LabelSelector: "app=nginx"}); err != nil {
+	if c.deployments, err = informer.Of[*appsv1.Deployment](f, informer.Scope{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.leases.AddHandler(c.changed.handler(), informer.HandlerOptions{}); err != nil {
@@ -306,9 +306,15 @@ func newCluster(t *testing.T, ctx context.Context, env *testenv.Env) *cluster {
 				<-p.done
 			}
 		}
-		if t.Failed() {
+		if t.Failed() || os.Getenv("KLOOP_TEST_LOGS") != "" {
 			for _, p := range c.procsList() {
 				t.Logf("log of %s (last 40 lines):\n%s", p.id, tail(p.log, 40))
+			}
+		}
+		if dir := os.Getenv("KLOOP_TEST_LOGS"); dir != "" {
+			for _, p := range c.procsList() {
+				b, _ := os.ReadFile(p.log)
+				_ = os.WriteFile(filepath.Join(dir, p.id+".log"), b, 0o600)
 			}
 		}
 	})
