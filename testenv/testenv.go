@@ -423,6 +423,16 @@ func (e *Env) CompactAndRestart(ctx context.Context) (int64, error) {
 	return rev, e.RestartAPIServer(ctx)
 }
 
+// EtcdPut writes value under key straight into etcd, past the API server.
+// It is for tests of what happens to data the API server cannot decode:
+// objects live under /registry/<resource>/<namespace>/<name>, and anything
+// but the API server's own encoding there makes the object corrupt
+// (KEP-3926), so that reading it fails until it is deleted with
+// ignoreStoreReadErrorWithClusterBreakingPotential.
+func (e *Env) EtcdPut(ctx context.Context, key string, value []byte) error {
+	return e.etcdCall(ctx, "/v3/kv/put", map[string]any{"key": []byte(key), "value": value}, nil)
+}
+
 // etcdCall posts a JSON request to etcd's HTTP gateway.
 func (e *Env) etcdCall(ctx context.Context, path string, body any, out any) error {
 	data, err := json.Marshal(body)

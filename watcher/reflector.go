@@ -35,6 +35,9 @@ func NewReflector[T Object](lw ListerWatcher[T], cfg Config) *Reflector[T] {
 	var zero T
 	r := &Reflector[T]{lw: lw, cfg: cfg.resolve(fmt.Sprintf("%T", zero))}
 	r.m = newMachine[T](r.cfg)
+	if d := r.cfg.raisedWatchTimeout; d > 0 {
+		r.cfg.logger.Warn("MinWatchTimeout below the floor; using the floor", "reflector", r.cfg.name, "asked", d, "floor", WatchTimeoutFloor)
+	}
 	m, err := newReflectorMetrics(r.cfg.registerer, r.cfg.name)
 	if err != nil {
 		r.cfg.logger.Warn("reflector metrics not registered", "reflector", r.cfg.name, "err", err)
