@@ -36,12 +36,12 @@ func bookmark(rv string, initialEventsEnd bool) cm {
 }
 
 var (
-	gr          = schema.GroupResource{Resource: "configmaps"}
-	errGone     = apierrors.NewResourceExpired("too old resource version: 5 (10)")
-	errGone410  = apierrors.NewGone("gone")
-	errInternal = apierrors.NewInternalError(errors.New("etcd hiccup"))
-	errForbid   = apierrors.NewForbidden(gr, "", errors.New(`User "bob" cannot list resource "configmaps"`))
-	errInvalid  = apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "", nil)
+	gr           = schema.GroupResource{Resource: "configmaps"}
+	errGone      = apierrors.NewResourceExpired("too old resource version: 5 (10)")
+	errGone410   = apierrors.NewGone("gone")
+	errInternal  = apierrors.NewInternalError(errors.New("etcd hiccup"))
+	errForbid    = apierrors.NewForbidden(gr, "", errors.New(`User "bob" cannot list resource "configmaps"`))
+	errInvalid   = apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "", nil)
 	errStoreRead = &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonStoreReadError,
 		Message: "saw a DELETED event, but object data is corrupt - object not decodable revision=12: bad"}}
 	errTooLarge = func() error {
