@@ -256,6 +256,68 @@ func TestInformer_SlowHandlerDelaysNeitherOtherHandlersNorTheCache(t *testing.T)
 	})
 }
 
+// A key that changes more often than a slow handler drains its queue must
+// still reach the handler. Each round one of five other keys changes, then
+// the hot key, then the handler finishes one call. Were a changed key moved
+// to the back of the queue, the hot key would always be last and never
+// delivered.
+func TestInformer_HotKeyIsNotStarvedBySlowHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rec.gate = make(chan struct{})
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) { add(t, inf, rec, HandlerOptions{}) })
+		defer h.stop()
+		released := false
+		defer func() {
+			if !released {
+				close(rec.gate)
+			}
+		}()
+		const others, rounds = 5, 50
+		h.src.relist("1", cm("hot", "h", "1"))
+		synctest.Wait() // the handler is in its first call, OnAdd(hot)
+
+		rv := 1
+		for i := range rounds {
+			rv++
+			k := fmt.Sprintf("k%d", i%others)
+			h.src.send(ev(watcher.Modified, cm(k, k, fmt.Sprint(rv))))
+			synctest.Wait()
+			rv++
+			h.src.send(ev(watcher.Modified, cm("hot", "h", fmt.Sprint(rv))))
+			synctest.Wait()
+			rec.gate <- struct{}{} // finish one call; the handler takes the next
+			synctest.Wait()
+		}
+		rec.mu.Lock()
+		calls := slices.Clone(rec.calls)
+		rec.mu.Unlock()
+		// The bound: the queue holds one entry per key, and the hot key
+		// keeps its place, so at most the other keys are delivered between
+		// two deliveries of the hot key.
+		hot, gap, maxGap := 0, 0, 0
+		for _, c := range calls[1:] { // after the initial add
+			if strings.Contains(c, " hot@") {
+				hot++
+				gap = 0
+				continue
+			}
+			gap++
+			maxGap = max(maxGap, gap)
+		}
+		if hot < rounds/(others+1) || maxGap > others {
+			t.Fatalf("hot key delivered %d times in %d handler calls, with up to %d other calls in a row; want at most %d\ncalls: %q",
+				hot, len(calls)-1, maxGap, others, calls)
+		}
+		close(rec.gate)
+		released = true
+		synctest.Wait()
+		if got, want := rec.snapshot(), storeView(h.inf); got != want {
+			t.Fatalf("handler view %s, cache %s", got, want)
+		}
+	})
+}
+
 func queued(inf *Informer[*corev1.ConfigMap], handler string) int {
 	inf.dispatchMu.Lock()
 	defer inf.dispatchMu.Unlock()
