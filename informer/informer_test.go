@@ -30,9 +30,10 @@ import (
 // The channel is unbuffered, so when send returns the informer has queued
 // the event.
 type fakeSource struct {
-	ch  chan watcher.Event[*corev1.ConfigMap]
-	mu  sync.Mutex
-	err error
+	ch      chan watcher.Event[*corev1.ConfigMap]
+	mu      sync.Mutex
+	err     error
+	changed chan struct{} // closed by setErr
 }
 
 func newFakeSource() *fakeSource {
@@ -59,7 +60,20 @@ func (s *fakeSource) LastError() error {
 func (s *fakeSource) setErr(err error) {
 	s.mu.Lock()
 	s.err = err
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 	s.mu.Unlock()
+}
+
+func (s *fakeSource) ErrorChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
 }
 
 func (s *fakeSource) send(evs ...watcher.Event[*corev1.ConfigMap]) {
@@ -568,7 +582,7 @@ func TestInformer_WaitForSyncNamesTheInformerAndKeepsTheCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Options[*corev1.ConfigMap]{Name: "configmaps.v1 [namespace=web]"})
 		defer h.stop()
-		h.src.setErr(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps", Err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no RBAC"))})
+		h.src.setErr(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps", Err: apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "")})
 
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
@@ -577,11 +591,47 @@ func TestInformer_WaitForSyncNamesTheInformerAndKeepsTheCause(t *testing.T) {
 		if !errors.As(err, &se) || se.Informer != "configmaps.v1 [namespace=web]" {
 			t.Fatalf("err = %v, want a *SyncError naming the informer", err)
 		}
-		if !apierrors.IsForbidden(err) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("err = %v: want it to be both Forbidden and DeadlineExceeded", err)
+		if !apierrors.IsNotFound(err) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v: want it to be both NotFound and DeadlineExceeded", err)
 		}
-		if !strings.Contains(err.Error(), "forbidden") {
-			t.Errorf("message does not say forbidden: %v", err)
+		if !strings.Contains(err.Error(), "not found") {
+			t.Errorf("message does not say not found: %v", err)
+		}
+	})
+}
+
+func TestInformer_WaitForSyncReturnsAsSoonAsTheInformerIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Options[*corev1.ConfigMap]{Name: "configmaps.v1 [namespace=web]"})
+		defer h.stop()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+		defer cancel()
+		began := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- h.inf.WaitForSync(ctx) }()
+		time.Sleep(time.Minute) // fake time: a healthy but slow sync, then the refusal
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("WaitForSync returned %v before any error", err)
+		default:
+		}
+		h.src.setErr(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps", Err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New(`User "bob" cannot list resource "configmaps"`))})
+		err := <-done
+		if waited := time.Since(began); waited != time.Minute {
+			t.Errorf("WaitForSync returned %v after it began, want at the refusal (1m), not at the deadline", waited)
+		}
+		if !apierrors.IsForbidden(err) || !errors.Is(err, ErrRefused) || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v: want Forbidden and ErrRefused", err)
+		}
+		if !strings.Contains(err.Error(), `cannot list resource "configmaps"`) {
+			t.Errorf("message does not name the verb and resource: %v", err)
+		}
+		// The informer keeps trying; once permission comes it syncs.
+		h.src.setErr(nil)
+		h.src.relist("5")
+		if err := h.inf.WaitForSync(ctx); err != nil {
+			t.Fatalf("WaitForSync after the permission came: %v", err)
 		}
 	})
 }

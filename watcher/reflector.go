@@ -25,9 +25,10 @@ type Reflector[T Object] struct {
 	metrics *reflectorMetrics
 	running atomic.Bool
 
-	mu      sync.Mutex
-	lastErr error
-	lastRV  string
+	mu         sync.Mutex
+	lastErr    error
+	lastRV     string
+	errChanged chan struct{} // closed when lastErr changes, then replaced
 }
 
 // NewReflector returns a reflector over lw. It starts nothing; call Run.
@@ -57,6 +58,19 @@ func (r *Reflector[T]) LastError() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lastErr
+}
+
+// ErrorChanged returns a channel that is closed the next time LastError
+// changes (to another error, or to nil). Call it again for the change after
+// that. It lets a waiter react to an error as it happens, without polling:
+// take the channel, then read LastError, then wait on the channel.
+func (r *Reflector[T]) ErrorChanged() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.errChanged == nil {
+		r.errChanged = make(chan struct{})
+	}
+	return r.errChanged
 }
 
 // LastSyncResourceVersion returns the resourceVersion of the newest event
@@ -173,6 +187,10 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 		}
 
 		r.mu.Lock()
+		if r.lastErr != m.lastErr && r.errChanged != nil {
+			close(r.errChanged)
+			r.errChanged = nil
+		}
 		r.lastErr, r.lastRV = m.lastErr, m.lastRV
 		r.mu.Unlock()
 		if err != nil {
