@@ -41,7 +41,7 @@ func TestE2E_CorruptObjectDeletedUnsafelyLeavesTheCache(t *testing.T) {
 	}
 
 	f := informer.NewFactory(env.Config, informer.FactoryOptions{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
-	inf, err := informer.For[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
+	inf, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

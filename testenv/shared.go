@@ -35,7 +35,7 @@ type Shared struct {
 func (s *Shared) Env(t testing.TB) *Env {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("needs a control plane (not run with -short)")
+		t.Skip("needs a control plane (not started with -short)")
 	}
 	s.once.Do(func() { s.env, s.err = Start(context.Background(), s.Options) })
 	if s.err != nil {

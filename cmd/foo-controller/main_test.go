@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/internal/reexec"
 	"github.com/kloop-dev/kloop/samples/foo"
@@ -121,7 +122,7 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 	if err != nil {
 		t.Fatal(err)
 	}
-	foos, err := client.For[*v1alpha1.Foo](c, v1alpha1.Resource)
+	foos, err := client.NewResource[*v1alpha1.Foo](c, v1alpha1.Resource)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,16 +176,22 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 }
 
 func TestFooController_HelpExitsZeroAndNamesSampleControllersFlags(t *testing.T) {
-	var stderr strings.Builder
-	if code := run(t.Context(), []string{"--help"}, &stderr); code != 0 {
+	var stdout strings.Builder
+	if code := cli.Run(t.Context(), command(), []string{"--help"}, &stdout, io.Discard); code != 0 {
 		t.Errorf("--help exited %d, want 0", code)
 	}
-	for _, flag := range []string{"-kubeconfig", "-master", "Only required if out-of-cluster."} {
-		if !strings.Contains(stderr.String(), flag) {
-			t.Errorf("--help output lacks %q:\n%s", flag, stderr.String())
+	for _, flag := range []string{"--kubeconfig", "--master", "--namespace", "--workers"} {
+		if !strings.Contains(stdout.String(), flag) {
+			t.Errorf("--help output lacks %q:\n%s", flag, stdout.String())
 		}
 	}
-	if code := run(t.Context(), []string{"extra"}, io.Discard); code != 2 {
+	if code := cli.Run(t.Context(), command(), []string{"extra"}, io.Discard, io.Discard); code != 2 {
 		t.Errorf("an unexpected argument exited %d, want 2", code)
+	}
+	// sample-controller's single-dash spelling reaches the flag: the file
+	// it names is what is missing.
+	var stderr strings.Builder
+	if code := cli.Run(t.Context(), command(), []string{"-kubeconfig", "/nonexistent/kubeconfig"}, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), `--kubeconfig "/nonexistent/kubeconfig"`) {
+		t.Errorf("-kubeconfig /nonexistent/kubeconfig exited %d, stderr %q; want 2 naming the file", code, stderr.String())
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/samples/foo"
@@ -30,28 +31,34 @@ import (
 	"github.com/kloop-dev/kloop/watcher"
 )
 
+func demoCommand() *cobra.Command {
+	f := &controlPlaneFlags{logging: cli.Logging{Level: "warn", Format: "text"}}
+	namespace := "default"
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the local control plane with podsim and the Foo controller, apply example-foo.yaml and print what happens",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, cpLog, err := f.loggers(cmd)
+			if err != nil {
+				return err
+			}
+			if code := demo(f.dataDir, f.binDir, namespace, log, cpLog, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
+				return cli.ExitCode(code)
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&namespace, "namespace", namespace, "namespace of the example Foo; only it is watched and printed")
+	return cmd
+}
+
 // demo runs the whole sample on a local control plane: the Foo CRD, podsim,
 // the Foo controller and example-foo.yaml, printing one line per change of
 // the Foos, Deployments, pods and events of the namespace until a signal.
-func demo(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("kloop demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dataDir := fs.String("data-dir", "", "keep etcd data, certificates and the kubeconfig here across runs (default: a temporary directory removed on exit)")
-	binDir := fs.String("bin-dir", "", "directory with etcd, kube-apiserver and kube-controller-manager (default: bin/ at the repository root; build with `make controlplane`)")
-	namespace := fs.String("namespace", "default", "namespace of the example Foo; only it is watched and printed")
-	verbose := fs.Bool("v", false, "log the controllers' info lines to stderr too (default: warnings and errors)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kloop demo: unexpected arguments %v\n", fs.Args())
-		return 2
-	}
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+// The controllers log to log, the control plane to cpLog. It returns the
+// exit code.
+func demo(dataDir, binDir, namespace string, log, cpLog *slog.Logger, stdout, stderr io.Writer) int {
 	out := &printer{w: stdout, last: map[string]string{}}
 
 	ctx, in := notifyInterrupts(stderr)
@@ -60,10 +67,10 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	env, err := testenv.Start(ctx, testenv.Options{
-		DataDir:           *dataDir,
+		DataDir:           dataDir,
 		ControllerManager: true,
-		BinDir:            *binDir,
-		Logger:            slog.New(slog.NewTextHandler(stderr, nil)),
+		BinDir:            binDir,
+		Logger:            cpLog,
 	})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -72,7 +79,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
 		return 1
 	}
-	in.controlPlane(env, *dataDir == "")
+	in.controlPlane(env, dataDir == "")
 	defer func() {
 		env.Stop()
 		in.forget()
@@ -106,11 +113,11 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		return foo.Run(ctx, env.Config, foo.Options{Logger: log.With("component", "foo-controller"), Registerer: reg, Gatherer: reg})
 	})
 	synced := make(chan struct{})
-	goRun("printer", func(ctx context.Context) error { return out.watch(ctx, env.Config, *namespace, log, synced) })
+	goRun("printer", func(ctx context.Context) error { return out.watch(ctx, env.Config, namespace, log, synced) })
 
 	select {
 	case <-synced:
-		if err := applyExample(ctx, env.Config, *namespace, out); err != nil && ctx.Err() == nil {
+		if err := applyExample(ctx, env.Config, namespace, out); err != nil && ctx.Err() == nil {
 			failed <- err
 			stop()
 		}
@@ -143,7 +150,7 @@ func applyExample(ctx context.Context, cfg *rest.Config, namespace string, out *
 	if err != nil {
 		return err
 	}
-	foos, err := client.For[*v1alpha1.Foo](c, v1alpha1.Resource)
+	foos, err := client.NewResource[*v1alpha1.Foo](c, v1alpha1.Resource)
 	if err != nil {
 		return err
 	}
@@ -165,7 +172,7 @@ func applyExample(ctx context.Context, cfg *rest.Config, namespace string, out *
 
 // ensureNamespace creates namespace unless it exists.
 func ensureNamespace(ctx context.Context, c *client.Client, namespace string) error {
-	nss, err := client.For[*corev1.Namespace](c, corev1.SchemeGroupVersion.WithResource("namespaces"))
+	nss, err := client.NewResource[*corev1.Namespace](c, corev1.SchemeGroupVersion.WithResource("namespaces"))
 	if err != nil {
 		return err
 	}
@@ -217,19 +224,19 @@ func (p *printer) watch(ctx context.Context, cfg *rest.Config, namespace string,
 	reg := prometheus.NewRegistry()
 	f := informer.NewFactory(cfg, informer.FactoryOptions{Scheme: foo.Scheme(), Logger: log, Registerer: reg})
 	scope := informer.Scope{Namespace: namespace}
-	foos, err := informer.ForResource[*v1alpha1.Foo](f, v1alpha1.Resource, scope)
+	foos, err := informer.OfResource[*v1alpha1.Foo](f, v1alpha1.Resource, scope)
 	if err != nil {
 		return err
 	}
-	deployments, err := informer.For[*appsv1.Deployment](f, scope)
+	deployments, err := informer.Of[*appsv1.Deployment](f, scope)
 	if err != nil {
 		return err
 	}
-	pods, err := informer.For[*corev1.Pod](f, scope)
+	pods, err := informer.Of[*corev1.Pod](f, scope)
 	if err != nil {
 		return err
 	}
-	events, err := informer.For[*corev1.Event](f, scope)
+	events, err := informer.Of[*corev1.Event](f, scope)
 	if err != nil {
 		return err
 	}
