@@ -27,7 +27,8 @@ import (
 // /metrics with 403.
 func Example() {
 	cfg := controlPlane.ExampleEnv().Config // yours: rest.InClusterConfig()
-	s, err := secure.New(cfg, secure.Options{Logger: slog.New(slog.DiscardHandler)}) // self-signed; CertDir for a mounted Secret
+	// Self-signed; CertDir for a certificate from a mounted Secret.
+	s, err := secure.New(cfg, secure.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}

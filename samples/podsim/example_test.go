@@ -36,7 +36,7 @@ func ExampleRun() {
 	go func() {
 		done <- podsim.Run(ctx, cfg, podsim.Options{
 			NodeName: "example-node", Namespace: "example",
-			Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry(),
+			Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(),
 		})
 	}()
 
