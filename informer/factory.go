@@ -99,9 +99,12 @@ type factoryKey struct {
 
 type factoryEntry struct {
 	name     string
+	resource string
+	scope    Scope
 	informer any // *Informer[T] for the T of the key
 	run      func(context.Context) error
 	wait     func(context.Context) error
+	status   func() Status
 }
 
 // NewFactory returns a factory whose informers talk to the API server at
@@ -235,7 +238,7 @@ func ForListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope
 	if err != nil {
 		return nil, err
 	}
-	e := &factoryEntry{name: name, informer: inf, run: inf.Run, wait: inf.WaitForSync}
+	e := &factoryEntry{name: name, resource: resource, scope: scope, informer: inf, run: inf.Run, wait: inf.WaitForSync, status: inf.Status}
 	f.entries[key] = e
 	f.order = append(f.order, e)
 	if f.state == stateRunning {

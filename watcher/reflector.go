@@ -25,9 +25,11 @@ type Reflector[T Object] struct {
 	metrics *reflectorMetrics
 	running atomic.Bool
 
-	mu      sync.Mutex
-	lastErr error
-	lastRV  string
+	mu        sync.Mutex
+	lastErr   error
+	lastRV    string
+	phase     Phase
+	lastEvent time.Time
 }
 
 // NewReflector returns a reflector over lw. It starts nothing; call Run.
@@ -82,6 +84,14 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 
 	m, clk := r.m, r.cfg.clock
 	m.restart()
+	r.mu.Lock()
+	r.phase = phaseOf(m)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.phase = PhaseStopped
+		r.mu.Unlock()
+	}()
 	r.cfg.logger.Debug("reflector starting", "reflector", r.cfg.name, "mode", r.cfg.mode.String(), "rv", m.lastRV)
 
 	var w apiwatch.Interface
@@ -106,6 +116,7 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 		var (
 			evs []Event[T]
 			err error
+			now time.Time
 		)
 		switch act.kind {
 		case actList:
@@ -114,7 +125,8 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			evs, err = m.listed(clk.Now(), page, lerr)
+			now = clk.Now()
+			evs, err = m.listed(now, page, lerr)
 
 		case actWatch:
 			r.metrics.watches.Inc()
@@ -148,10 +160,11 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 			case <-ctx.Done():
 				return nil
 			case ev, ok := <-w.ResultChan():
+				now = clk.Now()
 				if !ok {
-					err = m.closed(clk.Now())
+					err = m.closed(now)
 				} else {
-					evs, err = m.received(clk.Now(), ev)
+					evs, err = m.received(now, ev)
 				}
 			case <-timeout:
 				err = m.timerFired(clk.Now())
@@ -170,7 +183,10 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 		}
 
 		r.mu.Lock()
-		r.lastErr, r.lastRV = m.lastErr, m.lastRV
+		r.lastErr, r.lastRV, r.phase = m.lastErr, m.lastRV, phaseOf(m)
+		if len(evs) > 0 {
+			r.lastEvent = now
+		}
 		r.mu.Unlock()
 		if err != nil {
 			r.metrics.errors.Inc()
