@@ -22,6 +22,7 @@ import (
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
@@ -40,6 +41,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	binDir := fs.String("bin-dir", "", "directory with etcd, kube-apiserver and kube-controller-manager (default: bin/ at the repository root; build with `make controlplane`)")
 	namespace := fs.String("namespace", "default", "namespace of the example Foo; only it is watched and printed")
 	verbose := fs.Bool("v", false, "log the controllers' info lines to stderr too (default: warnings and errors)")
+	debugAddr := fs.String("debug-bind-address", "127.0.0.1:0", "where the Foo controller's live debug page is served (default: a free loopback port, printed at start); 0 turns it off")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -101,10 +103,32 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	goRun("podsim", func(ctx context.Context) error {
 		return podsim.Run(ctx, env.Config, podsim.Options{Logger: log.With("component", "podsim"), Registerer: prometheus.NewRegistry()})
 	})
-	goRun("foo controller", func(ctx context.Context) error {
-		reg := prometheus.NewRegistry()
-		return foo.Run(ctx, env.Config, foo.Options{Logger: log.With("component", "foo-controller"), Registerer: reg, Gatherer: reg})
-	})
+	reg := prometheus.NewRegistry()
+	ctrl, err := foo.NewManager(env.Config, foo.Options{Logger: log.With("component", "foo-controller"), Registerer: reg, Gatherer: reg})
+	if err != nil {
+		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
+		return 1
+	}
+	var page *debug.Server
+	if *debugAddr != "" && *debugAddr != "0" {
+		if page, err = debug.New(ctrl, debug.Options{Addr: *debugAddr, Logger: log.With("component", "debug")}); err == nil {
+			err = ctrl.Add(page)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "kloop demo: --debug-bind-address: %v\n", err)
+			return 2
+		}
+	}
+	goRun("foo controller", ctrl.Start)
+	if page != nil {
+		select {
+		case <-page.AddrReady():
+			if page.Addr() != nil {
+				out.printf("# the Foo controller's live page: %s (its JSON: %s%s)\n", page.URL(), page.URL(), strings.TrimPrefix(debug.SnapshotPath, "/"))
+			}
+		case <-ctx.Done():
+		}
+	}
 	synced := make(chan struct{})
 	goRun("printer", func(ctx context.Context) error { return out.watch(ctx, env.Config, *namespace, log, synced) })
 
