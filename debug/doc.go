@@ -5,13 +5,14 @@
 //	srv, err := debug.New(mgr, debug.Options{Addr: "127.0.0.1:8082"})
 //	if err != nil { ... }
 //	if err := mgr.Add(srv); err != nil { ... }
-//	// once started: srv.URL() is "http://127.0.0.1:8082/"
+//	// once started: srv.URL() is "http://127.0.0.1:8082/debug/"
 //
-// The page (PagePath, "/") is one HTML file with its CSS and JavaScript,
-// embedded in the binary; it loads nothing from elsewhere and polls the
-// snapshot (SnapshotPath, "/api/v1/snapshot") once a second. For scripts:
+// The page (PagePath, "/debug/"; "/" redirects there) is one HTML file with
+// its CSS and JavaScript, embedded in the binary; it loads nothing from
+// elsewhere and polls the snapshot (SnapshotPath, "/debug/api/v1/snapshot")
+// once a second. For scripts:
 //
-//	curl -s 127.0.0.1:8082/api/v1/snapshot | jq '.informers[] | select(.level != "ok")'
+//	curl -s 127.0.0.1:8082/debug/api/v1/snapshot | jq '.informers[] | select(.level != "ok")'
 //
 // # Guarantees
 //
@@ -28,9 +29,11 @@
 //     sum of workqueue_depth over priorities. A scrape and a snapshot taken
 //     while nothing changes agree.
 //   - Without Options.Wrap the server listens only on a loopback address
-//     (New fails with ErrInsecureAddr otherwise). With Wrap (the
-//     authentication and authorization that guard /metrics) and Options.TLS,
-//     any address.
+//     (New fails with ErrInsecureAddr otherwise). With Wrap and Options.TLS
+//     (the authentication, authorization and TLS that guard /metrics with
+//     --metrics-secure: a metrics/secure.Secure's Wrap and TLSConfig), any
+//     address; readers then need get on the non-resource URLs "/debug" and
+//     "/debug/*".
 //   - The server runs on every replica (NeedLeaderElection is false); a
 //     standby shows its warm caches and idle controllers.
 //

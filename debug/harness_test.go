@@ -55,7 +55,7 @@ func newFooRun(t *testing.T, env *testenv.Env, before ...string) *fooRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	foos, err := client.For[*v1alpha1.Foo](c, v1alpha1.Resource)
+	foos, err := client.NewResource[*v1alpha1.Foo](c, v1alpha1.Resource)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,3 +162,5 @@ func (r *fooRun) snapshotJSON() map[string]any {
 	}
 	return out
 }
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }

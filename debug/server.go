@@ -19,10 +19,12 @@ import (
 	"github.com/kloop-dev/kloop/manager"
 )
 
-// Paths the server serves.
+// Paths the server serves ("/" redirects to the page). Under a Wrap that
+// authorizes by path, such as package metrics/secure's, a reader needs get
+// on the non-resource URLs "/debug" and "/debug/*".
 const (
-	PagePath     = "/"
-	SnapshotPath = "/api/v1/snapshot"
+	PagePath     = "/debug/"
+	SnapshotPath = "/debug/api/v1/snapshot"
 )
 
 // Defaults of Options.
@@ -155,7 +157,12 @@ func (s *Server) Addr() net.Addr {
 func (s *Server) AddrReady() <-chan struct{} { return s.addrReady }
 
 // URL is the page's address, "" before Start has bound it.
-func (s *Server) URL() string {
+func (s *Server) URL() string { return s.url(PagePath) }
+
+// SnapshotURL is the snapshot's address, "" before Start has bound it.
+func (s *Server) SnapshotURL() string { return s.url(SnapshotPath) }
+
+func (s *Server) url(path string) string {
 	a := s.Addr()
 	if a == nil {
 		return ""
@@ -164,7 +171,7 @@ func (s *Server) URL() string {
 	if s.opts.TLS != nil {
 		scheme = "https"
 	}
-	return scheme + "://" + a.String() + PagePath
+	return scheme + "://" + a.String() + path
 }
 
 // Start serves until ctx is done, then shuts the server down.
@@ -217,6 +224,7 @@ func (s *Server) Start(ctx context.Context) error {
 // own instead if you prefer.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", http.RedirectHandler(PagePath, http.StatusFound))
 	mux.HandleFunc("GET "+PagePath+"{$}", func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Type", "text/html; charset=utf-8")

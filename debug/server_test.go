@@ -36,7 +36,7 @@ func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func newManager(t *testing.T, rs ...manager.Runnable) *manager.Manager {
 	t.Helper()
-	m, err := manager.New(manager.Options{DisableHTTP: true, Logger: quiet()})
+	m, err := manager.New(manager.Options{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,8 +129,12 @@ func TestServer_ServesThePageAndTheSnapshotOfTheManagersParts(t *testing.T) {
 	clock := t0
 	s.now = func() time.Time { return clock }
 	url := start(t, s)
-	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasSuffix(url, "/") {
-		t.Fatalf("URL() = %q", url)
+	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasSuffix(url, "/debug/") || s.SnapshotURL() != url+"api/v1/snapshot" {
+		t.Fatalf("URL() = %q, SnapshotURL() = %q", url, s.SnapshotURL())
+	}
+	root := strings.TrimSuffix(url, "debug/")
+	if resp, body := get(t, root); resp.StatusCode != 200 || resp.Request.URL.Path != PagePath || !strings.Contains(body, "<title>kloop</title>") {
+		t.Fatalf("GET / ended at %s with %d, want the page after a redirect", resp.Request.URL, resp.StatusCode)
 	}
 
 	resp, body := get(t, url)

@@ -26,11 +26,11 @@ func TestFactoryStatus_ReportsEachInformersSyncCountsErrorsAndHandlers(t *testin
 		w := okLW.PushWatch()
 		forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "", errors.New("RBAC: access denied"))
 		deniedLW.PushList(watcher.ListPage[*corev1.ConfigMap]{}, forbidden)
-		ok, err := ForListerWatcher(f, "configmaps", Scope{}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return okLW, nil })
+		ok, err := OfListerWatcher(f, "configmaps", Scope{}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return okLW, nil })
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ForListerWatcher(f, "secrets", Scope{Namespace: "locked"}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return deniedLW, nil }); err != nil {
+		if _, err := OfListerWatcher(f, "secrets", Scope{Namespace: "locked"}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return deniedLW, nil }); err != nil {
 			t.Fatal(err)
 		}
 		// A handler that holds its first call, so its queue stays full.

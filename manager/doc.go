@@ -1,6 +1,7 @@
 // Package manager runs a program's informer factories, controllers and
-// other runnables under one context, with optional leader election, an HTTP
-// server for /metrics, /healthz and /readyz, and a signal helper for a
+// other runnables under one context, with optional leader election, HTTP
+// servers for /metrics and for /healthz and /readyz (each off unless given
+// an address, one server when both share it), and a signal helper for a
 // graceful stop. It is kloop's kube-controller-manager in miniature.
 //
 // # Guarantees

@@ -17,9 +17,9 @@ import (
 // informer.Factory and controllers.
 func Example() {
 	m, err := manager.New(manager.Options{
-		HTTPAddr: "127.0.0.1:0",
-		Gatherer: prometheus.NewRegistry(),
-		Logger:   slog.New(slog.DiscardHandler),
+		HealthAddr: "127.0.0.1:0",
+		Gatherer:   prometheus.NewRegistry(),
+		Logger:     slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		panic(err)
@@ -27,7 +27,7 @@ func Example() {
 	ctx, stop := context.WithCancel(context.Background())
 	_ = m.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-m.AddrReady()
-		resp, err := http.Get("http://" + m.Addr().String() + "/healthz")
+		resp, err := http.Get("http://" + m.HealthAddr().String() + "/healthz")
 		if err != nil {
 			return err
 		}

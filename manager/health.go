@@ -37,9 +37,9 @@ var (
 	errStopping    = errors.New("shutting down")
 )
 
-// Handler returns the manager's HTTP handler: /metrics, /healthz and
-// /readyz. Start serves it on HTTPAddr; use it directly to mount the
-// endpoints on a server of your own (with DisableHTTP).
+// Handler returns an HTTP handler of all the manager's endpoints: /metrics,
+// /healthz and /readyz. Start serves them on MetricsAddr and HealthAddr;
+// use Handler to mount them on a server of your own instead.
 //
 // /healthz and /readyz answer 200 "ok" or 503 with the failing checks;
 // "?verbose" lists every check. /readyz includes "caches" (every cache
@@ -47,8 +47,22 @@ var (
 // or standing by, both ready), and "shutdown" (not stopping).
 func (m *Manager) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.opts.Gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{m}}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/metrics", m.metricsHandler())
+	mux.Handle("/healthz", m.healthzHandler())
+	mux.Handle("/readyz", m.readyzHandler())
+	return mux
+}
+
+func (m *Manager) metricsHandler() http.Handler {
+	h := promhttp.HandlerFor(m.opts.Gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{m}})
+	if m.opts.WrapMetrics != nil {
+		return m.opts.WrapMetrics(h)
+	}
+	return h
+}
+
+func (m *Manager) healthzHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
 		checks := []namedCheck{{"ping", func(*http.Request) error { return nil }}}
 		if c, ok := m.opts.LeaderElection.(interface{ Check() error }); ok {
@@ -58,7 +72,10 @@ func (m *Manager) Handler() http.Handler {
 		m.mu.Unlock()
 		serveChecks(w, r, checks)
 	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+}
+
+func (m *Manager) readyzHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
 		checks := []namedCheck{
 			{"caches", func(*http.Request) error {
@@ -86,7 +103,6 @@ func (m *Manager) Handler() http.Handler {
 		m.mu.Unlock()
 		serveChecks(w, r, checks)
 	})
-	return mux
 }
 
 func serveChecks(w http.ResponseWriter, r *http.Request, checks []namedCheck) {

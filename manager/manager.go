@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,11 +17,8 @@ import (
 	"github.com/kloop-dev/kloop/metrics"
 )
 
-// Defaults of Options.
-const (
-	DefaultHTTPAddr        = ":8080"
-	DefaultShutdownTimeout = 30 * time.Second
-)
+// DefaultShutdownTimeout is the default of Options.ShutdownTimeout.
+const DefaultShutdownTimeout = 30 * time.Second
 
 var (
 	// ErrAlreadyStarted is returned by a second call to Start.
@@ -78,18 +76,24 @@ type Elector interface {
 	Run(ctx context.Context, lead func(ctx context.Context)) error
 }
 
-// Options configures a Manager. The zero value works: an HTTP server on
-// :8080, no leader election, a 30-second shutdown bound, metrics from the
-// kloop registry, logs to slog.Default().
+// Options configures a Manager. The zero value works: no HTTP server, no
+// leader election, a 30-second shutdown bound, metrics from the kloop
+// registry, logs to slog.Default(). Nothing listens on a port unless an
+// address or a listener is given.
 type Options struct {
-	// HTTPAddr is where /metrics, /healthz and /readyz are served.
-	// Default ":8080"; use "127.0.0.1:0" for a free port (see Addr).
-	HTTPAddr string
-	// Listener, if set, is used instead of listening on HTTPAddr. Start
-	// closes it.
-	Listener net.Listener
-	// DisableHTTP turns the HTTP server off.
-	DisableHTTP bool
+	// MetricsAddr is where /metrics is served, for example ":8080", or
+	// "127.0.0.1:0" for a free port (see MetricsAddr). "" or "0": off.
+	MetricsAddr string
+	// HealthAddr is where /healthz and /readyz are served. "" or "0": off.
+	// When it equals MetricsAddr one server serves all three paths.
+	HealthAddr string
+	// MetricsListener and HealthListener, if set, are used instead of
+	// listening on the addresses (Start closes them). They may be the same
+	// listener: then one server serves all three paths.
+	MetricsListener, HealthListener net.Listener
+	// WrapMetrics, if set, wraps the /metrics handler, for example with
+	// authentication and authorization.
+	WrapMetrics func(http.Handler) http.Handler
 
 	// LeaderElection, if set, makes leader-needing runnables (controllers
 	// by default) run only while this replica leads. Nil: they always run.
@@ -122,7 +126,7 @@ type Manager struct {
 	healthz   []namedCheck
 	readyz    []namedCheck
 	started   bool
-	addr      net.Addr
+	addrs     map[string]net.Addr // by endpoint: "metrics", "health"
 	addrReady chan struct{}
 
 	synced   atomic.Bool // every cache synced
@@ -133,9 +137,6 @@ type Manager struct {
 
 // New returns a manager. It starts nothing and does no I/O.
 func New(opts Options) (*Manager, error) {
-	if opts.HTTPAddr == "" {
-		opts.HTTPAddr = DefaultHTTPAddr
-	}
 	if opts.ShutdownTimeout == 0 {
 		opts.ShutdownTimeout = DefaultShutdownTimeout
 	}
@@ -145,7 +146,7 @@ func New(opts Options) (*Manager, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Manager{opts: opts, log: opts.Logger, addrReady: make(chan struct{})}, nil
+	return &Manager{opts: opts, log: opts.Logger, addrs: map[string]net.Addr{}, addrReady: make(chan struct{})}, nil
 }
 
 // Add registers a runnable. Caches run on every replica and gate
@@ -181,19 +182,25 @@ func needsLeader(r Runnable) bool {
 	return true
 }
 
-// Addr returns the address the HTTP server listens on, once Start has
+// MetricsAddr returns the address /metrics is served on, once Start has
 // bound it, or nil.
-func (m *Manager) Addr() net.Addr {
+func (m *Manager) MetricsAddr() net.Addr { return m.boundAddr("metrics") }
+
+// HealthAddr returns the address /healthz and /readyz are served on, once
+// Start has bound it, or nil.
+func (m *Manager) HealthAddr() net.Addr { return m.boundAddr("health") }
+
+func (m *Manager) boundAddr(endpoint string) net.Addr {
 	select {
 	case <-m.addrReady:
-		return m.addr
+		return m.addrs[endpoint]
 	default:
 		return nil
 	}
 }
 
-// AddrReady is closed once Addr is known (or Start failed to listen, or
-// HTTP is disabled, in which case Addr stays nil).
+// AddrReady is closed once MetricsAddr and HealthAddr are known (or Start
+// failed to listen; an address that is off stays nil).
 func (m *Manager) AddrReady() <-chan struct{} { return m.addrReady }
 
 // IsLeader reports whether leader-needing runnables are running: always
@@ -223,21 +230,20 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	caches, always, leader := m.caches, m.always, m.leader
 	m.mu.Unlock()
 
-	srv, lis, err := m.listen()
+	servers, err := m.listen()
 	if err != nil {
 		close(m.addrReady)
 		return err
 	}
-	var httpDone chan error
-	if srv != nil {
-		m.addr = lis.Addr()
-		close(m.addrReady)
-		m.log.Info("Serving metrics and health probes", "addr", m.addr.String())
-		httpDone = make(chan error, 1)
-		go func() { httpDone <- srv.Serve(lis) }()
-	} else {
-		close(m.addrReady)
+	httpDone := make(chan error, len(servers))
+	for _, s := range servers {
+		for _, e := range s.endpoints {
+			m.addrs[e] = s.lis.Addr()
+		}
+		m.log.Info("Serving "+strings.Join(s.paths, ", "), "addr", s.lis.Addr().String())
+		go func() { httpDone <- s.srv.Serve(s.lis) }()
 	}
+	close(m.addrReady)
 
 	// fail collects the first fatal error and starts the stop.
 	stop := make(chan struct{})
@@ -319,10 +325,12 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	wait(&runWG, "controllers and runnables")
 	cancelCaches()
 	wait(&cacheWG, "caches")
-	if srv != nil {
+	for _, s := range servers {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = srv.Shutdown(sctx)
+		_ = s.srv.Shutdown(sctx)
 		cancel()
+	}
+	for range servers {
 		if err := <-httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			failures = append(failures, fmt.Errorf("manager: HTTP server: %w", err))
 		}
@@ -375,23 +383,80 @@ func (m *Manager) waitForCaches(ctx context.Context, caches []Cache) {
 	m.log.Info("Caches synced", "caches", len(caches))
 }
 
-func (m *Manager) listen() (*http.Server, net.Listener, error) {
-	if m.opts.DisableHTTP {
-		if m.opts.Listener != nil {
-			m.opts.Listener.Close()
-		}
-		return nil, nil, nil
+// server is one HTTP server of the manager's.
+type server struct {
+	endpoints []string // "metrics", "health"
+	paths     []string
+	srv       *http.Server
+	lis       net.Listener
+}
+
+// addrOff reports whether an address option means "not served".
+func addrOff(addr string) bool { return addr == "" || addr == "0" }
+
+// listen binds every configured server before anything starts, so that a
+// port in use fails Start at once. Metrics and health share one server
+// when they share an address or a listener.
+func (m *Manager) listen() ([]server, error) {
+	type want struct {
+		endpoint string
+		addr     string
+		lis      net.Listener
 	}
-	lis := m.opts.Listener
-	if lis == nil {
-		var err error
-		lis, err = net.Listen("tcp", m.opts.HTTPAddr)
-		if err != nil {
-			return nil, nil, fmt.Errorf("manager: listen on %s: %w", m.opts.HTTPAddr, err)
-		}
+	wants := []want{
+		{"metrics", m.opts.MetricsAddr, m.opts.MetricsListener},
+		{"health", m.opts.HealthAddr, m.opts.HealthListener},
 	}
-	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	return srv, lis, nil
+	var out []server
+	fail := func(err error) ([]server, error) {
+		for _, s := range out {
+			s.lis.Close()
+		}
+		for _, w := range wants {
+			if w.lis != nil {
+				w.lis.Close()
+			}
+		}
+		return nil, err
+	}
+next:
+	for _, w := range wants {
+		if w.lis == nil && addrOff(w.addr) {
+			continue
+		}
+		for i := range out {
+			s := &out[i]
+			if (w.lis != nil && w.lis == s.lis) || (w.lis == nil && w.addr == s.srv.Addr) {
+				s.endpoints = append(s.endpoints, w.endpoint)
+				continue next
+			}
+		}
+		lis := w.lis
+		if lis == nil {
+			var err error
+			if lis, err = net.Listen("tcp", w.addr); err != nil {
+				return fail(fmt.Errorf("manager: listen on %s for %s: %w", w.addr, w.endpoint, err))
+			}
+		}
+		out = append(out, server{endpoints: []string{w.endpoint}, lis: lis, srv: &http.Server{Addr: w.addr, ReadHeaderTimeout: 10 * time.Second}})
+	}
+	for i := range out {
+		s := &out[i]
+		mux := http.NewServeMux()
+		for _, e := range s.endpoints {
+			switch e {
+			case "metrics":
+				mux.Handle("/metrics", m.metricsHandler())
+				s.paths = append(s.paths, "/metrics")
+			case "health":
+				mux.Handle("/healthz", m.healthzHandler())
+				mux.Handle("/readyz", m.readyzHandler())
+				s.paths = append(s.paths, "/healthz", "/readyz")
+			}
+		}
+		s.srv.Handler = mux
+	}
+	return out, nil
 }
 
 func describe(r Runnable) string {

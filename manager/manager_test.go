@@ -93,7 +93,7 @@ func TestManager_ServesMetricsAndReportsReadyOnlyAfterCachesSync(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	f := informer.NewFactory(e.Config, informer.FactoryOptions{Registerer: reg, Logger: quiet()})
-	cms, err := informer.For[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
+	cms, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestManager_ServesMetricsAndReportsReadyOnlyAfterCachesSync(t *testing.T) {
 	}
 
 	lis := localListener(t)
-	m, err := manager.New(manager.Options{Listener: lis, Gatherer: reg, Logger: quiet()})
+	m, err := manager.New(manager.Options{MetricsListener: lis, HealthListener: lis, Gatherer: reg, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,9 +122,9 @@ func TestManager_ServesMetricsAndReportsReadyOnlyAfterCachesSync(t *testing.T) {
 	}
 	stop, _ := startManager(t, m)
 	<-m.AddrReady()
-	base := "http://" + m.Addr().String()
-	if m.Addr().String() != lis.Addr().String() {
-		t.Errorf("Addr = %v, want the listener's %v", m.Addr(), lis.Addr())
+	base := "http://" + m.MetricsAddr().String()
+	if m.MetricsAddr().String() != lis.Addr().String() {
+		t.Errorf("Addr = %v, want the listener's %v", m.MetricsAddr(), lis.Addr())
 	}
 
 	if code, body := get(t, base+"/healthz"); code != 200 || body != "ok\n" {
@@ -224,14 +224,14 @@ func (p *probe) Start(ctx context.Context) error {
 func TestManager_RunsLeaderRunnablesOnlyWhileLeadingAndReleasesAfterTheyReturn(t *testing.T) {
 	el := &fakeElector{lead: make(chan struct{}), lose: make(chan struct{}), released: make(chan struct{})}
 	lis := localListener(t)
-	m, _ := manager.New(manager.Options{Listener: lis, LeaderElection: el, Logger: quiet(), Gatherer: prometheus.NewRegistry()})
+	m, _ := manager.New(manager.Options{MetricsListener: lis, HealthListener: lis, LeaderElection: el, Logger: quiet(), Gatherer: prometheus.NewRegistry()})
 	p := &probe{started: make(chan struct{}), stopped: make(chan struct{}), slowStop: 200 * time.Millisecond}
 	everywhere := &probe{started: make(chan struct{}), stopped: make(chan struct{})}
 	_ = m.Add(p)
 	_ = m.Add(nonLeader{everywhere})
 	_, wait := startManager(t, m)
 	<-m.AddrReady()
-	base := "http://" + m.Addr().String()
+	base := "http://" + m.MetricsAddr().String()
 
 	select {
 	case <-everywhere.started:
@@ -279,7 +279,7 @@ func (nonLeader) NeedLeaderElection() bool { return false }
 
 func TestManager_StopsEverythingAndReturnsTheErrorOfAFailedRunnable(t *testing.T) {
 	boom := errors.New("boom")
-	m, _ := manager.New(manager.Options{DisableHTTP: true, Logger: quiet()})
+	m, _ := manager.New(manager.Options{Logger: quiet()})
 	other := &probe{started: make(chan struct{}), stopped: make(chan struct{})}
 	_ = m.Add(other)
 	_ = m.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -301,7 +301,7 @@ func TestManager_StopsEverythingAndReturnsTheErrorOfAFailedRunnable(t *testing.T
 }
 
 func TestManager_ShutdownTimeoutBoundsTheStop(t *testing.T) {
-	m, _ := manager.New(manager.Options{DisableHTTP: true, Logger: quiet(), ShutdownTimeout: 100 * time.Millisecond})
+	m, _ := manager.New(manager.Options{Logger: quiet(), ShutdownTimeout: 100 * time.Millisecond})
 	release := make(chan struct{})
 	defer close(release)
 	_ = m.Add(manager.RunnableFunc(func(ctx context.Context) error {
@@ -312,5 +312,66 @@ func TestManager_ShutdownTimeoutBoundsTheStop(t *testing.T) {
 	cancel()
 	if err := m.Start(ctx); !errors.Is(err, manager.ErrShutdownTimeout) {
 		t.Errorf("Start = %v, want ErrShutdownTimeout", err)
+	}
+}
+
+func TestManager_MetricsAndHealthOnSeparateAddresses(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "kloop_test_total", Help: "test"}))
+	metricsLis, healthLis := localListener(t), localListener(t)
+	m, err := manager.New(manager.Options{MetricsListener: metricsLis, HealthListener: healthLis, Gatherer: reg, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, _ := startManager(t, m)
+	<-m.AddrReady()
+	metricsURL, healthURL := "http://"+m.MetricsAddr().String(), "http://"+m.HealthAddr().String()
+	if metricsURL == healthURL {
+		t.Fatalf("metrics and health share %s, want two servers", metricsURL)
+	}
+	if code, body := get(t, metricsURL+"/metrics"); code != 200 || !strings.Contains(body, "kloop_test_total") {
+		t.Errorf("GET /metrics on the metrics address = %d %q, want 200 with the registry's metrics", code, body)
+	}
+	if code, _ := get(t, metricsURL+"/healthz"); code != http.StatusNotFound {
+		t.Errorf("GET /healthz on the metrics address = %d, want 404", code)
+	}
+	if code, _ := get(t, healthURL+"/metrics"); code != http.StatusNotFound {
+		t.Errorf("GET /metrics on the health address = %d, want 404", code)
+	}
+	if code, body := get(t, healthURL+"/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("GET /healthz on the health address = %d %q, want 200 ok", code, body)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestManager_ListensOnNothingUnlessAsked(t *testing.T) {
+	for _, addr := range []string{"", "0"} {
+		m, err := manager.New(manager.Options{MetricsAddr: addr, HealthAddr: addr, Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop, _ := startManager(t, m)
+		<-m.AddrReady()
+		if a, h := m.MetricsAddr(), m.HealthAddr(); a != nil || h != nil {
+			t.Errorf("addresses %q: MetricsAddr = %v, HealthAddr = %v, want both nil", addr, a, h)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestManager_StartFailsAtOnceWhenAPortIsTaken(t *testing.T) {
+	taken := localListener(t)
+	defer taken.Close()
+	m, err := manager.New(manager.Options{MetricsAddr: "127.0.0.1:0", HealthAddr: taken.Addr().String(), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), taken.Addr().String()) || !strings.Contains(err.Error(), "health") {
+		t.Fatalf("Start = %v, want an error naming the taken address and the health endpoint", err)
 	}
 }

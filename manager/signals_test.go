@@ -45,7 +45,7 @@ func signalHelper() int {
 		fmt.Println(err)
 		return 2
 	}
-	m, err := manager.New(manager.Options{HTTPAddr: "127.0.0.1:0", Gatherer: reg, Logger: log})
+	m, err := manager.New(manager.Options{MetricsAddr: "127.0.0.1:0", HealthAddr: "127.0.0.1:0", Gatherer: reg, Logger: log})
 	if err != nil {
 		fmt.Println(err)
 		return 2

@@ -20,7 +20,7 @@ func TestManagerStatus_FollowsStartSyncAndStop(t *testing.T) {
 }
 
 func testManagerStatus(t *testing.T) {
-	m, err := manager.New(manager.Options{DisableHTTP: true, Logger: quiet()})
+	m, err := manager.New(manager.Options{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

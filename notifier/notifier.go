@@ -138,7 +138,7 @@ func New(restCfg *rest.Config, cfg Config, opts Options) (*Notifier, error) {
 		if !cr.ClusterScoped {
 			scope.Namespace = cfg.Namespace
 		}
-		inf, err := informer.ForUnstructured(n.factory, gvr, scope)
+		inf, err := informer.OfUnstructured(n.factory, gvr, scope)
 		if err != nil {
 			return nil, fmt.Errorf("notifier: watching %s: %w", gvr, err)
 		}
@@ -188,9 +188,10 @@ func (n *Notifier) Run(ctx context.Context) error {
 	}()
 
 	mgr, err := manager.New(manager.Options{
-		HTTPAddr:        n.opts.HTTPAddr,
-		Listener:        n.opts.Listener,
-		DisableHTTP:     n.opts.HTTPAddr == "" && n.opts.Listener == nil,
+		MetricsAddr:     n.opts.HTTPAddr,
+		HealthAddr:      n.opts.HTTPAddr,
+		MetricsListener: n.opts.Listener,
+		HealthListener:  n.opts.Listener,
 		Gatherer:        n.opts.Gatherer,
 		Logger:          n.log,
 		ShutdownTimeout: n.opts.DrainTimeout + 20*time.Second,

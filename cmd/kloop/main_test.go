@@ -226,7 +226,7 @@ func TestDemo_ExampleFooBecomesAvailableThroughPodsimAndSIGINTExitsZero(t *testi
 }
 
 // pageLine is the demo's line with the URL of the debug page.
-var pageLine = regexp.MustCompile(`^# the Foo controller's live page: (http://127\.0\.0\.1:\d+/) `)
+var pageLine = regexp.MustCompile(`^# the Foo controller's live page: (http://127\.0\.0\.1:\d+/debug/) `)
 
 func keys(m map[string]*regexp.Regexp) []string {
 	var out []string

@@ -463,7 +463,7 @@ func vmRSS() uint64 {
 func runKloop(ctx context.Context, cfg *rest.Config, ns string, s *seen) (wait func() error, err error) {
 	log := slog.New(slog.DiscardHandler)
 	f := informer.NewFactory(cfg, informer.FactoryOptions{Logger: log})
-	cms, err := informer.For[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
+	cms, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
 	if err != nil {
 		return nil, err
 	}
@@ -507,7 +507,7 @@ func runKloop(ctx context.Context, cfg *rest.Config, ns string, s *seen) (wait f
 // with the debug page on a free loopback port and, with -debug polled,
 // reads its snapshot once a second, as the page does while someone looks.
 func runWithDebugPage(ctx context.Context, wg *sync.WaitGroup, errs chan<- error, log *slog.Logger, f *informer.Factory, c *controller.Controller[cache.Key]) error {
-	m, err := manager.New(manager.Options{DisableHTTP: true, Logger: log})
+	m, err := manager.New(manager.Options{Logger: log})
 	if err != nil {
 		return err
 	}
@@ -526,7 +526,7 @@ func runWithDebugPage(ctx context.Context, wg *sync.WaitGroup, errs chan<- error
 		return errors.New("the debug page did not start")
 	}
 	if debugMode == "polled" {
-		url := srv.URL() + strings.TrimPrefix(debug.SnapshotPath, "/")
+		url := srv.SnapshotURL()
 		wg.Go(func() {
 			t := time.NewTicker(time.Second)
 			defer t.Stop()

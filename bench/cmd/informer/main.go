@@ -7,7 +7,7 @@
 //	is measured.
 //
 // Each side is used with its default configuration: kloop's
-// informer.For[*corev1.ConfigMap] (protobuf, streaming list, managedFields
+// informer.Of[*corev1.ConfigMap] (protobuf, streaming list, managedFields
 // stripped, repeated metadata shared between objects, the built-in
 // namespace grouping) and client-go's SharedInformerFactory ConfigMap
 // informer (protobuf, streaming list, namespace indexer). Both register one
@@ -21,18 +21,32 @@
 //     HeapAlloc after two forced GCs with the informer running, minus
 //     HeapAlloc after two forced GCs before it started, divided by N.
 //   - informer-metadata-bytes-per-object: the same for kloop's metadata-only
-//     informer (informer.ForMetadata), against client-go's default full
+//     informer (informer.OfMetadata), against client-go's default full
 //     informer: what a controller that needs only names, labels and owners
 //     pays with each.
+//   - informer-sync-vs-wire: kloop's sync against the bare initial stream,
+//     the "wire" side: the same streaming list kloop's reflector opens
+//     (sendInitialEvents, resourceVersionMatch=NotOlderThan, bookmarks)
+//     through client-go's protobuf typed client, every object decoded and
+//     dropped, timed from the request to the initial-events-end bookmark.
+//     It is what the API server, the network and decoding take; everything
+//     above it is the informer's own cost. The "wire-kloop" side is the
+//     same through kloop's decoding path (printed as a comment).
 //   - informer-event-latency-p99: both informers run at once and see the
 //     same writes; a write is a merge patch of one annotation (a sequence
 //     number) on a distinct ConfigMap, and its latency runs from just before
 //     the PATCH is sent to the handler's OnUpdate for that sequence number.
 //
-// Sync and memory are measured in rounds; each round runs kloop, client-go
-// and kloop-metadata one after the other, one at a time, in a rotating
-// order, each starting from a fresh informer after the previous one was
-// stopped and collected. RESULT lines give each side's median.
+// Sync and memory are measured in rounds; each round runs every side (kloop,
+// client-go, kloop-metadata, wire, wire-kloop; -sides chooses) one after
+// the other, one at a time, in a rotating order, each starting from a fresh
+// informer after the previous one was stopped and collected. RESULT lines
+// give each side's median.
+//
+// The cost curve: -n with a list of sizes (1000,10000,100000) seeds up to
+// each size in turn and measures every side there; each RESULT name then
+// ends in -n<size>. The latency figure is taken once, at the largest size
+// (-updates 0 skips it).
 //
 // Run with: cd bench && go run ./cmd/informer -n 20000
 package main
@@ -47,6 +61,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,14 +72,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	cgcache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/lean"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/watcher"
 )
@@ -76,24 +95,35 @@ const (
 )
 
 func main() {
-	n := flag.Int("n", 20000, "ConfigMaps to seed")
+	n := flag.String("n", "20000", "ConfigMaps to seed; a comma-separated list (1000,10000,100000) measures at each size in turn, seeding up to it, for the cost curve")
 	rounds := flag.Int("rounds", 3, "sync/memory rounds (each measures every side once)")
 	updates := flag.Int("updates", 3000, "writes timed for the latency figure")
-	flag.BoolVar(&noSharing, "kloop-no-sharing", false, "turn off kloop's sharing of repeated metadata (informer.Options.DisableSharing), to see what it saves")
+	flag.BoolVar(&noSharing, "kloop-no-sharing", false, "turn off kloop's sharing of repeated metadata (informer.Memory.Unshared), to see what it saves")
 	flag.Var(&kloopList, "kloop-initial-list", "kloop's initial list mode: auto (the default), streaming or paginated")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "profiling aid: write a CPU profile of each side's sync to this path with the side's name appended")
 	flag.StringVar(&memProfile, "memprofile", "", "profiling aid: write a heap profile of each side, taken when its memory is measured, to this path with the side's name appended")
+	flag.StringVar(&traceOut, "trace", "", "profiling aid: write an execution trace of each side's sync to this path with the side's name appended")
+	only := flag.String("sides", "", "comma-separated sides to run (default all): "+strings.Join(sideNames(), ","))
 	flag.Parse()
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
-	if err := run(*n, *rounds, *updates); err != nil {
+	sizes, err := parseSizes(*n)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "informer benchmark:", err)
+		os.Exit(2)
+	}
+	if err := run(sizes, *rounds, *updates, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "informer benchmark:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, rounds, updates int) error {
+func run(sizes []int, rounds, updates int, only string) error {
 	ctx := context.Background()
 	began := time.Now()
+	sides, err := selectSides(only)
+	if err != nil {
+		return err
+	}
 	env, err := testenv.Start(ctx, testenv.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
@@ -105,69 +135,130 @@ func run(n, rounds, updates int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("informer benchmark: N=%d ConfigMaps (512-byte payload, 2 labels), %d rounds, %d timed writes, GOMAXPROCS=%d\n",
-		n, rounds, updates, runtime.GOMAXPROCS(0))
-
-	seeded := time.Now()
-	if err := seed(ctx, kc, n); err != nil {
-		return err
-	}
-	fmt.Printf("  seeded %d ConfigMaps in %.1fs\n", n, time.Since(seeded).Seconds())
-
-	sides := []side{
-		{"kloop", runKloop},
-		{"client-go", runClientGo},
-		{"kloop-metadata", runKloopMetadata},
-	}
-	results := map[string][]measurement{}
-	for r := range rounds {
-		for i := range sides {
-			s := sides[(i+r)%len(sides)]
-			m, err := measure(ctx, cfg, s, n)
-			if err != nil {
-				return fmt.Errorf("round %d, %s: %w", r+1, s.name, err)
-			}
-			fmt.Printf("  round %d %-15s sync %6.3fs  retained heap %7.1f MiB  %6.0f B/object\n",
-				r+1, s.name, m.sync.Seconds(), float64(m.heap)/(1<<20), m.bytesPerObject(n))
-			results[s.name] = append(results[s.name], m)
-		}
-	}
-	syncK := median(results["kloop"], func(m measurement) float64 { return m.sync.Seconds() })
-	syncP := median(results["client-go"], func(m measurement) float64 { return m.sync.Seconds() })
-	bytesK := median(results["kloop"], func(m measurement) float64 { return m.bytesPerObject(n) })
-	bytesP := median(results["client-go"], func(m measurement) float64 { return m.bytesPerObject(n) })
-	bytesM := median(results["kloop-metadata"], func(m measurement) float64 { return m.bytesPerObject(n) })
-	syncM := median(results["kloop-metadata"], func(m measurement) float64 { return m.sync.Seconds() })
-
-	latK, latP, err := latency(ctx, cfg, kc, n, updates)
-	if err != nil {
-		return err
-	}
-	p := func(v []time.Duration, q float64) float64 {
-		return float64(v[min(len(v)-1, int(q*float64(len(v))))]) / 1e6
-	}
-	fmt.Printf("  latency over %d writes: kloop p50 %.1f ms p90 %.1f ms p99 %.1f ms max %.1f ms; client-go p50 %.1f ms p90 %.1f ms p99 %.1f ms max %.1f ms\n",
-		len(latK), p(latK, .5), p(latK, .9), p(latK, .99), p(latK, 1), p(latP, .5), p(latP, .9), p(latP, .99), p(latP, 1))
-
-	fmt.Printf("RESULT informer-sync-seconds kloop=%.3f peer=%.3f ratio=%.2f unit=s peer_name=client-go\n", syncK, syncP, syncK/syncP)
-	fmt.Printf("RESULT informer-bytes-per-object kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=client-go\n", bytesK, bytesP, bytesK/bytesP)
-	fmt.Printf("RESULT informer-metadata-bytes-per-object kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=client-go\n", bytesM, bytesP, bytesM/bytesP)
-	fmt.Printf("RESULT informer-event-latency-p99 kloop=%.2f peer=%.2f ratio=%.2f unit=ms peer_name=client-go\n", p(latK, .99), p(latP, .99), p(latK, .99)/p(latP, .99))
-	fmt.Printf("# medians of %d rounds; kloop-metadata sync %.3fs; whole run %.0fs\n", rounds, syncM, time.Since(began).Seconds())
-	return nil
-}
-
-// seed creates n ConfigMaps with a few concurrent writers.
-func seed(ctx context.Context, kc kubernetes.Interface, n int) error {
+	fmt.Printf("informer benchmark: N=%s ConfigMaps (512-byte payload, 2 labels), %d rounds, %d timed writes, GOMAXPROCS=%d\n",
+		strings.Join(sizeNames(sizes), ","), rounds, updates, runtime.GOMAXPROCS(0))
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
+
+	seededTo := 0
+	for _, n := range sizes {
+		seeded := time.Now()
+		if err := seed(ctx, kc, seededTo, n); err != nil {
+			return err
+		}
+		fmt.Printf("  seeded %d ConfigMaps (%d in all) in %.1fs\n", n-seededTo, n, time.Since(seeded).Seconds())
+		seededTo = n
+
+		results := map[string][]measurement{}
+		for r := range rounds {
+			for i := range sides {
+				s := sides[(i+r)%len(sides)]
+				m, err := measure(ctx, cfg, s, n)
+				if err != nil {
+					return fmt.Errorf("N=%d round %d, %s: %w", n, r+1, s.name, err)
+				}
+				if s.wire {
+					fmt.Printf("  N=%-6d round %d %-15s sync %6.3fs\n", n, r+1, s.name, m.sync.Seconds())
+				} else {
+					fmt.Printf("  N=%-6d round %d %-15s sync %6.3fs  retained heap %7.1f MiB  %6.0f B/object\n",
+						n, r+1, s.name, m.sync.Seconds(), float64(m.heap)/(1<<20), m.bytesPerObject(n))
+				}
+				results[s.name] = append(results[s.name], m)
+			}
+		}
+		// One size keeps the figures' plain names; a curve suffixes each
+		// with its size.
+		suffix := ""
+		if len(sizes) > 1 {
+			suffix = "-n" + strconv.Itoa(n)
+		}
+		syncOf := func(side string) float64 {
+			return median(results[side], func(m measurement) float64 { return m.sync.Seconds() })
+		}
+		bytesOf := func(side string) float64 {
+			return median(results[side], func(m measurement) float64 { return m.bytesPerObject(n) })
+		}
+		have := func(names ...string) bool {
+			for _, name := range names {
+				if len(results[name]) == 0 {
+					return false
+				}
+			}
+			return true
+		}
+		if have("kloop", "client-go") {
+			k, p := syncOf("kloop"), syncOf("client-go")
+			fmt.Printf("RESULT informer-sync-seconds%s kloop=%.3f peer=%.3f ratio=%.2f unit=s peer_name=client-go\n", suffix, k, p, k/p)
+		}
+		if have("kloop", "wire") {
+			k, w := syncOf("kloop"), syncOf("wire")
+			fmt.Printf("RESULT informer-sync-vs-wire%s kloop=%.3f peer=%.3f ratio=%.2f unit=s peer_name=wire\n", suffix, k, w, k/w)
+		}
+		if have("client-go", "wire") {
+			p, w := syncOf("client-go"), syncOf("wire")
+			fmt.Printf("# client-go's sync against the bare stream: %.3fs / %.3fs = %.2f\n", p, w, p/w)
+		}
+		if have("wire-kloop") {
+			fmt.Printf("# bare stream through kloop's decoder: %.3fs\n", syncOf("wire-kloop"))
+		}
+		if have("kloop", "client-go") {
+			k, p := bytesOf("kloop"), bytesOf("client-go")
+			fmt.Printf("RESULT informer-bytes-per-object%s kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=client-go\n", suffix, k, p, k/p)
+		}
+		if have("kloop-metadata", "client-go") {
+			k, p := bytesOf("kloop-metadata"), bytesOf("client-go")
+			fmt.Printf("RESULT informer-metadata-bytes-per-object%s kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=client-go\n", suffix, k, p, k/p)
+			fmt.Printf("# kloop-metadata sync %.3fs\n", syncOf("kloop-metadata"))
+		}
+	}
+
+	if updates > 0 {
+		n := sizes[len(sizes)-1]
+		latK, latP, err := latency(ctx, cfg, kc, n, updates)
+		if err != nil {
+			return err
+		}
+		p := func(v []time.Duration, q float64) float64 {
+			return float64(v[min(len(v)-1, int(q*float64(len(v))))]) / 1e6
+		}
+		fmt.Printf("  latency over %d writes (N=%d): kloop p50 %.1f ms p90 %.1f ms p99 %.1f ms max %.1f ms; client-go p50 %.1f ms p90 %.1f ms p99 %.1f ms max %.1f ms\n",
+			len(latK), n, p(latK, .5), p(latK, .9), p(latK, .99), p(latK, 1), p(latP, .5), p(latP, .9), p(latP, .99), p(latP, 1))
+		fmt.Printf("RESULT informer-event-latency-p99 kloop=%.2f peer=%.2f ratio=%.2f unit=ms peer_name=client-go\n", p(latK, .99), p(latP, .99), p(latK, .99)/p(latP, .99))
+	}
+	fmt.Printf("# medians of %d rounds; whole run %.0fs\n", rounds, time.Since(began).Seconds())
+	return nil
+}
+
+func parseSizes(s string) ([]int, error) {
+	var sizes []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-n: %q is not a positive number", f)
+		}
+		sizes = append(sizes, n)
+	}
+	slices.Sort(sizes)
+	return slices.Compact(sizes), nil
+}
+
+func sizeNames(sizes []int) []string {
+	out := make([]string, len(sizes))
+	for i, n := range sizes {
+		out[i] = strconv.Itoa(n)
+	}
+	return out
+}
+
+// seed creates ConfigMaps from to n-1 with a few concurrent writers.
+func seed(ctx context.Context, kc kubernetes.Interface, from, n int) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, seedWriters)
 	for w := range seedWriters {
 		wg.Go(func() {
 			buf := make([]byte, 256)
-			for i := w; i < n; i += seedWriters {
+			for i := from + w; i < n; i += seedWriters {
 				if _, err := rand.Read(buf); err != nil {
 					errs <- err
 					return
@@ -196,9 +287,46 @@ func seed(ctx context.Context, kc kubernetes.Interface, n int) error {
 // informer's synced channel, the channel that closes once the handler has
 // been given the initial list, something to keep alive while memory is
 // measured, and a function that stops the informer and waits for it.
+//
+// A wire side is no informer: it reads the bare initial stream, objects
+// decoded and dropped; both its channels close at the stream's end and it
+// retains nothing.
 type side struct {
 	name  string
-	start func(cfg *rest.Config) (synced, handled <-chan struct{}, live any, stop func(), err error)
+	wire  bool
+	start func(cfg *rest.Config, n int) (synced, handled <-chan struct{}, live any, stop func() error, err error)
+}
+
+// allSides are the sides of a run, in the order of its first round.
+var allSides = []side{
+	{name: "kloop", start: runKloop},
+	{name: "client-go", start: runClientGo},
+	{name: "kloop-metadata", start: runKloopMetadata},
+	{name: "wire", wire: true, start: runWire},
+	{name: "wire-kloop", wire: true, start: runWireKloop},
+}
+
+func sideNames() []string {
+	out := make([]string, len(allSides))
+	for i, s := range allSides {
+		out[i] = s.name
+	}
+	return out
+}
+
+func selectSides(only string) ([]side, error) {
+	if only == "" {
+		return allSides, nil
+	}
+	var out []side
+	for name := range strings.SplitSeq(only, ",") {
+		i := slices.IndexFunc(allSides, func(s side) bool { return s.name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("-sides: unknown side %q (have %s)", name, strings.Join(sideNames(), ","))
+		}
+		out = append(out, allSides[i])
+	}
+	return out, nil
 }
 
 type measurement struct {
@@ -217,8 +345,8 @@ func heapAlloc() uint64 {
 }
 
 var (
-	cpuProfile, memProfile string
-	noSharing              bool
+	cpuProfile, memProfile, traceOut string
+	noSharing                        bool
 )
 
 // kloopList lets a run try kloop's other initial-list modes.
@@ -240,9 +368,9 @@ func (m *listMode) Set(s string) error {
 
 func kloopOptions() informer.FactoryOptions {
 	return informer.FactoryOptions{
-		Registerer:     prometheus.NewRegistry(),
-		Watch:          watcher.Config{InitialList: watcher.InitialListMode(kloopList)},
-		DisableSharing: noSharing,
+		Registerer: prometheus.NewRegistry(),
+		Watch:      watcher.Config{InitialList: watcher.InitialListMode(kloopList)},
+		Memory:     informer.Memory{Unshared: noSharing},
 	}
 }
 
@@ -258,31 +386,44 @@ func measure(ctx context.Context, cfg *rest.Config, s side, n int) (measurement,
 			return measurement{}, err
 		}
 	}
+	if traceOut != "" {
+		f, err := os.Create(traceOut + "." + s.name)
+		if err != nil {
+			return measurement{}, err
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return measurement{}, err
+		}
+	}
 	began := time.Now()
-	synced, handled, live, stop, err := s.start(cfg)
+	synced, handled, live, stop, err := s.start(cfg, n)
 	if err != nil {
 		return measurement{}, err
 	}
 	select {
 	case <-synced:
 	case <-time.After(5 * time.Minute):
-		stop()
+		_ = stop()
 		return measurement{}, fmt.Errorf("not synced after 5 minutes")
 	}
 	took := time.Since(began)
 	if cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
+	if traceOut != "" {
+		trace.Stop()
+	}
 	// Memory is what stays once the handler, too, has been through the
 	// initial list: a queue still draining is not retained memory.
 	select {
 	case <-handled:
 	case <-time.After(5 * time.Minute):
-		stop()
+		_ = stop()
 		return measurement{}, fmt.Errorf("handler not synced after 5 minutes")
 	}
 	after := heapAlloc()
-	if memProfile != "" {
+	if memProfile != "" && !s.wire {
 		f, err := os.Create(memProfile + "." + s.name)
 		if err != nil {
 			return measurement{}, err
@@ -294,13 +435,15 @@ func measure(ctx context.Context, cfg *rest.Config, s side, n int) (measurement,
 		}
 	}
 	runtime.KeepAlive(live)
-	stop()
+	if err := stop(); err != nil {
+		return measurement{}, err
+	}
 	return measurement{sync: took, heap: int64(after) - int64(before)}, nil
 }
 
-func runKloop(cfg *rest.Config) (<-chan struct{}, <-chan struct{}, any, func(), error) {
+func runKloop(cfg *rest.Config, _ int) (<-chan struct{}, <-chan struct{}, any, func() error, error) {
 	f := informer.NewFactory(cfg, kloopOptions())
-	inf, err := informer.For[*corev1.ConfigMap](f, informer.Scope{Namespace: namespace})
+	inf, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: namespace})
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -312,9 +455,9 @@ func runKloop(cfg *rest.Config) (<-chan struct{}, <-chan struct{}, any, func(), 
 	return inf.Synced(), reg.Synced(), inf, stop, nil
 }
 
-func runKloopMetadata(cfg *rest.Config) (<-chan struct{}, <-chan struct{}, any, func(), error) {
+func runKloopMetadata(cfg *rest.Config, _ int) (<-chan struct{}, <-chan struct{}, any, func() error, error) {
 	f := informer.NewFactory(cfg, kloopOptions())
-	inf, err := informer.ForMetadata(f, corev1.SchemeGroupVersion.WithResource("configmaps"), informer.Scope{Namespace: namespace})
+	inf, err := informer.OfMetadata(f, corev1.SchemeGroupVersion.WithResource("configmaps"), informer.Scope{Namespace: namespace})
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -326,19 +469,100 @@ func runKloopMetadata(cfg *rest.Config) (<-chan struct{}, <-chan struct{}, any, 
 	return inf.Synced(), reg.Synced(), inf, stop, nil
 }
 
-func startFactory(f *informer.Factory) func() {
+func startFactory(f *informer.Factory) func() error {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := f.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "kloop factory:", err)
+	done := make(chan error, 1)
+	go func() { done <- f.Start(ctx) }()
+	return func() error {
+		cancel()
+		if err := <-done; err != nil {
+			return fmt.Errorf("kloop factory: %w", err)
 		}
-	}()
-	return func() { cancel(); <-done }
+		return nil
+	}
 }
 
-func runClientGo(cfg *rest.Config) (<-chan struct{}, <-chan struct{}, any, func(), error) {
+// wireOptions are the options of the streaming list kloop's reflector
+// opens first (see watcher's machine): the latest state, every object as
+// an ADDED event, then the initial-events-end bookmark.
+func wireOptions() metav1.ListOptions {
+	sendInitial := true
+	timeout := int64(600)
+	return metav1.ListOptions{
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		SendInitialEvents:    &sendInitial,
+		AllowWatchBookmarks:  true,
+		TimeoutSeconds:       &timeout,
+	}
+}
+
+// runWire is the bare initial stream through client-go's typed client
+// (protobuf, as its informer uses): what the wire and decoding alone take.
+func runWire(cfg *rest.Config, n int) (<-chan struct{}, <-chan struct{}, any, func() error, error) {
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return stream(n, func(ctx context.Context) (apiwatch.Interface, error) {
+		return kc.CoreV1().ConfigMaps(namespace).Watch(ctx, wireOptions())
+	})
+}
+
+// runWireKloop is the bare initial stream through kloop's own decoding
+// path (watcher.FromResource with protobuf, managedFields skipped, label
+// sets shared, as informer.OfResource asks for), for comparison.
+func runWireKloop(cfg *rest.Config, n int) (<-chan struct{}, <-chan struct{}, any, func() error, error) {
+	c := rest.CopyConfig(cfg)
+	c.ContentType = kruntime.ContentTypeProtobuf
+	c.AcceptContentTypes = kruntime.ContentTypeProtobuf + "," + kruntime.ContentTypeJSON
+	opts := lean.WithDecoding(watcher.Options{Namespace: namespace}, lean.Decoding{DropManagedFields: true, ShareLabels: true}).(watcher.Options)
+	lw, err := watcher.FromResource[*corev1.ConfigMap](c, clientgoscheme.Scheme, corev1.SchemeGroupVersion.WithResource("configmaps"), opts)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return stream(n, func(ctx context.Context) (apiwatch.Interface, error) { return lw.Watch(ctx, wireOptions()) })
+}
+
+// stream opens a streaming list and drops every object until the
+// initial-events-end bookmark, when it closes synced; it checks that it
+// saw n objects.
+func stream(n int, open func(context.Context) (apiwatch.Interface, error)) (<-chan struct{}, <-chan struct{}, any, func() error, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	synced := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			w, err := open(ctx)
+			if err != nil {
+				return err
+			}
+			defer w.Stop()
+			seen := 0
+			for ev := range w.ResultChan() {
+				switch ev.Type {
+				case apiwatch.Added:
+					seen++
+				case apiwatch.Bookmark:
+					m, ok := ev.Object.(metav1.Object)
+					if ok && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+						close(synced)
+						if seen != n {
+							return fmt.Errorf("initial stream had %d objects, want %d", seen, n)
+						}
+						return nil
+					}
+				default:
+					return fmt.Errorf("unexpected %s event in the initial stream", ev.Type)
+				}
+			}
+			return fmt.Errorf("stream ended after %d objects without the initial-events-end bookmark", seen)
+		}()
+	}()
+	stop := func() error { cancel(); return <-done }
+	return synced, synced, nil, stop, nil
+}
+
+func runClientGo(cfg *rest.Config, _ int) (<-chan struct{}, <-chan struct{}, any, func() error, error) {
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, nil, nil, err
@@ -351,7 +575,7 @@ func runClientGo(cfg *rest.Config) (<-chan struct{}, <-chan struct{}, any, func(
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f.StartWithContext(ctx)
-	return inf.HasSyncedChecker().Done(), reg.HasSyncedChecker().Done(), inf, func() { cancel(); f.Shutdown() }, nil
+	return inf.HasSyncedChecker().Done(), reg.HasSyncedChecker().Done(), inf, func() error { cancel(); f.Shutdown(); return nil }, nil
 }
 
 // latency runs both informers at once, makes updates writes (a merge patch
@@ -390,7 +614,7 @@ func latency(ctx context.Context, cfg *rest.Config, kc kubernetes.Interface, n, 
 	kr, pr := newRec(), newRec()
 
 	kf := informer.NewFactory(cfg, kloopOptions())
-	kinf, err := informer.For[*corev1.ConfigMap](kf, informer.Scope{Namespace: namespace})
+	kinf, err := informer.Of[*corev1.ConfigMap](kf, informer.Scope{Namespace: namespace})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,13 @@
+package secure_test
+
+import (
+	"testing"
+
+	"github.com/kloop-dev/kloop/testenv"
+)
+
+// controlPlane is the one control plane of this package's tests, started
+// on first use; each test works in a namespace of its own.
+var controlPlane testenv.Shared
+
+func TestMain(m *testing.M) { controlPlane.Main(m) }
