@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/internal/syncbuf"
@@ -48,7 +49,7 @@ func newFooRun(t *testing.T, env *testenv.Env, before ...string) *fooRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	if err := foo.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
+	if err := kloop.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
 		t.Fatal(err)
 	}
 	c, err := client.New(env.Config, client.Options{Scheme: foo.Scheme(), DisableWriteTracking: true})
@@ -65,20 +66,23 @@ func newFooRun(t *testing.T, env *testenv.Env, before ...string) *fooRun {
 		r.createFoo(name, name)
 	}
 	log := slog.New(slog.NewTextHandler(r.logs, nil))
-	m, err := foo.NewManager(env.Config, foo.Options{Namespace: r.ns, Logger: log, Registerer: r.reg, Gatherer: r.reg})
+	app, err := kloop.New(env.Config, kloop.Options{Name: foo.ControllerName, Scheme: foo.Scheme(), Namespace: r.ns, Logger: log, Registry: r.reg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.srv, err = debug.New(m, debug.Options{Addr: "127.0.0.1:0", Logger: log})
+	if err := foo.Setup(app, foo.DefaultWorkers); err != nil {
+		t.Fatal(err)
+	}
+	r.srv, err = debug.New(app.Manager(), debug.Options{Addr: "127.0.0.1:0", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Add(r.srv); err != nil {
+	if err := app.Manager().Add(r.srv); err != nil {
 		t.Fatal(err)
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- m.Start(runCtx) }()
+	go func() { done <- app.Run(runCtx) }()
 	t.Cleanup(func() {
 		stop()
 		select {

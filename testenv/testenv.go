@@ -89,7 +89,8 @@ type Env struct {
 
 // Start launches etcd and kube-apiserver (and kube-controller-manager when
 // asked), waits until the API server reports ready and returns the Env. On any
-// error every process it started is stopped again. The children die with the
+// error every process it started is stopped again. In a test binary run with
+// -short it starts nothing and returns ErrShort. The children die with the
 // calling process even if it is killed (they get SIGKILL on parent death).
 func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	began := time.Now()
@@ -115,6 +116,9 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		if bins[n], err = findBinary(binDir, n); err != nil {
 			return nil, err
 		}
+	}
+	if underShort() {
+		return nil, ErrShort
 	}
 
 	e := &Env{opts: opts, log: logger}

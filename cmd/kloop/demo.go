@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,7 +20,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
@@ -31,29 +33,37 @@ import (
 	"github.com/kloop-dev/kloop/watcher"
 )
 
+func demoCommand() *cobra.Command {
+	f := &controlPlaneFlags{logging: cli.Logging{Level: "warn", Format: "text"}}
+	namespace := "default"
+	debugAddr := "127.0.0.1:0"
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the local control plane with podsim and the Foo controller, apply example-foo.yaml and print what happens",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, cpLog, err := f.loggers(cmd)
+			if err != nil {
+				return err
+			}
+			if code := demo(f.dataDir, f.binDir, namespace, debugAddr, log, cpLog, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
+				return cli.ExitCode(code)
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&namespace, "namespace", namespace, "namespace of the example Foo; only it is watched and printed")
+	cmd.Flags().StringVar(&debugAddr, "debug-bind-address", debugAddr, "serve the Foo controller's live debug page at this loopback host:port (default: a free port, printed at start); 0 turns it off")
+	return cmd
+}
+
 // demo runs the whole sample on a local control plane: the Foo CRD, podsim,
 // the Foo controller and example-foo.yaml, printing one line per change of
 // the Foos, Deployments, pods and events of the namespace until a signal.
-func demo(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("kloop demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dataDir := fs.String("data-dir", "", "keep etcd data, certificates and the kubeconfig here across runs (default: a temporary directory removed on exit)")
-	binDir := fs.String("bin-dir", "", "directory with etcd, kube-apiserver and kube-controller-manager (default: bin/ at the repository root; build with `make controlplane`)")
-	namespace := fs.String("namespace", "default", "namespace of the example Foo; only it is watched and printed")
-	verbose := fs.Bool("v", false, "log the controllers' info lines to stderr too (default: warnings and errors)")
-	debugAddr := fs.String("debug-bind-address", "127.0.0.1:0", "where the Foo controller's live debug page is served (default: a free loopback port, printed at start); 0 turns it off")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kloop demo: unexpected arguments %v\n", fs.Args())
-		return 2
-	}
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+// The controllers log to log, the control plane to cpLog. The Foo
+// controller's debug page is served at debugAddr unless it is "" or "0". It
+// returns the exit code.
+func demo(dataDir, binDir, namespace, debugAddr string, log, cpLog *slog.Logger, stdout, stderr io.Writer) int {
 	out := &printer{w: stdout, last: map[string]string{}}
 
 	ctx, in := notifyInterrupts(stderr)
@@ -62,10 +72,10 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	env, err := testenv.Start(ctx, testenv.Options{
-		DataDir:           *dataDir,
+		DataDir:           dataDir,
 		ControllerManager: true,
-		BinDir:            *binDir,
-		Logger:            slog.New(slog.NewTextHandler(stderr, nil)),
+		BinDir:            binDir,
+		Logger:            cpLog,
 	})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -74,14 +84,14 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
 		return 1
 	}
-	in.controlPlane(env, *dataDir == "")
+	in.controlPlane(env, dataDir == "")
 	defer func() {
 		env.Stop()
 		in.forget()
 	}()
 	out.printf("# control plane ready at %s; point kubectl at it with:\nexport KUBECONFIG=%s\n", env.APIServerURL, env.KubeconfigPath)
 
-	if err := foo.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
+	if err := kloop.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
 		if ctx.Err() != nil {
 			return 0
 		}
@@ -103,23 +113,25 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	goRun("podsim", func(ctx context.Context) error {
 		return podsim.Run(ctx, env.Config, podsim.Options{Logger: log.With("component", "podsim"), Registerer: prometheus.NewRegistry()})
 	})
-	reg := prometheus.NewRegistry()
-	ctrl, err := foo.NewManager(env.Config, foo.Options{Logger: log.With("component", "foo-controller"), Registerer: reg, Gatherer: reg})
+	app, err := kloop.New(env.Config, kloop.Options{Name: foo.ControllerName, Scheme: foo.Scheme(), Logger: log.With("component", "foo-controller"), Registry: prometheus.NewRegistry()})
+	if err == nil {
+		err = foo.Setup(app, foo.DefaultWorkers)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
 		return 1
 	}
 	var page *debug.Server
-	if *debugAddr != "" && *debugAddr != "0" {
-		if page, err = debug.New(ctrl, debug.Options{Addr: *debugAddr, Logger: log.With("component", "debug")}); err == nil {
-			err = ctrl.Add(page)
+	if debugAddr != "" && debugAddr != "0" {
+		if page, err = debug.New(app.Manager(), debug.Options{Addr: debugAddr, Logger: log.With("component", "debug")}); err == nil {
+			err = app.Manager().Add(page)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "kloop demo: --debug-bind-address: %v\n", err)
 			return 2
 		}
 	}
-	goRun("foo controller", ctrl.Start)
+	goRun("foo controller", app.Run)
 	if page != nil {
 		select {
 		case <-page.AddrReady():
@@ -130,11 +142,11 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	synced := make(chan struct{})
-	goRun("printer", func(ctx context.Context) error { return out.watch(ctx, env.Config, *namespace, log, synced) })
+	goRun("printer", func(ctx context.Context) error { return out.watch(ctx, env.Config, namespace, log, synced) })
 
 	select {
 	case <-synced:
-		if err := applyExample(ctx, env.Config, *namespace, out); err != nil && ctx.Err() == nil {
+		if err := applyExample(ctx, env.Config, namespace, out); err != nil && ctx.Err() == nil {
 			failed <- err
 			stop()
 		}
@@ -158,7 +170,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 // unless a Foo of that name is there already (from an earlier run with the
 // same --data-dir).
 func applyExample(ctx context.Context, cfg *rest.Config, namespace string, out *printer) error {
-	f, err := foo.DecodeFoo(foo.ExampleFooYAML)
+	f, err := kloop.Decode[*v1alpha1.Foo](foo.Scheme(), foo.ExampleFooYAML)
 	if err != nil {
 		return err
 	}
