@@ -93,6 +93,13 @@
 //	                  arrays: t (Unix seconds), ready, reconciles and errors
 //	                  (per second since the point before)
 //	  level, trouble[]
+//	shards[]       one per shard group this replica is a member of (package
+//	               sharding; empty without): {group, identity, slots, key
+//	               ("namespace", "uid"), joined, blocked, leaving, scope (this
+//	               replica's slots, "0-5,9"), inScope, members[] {identity,
+//	               self, live, held, heldCount, draining, assigned,
+//	               ageSeconds}, informers[] {name, objects, filtering
+//	               ("server", "client", "none")}, level, trouble[]}
 //
 // # Trouble
 //
@@ -107,6 +114,7 @@
 //     bad; some failed: warn; the ready keys grew by at least 10 and by
 //     half: warn. At any time: a ready key waiting, or a reconcile running,
 //     longer than StuckAfter: warn.
-//
-// Sharding, once it exists, adds the shard table.
+//   - Shard group: not joined, or blocked by a member with another
+//     configuration: bad; leaving: warn; a member that is not live but
+//     holds slots: warn.
 package debug

@@ -17,6 +17,7 @@ import (
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
+	"github.com/kloop-dev/kloop/sharding"
 )
 
 // Paths the server serves ("/" redirects to the page). Under a Wrap that
@@ -274,9 +275,10 @@ func (s *Server) Snapshot() Snapshot {
 }
 
 // Gather reads the state of m and of what it runs: the status of every
-// informer factory and controller among its runnables (the types with a
-// Status method returning []informer.Status or controller.Status) and of
-// its elector. Time is left zero.
+// informer factory, controller and shard-group member among its runnables
+// (the types with a Status method returning []informer.Status,
+// controller.Status or sharding.Status) and of its elector. Time is left
+// zero.
 func Gather(m *manager.Manager) Input {
 	in := Input{Manager: m.Status()}
 	if el, ok := m.LeaderElection().(interface {
@@ -291,6 +293,8 @@ func Gather(m *manager.Manager) Input {
 			in.Informers = append(in.Informers, x.Status()...)
 		case interface{ Status() controller.Status }:
 			in.Controllers = append(in.Controllers, x.Status())
+		case interface{ Status() sharding.Status }:
+			in.Shards = append(in.Shards, x.Status())
 		}
 	}
 	return in

@@ -15,6 +15,7 @@ import (
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/manager"
+	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/watcher"
 	"github.com/kloop-dev/kloop/workqueue"
 )
@@ -31,6 +32,12 @@ type fakeController struct{ st controller.Status }
 
 func (c *fakeController) Start(ctx context.Context) error { <-ctx.Done(); return nil }
 func (c *fakeController) Status() controller.Status       { return c.st }
+
+type fakeMember struct{ st sharding.Status }
+
+func (m *fakeMember) Start(ctx context.Context) error { <-ctx.Done(); return nil }
+func (m *fakeMember) Status() sharding.Status         { return m.st }
+func (m *fakeMember) NeedLeaderElection() bool        { return false }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
@@ -122,7 +129,8 @@ func get(t *testing.T, url string, header ...string) (*http.Response, string) {
 func TestServer_ServesThePageAndTheSnapshotOfTheManagersParts(t *testing.T) {
 	f := &fakeFactory{st: []informer.Status{{Name: "cms", Synced: true, Objects: 2, Source: watcher.Status{Phase: watcher.PhaseWatching}}}}
 	c := &fakeController{st: controller.Status{Name: "ctl", Workers: 1, Succeeded: 5, Queue: workqueue.Status{Name: "ctl"}}}
-	s, err := New(newManager(t, f, c), Options{Addr: "127.0.0.1:0", Logger: quiet()})
+	sm := &fakeMember{st: sharding.Status{Group: "g", Slots: 4, Joined: true, Scope: sharding.FullSet(4)}}
+	s, err := New(newManager(t, f, c, sm), Options{Addr: "127.0.0.1:0", Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +176,8 @@ func TestServer_ServesThePageAndTheSnapshotOfTheManagersParts(t *testing.T) {
 	}
 	first := snap()
 	if first.Version != 1 || len(first.Informers) != 1 || first.Informers[0].Objects != 2 || len(first.Controllers) != 1 ||
-		first.Controllers[0].Reconciles.Total != 5 || first.Controllers[0].Rates != nil || !first.Time.Equal(t0) {
+		first.Controllers[0].Reconciles.Total != 5 || first.Controllers[0].Rates != nil || !first.Time.Equal(t0) ||
+		len(first.Shards) != 1 || first.Shards[0].Scope != "0-3" {
 		t.Fatalf("first snapshot: %+v", first)
 	}
 	// Ten seconds and 20 reconciles later, the rate is 2/s.

@@ -11,6 +11,7 @@ import (
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
+	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -54,6 +55,47 @@ type Snapshot struct {
 	Leader      *Leader      `json:"leader"`
 	Informers   []Informer   `json:"informers"`
 	Controllers []Controller `json:"controllers"`
+	// Shards has one entry per shard group this replica is a member of;
+	// empty without sharding.
+	Shards []ShardGroup `json:"shards"`
+}
+
+// ShardGroup is this replica's view of its shard group: the shard table.
+type ShardGroup struct {
+	Group    string `json:"group"`
+	Identity string `json:"identity"`
+	Slots    int    `json:"slots"`
+	Key      string `json:"key"`
+	Joined   bool   `json:"joined"`
+	Blocked  bool   `json:"blocked"`
+	Leaving  bool   `json:"leaving"`
+	// Scope lists this replica's slots ("0-5,9"); InScope counts them.
+	Scope     string          `json:"scope"`
+	InScope   int             `json:"inScope"`
+	Members   []ShardMember   `json:"members"`
+	Informers []ShardInformer `json:"informers"`
+	Level     string          `json:"level"`
+	Trouble   []string        `json:"trouble"`
+}
+
+// ShardMember is one row of the shard table.
+type ShardMember struct {
+	Identity   string  `json:"identity"`
+	Self       bool    `json:"self"`
+	Live       bool    `json:"live"`
+	Held       string  `json:"held"`
+	HeldCount  int     `json:"heldCount"`
+	Draining   string  `json:"draining"`
+	Assigned   int     `json:"assigned"`
+	AgeSeconds float64 `json:"ageSeconds"`
+}
+
+// ShardInformer is a sharded informer and how it is filtered: "server",
+// "client" or "none".
+type ShardInformer struct {
+	Name      string `json:"name"`
+	Objects   int    `json:"objects"`
+	Filtering string `json:"filtering"`
 }
 
 // Manager is the manager's own state.
@@ -206,6 +248,7 @@ type Input struct {
 	Leader      *leaderelection.Status
 	Informers   []informer.Status
 	Controllers []controller.Status
+	Shards      []sharding.Status
 }
 
 // Sample is the part of an Input kept in the history for rates and plots.
@@ -249,6 +292,7 @@ func Build(in Input, history []Sample, window, seriesSpan time.Duration) Snapsho
 		Manager:     Manager(in.Manager),
 		Informers:   make([]Informer, 0, len(in.Informers)),
 		Controllers: make([]Controller, 0, len(in.Controllers)),
+		Shards:      make([]ShardGroup, 0, len(in.Shards)),
 		Level:       LevelOK,
 	}
 	if l := in.Leader; l != nil {
@@ -277,7 +321,50 @@ func Build(in Input, history []Sample, window, seriesSpan time.Duration) Snapsho
 		s.Level = worse(s.Level, c.Level)
 		s.Controllers = append(s.Controllers, c)
 	}
+	for _, st := range in.Shards {
+		g := buildShards(st)
+		s.Level = worse(s.Level, g.Level)
+		s.Shards = append(s.Shards, g)
+	}
 	return s
+}
+
+func buildShards(st sharding.Status) ShardGroup {
+	g := ShardGroup{
+		Group: st.Group, Identity: st.Identity, Slots: st.Slots, Key: st.Key.String(),
+		Joined: st.Joined, Blocked: st.Blocked, Leaving: st.Leaving,
+		Scope: st.Scope.String(), InScope: st.Scope.Len(),
+		Members:   make([]ShardMember, 0, len(st.Members)),
+		Informers: make([]ShardInformer, 0, len(st.Informers)),
+		Level:     LevelOK,
+		Trouble:   []string{},
+	}
+	trouble := func(level, format string, args ...any) {
+		g.Level = worse(g.Level, level)
+		g.Trouble = append(g.Trouble, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case st.Leaving:
+		trouble(LevelWarn, "leaving the group")
+	case !st.Joined:
+		trouble(LevelBad, "not joined: its Lease is not written or not renewed in time")
+	case st.Blocked:
+		trouble(LevelBad, "blocked: a live member runs with another slot count or key")
+	}
+	for _, m := range st.Members {
+		g.Members = append(g.Members, ShardMember{
+			Identity: m.Identity, Self: m.Self, Live: m.Live,
+			Held: m.Held.String(), HeldCount: m.Held.Len(), Draining: m.Draining.String(),
+			Assigned: m.Assigned, AgeSeconds: m.Age.Seconds(),
+		})
+		if !m.Live && m.Held.Len() > 0 {
+			trouble(LevelWarn, "member %s is not live but holds %d slots", m.Identity, m.Held.Len())
+		}
+	}
+	for _, i := range st.Informers {
+		g.Informers = append(g.Informers, ShardInformer(i))
+	}
+	return g
 }
 
 func buildInformer(st informer.Status) Informer {

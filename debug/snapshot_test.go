@@ -12,6 +12,7 @@ import (
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
+	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/watcher"
 	"github.com/kloop-dev/kloop/workqueue"
 )
@@ -172,3 +173,33 @@ func TestQuantile_InterpolatesWithinBucketsLikeHistogramQuantile(t *testing.T) {
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+func TestBuild_ShardTable(t *testing.T) {
+	st := sharding.Status{
+		Group: "foo", Identity: "foo-a", Slots: 8, Key: sharding.ByNamespace, Joined: true,
+		Scope: sharding.NewSet(8, 0, 1, 2, 5),
+		Members: []sharding.MemberStatus{
+			{Identity: "foo-a", Self: true, Live: true, Held: sharding.NewSet(8, 0, 1, 2, 5), Assigned: 4, Age: time.Second},
+			{Identity: "foo-b", Live: false, Held: sharding.NewSet(8, 3, 4), Draining: sharding.NewSet(8, 4), Assigned: 4, Age: time.Minute},
+		},
+		Informers: []sharding.InformerStatus{{Name: "foos [all namespaces]", Objects: 12, Filtering: "server"}},
+	}
+	s := Build(Input{Time: t0, Shards: []sharding.Status{st}}, nil, time.Minute, time.Minute)
+	got, _ := json.Marshal(s.Shards)
+	want := `[{"group":"foo","identity":"foo-a","slots":8,"key":"namespace","joined":true,"blocked":false,"leaving":false,` +
+		`"scope":"0-2,5","inScope":4,"members":[` +
+		`{"identity":"foo-a","self":true,"live":true,"held":"0-2,5","heldCount":4,"draining":"","assigned":4,"ageSeconds":1},` +
+		`{"identity":"foo-b","self":false,"live":false,"held":"3-4","heldCount":2,"draining":"4","assigned":4,"ageSeconds":60}],` +
+		`"informers":[{"name":"foos [all namespaces]","objects":12,"filtering":"server"}],` +
+		`"level":"warn","trouble":["member foo-b is not live but holds 2 slots"]}]`
+	if string(got) != want {
+		t.Errorf("shards JSON:\n got  %s\n want %s", got, want)
+	}
+	st.Joined = false
+	if g := Build(Input{Time: t0, Shards: []sharding.Status{st}}, nil, time.Minute, time.Minute); g.Level != LevelBad || g.Shards[0].Trouble[0] != "not joined: its Lease is not written or not renewed in time" {
+		t.Errorf("not joined: level %q, trouble %q", g.Level, g.Shards[0].Trouble)
+	}
+	if s := Build(Input{Time: t0}, nil, time.Minute, time.Minute); s.Shards == nil {
+		t.Error("shards is null without sharding; want []")
+	}
+}
