@@ -111,7 +111,7 @@ func demo(dataDir, binDir, namespace, debugAddr string, log, cpLog *slog.Logger,
 		})
 	}
 	goRun("podsim", func(ctx context.Context) error {
-		return podsim.Run(ctx, env.Config, podsim.Options{Logger: log.With("component", "podsim"), Registerer: prometheus.NewRegistry()})
+		return podsim.Run(ctx, env.Config, podsim.Options{Logger: log.With("component", "podsim"), Registry: prometheus.NewRegistry()})
 	})
 	app, err := kloop.New(env.Config, kloop.Options{Name: foo.ControllerName, Scheme: foo.Scheme(), Logger: log.With("component", "foo-controller"), Registry: prometheus.NewRegistry()})
 	if err == nil {
