@@ -299,10 +299,13 @@ func (inf *Informer[T]) emit(ev watcher.Event[T]) {
 	protocolErr := inf.queue.push(ev)
 	depth := inf.queue.pending()
 	inf.qmu.Unlock()
-	inf.metrics.queueDepth.Set(float64(depth))
 	if protocolErr {
 		inf.logger.Warn("informer: event out of list/watch protocol; unfinished relist dropped", "informer", inf.name, "type", ev.Type.String())
 	}
+	if ev.Type == watcher.RelistStart || ev.Type == watcher.RelistItem {
+		return // nothing for the processor until RelistDone
+	}
+	inf.metrics.queueDepth.Set(float64(depth))
 	select {
 	case inf.qwake <- struct{}{}:
 	default:
@@ -337,26 +340,34 @@ func (inf *Informer[T]) apply(o op[T]) {
 	switch o.kind {
 	case opSnapshot:
 		initial := !inf.synced
-		for _, c := range inf.writer.Replace(o.snapshot.objs, o.snapshot.rv) {
-			switch c.Kind {
-			case cache.Added:
-				inf.metrics.adds.Inc()
-				inf.fanOut(cache.KeyOf(c.New), note[T]{kind: noteAdd, obj: c.New, initial: initial})
-			case cache.Updated:
-				inf.metrics.updates.Inc()
-				inf.fanOut(cache.KeyOf(c.New), note[T]{kind: noteUpdate, old: c.Old, obj: c.New})
-			case cache.Deleted:
-				inf.metrics.deletesUnknown.Inc()
-				inf.fanOut(cache.KeyOf(c.Old), note[T]{kind: noteDelete, old: c.Old, fsu: true})
-			}
-		}
+		changes := inf.writer.ReplaceWith(o.snapshot.objs, o.snapshot.rv)
 		if initial {
+			// The cache holds the first snapshot, which is what Synced
+			// says. The handlers hear of it next; each registration's
+			// Synced tells when one has been through it.
 			inf.synced = true
-			for _, l := range inf.listeners {
-				l.markSynced()
-			}
 			close(inf.syncedCh)
 			inf.logger.Debug("informer synced", "informer", inf.name, "objects", inf.store.Len(), "rv", o.snapshot.rv)
+		}
+		var adds, updates, deletes int
+		for _, c := range changes {
+			switch c.Kind {
+			case cache.Added:
+				adds++
+			case cache.Updated:
+				updates++
+			case cache.Deleted:
+				deletes++
+			}
+		}
+		inf.metrics.adds.Add(float64(adds))
+		inf.metrics.updates.Add(float64(updates))
+		inf.metrics.deletesUnknown.Add(float64(deletes))
+		for _, l := range inf.listeners {
+			l.pushChanges(changes, initial)
+			if initial {
+				l.markSynced()
+			}
 		}
 	case opDelta:
 		d := o.delta

@@ -221,6 +221,35 @@ func TestInformer_DeliversTheInitialListThenEachChange(t *testing.T) {
 	})
 }
 
+func TestInformer_ARelistStartedAgainHalfWayKeepsNothingOfTheUnfinishedOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) { add(t, inf, rec, HandlerOptions{}) })
+		defer h.stop()
+
+		// A streaming list emits its items as they arrive; this one fails
+		// after two, and the reflector starts the listing again.
+		h.src.send(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistStart},
+			ev(watcher.RelistItem, cm("gone", "1", "1")), ev(watcher.RelistItem, cm("a", "2", "2")))
+		synctest.Wait()
+		if closed(h.inf.Synced()) || h.inf.Lister().Len() != 0 {
+			t.Fatalf("an unfinished snapshot reached the cache (synced %v, %d objects)", closed(h.inf.Synced()), h.inf.Lister().Len())
+		}
+		h.src.relist("5", cm("a", "2", "3"), cm("b", "3", "4"))
+		synctest.Wait()
+		if !closed(h.inf.Synced()) {
+			t.Fatal("informer not synced after the restarted snapshot completed")
+		}
+		if got := storeView(h.inf); got != "map[a:3 b:4]" {
+			t.Errorf("cache %s, want the restarted snapshot only", got)
+		}
+		equal(t, rec.take(), []string{"add a@3 initial=true", "add b@4 initial=true"})
+		if strings.Contains(h.logs.String(), "out of list/watch protocol") {
+			t.Errorf("a restarted relist was logged as a protocol violation:\n%s", h.logs.String())
+		}
+	})
+}
+
 func TestInformer_SlowHandlerDelaysNeitherOtherHandlersNorTheCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		slow, fast := newRecorder(), newRecorder()
