@@ -110,7 +110,14 @@ type Writer[T watcher.Object] struct {
 	s *Store[T]
 }
 
-// ChangeKind says what a Change did.
+// ChangeKind says what happened to an object: it appeared, changed or went
+// away. It is kloop's one enum for these events: a Writer reports its
+// Changes with it, and controller.Event carries it for the same changes as
+// a handler hears them. Two other enums are different things on purpose:
+// watcher.EventType names the steps of the list/watch stream (Bookmark
+// and the relist markers included), and notifier.EventType is kubewatch's
+// spelling (create, update, delete) that the notifier's configuration,
+// metrics and messages use.
 type ChangeKind uint8
 
 const (

@@ -60,7 +60,7 @@ func (h *heldCache[T]) release() {
 // until the test ends, and returns once the store has its first snapshot.
 func startConfigMapCache(t *testing.T, env *testenv.Env, ns string) *heldCache[*corev1.ConfigMap] {
 	t.Helper()
-	lw, err := watcher.ForResource[*corev1.ConfigMap](env.Config, clientgoscheme.Scheme, configMapGVR, watcher.Options{Namespace: ns})
+	lw, err := watcher.FromResource[*corev1.ConfigMap](env.Config, clientgoscheme.Scheme, configMapGVR, watcher.Options{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

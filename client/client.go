@@ -22,7 +22,7 @@ const DefaultFieldManager = "kloop"
 // Options configure New. The zero value works for built-in types.
 type Options struct {
 	// Scheme maps Go types to API kinds and back. It must register every type
-	// used with For, together with its list type (Kind + "List"), in the
+	// used with NewResource, together with its list type (Kind + "List"), in the
 	// group and version it is served at. Default: client-go's
 	// k8s.io/client-go/kubernetes/scheme.Scheme, which has the built-in
 	// types; for custom resources, build a scheme with both (the built-in
@@ -58,7 +58,7 @@ func (o *Options) defaults() {
 
 // Client talks to one API server for any number of resources. It is safe for
 // concurrent use. Create one per program (or per identity) and derive a
-// Resource per type with For.
+// Resource per type with NewResource.
 type Client struct {
 	cfg          *rest.Config
 	httpClient   *http.Client

@@ -46,7 +46,7 @@ func resource[T interface {
 	watcher.Object
 }, E any](t *testing.T, c *client.Client, gvr schema.GroupVersionResource) *client.Resource[T] {
 	t.Helper()
-	r, err := client.For[T](c, gvr)
+	r, err := client.NewResource[T](c, gvr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@
 //   - Client holds the connection (one HTTP client and rate limiter for all
 //     resources), a scheme and a field manager. New builds it from a
 //     rest.Config; it does no I/O and starts no goroutines.
-//   - Resource[T] is one type at one GroupVersionResource, from For:
+//   - Resource[T] is one type at one GroupVersionResource, from NewResource:
 //     Get, List, Create, Update, UpdateStatus, Patch (merge, JSON, strategic
 //     merge, apply), Apply (server-side apply of a typed object) and Delete.
 //     Every call goes to the API server and returns its errors unchanged, so
@@ -58,7 +58,7 @@
 //
 // # Your responsibilities
 //
-//  1. Register every type used with For, and its list type, in
+//  1. Register every type used with NewResource, and its list type, in
 //     Options.Scheme (for custom resources: a scheme with both the built-in
 //     types and your API group).
 //  2. Treat objects returned by CachedReader as read-only; they are the

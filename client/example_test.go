@@ -27,7 +27,7 @@ func Example() {
 		if err != nil {
 			return err
 		}
-		cms, err := client.For[*corev1.ConfigMap](c, corev1.SchemeGroupVersion.WithResource("configmaps"))
+		cms, err := client.NewResource[*corev1.ConfigMap](c, corev1.SchemeGroupVersion.WithResource("configmaps"))
 		if err != nil {
 			return err
 		}

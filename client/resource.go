@@ -17,7 +17,7 @@ import (
 )
 
 // Resource reads and writes objects of one Go type T served at one
-// GroupVersionResource, built-in or custom. Get it from For. It is safe for
+// GroupVersionResource, built-in or custom. Get it from NewResource. It is safe for
 // concurrent use.
 //
 // Every method talks to the API server; nothing is cached. Errors are the API
@@ -38,20 +38,20 @@ type Resource[T watcher.Object] struct {
 	items   []int // field index of Items in the list struct
 }
 
-// For returns the Resource for T at gvr. The client's scheme must register T
+// NewResource returns the Resource for T at gvr. The client's scheme must register T
 // and its list type (T's kind + "List") in gvr's group and version:
 //
-//	pods, err := client.For[*corev1.Pod](c, corev1.SchemeGroupVersion.WithResource("pods"))
+//	pods, err := client.NewResource[*corev1.Pod](c, corev1.SchemeGroupVersion.WithResource("pods"))
 //
 // It does no I/O.
-func For[T interface {
+func NewResource[T interface {
 	*E
 	watcher.Object
 }, E any](c *Client, gvr schema.GroupVersionResource) (*Resource[T], error) {
 	gv := gvr.GroupVersion()
 	kinds, _, err := c.scheme.ObjectKinds(T(new(E)))
 	if err != nil {
-		return nil, fmt.Errorf("client.For %s: %w", gvr, err)
+		return nil, fmt.Errorf("client.NewResource %s: %w", gvr, err)
 	}
 	var gvk schema.GroupVersionKind
 	for _, k := range kinds {
@@ -60,26 +60,26 @@ func For[T interface {
 		}
 	}
 	if gvk.Empty() {
-		return nil, fmt.Errorf("client.For %s: the scheme does not register %T in %s", gvr, T(nil), gv)
+		return nil, fmt.Errorf("client.NewResource %s: the scheme does not register %T in %s", gvr, T(nil), gv)
 	}
 	list, err := c.scheme.New(gv.WithKind(gvk.Kind + "List"))
 	if err != nil {
-		return nil, fmt.Errorf("client.For %s: list type: %w", gvr, err)
+		return nil, fmt.Errorf("client.NewResource %s: list type: %w", gvr, err)
 	}
 	lt := reflect.TypeOf(list)
 	if lt.Kind() != reflect.Pointer || lt.Elem().Kind() != reflect.Struct {
-		return nil, fmt.Errorf("client.For %s: list type %v is not a pointer to a struct", gvr, lt)
+		return nil, fmt.Errorf("client.NewResource %s: list type %v is not a pointer to a struct", gvr, lt)
 	}
 	f, ok := lt.Elem().FieldByName("Items")
 	if !ok || f.Type != reflect.TypeFor[[]E]() {
-		return nil, fmt.Errorf("client.For %s: list type %v has no field Items of type %v", gvr, lt, reflect.TypeFor[[]E]())
+		return nil, fmt.Errorf("client.NewResource %s: list type %v has no field Items of type %v", gvr, lt, reflect.TypeFor[[]E]())
 	}
 	if _, ok := list.(metav1.ListInterface); !ok {
-		return nil, fmt.Errorf("client.For %s: list type %v has no list metadata", gvr, lt)
+		return nil, fmt.Errorf("client.NewResource %s: list type %v has no list metadata", gvr, lt)
 	}
 	rc, err := c.restFor(gv)
 	if err != nil {
-		return nil, fmt.Errorf("client.For %s: %w", gvr, err)
+		return nil, fmt.Errorf("client.NewResource %s: %w", gvr, err)
 	}
 	return &Resource[T]{
 		c:       c,

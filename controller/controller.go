@@ -207,6 +207,9 @@ func (c *Controller[K]) Start(ctx context.Context) error {
 		for _, s := range subs {
 			s.Remove()
 		}
+		for _, s := range subs {
+			<-s.Done()
+		}
 	}()
 	for i, src := range sources {
 		sub, err := src.Register(fmt.Sprintf("%s-%d", c.name, i), c.queue)

@@ -464,6 +464,11 @@ func (s *staticSub) WaitForSync(ctx context.Context) error {
 
 func (s *staticSub) Remove() { s.removed.Store(true) }
 
+// Done: the keys were all enqueued at Register.
+func (s *staticSub) Done() <-chan struct{} { return closedCh }
+
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 func TestController_SyncFailureStopsStartWithTheSourceError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls atomic.Int32
@@ -560,7 +565,8 @@ func (s gatedSub) WaitForSync(ctx context.Context) error {
 	}
 }
 
-func (gatedSub) Remove() {}
+func (gatedSub) Remove()               {}
+func (gatedSub) Done() <-chan struct{} { return closedCh }
 
 var _ controller.Queue[string] = (*workqueue.Queue[string])(nil)
 

@@ -101,17 +101,17 @@ func TestOwns_EndToEnd_EnqueuesOwnerOfChangedDeletedAndRelistDeletedObjects(t *t
 
 	reg := prometheus.NewRegistry()
 	f := informer.NewFactory(e.Config, informer.FactoryOptions{Registerer: reg, Logger: quietLogger()})
-	cms, err := informer.For[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
+	cms, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
-	secrets, err := informer.For[*corev1.Secret](f, informer.Scope{Namespace: ns})
+	secrets, err := informer.Of[*corev1.Secret](f, informer.Scope{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var tombstones atomic.Int32
 	countTombstones := func(ev controller.Event[*corev1.Secret]) bool {
-		if ev.Type == controller.Delete && ev.FinalStateUnknown {
+		if ev.Kind == cache.Deleted && ev.FinalStateUnknown {
 			tombstones.Add(1)
 		}
 		return true
@@ -247,7 +247,7 @@ func runChildMaker(t *testing.T, readYourWrites bool) int {
 	ns := testenv.NewNamespace(t, kc, name)
 	reg := prometheus.NewRegistry()
 	f := informer.NewFactory(e.Config, informer.FactoryOptions{Registerer: reg, Logger: quietLogger()})
-	inf, err := informer.For[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
+	inf, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func runChildMaker(t *testing.T, readYourWrites bool) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cms, err := client.For[*corev1.ConfigMap](cl, corev1.SchemeGroupVersion.WithResource("configmaps"))
+	cms, err := client.NewResource[*corev1.ConfigMap](cl, corev1.SchemeGroupVersion.WithResource("configmaps"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,44 +5,29 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/watcher"
 )
-
-// EventType is what happened to an object, as a source saw it.
-type EventType uint8
-
-const (
-	// Add: the object appeared (or was in the initial list).
-	Add EventType = iota + 1
-	// Update: the object changed from Old to Object. A periodic replay of
-	// the cache shows up as an Update with Old == Object.
-	Update
-	// Delete: the object is gone; Object is its last known state.
-	Delete
-)
-
-var eventTypeNames = [...]string{"", "Add", "Update", "Delete"}
-
-func (t EventType) String() string {
-	if int(t) < len(eventTypeNames) && t != 0 {
-		return eventTypeNames[t]
-	}
-	return "EventType(?)"
-}
 
 // Event is one notification a source received, before it is mapped to keys.
 // Predicates look at it to decide whether the keys are enqueued at all.
 // The objects are the cache's: read-only.
+//
+// Kind is the same enum as the informer's cache changes (cache.Added,
+// cache.Updated, cache.Deleted): a source's events are those changes as
+// one handler hears them. A periodic replay of the cache shows up as
+// cache.Updated with Old == Object.
 type Event[T watcher.Object] struct {
-	Type EventType
-	// Object is the new state (Add, Update) or the last known one (Delete).
+	Kind cache.ChangeKind
+	// Object is the new state (Added, Updated) or the last known one
+	// (Deleted).
 	Object T
-	// Old is the previous state; set for Update only.
+	// Old is the previous state; set for Updated only.
 	Old T
-	// InInitialList is true for an Add that is part of the state the source
-	// started from.
+	// InInitialList is true for an Added that is part of the state the
+	// source started from.
 	InInitialList bool
-	// FinalStateUnknown is true for a Delete the informer inferred from a
+	// FinalStateUnknown is true for a Deleted the informer inferred from a
 	// relist rather than saw; Object may be older than the final state.
 	FinalStateUnknown bool
 }
@@ -61,7 +46,7 @@ type Predicate[T watcher.Object] func(e Event[T]) bool
 // Objects that do not use generation (ConfigMaps, for example, keep it at 0)
 // never pass an Update through this predicate.
 func GenerationChanged[T watcher.Object](e Event[T]) bool {
-	if e.Type != Update {
+	if e.Kind != cache.Updated {
 		return true
 	}
 	return e.Old.GetGeneration() != e.Object.GetGeneration()
@@ -71,7 +56,7 @@ func GenerationChanged[T watcher.Object](e Event[T]) bool {
 // changed, which filters out periodic replays of an unchanged cache. Adds and
 // Deletes pass.
 func ResourceVersionChanged[T watcher.Object](e Event[T]) bool {
-	if e.Type != Update {
+	if e.Kind != cache.Updated {
 		return true
 	}
 	return e.Old.GetResourceVersion() != e.Object.GetResourceVersion()
@@ -80,7 +65,7 @@ func ResourceVersionChanged[T watcher.Object](e Event[T]) bool {
 // LabelsChanged passes an Update only when the labels changed. Adds and
 // Deletes pass.
 func LabelsChanged[T watcher.Object](e Event[T]) bool {
-	if e.Type != Update {
+	if e.Kind != cache.Updated {
 		return true
 	}
 	return !maps.Equal(e.Old.GetLabels(), e.Object.GetLabels())
@@ -89,7 +74,7 @@ func LabelsChanged[T watcher.Object](e Event[T]) bool {
 // AnnotationsChanged passes an Update only when the annotations changed.
 // Adds and Deletes pass.
 func AnnotationsChanged[T watcher.Object](e Event[T]) bool {
-	if e.Type != Update {
+	if e.Kind != cache.Updated {
 		return true
 	}
 	return !maps.Equal(e.Old.GetAnnotations(), e.Object.GetAnnotations())
@@ -107,7 +92,7 @@ func MatchLabels[T watcher.Object](sel labels.Selector) Predicate[T] {
 		if sel.Matches(labels.Set(e.Object.GetLabels())) {
 			return true
 		}
-		return e.Type == Update && sel.Matches(labels.Set(e.Old.GetLabels()))
+		return e.Kind == cache.Updated && sel.Matches(labels.Set(e.Old.GetLabels()))
 	}
 }
 

@@ -51,9 +51,9 @@ func ownedBy(apiVersion, kind, name string, isController bool) cmOpt {
 
 type E = controller.Event[*corev1.ConfigMap]
 
-func upd(old, new *corev1.ConfigMap) E { return E{Type: controller.Update, Old: old, Object: new} }
-func add(o *corev1.ConfigMap) E        { return E{Type: controller.Add, Object: o} }
-func del(o *corev1.ConfigMap) E        { return E{Type: controller.Delete, Object: o} }
+func upd(old, new *corev1.ConfigMap) E { return E{Kind: cache.Updated, Old: old, Object: new} }
+func add(o *corev1.ConfigMap) E        { return E{Kind: cache.Added, Object: o} }
+func del(o *corev1.ConfigMap) E        { return E{Kind: cache.Deleted, Object: o} }
 
 func TestPredicates_PassOnlyTheChangesTheyNameAndLetAddsAndDeletesThrough(t *testing.T) {
 	sel := labels.SelectorFromSet(labels.Set{"app": "web"})

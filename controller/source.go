@@ -44,8 +44,12 @@ type Subscription interface {
 	// started from has been enqueued, or ctx is done, and returns an error
 	// that says why not.
 	WaitForSync(ctx context.Context) error
-	// Remove ends the subscription: no key is enqueued after it returns.
+	// Remove ends the subscription without waiting: no event begins to
+	// be handled after it returns, and none is being handled once Done is
+	// closed.
 	Remove()
+	// Done is closed once the subscription will enqueue no more keys.
+	Done() <-chan struct{}
 }
 
 // Informer is the part of *informer.Informer[T] that sources use.
@@ -83,7 +87,7 @@ func Owns[T watcher.Object](inf Informer[T], owner schema.GroupKind, preds ...Pr
 			if ok {
 				add(k)
 			}
-			if e.Type == Update {
+			if e.Kind == cache.Updated {
 				if ko, ok := ControllerOwnerKey(e.Old, owner); ok && ko != k {
 					add(ko)
 				}
@@ -123,13 +127,13 @@ func (s *eventSource[T, K]) Register(name string, q Queue[K]) (Subscription, err
 	e.add = e.enqueue // made once: a method value made per event would be allocated per event
 	h := informer.HandlerFuncs[T]{
 		AddFunc: func(obj T, initial bool) {
-			s.deliver(e, Event[T]{Type: Add, Object: obj, InInitialList: initial})
+			s.deliver(e, Event[T]{Kind: cache.Added, Object: obj, InInitialList: initial})
 		},
 		UpdateFunc: func(old, obj T) {
-			s.deliver(e, Event[T]{Type: Update, Object: obj, Old: old})
+			s.deliver(e, Event[T]{Kind: cache.Updated, Object: obj, Old: old})
 		},
 		DeleteFunc: func(d informer.Deleted[T]) {
-			s.deliver(e, Event[T]{Type: Delete, Object: d.Obj, FinalStateUnknown: d.FinalStateUnknown})
+			s.deliver(e, Event[T]{Kind: cache.Deleted, Object: d.Obj, FinalStateUnknown: d.FinalStateUnknown})
 		},
 	}
 	reg, err := s.inf.AddHandler(h, informer.HandlerOptions{Name: name + "/" + s.role})
@@ -164,6 +168,6 @@ func (s *eventSource[T, K]) deliver(q *enqueuer[K], e Event[T]) {
 	}
 	// The initial list and replays (old == new) only confirm state the
 	// controller may already have acted on; real changes go first.
-	q.low = e.InInitialList || (e.Type == Update && any(e.Old) == any(e.Object))
+	q.low = e.InInitialList || (e.Kind == cache.Updated && any(e.Old) == any(e.Object))
 	s.keys(e, q.add)
 }

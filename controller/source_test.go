@@ -122,7 +122,7 @@ func runWithInformer(t *testing.T, src *scripted, sources func(inf *informer.Inf
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := inf.Run(ctx); err != nil {
+		if err := inf.Start(ctx); err != nil {
 			t.Errorf("informer Run: %v", err)
 		}
 	})
@@ -188,7 +188,7 @@ func TestOwns_MapsADeleteSeenOnlyThroughARelist(t *testing.T) {
 			tombstone bool
 		)
 		sawTombstone := controller.Predicate[*corev1.ConfigMap](func(e controller.Event[*corev1.ConfigMap]) bool {
-			if e.Type == controller.Delete && e.FinalStateUnknown {
+			if e.Kind == cache.Deleted && e.FinalStateUnknown {
 				mu.Lock()
 				tombstone = true
 				mu.Unlock()

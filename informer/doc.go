@@ -13,8 +13,8 @@
 //     with typed objects; a delete carries Deleted[T]{Obj, FinalStateUnknown}
 //     instead of a tombstone of another type.
 //   - Factory shares informers: one per Go type, resource and Scope
-//     (namespace, label and field selector). For, ForResource, ForMetadata,
-//     ForUnstructured and ForListerWatcher create them on first use.
+//     (namespace, label and field selector). Of, OfResource, OfMetadata,
+//     OfUnstructured and OfListerWatcher create them on first use.
 //
 // # Guarantees
 //
@@ -40,16 +40,17 @@
 //   - A panicking handler is recovered, logged with log/slog and counted in
 //     kloop_informer_handler_panics_total; the notification is dropped and
 //     everything else goes on.
-//   - Registration.Remove returns only after the handler's running callback
-//     returned (unless it is called from that callback).
+//   - Registration.Remove never waits, so it may be called from the handler
+//     itself: no callback begins after it returns, and Registration.Done
+//     closes once the callback running then has returned.
 //   - WaitForSync returns an error, never a bare false: a *SyncError that
 //     names the informer and wraps its last list/watch error (so
 //     apierrors.IsForbidden and IsNotFound work on it) and the reason the
 //     wait ended.
-//   - Run returns only when every goroutine it started has exited. No
+//   - Start returns only when every goroutine it started has exited. No
 //     constructor starts a goroutine.
 //   - managedFields are stripped before objects are queued or cached
-//     (Options.KeepManagedFields to keep them).
+//     (Memory.KeepManagedFields to keep them).
 //
 // # Not guaranteed
 //
@@ -69,7 +70,7 @@
 //     detector is on in test binaries).
 //  2. Return from handlers promptly; map the object to a key and queue work
 //     elsewhere (a workqueue).
-//  3. Run the informer (or the factory) and wait for sync before trusting
+//  3. Start the informer (or the factory) and wait for sync before trusting
 //     the cache.
 //
 // # Memory
@@ -79,12 +80,12 @@
 // closures, and the queues give their memory back once drained. By default
 // it strips managedFields and makes cached objects share metadata that
 // repeats between them (namespaces, label keys and values, whole label sets,
-// owner references; Options.DisableSharing turns that off). ForMetadata
-// caches only metadata, for controllers that need no more. For and
-// ForResource ask for protobuf for the built-in types, as client-go's
+// owner references; Memory.Unshared turns that off). OfMetadata
+// caches only metadata, for controllers that need no more. Of and
+// OfResource ask for protobuf for the built-in types, as client-go's
 // generated clients do, and then decode watch events straight from the
 // stream, never allocating the managedFields they would strip or a label
-// map per object (see watch.ForResource): short-lived decoding garbage
+// map per object (see watcher.FromResource): short-lived decoding garbage
 // interleaved with the objects a cache keeps leaves its heap fragmented.
 //
 // ReplayInterval (HandlerOptions) is what client-go calls resync: it

@@ -96,10 +96,10 @@ func TestE2E(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := informer.NewFactory(alice, informer.FactoryOptions{Registerer: prometheus.NewRegistry()})
-		if _, err := informer.For[*corev1.ConfigMap](f, informer.Scope{Namespace: "default"}); err != nil {
+		if _, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: "default"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := informer.For[*corev1.Namespace](f, informer.Scope{}); err != nil {
+		if _, err := informer.Of[*corev1.Namespace](f, informer.Scope{}); err != nil {
 			t.Fatal(err)
 		}
 		runFactory(t, f)
@@ -127,7 +127,7 @@ func TestE2E(t *testing.T) {
 	t.Run("NoSuchResourceGetsNotFoundFromWaitForSync", func(t *testing.T) {
 		scheme := widgetScheme(t)
 		f := informer.NewFactory(cfg, informer.FactoryOptions{Scheme: scheme, Registerer: prometheus.NewRegistry()})
-		if _, err := informer.ForResource[*Widget](f, widgetGV.WithResource("gadgets"), informer.Scope{}); err != nil {
+		if _, err := informer.OfResource[*Widget](f, widgetGV.WithResource("gadgets"), informer.Scope{}); err != nil {
 			t.Fatal(err)
 		}
 		runFactory(t, f)
@@ -323,7 +323,7 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 	reg := prometheus.NewRegistry()
 	f := informer.NewFactory(cfg, informer.FactoryOptions{Watch: wcfg, Registerer: reg})
 	g := newGate()
-	inf, err := informer.ForListerWatcher(f, "configmaps", informer.Scope{Namespace: ns}, func(o watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) {
+	inf, err := informer.OfListerWatcher(f, "configmaps", informer.Scope{Namespace: ns}, func(o watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) {
 		lw := watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(o.Namespace), watcher.Options{LabelSelector: o.LabelSelector, FieldSelector: o.FieldSelector})
 		return gatedLW[*corev1.ConfigMap]{lw: lw, gate: g, expired: &expired}, nil
 	})
@@ -675,7 +675,7 @@ func testCustomResource(t *testing.T, cfg *rest.Config, cs kubernetes.Interface)
 	}
 
 	f := informer.NewFactory(cfg, informer.FactoryOptions{Scheme: widgetScheme(t), Registerer: prometheus.NewRegistry()})
-	inf, err := informer.ForResource[*Widget](f, gvr, informer.Scope{Namespace: ns})
+	inf, err := informer.OfResource[*Widget](f, gvr, informer.Scope{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -747,7 +747,7 @@ func testMetadataOnly(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) {
 		t.Fatal(err)
 	}
 	f := informer.NewFactory(cfg, informer.FactoryOptions{Registerer: prometheus.NewRegistry()})
-	inf, err := informer.ForMetadata(f, configMapsGVR, informer.Scope{Namespace: ns, LabelSelector: "app=demo"})
+	inf, err := informer.OfMetadata(f, configMapsGVR, informer.Scope{Namespace: ns, LabelSelector: "app=demo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -798,8 +798,8 @@ func testCachedObjectsMatchTheServer(t *testing.T, cfg *rest.Config, cs kubernet
 	}
 	var sides []side
 	for _, keep := range []bool{false, true} {
-		f := informer.NewFactory(cfg, informer.FactoryOptions{KeepManagedFields: keep, Registerer: prometheus.NewRegistry()})
-		inf, err := informer.For[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
+		f := informer.NewFactory(cfg, informer.FactoryOptions{Memory: informer.Memory{KeepManagedFields: keep}, Registerer: prometheus.NewRegistry()})
+		inf, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
 		if err != nil {
 			t.Fatal(err)
 		}

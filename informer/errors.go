@@ -6,10 +6,10 @@ import (
 )
 
 var (
-	// ErrAlreadyStarted is returned by Run when the informer has been run
+	// ErrAlreadyStarted is returned by Start when the informer has been started
 	// before; an informer runs once.
 	ErrAlreadyStarted = errors.New("informer: already started")
-	// ErrStopped is returned by AddHandler after Run has returned, and is
+	// ErrStopped is returned by AddHandler after Start has returned, and is
 	// why a SyncError's wait ended when the informer stopped unsynced.
 	ErrStopped = errors.New("informer: stopped")
 	// ErrNotStarted is the cause a SyncError gives when nothing ran the

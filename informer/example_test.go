@@ -90,7 +90,7 @@ func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stopped := make(chan error)
-	go func() { stopped <- inf.Run(ctx) }()
+	go func() { stopped <- inf.Start(ctx) }()
 	if err := reg.WaitForSync(ctx); err != nil {
 		panic(err)
 	}
@@ -120,11 +120,11 @@ func Example() {
 func ExampleFactory() {
 	var cfg *rest.Config // from kubeconfig or in-cluster
 	factory := informer.NewFactory(cfg, informer.FactoryOptions{})
-	configMaps, err := informer.For[*corev1.ConfigMap](factory, informer.Scope{Namespace: "web"})
+	configMaps, err := informer.Of[*corev1.ConfigMap](factory, informer.Scope{Namespace: "web"})
 	if err != nil {
 		panic(err)
 	}
-	podMetadata, err := informer.ForMetadata(factory, corev1.SchemeGroupVersion.WithResource("pods"), informer.Scope{})
+	podMetadata, err := informer.OfMetadata(factory, corev1.SchemeGroupVersion.WithResource("pods"), informer.Scope{})
 	if err != nil {
 		panic(err)
 	}

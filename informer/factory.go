@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/kloop-dev/kloop/internal/lean"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -53,19 +54,16 @@ func (s Scope) String() string {
 
 // FactoryOptions configures a Factory. The zero value works.
 type FactoryOptions struct {
-	// Scheme maps Go types to API kinds for For and ForResource.
+	// Scheme maps Go types to API kinds for Of and OfResource.
 	// Default: client-go's scheme of the built-in types. Add your CRD types
 	// to a scheme of your own (with the built-ins if you need both).
 	Scheme *runtime.Scheme
 	// Watch is the template of every informer's reflector configuration;
 	// Name, Logger and Registerer are filled in per informer.
 	Watch watcher.Config
-	// KeepManagedFields keeps metadata.managedFields in cached objects
-	// (see Options.KeepManagedFields). Default: stripped.
-	KeepManagedFields bool
-	// DisableSharing stops cached objects from sharing repeated metadata
-	// (see Options.DisableSharing). Default: shared.
-	DisableSharing bool
+	// Memory chooses how lean every informer's cached objects are (see
+	// Memory). The zero value is leanest.
+	Memory Memory
 	// Logger and Registerer are passed to every informer. Defaults:
 	// slog.Default() and the kloop metrics registry.
 	Logger     *slog.Logger
@@ -106,7 +104,7 @@ type factoryEntry struct {
 
 // NewFactory returns a factory whose informers talk to the API server at
 // cfg. It starts nothing and makes no request. cfg may be nil if only
-// ForListerWatcher is used.
+// OfListerWatcher is used.
 func NewFactory(cfg *rest.Config, opts FactoryOptions) *Factory {
 	if opts.Scheme == nil {
 		opts.Scheme = clientgoscheme.Scheme
@@ -114,44 +112,45 @@ func NewFactory(cfg *rest.Config, opts FactoryOptions) *Factory {
 	return &Factory{cfg: cfg, opts: opts, entries: make(map[factoryKey]*factoryEntry)}
 }
 
-// For returns the factory's informer for the built-in (or scheme-registered)
+// Of returns the factory's informer for the built-in (or scheme-registered)
 // type T in scope, creating it on first use. The resource is T's kind in
 // lower case and plural (ConfigMap → configmaps), which holds for the
-// built-in types; use ForResource for a resource whose plural is irregular.
+// built-in types; use OfResource for a resource whose plural is irregular.
 //
-//	configMaps, err := informer.For[*corev1.ConfigMap](factory, informer.Scope{Namespace: "web"})
-func For[T interface {
+//	configMaps, err := informer.Of[*corev1.ConfigMap](factory, informer.Scope{Namespace: "web"})
+func Of[T interface {
 	*E
 	watcher.Object
 }, E any](f *Factory, scope Scope) (*Informer[T], error) {
 	kinds, _, err := f.opts.Scheme.ObjectKinds(T(new(E)))
 	if err != nil {
-		return nil, fmt.Errorf("informer.For[%T]: %w", T(nil), err)
+		return nil, fmt.Errorf("informer.Of[%T]: %w", T(nil), err)
 	}
 	gvr, _ := meta.UnsafeGuessKindToResource(kinds[0])
-	return ForResource[T](f, gvr, scope)
+	return OfResource[T](f, gvr, scope)
 }
 
-// ForResource returns the factory's informer for resource gvr, decoded into
+// OfResource returns the factory's informer for resource gvr, decoded into
 // T (which f's scheme must register for gvr's group and version), in scope.
 // This is the way to CRD types:
 //
-//	foos, err := informer.ForResource[*v1alpha1.Foo](factory, v1alpha1.SchemeGroupVersion.WithResource("foos"), informer.Scope{})
-func ForResource[T interface {
+//	foos, err := informer.OfResource[*v1alpha1.Foo](factory, v1alpha1.SchemeGroupVersion.WithResource("foos"), informer.Scope{})
+func OfResource[T interface {
 	*E
 	watcher.Object
 }, E any](f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[T], error) {
-	return ForListerWatcher(f, resourceName(gvr), scope, func(o watcher.Options) (watcher.ListerWatcher[T], error) {
+	return OfListerWatcher(f, resourceName(gvr), scope, func(o watcher.Options) (watcher.ListerWatcher[T], error) {
 		if f.cfg == nil {
 			return nil, errors.New("informer: factory has no rest.Config")
 		}
-		// The informer strips managedFields unless told to keep them;
-		// skipping them while decoding saves allocating them at all.
-		o.DropManagedFields = !f.opts.KeepManagedFields
-		// Likewise the informer shares label sets unless told not to;
-		// sharing them while decoding saves allocating a map per object.
-		o.ShareLabels = !f.opts.DisableSharing
-		return watcher.ForResource[T](preferProtobuf[T](f.cfg), f.opts.Scheme, gvr, o)
+		// The informer strips managedFields and shares label sets
+		// unless told not to; doing both while decoding saves allocating
+		// them at all.
+		o = lean.WithDecoding(o, lean.Decoding{
+			DropManagedFields: !f.opts.Memory.KeepManagedFields,
+			ShareLabels:       !f.opts.Memory.Unshared,
+		}).(watcher.Options)
+		return watcher.FromResource[T](preferProtobuf[T](f.cfg), f.opts.Scheme, gvr, o)
 	})
 }
 
@@ -176,12 +175,12 @@ func preferProtobuf[T watcher.Object](cfg *rest.Config) *rest.Config {
 	return c
 }
 
-// ForMetadata returns the factory's metadata-only informer for gvr in
+// OfMetadata returns the factory's metadata-only informer for gvr in
 // scope: it caches *metav1.PartialObjectMetadata (names, labels,
 // annotations, owners, resourceVersion…) and none of the objects' bodies,
 // which makes it the cheap way to watch large or numerous objects.
-func ForMetadata(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[*metav1.PartialObjectMetadata], error) {
-	return ForListerWatcher(f, resourceName(gvr)+" (metadata)", scope, func(o watcher.Options) (watcher.ListerWatcher[*metav1.PartialObjectMetadata], error) {
+func OfMetadata(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[*metav1.PartialObjectMetadata], error) {
+	return OfListerWatcher(f, resourceName(gvr)+" (metadata)", scope, func(o watcher.Options) (watcher.ListerWatcher[*metav1.PartialObjectMetadata], error) {
 		c, err := f.metadataClient()
 		if err != nil {
 			return nil, err
@@ -190,11 +189,11 @@ func ForMetadata(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Inf
 	})
 }
 
-// ForUnstructured returns the factory's informer for gvr in scope, with
+// OfUnstructured returns the factory's informer for gvr in scope, with
 // objects as *unstructured.Unstructured: for resources whose Go types the
 // program does not have.
-func ForUnstructured(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[*unstructured.Unstructured], error) {
-	return ForListerWatcher(f, resourceName(gvr)+" (unstructured)", scope, func(o watcher.Options) (watcher.ListerWatcher[*unstructured.Unstructured], error) {
+func OfUnstructured(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[*unstructured.Unstructured], error) {
+	return OfListerWatcher(f, resourceName(gvr)+" (unstructured)", scope, func(o watcher.Options) (watcher.ListerWatcher[*unstructured.Unstructured], error) {
 		c, err := f.dynamicClient()
 		if err != nil {
 			return nil, err
@@ -203,11 +202,11 @@ func ForUnstructured(f *Factory, gvr schema.GroupVersionResource, scope Scope) (
 	})
 }
 
-// ForListerWatcher returns the factory's informer for (T, resource, scope),
+// OfListerWatcher returns the factory's informer for (T, resource, scope),
 // creating it with newLW on first use. resource names what is watched (it
 // is part of the sharing key and of the informer's name). newLW gets the
 // scope as watcher.Options.
-func ForListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope, newLW func(watcher.Options) (watcher.ListerWatcher[T], error)) (*Informer[T], error) {
+func OfListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope, newLW func(watcher.Options) (watcher.ListerWatcher[T], error)) (*Informer[T], error) {
 	key := factoryKey{typ: reflect.TypeFor[T](), resource: resource, scope: scope}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -226,16 +225,15 @@ func ForListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope
 	wcfg.Name = name
 	wcfg.Logger, wcfg.Registerer = f.opts.Logger, f.opts.Registerer
 	inf, err := NewForListerWatcher(lw, wcfg, Options[T]{
-		Name:              name,
-		KeepManagedFields: f.opts.KeepManagedFields,
-		DisableSharing:    f.opts.DisableSharing,
-		Logger:            f.opts.Logger,
-		Registerer:        f.opts.Registerer,
+		Name:       name,
+		Memory:     f.opts.Memory,
+		Logger:     f.opts.Logger,
+		Registerer: f.opts.Registerer,
 	})
 	if err != nil {
 		return nil, err
 	}
-	e := &factoryEntry{name: name, informer: inf, run: inf.Run, wait: inf.WaitForSync}
+	e := &factoryEntry{name: name, informer: inf, run: inf.Start, wait: inf.WaitForSync}
 	f.entries[key] = e
 	f.order = append(f.order, e)
 	if f.state == stateRunning {

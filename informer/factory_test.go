@@ -20,25 +20,25 @@ import (
 
 func TestFactory_SharesOneInformerPerTypeResourceAndScope(t *testing.T) {
 	f := NewFactory(&rest.Config{Host: "http://127.0.0.1:1"}, FactoryOptions{Registerer: prometheus.NewRegistry()})
-	a, err := For[*corev1.ConfigMap](f, Scope{Namespace: "web"})
+	a, err := Of[*corev1.ConfigMap](f, Scope{Namespace: "web"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := For[*corev1.ConfigMap](f, Scope{Namespace: "web"})
+	b, err := Of[*corev1.ConfigMap](f, Scope{Namespace: "web"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a != b {
 		t.Fatal("asking twice for the same scope returned two informers")
 	}
-	c, err := For[*corev1.ConfigMap](f, Scope{Namespace: "web", LabelSelector: "app=x"})
+	c, err := Of[*corev1.ConfigMap](f, Scope{Namespace: "web", LabelSelector: "app=x"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c == a {
 		t.Fatal("a different label selector shared the informer")
 	}
-	md, err := ForMetadata(f, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Scope{Namespace: "web"})
+	md, err := OfMetadata(f, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Scope{Namespace: "web"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,10 +64,10 @@ func TestFactory_WaitForSyncNamesEachInformerThatDidNotSyncAndWhy(t *testing.T) 
 		for range 50 {
 			deniedLW.PushList(watcher.ListPage[*corev1.ConfigMap]{}, forbidden)
 		}
-		if _, err := ForListerWatcher(f, "configmaps", Scope{}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return okLW, nil }); err != nil {
+		if _, err := OfListerWatcher(f, "configmaps", Scope{}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return okLW, nil }); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ForListerWatcher(f, "secrets-as-configmaps", Scope{Namespace: "locked"}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return deniedLW, nil }); err != nil {
+		if _, err := OfListerWatcher(f, "secrets-as-configmaps", Scope{Namespace: "locked"}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return deniedLW, nil }); err != nil {
 			t.Fatal(err)
 		}
 
@@ -115,7 +115,7 @@ func TestFactory_StartsInformersAskedForWhileRunning(t *testing.T) {
 		lw := watchtest.New[*corev1.ConfigMap]()
 		lw.PushList(watcher.ListPage[*corev1.ConfigMap]{Items: []*corev1.ConfigMap{cm("a", "1", "1")}, ResourceVersion: "1"}, nil)
 		lw.PushWatch()
-		inf, err := ForListerWatcher(f, "configmaps", Scope{}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return lw, nil })
+		inf, err := OfListerWatcher(f, "configmaps", Scope{}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return lw, nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,8 +129,8 @@ func TestFactory_StartsInformersAskedForWhileRunning(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		if _, err := For[*corev1.Secret](f, Scope{}); !errors.Is(err, ErrStopped) {
-			t.Errorf("For after Start returned: %v, want ErrStopped", err)
+		if _, err := Of[*corev1.Secret](f, Scope{}); !errors.Is(err, ErrStopped) {
+			t.Errorf("Of after Start returned: %v, want ErrStopped", err)
 		}
 	})
 }

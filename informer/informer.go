@@ -32,6 +32,28 @@ type Source[T watcher.Object] interface {
 
 var _ Source[watcher.Object] = (*watcher.Reflector[watcher.Object])(nil)
 
+// Memory chooses how much memory cached objects take. The zero value is
+// the lean default; each field opts out of one saving. It is the one place
+// for these choices: Options and FactoryOptions both hold a Memory, and a
+// factory's informers pass it down to their decoders.
+type Memory struct {
+	// KeepManagedFields keeps metadata.managedFields in cached objects. By
+	// default they are removed before an object is stored or queued (and
+	// OfResource, reading protobuf, never decodes them): they are often
+	// the largest part of an object's metadata and controllers rarely read
+	// them.
+	KeepManagedFields bool
+	// Unshared gives every cached object its own copy of everything. By
+	// default, strings that repeat across objects (namespace, label and
+	// annotation keys, label values, type and owner information) and
+	// identical label sets and owner-reference lists are stored once and
+	// shared by every object that has them, which saves hundreds of bytes
+	// per object. That is safe because cached objects are read-only; it
+	// also means that a program that breaks that rule and modifies a
+	// cached object's labels in place changes them for other objects too.
+	Unshared bool
+}
+
 // Options configures an Informer. The zero value works: no extra indexes,
 // managedFields stripped, logs to slog.Default, metrics to the kloop
 // registry.
@@ -42,21 +64,9 @@ type Options[T watcher.Object] struct {
 	// Indexes are extra cache indexes (see cache.Options). More can be added
 	// later with AddIndex.
 	Indexes map[string]cache.IndexFunc[T]
-	// KeepManagedFields keeps metadata.managedFields in cached objects. By
-	// default they are removed before an object is stored or queued: they
-	// are often the largest part of an object's metadata and controllers
-	// rarely read them.
-	KeepManagedFields bool
-	// DisableSharing turns off the sharing of repeated metadata between
-	// cached objects. By default, strings that repeat across objects
-	// (namespace, label and annotation keys, label values, type and owner
-	// information) and identical label sets and owner-reference lists are
-	// stored once and shared by every object that has them, which saves
-	// hundreds of bytes per object. That is safe because cached objects are
-	// read-only; it also means that a program that breaks that rule and
-	// modifies a cached object's labels in place changes them for other
-	// objects too.
-	DisableSharing bool
+	// Memory chooses how lean cached objects are. The zero value is
+	// leanest: managedFields stripped, repeated metadata shared.
+	Memory Memory
 	// Transform, if set, is applied to every object before it is queued
 	// and stored (after managedFields are stripped). It may modify the
 	// object in place, which the informer owns at that point, and returns
@@ -94,12 +104,12 @@ type Informer[T watcher.Object] struct {
 	listeners  []*listener[T]
 	synced     bool
 	syncedCh   chan struct{}
-	stoppedCh  chan struct{} // closed when Run returns
+	stoppedCh  chan struct{} // closed when Start returns
 
 	// Lifecycle.
 	mu      sync.Mutex
 	state   runState
-	runCtx  context.Context // Run's own context, while running
+	runCtx  context.Context // Start's own context, while running
 	wg      sync.WaitGroup
 	handled int // registrations so far, for default names
 }
@@ -112,7 +122,7 @@ const (
 	stateStopped
 )
 
-// New returns an informer over src. It starts nothing; call Run.
+// New returns an informer over src. It starts nothing; call Start.
 func New[T watcher.Object](src Source[T], opts Options[T]) (*Informer[T], error) {
 	if src == nil {
 		return nil, errors.New("informer: nil Source")
@@ -135,13 +145,13 @@ func New[T watcher.Object](src Source[T], opts Options[T]) (*Informer[T], error)
 		logger.Warn("informer metrics not registered", "informer", name, "err", err)
 	}
 	transform := opts.Transform
-	if !opts.KeepManagedFields || !opts.DisableSharing {
+	if !opts.Memory.KeepManagedFields || !opts.Memory.Unshared {
 		user := transform
 		var in *interner
-		if !opts.DisableSharing {
+		if !opts.Memory.Unshared {
 			in = newInterner()
 		}
-		strip := !opts.KeepManagedFields
+		strip := !opts.Memory.KeepManagedFields
 		transform = func(obj T) T {
 			if strip {
 				obj.SetManagedFields(nil)
@@ -240,11 +250,11 @@ func (inf *Informer[T]) waitFor(ctx context.Context, synced <-chan struct{}, wha
 	return &SyncError{Informer: what, Err: cause, Waited: waited}
 }
 
-// Run runs the informer until ctx is done: the Source, the goroutine that
+// Start runs the informer until ctx is done: the Source, the goroutine that
 // applies its events to the cache, and one goroutine per handler. It
 // returns when all of them have exited: nil when ctx ended it, the Source's
 // error if it failed to run, ErrAlreadyStarted on a second call.
-func (inf *Informer[T]) Run(ctx context.Context) error {
+func (inf *Informer[T]) Start(ctx context.Context) error {
 	inf.mu.Lock()
 	if inf.state != stateNew {
 		inf.mu.Unlock()
@@ -278,7 +288,7 @@ func (inf *Informer[T]) Run(ctx context.Context) error {
 	return nil
 }
 
-// startLocked starts l's goroutine. Caller holds mu, and Run is running.
+// startLocked starts l's goroutine. Caller holds mu, and Start is running.
 func (inf *Informer[T]) startLocked(l *listener[T]) {
 	if l.started || l.removed {
 		return
@@ -417,7 +427,7 @@ func (inf *Informer[T]) fanOut(k cache.Key, n note[T]) {
 // first gets the current contents of the cache as OnAdd(obj, true);
 // otherwise it gets the first snapshot like every other handler. It can be
 // called before or while the informer runs, and fails with ErrStopped after
-// Run has returned.
+// Start has returned.
 func (inf *Informer[T]) AddHandler(h Handler[T], opts HandlerOptions) (*Registration, error) {
 	if h == nil {
 		return nil, errors.New("informer: nil Handler")

@@ -100,11 +100,11 @@ func start(t *testing.T, opts Options[*corev1.ConfigMap], before ...func(*Inform
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- inf.Run(ctx) }()
+	go func() { done <- inf.Start(ctx) }()
 	h.stop = func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
+			t.Errorf("Start: %v", err)
 		}
 	}
 	return h
@@ -366,7 +366,7 @@ func TestInformer_RegistrationSyncsOnlyWhenItsHandlerHasTheInitialList(t *testin
 	})
 }
 
-func TestInformer_RemoveWaitsForTheRunningCallbackAndStopsDelivery(t *testing.T) {
+func TestInformer_RemoveReturnsAtOnceAndDoneClosesWhenTheRunningCallbackReturns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
 		rec.gate = make(chan struct{})
@@ -376,16 +376,15 @@ func TestInformer_RemoveWaitsForTheRunningCallbackAndStopsDelivery(t *testing.T)
 		h.src.relist("2", cm("a", "1", "1"), cm("b", "2", "2"))
 		synctest.Wait() // the handler is inside its first callback
 
-		removed := make(chan struct{})
-		go func() { reg.Remove(); close(removed) }()
+		reg.Remove() // returns although the callback is still running
 		synctest.Wait()
-		if closed(removed) {
-			t.Fatal("Remove returned while the handler's callback was still running")
+		if closed(reg.Done()) {
+			t.Fatal("Done closed while the handler's callback was still running")
 		}
 		rec.gate <- struct{}{}
 		synctest.Wait()
-		if !closed(removed) {
-			t.Fatal("Remove did not return after the callback finished")
+		if !closed(reg.Done()) {
+			t.Fatal("Done not closed after the running callback returned")
 		}
 		if n := len(rec.take()); n != 1 {
 			t.Fatalf("handler got %d calls, want only the one in flight at Remove", n)
@@ -396,6 +395,45 @@ func TestInformer_RemoveWaitsForTheRunningCallbackAndStopsDelivery(t *testing.T)
 			t.Fatalf("removed handler got %d more calls", n)
 		}
 		reg.Remove() // idempotent
+	})
+}
+
+func TestInformer_RemoveBeforeStartClosesDoneAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		var reg *Registration
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) {
+			reg = add(t, inf, rec, HandlerOptions{})
+			if closed(reg.Done()) {
+				t.Error("Done closed for a registration that can still be called")
+			}
+			reg.Remove()
+			if !closed(reg.Done()) {
+				t.Error("Done not closed by Remove of a handler that never ran")
+			}
+		})
+		defer h.stop()
+		h.src.relist("1", cm("a", "1", "1"))
+		synctest.Wait()
+		if n := len(rec.take()); n != 0 {
+			t.Fatalf("handler removed before the start got %d calls", n)
+		}
+	})
+}
+
+func TestInformer_DoneClosesWhenTheInformerStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var reg *Registration
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) { reg = add(t, inf, newRecorder(), HandlerOptions{}) })
+		h.src.relist("1", cm("a", "1", "1"))
+		synctest.Wait()
+		if closed(reg.Done()) {
+			t.Fatal("Done closed while the informer runs")
+		}
+		h.stop()
+		if !closed(reg.Done()) {
+			t.Fatal("Done not closed after the informer stopped")
+		}
 	})
 }
 
@@ -411,9 +449,15 @@ func TestInformer_RemoveFromInsideTheHandlerDoesNotDeadlock(t *testing.T) {
 			calls++
 			mu.Unlock()
 			reg.Remove()
+			if closed(reg.Done()) {
+				t.Error("Done closed while the callback that called Remove still runs")
+			}
 		}}, HandlerOptions{})
 		h.src.relist("3", cm("a", "1", "1"), cm("b", "2", "2"), cm("c", "3", "3"))
 		synctest.Wait() // a deadlock here fails the bubble
+		if !closed(reg.Done()) {
+			t.Fatal("Done not closed after the callback that called Remove returned")
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if calls != 1 {
@@ -492,7 +536,7 @@ func TestInformer_StripsManagedFieldsByDefault(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		t.Run(fmt.Sprintf("KeepManagedFields=%v", keep), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := start(t, Options[*corev1.ConfigMap]{KeepManagedFields: keep, Transform: func(o *corev1.ConfigMap) *corev1.ConfigMap {
+				h := start(t, Options[*corev1.ConfigMap]{Memory: Memory{KeepManagedFields: keep}, Transform: func(o *corev1.ConfigMap) *corev1.ConfigMap {
 					o.Annotations = map[string]string{"transformed": "yes"}
 					return o
 				}})
@@ -571,7 +615,7 @@ func TestInformer_RunsOnceAndRefusesHandlersAfterStopping(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Options[*corev1.ConfigMap]{})
 		synctest.Wait()
-		if err := h.inf.Run(t.Context()); !errors.Is(err, ErrAlreadyStarted) {
+		if err := h.inf.Start(t.Context()); !errors.Is(err, ErrAlreadyStarted) {
 			t.Errorf("second Run: %v, want ErrAlreadyStarted", err)
 		}
 		h.stop()
@@ -615,9 +659,9 @@ func TestInformer_SharesRepeatedMetadataBetweenCachedObjectsUnlessDisabled(t *te
 		return nil
 	}
 	for _, disable := range []bool{false, true} {
-		t.Run(fmt.Sprintf("DisableSharing=%v", disable), func(t *testing.T) {
+		t.Run(fmt.Sprintf("Unshared=%v", disable), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := start(t, Options[*corev1.ConfigMap]{DisableSharing: disable})
+				h := start(t, Options[*corev1.ConfigMap]{Memory: Memory{Unshared: disable}})
 				defer h.stop()
 				objA := labelled("a", "1", "1")
 				decodedAnnotations := reflect.ValueOf(objA.Annotations).UnsafePointer()

@@ -1,14 +1,10 @@
 package informer
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"runtime"
 	"runtime/debug"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,13 +28,11 @@ type listener[T watcher.Object] struct {
 	wake     chan struct{} // capacity 1: "the queue is not empty"
 	stop     chan struct{} // closed by Remove
 	stopOnce sync.Once
-	done     chan struct{} // closed when run returns
+	done     chan struct{} // closed when run returns, or by Remove if run never will
 	synced   chan struct{} // closed once the initial state is delivered
 
 	// Guarded by the informer's lifecycle lock.
 	started, removed bool
-
-	gid atomic.Uint64 // id of the goroutine running the callbacks
 
 	depth  prometheus.Gauge
 	panics prometheus.Counter
@@ -120,7 +114,6 @@ func (l *listener[T]) checkSyncedLocked() {
 // run delivers notifications until ctx is done or the listener is removed.
 func (l *listener[T]) run(ctx context.Context) {
 	defer close(l.done)
-	l.gid.Store(goroutineID())
 	var tick <-chan time.Time
 	if l.replay > 0 {
 		t := time.NewTicker(l.replay)
@@ -174,9 +167,16 @@ func (l *listener[T]) deliver(n note[T]) {
 	}
 }
 
-// call runs one callback, turning a panic into a log line and a metric so
-// that one broken handler does not take the informer down with it.
+// call runs one callback, unless the registration has been removed (also
+// between the two calls of a delete-then-add), turning a panic into a log
+// line and a metric so that one broken handler does not take the informer
+// down with it.
 func (l *listener[T]) call(method string, obj T, fn func()) {
+	select {
+	case <-l.stop:
+		return
+	default:
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			l.panics.Inc()
@@ -189,32 +189,16 @@ func (l *listener[T]) call(method string, obj T, fn func()) {
 	fn()
 }
 
-// remove stops the listener. It waits for a running callback to finish
-// unless it is called from that callback.
-func (l *listener[T]) remove(wait bool) {
-	l.stopOnce.Do(func() { close(l.stop) })
-	l.inf.metrics.handlerDepth.DeleteLabelValues(l.inf.name, l.name)
-	if wait && l.gid.Load() != goroutineID() {
-		<-l.done
-	}
-}
-
-// goroutineID returns the runtime's id of the calling goroutine. Go has no
-// API for it; it is read from the first line of the stack trace, which is
-// stable ("goroutine N [...]"). It is used only to let Remove know whether
-// it was called from inside the handler it is removing, where waiting for
-// the handler to return would deadlock.
-func goroutineID() uint64 {
-	var buf [40]byte
-	n := runtime.Stack(buf[:], false)
-	line := bytes.TrimPrefix(buf[:n], []byte("goroutine "))
-	if i := bytes.IndexByte(line, ' '); i > 0 {
-		id, err := strconv.ParseUint(string(line[:i]), 10, 64)
-		if err == nil {
-			return id
+// remove stops the listener without waiting for it. started says whether
+// run was started (and so will close done); if not, it never will be.
+func (l *listener[T]) remove(started bool) {
+	l.stopOnce.Do(func() {
+		close(l.stop)
+		if !started {
+			close(l.done)
 		}
-	}
-	return 0
+	})
+	l.inf.metrics.handlerDepth.DeleteLabelValues(l.inf.name, l.name)
 }
 
 // Registration is one handler's subscription to an informer, returned by
@@ -228,6 +212,7 @@ type registrant interface {
 	syncedCh() <-chan struct{}
 	waitForSync(ctx context.Context) error
 	unregister()
+	doneCh() <-chan struct{}
 }
 
 // Name is HandlerOptions.Name, or the name given by default.
@@ -245,16 +230,26 @@ func (r *Registration) Synced() <-chan struct{} { return r.r.syncedCh() }
 // (if any) and why waiting ended.
 func (r *Registration) WaitForSync(ctx context.Context) error { return r.r.waitForSync(ctx) }
 
-// Remove unsubscribes the handler: it gets no notification after Remove
-// returns, and Remove returns only when the handler's current callback (if
-// any) has returned, except when Remove is called from inside that
-// callback, where it returns at once and the callback is the last one.
-// Remove is idempotent.
+// Remove unsubscribes the handler. It does not wait: no callback begins
+// after it returns, but one already running (the one that called Remove,
+// if it was called from the handler) runs to its end. Done says when that
+// has happened. Remove is idempotent and may be called from anywhere,
+// including the handler itself.
 func (r *Registration) Remove() { r.r.unregister() }
+
+// Done is closed once the handler will never be called again: after Remove,
+// when the callback running at the time (if any) has returned, or after the
+// informer has stopped, when its last callback has returned. To remove a
+// handler and wait for it, from outside the handler:
+//
+//	reg.Remove()
+//	<-reg.Done()
+func (r *Registration) Done() <-chan struct{} { return r.r.doneCh() }
 
 func (l *listener[T]) regName() string           { return l.name }
 func (l *listener[T]) syncedCh() <-chan struct{} { return l.synced }
 func (l *listener[T]) waitForSync(ctx context.Context) error {
 	return l.inf.waitFor(ctx, l.synced, l.inf.name+" handler "+l.name)
 }
-func (l *listener[T]) unregister() { l.inf.removeListener(l) }
+func (l *listener[T]) unregister()             { l.inf.removeListener(l) }
+func (l *listener[T]) doneCh() <-chan struct{} { return l.done }

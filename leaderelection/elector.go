@@ -56,7 +56,7 @@ func New(restCfg *rest.Config, cfg Config) (*Elector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("leaderelection: %w", err)
 	}
-	leases, err := client.For[*coordinationv1.Lease](c, coordinationv1.SchemeGroupVersion.WithResource("leases"))
+	leases, err := client.NewResource[*coordinationv1.Lease](c, coordinationv1.SchemeGroupVersion.WithResource("leases"))
 	if err != nil {
 		return nil, fmt.Errorf("leaderelection: %w", err)
 	}

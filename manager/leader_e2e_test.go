@@ -111,7 +111,7 @@ func TestLeaderElection_OneLeaderHandsOverOnStopAndReconcilesNeverOverlap(t *tes
 		}
 		reg := prometheus.NewRegistry()
 		f := informer.NewFactory(cfg, informer.FactoryOptions{Registerer: reg, Logger: quiet()})
-		cms, err := informer.For[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
+		cms, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -93,7 +93,7 @@ func TestManager_ServesMetricsAndReportsReadyOnlyAfterCachesSync(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	f := informer.NewFactory(e.Config, informer.FactoryOptions{Registerer: reg, Logger: quiet()})
-	cms, err := informer.For[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
+	cms, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,11 @@ import (
 	"time"
 )
 
-// EventType is what happened to an object.
+// EventType is what happened to an object, in kubewatch's words, which
+// the notifier's configuration (FilterConfig.Events), metrics and messages
+// use. It is the text form of cache.ChangeKind's Added, Updated and
+// Deleted for the changes the notifier passes on (initial adds and
+// unchanged updates are not notified).
 type EventType string
 
 // The event types, named as in kubewatch's queue and metrics.

@@ -138,7 +138,7 @@ func New(restCfg *rest.Config, cfg Config, opts Options) (*Notifier, error) {
 		if !cr.ClusterScoped {
 			scope.Namespace = cfg.Namespace
 		}
-		inf, err := informer.ForUnstructured(n.factory, gvr, scope)
+		inf, err := informer.OfUnstructured(n.factory, gvr, scope)
 		if err != nil {
 			return nil, fmt.Errorf("notifier: watching %s: %w", gvr, err)
 		}

@@ -101,7 +101,7 @@ func typed[T interface {
 	*E
 	watcher.Object
 }, E any](f *informer.Factory, scope informer.Scope, h objectHandler) (*informer.Registration, error) {
-	inf, err := informer.For[T](f, scope)
+	inf, err := informer.Of[T](f, scope)
 	if err != nil {
 		return nil, err
 	}

@@ -166,7 +166,7 @@ func New(cfg *rest.Config, opts Options) (*Recorder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}
-	events, err := client.For[*corev1.Event](c, corev1.SchemeGroupVersion.WithResource("events"))
+	events, err := client.NewResource[*corev1.Event](c, corev1.SchemeGroupVersion.WithResource("events"))
 	if err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}

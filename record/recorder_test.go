@@ -211,7 +211,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gadgets, err := client.For[*Gadget](c, gadgetGV.WithResource("gadgets"))
+		gadgets, err := client.NewResource[*Gadget](c, gadgetGV.WithResource("gadgets"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,7 +37,7 @@ type ListObject interface {
 
 // FromClient returns a ListerWatcher over a client-go typed client:
 //
-//	lw := watch.FromClient[*corev1.ConfigMap](clientset.CoreV1().ConfigMaps("default"), watch.Options{
+//	lw := watcher.FromClient[*corev1.ConfigMap](clientset.CoreV1().ConfigMaps("default"), watcher.Options{
 //		LabelSelector: "app=web",
 //	})
 //
@@ -51,11 +51,11 @@ func FromClient[T interface {
 	Object
 }, E any, L ListObject](c TypedClient[L], opts Options) ListerWatcher[T] {
 	if opts.Namespace != "" {
-		panic("watch.FromClient: Options.Namespace must be empty; the typed client chooses the namespace")
+		panic("watcher.FromClient: Options.Namespace must be empty; the typed client chooses the namespace")
 	}
 	idx, err := itemsField[E](reflect.TypeFor[L]())
 	if err != nil {
-		panic("watch.FromClient: " + err.Error())
+		panic("watcher.FromClient: " + err.Error())
 	}
 	return &clientLW[T, E, L]{client: c, opts: opts, items: idx}
 }
@@ -85,7 +85,7 @@ func FromMetadata(c metadata.Interface, gvr schema.GroupVersionResource, opts Op
 	return FromClient[*metav1.PartialObjectMetadata](rc, opts)
 }
 
-// ForResource returns a ListerWatcher for a Go type T served at gvr, with no
+// FromResource returns a ListerWatcher for a Go type T served at gvr, with no
 // generated clientset: a REST client is built from cfg, and scheme must know
 // T and its list type (Kind + "List") in gvr's group and version, as a CRD's
 // AddToScheme provides. It works for built-in types too (with
@@ -94,15 +94,17 @@ func FromMetadata(c metadata.Interface, gvr schema.GroupVersionResource, opts Op
 // Requests use cfg's content type (JSON when unset, which custom resources
 // need). With protobuf, objects are decoded straight from LIST responses
 // and watch streams without intermediate copies, their namespace strings
-// are shared, and opts.DropManagedFields and opts.ShareLabels take effect.
-func ForResource[T interface {
+// are shared. Objects are decoded whole: an informer over FromResource
+// (informer.OfResource) is what leaves managedFields out and shares label
+// sets while decoding, as informer.Memory chooses.
+func FromResource[T interface {
 	*E
 	Object
 }, E any](cfg *rest.Config, scheme *runtime.Scheme, gvr schema.GroupVersionResource, opts Options) (ListerWatcher[T], error) {
 	gv := gvr.GroupVersion()
 	kinds, _, err := scheme.ObjectKinds(T(new(E)))
 	if err != nil {
-		return nil, fmt.Errorf("watch.ForResource %s: %w", gvr, err)
+		return nil, fmt.Errorf("watcher.FromResource %s: %w", gvr, err)
 	}
 	var objGVK, listGVK schema.GroupVersionKind
 	for _, k := range kinds {
@@ -111,19 +113,19 @@ func ForResource[T interface {
 		}
 	}
 	if listGVK.Empty() {
-		return nil, fmt.Errorf("watch.ForResource %s: scheme does not register %T in %s", gvr, T(nil), gv)
+		return nil, fmt.Errorf("watcher.FromResource %s: scheme does not register %T in %s", gvr, T(nil), gv)
 	}
 	list, err := scheme.New(listGVK)
 	if err != nil {
-		return nil, fmt.Errorf("watch.ForResource %s: %w", gvr, err)
+		return nil, fmt.Errorf("watcher.FromResource %s: %w", gvr, err)
 	}
 	listType := reflect.TypeOf(list)
 	if _, ok := list.(ListObject); !ok {
-		return nil, fmt.Errorf("watch.ForResource %s: %v has no list metadata", gvr, listType)
+		return nil, fmt.Errorf("watcher.FromResource %s: %v has no list metadata", gvr, listType)
 	}
 	idx, err := itemsField[E](listType)
 	if err != nil {
-		return nil, fmt.Errorf("watch.ForResource %s: %w", gvr, err)
+		return nil, fmt.Errorf("watcher.FromResource %s: %w", gvr, err)
 	}
 
 	c := rest.CopyConfig(cfg)
@@ -138,7 +140,7 @@ func ForResource[T interface {
 	}
 	rc, err := rest.RESTClientFor(c)
 	if err != nil {
-		return nil, fmt.Errorf("watch.ForResource %s: %w", gvr, err)
+		return nil, fmt.Errorf("watcher.FromResource %s: %w", gvr, err)
 	}
 	client := &restClient{
 		client:    rc,
@@ -208,7 +210,7 @@ var paramCodec = func() runtime.ParameterCodec {
 
 var metaV1 = schema.GroupVersion{Version: "v1"}
 
-// restClient is a TypedClient over a plain REST client, for ForResource.
+// restClient is a TypedClient over a plain REST client, for FromResource.
 type restClient struct {
 	client    *rest.RESTClient
 	namespace string

@@ -98,7 +98,7 @@ func TestFromClient_PanicsOnMisuse(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {
-				if r := recover(); r == nil || !strings.Contains(r.(string), "watch.FromClient") {
+				if r := recover(); r == nil || !strings.Contains(r.(string), "watcher.FromClient") {
 					t.Fatalf("recovered %v, want a watcher.FromClient panic", r)
 				}
 			}()
@@ -176,15 +176,15 @@ func TestFromMetadata_ListsPartialObjectMetadata(t *testing.T) {
 
 func TestForResource_RejectsATypeTheSchemeDoesNotKnowAtThatVersion(t *testing.T) {
 	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
-	_, err := watcher.ForResource[*corev1.ConfigMap](cfg, runtime.NewScheme(), cmGVR, watcher.Options{})
+	_, err := watcher.FromResource[*corev1.ConfigMap](cfg, runtime.NewScheme(), cmGVR, watcher.Options{})
 	if err == nil {
 		t.Fatal("an empty scheme was accepted")
 	}
-	_, err = watcher.ForResource[*corev1.ConfigMap](cfg, kscheme.Scheme, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "configmaps"}, watcher.Options{})
+	_, err = watcher.FromResource[*corev1.ConfigMap](cfg, kscheme.Scheme, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "configmaps"}, watcher.Options{})
 	if err == nil || !strings.Contains(err.Error(), "does not register") {
 		t.Fatalf("wrong group accepted or unclear error: %v", err)
 	}
-	if _, err := watcher.ForResource[*corev1.ConfigMap](cfg, kscheme.Scheme, cmGVR, watcher.Options{}); err != nil {
+	if _, err := watcher.FromResource[*corev1.ConfigMap](cfg, kscheme.Scheme, cmGVR, watcher.Options{}); err != nil {
 		t.Fatalf("ConfigMaps with the client-go scheme: %v", err)
 	}
 }

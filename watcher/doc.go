@@ -5,7 +5,7 @@
 // # Parts
 //
 //   - ListerWatcher[T] is the narrow view of one resource: List a page, open
-//     a Watch. FromClient adapts a client-go typed client, ForResource any Go
+//     a Watch. FromClient adapts a client-go typed client, FromResource any Go
 //     type (CRDs included) through a REST client and a scheme, FromDynamic
 //     unstructured objects and FromMetadata metadata-only objects
 //     (*metav1.PartialObjectMetadata). Options add namespace, label and field

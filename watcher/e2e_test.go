@@ -359,7 +359,7 @@ func TestE2E(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rest, err := watcher.ForResource[*corev1.ConfigMap](env.Config, kscheme.Scheme, cmGVR, opts)
+		rest, err := watcher.FromResource[*corev1.ConfigMap](env.Config, kscheme.Scheme, cmGVR, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -380,7 +380,7 @@ func TestE2E(t *testing.T) {
 		if _, err := cs.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "holder"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		leases, err := watcher.ForResource[*coordinationv1.Lease](env.Config, kscheme.Scheme, coordinationv1.SchemeGroupVersion.WithResource("leases"), watcher.Options{Namespace: ns})
+		leases, err := watcher.FromResource[*coordinationv1.Lease](env.Config, kscheme.Scheme, coordinationv1.SchemeGroupVersion.WithResource("leases"), watcher.Options{Namespace: ns})
 		if err != nil {
 			t.Fatal(err)
 		}

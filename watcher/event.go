@@ -15,7 +15,11 @@ type Object interface {
 	metav1.Object
 }
 
-// EventType is the closed set of things a reflector reports.
+// EventType is the closed set of things a reflector reports: the steps of
+// the list/watch stream, mirroring the API server's watch event types plus
+// the relist markers. What those steps do to a cache is a different enum,
+// cache.ChangeKind (Added, Updated, Deleted), which is also what handlers
+// and controllers see.
 type EventType uint8
 
 const (

@@ -60,10 +60,10 @@ func Example() {
 // Any Go type served by the API server, with no generated clientset: a
 // scheme that knows the type and its list type is enough. For a custom
 // resource, pass its Go type and a scheme its AddToScheme was applied to.
-func ExampleForResource() {
+func ExampleFromResource() {
 	cfg := &rest.Config{Host: "https://127.0.0.1:6443"} // normally from clientcmd or rest.InClusterConfig
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	lw, err := watcher.ForResource[*corev1.ConfigMap](cfg, kscheme.Scheme, gvr, watcher.Options{
+	lw, err := watcher.FromResource[*corev1.ConfigMap](cfg, kscheme.Scheme, gvr, watcher.Options{
 		Namespace:     "default",
 		LabelSelector: "app=web",
 	})

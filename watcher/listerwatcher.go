@@ -5,6 +5,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kloop-dev/kloop/internal/lean"
 )
 
 // ListerWatcher is the narrow view of one API resource (in one namespace or
@@ -51,21 +53,9 @@ type Options struct {
 	// k8s.io/apimachinery/pkg/labels and .../fields to build them).
 	LabelSelector string
 	FieldSelector string
-	// DropManagedFields asks for objects without metadata.managedFields,
-	// which controllers rarely read and which are often the largest part
-	// of an object's metadata. ForResource, when it reads protobuf, skips
-	// them while decoding, so they are never allocated; the other
-	// constructors ignore it (the informer package strips them after
-	// decoding in any case, unless told to keep them).
-	DropManagedFields bool
-	// ShareLabels lets objects with identical labels share one map instead
-	// of each having its own, and saves decoding them again and again.
-	// Like DropManagedFields it takes effect in ForResource with protobuf
-	// only. The objects' labels must then be treated as read-only: changing
-	// one object's labels in place would change them for the others. An
-	// informer's cache is read-only anyway (the informer package shares
-	// label sets itself, unless told not to).
-	ShareLabels bool
+	// decoding is what an informer lets FromResource's protobuf decoder
+	// leave out or share (see internal/lean); zero for everyone else.
+	decoding lean.Decoding
 }
 
 // apply writes the selectors into a request's options.
@@ -90,4 +80,12 @@ func (f Funcs[T]) List(ctx context.Context, opts metav1.ListOptions) (ListPage[T
 // Watch calls WatchFunc.
 func (f Funcs[T]) Watch(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {
 	return f.WatchFunc(ctx, opts)
+}
+
+func init() {
+	lean.WithDecoding = func(opts any, d lean.Decoding) any {
+		o := opts.(Options)
+		o.decoding = d
+		return o
+	}
 }

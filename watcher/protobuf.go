@@ -15,7 +15,7 @@ import (
 )
 
 // This file is a faster decoding path for the protobuf watch stream of one
-// Go type, used by ForResource. Every event of a watch goes through three
+// Go type, used by FromResource. Every event of a watch goes through three
 // decodes in client-go: the frame into a metav1.WatchEvent (copying the
 // object's bytes), those bytes into a runtime.Unknown envelope (copying them
 // again), and the envelope's payload into the object. All of it is garbage
@@ -194,7 +194,7 @@ func typeMetaIs(b []byte, apiVersion, kind string) bool {
 	return string(v) == apiVersion && string(k) == kind
 }
 
-// typedDecoder is the protobuf serializer for ForResource's REST client
+// typedDecoder is the protobuf serializer for FromResource's REST client
 // with a fast path for objects of type T: an object decoded without a
 // target (as the objects of watch events are) whose envelope names T's
 // kind is unmarshaled from the bytes in place into a new E, with
@@ -246,7 +246,7 @@ func newTypedDecoder[T interface {
 	apiVersion, kind := gvk.ToAPIVersionAndKind()
 	d := &typedDecoder[T, E]{
 		Serializer: s, apiVersion: apiVersion, kind: kind, gvk: gvk,
-		dropManagedFields: opts.DropManagedFields, shareLabels: opts.ShareLabels,
+		dropManagedFields: opts.decoding.DropManagedFields, shareLabels: opts.decoding.ShareLabels,
 	}
 	if listType != nil {
 		items, err := itemsField[E](listType)
@@ -446,7 +446,7 @@ func (t *stringTable) get(b []byte) string {
 	return s
 }
 
-// watchEventDecoder is the protobuf stream serializer for ForResource's
+// watchEventDecoder is the protobuf stream serializer for FromResource's
 // REST client with a fast path for the frames of a watch: decoding into a
 // *metav1.WatchEvent, it points the event's Object.Raw into the frame
 // instead of copying it. That is safe because client-go's watch decoder

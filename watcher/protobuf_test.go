@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	kscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
+
+	"github.com/kloop-dev/kloop/internal/lean"
 )
 
 var (
@@ -55,7 +57,7 @@ func encodeProto(t testing.TB, obj runtime.Object, gvk schema.GroupVersionKind) 
 	return b.Bytes()
 }
 
-// stockDecoder is what ForResource's client decodes objects with without
+// stockDecoder is what FromResource's client decodes objects with without
 // the fast path.
 func stockDecoder() runtime.Decoder {
 	return runtime.WithoutVersionDecoder{Decoder: protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme)}
@@ -101,7 +103,7 @@ func TestTypedDecoder_DecodesAsTheStockSerializerDoes(t *testing.T) {
 }
 
 func TestTypedDecoder_DropsManagedFieldsAndSharesLabelsWhenAsked(t *testing.T) {
-	dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Options{DropManagedFields: true, ShareLabels: true})
+	dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Options{decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}})
 	var objs []*corev1.ConfigMap
 	for _, name := range []string{"a", "b"} {
 		obj, _, err := dec.Decode(encodeProto(t, fullConfigMap(name), cmGVK), nil, nil)
@@ -144,7 +146,7 @@ func TestTypedDecoder_DropsManagedFieldsAndSharesLabelsWhenAsked(t *testing.T) {
 	a, _, _ := dec.Decode(encodeProto(t, fullConfigMap("a"), cmGVK), nil, nil)
 	b, _, _ := dec.Decode(encodeProto(t, fullConfigMap("b"), cmGVK), nil, nil)
 	if reflect.ValueOf(a.(*corev1.ConfigMap).Labels).UnsafePointer() == reflect.ValueOf(b.(*corev1.ConfigMap).Labels).UnsafePointer() {
-		t.Error("labels shared without ShareLabels")
+		t.Error("labels shared without lean.Decoding.ShareLabels")
 	}
 	if len(a.(*corev1.ConfigMap).ManagedFields) != 1 {
 		t.Errorf("managedFields %v, want kept", a.(*corev1.ConfigMap).ManagedFields)
@@ -152,7 +154,7 @@ func TestTypedDecoder_DropsManagedFieldsAndSharesLabelsWhenAsked(t *testing.T) {
 }
 
 func TestTypedDecoder_LeavesEverythingElseToTheStockSerializer(t *testing.T) {
-	dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Options{DropManagedFields: true, ShareLabels: true})
+	dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Options{decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}})
 
 	// Another kind, as in the Error event of a watch.
 	status := &metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired}
@@ -194,7 +196,7 @@ func TestTypedDecoder_DecodesListsAsTheStockSerializerDoes(t *testing.T) {
 	if _, _, err := stockDecoder().Decode(data, nil, want); err != nil {
 		t.Fatal(err)
 	}
-	for _, opts := range []Options{{}, {DropManagedFields: true, ShareLabels: true}} {
+	for _, opts := range []Options{{}, {decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}}} {
 		dec := runtime.WithoutVersionDecoder{Decoder: newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), opts)}
 		// Decoding resets what the list held.
 		got := &corev1.ConfigMapList{Items: []corev1.ConfigMap{*fullConfigMap("old")}, ListMeta: metav1.ListMeta{RemainingItemCount: ptr.To[int64](9)}}
@@ -202,7 +204,7 @@ func TestTypedDecoder_DecodesListsAsTheStockSerializerDoes(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := want.DeepCopy()
-		if opts.DropManagedFields {
+		if opts.decoding.DropManagedFields {
 			for i := range w.Items {
 				w.Items[i].ManagedFields = nil
 			}
@@ -213,7 +215,7 @@ func TestTypedDecoder_DecodesListsAsTheStockSerializerDoes(t *testing.T) {
 		if len(got.Items) != cap(got.Items) {
 			t.Errorf("%+v: Items has length %d and capacity %d, want them equal", opts, len(got.Items), cap(got.Items))
 		}
-		if shared := reflect.ValueOf(got.Items[0].Labels).UnsafePointer() == reflect.ValueOf(got.Items[2].Labels).UnsafePointer(); shared != opts.ShareLabels {
+		if shared := reflect.ValueOf(got.Items[0].Labels).UnsafePointer() == reflect.ValueOf(got.Items[2].Labels).UnsafePointer(); shared != opts.decoding.ShareLabels {
 			t.Errorf("%+v: labels shared=%v", opts, shared)
 		}
 	}
@@ -272,7 +274,7 @@ func BenchmarkDecodeObject(b *testing.B) {
 		dec  runtime.Decoder
 	}{
 		{"stock", stockDecoder()},
-		{"fast", runtime.WithoutVersionDecoder{Decoder: newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, nil, Options{DropManagedFields: true, ShareLabels: true})}},
+		{"fast", runtime.WithoutVersionDecoder{Decoder: newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, nil, Options{decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}})}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -302,10 +304,10 @@ func FuzzTypedDecoder_MatchesTheStockSerializer(f *testing.F) {
 	f.Add([]byte("k8s\x00"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		want, _, wantErr := stockDecoder().Decode(data, nil, nil)
-		for _, opts := range []Options{{}, {DropManagedFields: true, ShareLabels: true}} {
+		for _, opts := range []Options{{}, {decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}}} {
 			dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), opts)
 			got, _, err := runtime.WithoutVersionDecoder{Decoder: dec}.Decode(data, nil, nil)
-			if wantErr != nil && err == nil && opts.DropManagedFields {
+			if wantErr != nil && err == nil && opts.decoding.DropManagedFields {
 				continue // possibly a fault inside the managedFields it skipped
 			}
 			if (err != nil) != (wantErr != nil) {
@@ -314,7 +316,7 @@ func FuzzTypedDecoder_MatchesTheStockSerializer(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			if cm, ok := want.(*corev1.ConfigMap); ok && opts.DropManagedFields {
+			if cm, ok := want.(*corev1.ConfigMap); ok && opts.decoding.DropManagedFields {
 				w := cm.DeepCopy()
 				w.ManagedFields = nil
 				g := got.(*corev1.ConfigMap).DeepCopy()

@@ -121,7 +121,7 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 	if err != nil {
 		t.Fatal(err)
 	}
-	foos, err := client.For[*v1alpha1.Foo](c, v1alpha1.Resource)
+	foos, err := client.NewResource[*v1alpha1.Foo](c, v1alpha1.Resource)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,7 +143,7 @@ func applyExample(ctx context.Context, cfg *rest.Config, namespace string, out *
 	if err != nil {
 		return err
 	}
-	foos, err := client.For[*v1alpha1.Foo](c, v1alpha1.Resource)
+	foos, err := client.NewResource[*v1alpha1.Foo](c, v1alpha1.Resource)
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func applyExample(ctx context.Context, cfg *rest.Config, namespace string, out *
 
 // ensureNamespace creates namespace unless it exists.
 func ensureNamespace(ctx context.Context, c *client.Client, namespace string) error {
-	nss, err := client.For[*corev1.Namespace](c, corev1.SchemeGroupVersion.WithResource("namespaces"))
+	nss, err := client.NewResource[*corev1.Namespace](c, corev1.SchemeGroupVersion.WithResource("namespaces"))
 	if err != nil {
 		return err
 	}
@@ -217,19 +217,19 @@ func (p *printer) watch(ctx context.Context, cfg *rest.Config, namespace string,
 	reg := prometheus.NewRegistry()
 	f := informer.NewFactory(cfg, informer.FactoryOptions{Scheme: foo.Scheme(), Logger: log, Registerer: reg})
 	scope := informer.Scope{Namespace: namespace}
-	foos, err := informer.ForResource[*v1alpha1.Foo](f, v1alpha1.Resource, scope)
+	foos, err := informer.OfResource[*v1alpha1.Foo](f, v1alpha1.Resource, scope)
 	if err != nil {
 		return err
 	}
-	deployments, err := informer.For[*appsv1.Deployment](f, scope)
+	deployments, err := informer.Of[*appsv1.Deployment](f, scope)
 	if err != nil {
 		return err
 	}
-	pods, err := informer.For[*corev1.Pod](f, scope)
+	pods, err := informer.Of[*corev1.Pod](f, scope)
 	if err != nil {
 		return err
 	}
-	events, err := informer.For[*corev1.Event](f, scope)
+	events, err := informer.Of[*corev1.Event](f, scope)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Out:       stdout,
 		Logger:    log,
 		HTTPAddr:  *httpAddr,
-		FailSync:  os.Getenv(podwatch.FailSyncEnv),
 	})
 	if err != nil {
 		log.Error("podwatch stopped", "err", err)

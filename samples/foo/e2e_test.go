@@ -58,7 +58,7 @@ func newHarnessWithCRD(t *testing.T, crd []byte) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	foos, err := client.For[*v1alpha1.Foo](c, v1alpha1.Resource)
+	foos, err := client.NewResource[*v1alpha1.Foo](c, v1alpha1.Resource)
 	if err != nil {
 		t.Fatal(err)
 	}

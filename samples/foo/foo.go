@@ -121,11 +121,11 @@ func NewManager(cfg *rest.Config, opts Options) (*manager.Manager, error) {
 
 	factory := informer.NewFactory(cfg, informer.FactoryOptions{Scheme: scheme, Logger: log, Registerer: opts.Registerer})
 	scope := informer.Scope{Namespace: opts.Namespace}
-	foos, err := informer.ForResource[*v1alpha1.Foo](factory, v1alpha1.Resource, scope)
+	foos, err := informer.OfResource[*v1alpha1.Foo](factory, v1alpha1.Resource, scope)
 	if err != nil {
 		return nil, err
 	}
-	deployments, err := informer.For[*appsv1.Deployment](factory, scope)
+	deployments, err := informer.Of[*appsv1.Deployment](factory, scope)
 	if err != nil {
 		return nil, err
 	}
@@ -133,11 +133,11 @@ func NewManager(cfg *rest.Config, opts Options) (*manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	fooRes, err := client.For[*v1alpha1.Foo](c, v1alpha1.Resource)
+	fooRes, err := client.NewResource[*v1alpha1.Foo](c, v1alpha1.Resource)
 	if err != nil {
 		return nil, err
 	}
-	depRes, err := client.For[*appsv1.Deployment](c, appsv1.SchemeGroupVersion.WithResource("deployments"))
+	depRes, err := client.NewResource[*appsv1.Deployment](c, appsv1.SchemeGroupVersion.WithResource("deployments"))
 	if err != nil {
 		return nil, err
 	}

@@ -90,11 +90,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	nodes, err := client.For[*corev1.Node](c, corev1.SchemeGroupVersion.WithResource("nodes"))
+	nodes, err := client.NewResource[*corev1.Node](c, corev1.SchemeGroupVersion.WithResource("nodes"))
 	if err != nil {
 		return err
 	}
-	pods, err := client.For[*corev1.Pod](c, corev1.SchemeGroupVersion.WithResource("pods"))
+	pods, err := client.NewResource[*corev1.Pod](c, corev1.SchemeGroupVersion.WithResource("pods"))
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	leases, err := client.For[*coordinationv1.Lease](c, coordinationv1.SchemeGroupVersion.WithResource("leases"))
+	leases, err := client.NewResource[*coordinationv1.Lease](c, coordinationv1.SchemeGroupVersion.WithResource("leases"))
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	log.Info("Registered node")
 
 	factory := informer.NewFactory(cfg, informer.FactoryOptions{Logger: log, Registerer: opts.Registerer})
-	podInf, err := informer.For[*corev1.Pod](factory, informer.Scope{Namespace: opts.Namespace})
+	podInf, err := informer.Of[*corev1.Pod](factory, informer.Scope{Namespace: opts.Namespace})
 	if err != nil {
 		return err
 	}

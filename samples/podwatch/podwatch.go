@@ -2,7 +2,6 @@ package podwatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,13 +23,6 @@ const (
 	DefaultMaxRetries = 5
 )
 
-// FailSyncEnv names an environment variable for tests: the sync of the pod
-// it names always fails, to exercise the retry policy.
-const FailSyncEnv = "PODWATCH_FAIL_SYNC"
-
-// ErrInjected is the error of a sync failed on purpose (see FailSync).
-var ErrInjected = errors.New("podwatch: injected sync failure")
-
 // Options configures Run. The zero value watches the "default" namespace
 // with one worker, writes to stdout and logs to slog.Default.
 type Options struct {
@@ -51,9 +43,10 @@ type Options struct {
 	// registry.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
-	// FailSync names a pod whose sync always fails with ErrInjected; a
-	// test hook. Default: none.
-	FailSync string
+
+	// failSync, set by this package's tests only, is called before a pod
+	// is printed; its error fails the sync.
+	failSync func(*corev1.Pod) error
 }
 
 // Run watches the pods of one namespace until ctx is done, printing
@@ -76,11 +69,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	log := opts.Logger
 
 	factory := informer.NewFactory(cfg, informer.FactoryOptions{Logger: log, Registerer: opts.Registerer})
-	pods, err := informer.For[*corev1.Pod](factory, informer.Scope{Namespace: opts.Namespace})
+	pods, err := informer.Of[*corev1.Pod](factory, informer.Scope{Namespace: opts.Namespace})
 	if err != nil {
 		return err
 	}
-	s := &syncer{pods: pods.Lister(), out: opts.Out, failSync: opts.FailSync}
+	s := &syncer{pods: pods.Lister(), out: opts.Out, failSync: opts.failSync}
 	c, err := controller.New[cache.Key](s, controller.Options[cache.Key]{
 		Name:       "podwatch",
 		Workers:    opts.Workers,
@@ -122,7 +115,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 type syncer struct {
 	pods     cache.Lister[*corev1.Pod]
 	out      io.Writer
-	failSync string
+	failSync func(*corev1.Pod) error
 }
 
 func (s *syncer) Reconcile(ctx context.Context, key cache.Key) (controller.Result, error) {
@@ -133,8 +126,10 @@ func (s *syncer) Reconcile(ctx context.Context, key cache.Key) (controller.Resul
 		fmt.Fprintf(s.out, "Pod %s does not exist anymore\n", key)
 		return controller.Result{}, nil
 	}
-	if s.failSync != "" && pod.Name == s.failSync {
-		return controller.Result{}, fmt.Errorf("syncing pod %s: %w", key, ErrInjected)
+	if s.failSync != nil {
+		if err := s.failSync(pod); err != nil {
+			return controller.Result{}, fmt.Errorf("syncing pod %s: %w", key, err)
+		}
 	}
 	fmt.Fprintf(s.out, "Sync/Add/Update for Pod %s\n", pod.Name)
 	return controller.Result{}, nil

@@ -450,7 +450,7 @@ func vmRSS() uint64 {
 func runKloop(ctx context.Context, cfg *rest.Config, ns string, s *seen) (wait func() error, err error) {
 	log := slog.New(slog.DiscardHandler)
 	f := informer.NewFactory(cfg, informer.FactoryOptions{Logger: log})
-	cms, err := informer.For[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
+	cms, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
 	if err != nil {
 		return nil, err
 	}

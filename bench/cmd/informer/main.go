@@ -7,7 +7,7 @@
 //	is measured.
 //
 // Each side is used with its default configuration: kloop's
-// informer.For[*corev1.ConfigMap] (protobuf, streaming list, managedFields
+// informer.Of[*corev1.ConfigMap] (protobuf, streaming list, managedFields
 // stripped, repeated metadata shared between objects, the built-in
 // namespace grouping) and client-go's SharedInformerFactory ConfigMap
 // informer (protobuf, streaming list, namespace indexer). Both register one
@@ -21,7 +21,7 @@
 //     HeapAlloc after two forced GCs with the informer running, minus
 //     HeapAlloc after two forced GCs before it started, divided by N.
 //   - informer-metadata-bytes-per-object: the same for kloop's metadata-only
-//     informer (informer.ForMetadata), against client-go's default full
+//     informer (informer.OfMetadata), against client-go's default full
 //     informer: what a controller that needs only names, labels and owners
 //     pays with each.
 //   - informer-sync-vs-wire: kloop's sync against the bare initial stream,
@@ -83,6 +83,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/lean"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/watcher"
 )
@@ -97,7 +98,7 @@ func main() {
 	n := flag.String("n", "20000", "ConfigMaps to seed; a comma-separated list (1000,10000,100000) measures at each size in turn, seeding up to it, for the cost curve")
 	rounds := flag.Int("rounds", 3, "sync/memory rounds (each measures every side once)")
 	updates := flag.Int("updates", 3000, "writes timed for the latency figure")
-	flag.BoolVar(&noSharing, "kloop-no-sharing", false, "turn off kloop's sharing of repeated metadata (informer.Options.DisableSharing), to see what it saves")
+	flag.BoolVar(&noSharing, "kloop-no-sharing", false, "turn off kloop's sharing of repeated metadata (informer.Memory.Unshared), to see what it saves")
 	flag.Var(&kloopList, "kloop-initial-list", "kloop's initial list mode: auto (the default), streaming or paginated")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "profiling aid: write a CPU profile of each side's sync to this path with the side's name appended")
 	flag.StringVar(&memProfile, "memprofile", "", "profiling aid: write a heap profile of each side, taken when its memory is measured, to this path with the side's name appended")
@@ -367,9 +368,9 @@ func (m *listMode) Set(s string) error {
 
 func kloopOptions() informer.FactoryOptions {
 	return informer.FactoryOptions{
-		Registerer:     prometheus.NewRegistry(),
-		Watch:          watcher.Config{InitialList: watcher.InitialListMode(kloopList)},
-		DisableSharing: noSharing,
+		Registerer: prometheus.NewRegistry(),
+		Watch:      watcher.Config{InitialList: watcher.InitialListMode(kloopList)},
+		Memory:     informer.Memory{Unshared: noSharing},
 	}
 }
 
@@ -442,7 +443,7 @@ func measure(ctx context.Context, cfg *rest.Config, s side, n int) (measurement,
 
 func runKloop(cfg *rest.Config, _ int) (<-chan struct{}, <-chan struct{}, any, func() error, error) {
 	f := informer.NewFactory(cfg, kloopOptions())
-	inf, err := informer.For[*corev1.ConfigMap](f, informer.Scope{Namespace: namespace})
+	inf, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: namespace})
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -456,7 +457,7 @@ func runKloop(cfg *rest.Config, _ int) (<-chan struct{}, <-chan struct{}, any, f
 
 func runKloopMetadata(cfg *rest.Config, _ int) (<-chan struct{}, <-chan struct{}, any, func() error, error) {
 	f := informer.NewFactory(cfg, kloopOptions())
-	inf, err := informer.ForMetadata(f, corev1.SchemeGroupVersion.WithResource("configmaps"), informer.Scope{Namespace: namespace})
+	inf, err := informer.OfMetadata(f, corev1.SchemeGroupVersion.WithResource("configmaps"), informer.Scope{Namespace: namespace})
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -508,14 +509,14 @@ func runWire(cfg *rest.Config, n int) (<-chan struct{}, <-chan struct{}, any, fu
 }
 
 // runWireKloop is the bare initial stream through kloop's own decoding
-// path (watcher.ForResource with protobuf, managedFields skipped, label
-// sets shared), for comparison.
+// path (watcher.FromResource with protobuf, managedFields skipped, label
+// sets shared, as informer.OfResource asks for), for comparison.
 func runWireKloop(cfg *rest.Config, n int) (<-chan struct{}, <-chan struct{}, any, func() error, error) {
 	c := rest.CopyConfig(cfg)
 	c.ContentType = kruntime.ContentTypeProtobuf
 	c.AcceptContentTypes = kruntime.ContentTypeProtobuf + "," + kruntime.ContentTypeJSON
-	lw, err := watcher.ForResource[*corev1.ConfigMap](c, clientgoscheme.Scheme, corev1.SchemeGroupVersion.WithResource("configmaps"),
-		watcher.Options{Namespace: namespace, DropManagedFields: true, ShareLabels: true})
+	opts := lean.WithDecoding(watcher.Options{Namespace: namespace}, lean.Decoding{DropManagedFields: true, ShareLabels: true}).(watcher.Options)
+	lw, err := watcher.FromResource[*corev1.ConfigMap](c, clientgoscheme.Scheme, corev1.SchemeGroupVersion.WithResource("configmaps"), opts)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -613,7 +614,7 @@ func latency(ctx context.Context, cfg *rest.Config, kc kubernetes.Interface, n, 
 	kr, pr := newRec(), newRec()
 
 	kf := informer.NewFactory(cfg, kloopOptions())
-	kinf, err := informer.For[*corev1.ConfigMap](kf, informer.Scope{Namespace: namespace})
+	kinf, err := informer.Of[*corev1.ConfigMap](kf, informer.Scope{Namespace: namespace})
 	if err != nil {
 		return nil, nil, err
 	}
