@@ -67,11 +67,8 @@ type Options[T watcher.Object] struct {
 	// Memory chooses how lean cached objects are. The zero value is
 	// leanest: managedFields stripped, repeated metadata shared.
 	Memory Memory
-	// Transform, if set, is applied to every object before it is queued
-	// and stored (after managedFields are stripped). It may modify the
-	// object in place, which the informer owns at that point, and returns
-	// the object to keep. Use it to drop what your handlers never read.
-	// It runs on the reflector's goroutine and must not block.
+	// Transform, if set, is the informer's transform (see SetTransform,
+	// which sets it on an informer from a Factory).
 	Transform func(T) T
 	// Logger receives structured logs, with key "informer" set to Name.
 	// Default: slog.Default().
@@ -88,7 +85,9 @@ type Informer[T watcher.Object] struct {
 	src       Source[T]
 	store     *cache.Store[T]
 	writer    *cache.Writer[T]
-	transform func(T) T
+	strip     bool      // drop managedFields
+	intern    *interner // nil: Memory.Unshared
+	transform func(T) T // the user's; set before Start only
 	logger    *slog.Logger
 	metrics   *informerMetrics
 
@@ -144,33 +143,18 @@ func New[T watcher.Object](src Source[T], opts Options[T]) (*Informer[T], error)
 	if err != nil {
 		logger.Warn("informer metrics not registered", "informer", name, "err", err)
 	}
-	transform := opts.Transform
-	if !opts.Memory.KeepManagedFields || !opts.Memory.Unshared {
-		user := transform
-		var in *interner
-		if !opts.Memory.Unshared {
-			in = newInterner()
-		}
-		strip := !opts.Memory.KeepManagedFields
-		transform = func(obj T) T {
-			if strip {
-				obj.SetManagedFields(nil)
-			}
-			if user != nil {
-				obj = user(obj)
-			}
-			if in != nil {
-				in.object(obj)
-			}
-			return obj
-		}
+	var in *interner
+	if !opts.Memory.Unshared {
+		in = newInterner()
 	}
 	return &Informer[T]{
 		name:      name,
 		src:       src,
 		store:     store,
 		writer:    writer,
-		transform: transform,
+		strip:     !opts.Memory.KeepManagedFields,
+		intern:    in,
+		transform: opts.Transform,
 		logger:    logger,
 		metrics:   m,
 		qwake:     make(chan struct{}, 1),
@@ -298,12 +282,66 @@ func (inf *Informer[T]) startLocked(l *listener[T]) {
 	inf.wg.Go(func() { l.run(ctx) })
 }
 
+// SetTransform sets the informer's transform: fn is applied to every
+// object the informer receives (from the initial list, every relist and
+// every watch event, deletions included), before the object is queued,
+// stored or handed to a handler, so that the cache keeps only what fn
+// returns. That is the way to keep just the fields a controller reads:
+//
+//	configMaps.SetTransform(func(cm *corev1.ConfigMap) *corev1.ConfigMap {
+//		cm.Data = nil // this controller reads only the labels and BinaryData keys
+//		return cm
+//	})
+//
+// fn gets each object after managedFields are stripped (unless
+// Memory.KeepManagedFields) and before repeated metadata is shared, while
+// the informer is its only holder: it may change the object in place, or
+// return another one, which must have the same namespace and name (the
+// cache keys by them). It runs on the reflector's goroutine, one object at
+// a time, and must neither block nor panic.
+//
+// SetTransform must be called before Start (ErrAlreadyStarted otherwise)
+// and only once: informers from a Factory are shared, and a second
+// transform would silently undo the first, so it fails with
+// ErrTransformSet.
+func (inf *Informer[T]) SetTransform(fn func(T) T) error {
+	if fn == nil {
+		return errors.New("informer: nil transform")
+	}
+	inf.mu.Lock()
+	defer inf.mu.Unlock()
+	switch {
+	case inf.state != stateNew:
+		return fmt.Errorf("informer %s: SetTransform: %w", inf.name, ErrAlreadyStarted)
+	case inf.transform != nil:
+		return fmt.Errorf("informer %s: %w", inf.name, ErrTransformSet)
+	}
+	inf.transform = fn
+	return nil
+}
+
+// prepare readies an object for the queue and the cache: managedFields
+// stripped, the user's transform, repeated metadata shared. It runs on the
+// reflector's goroutine.
+func (inf *Informer[T]) prepare(obj T) T {
+	if inf.strip {
+		obj.SetManagedFields(nil)
+	}
+	if inf.transform != nil {
+		obj = inf.transform(obj)
+	}
+	if inf.intern != nil {
+		inf.intern.object(obj)
+	}
+	return obj
+}
+
 // emit is the Source's callback: it only queues, so the reflector is never
 // held up by the cache or the handlers.
 func (inf *Informer[T]) emit(ev watcher.Event[T]) {
 	switch ev.Type {
 	case watcher.Added, watcher.Modified, watcher.Deleted, watcher.RelistItem:
-		ev.Object = inf.transform(ev.Object)
+		ev.Object = inf.prepare(ev.Object)
 	}
 	inf.qmu.Lock()
 	protocolErr := inf.queue.push(ev)

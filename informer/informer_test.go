@@ -555,6 +555,56 @@ func TestInformer_StripsManagedFieldsByDefault(t *testing.T) {
 	}
 }
 
+func TestInformer_SetTransform_KeepsOnlyWhatItReturnsInTheCacheAndForHandlers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		var seen []string
+		var deletedData []int
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) {
+			add(t, inf, rec, HandlerOptions{})
+			add(t, inf, HandlerFuncs[*corev1.ConfigMap]{
+				DeleteFunc: func(d Deleted[*corev1.ConfigMap]) { deletedData = append(deletedData, len(d.Obj.Data)) },
+			}, HandlerOptions{})
+			err := inf.SetTransform(func(o *corev1.ConfigMap) *corev1.ConfigMap {
+				seen = append(seen, fmt.Sprintf("%s@%s managedFields=%d", o.Name, o.ResourceVersion, len(o.ManagedFields)))
+				o.Data = nil
+				return o
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := inf.SetTransform(func(o *corev1.ConfigMap) *corev1.ConfigMap { return o }); !errors.Is(err, ErrTransformSet) {
+				t.Errorf("a second SetTransform = %v, want ErrTransformSet", err)
+			}
+		})
+		defer h.stop()
+		withData := func(name, uid, rv string) *corev1.ConfigMap {
+			o := cm(name, uid, rv)
+			o.Data = map[string]string{"payload": "big"}
+			o.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+			return o
+		}
+		h.src.relist("2", withData("a", "1", "1"), withData("b", "2", "2"))
+		synctest.Wait() // handlers have the adds, so the delete is not merged into them
+		h.src.send(ev(watcher.Modified, withData("a", "1", "3")), ev(watcher.Deleted, withData("b", "2", "4")))
+		synctest.Wait()
+
+		slices.Sort(seen)
+		equal(t, seen, []string{"a@1 managedFields=0", "a@3 managedFields=0", "b@2 managedFields=0", "b@4 managedFields=0"})
+		for _, o := range h.inf.Lister().List(nil) {
+			if o.Data != nil {
+				t.Errorf("cached %s has Data %v after a transform that drops it", o.Name, o.Data)
+			}
+		}
+		if len(deletedData) != 1 || deletedData[0] != 0 {
+			t.Errorf("OnDelete saw Data of length %v, want the transformed final state (0)", deletedData)
+		}
+		if err := h.inf.SetTransform(func(o *corev1.ConfigMap) *corev1.ConfigMap { return o }); !errors.Is(err, ErrAlreadyStarted) {
+			t.Errorf("SetTransform on a running informer = %v, want ErrAlreadyStarted", err)
+		}
+	})
+}
+
 func TestInformer_DeleteAndRecreateCoalescedAwayIsReportedAsDeleteThenAdd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
