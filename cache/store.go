@@ -507,6 +507,21 @@ func (s *Snapshot[T]) Add(obj T) {
 	s.count += len(byName) - n
 }
 
+// Retain drops the objects for which keep returns false.
+func (s *Snapshot[T]) Retain(keep func(T) bool) {
+	for ns, byName := range s.objs {
+		for name, obj := range byName {
+			if !keep(obj) {
+				delete(byName, name)
+				s.count--
+			}
+		}
+		if len(byName) == 0 {
+			delete(s.objs, ns)
+		}
+	}
+}
+
 // Len is the number of distinct keys in the snapshot.
 func (s *Snapshot[T]) Len() int { return s.count }
 

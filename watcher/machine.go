@@ -112,7 +112,7 @@ func (m *machine[T]) restart() {
 func (m *machine[T]) startSync() {
 	m.open = false
 	m.begun, m.snapRV = false, ""
-	if m.cfg.mode == InitialListStreaming || (m.cfg.mode == InitialListAuto && !m.streamOff) {
+	if m.cfg.mode == InitialListStreaming || (m.cfg.mode == InitialListAuto && !m.streamOff && m.cfg.shardSelector == nil) {
 		m.phase = phaseStream
 		return
 	}

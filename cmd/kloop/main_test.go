@@ -41,6 +41,9 @@ func command(ctx context.Context, args ...string) *exec.Cmd {
 var pidRE = regexp.MustCompile(`pid=(\d+)`)
 
 func TestDev_PrintsKubeconfigServesKubectlAndStopsCleanlyOnSIGINT(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	dataDir := t.TempDir()

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/internal/reexec"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -111,13 +112,11 @@ func collapseRepeats(lines []string) []string {
 }
 
 func TestPodwatch_HelpExitsZero(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stderr strings.Builder
-	if code := run(ctx, []string{"--help"}, io.Discard, &stderr); code != 0 {
+	var stdout strings.Builder
+	if code := cli.Run(t.Context(), command(), []string{"--help"}, &stdout, io.Discard); code != 0 {
 		t.Errorf("--help exited %d, want 0", code)
 	}
-	if !strings.Contains(stderr.String(), "-namespace") {
-		t.Errorf("--help output lacks the namespace flag:\n%s", stderr.String())
+	if !strings.Contains(stdout.String(), "--namespace") {
+		t.Errorf("--help output lacks the namespace flag:\n%s", stdout.String())
 	}
 }
