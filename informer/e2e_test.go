@@ -30,6 +30,7 @@ import (
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/metrics/metricstest"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/watcher"
@@ -90,6 +91,7 @@ func TestE2E(t *testing.T) {
 	t.Run("CustomResourceTypedEndToEnd", func(t *testing.T) { testCustomResource(t, cfg, cs) })
 	t.Run("MetadataOnlyInformerCachesNoBodies", func(t *testing.T) { testMetadataOnly(t, cfg, cs) })
 	t.Run("CachedObjectsAreWhatTheServerHas", func(t *testing.T) { testCachedObjectsMatchTheServer(t, cfg, cs) })
+	t.Run("TransformKeepsOnlyWhatItReturns", func(t *testing.T) { testTransform(t, cfg, cs) })
 	t.Run("UserWithoutListPermissionGetsForbiddenFromWaitForSync", func(t *testing.T) {
 		alice, err := env.UserConfig("alice")
 		if err != nil {
@@ -103,19 +105,21 @@ func TestE2E(t *testing.T) {
 			t.Fatal(err)
 		}
 		runFactory(t, f)
-		const deadline = 8 * time.Second
+		// Refused: WaitForSync returns at the first 403, long before its
+		// deadline.
+		const deadline = 2 * time.Minute
 		ctx, cancel := context.WithTimeout(t.Context(), deadline)
 		defer cancel()
 		began := time.Now()
 		err = f.WaitForSync(ctx)
 		took := time.Since(began)
 		t.Logf("WaitForSync after %v: %v", took, err)
-		if took > deadline+2*time.Second {
-			t.Errorf("WaitForSync returned %v after a %v deadline", took, deadline)
+		if took > 10*time.Second {
+			t.Errorf("WaitForSync returned %v after it began; want it at the first 403, within seconds", took)
 		}
 		var se *informer.SyncError
-		if !errors.As(err, &se) || !apierrors.IsForbidden(err) {
-			t.Fatalf("err = %v; want a *SyncError with a Forbidden cause", err)
+		if !errors.As(err, &se) || !apierrors.IsForbidden(err) || !errors.Is(err, informer.ErrRefused) {
+			t.Fatalf("err = %v; want a *SyncError with a Forbidden cause and ErrRefused", err)
 		}
 		msg := err.Error()
 		for _, want := range []string{"2 of 2 informers", "configmaps.v1 [namespace=default]", "namespaces.v1 [all namespaces]", "forbidden", `User "alice" cannot list resource "configmaps"`} {
@@ -254,6 +258,7 @@ type counter struct {
 	violations []string
 	seen       map[string]chan struct{} // closed when the name is seen at its awaited rv
 	awaitRV    map[string]string
+	changed    await.Signal // after every notification
 }
 
 func newCounter() *counter {
@@ -280,6 +285,7 @@ func (c *counter) saw(name, rv string) {
 }
 
 func (c *counter) OnAdd(obj *corev1.ConfigMap, _ bool) {
+	defer c.changed.Notify()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.view[obj.Name]; ok {
@@ -290,6 +296,7 @@ func (c *counter) OnAdd(obj *corev1.ConfigMap, _ bool) {
 }
 
 func (c *counter) OnUpdate(old, new *corev1.ConfigMap) {
+	defer c.changed.Notify()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.view[old.Name] != old.ResourceVersion {
@@ -300,6 +307,7 @@ func (c *counter) OnUpdate(old, new *corev1.ConfigMap) {
 }
 
 func (c *counter) OnDelete(d informer.Deleted[*corev1.ConfigMap]) {
+	defer c.changed.Notify()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.view[d.Obj.Name]; !ok {
@@ -380,6 +388,13 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 	// informer's back, compacts etcd and restarts again (so the informer's
 	// resourceVersion is gone), three times.
 	stopWriting := make(chan struct{})
+	// server says whether the API server is up, and when that changes.
+	var server struct {
+		await.Signal
+		up atomic.Bool
+	}
+	server.up.Store(true)
+	setUp := func(up bool) { server.up.Store(up); server.Notify() }
 	progress := make(chan struct{}, 1) // a writer finished an op
 	var behindBack atomic.Int64
 	var wg sync.WaitGroup
@@ -412,8 +427,10 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 				switch {
 				case err == nil, apierrors.IsAlreadyExists(err), apierrors.IsNotFound(err):
 				default:
-					failed.Add(1) // the API server is down: carry on, a later op retries
-					time.Sleep(20 * time.Millisecond)
+					// The API server is down: carry on once it is up
+					// again (at once if it already is).
+					failed.Add(1)
+					_ = await.UntilContext(ctx, server.Changed, func() bool { return server.up.Load() })
 				}
 			}
 		})
@@ -428,10 +445,12 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 			}
 		}
 		g.close()
+		setUp(false)
 		env.StopAPIServer()
 		if err := env.StartAPIServer(ctx); err != nil {
 			t.Fatalf("start API server: %v", err)
 		}
+		setUp(true)
 		restarts++
 		// Deletes the informer cannot see: only a relist will tell it.
 		list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{Limit: 40})
@@ -443,22 +462,23 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 				behindBack.Add(1)
 			}
 		}
+		setUp(false)
 		rev, err := env.CompactAndRestart(ctx)
 		if err != nil {
 			t.Fatalf("compact and restart: %v", err)
 		}
+		setUp(true)
 		restarts++
 		t.Logf("cycle %d: %d ops so far (%d failed while the server was down), compacted at %d", cycle, ops.Load(), failed.Load(), rev)
 		before := relists(t, reg)
 		g.reopen()
 		// The informer's resourceVersion is gone: it must take a new
 		// snapshot before the next cycle cuts it off again.
-		for relists(t, reg) == before {
-			if ctx.Err() != nil {
-				t.Fatalf("cycle %d: no relist after the compaction: %v (last error %v)", cycle, context.Cause(ctx), inf.LastError())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		// The relist hands the handler the deletes it missed, and the
+		// writers go on changing things: the handler hears of it.
+		await.Until(t, fmt.Sprintf("cycle %d: a relist after the compaction", cycle), cnt.changed.Changed, func() bool {
+			return relists(t, reg) > before
+		})
 	}
 	close(stopWriting)
 	wg.Wait()
@@ -632,22 +652,7 @@ func testCustomResource(t *testing.T, cfg *rest.Config, cs kubernetes.Interface)
 	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create CRD: %v", err)
 	}
-	for {
-		got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("get CRD: %v", err)
-		}
-		if slices.ContainsFunc(got.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
-			return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
-		}) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("CRD never established: %v", context.Cause(ctx))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	await.CRDServed(t, cfg, crd.Name)
 
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -662,14 +667,7 @@ func testCustomResource(t *testing.T, cfg *rest.Config, cs kubernetes.Interface)
 			"spec":     map[string]any{"size": size, "color": "blue"},
 		}}
 	}
-	var first *unstructured.Unstructured
-	for i := range 20 { // the API server may need a moment to serve a new CRD
-		first, err = widgets.Create(ctx, newWidget("first", 1), metav1.CreateOptions{})
-		if err == nil || !apierrors.IsNotFound(err) || i == 19 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	first, err := widgets.Create(ctx, newWidget("first", 1), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create widget: %v", err)
 	}
@@ -848,6 +846,76 @@ func testCachedObjectsMatchTheServer(t *testing.T, cfg *rest.Config, cs kubernet
 			case <-ctx.Done():
 				t.Fatalf("handler never got %s: %v", w.Name, context.Cause(ctx))
 			}
+		}
+	}
+}
+
+// testTransform: a factory informer's transform shapes every object before
+// the cache or a handler sees it, from the initial list and from the watch.
+func testTransform(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) {
+	ctx := e2eContext(t, time.Minute, "transform test")
+	ns := testenv.NewNamespace(t, cs, "transform")
+	create := func(name string) {
+		t.Helper()
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "demo"},
+				Annotations: map[string]string{"example.com/note": "long text"}},
+			Data: map[string]string{"payload": strings.Repeat("x", 1000)},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("listed") // reaches the informer through its initial list
+
+	f := informer.NewFactory(cfg, informer.FactoryOptions{Registerer: prometheus.NewRegistry()})
+	inf, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The transform keeps what this controller reads: names, labels and
+	// the keys of Data.
+	if err := inf.SetTransform(func(cm *corev1.ConfigMap) *corev1.ConfigMap {
+		for k := range cm.Data {
+			cm.Data[k] = ""
+		}
+		cm.Annotations = nil
+		return cm
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if same, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns}); err != nil || same != inf {
+		t.Fatalf("the factory handed out another informer (%v)", err)
+	} else if err := same.SetTransform(func(cm *corev1.ConfigMap) *corev1.ConfigMap { return cm }); !errors.Is(err, informer.ErrTransformSet) {
+		t.Fatalf("a second transform on the shared informer = %v, want ErrTransformSet", err)
+	}
+	added := make(chan *corev1.ConfigMap, 4)
+	if _, err := inf.AddHandler(informer.HandlerFuncs[*corev1.ConfigMap]{
+		AddFunc: func(o *corev1.ConfigMap, _ bool) { added <- o },
+	}, informer.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runFactory(t, f)
+	if err := f.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	create("watched") // reaches it through the watch
+	check := func(where string, o *corev1.ConfigMap) {
+		t.Helper()
+		if v, ok := o.Data["payload"]; !ok || v != "" || o.Annotations != nil || o.Labels["app"] != "demo" {
+			t.Errorf("%s %s: Data %q, annotations %v, labels %v; want the payload key with an empty value, no annotations, the labels", where, o.Name, o.Data, o.Annotations, o.Labels)
+		}
+	}
+	for range 2 {
+		select {
+		case o := <-added:
+			check("handler", o)
+			cached, ok := inf.Lister().Get(ns, o.Name)
+			if !ok {
+				t.Fatalf("%s not cached", o.Name)
+			}
+			check("cache", cached)
+		case <-ctx.Done():
+			t.Fatalf("handler did not get both objects: %v", context.Cause(ctx))
 		}
 	}
 }

@@ -5,8 +5,9 @@ import "github.com/kloop-dev/kloop/cache"
 // keyedFIFO is a queue of keys holding one value per key. Pushing a key that
 // is already queued replaces its value and moves it to the back, so the queue
 // holds at most one entry per key and stays in the order of each key's
-// latest change. That bounds its memory by the number of distinct keys, not
-// by the number of changes, however slow the consumer.
+// latest change; set replaces the value and keeps the key's place. Either
+// way memory is bounded by the number of distinct keys, not by the number
+// of changes, however slow the consumer.
 //
 // It is a plain data structure: no locks, no goroutines.
 type keyedFIFO[V any] struct {
@@ -32,6 +33,18 @@ func (q *keyedFIFO[V]) len() int { return len(q.items) }
 func (q *keyedFIFO[V]) get(k cache.Key) (V, bool) {
 	it, ok := q.items[k]
 	return it.v, ok
+}
+
+// reserve makes room for n more keys when the queue is empty, which is
+// when a snapshot's worth of keys comes at once; growing a map that holds
+// entries would cost the rehash it saves.
+func (q *keyedFIFO[V]) reserve(n int) {
+	if len(q.items) > 0 || n < 64 {
+		return
+	}
+	q.items = make(map[cache.Key]fifoItem[V], n)
+	q.order = make([]slot, 0, n)
+	q.head = 0
 }
 
 // push queues v for k at the back, replacing (and moving) any queued value.

@@ -30,9 +30,10 @@ import (
 // The channel is unbuffered, so when send returns the informer has queued
 // the event.
 type fakeSource struct {
-	ch  chan watcher.Event[*corev1.ConfigMap]
-	mu  sync.Mutex
-	err error
+	ch      chan watcher.Event[*corev1.ConfigMap]
+	mu      sync.Mutex
+	err     error
+	changed chan struct{} // closed by setErr
 }
 
 func newFakeSource() *fakeSource {
@@ -59,7 +60,20 @@ func (s *fakeSource) LastError() error {
 func (s *fakeSource) setErr(err error) {
 	s.mu.Lock()
 	s.err = err
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 	s.mu.Unlock()
+}
+
+func (s *fakeSource) ErrorChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
 }
 
 func (s *fakeSource) send(evs ...watcher.Event[*corev1.ConfigMap]) {
@@ -221,6 +235,35 @@ func TestInformer_DeliversTheInitialListThenEachChange(t *testing.T) {
 	})
 }
 
+func TestInformer_ARelistStartedAgainHalfWayKeepsNothingOfTheUnfinishedOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) { add(t, inf, rec, HandlerOptions{}) })
+		defer h.stop()
+
+		// A streaming list emits its items as they arrive; this one fails
+		// after two, and the reflector starts the listing again.
+		h.src.send(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistStart},
+			ev(watcher.RelistItem, cm("gone", "1", "1")), ev(watcher.RelistItem, cm("a", "2", "2")))
+		synctest.Wait()
+		if closed(h.inf.Synced()) || h.inf.Lister().Len() != 0 {
+			t.Fatalf("an unfinished snapshot reached the cache (synced %v, %d objects)", closed(h.inf.Synced()), h.inf.Lister().Len())
+		}
+		h.src.relist("5", cm("a", "2", "3"), cm("b", "3", "4"))
+		synctest.Wait()
+		if !closed(h.inf.Synced()) {
+			t.Fatal("informer not synced after the restarted snapshot completed")
+		}
+		if got := storeView(h.inf); got != "map[a:3 b:4]" {
+			t.Errorf("cache %s, want the restarted snapshot only", got)
+		}
+		equal(t, rec.take(), []string{"add a@3 initial=true", "add b@4 initial=true"})
+		if strings.Contains(h.logs.String(), "out of list/watch protocol") {
+			t.Errorf("a restarted relist was logged as a protocol violation:\n%s", h.logs.String())
+		}
+	})
+}
+
 func TestInformer_SlowHandlerDelaysNeitherOtherHandlersNorTheCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		slow, fast := newRecorder(), newRecorder()
@@ -252,6 +295,68 @@ func TestInformer_SlowHandlerDelaysNeitherOtherHandlersNorTheCache(t *testing.T)
 		synctest.Wait()
 		if slow.snapshot() != "map[a:500 b:501]" {
 			t.Errorf("slow handler ended with %s", slow.snapshot())
+		}
+	})
+}
+
+// A key that changes more often than a slow handler drains its queue must
+// still reach the handler. Each round one of five other keys changes, then
+// the hot key, then the handler finishes one call. Were a changed key moved
+// to the back of the queue, the hot key would always be last and never
+// delivered.
+func TestInformer_HotKeyIsNotStarvedBySlowHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rec.gate = make(chan struct{})
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) { add(t, inf, rec, HandlerOptions{}) })
+		defer h.stop()
+		released := false
+		defer func() {
+			if !released {
+				close(rec.gate)
+			}
+		}()
+		const others, rounds = 5, 50
+		h.src.relist("1", cm("hot", "h", "1"))
+		synctest.Wait() // the handler is in its first call, OnAdd(hot)
+
+		rv := 1
+		for i := range rounds {
+			rv++
+			k := fmt.Sprintf("k%d", i%others)
+			h.src.send(ev(watcher.Modified, cm(k, k, fmt.Sprint(rv))))
+			synctest.Wait()
+			rv++
+			h.src.send(ev(watcher.Modified, cm("hot", "h", fmt.Sprint(rv))))
+			synctest.Wait()
+			rec.gate <- struct{}{} // finish one call; the handler takes the next
+			synctest.Wait()
+		}
+		rec.mu.Lock()
+		calls := slices.Clone(rec.calls)
+		rec.mu.Unlock()
+		// The bound: the queue holds one entry per key, and the hot key
+		// keeps its place, so at most the other keys are delivered between
+		// two deliveries of the hot key.
+		hot, gap, maxGap := 0, 0, 0
+		for _, c := range calls[1:] { // after the initial add
+			if strings.Contains(c, " hot@") {
+				hot++
+				gap = 0
+				continue
+			}
+			gap++
+			maxGap = max(maxGap, gap)
+		}
+		if hot < rounds/(others+1) || maxGap > others {
+			t.Fatalf("hot key delivered %d times in %d handler calls, with up to %d other calls in a row; want at most %d\ncalls: %q",
+				hot, len(calls)-1, maxGap, others, calls)
+		}
+		close(rec.gate)
+		released = true
+		synctest.Wait()
+		if got, want := rec.snapshot(), storeView(h.inf); got != want {
+			t.Fatalf("handler view %s, cache %s", got, want)
 		}
 	})
 }
@@ -526,6 +631,56 @@ func TestInformer_StripsManagedFieldsByDefault(t *testing.T) {
 	}
 }
 
+func TestInformer_SetTransform_KeepsOnlyWhatItReturnsInTheCacheAndForHandlers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		var seen []string
+		var deletedData []int
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) {
+			add(t, inf, rec, HandlerOptions{})
+			add(t, inf, HandlerFuncs[*corev1.ConfigMap]{
+				DeleteFunc: func(d Deleted[*corev1.ConfigMap]) { deletedData = append(deletedData, len(d.Obj.Data)) },
+			}, HandlerOptions{})
+			err := inf.SetTransform(func(o *corev1.ConfigMap) *corev1.ConfigMap {
+				seen = append(seen, fmt.Sprintf("%s@%s managedFields=%d", o.Name, o.ResourceVersion, len(o.ManagedFields)))
+				o.Data = nil
+				return o
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := inf.SetTransform(func(o *corev1.ConfigMap) *corev1.ConfigMap { return o }); !errors.Is(err, ErrTransformSet) {
+				t.Errorf("a second SetTransform = %v, want ErrTransformSet", err)
+			}
+		})
+		defer h.stop()
+		withData := func(name, uid, rv string) *corev1.ConfigMap {
+			o := cm(name, uid, rv)
+			o.Data = map[string]string{"payload": "big"}
+			o.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+			return o
+		}
+		h.src.relist("2", withData("a", "1", "1"), withData("b", "2", "2"))
+		synctest.Wait() // handlers have the adds, so the delete is not merged into them
+		h.src.send(ev(watcher.Modified, withData("a", "1", "3")), ev(watcher.Deleted, withData("b", "2", "4")))
+		synctest.Wait()
+
+		slices.Sort(seen)
+		equal(t, seen, []string{"a@1 managedFields=0", "a@3 managedFields=0", "b@2 managedFields=0", "b@4 managedFields=0"})
+		for _, o := range h.inf.Lister().List(nil) {
+			if o.Data != nil {
+				t.Errorf("cached %s has Data %v after a transform that drops it", o.Name, o.Data)
+			}
+		}
+		if len(deletedData) != 1 || deletedData[0] != 0 {
+			t.Errorf("OnDelete saw Data of length %v, want the transformed final state (0)", deletedData)
+		}
+		if err := h.inf.SetTransform(func(o *corev1.ConfigMap) *corev1.ConfigMap { return o }); !errors.Is(err, ErrAlreadyStarted) {
+			t.Errorf("SetTransform on a running informer = %v, want ErrAlreadyStarted", err)
+		}
+	})
+}
+
 func TestInformer_DeleteAndRecreateCoalescedAwayIsReportedAsDeleteThenAdd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
@@ -550,7 +705,7 @@ func TestInformer_WaitForSyncNamesTheInformerAndKeepsTheCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Options[*corev1.ConfigMap]{Name: "configmaps.v1 [namespace=web]"})
 		defer h.stop()
-		h.src.setErr(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps", Err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no RBAC"))})
+		h.src.setErr(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps", Err: apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "")})
 
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
@@ -559,11 +714,47 @@ func TestInformer_WaitForSyncNamesTheInformerAndKeepsTheCause(t *testing.T) {
 		if !errors.As(err, &se) || se.Informer != "configmaps.v1 [namespace=web]" {
 			t.Fatalf("err = %v, want a *SyncError naming the informer", err)
 		}
-		if !apierrors.IsForbidden(err) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("err = %v: want it to be both Forbidden and DeadlineExceeded", err)
+		if !apierrors.IsNotFound(err) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v: want it to be both NotFound and DeadlineExceeded", err)
 		}
-		if !strings.Contains(err.Error(), "forbidden") {
-			t.Errorf("message does not say forbidden: %v", err)
+		if !strings.Contains(err.Error(), "not found") {
+			t.Errorf("message does not say not found: %v", err)
+		}
+	})
+}
+
+func TestInformer_WaitForSyncReturnsAsSoonAsTheInformerIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Options[*corev1.ConfigMap]{Name: "configmaps.v1 [namespace=web]"})
+		defer h.stop()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+		defer cancel()
+		began := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- h.inf.WaitForSync(ctx) }()
+		time.Sleep(time.Minute) // fake time: a healthy but slow sync, then the refusal
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("WaitForSync returned %v before any error", err)
+		default:
+		}
+		h.src.setErr(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps", Err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New(`User "bob" cannot list resource "configmaps"`))})
+		err := <-done
+		if waited := time.Since(began); waited != time.Minute {
+			t.Errorf("WaitForSync returned %v after it began, want at the refusal (1m), not at the deadline", waited)
+		}
+		if !apierrors.IsForbidden(err) || !errors.Is(err, ErrRefused) || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v: want Forbidden and ErrRefused", err)
+		}
+		if !strings.Contains(err.Error(), `cannot list resource "configmaps"`) {
+			t.Errorf("message does not name the verb and resource: %v", err)
+		}
+		// The informer keeps trying; once permission comes it syncs.
+		h.src.setErr(nil)
+		h.src.relist("5")
+		if err := h.inf.WaitForSync(ctx); err != nil {
+			t.Fatalf("WaitForSync after the permission came: %v", err)
 		}
 	})
 }
@@ -674,6 +865,31 @@ func TestInformer_WaitForSyncReturnsAtOnceWhenTheInformerStopsUnsynced(t *testin
 			if !errors.Is(err, ErrStopped) {
 				t.Errorf("err = %v, want ErrStopped", err)
 			}
+		}
+	})
+}
+
+func TestInformer_SeededCacheTurnsTheFirstSnapshotIntoTheDifference(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) {
+			if err := inf.Seed(cm("kept", "1", "1"), cm("changed", "2", "2"), cm("gone", "3", "3")); err != nil {
+				t.Fatal(err)
+			}
+			add(t, inf, rec, HandlerOptions{})
+		})
+		defer h.stop()
+		synctest.Wait()
+		equal(t, rec.take(), nil) // nothing before the first snapshot
+
+		h.src.relist("9", cm("kept", "1", "1"), cm("changed", "2", "5"), cm("new", "4", "6"))
+		synctest.Wait()
+		equal(t, rec.take(), []string{"add new@6 initial=true", "delete gone@3 unknown=true", "update changed@2>5"})
+		if storeView(h.inf) != "map[changed:5 kept:1 new:6]" {
+			t.Errorf("cache %s after the snapshot", storeView(h.inf))
+		}
+		if err := h.inf.Seed(cm("late", "5", "7")); err == nil {
+			t.Error("Seed after Start = nil, want an error")
 		}
 	})
 }

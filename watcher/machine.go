@@ -26,6 +26,13 @@ const initialEventsIdle = 30 * time.Second
 // as a failure (ErrWatchClosedEarly).
 const watchMinLife = time.Second
 
+// watchTimeoutGrace is how long past its timeout a watch may stay open
+// before the reflector stops it (ErrWatchOverdue). The server ends every
+// watch at its timeout; one that goes on is on a connection whose other
+// end is gone although the connection looks alive (a proxy that answers
+// HTTP/2 pings for a dead backend, a half-open HTTP/1.1 connection).
+const watchTimeoutGrace = 30 * time.Second
+
 type actionKind uint8
 
 const (
@@ -43,7 +50,7 @@ type action struct {
 	kind  actionKind
 	op    Op                 // actList, actWatch: which call
 	opts  metav1.ListOptions // actList, actWatch
-	delay time.Duration      // actWait: the wait; actReceive: idle limit, 0 = none
+	delay time.Duration      // actWait: the wait; actReceive: time until timerFired if nothing arrives, 0 = none
 }
 
 type phase uint8
@@ -75,13 +82,20 @@ type machine[T Object] struct {
 	cont      string // continue token of the next page
 	fullRetry bool   // a continue token expired: list again in one response
 
-	snap   []Event[T] // the snapshot being collected, starting with RelistStart
-	snapRV string
+	// The snapshot in progress. Its items are emitted as they arrive;
+	// begun says RelistStart has been emitted for it. A listing that is
+	// abandoned and started again begins with a RelistStart of its own,
+	// which tells the consumer to drop what it had of the unfinished one.
+	begun  bool
+	snapRV string // a paginated list's resourceVersion, from its first page
 
-	watchStart  time.Time
-	watchEvents int
+	watchStart    time.Time
+	watchEvents   int
+	watchDeadline time.Time // a plain watch still open then is stopped (watchTimeoutGrace)
 
-	out     [1]Event[T] // backing store for single-event results
+	now time.Time // time of the latest input
+
+	out     [2]Event[T] // backing store for results of one or two events
 	lastErr error
 }
 
@@ -107,7 +121,7 @@ func (m *machine[T]) restart() {
 // startSync begins a new snapshot with a streaming list or a paginated LIST.
 func (m *machine[T]) startSync() {
 	m.open = false
-	m.snap, m.snapRV = nil, ""
+	m.begun, m.snapRV = false, ""
 	if m.cfg.mode == InitialListStreaming || (m.cfg.mode == InitialListAuto && !m.streamOff && m.cfg.shardSelector == nil) {
 		m.phase = phaseStream
 		return
@@ -117,7 +131,7 @@ func (m *machine[T]) startSync() {
 
 func (m *machine[T]) startList() {
 	m.phase = phaseList
-	m.snap, m.snapRV = nil, ""
+	m.begun, m.snapRV = false, ""
 	m.cont, m.fullRetry = "", false
 	// resourceVersion semantics as client-go's: the first list may be served
 	// from the watch cache ("0", any state); a relist asks for a state no
@@ -186,7 +200,7 @@ func (m *machine[T]) plan() {
 		}}
 	case phaseWatch:
 		if m.open {
-			m.act = action{kind: actReceive}
+			m.act = action{kind: actReceive, delay: max(m.watchDeadline.Sub(m.now), time.Nanosecond)}
 			return
 		}
 		m.act = action{kind: actWatch, op: OpWatch, opts: metav1.ListOptions{
@@ -208,15 +222,26 @@ func (m *machine[T]) watchTimeout() *int64 {
 func (m *machine[T]) fail(now time.Time, op Op, err error) error {
 	e := &OpError{Op: op, Resource: m.cfg.name, Err: err}
 	m.lastErr = e
-	m.wait = m.bo.next(now, m.cfg.rand())
+	m.wait = m.delay(now, err)
 	m.plan()
 	return e
+}
+
+// delay is the wait after a failure: the next backoff delay, or the delay
+// the server asked for (Retry-After) if that is longer, up to Backoff.Max.
+func (m *machine[T]) delay(now time.Time, err error) time.Duration {
+	d := m.bo.next(now, m.cfg.rand())
+	if ra := min(retryAfter(err), m.cfg.backoff.Max); ra > d {
+		d = ra
+	}
+	return d
 }
 
 // report records an error that needs no retry.
 func (m *machine[T]) report(op Op, err error) error {
 	e := &OpError{Op: op, Resource: m.cfg.name, Err: err}
 	m.lastErr = e
+	m.plan()
 	return e
 }
 
@@ -226,11 +251,41 @@ func (m *machine[T]) report(op Op, err error) error {
 func (m *machine[T]) relist(now time.Time, err error) {
 	m.log.Info("watch resourceVersion expired, relisting", "rv", m.lastRV, "err", err)
 	m.startSync()
-	m.wait = m.bo.next(now, m.cfg.rand())
+	m.wait = m.delay(now, err)
 	m.plan()
 }
 
-// finish completes the snapshot at rv and moves to watching: a watch from rv.
+// relistFailed starts a new snapshot after a backoff because the watch
+// failed in a way that says nothing good about the cache: the server sent an
+// error event that is neither about the resourceVersion nor a request to
+// slow down (a corrupt object's StoreReadError, an internal error of the
+// server's storage, a permission revoked mid-watch). Watching on from the
+// same resourceVersion could replay the same failure for ever and keep
+// what the cache holds about the failing object; a snapshot replaces it.
+// The error is reported and stays LastError until the snapshot completes.
+func (m *machine[T]) relistFailed(now time.Time, err error) error {
+	e := &OpError{Op: OpWatch, Resource: m.cfg.name, Err: err}
+	m.lastErr = e
+	m.log.Info("watch failed, relisting", "rv", m.lastRV, "err", err)
+	m.startSync()
+	m.wait = m.delay(now, err)
+	m.plan()
+	return e
+}
+
+// begin returns evs with the RelistStart of the snapshot in progress
+// appended, if it has not been emitted yet.
+func (m *machine[T]) begin(evs []Event[T]) []Event[T] {
+	if m.begun {
+		return evs
+	}
+	m.begun = true
+	return append(evs, Event[T]{Type: RelistStart})
+}
+
+// finish completes the snapshot at rv, appending its RelistDone (and its
+// RelistStart if nothing of it was emitted yet) to evs, and moves to
+// watching: a watch from rv.
 // A streaming list's stream is closed and replaced by that watch rather than
 // kept as the watch. An API server that supports compression answers a
 // streaming list gzip-compressed (WatchListCompression) and keeps compressing
@@ -239,9 +294,9 @@ func (m *machine[T]) relist(now time.Time, err error) {
 // watcher, and 4 µs of the client's, where a plain watch costs neither. The
 // initial events, where compression pays, stay compressed; one more request
 // per snapshot is the price.
-func (m *machine[T]) finish(rv string) []Event[T] {
-	out := append(m.snap, Event[T]{Type: RelistDone, ResourceVersion: rv})
-	m.snap, m.snapRV = nil, ""
+func (m *machine[T]) finish(evs []Event[T], rv string) []Event[T] {
+	out := append(m.begin(evs), Event[T]{Type: RelistDone, ResourceVersion: rv})
+	m.begun, m.snapRV = false, ""
 	m.lastRV, m.rvGone, m.lastErr = rv, false, nil
 	m.phase = phaseWatch
 	m.open = false
@@ -251,6 +306,7 @@ func (m *machine[T]) finish(rv string) []Event[T] {
 
 // timerFired: a wait is over, or a streaming list was silent for too long.
 func (m *machine[T]) timerFired(now time.Time) error {
+	m.now = now
 	if m.wait > 0 {
 		m.wait = 0
 		m.plan()
@@ -259,11 +315,20 @@ func (m *machine[T]) timerFired(now time.Time) error {
 	if m.phase == phaseStream && m.open {
 		return m.streamFailed(now, fmt.Errorf("%w: no event for %v", ErrInitialEventsEndMissing, initialEventsIdle))
 	}
+	if m.phase == phaseWatch && m.open {
+		if now.Before(m.watchDeadline) {
+			m.plan()
+			return nil
+		}
+		m.open = false
+		return m.fail(now, OpWatch, fmt.Errorf("%w: opened %v ago", ErrWatchOverdue, now.Sub(m.watchStart).Round(time.Second)))
+	}
 	return nil
 }
 
 // listed takes the result of the List call asked for by act.
 func (m *machine[T]) listed(now time.Time, page ListPage[T], err error) ([]Event[T], error) {
+	m.now = now
 	if err != nil {
 		gone := isExpired(err) || isTooLargeRV(err)
 		switch {
@@ -273,7 +338,7 @@ func (m *machine[T]) listed(now time.Time, page ListPage[T], err error) ([]Event
 			// the whole list in one response instead, as client-go's pager does.
 			m.log.Info("list continue token expired, listing again in one request", "rv", m.listRV, "err", err)
 			m.cont, m.fullRetry = "", true
-			m.snap = nil
+			m.begun = false
 			m.plan()
 			return nil, nil
 		case gone && m.listRV != "":
@@ -286,37 +351,40 @@ func (m *machine[T]) listed(now time.Time, page ListPage[T], err error) ([]Event
 		return nil, m.fail(now, OpList, err)
 	}
 
-	if m.snap == nil {
+	evs := make([]Event[T], 0, len(page.Items)+2)
+	if !m.begun {
 		m.snapRV = page.ResourceVersion
 		if m.listRV == "0" && page.Continue != "" && !m.fullRetry {
 			m.pagedAt0 = true
 		}
-		m.snap = make([]Event[T], 1, len(page.Items)+2)
-		m.snap[0] = Event[T]{Type: RelistStart}
+		evs = m.begin(evs)
 	}
 	for _, obj := range page.Items {
-		m.snap = append(m.snap, Event[T]{Type: RelistItem, Object: obj, ResourceVersion: obj.GetResourceVersion()})
+		evs = append(evs, Event[T]{Type: RelistItem, Object: obj, ResourceVersion: obj.GetResourceVersion()})
 	}
 	if page.Continue != "" && !m.fullRetry {
 		m.cont = page.Continue
 		m.plan()
-		return nil, nil
+		return evs, nil
 	}
 	if m.snapRV == "" {
 		m.startList()
-		return nil, m.fail(now, OpList, ErrNoResourceVersion)
+		return evs, m.fail(now, OpList, ErrNoResourceVersion)
 	}
-	return m.finish(m.snapRV), nil
+	return m.finish(evs, m.snapRV), nil
 }
 
 // watchOpened takes the result of the Watch call asked for by act.
 func (m *machine[T]) watchOpened(now time.Time, err error) error {
+	m.now = now
 	if err == nil {
 		m.open = true
 		m.watchStart, m.watchEvents = now, 0
+		if t := m.act.opts.TimeoutSeconds; t != nil {
+			m.watchDeadline = now.Add(time.Duration(*t)*time.Second + watchTimeoutGrace)
+		}
 		if m.phase == phaseStream {
-			m.snap = make([]Event[T], 1, 64)
-			m.snap[0] = Event[T]{Type: RelistStart}
+			m.begun = false
 		} else {
 			m.lastErr = nil
 		}
@@ -337,7 +405,7 @@ func (m *machine[T]) watchOpened(now time.Time, err error) error {
 // latest state, fall back to a paginated LIST, or back off and retry.
 func (m *machine[T]) streamFailed(now time.Time, err error) error {
 	m.open = false
-	m.snap = nil
+	m.begun = false
 	if (isExpired(err) || isTooLargeRV(err)) && !m.rvGone && m.lastRV != "" {
 		m.log.Info("streaming list resourceVersion unavailable, streaming the latest state", "rv", m.lastRV, "err", err)
 		m.rvGone = true
@@ -358,6 +426,7 @@ func (m *machine[T]) streamFailed(now time.Time, err error) error {
 
 // received takes one event of the open watch.
 func (m *machine[T]) received(now time.Time, ev apiwatch.Event) ([]Event[T], error) {
+	m.now = now
 	m.watchEvents++
 	if m.phase == phaseStream {
 		return m.receivedInitial(now, ev)
@@ -380,7 +449,8 @@ func (m *machine[T]) received(now time.Time, ev apiwatch.Event) ([]Event[T], err
 			t = Deleted
 		}
 		m.out[0] = Event[T]{Type: t, Object: obj, ResourceVersion: rv}
-		return m.out[:], nil
+		m.plan() // the time left to the watch's deadline
+		return m.out[:1], nil
 	case apiwatch.Bookmark:
 		meta, ok := ev.Object.(metav1.Object)
 		if !ok {
@@ -388,19 +458,26 @@ func (m *machine[T]) received(now time.Time, ev apiwatch.Event) ([]Event[T], err
 		}
 		rv := meta.GetResourceVersion()
 		if rv == "" {
+			m.plan()
 			return nil, nil
 		}
 		m.lastRV = rv
 		m.out[0] = Event[T]{Type: Bookmark, ResourceVersion: rv}
-		return m.out[:], nil
+		m.plan()
+		return m.out[:1], nil
 	case apiwatch.Error:
 		m.open = false
 		err := apierrors.FromObject(ev.Object)
-		if isExpired(err) || isTooLargeRV(err) {
+		switch {
+		case isExpired(err) || isTooLargeRV(err):
 			m.relist(now, err)
 			return nil, nil
+		case apierrors.IsTooManyRequests(err), isStreamBroken(err):
+			// Slow down, or the connection broke: the resourceVersion is
+			// still good, watch on from it after the delay.
+			return nil, m.fail(now, OpWatch, err)
 		}
-		return nil, m.fail(now, OpWatch, err)
+		return nil, m.relistFailed(now, err)
 	}
 	return nil, m.report(OpWatch, unexpected(ev))
 }
@@ -413,8 +490,8 @@ func (m *machine[T]) receivedInitial(now time.Time, ev apiwatch.Event) ([]Event[
 		if !ok {
 			return nil, m.report(OpWatchList, unexpected(ev))
 		}
-		m.snap = append(m.snap, Event[T]{Type: RelistItem, Object: obj, ResourceVersion: obj.GetResourceVersion()})
-		return nil, nil
+		evs := append(m.begin(m.out[:0]), Event[T]{Type: RelistItem, Object: obj, ResourceVersion: obj.GetResourceVersion()})
+		return evs, nil
 	case apiwatch.Bookmark:
 		meta, ok := ev.Object.(metav1.Object)
 		if !ok {
@@ -427,7 +504,7 @@ func (m *machine[T]) receivedInitial(now time.Time, ev apiwatch.Event) ([]Event[
 		if rv == "" {
 			return nil, m.streamFailed(now, ErrNoResourceVersion)
 		}
-		return m.finish(rv), nil
+		return m.finish(m.out[:0], rv), nil
 	case apiwatch.Modified, apiwatch.Deleted:
 		// A server that streams the initial state sends only ADDED before
 		// the end bookmark; this one ignored sendInitialEvents.
@@ -440,6 +517,7 @@ func (m *machine[T]) receivedInitial(now time.Time, ev apiwatch.Event) ([]Event[
 
 // closed: the open watch's channel closed.
 func (m *machine[T]) closed(now time.Time) error {
+	m.now = now
 	m.open = false
 	if m.phase == phaseStream {
 		return m.streamFailed(now, fmt.Errorf("%w: the stream closed", ErrInitialEventsEndMissing))

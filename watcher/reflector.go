@@ -26,10 +26,13 @@ type Reflector[T Object] struct {
 	metrics *reflectorMetrics
 	running atomic.Bool
 
-	mu        sync.Mutex
-	lastErr   error
-	lastRV    string
-	shardInfo *metav1.ShardInfo
+	mu         sync.Mutex
+	lastErr    error
+	lastRV     string
+	errChanged chan struct{} // closed when lastErr changes, then replaced
+	shardInfo  *metav1.ShardInfo
+	phase      Phase
+	lastEvent  time.Time
 }
 
 // NewReflector returns a reflector over lw. It starts nothing; call Run.
@@ -37,6 +40,9 @@ func NewReflector[T Object](lw ListerWatcher[T], cfg Config) *Reflector[T] {
 	var zero T
 	r := &Reflector[T]{lw: lw, cfg: cfg.resolve(fmt.Sprintf("%T", zero))}
 	r.m = newMachine[T](r.cfg)
+	if d := r.cfg.raisedWatchTimeout; d > 0 {
+		r.cfg.logger.Warn("MinWatchTimeout below the floor; using the floor", "reflector", r.cfg.name, "asked", d, "floor", WatchTimeoutFloor)
+	}
 	m, err := newReflectorMetrics(r.cfg.registerer, r.cfg.name)
 	if err != nil {
 		r.cfg.logger.Warn("reflector metrics not registered", "reflector", r.cfg.name, "err", err)
@@ -56,6 +62,19 @@ func (r *Reflector[T]) LastError() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lastErr
+}
+
+// ErrorChanged returns a channel that is closed the next time LastError
+// changes (to another error, or to nil). Call it again for the change after
+// that. It lets a waiter react to an error as it happens, without polling:
+// take the channel, then read LastError, then wait on the channel.
+func (r *Reflector[T]) ErrorChanged() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.errChanged == nil {
+		r.errChanged = make(chan struct{})
+	}
+	return r.errChanged
 }
 
 // LastSyncResourceVersion returns the resourceVersion of the newest event
@@ -102,6 +121,14 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 
 	m, clk := r.m, r.cfg.clock
 	m.restart()
+	r.mu.Lock()
+	r.phase = phaseOf(m)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.phase = PhaseStopped
+		r.mu.Unlock()
+	}()
 	r.cfg.logger.Debug("reflector starting", "reflector", r.cfg.name, "mode", r.cfg.mode.String(), "rv", m.lastRV)
 
 	var w apiwatch.Interface
@@ -126,6 +153,7 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 		var (
 			evs []Event[T]
 			err error
+			now time.Time
 		)
 		switch act.kind {
 		case actList:
@@ -143,7 +171,8 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 				}
 				r.mu.Unlock()
 			}
-			evs, err = m.listed(clk.Now(), page, lerr)
+			now = clk.Now()
+			evs, err = m.listed(now, page, lerr)
 
 		case actWatch:
 			r.metrics.watches.Inc()
@@ -178,10 +207,11 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 			case <-ctx.Done():
 				return nil
 			case ev, ok := <-w.ResultChan():
+				now = clk.Now()
 				if !ok {
-					err = m.closed(clk.Now())
+					err = m.closed(now)
 				} else {
-					evs, err = m.received(clk.Now(), ev)
+					evs, err = m.received(now, ev)
 				}
 			case <-timeout:
 				err = m.timerFired(clk.Now())
@@ -200,7 +230,14 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 		}
 
 		r.mu.Lock()
-		r.lastErr, r.lastRV = m.lastErr, m.lastRV
+		if r.lastErr != m.lastErr && r.errChanged != nil {
+			close(r.errChanged)
+			r.errChanged = nil
+		}
+		r.lastErr, r.lastRV, r.phase = m.lastErr, m.lastRV, phaseOf(m)
+		if len(evs) > 0 {
+			r.lastEvent = now
+		}
 		r.mu.Unlock()
 		if err != nil {
 			r.metrics.errors.Inc()
