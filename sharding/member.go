@@ -446,6 +446,8 @@ type run struct {
 	background  sync.WaitGroup
 	warnedLease map[string]string // lease name → resourceVersion already warned about
 
+	collected map[string]string // lease name → resourceVersion deleted (or tried)
+
 	seenMu sync.Mutex
 	seen   map[string]seenAt // lease name → when its resourceVersion arrived
 }
@@ -473,6 +475,7 @@ func (r *run) loop(ctx context.Context) error {
 	r.stop = make(chan struct{})
 	r.warnedLease = make(map[string]string)
 	r.seen = make(map[string]seenAt)
+	r.collected = make(map[string]string)
 	defer r.background.Wait()
 	defer close(r.stop)
 
@@ -534,6 +537,7 @@ func (r *run) loop(ctx context.Context) error {
 		}
 		r.c.observe(now, r.records(linf.Lister().List(nil)))
 
+		r.collect(reqCtx, now)
 		p := r.c.next(now)
 		if p.release.Len() > 0 {
 			r.release(now, p.release)
@@ -820,6 +824,28 @@ func (r *run) waitDrains() {
 		case <-done:
 			return
 		case <-r.released:
+		}
+	}
+}
+
+// collect deletes the Leases that members left behind (see core.stale),
+// each at most once per resourceVersion.
+func (r *run) collect(ctx context.Context, now time.Time) {
+	for _, rec := range r.c.stale(now) {
+		if r.collected[rec.Name] == rec.RV {
+			continue
+		}
+		r.collected[rec.Name] = rec.RV
+		ctx, cancel := context.WithTimeout(ctx, r.m.cfg.RenewDeadline)
+		rv := rec.RV
+		err := r.m.leases.Delete(ctx, rec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		cancel()
+		switch {
+		case err == nil:
+			r.m.log.Info("Deleted the Lease of a member gone for good", "lease", rec.Name, "holder", rec.Identity)
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		default:
+			r.m.log.Warn("Deleting the Lease of a member gone for good failed", "lease", rec.Name, "err", err)
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/watcher"
@@ -114,19 +115,40 @@ func replicaMain() int {
 		return fail(err)
 	}
 
+	// cacheChanged is poked whenever a cache or the member changes.
+	cacheChanged := newNotifier()
+	for _, add := range []func() error{
+		func() error {
+			_, err := r.Foos.Informer().AddHandler(changes[*v1alpha1.Foo](cacheChanged), informer.HandlerOptions{Name: "test"})
+			return err
+		},
+		func() error {
+			_, err := r.Deployments.Informer().AddHandler(changes[*appsv1.Deployment](cacheChanged), informer.HandlerOptions{Name: "test"})
+			return err
+		},
+	} {
+		if err := add(); err != nil {
+			return fail(err)
+		}
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/", app.Manager().Handler())
+	// /cache waits until the member is settled and every cached Foo's
+	// Deployment is cached too (replicas see their own writes with some
+	// delay), then describes the caches.
 	mux.HandleFunc("/cache", func(w http.ResponseWriter, req *http.Request) {
 		m := app.Member()
 		for {
-			ch := m.StatusChanged()
-			if m.Status().Settled {
+			ch, mch := cacheChanged.wait(), m.StatusChanged()
+			if m.Status().Settled && complete(r) {
 				break
 			}
 			select {
 			case <-ch:
+			case <-mch:
 			case <-req.Context().Done():
-				http.Error(w, "not settled: "+m.Status().String(), http.StatusServiceUnavailable)
+				http.Error(w, fmt.Sprintf("not settled (or a Foo's Deployment is not cached): %d Foos, %d Deployments\n%s",
+					len(r.Foos.Informer().Lister().List(nil)), len(r.Deployments.Informer().Lister().List(nil)), m.Status()), http.StatusServiceUnavailable)
 				return
 			}
 		}
@@ -163,6 +185,25 @@ func replicaMain() int {
 		return fail(err)
 	}
 	return 0
+}
+
+// complete reports whether every cached Foo's Deployment is cached.
+func complete(r *foo.Reconciler) bool {
+	deps := r.Deployments.Informer().Lister()
+	for _, f := range r.Foos.Informer().Lister().List(nil) {
+		if _, ok := deps.Get(f.Namespace, f.Spec.DeploymentName); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func changes[T watcher.Object](n *notifier) informer.Handler[T] {
+	return informer.HandlerFuncs[T]{
+		AddFunc:    func(T, bool) { n.poke() },
+		UpdateFunc: func(_, _ T) { n.poke() },
+		DeleteFunc: func(informer.Deleted[T]) { n.poke() },
+	}
 }
 
 // noEvents drops the Foo controller's events: they are not what these
