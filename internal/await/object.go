@@ -91,3 +91,56 @@ func watchFor[T runtime.Object](ctx context.Context, wi watch.Interface, cond fu
 		}
 	}
 }
+
+// Watched waits until cond holds, checking it at once and again after every
+// event of a watch w opens with opts (opened again if it ends). It is for
+// API server state that cond reads itself, such as a List, and that
+// changes only with the objects watched: the watch is opened before the
+// first check, so no change is missed. Watched fails t, naming what, if
+// cond does not hold within Timeout; an error from cond ends the wait with
+// it.
+func Watched(t testing.TB, what string, w Watcher, opts metav1.ListOptions, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
+	defer cancel()
+	if err := WatchedContext(ctx, w, opts, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// WatchedContext is Watched for code that has no testing.TB.
+func WatchedContext(ctx context.Context, w Watcher, opts metav1.ListOptions, cond func(ctx context.Context) (bool, error)) error {
+	for {
+		wi, err := w.Watch(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("watch: %w", err)
+		}
+		done, err := watchedFor(ctx, wi, cond)
+		wi.Stop()
+		if done || err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// watchedFor checks cond once, then after each event of wi, until it holds
+// (done), fails, or the watch or ctx ends.
+func watchedFor(ctx context.Context, wi watch.Interface, cond func(ctx context.Context) (bool, error)) (done bool, _ error) {
+	for {
+		ok, err := cond(ctx)
+		if ok || err != nil {
+			return ok, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case _, open := <-wi.ResultChan():
+			if !open {
+				return false, nil
+			}
+		}
+	}
+}
