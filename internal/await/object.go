@@ -3,6 +3,7 @@ package await
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -143,4 +144,40 @@ func watchedFor(ctx context.Context, wi watch.Interface, cond func(ctx context.C
 			}
 		}
 	}
+}
+
+// Changes returns a Signal notified on every event of a watch opened now on
+// each of ws, until the test ends: a change source for Until when the
+// state a condition reads is spread over several resources. A watch the
+// server ends is not reopened; conditions that wait longer than the
+// server's watch timeout (minutes) should use Watched.
+func Changes(t testing.TB, ws ...Watcher) *Signal {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := &Signal{}
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wi, err := w.Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			cancel()
+			wg.Wait()
+			t.Fatalf("watch for changes: %v", err)
+		}
+		wg.Go(func() {
+			defer wi.Stop()
+			for {
+				select {
+				case _, ok := <-wi.ResultChan():
+					if !ok {
+						return
+					}
+					sig.Notify()
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return sig
 }
