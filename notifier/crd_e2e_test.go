@@ -105,7 +105,7 @@ func TestNotifier_CustomResourcesThroughTheDynamicClientAndMetricsOnTheHTTPEndpo
 	n, err := New(e.Config, Config{
 		Namespace:       ns,
 		CustomResources: []CustomResource{{Group: gadgets.Group, Version: gadgets.Version, Resource: gadgets.Resource}},
-		Sinks:           []SinkConfig{{Name: "hook", Type: SinkWebhook, URL: recv.URL + "/hook", IncludeObject: true}},
+		Sinks:           []SinkConfig{{Name: "hook", Type: SinkWebhook, URL: recv.URL + "/hook", IncludeObject: true, IncludeChanges: true}},
 	}, Options{Logger: logs.Logger(), Registerer: reg, Gatherer: reg, Listener: lis})
 	if err != nil {
 		t.Fatal(err)

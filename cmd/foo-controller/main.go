@@ -21,8 +21,8 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cli"
-	"github.com/kloop-dev/kloop/internal/httpaddr"
 	"github.com/kloop-dev/kloop/samples/foo"
 )
 
@@ -43,22 +43,21 @@ func command() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			addr, err := httpaddr.One(opts.MetricsAddr, opts.HealthAddr)
+			opts.Scheme, opts.Namespace = foo.Scheme(), namespace
+			app, err := kloop.New(cfg, opts)
 			if err != nil {
 				return err
 			}
-			return foo.Run(cmd.Context(), cfg, foo.Options{
-				Namespace: namespace,
-				Workers:   workers,
-				HTTPAddr:  addr,
-				Logger:    opts.Logger,
-			})
+			if err := foo.Setup(app, workers); err != nil {
+				return err
+			}
+			opts.Logger.Info("Starting Foo controller", "namespace", namespace)
+			defer opts.Logger.Info("Stopped Foo controller")
+			return app.Run(cmd.Context())
 		},
 	}
 	fs := cmd.Flags()
-	flags.Cluster.AddFlags(fs)
-	flags.Serving.AddFlags(fs)
-	flags.Logging.AddFlags(fs)
+	flags.AddFlags(fs)
 	fs.StringVar(&namespace, "namespace", namespace, "watch the Foos and Deployments of this namespace only (default: all namespaces)")
 	fs.IntVar(&workers, "workers", workers, "Foos synced at once")
 	return cmd

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/internal/reexec"
@@ -83,7 +84,7 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 	}
 	installCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := foo.InstallCRD(installCtx, e.Config, plain); err != nil {
+	if err := kloop.InstallCRD(installCtx, e.Config, plain); err != nil {
 		t.Fatal(err)
 	}
 
@@ -126,7 +127,7 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 	if err != nil {
 		t.Fatal(err)
 	}
-	example, err := foo.DecodeFoo(foo.ExampleFooYAML)
+	example, err := kloop.Decode[*v1alpha1.Foo](foo.Scheme(), foo.ExampleFooYAML)
 	if err != nil {
 		t.Fatal(err)
 	}

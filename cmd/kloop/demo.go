@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/client"
@@ -86,7 +87,7 @@ func demo(dataDir, binDir, namespace string, log, cpLog *slog.Logger, stdout, st
 	}()
 	out.printf("# control plane ready at %s; point kubectl at it with:\nexport KUBECONFIG=%s\n", env.APIServerURL, env.KubeconfigPath)
 
-	if err := foo.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
+	if err := kloop.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
 		if ctx.Err() != nil {
 			return 0
 		}
@@ -110,7 +111,7 @@ func demo(dataDir, binDir, namespace string, log, cpLog *slog.Logger, stdout, st
 	})
 	goRun("foo controller", func(ctx context.Context) error {
 		reg := prometheus.NewRegistry()
-		return foo.Run(ctx, env.Config, foo.Options{Logger: log.With("component", "foo-controller"), Registerer: reg, Gatherer: reg})
+		return foo.Run(ctx, env.Config, kloop.Options{Logger: log.With("component", "foo-controller"), Registry: reg})
 	})
 	synced := make(chan struct{})
 	goRun("printer", func(ctx context.Context) error { return out.watch(ctx, env.Config, namespace, log, synced) })
@@ -141,7 +142,7 @@ func demo(dataDir, binDir, namespace string, log, cpLog *slog.Logger, stdout, st
 // unless a Foo of that name is there already (from an earlier run with the
 // same --data-dir).
 func applyExample(ctx context.Context, cfg *rest.Config, namespace string, out *printer) error {
-	f, err := foo.DecodeFoo(foo.ExampleFooYAML)
+	f, err := kloop.Decode[*v1alpha1.Foo](foo.Scheme(), foo.ExampleFooYAML)
 	if err != nil {
 		return err
 	}
