@@ -22,9 +22,14 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/internal/reexec"
 	"github.com/kloop-dev/kloop/samples/foo"
+	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -78,13 +83,14 @@ func TestCommands_FollowTheConventions(t *testing.T) {
 		env := testenv.StartT(t, testenv.Options{})
 		installCtx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 		defer cancel()
-		if err := foo.InstallCRD(installCtx, env.Config, foo.CRDYAML); err != nil {
+		if err := kloop.InstallCRD(installCtx, env.Config, foo.CRDYAML); err != nil {
 			t.Fatal(err)
 		}
 		run := func(t *testing.T) *runner { return &runner{t: t, bin: bin, env: env} }
 		t.Run("log-format json writes JSON lines", func(t *testing.T) { testJSONLogs(run(t)) })
 		t.Run("metrics-bind-address 0 opens no port", func(t *testing.T) { testNoPort(run(t)) })
 		t.Run("kubeconfig order", func(t *testing.T) { testKubeconfigOrder(run(t)) })
+		t.Run("leader election: one reconciles, the other takes over after SIGKILL", func(t *testing.T) { testLeaderElection(run(t)) })
 	})
 }
 
@@ -100,6 +106,8 @@ func goCommand() string {
 // The flags each group of package cli adds.
 var (
 	clusterFlags = []string{"--kubeconfig", "--context", "--master", "--kube-api-qps", "--kube-api-burst"}
+	leaderFlags  = []string{"--leader-elect", "--leader-elect-namespace", "--leader-elect-id",
+		"--leader-elect-lease-duration", "--leader-elect-renew-deadline", "--leader-elect-retry-period"}
 	servingFlags = []string{"--metrics-bind-address", "--health-probe-bind-address"}
 	loggingFlags = []string{"--log-level", "--log-format", "-v, --v"}
 )
@@ -109,7 +117,7 @@ func testHelp(t *testing.T, path func(string) string) {
 		args  []string // of the binary named first
 		flags [][]string
 	}{
-		{[]string{"foo-controller", "--help"}, [][]string{clusterFlags, servingFlags, loggingFlags, {"--namespace", "--workers"}}},
+		{[]string{"foo-controller", "--help"}, [][]string{clusterFlags, leaderFlags, servingFlags, loggingFlags, {"--namespace", "--workers"}}},
 		{[]string{"podwatch", "--help"}, [][]string{clusterFlags, servingFlags, loggingFlags, {"--namespace", "--workers"}}},
 		{[]string{"notifier", "--help"}, [][]string{clusterFlags, servingFlags, loggingFlags, {"--config", "--drain-timeout"}}},
 		{[]string{"kloop", "dev", "--help"}, [][]string{loggingFlags, {"--data-dir", "--bin-dir", "--no-controller-manager"}}},
@@ -448,4 +456,89 @@ func testKubeconfigOrder(r *runner) {
 			}
 		})
 	}
+}
+
+// Short lease timings for the leader-election test: whole seconds for the
+// lease (a Lease stores seconds), a retry period well below the deadline.
+const (
+	testLeaseDuration = 4 * time.Second
+	testRenewDeadline = 3 * time.Second
+	testRetryPeriod   = 500 * time.Millisecond
+)
+
+func testLeaderElection(r *runner) {
+	t := r.t
+	kc := kubernetes.NewForConfigOrDie(r.env.Config)
+	ns := testenv.NewNamespace(t, kc, "leader")
+	args := []string{"--kubeconfig", r.env.KubeconfigPath, "--namespace", ns,
+		"--leader-elect", "--leader-elect-namespace", ns,
+		"--leader-elect-lease-duration", testLeaseDuration.String(),
+		"--leader-elect-renew-deadline", testRenewDeadline.String(),
+		"--leader-elect-retry-period", testRetryPeriod.String()}
+	procs := []*proc{r.start("foo-controller", nil, args...), r.start("foo-controller", nil, args...)}
+	became := regexp.MustCompile(`Became the leader`)
+	i, _ := reexec.WaitForAny(t, "a leader", became, procs[0].stderr, procs[1].stderr)
+	leader, standby := procs[i], procs[1-i]
+	standby.stderr.WaitFor(t, "the standby's synced caches", regexp.MustCompile(`Caches synced`))
+
+	foos, err := client.New(r.env.Config, client.Options{Scheme: foo.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fooRes, err := client.NewResource[*v1alpha1.Foo](foos, v1alpha1.Resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	createFoo := func(name string) {
+		t.Helper()
+		f, err := kloop.Decode[*v1alpha1.Foo](foo.Scheme(), foo.ExampleFooYAML)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Namespace, f.Name, f.Spec.DeploymentName = ns, name, name
+		if _, err := fooRes.Create(t.Context(), f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	created := func(name string) *regexp.Regexp {
+		return regexp.MustCompile(`msg="Created Deployment".* deployment=` + name + `( |$)`)
+	}
+
+	createFoo("first")
+	leader.stderr.WaitFor(t, "the leader's reconcile of Foo first", created("first"))
+	// The standby has the same caches and has seen the same Foo, but has
+	// reconciled nothing: its controllers have not started.
+	for _, l := range standby.stderr.All() {
+		if became.MatchString(l) || created("first").MatchString(l) || strings.Contains(l, "Starting workers") {
+			t.Errorf("the standby leads or reconciles while the leader runs: %s", l)
+		}
+	}
+
+	killed := time.Now()
+	if err := leader.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	standby.stderr.WaitFor(t, "the standby taking over", became)
+	took := time.Since(killed)
+	// The standby judges expiry by when it last saw the Lease change: up to
+	// one (jittered) retry period after the leader's last renewal, and it
+	// looks again only every retry period (stretched by up to 20%). So the
+	// takeover comes between LeaseDuration - RetryPeriod after the kill and
+	// LeaseDuration plus two jittered retry periods.
+	bound := testLeaseDuration + 2*testRetryPeriod*12/10
+	t.Logf("takeover %v after SIGKILL of the leader (lease %v, retry period %v, bound %v)", took.Round(time.Millisecond), testLeaseDuration, testRetryPeriod, bound)
+	if took > bound {
+		t.Errorf("the standby took over %v after the leader's SIGKILL, want at most %v", took, bound)
+	}
+	if took < testLeaseDuration-testRetryPeriod*12/10 {
+		t.Errorf("the standby took over %v after the leader's SIGKILL, before the lease (%v) could have expired", took, testLeaseDuration)
+	}
+
+	createFoo("second")
+	standby.stderr.WaitFor(t, "the new leader's reconcile of Foo second", created("second"))
+	if _, err := kc.AppsV1().Deployments(ns).Get(t.Context(), "second", metav1.GetOptions{}); err != nil {
+		t.Errorf("the new leader's Deployment: %v", err)
+	}
+	_ = leader.cmd.Wait()
+	standby.stop(t)
 }
