@@ -82,8 +82,6 @@ func Run(ctx context.Context, cfg *rest.Config, opts kloop.Options) error {
 	if err := Setup(app, DefaultWorkers); err != nil {
 		return err
 	}
-	app.Logger().Info("Starting Foo controller", "namespace", opts.Namespace)
-	defer app.Logger().Info("Stopped Foo controller")
 	return app.Run(ctx)
 }
 
@@ -106,7 +104,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts kloop.Options) error {
 func Setup(app *kloop.App, workers int) error {
 	r := &Reconciler{
 		Foos:        kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource)),
-		Deployments: kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(appsv1.SchemeGroupVersion.WithResource("deployments"))),
+		Deployments: kloop.Objects[*appsv1.Deployment](app),
 		Recorder:    app.Recorder(),
 		Logger:      app.Logger().With("controller", ControllerName),
 	}
