@@ -108,7 +108,7 @@ var (
 	clusterFlags = []string{"--kubeconfig", "--context", "--master", "--kube-api-qps", "--kube-api-burst"}
 	leaderFlags  = []string{"--leader-elect", "--leader-elect-namespace", "--leader-elect-id",
 		"--leader-elect-lease-duration", "--leader-elect-renew-deadline", "--leader-elect-retry-period"}
-	servingFlags = []string{"--metrics-bind-address", "--health-probe-bind-address"}
+	servingFlags = []string{"--metrics-bind-address", "--health-probe-bind-address", "--metrics-secure", "--metrics-cert-dir"}
 	loggingFlags = []string{"--log-level", "--log-format", "-v, --v"}
 )
 
@@ -118,7 +118,7 @@ func testHelp(t *testing.T, path func(string) string) {
 		flags [][]string
 	}{
 		{[]string{"foo-controller", "--help"}, [][]string{clusterFlags, leaderFlags, servingFlags, loggingFlags, {"--namespace", "--workers"}}},
-		{[]string{"podwatch", "--help"}, [][]string{clusterFlags, servingFlags, loggingFlags, {"--namespace", "--workers"}}},
+		{[]string{"podwatch", "--help"}, [][]string{clusterFlags, leaderFlags, servingFlags, loggingFlags, {"--namespace", "--workers"}}},
 		{[]string{"notifier", "--help"}, [][]string{clusterFlags, servingFlags, loggingFlags, {"--config", "--drain-timeout"}}},
 		{[]string{"kloop", "dev", "--help"}, [][]string{loggingFlags, {"--data-dir", "--bin-dir", "--no-controller-manager"}}},
 		{[]string{"kloop", "demo", "--help"}, [][]string{loggingFlags, {"--data-dir", "--bin-dir", "--namespace"}}},
