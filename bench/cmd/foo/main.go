@@ -699,4 +699,3 @@ func newDeployment(f *unstructured.Unstructured, name string, replicas int64, ha
 	}
 	return d
 }
-
