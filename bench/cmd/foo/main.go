@@ -27,7 +27,7 @@
 // (controller and caches still running), minus that of a child that does
 // nothing (the binary's own baseline).
 //
-// Run with: cd bench && go run ./cmd/foo -n 500
+// Run with: cd bench && go run ./cmd/foo -n 500 [-settings same,defaults]
 package main
 
 import (
@@ -85,6 +85,7 @@ func main() {
 	rounds := flag.Int("rounds", 1, "rounds per side and client setting (the order alternates)")
 	qps := flag.Float64("qps", 1000, "client QPS of both sides in the same-limits runs")
 	burst := flag.Int("burst", 2000, "client burst of both sides in the same-limits runs")
+	settings := flag.String("settings", "same,defaults", "client settings to run, in order: same (both at -qps and -burst), defaults (each side's own)")
 	child := flag.String("child", "", "internal: run one side (kloop or client-go) as a child process")
 	kubeconfig := flag.String("kubeconfig", "", "internal: the child's kubeconfig")
 	namespace := flag.String("namespace", "", "internal: the child's namespace")
@@ -97,7 +98,7 @@ func main() {
 		}
 		return
 	}
-	if err := runParent(*n, *rounds, float32(*qps), *burst); err != nil {
+	if err := runParent(*n, *rounds, float32(*qps), *burst, strings.Split(*settings, ",")); err != nil {
 		fmt.Fprintln(os.Stderr, "foo benchmark:", err)
 		os.Exit(1)
 	}
@@ -129,7 +130,12 @@ func (m measurement) events() int64 {
 	return t
 }
 
-func runParent(n, rounds int, qps float32, burst int) error {
+func runParent(n, rounds int, qps float32, burst int, settings []string) error {
+	for _, s := range settings {
+		if s != "same" && s != "defaults" {
+			return fmt.Errorf("-settings: %q is neither same nor defaults", s)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	env, err := testenv.Start(ctx, testenv.Options{ControllerManager: true, Logger: slog.New(slog.DiscardHandler)})
@@ -166,7 +172,7 @@ func runParent(n, rounds int, qps float32, burst int) error {
 	fmt.Printf("  baseline (this binary, nothing running) heap in use %.1f MiB\n", float64(base.heap)/(1<<20))
 
 	round := 0
-	for _, setting := range []string{"same", "defaults"} {
+	for _, setting := range settings {
 		label := fmt.Sprintf("both at QPS %.0f burst %d", qps, burst)
 		if setting == "defaults" {
 			label = "each side's defaults (rest.Config QPS and Burst zero)"
