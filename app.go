@@ -34,7 +34,7 @@ const DefaultName = "kloop"
 var serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // App is one controller program: it owns one manager, one informer factory,
-// one client and one event recorder, and runs each that is used. Declare what the program handles with Objects
+// one client and one event recorder, and runs them. Declare what the program handles with Objects
 // and NewController, then call Run.
 //
 // Mistakes in declarations (a type missing from the scheme, a kind the API
@@ -49,13 +49,12 @@ type App struct {
 	client   *client.Client
 	recorder *record.Recorder
 
-	mu           sync.Mutex
-	errs         []error
-	started      bool
-	factory      *informer.Factory
-	recorderUsed bool
-	mapper       meta.RESTMapper
-	runnables    []manager.Runnable
+	mu        sync.Mutex
+	errs      []error
+	started   bool
+	factory   *informer.Factory
+	mapper    meta.RESTMapper
+	runnables []manager.Runnable
 }
 
 // New returns an App talking to the API server at cfg. It validates opts
@@ -196,14 +195,10 @@ func (a *App) factoryLocked() *informer.Factory {
 func (a *App) Client() *client.Client { return a.client }
 
 // Recorder returns the App's event recorder, whose events name
-// Options.Name as their source. Run runs it once it has been asked for, so
-// that no event is dropped for want of a started recorder.
-func (a *App) Recorder() *record.Recorder {
-	a.mu.Lock()
-	a.recorderUsed = true
-	a.mu.Unlock()
-	return a.recorder
-}
+// Options.Name as their source. Run always runs it (it costs one idle
+// goroutine), so no event is dropped for want of a started recorder, even
+// when it is first asked for inside a reconcile.
+func (a *App) Recorder() *record.Recorder { return a.recorder }
 
 // restMapper returns the App's RESTMapper over cached discovery, made on
 // first use. Each API group is discovered once; a kind the cache does not
@@ -267,9 +262,7 @@ func (a *App) Run(ctx context.Context) error {
 	if a.factory != nil {
 		runs = append(runs, a.factory)
 	}
-	if a.recorderUsed {
-		runs = append(runs, a.recorder)
-	}
+	runs = append(runs, a.recorder)
 	runs = append(runs, a.runnables...)
 	a.mu.Unlock()
 	for _, r := range runs {
@@ -277,5 +270,8 @@ func (a *App) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	return a.mgr.Start(ctx)
+	a.log.Info("Starting "+a.opts.Name, "namespace", a.opts.Namespace)
+	err := a.mgr.Start(ctx)
+	a.log.Info("Stopped "+a.opts.Name, "err", err)
+	return err
 }

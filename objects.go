@@ -270,3 +270,54 @@ func (w watched[T]) forSource() controller.Source[cache.Key] {
 func (w watched[T]) ownsSource(owner schema.GroupKind) controller.Source[cache.Key] {
 	return controller.Owns[T](w.h.inf, owner, w.preds...)
 }
+
+// Lister reads the handle's cache directly, without waiting for this
+// App's writes (see Get). Nil if Objects failed.
+func (h *Handle[T]) Lister() cache.Lister[T] {
+	if h.inf == nil {
+		return nil
+	}
+	return h.inf.Lister()
+}
+
+// AddIndex adds an index to the handle's cache, for ByIndex; add it before
+// Run. A failure is also returned by Run.
+func (h *Handle[T]) AddIndex(name string, fn cache.IndexFunc[T]) error {
+	err := h.err
+	if err == nil {
+		err = h.inf.AddIndex(name, fn)
+	}
+	if err != nil {
+		err = fmt.Errorf("kloop: AddIndex %q on %s: %w", name, h.gvk.Kind, err)
+		h.app.fail(err)
+	}
+	return err
+}
+
+// ByIndex returns the cached objects indexed under value in the named
+// index (see AddIndex). Like Lister, it does not wait for this App's
+// writes.
+func (h *Handle[T]) ByIndex(index, value string) ([]T, error) {
+	if h.err != nil {
+		return nil, h.err
+	}
+	return h.inf.Lister().ByIndex(index, value)
+}
+
+// MapTo is a source for a controller's Watches: each change of h's objects
+// that passes preds enqueues the keys mapKeys returns for the object (for
+// an update, for its new state). mapKeys must be quick and must not block.
+func MapTo[T watcher.Object, K comparable](h *Handle[T], mapKeys func(obj T) []K, preds ...controller.Predicate[T]) controller.Source[K] {
+	if h.err != nil {
+		return errSource[K]{h.err}
+	}
+	return controller.Watches(h.inf, mapKeys, preds...)
+}
+
+// errSource is the source of a handle that failed: it fails the
+// controller's Watch with the handle's error.
+type errSource[K comparable] struct{ err error }
+
+func (s errSource[K]) Register(string, controller.Queue[K]) (controller.Subscription, error) {
+	return nil, s.err
+}

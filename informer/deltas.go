@@ -26,11 +26,16 @@ type deltaQueue[T watcher.Object] struct {
 	snapshot *snapshot[T] // complete snapshot not yet popped
 	deltas   keyedFIFO[delta[T]]
 	bookmark string // newest bookmark not yet popped
+
+	// epoch stamps the snapshot that begins next (see Informer.Relist).
+	epoch      uint64
+	relistFrom uint64 // epoch of the snapshot being received
 }
 
 type snapshot[T watcher.Object] struct {
-	objs []T
-	rv   string
+	objs  []T
+	rv    string
+	epoch uint64 // the Relist request it answers (0: none)
 }
 
 // delta is the latest state of one key: obj, or obj's deletion.
@@ -64,6 +69,7 @@ func (q *deltaQueue[T]) push(ev watcher.Event[T]) (protocolError bool) {
 		protocolError = q.relisting
 		q.relisting = true
 		q.relist = nil
+		q.relistFrom = q.epoch
 	case watcher.RelistItem:
 		if !q.relisting {
 			return true
@@ -73,7 +79,7 @@ func (q *deltaQueue[T]) push(ev watcher.Event[T]) (protocolError bool) {
 		if !q.relisting {
 			return true
 		}
-		q.snapshot = &snapshot[T]{objs: q.relist, rv: ev.ResourceVersion}
+		q.snapshot = &snapshot[T]{objs: q.relist, rv: ev.ResourceVersion, epoch: q.relistFrom}
 		q.relisting, q.relist = false, nil
 		q.deltas.clear()
 		q.bookmark = ""

@@ -49,6 +49,12 @@
 //     wait ended.
 //   - Start returns only when every goroutine it started has exited. No
 //     constructor starts a goroutine.
+//   - With a Filter (Options.Filter, or a factory's Sharder), only the
+//     objects it accepts are cached and notified. Refilter drops objects it
+//     no longer accepts without telling handlers (they were not deleted);
+//     Relist takes a new snapshot, whose newly accepted objects reach
+//     handlers as OnAdd(obj, true). A snapshot never reports an object the
+//     Filter rejects as deleted.
 //   - managedFields are stripped before objects are queued or cached
 //     (Memory.KeepManagedFields to keep them).
 //

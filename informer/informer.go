@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/watcher"
@@ -73,6 +75,13 @@ type Options[T watcher.Object] struct {
 	// the object to keep. Use it to drop what your handlers never read.
 	// It runs on the reflector's goroutine and must not block.
 	Transform func(T) T
+	// Filter, if set, says which objects the informer keeps: the others are
+	// neither cached nor notified. It sees objects as they arrive, before
+	// Transform, and must be fast. Its answers may change while the
+	// informer runs (that is how a replica's shard of the objects moves):
+	// call Refilter once it rejects objects it accepted, and Relist once it
+	// accepts objects it rejected. See Refilter for what handlers are told.
+	Filter func(T) bool
 	// Logger receives structured logs, with key "informer" set to Name.
 	// Default: slog.Default().
 	Logger *slog.Logger
@@ -89,8 +98,20 @@ type Informer[T watcher.Object] struct {
 	store     *cache.Store[T]
 	writer    *cache.Writer[T]
 	transform func(T) T
+	filter    func(T) bool
 	logger    *slog.Logger
 	metrics   *informerMetrics
+
+	// Relist requests (see Relist). srcEpoch is the request the running
+	// Source started after; appliedEpoch (under dispatchMu) the newest one a
+	// snapshot answered.
+	relistMu      sync.Mutex
+	relistEpoch   uint64
+	relistWaiters []relistWaiter
+	cancelSrc     context.CancelFunc
+	srcDone       bool // runSource returned: no snapshot will come
+	srcEpoch      atomic.Uint64
+	appliedEpoch  uint64
 
 	// The delta queue; the reflector's goroutine pushes, the processor pops.
 	qmu   sync.Mutex
@@ -112,6 +133,11 @@ type Informer[T watcher.Object] struct {
 	runCtx  context.Context // Start's own context, while running
 	wg      sync.WaitGroup
 	handled int // registrations so far, for default names
+}
+
+type relistWaiter struct {
+	epoch uint64
+	done  chan struct{}
 }
 
 type runState uint8
@@ -171,6 +197,7 @@ func New[T watcher.Object](src Source[T], opts Options[T]) (*Informer[T], error)
 		store:     store,
 		writer:    writer,
 		transform: transform,
+		filter:    opts.Filter,
 		logger:    logger,
 		metrics:   m,
 		qwake:     make(chan struct{}, 1),
@@ -271,7 +298,7 @@ func (inf *Informer[T]) Start(ctx context.Context) error {
 	inf.wg.Go(func() { inf.process(runCtx) })
 	inf.mu.Unlock()
 
-	err := inf.src.Run(runCtx, inf.emit)
+	err := inf.runSource(runCtx)
 	cancel()
 
 	inf.mu.Lock()
@@ -284,6 +311,98 @@ func (inf *Informer[T]) Start(ctx context.Context) error {
 	_ = inf.writer.CheckMutations()
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("informer %s: %w", inf.name, err)
+	}
+	return nil
+}
+
+// runSource runs the Source until runCtx is done, starting it again after
+// each Relist request.
+func (inf *Informer[T]) runSource(runCtx context.Context) error {
+	for {
+		srcCtx, cancelSrc := context.WithCancel(runCtx)
+		inf.relistMu.Lock()
+		inf.cancelSrc = cancelSrc
+		inf.srcEpoch.Store(inf.relistEpoch)
+		inf.relistMu.Unlock()
+		err := inf.src.Run(srcCtx, inf.emit)
+		inf.relistMu.Lock()
+		inf.cancelSrc = nil
+		inf.relistMu.Unlock()
+		cancelSrc()
+		if err != nil || runCtx.Err() != nil {
+			inf.relistMu.Lock()
+			inf.srcDone = true
+			for _, w := range inf.relistWaiters {
+				close(w.done)
+			}
+			inf.relistWaiters = nil
+			inf.relistMu.Unlock()
+			return err
+		}
+		// Stopped for a Relist: a snapshot cut short is not one.
+		inf.qmu.Lock()
+		inf.queue.abortRelist()
+		inf.qmu.Unlock()
+	}
+}
+
+// Relist makes the informer take a new snapshot from its Source, as it did
+// when it started: the Source is stopped and run again. The returned
+// channel is closed once a snapshot taken after the call has been applied
+// to the cache (or the informer has stopped). Use it when Filter, or a
+// shard selector the Source sends, now accepts objects that were left out:
+// they arrive through the snapshot and reach handlers as OnAdd(obj, true),
+// like the objects of a first snapshot, since to this informer they are
+// not new, only newly in view. Objects that did not change are not
+// notified. Before Start, the first snapshot answers it.
+func (inf *Informer[T]) Relist() <-chan struct{} {
+	inf.relistMu.Lock()
+	defer inf.relistMu.Unlock()
+	inf.relistEpoch++
+	done := make(chan struct{})
+	if inf.srcDone {
+		close(done)
+		return done
+	}
+	inf.relistWaiters = append(inf.relistWaiters, relistWaiter{epoch: inf.relistEpoch, done: done})
+	if inf.cancelSrc != nil {
+		inf.cancelSrc()
+	}
+	return done
+}
+
+// Refilter drops from the cache, at once, every object Filter now
+// rejects, and returns how many it dropped. Handlers are not told: the
+// objects were not deleted, they are only no longer this informer's (a
+// notification already queued for one may still be delivered). If Filter
+// accepts such an object again later, it comes back through a Relist as
+// OnAdd(obj, true). Without a Filter it does nothing.
+func (inf *Informer[T]) Refilter() int {
+	if inf.filter == nil {
+		return 0
+	}
+	inf.dispatchMu.Lock()
+	defer inf.dispatchMu.Unlock()
+	dropped := 0
+	for _, obj := range inf.store.List(nil) {
+		if !inf.filter(obj) {
+			inf.writer.Delete(obj)
+			dropped++
+		}
+	}
+	inf.metrics.objects.Set(float64(inf.store.Len()))
+	return dropped
+}
+
+// Len is the number of objects in the cache.
+func (inf *Informer[T]) Len() int { return inf.store.Len() }
+
+// ShardInfo is the Source's report of whether the API server applied its
+// shard selector (see watcher.Reflector.ShardInfo); nil when it did not,
+// when there is none, or when the Source cannot tell.
+func (inf *Informer[T]) ShardInfo() *metav1.ShardInfo {
+	if s, ok := inf.src.(interface{ ShardInfo() *metav1.ShardInfo }); ok {
+		return s.ShardInfo()
 	}
 	return nil
 }
@@ -303,9 +422,18 @@ func (inf *Informer[T]) startLocked(l *listener[T]) {
 func (inf *Informer[T]) emit(ev watcher.Event[T]) {
 	switch ev.Type {
 	case watcher.Added, watcher.Modified, watcher.Deleted, watcher.RelistItem:
+		if inf.filter != nil && !inf.filter(ev.Object) {
+			// Out of view: not worth queueing. A change of Filter is
+			// checked again when events are applied.
+			inf.metrics.filtered.Inc()
+			return
+		}
 		ev.Object = inf.transform(ev.Object)
 	}
 	inf.qmu.Lock()
+	if ev.Type == watcher.RelistStart {
+		inf.queue.epoch = inf.srcEpoch.Load()
+	}
 	protocolErr := inf.queue.push(ev)
 	depth := inf.queue.pending()
 	inf.qmu.Unlock()
@@ -347,15 +475,25 @@ func (inf *Informer[T]) apply(o op[T]) {
 	switch o.kind {
 	case opSnapshot:
 		initial := !inf.synced
-		for _, c := range inf.writer.Replace(o.snapshot.objs, o.snapshot.rv) {
+		// Adds of a snapshot taken for a Relist are objects coming into
+		// view, not new ones.
+		replay := o.snapshot.epoch > inf.appliedEpoch
+		objs := o.snapshot.objs
+		if inf.filter != nil {
+			objs = slices.DeleteFunc(objs, func(obj T) bool { return !inf.filter(obj) })
+		}
+		for _, c := range inf.writer.Replace(objs, o.snapshot.rv) {
 			switch c.Kind {
 			case cache.Added:
 				inf.metrics.adds.Inc()
-				inf.fanOut(cache.KeyOf(c.New), note[T]{kind: noteAdd, obj: c.New, initial: initial})
+				inf.fanOut(cache.KeyOf(c.New), note[T]{kind: noteAdd, obj: c.New, initial: initial || replay})
 			case cache.Updated:
 				inf.metrics.updates.Inc()
 				inf.fanOut(cache.KeyOf(c.New), note[T]{kind: noteUpdate, old: c.Old, obj: c.New})
 			case cache.Deleted:
+				if inf.filter != nil && !inf.filter(c.Old) {
+					continue // out of view, not deleted (see Refilter)
+				}
 				inf.metrics.deletesUnknown.Inc()
 				inf.fanOut(cache.KeyOf(c.Old), note[T]{kind: noteDelete, old: c.Old, fsu: true})
 			}
@@ -368,9 +506,25 @@ func (inf *Informer[T]) apply(o op[T]) {
 			close(inf.syncedCh)
 			inf.logger.Debug("informer synced", "informer", inf.name, "objects", inf.store.Len(), "rv", o.snapshot.rv)
 		}
+		if o.snapshot.epoch > inf.appliedEpoch {
+			inf.appliedEpoch = o.snapshot.epoch
+		}
+		inf.relistMu.Lock()
+		inf.relistWaiters = slices.DeleteFunc(inf.relistWaiters, func(w relistWaiter) bool {
+			if w.epoch <= o.snapshot.epoch {
+				close(w.done)
+				return true
+			}
+			return false
+		})
+		inf.relistMu.Unlock()
 	case opDelta:
 		d := o.delta
 		k := cache.KeyOf(d.obj)
+		if inf.filter != nil && !inf.filter(d.obj) {
+			inf.writer.Delete(d.obj) // out of view now: dropped, not deleted
+			break
+		}
 		if d.deleted {
 			old, existed := inf.writer.Delete(d.obj)
 			switch {

@@ -10,11 +10,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +29,24 @@ import (
 // BinDirEnv names the environment variable that overrides where the
 // control-plane binaries are looked up (default: bin/ at the repository root).
 const BinDirEnv = "KLOOP_CONTROLPLANE_BIN"
+
+// DefaultFeatureGates are the kube-apiserver feature gates Start sets
+// unless Options.FeatureGates says otherwise: ShardedListAndWatch (KEP-5866,
+// alpha and off by default in Kubernetes), so that shard selectors on LIST
+// and WATCH are applied by the server.
+var DefaultFeatureGates = map[string]bool{"ShardedListAndWatch": true}
+
+// featureGatesFlag is the --feature-gates value for gates: defaults
+// overridden by opts, sorted by name.
+func featureGatesFlag(gates map[string]bool) string {
+	merged := maps.Clone(DefaultFeatureGates)
+	maps.Copy(merged, gates)
+	parts := make([]string, 0, len(merged))
+	for _, name := range slices.Sorted(maps.Keys(merged)) {
+		parts = append(parts, name+"="+strconv.FormatBool(merged[name]))
+	}
+	return "--feature-gates=" + strings.Join(parts, ",")
+}
 
 // Options configure Start. The zero value starts etcd and kube-apiserver on
 // free loopback ports in a temporary directory that Stop removes.
@@ -52,6 +73,11 @@ type Options struct {
 
 	// APIServerFlags are extra kube-apiserver flags (--name=value), appended last.
 	APIServerFlags []string
+
+	// FeatureGates are kube-apiserver feature gates to set, on top of
+	// DefaultFeatureGates: an entry overrides the default of the same name,
+	// so {"ShardedListAndWatch": false} keeps sharded list and watch off.
+	FeatureGates map[string]bool
 
 	// Logger receives progress lines (start times, restarts). Default: discard.
 	Logger *slog.Logger
@@ -236,6 +262,7 @@ func (e *Env) newAPIServer(bin string) *process {
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--authorization-mode=RBAC",
 		"--allow-privileged=true",
+		featureGatesFlag(e.opts.FeatureGates),
 	}
 	args = append(args, e.opts.APIServerFlags...)
 	return &process{name: "kube-apiserver", bin: bin, args: args, logPath: filepath.Join(e.Dir, "logs", "kube-apiserver.log")}

@@ -110,6 +110,18 @@ type Config struct {
 	// Registerer receives the reflector's Prometheus metrics. Default:
 	// metrics.Registry of this module.
 	Registerer prometheus.Registerer
+
+	// ShardSelector, if set, is called before every LIST and WATCH; what
+	// it returns is sent as the request's shardSelector (KEP-5866, such as
+	// "shardRange(object.metadata.namespace, '0x0…', '0x8…')"; "" sends
+	// none). Its answer may change from call to call: a new selector takes
+	// effect at the next request, which for a watch that stays open means
+	// the next reconnect or relist. With it set, InitialListAuto takes its
+	// snapshots with paginated LISTs, whose ShardInfo says whether the
+	// server applied the selector (see Reflector.ShardInfo); a streaming
+	// list does not say. A server without the feature ignores the
+	// selector and sends every object: filter on the client too.
+	ShardSelector func() string
 }
 
 // Backoff shapes the delay after a failure: the n-th consecutive failure
@@ -137,6 +149,7 @@ type resolved struct {
 	onError         func(error)
 	logger          *slog.Logger
 	registerer      prometheus.Registerer
+	shardSelector   func() string
 }
 
 func (c Config) resolve(defaultName string) resolved {
@@ -151,6 +164,7 @@ func (c Config) resolve(defaultName string) resolved {
 		onError:         c.OnError,
 		logger:          c.Logger,
 		registerer:      c.Registerer,
+		shardSelector:   c.ShardSelector,
 	}
 	if r.name == "" {
 		r.name = defaultName

@@ -108,7 +108,7 @@ func (m *machine[T]) restart() {
 func (m *machine[T]) startSync() {
 	m.open = false
 	m.snap, m.snapRV = nil, ""
-	if m.cfg.mode == InitialListStreaming || (m.cfg.mode == InitialListAuto && !m.streamOff) {
+	if m.cfg.mode == InitialListStreaming || (m.cfg.mode == InitialListAuto && !m.streamOff && m.cfg.shardSelector == nil) {
 		m.phase = phaseStream
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 )
@@ -25,9 +26,10 @@ type Reflector[T Object] struct {
 	metrics *reflectorMetrics
 	running atomic.Bool
 
-	mu      sync.Mutex
-	lastErr error
-	lastRV  string
+	mu        sync.Mutex
+	lastErr   error
+	lastRV    string
+	shardInfo *metav1.ShardInfo
 }
 
 // NewReflector returns a reflector over lw. It starts nothing; call Run.
@@ -63,6 +65,24 @@ func (r *Reflector[T]) LastSyncResourceVersion() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lastRV
+}
+
+// ShardInfo is the shardInfo of the latest LIST response, when the
+// reflector sent a shard selector (Config.ShardSelector) and the server
+// applied it: then it echoes the selector. It is nil when the server
+// ignored the selector (the feature is off: the list holds every object),
+// when no selector was sent, and before the first LIST.
+func (r *Reflector[T]) ShardInfo() *metav1.ShardInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.shardInfo
+}
+
+func (r *Reflector[T]) shardSelector() string {
+	if r.cfg.shardSelector == nil {
+		return ""
+	}
+	return r.cfg.shardSelector()
 }
 
 // Run lists and watches until ctx is done, calling emit for every event, in
@@ -110,14 +130,24 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 		switch act.kind {
 		case actList:
 			r.metrics.lists.Inc()
+			act.opts.ShardSelector = r.shardSelector()
 			page, lerr := r.lw.List(ctx, act.opts)
 			if ctx.Err() != nil {
 				return nil
+			}
+			if lerr == nil {
+				r.mu.Lock()
+				r.shardInfo = nil
+				if act.opts.ShardSelector != "" {
+					r.shardInfo = page.ShardInfo
+				}
+				r.mu.Unlock()
 			}
 			evs, err = m.listed(clk.Now(), page, lerr)
 
 		case actWatch:
 			r.metrics.watches.Inc()
+			act.opts.ShardSelector = r.shardSelector()
 			nw, werr := r.lw.Watch(ctx, act.opts)
 			if ctx.Err() != nil {
 				if nw != nil {

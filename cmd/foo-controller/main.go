@@ -45,14 +45,12 @@ func command() *cobra.Command {
 			}
 			opts.Scheme, opts.Namespace = foo.Scheme(), namespace
 			app, err := kloop.New(cfg, opts)
+			if err == nil {
+				err = foo.Setup(app, workers)
+			}
 			if err != nil {
 				return err
 			}
-			if err := foo.Setup(app, workers); err != nil {
-				return err
-			}
-			opts.Logger.Info("Starting Foo controller", "namespace", namespace)
-			defer opts.Logger.Info("Stopped Foo controller")
 			return app.Run(cmd.Context())
 		},
 	}

@@ -171,7 +171,7 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 	} else if err != nil {
 		t.Errorf("foo-controller: %v", err)
 	}
-	if !strings.Contains(logs.String(), "Stopped Foo controller") {
+	if !strings.Contains(logs.String(), "Stopped foo-controller") {
 		t.Error("no stop log line")
 	}
 }

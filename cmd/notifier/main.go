@@ -5,6 +5,7 @@
 //	notifier [--config PATH] [--kubeconfig PATH] [--drain-timeout 10s] [flags]
 //	notifier config sample            print an annotated sample config
 //	notifier config check [--config]  parse the config and print what it watches and where it sends
+//	notifier config rbac [--config] [--name notifier]  print the read-only ClusterRole the config needs
 //	notifier version
 //
 // The config is read from --config, else $KW_CONFIG/.kubewatch.yaml, else
@@ -25,6 +26,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +36,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/internal/httpaddr"
@@ -157,7 +160,7 @@ func configCommand(configPath *string, lookupEnv func(string) (string, bool), ge
 		Use:   "config",
 		Short: "Print a sample config, or check one",
 		RunE: func(*cobra.Command, []string) error {
-			return cli.Usagef("give a subcommand: notifier config sample | notifier config check [--config PATH]")
+			return cli.Usagef("give a subcommand: notifier config sample | notifier config check [--config PATH] | notifier config rbac [--config PATH] [--name NAME]")
 		},
 	}
 	cfg.AddCommand(&cobra.Command{
@@ -195,5 +198,24 @@ func configCommand(configPath *string, lookupEnv func(string) (string, bool), ge
 			return nil
 		},
 	})
+	rbac := &cobra.Command{
+		Use:   "rbac",
+		Short: "Print the read-only ClusterRole the config needs: list and watch on exactly its kinds",
+	}
+	name := rbac.Flags().String("name", "notifier", "name of the ClusterRole")
+	rbac.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadConfig(*configPath, lookupEnv, getenv)
+		if err != nil {
+			return err
+		}
+		out, err := yaml.Marshal(notifier.ClusterRole(*name, cfg))
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "# The read-only ClusterRole of the notifier's config: `notifier config rbac` wrote it.\n---\n%s",
+			bytes.ReplaceAll(out, []byte("  creationTimestamp: null\n"), nil))
+		return err
+	}
+	cfg.AddCommand(rbac)
 	return cfg
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,8 +19,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kloop-dev/kloop/internal/reexec"
 	"github.com/kloop-dev/kloop/notifier"
@@ -231,5 +234,28 @@ func TestRun_BadFlagsAndEnvironment(t *testing.T) {
 		if code := run(context.Background(), tc.args, &stderr, &stderr, env(tc.env)); code != tc.code || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("run(%q, env %v) = %d, stderr %q; want %d and %q", tc.args, tc.env, code, stderr.String(), tc.code, tc.want)
 		}
+	}
+}
+
+func TestConfigRBAC_PrintsTheReadOnlyClusterRoleOfTheConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kw.yaml")
+	if err := os.WriteFile(path, []byte("resource: {po: true, deploy: true}\nhandler: {log: {}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	if code := run(context.Background(), []string{"config", "rbac", "--config", path, "--name", "watcher"}, &stdout, &stderr, env(nil)); code != 0 {
+		t.Fatalf("config rbac exited %d: %s", code, stderr.String())
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict([]byte(stdout.String()), &role); err != nil {
+		t.Fatalf("output is not a ClusterRole: %v\n%s", err, stdout.String())
+	}
+	rw := []string{"list", "watch"}
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: rw},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: rw},
+	}
+	if role.Kind != "ClusterRole" || role.Name != "watcher" || !reflect.DeepEqual(role.Rules, want) {
+		t.Errorf("got %s %q with rules %+v, want ClusterRole \"watcher\" with %+v", role.Kind, role.Name, role.Rules, want)
 	}
 }

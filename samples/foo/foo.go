@@ -82,17 +82,29 @@ func Run(ctx context.Context, cfg *rest.Config, opts kloop.Options) error {
 	if err := Setup(app, DefaultWorkers); err != nil {
 		return err
 	}
-	app.Logger().Info("Starting Foo controller", "namespace", opts.Namespace)
-	defer app.Logger().Info("Stopped Foo controller")
 	return app.Run(ctx)
 }
+
+// The rights the Foo controller needs, for controller-gen's RBAC generator
+// (make generate writes them to deploy/foo-controller/rbac/role.yaml): its
+// informers list and watch Foos and Deployments, it creates Deployments and
+// updates their replicas, writes Foos' status through the status
+// subresource, and records Events (created, then patched for repeats).
+// Reads go to the informers' caches, never to the API server, so no get.
+// A Foo CRD without a status subresource (sample-controller's plain
+// crd.yaml) also needs update on foos; deploy/ installs the CRD with one.
+//
+// +kubebuilder:rbac:groups=samplecontroller.k8s.io,resources=foos,verbs=list;watch
+// +kubebuilder:rbac:groups=samplecontroller.k8s.io,resources=foos/status,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Setup declares the Foo controller, with workers workers, in app, whose
 // scheme must hold Foo (Scheme() does). app.Run runs it.
 func Setup(app *kloop.App, workers int) error {
 	r := &Reconciler{
 		Foos:        kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource)),
-		Deployments: kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(appsv1.SchemeGroupVersion.WithResource("deployments"))),
+		Deployments: kloop.Objects[*appsv1.Deployment](app),
 		Recorder:    app.Recorder(),
 		Logger:      app.Logger().With("controller", ControllerName),
 	}

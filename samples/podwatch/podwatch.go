@@ -49,6 +49,12 @@ type Options struct {
 	failSync func(*corev1.Pod) error
 }
 
+// podwatch only lists and watches the pods of its one namespace: a Role
+// there ("system" is a placeholder that kustomize replaces with the
+// namespace of deploy/podwatch, whose pods it watches).
+//
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list;watch,namespace=system
+
 // Run watches the pods of one namespace until ctx is done, printing
 // "Sync/Add/Update for Pod <name>" for every pod it syncs and
 // "Pod <namespace>/<name> does not exist anymore" for every pod gone. It
