@@ -34,6 +34,16 @@ type Source[T watcher.Object] interface {
 
 var _ Source[watcher.Object] = (*watcher.Reflector[watcher.Object])(nil)
 
+// ErrorNotifier is an optional interface of a Source: ErrorChanged returns
+// a channel that is closed the next time LastError changes. With it,
+// WaitForSync returns as soon as the API server refuses the informer,
+// rather than when its context ends. *watcher.Reflector implements it.
+type ErrorNotifier interface {
+	ErrorChanged() <-chan struct{}
+}
+
+var _ ErrorNotifier = (*watcher.Reflector[watcher.Object])(nil)
+
 // Memory chooses how much memory cached objects take. The zero value is
 // the lean default; each field opts out of one saving. It is the one place
 // for these choices: Options and FactoryOptions both hold a Memory, and a
@@ -245,21 +255,45 @@ func (inf *Informer[T]) Synced() <-chan struct{} { return inf.syncedCh }
 // wrapping its last list/watch error (so that apierrors.IsForbidden works
 // on the result) and context.Cause(ctx).
 //
-// It also returns, at once, if the informer stops without having synced.
+// It also returns at once if the informer stops without having synced, and
+// as soon as the API server refuses it (403 Forbidden; the error wraps
+// ErrRefused and the server's message, which names the user, the verb and
+// the resource). The informer itself goes on retrying with backoff, so it
+// syncs if permission is granted later: call WaitForSync again to wait for
+// that.
 func (inf *Informer[T]) WaitForSync(ctx context.Context) error {
 	return inf.waitFor(ctx, inf.syncedCh, inf.name)
 }
 
 // waitFor waits for synced and explains why it did not close.
 func (inf *Informer[T]) waitFor(ctx context.Context, synced <-chan struct{}, what string) error {
+	notifier, _ := inf.src.(ErrorNotifier)
 	var waited error
-	select {
-	case <-synced:
-		return nil
-	case <-ctx.Done():
-		waited = context.Cause(ctx)
-	case <-inf.stoppedCh:
-		waited = ErrStopped
+wait:
+	for {
+		var changed <-chan struct{}
+		if notifier != nil {
+			changed = notifier.ErrorChanged() // before LastError: no change is missed
+		}
+		if err := inf.LastError(); refused(err) {
+			select {
+			case <-synced:
+				return nil
+			default:
+			}
+			return &SyncError{Informer: what, Err: err, Waited: ErrRefused}
+		}
+		select {
+		case <-synced:
+			return nil
+		case <-ctx.Done():
+			waited = context.Cause(ctx)
+			break wait
+		case <-inf.stoppedCh:
+			waited = ErrStopped
+			break wait
+		case <-changed:
+		}
 	}
 	select {
 	case <-synced:

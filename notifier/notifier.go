@@ -194,7 +194,10 @@ func (n *Notifier) newDelivery(sc SinkConfig, s sender, f *filter) *delivery {
 
 // Synced is closed once every informer has listed its resource and the
 // notifier has taken that initial list: changes from then on are notified
-// (objects that existed before are not).
+// (objects that existed before are not). If the API server refuses an
+// informer (403), Synced stays open and Run returns that error at once,
+// naming the resource and the verb, rather than waiting for a permission
+// that may never come.
 func (n *Notifier) Synced() <-chan struct{} { return n.synced }
 
 // Run watches and notifies until ctx is done, then stops taking events,

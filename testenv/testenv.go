@@ -84,8 +84,9 @@ type Options struct {
 }
 
 // Env is a running local control plane. Its methods are safe for concurrent
-// use; the fault hooks (RestartAPIServer, StopAPIServer, StartAPIServer) are
-// serialized.
+// use; the fault hooks (RestartAPIServer, StopAPIServer, StartAPIServer,
+// RestartEtcd) are serialized. Faults on the network path between a client
+// and the API server come from a Proxy (see APIServerProxy).
 type Env struct {
 	// Config is an admin (system:masters) client config for the API server.
 	// Treat it as read-only; rest.CopyConfig it before changing it.
@@ -415,6 +416,26 @@ func (e *Env) RestartAPIServer(ctx context.Context) error {
 	return e.StartAPIServer(ctx)
 }
 
+// RestartEtcd stops etcd (SIGTERM, as a rolling restart of an etcd member
+// does; SIGKILL after 10s) and starts it again on the same address with the
+// same data, waiting until it reports healthy. The API server stays up: its
+// requests and watches fail until etcd is back, then it reconnects by
+// itself.
+func (e *Env) RestartEtcd(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return errors.New("testenv: env is stopped")
+	}
+	e.etcd.stop(10 * time.Second)
+	e.log.Info("etcd stopped")
+	if err := e.etcd.start(); err != nil {
+		return err
+	}
+	e.log.Info("etcd started", "pid", e.etcd.pid(), "url", e.EtcdURL)
+	return waitHTTP(ctx, e.etcd, http.DefaultClient, e.EtcdURL+"/health", e.opts.ReadyTimeout)
+}
+
 // Compact compacts etcd to its current revision, so that resourceVersions
 // older than now are gone from storage, and returns that revision.
 //
@@ -452,6 +473,16 @@ func (e *Env) CompactAndRestart(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	return rev, e.RestartAPIServer(ctx)
+}
+
+// EtcdPut writes value under key straight into etcd, past the API server.
+// It is for tests of what happens to data the API server cannot decode:
+// objects live under /registry/<resource>/<namespace>/<name>, and anything
+// but the API server's own encoding there makes the object corrupt
+// (KEP-3926), so that reading it fails until it is deleted with
+// ignoreStoreReadErrorWithClusterBreakingPotential.
+func (e *Env) EtcdPut(ctx context.Context, key string, value []byte) error {
+	return e.etcdCall(ctx, "/v3/kv/put", map[string]any{"key": []byte(key), "value": value}, nil)
 }
 
 // etcdCall posts a JSON request to etcd's HTTP gateway.

@@ -26,10 +26,11 @@ type Reflector[T Object] struct {
 	metrics *reflectorMetrics
 	running atomic.Bool
 
-	mu        sync.Mutex
-	lastErr   error
-	lastRV    string
-	shardInfo *metav1.ShardInfo
+	mu         sync.Mutex
+	lastErr    error
+	lastRV     string
+	errChanged chan struct{} // closed when lastErr changes, then replaced
+	shardInfo  *metav1.ShardInfo
 }
 
 // NewReflector returns a reflector over lw. It starts nothing; call Run.
@@ -37,6 +38,9 @@ func NewReflector[T Object](lw ListerWatcher[T], cfg Config) *Reflector[T] {
 	var zero T
 	r := &Reflector[T]{lw: lw, cfg: cfg.resolve(fmt.Sprintf("%T", zero))}
 	r.m = newMachine[T](r.cfg)
+	if d := r.cfg.raisedWatchTimeout; d > 0 {
+		r.cfg.logger.Warn("MinWatchTimeout below the floor; using the floor", "reflector", r.cfg.name, "asked", d, "floor", WatchTimeoutFloor)
+	}
 	m, err := newReflectorMetrics(r.cfg.registerer, r.cfg.name)
 	if err != nil {
 		r.cfg.logger.Warn("reflector metrics not registered", "reflector", r.cfg.name, "err", err)
@@ -56,6 +60,19 @@ func (r *Reflector[T]) LastError() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lastErr
+}
+
+// ErrorChanged returns a channel that is closed the next time LastError
+// changes (to another error, or to nil). Call it again for the change after
+// that. It lets a waiter react to an error as it happens, without polling:
+// take the channel, then read LastError, then wait on the channel.
+func (r *Reflector[T]) ErrorChanged() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.errChanged == nil {
+		r.errChanged = make(chan struct{})
+	}
+	return r.errChanged
 }
 
 // LastSyncResourceVersion returns the resourceVersion of the newest event
@@ -200,6 +217,10 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 		}
 
 		r.mu.Lock()
+		if r.lastErr != m.lastErr && r.errChanged != nil {
+			close(r.errChanged)
+			r.errChanged = nil
+		}
 		r.lastErr, r.lastRV = m.lastErr, m.lastRV
 		r.mu.Unlock()
 		if err != nil {
