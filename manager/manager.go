@@ -129,8 +129,9 @@ type Manager struct {
 	addrs     map[string]net.Addr // by endpoint: "metrics", "health"
 	addrReady chan struct{}
 
-	synced   atomic.Bool // every cache synced
-	electing atomic.Bool // the elector is running (leading or standing by)
+	synced   atomic.Bool   // every cache synced
+	syncedCh chan struct{} // closed when synced is set
+	electing atomic.Bool   // the elector is running (leading or standing by)
 	leading  atomic.Bool
 	stopping atomic.Bool
 }
@@ -146,7 +147,7 @@ func New(opts Options) (*Manager, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Manager{opts: opts, log: opts.Logger, addrs: map[string]net.Addr{}, addrReady: make(chan struct{})}, nil
+	return &Manager{opts: opts, log: opts.Logger, addrs: map[string]net.Addr{}, addrReady: make(chan struct{}), syncedCh: make(chan struct{})}, nil
 }
 
 // Add registers a runnable. Caches run on every replica and gate
@@ -380,8 +381,13 @@ func (m *Manager) waitForCaches(ctx context.Context, caches []Cache) {
 		}
 	}
 	m.synced.Store(true)
+	close(m.syncedCh)
 	m.log.Info("Caches synced", "caches", len(caches))
 }
+
+// Synced is closed once every cache added to the manager has synced, the
+// moment /readyz's "caches" check starts to pass.
+func (m *Manager) Synced() <-chan struct{} { return m.syncedCh }
 
 // server is one HTTP server of the manager's.
 type server struct {

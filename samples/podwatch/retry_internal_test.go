@@ -8,13 +8,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -100,21 +100,17 @@ func TestRun_RetriesAFailingSyncFiveTimesThenDropsThePod(t *testing.T) {
 	go func() { done <- Run(runCtx, e.Config, opts) }()
 	defer func() {
 		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run = %v, want nil after a stop", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Fatal("Run did not return within 60s of the stop")
+		if err := await.Receive(t, "Run to return after the stop", done); err != nil {
+			t.Errorf("Run = %v, want nil after a stop", err)
 		}
 	}()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs:\n%s", strings.Join(logs.matching(), ""))
+		}
+	})
 
-	select {
-	case <-logs.dropped:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("no drop log within 60s; logs:\n%s", strings.Join(logs.matching(), ""))
-	}
+	await.Closed(t, "the drop log", logs.dropped)
 	drops := logs.matching("Dropping pod out of the queue")
 	if len(drops) != 1 || !strings.Contains(drops[0], "pod="+ns+"/flaky") || !strings.Contains(drops[0], "boom") || !strings.Contains(drops[0], "level=ERROR") {
 		t.Errorf("drop logs %q, want one ERROR naming %s/flaky and the sync error", drops, ns)
