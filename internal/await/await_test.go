@@ -3,6 +3,7 @@ package await_test
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -145,3 +146,28 @@ func TestCRDServed_ReturnsOnlyOnceTheResourcesCanBeCreated(t *testing.T) {
 }
 
 func ptrTrue() *bool { b := true; return &b }
+
+func TestExited_ReturnsWhenAProcessEndsAndAtOnceForOneGone(t *testing.T) {
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	reaped := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(reaped) }()
+	returned := make(chan struct{})
+	go func() { await.Exited(t, "sleep", pid); close(returned) }()
+	select {
+	case <-returned:
+		t.Fatal("Exited returned while the process ran")
+	case <-reaped:
+		t.Fatal("sleep 600 ended by itself")
+	default:
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	await.Closed(t, "Exited to return after the kill", returned)
+	<-reaped
+	await.Exited(t, "a reaped process", pid) // gone: returns at once
+}
