@@ -22,6 +22,7 @@ import (
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/metrics"
+	"github.com/kloop-dev/kloop/metrics/secure"
 	"github.com/kloop-dev/kloop/record"
 )
 
@@ -99,6 +100,17 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 		ShutdownTimeout: opts.ShutdownTimeout,
 		Gatherer:        opts.Registry,
 		Logger:          opts.Logger,
+	}
+	if opts.SecureMetrics != nil && opts.MetricsAddr != "" && opts.MetricsAddr != "0" {
+		so := *opts.SecureMetrics
+		if so.Logger == nil {
+			so.Logger = opts.Logger
+		}
+		sm, err := secure.New(cfg, so)
+		if err != nil {
+			return nil, fmt.Errorf("kloop.New: secure metrics: %w", err)
+		}
+		mopts.WrapMetrics, mopts.MetricsTLS = sm.Wrap, sm.TLSConfig()
 	}
 	if le := opts.LeaderElection; le != nil {
 		el, err := a.newElector(*le)

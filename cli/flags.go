@@ -53,6 +53,9 @@ func (f *Flags) Validate() error {
 	if err := f.LeaderElection.Validate(); err != nil {
 		return err
 	}
+	if _, err := f.Serving.Secure(); err != nil {
+		return err
+	}
 	if _, _, err := f.Serving.Addrs(); err != nil {
 		return err
 	}
@@ -62,8 +65,8 @@ func (f *Flags) Validate() error {
 // Config is the one call a command's RunE makes: it validates every flag
 // (a bad one is a *FlagError), sets the logger up (Logging.Setup), loads
 // the client configuration (Cluster.RESTConfig) and returns it with the
-// Options for kloop.New: Name, Logger, MetricsAddr, HealthAddr and
-// LeaderElection filled in. The command sets the rest (Scheme, Namespace,
+// Options for kloop.New: Name, Logger, MetricsAddr, HealthAddr,
+// SecureMetrics and LeaderElection filled in. The command sets the rest (Scheme, Namespace,
 // ...) before calling kloop.New.
 func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) {
 	if err := f.Validate(); err != nil {
@@ -75,6 +78,7 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 	}
 	le, _ := f.LeaderElection.Options()
 	metrics, health, _ := f.Serving.Addrs()
+	sec, _ := f.Serving.Secure()
 	cfg, err := f.Cluster.RESTConfig()
 	if err != nil {
 		return nil, kloop.Options{}, err
@@ -84,6 +88,7 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 		Logger:         log,
 		MetricsAddr:    metrics,
 		HealthAddr:     health,
+		SecureMetrics:  sec,
 		LeaderElection: le,
 	}, nil
 }

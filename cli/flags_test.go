@@ -159,3 +159,39 @@ func TestFlagError_NamesFlagValueAndFix(t *testing.T) {
 		t.Error("IsUsage does not tell usage errors from the others")
 	}
 }
+
+func TestServing_MetricsSecureTurnsSecuredMetricsOnAndCertDirNeedsIt(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    bool
+		certDir string
+		bad     string
+	}{
+		{args: nil},
+		{args: []string{"--metrics-secure"}, want: true},
+		{args: []string{"--metrics-secure", "--metrics-cert-dir=/etc/certs"}, want: true, certDir: "/etc/certs"},
+		{args: []string{"--metrics-cert-dir=/etc/certs"}, bad: "--metrics-cert-dir"},
+	} {
+		f := cli.NewFlags("demo")
+		fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
+		f.AddFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		err := f.Validate()
+		if tc.bad != "" {
+			var fe *cli.FlagError
+			if !errors.As(err, &fe) || fe.Flag != tc.bad {
+				t.Errorf("%q: error %v, want a FlagError naming %s", tc.args, err, tc.bad)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		so, err := f.Serving.Secure()
+		if err != nil || (so != nil) != tc.want || (so != nil && so.CertDir != tc.certDir) {
+			t.Errorf("%q: Secure() = %+v, %v; want secured %v with cert dir %q", tc.args, so, err, tc.want, tc.certDir)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/spf13/pflag"
+
+	"github.com/kloop-dev/kloop/metrics/secure"
 )
 
 // Off is the address value that turns a server off ("" does too).
@@ -14,9 +16,16 @@ const Off = "0"
 // /metrics and --health-probe-bind-address for /healthz and /readyz
 // (controller-runtime's names). "0" or "" turns a server off. The fields
 // hold the flag defaults until the flags are parsed.
+//
+// --metrics-secure serves /metrics over TLS to callers the API server
+// authenticates and authorizes for get /metrics (package metrics/secure),
+// with a self-signed certificate unless --metrics-cert-dir holds tls.crt
+// and tls.key (a mounted kubernetes.io/tls Secret).
 type Serving struct {
-	MetricsAddr string
-	HealthAddr  string
+	MetricsAddr    string
+	HealthAddr     string
+	MetricsSecure  bool
+	MetricsCertDir string
 }
 
 // NewServing returns kloop's defaults: both off, so that nothing listens
@@ -29,6 +38,22 @@ func (s *Serving) AddFlags(fs *pflag.FlagSet) {
 		`serve /metrics at this host:port, for example ":8080" or "127.0.0.1:0" (a free port); 0 turns it off`)
 	fs.StringVar(&s.HealthAddr, "health-probe-bind-address", s.HealthAddr,
 		`serve /healthz and /readyz at this host:port, for example ":8081"; 0 turns it off; the same address as --metrics-bind-address shares one server`)
+	fs.BoolVar(&s.MetricsSecure, "metrics-secure", s.MetricsSecure,
+		"serve /metrics over TLS, only to callers the API server authenticates and authorizes for get /metrics (TokenReview, SubjectAccessReview)")
+	fs.StringVar(&s.MetricsCertDir, "metrics-cert-dir", s.MetricsCertDir,
+		"with --metrics-secure: the directory holding tls.crt and tls.key to serve /metrics with (default: a self-signed certificate)")
+}
+
+// Secure returns the secured-metrics options --metrics-secure asks for,
+// or nil for plain HTTP.
+func (s *Serving) Secure() (*secure.Options, error) {
+	if !s.MetricsSecure {
+		if s.MetricsCertDir != "" {
+			return nil, &FlagError{Flag: "--metrics-cert-dir", Value: s.MetricsCertDir, Want: "--metrics-secure as well (without it /metrics is plain HTTP)"}
+		}
+		return nil, nil
+	}
+	return &secure.Options{CertDir: s.MetricsCertDir}, nil
 }
 
 // Addrs validates the addresses and returns them, with "" for off.

@@ -2,11 +2,13 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,6 +96,10 @@ type Options struct {
 	// WrapMetrics, if set, wraps the /metrics handler, for example with
 	// authentication and authorization.
 	WrapMetrics func(http.Handler) http.Handler
+	// MetricsTLS, if set, serves /metrics over TLS with this config (see
+	// package metrics/secure, which makes one with WrapMetrics). The
+	// health probes are served over TLS too when they share its address.
+	MetricsTLS *tls.Config
 
 	// LeaderElection, if set, makes leader-needing runnables (controllers
 	// by default) run only while this replica leads. Nil: they always run.
@@ -461,6 +467,9 @@ next:
 			}
 		}
 		s.srv.Handler = mux
+		if m.opts.MetricsTLS != nil && slices.Contains(s.endpoints, "metrics") {
+			s.lis = tls.NewListener(s.lis, m.opts.MetricsTLS)
+		}
 	}
 	return out, nil
 }
