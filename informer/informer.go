@@ -669,3 +669,33 @@ func (inf *Informer[T]) AddIndex(name string, fn cache.IndexFunc[T]) error {
 	defer inf.dispatchMu.Unlock()
 	return inf.writer.AddIndex(name, fn)
 }
+
+// Seed fills the cache with objs before the informer starts: known state
+// from before this process (a checkpoint, or what a previous run handled).
+// The first snapshot from the API server is then compared with the seed
+// instead of with an empty cache, so handlers get only the difference: an
+// OnAdd(obj, true) for each object the seed lacks, an OnUpdate(seeded,
+// listed) for each whose resourceVersion differs, and an
+// OnDelete(Deleted{FinalStateUnknown: true}) for each seeded object that is
+// gone; seeded objects that are unchanged are not notified. Seeded objects
+// are not notified before that snapshot. Seed fails once Start has been
+// called.
+func (inf *Informer[T]) Seed(objs ...T) error {
+	inf.mu.Lock()
+	defer inf.mu.Unlock()
+	if inf.state != stateNew {
+		return fmt.Errorf("informer %s: Seed after Start: seed the cache before starting the informer", inf.name)
+	}
+	inf.dispatchMu.Lock()
+	defer inf.dispatchMu.Unlock()
+	for _, obj := range objs {
+		if inf.transform != nil {
+			obj = inf.transform(obj)
+		}
+		if inf.filter != nil && !inf.filter(obj) {
+			continue
+		}
+		inf.writer.Apply(obj)
+	}
+	return nil
+}

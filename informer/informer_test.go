@@ -789,3 +789,28 @@ func TestInformer_WaitForSyncReturnsAtOnceWhenTheInformerStopsUnsynced(t *testin
 		}
 	})
 }
+
+func TestInformer_SeededCacheTurnsTheFirstSnapshotIntoTheDifference(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) {
+			if err := inf.Seed(cm("kept", "1", "1"), cm("changed", "2", "2"), cm("gone", "3", "3")); err != nil {
+				t.Fatal(err)
+			}
+			add(t, inf, rec, HandlerOptions{})
+		})
+		defer h.stop()
+		synctest.Wait()
+		equal(t, rec.take(), nil) // nothing before the first snapshot
+
+		h.src.relist("9", cm("kept", "1", "1"), cm("changed", "2", "5"), cm("new", "4", "6"))
+		synctest.Wait()
+		equal(t, rec.take(), []string{"add new@6 initial=true", "delete gone@3 unknown=true", "update changed@2>5"})
+		if storeView(h.inf) != "map[changed:5 kept:1 new:6]" {
+			t.Errorf("cache %s after the snapshot", storeView(h.inf))
+		}
+		if err := h.inf.Seed(cm("late", "5", "7")); err == nil {
+			t.Error("Seed after Start = nil, want an error")
+		}
+	})
+}

@@ -107,7 +107,7 @@ func demo(dataDir, binDir, namespace string, log, cpLog *slog.Logger, stdout, st
 		})
 	}
 	goRun("podsim", func(ctx context.Context) error {
-		return podsim.Run(ctx, env.Config, podsim.Options{Logger: log.With("component", "podsim"), Registerer: prometheus.NewRegistry()})
+		return podsim.Run(ctx, env.Config, podsim.Options{Logger: log.With("component", "podsim"), Registry: prometheus.NewRegistry()})
 	})
 	goRun("foo controller", func(ctx context.Context) error {
 		reg := prometheus.NewRegistry()

@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kloop-dev/kloop/cli"
-	"github.com/kloop-dev/kloop/internal/httpaddr"
 	"github.com/kloop-dev/kloop/samples/podwatch"
 )
 
@@ -34,23 +33,12 @@ func command() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			addr, err := httpaddr.One(opts.MetricsAddr, opts.HealthAddr)
-			if err != nil {
-				return err
-			}
-			return podwatch.Run(cmd.Context(), cfg, podwatch.Options{
-				Namespace: namespace,
-				Workers:   workers,
-				Out:       cmd.OutOrStdout(),
-				Logger:    opts.Logger,
-				HTTPAddr:  addr,
-			})
+			opts.Namespace = namespace
+			return podwatch.Run(cmd.Context(), cfg, opts, podwatch.Options{Workers: workers, Out: cmd.OutOrStdout()})
 		},
 	}
 	fs := cmd.Flags()
-	flags.Cluster.AddFlags(fs)
-	flags.Serving.AddFlags(fs)
-	flags.Logging.AddFlags(fs)
+	flags.AddFlags(fs)
 	fs.StringVar(&namespace, "namespace", namespace, "namespace whose pods are watched")
 	fs.IntVar(&workers, "workers", workers, "pods synced at once")
 	return cmd

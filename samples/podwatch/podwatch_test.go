@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/samples/podwatch"
@@ -42,9 +43,7 @@ func TestRun_PrintsOnlyPodsOfItsNamespaceAndReturnsNilOnStop(t *testing.T) {
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- podwatch.Run(runCtx, e.Config, podwatch.Options{
-			Namespace: "watched", Out: out, Logger: slog.New(slog.DiscardHandler), Registerer: reg, Gatherer: reg,
-		})
+		done <- podwatch.Run(runCtx, e.Config, kloop.Options{Namespace: "watched", Logger: slog.New(slog.DiscardHandler), Registry: reg}, podwatch.Options{Out: out})
 	}()
 	mk := func(ns, name string) {
 		t.Helper()
