@@ -6,7 +6,7 @@ GO ?= go
 PKGS := ./...
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all controlplane test test-short demo dev generate check-generated lint bench build
+.PHONY: all controlplane test test-short demo dev generate check-generated lint bench build screenshot
 
 # controller-gen, pinned; run from the module proxy so that it stays out of
 # the main module's dependencies.
@@ -100,6 +100,11 @@ lint:
 	cd bench && $(GO) vet ./...
 	cd deploy && $(GO) vet ./...
 	cd tools/controlplane && $(GO) vet ./... && cd etcd && $(GO) vet ./...
+
+## screenshot: the README's picture of the debug page, docs/debug-page.png, taken by its browser test
+# (Chromium headless on the Foo controller; needs Debian's chromium package, see .ci/run)
+screenshot: controlplane
+	$(GO) test -count=1 -run 'TestPage_InChromium' ./debug -args -screenshot=$(CURDIR)/docs/debug-page.png
 
 ## bench: every benchmark under bench/cmd, kloop and its peer side by side (prints RESULT lines)
 bench: controlplane
