@@ -23,7 +23,7 @@ import (
 
 // controlPlane is etcd and kube-apiserver only: podsim is the one acting on
 // pods here.
-var controlPlane testenv.Shared
+var controlPlane = testenv.Shared{Examples: "^ExampleRun$"}
 
 func TestMain(m *testing.M) { controlPlane.Main(m) }
 
