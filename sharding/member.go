@@ -801,6 +801,14 @@ func (r *run) release(now time.Time, slots Set) {
 		for _, inf := range infs {
 			dropped += inf.Refilter()
 		}
+		// The watches still send the slots given up, until they reconnect
+		// with the narrower selector: reconnect now (a relist of this
+		// replica's share), unless the server does not filter anyway.
+		if !m.cfg.ClientSideOnly && m.serverSharding.Load() != shardingOff && m.Scope().Len() > 0 {
+			for _, inf := range infs {
+				inf.Relist()
+			}
+		}
 		m.m.handoverDuration.WithLabelValues("out").Observe(r.clk.Since(began).Seconds())
 		m.log.Info("Slots drained", "slots", slots.String(), "objectsDropped", dropped)
 		r.released <- slots
