@@ -421,7 +421,9 @@ func (m *Member) Start(ctx context.Context) error {
 	if !m.started.CompareAndSwap(false, true) {
 		return errors.New("sharding: member already started")
 	}
-	r := &run{m: m, c: newCore(m.cfg.Identity, m.cfg.Slots, m.cfg.Key, m.cfg.RenewDeadline), clk: m.cfg.Clock}
+	c := newCore(m.cfg.Identity, m.cfg.Slots, m.cfg.Key, m.cfg.RenewDeadline)
+	c.joinDelay = m.cfg.RetryPeriod
+	r := &run{m: m, c: c, clk: m.cfg.Clock}
 	return r.loop(ctx)
 }
 
