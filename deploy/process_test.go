@@ -76,6 +76,16 @@ func saKubeconfig(t *testing.T, e *testenv.Env, ns, name string) string {
 	return p
 }
 
+// tokenOf reads the token back from a kubeconfig saKubeconfig wrote.
+func tokenOf(t *testing.T, path string) string {
+	t.Helper()
+	kc, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc.AuthInfos["sa"].Token
+}
+
 // waitRBAC waits until the API server's authorizer, which reads bindings
 // from an informer of its own, answers allowed for spec. There is no event
 // to wait for, so it asks every 20 ms for up to 20 s.
