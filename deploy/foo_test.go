@@ -215,6 +215,28 @@ func without(t *testing.T, objs []*unstructured.Unstructured, rc ruleCase) *unst
 	return role
 }
 
+// removeRule applies rc's role without rc's rule, waits until the API
+// server refuses user what the rule granted, and restores the role when
+// the test ends. roleNS is the namespace a Role's rights hold in.
+func removeRule(t *testing.T, a *applier, cs kubernetes.Interface, objs []*unstructured.Unstructured, rc ruleCase, user, roleNS string) {
+	t.Helper()
+	res, _, _ := unstructured.NestedStringSlice(rc.rule, "resources")
+	groups, _, _ := unstructured.NestedStringSlice(rc.rule, "apiGroups")
+	verbs, _, _ := unstructured.NestedStringSlice(rc.rule, "verbs")
+	resource, sub, _ := strings.Cut(res[0], "/")
+	attrs := &authorizationv1.ResourceAttributes{Group: groups[0], Resource: resource, Subresource: sub, Verb: verbs[0]}
+	if rc.kind == "Role" {
+		attrs.Namespace = roleNS
+	}
+	spec := authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: attrs}
+	a.apply(t, []*unstructured.Unstructured{without(t, objs, rc)})
+	t.Cleanup(func() {
+		a.apply(t, []*unstructured.Unstructured{find(t, objs, rc.kind, rc.name)})
+		waitRBAC(t, cs, spec, true)
+	})
+	waitRBAC(t, cs, spec, false)
+}
+
 // forbiddenLine is the error a missing rule must show: one of its verbs
 // refused on its resource.
 func forbiddenLine(rc ruleCase) *regexp.Regexp {
@@ -238,22 +260,7 @@ func TestFooController_WithoutAnyOneRuleFailsFastNamingTheResourceAndVerb(t *tes
 		}
 		n++
 		t.Run(rc.String(), func(t *testing.T) {
-			res, _, _ := unstructured.NestedStringSlice(rc.rule, "resources")
-			groups, _, _ := unstructured.NestedStringSlice(rc.rule, "apiGroups")
-			verbs, _, _ := unstructured.NestedStringSlice(rc.rule, "verbs")
-			resource, sub, _ := strings.Cut(res[0], "/")
-			attrs := &authorizationv1.ResourceAttributes{Group: groups[0], Resource: resource, Subresource: sub, Verb: verbs[0]}
-			if rc.kind == "Role" {
-				attrs.Namespace = fooNS
-			}
-			spec := authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: attrs}
-			c.a.apply(t, []*unstructured.Unstructured{without(t, c.objs, rc)})
-			t.Cleanup(func() {
-				c.a.apply(t, []*unstructured.Unstructured{find(t, c.objs, rc.kind, rc.name)})
-				waitRBAC(t, c.cs, spec, true)
-			})
-			waitRBAC(t, c.cs, spec, false)
-
+			removeRule(t, c.a, c.cs, c.objs, rc, user, fooNS)
 			began := time.Now()
 			p := c.startFoo(t, "foo-controller")
 			ns := testenv.NewNamespace(t, c.cs, "foo-rule")

@@ -82,16 +82,8 @@ func TestFooController_MetricsSecure401WithoutToken403WithoutRBAC200WithItPlainH
 			continue
 		}
 		t.Run(rc.String(), func(t *testing.T) {
+			removeRule(t, c.a, c.cs, c.objs, rc, saUser(fooNS, "foo-controller"), "")
 			res, _, _ := unstructured.NestedStringSlice(rc.rule, "resources")
-			groups, _, _ := unstructured.NestedStringSlice(rc.rule, "apiGroups")
-			spec := authorizationv1.SubjectAccessReviewSpec{User: saUser(fooNS, "foo-controller"),
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Group: groups[0], Resource: res[0], Verb: "create"}}
-			c.a.apply(t, []*unstructured.Unstructured{without(t, c.objs, rc)})
-			t.Cleanup(func() {
-				c.a.apply(t, []*unstructured.Unstructured{find(t, c.objs, rc.kind, rc.name)})
-				waitRBAC(t, c.cs, spec, true)
-			})
-			waitRBAC(t, c.cs, spec, false)
 			q := c.startFoo(t, "foo-controller-"+res[0])
 			q.stderr.WaitFor(t, "caches synced", cachesSynced)
 			if code, body := scrape(t, "https://"+q.metrics+"/metrics", prometheus); code != http.StatusInternalServerError {

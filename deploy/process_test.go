@@ -136,7 +136,18 @@ func containerArgs(t *testing.T, dep *unstructured.Unstructured) (args []string,
 	t.Helper()
 	d := as[appsv1.Deployment](t, dep)
 	metrics, health = freeAddr(t), freeAddr(t)
-	for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+	c := d.Spec.Template.Spec.Containers[0]
+	// $(VAR) from the downward API, as the kubelet expands it.
+	vars := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace" {
+			vars["$("+e.Name+")"] = d.Namespace
+		}
+	}
+	for _, a := range c.Args {
+		for k, v := range vars {
+			a = strings.ReplaceAll(a, k, v)
+		}
 		switch {
 		case strings.HasPrefix(a, "--metrics-bind-address="):
 			a = "--metrics-bind-address=" + metrics

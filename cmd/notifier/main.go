@@ -14,9 +14,9 @@
 // conventions (package cli; see --help): the kubeconfig is --kubeconfig,
 // else $KUBECONFIG, else ~/.kube/config, else the in-cluster
 // configuration. As kubewatch, it serves /metrics on
-// --metrics-bind-address, default $LISTEN_ADDRESS, else :2112; /healthz
-// and /readyz only when --health-probe-bind-address is given (for now on
-// the same address). kubewatch's LOG_LEVEL (trace, debug, info, warning,
+// --metrics-bind-address, default $LISTEN_ADDRESS, else :2112 (over TLS
+// to authorized callers with --metrics-secure); /healthz and /readyz on
+// --health-probe-bind-address, else with /metrics. kubewatch's LOG_LEVEL (trace, debug, info, warning,
 // error) and LOG_FORMATTER=json set the defaults of --log-level and
 // --log-format. Logs go to stderr; log sinks write to stdout.
 //
@@ -39,7 +39,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kloop-dev/kloop/cli"
-	"github.com/kloop-dev/kloop/internal/httpaddr"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/notifier"
 )
@@ -93,15 +92,14 @@ func command(lookupEnv func(string) (string, bool)) *cobra.Command {
 				return err
 			}
 			metrics, health, _ := flags.Serving.Addrs() // checked by Validate
-			addr, err := httpaddr.One(metrics, health)
-			if err != nil {
-				return err
-			}
+			sec, _ := flags.Serving.Secure()
 			return notifier.Run(cmd.Context(), restCfg, *cfg, notifier.Options{
-				Logger:       log,
-				HTTPAddr:     addr,
-				Out:          cmd.OutOrStdout(),
-				DrainTimeout: drain,
+				Logger:        log,
+				HTTPAddr:      metrics,
+				HealthAddr:    health,
+				SecureMetrics: sec,
+				Out:           cmd.OutOrStdout(),
+				DrainTimeout:  drain,
 			})
 		},
 	}

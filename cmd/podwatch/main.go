@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kloop-dev/kloop/cli"
-	"github.com/kloop-dev/kloop/internal/httpaddr"
 	"github.com/kloop-dev/kloop/samples/podwatch"
 )
 
@@ -34,16 +33,14 @@ func command() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			addr, err := httpaddr.One(opts.MetricsAddr, opts.HealthAddr)
-			if err != nil {
-				return err
-			}
 			return podwatch.Run(cmd.Context(), cfg, podwatch.Options{
-				Namespace: namespace,
-				Workers:   workers,
-				Out:       cmd.OutOrStdout(),
-				Logger:    opts.Logger,
-				HTTPAddr:  addr,
+				Namespace:     namespace,
+				Workers:       workers,
+				Out:           cmd.OutOrStdout(),
+				Logger:        opts.Logger,
+				HTTPAddr:      opts.MetricsAddr,
+				HealthAddr:    opts.HealthAddr,
+				SecureMetrics: opts.SecureMetrics,
 			})
 		},
 	}

@@ -1,6 +1,7 @@
 package podwatch
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/manager"
+	"github.com/kloop-dev/kloop/metrics/secure"
 )
 
 // Defaults of Options.
@@ -39,6 +41,11 @@ type Options struct {
 	Logger *slog.Logger
 	// HTTPAddr, if set, serves /metrics, /healthz and /readyz there.
 	HTTPAddr string
+	// HealthAddr, if set, serves /healthz and /readyz there instead.
+	HealthAddr string
+	// SecureMetrics, if set, serves /metrics over TLS to callers the API
+	// server authenticates and authorizes (package metrics/secure).
+	SecureMetrics *secure.Options
 	// Registerer and Gatherer hold the metrics. Default: the kloop
 	// registry.
 	Registerer prometheus.Registerer
@@ -96,12 +103,22 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := c.Watch(controller.For(pods)); err != nil {
 		return err
 	}
-	m, err := manager.New(manager.Options{
+	mopts := manager.Options{
 		MetricsAddr: opts.HTTPAddr,
-		HealthAddr:  opts.HTTPAddr,
+		HealthAddr:  cmp.Or(opts.HealthAddr, opts.HTTPAddr),
 		Gatherer:    opts.Gatherer,
 		Logger:      log,
-	})
+	}
+	if opts.SecureMetrics != nil && opts.HTTPAddr != "" {
+		so := *opts.SecureMetrics
+		so.Logger = cmp.Or(so.Logger, log)
+		sm, err := secure.New(cfg, so)
+		if err != nil {
+			return err
+		}
+		mopts.WrapMetrics, mopts.MetricsTLS = sm.Wrap, sm.TLSConfig()
+	}
+	m, err := manager.New(mopts)
 	if err != nil {
 		return err
 	}
