@@ -195,11 +195,14 @@ func (o *Options) labels() map[string]string {
 }
 
 // compile builds cmd/<cmd> for plat into bin: static, without paths of
-// this machine, with the VCS stamp Go adds (the version subcommand prints
-// it) and the revision linked in for builds without one.
+// this machine, and without Go's VCS stamp (whose modified flag and commit
+// time would tie the binary to the state of the work tree): the version
+// and revision are linked in instead, and the version subcommand prints
+// them.
 func (o *Options) compile(ctx context.Context, cmd string, plat *v1.Platform, bin string) error {
-	c := exec.CommandContext(ctx, "go", "build", "-trimpath",
-		"-ldflags=-s -w -X github.com/kloop-dev/kloop/cli.revision="+o.Revision,
+	const cli = "github.com/kloop-dev/kloop/cli"
+	c := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
+		"-ldflags=-s -w -X "+cli+".revision="+o.Revision+" -X "+cli+".version="+o.Version,
 		"-o", bin, "./cmd/"+cmd)
 	c.Dir = o.RepoDir
 	c.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+plat.OS, "GOARCH="+plat.Architecture, "GOFLAGS=-mod=readonly")

@@ -23,14 +23,15 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// build builds foo-controller for both platforms into a new directory.
-func build(t *testing.T) Result {
+// build builds foo-controller for both platforms into a new directory, as
+// of commit head (pinned, so that a commit made meanwhile does not count).
+func build(t *testing.T, head string) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()
 	res, err := Build(ctx, Options{
 		RepoDir: "../..", OutDir: t.TempDir(), Commands: []string{"foo-controller"},
-		Platforms: []string{"linux/amd64", "linux/arm64"},
+		Platforms: []string{"linux/amd64", "linux/arm64"}, Revision: head,
 	})
 	if err != nil {
 		t.Fatalf("Build (bounded by 15 minutes): %v", err)
@@ -118,8 +119,8 @@ func TestBuild_WritesAMultiArchLayoutOfStaticNonRootImagesThatRunVersion(t *test
 	if testing.Short() {
 		t.Skip("cross-compiles foo-controller for two platforms")
 	}
-	r := build(t)
 	head := gitHead(t)
+	r := build(t, head)
 
 	p, err := layout.FromPath(r.Layout)
 	if err != nil {
@@ -229,7 +230,7 @@ func TestBuild_WritesAMultiArchLayoutOfStaticNonRootImagesThatRunVersion(t *test
 		t.Errorf("platforms %v, want linux/amd64 and linux/arm64", plats)
 	}
 
-	again := build(t)
+	again := build(t, head)
 	if again.Digest != r.Digest {
 		t.Errorf("two builds of one commit: %s, then %s", r.Digest, again.Digest)
 	}
