@@ -173,7 +173,22 @@ func runModel(t *testing.T, ops opReader, steps int, more func() bool) {
 			}
 			rv++
 			desc = fmt.Sprintf("replace with %d objects", len(snap))
-			changes := w.Replace(snap, strconv.Itoa(rv))
+			var changes []cache.Change[*corev1.ConfigMap]
+			if ops.next(2) == 0 {
+				changes = w.Replace(snap, strconv.Itoa(rv))
+			} else {
+				// The same, collected object by object as a listing
+				// arrives.
+				desc += " collected in a Snapshot"
+				var s cache.Snapshot[*corev1.ConfigMap]
+				for _, o := range snap {
+					s.Add(o)
+				}
+				if s.Len() != len(next) {
+					t.Fatalf("step %d %s: Snapshot.Len() = %d, want %d distinct keys", step, desc, s.Len(), len(next))
+				}
+				changes = w.ReplaceWith(&s, strconv.Itoa(rv))
+			}
 			checkChanges(t, step, m.objs, next, changes)
 			// Unchanged objects keep their stored pointer.
 			for k, o := range next {

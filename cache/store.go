@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -461,24 +462,93 @@ func (w *Writer[T]) Bookmark(rv string) {
 // so readers that hold it see no churn and the snapshot's duplicate is
 // released. When objs has two objects with one key, the later one wins.
 func (w *Writer[T]) Replace(objs []T, rv string) []Change[T] {
-	s := w.s
-	// Only this writer modifies s.objs, so it reads it here without the
-	// lock; the new maps are built aside and swapped in under the lock.
 	// Counting first sizes each map exactly instead of leaving growth slack.
-	sizes := make(map[string]int, len(s.objs)+1)
+	sizes := make(map[string]int, len(w.s.objs)+1)
 	for _, obj := range objs {
 		sizes[obj.GetNamespace()]++
 	}
-	newObjs := make(map[string]map[string]T, len(sizes))
+	snap := &Snapshot[T]{objs: make(map[string]map[string]T, len(sizes))}
 	for ns, n := range sizes {
-		newObjs[ns] = make(map[string]T, n)
+		snap.objs[ns] = make(map[string]T, n)
 	}
 	for _, obj := range objs {
-		newObjs[obj.GetNamespace()][obj.GetName()] = obj
+		snap.Add(obj)
 	}
-	count := 0
-	for _, byName := range newObjs {
-		count += len(byName)
+	return w.ReplaceWith(snap, rv)
+}
+
+// Snapshot collects a full listing for Writer.ReplaceWith, grouped the way
+// a store holds its objects, so that swapping it in copies nothing: its
+// maps become the store's. Fill it while the listing arrives, and the work
+// of building the store's maps is done by the time the last object is in.
+//
+// The zero value is an empty snapshot. A Snapshot is filled from one
+// goroutine at a time. ReplaceWith takes it over, together with the objects
+// in it.
+type Snapshot[T watcher.Object] struct {
+	objs  map[string]map[string]T // namespace → name → object
+	count int
+}
+
+// Add puts obj in the snapshot. An object with the key of one added before
+// replaces it.
+func (s *Snapshot[T]) Add(obj T) {
+	if s.objs == nil {
+		s.objs = make(map[string]map[string]T)
+	}
+	ns := obj.GetNamespace()
+	byName := s.objs[ns]
+	if byName == nil {
+		byName = make(map[string]T)
+		s.objs[ns] = byName
+	}
+	n := len(byName)
+	byName[obj.GetName()] = obj
+	s.count += len(byName) - n
+}
+
+// Retain drops the objects for which keep returns false.
+func (s *Snapshot[T]) Retain(keep func(T) bool) {
+	for ns, byName := range s.objs {
+		for name, obj := range byName {
+			if !keep(obj) {
+				delete(byName, name)
+				s.count--
+			}
+		}
+		if len(byName) == 0 {
+			delete(s.objs, ns)
+		}
+	}
+}
+
+// Len is the number of distinct keys in the snapshot.
+func (s *Snapshot[T]) Len() int { return s.count }
+
+// All yields the snapshot's objects, in no particular order.
+func (s *Snapshot[T]) All() iter.Seq[T] {
+	return func(yield func(T) bool) {
+		for _, byName := range s.objs {
+			for _, obj := range byName {
+				if !yield(obj) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// ReplaceWith makes the store hold exactly the objects of snap, a
+// consistent snapshot at rv, as Replace does, and takes snap over: the
+// caller must not use it afterwards.
+func (w *Writer[T]) ReplaceWith(snap *Snapshot[T], rv string) []Change[T] {
+	s := w.s
+	// Only this writer modifies s.objs, so it reads it here without the
+	// lock; the new maps are built aside and swapped in under the lock.
+	newObjs, count := snap.objs, snap.count
+	snap.objs, snap.count = nil, 0
+	if newObjs == nil {
+		newObjs = make(map[string]map[string]T)
 	}
 
 	var deletes []Change[T]

@@ -12,16 +12,19 @@ import (
 //     latest state, and the queue is in order of each key's latest change.
 //   - A slow consumer makes deltas coalesce instead of pile up: memory is
 //     bounded by the number of distinct keys changed, plus one snapshot.
-//   - A relist (RelistStart, RelistItem…, RelistDone) is buffered and handed
-//     out as one snapshot, which supersedes every delta queued before it:
-//     the store swaps it in at once and works out what changed.
+//   - A relist (RelistStart, RelistItem…, RelistDone) is collected as it
+//     arrives, into the maps the store will hold (a cache.Snapshot), and
+//     handed out as one snapshot, which supersedes every delta queued before
+//     it: the store swaps it in at once and works out what changed. A
+//     RelistStart in the middle of a relist starts it again (the reflector
+//     restarted a listing that failed half-way).
 //   - Bookmarks are handed out only when no delta is pending, so the store's
 //     resourceVersion never runs ahead of its contents.
 //
 // It is a plain data structure: no locks, no goroutines.
 type deltaQueue[T watcher.Object] struct {
 	relisting bool
-	relist    []T // items of the snapshot being received
+	relist    *cache.Snapshot[T] // the snapshot being received
 
 	snapshot *snapshot[T] // complete snapshot not yet popped
 	deltas   keyedFIFO[delta[T]]
@@ -33,7 +36,7 @@ type deltaQueue[T watcher.Object] struct {
 }
 
 type snapshot[T watcher.Object] struct {
-	objs  []T
+	objs  *cache.Snapshot[T]
 	rv    string
 	epoch uint64 // the Relist request it answers (0: none)
 }
@@ -61,20 +64,19 @@ const (
 )
 
 // push records one event. It reports whether the event was out of protocol
-// (an object event in the middle of a relist, or relist items without a
-// start); the queue copes by dropping the unfinished relist.
+// (an object event or a bookmark in the middle of a relist, or relist items
+// without a start); the queue copes by dropping the unfinished relist.
 func (q *deltaQueue[T]) push(ev watcher.Event[T]) (protocolError bool) {
 	switch ev.Type {
 	case watcher.RelistStart:
-		protocolError = q.relisting
 		q.relisting = true
-		q.relist = nil
+		q.relist = &cache.Snapshot[T]{}
 		q.relistFrom = q.epoch
 	case watcher.RelistItem:
 		if !q.relisting {
 			return true
 		}
-		q.relist = append(q.relist, ev.Object)
+		q.relist.Add(ev.Object)
 	case watcher.RelistDone:
 		if !q.relisting {
 			return true

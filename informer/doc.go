@@ -99,6 +99,11 @@
 // map per object (see watcher.FromResource): short-lived decoding garbage
 // interleaved with the objects a cache keeps leaves its heap fragmented.
 //
+// Below that, a controller can keep less than whole objects: SetTransform
+// gives an informer a typed function that every object goes through before
+// the cache and the handlers see it (client-go's SetTransform), to keep only
+// the fields the controller reads.
+//
 // ReplayInterval (HandlerOptions) is what client-go calls resync: it
 // re-delivers cached objects to one handler as OnUpdate(obj, obj); it never
 // relists from the API server.

@@ -91,6 +91,7 @@ func TestE2E(t *testing.T) {
 	t.Run("CustomResourceTypedEndToEnd", func(t *testing.T) { testCustomResource(t, cfg, cs) })
 	t.Run("MetadataOnlyInformerCachesNoBodies", func(t *testing.T) { testMetadataOnly(t, cfg, cs) })
 	t.Run("CachedObjectsAreWhatTheServerHas", func(t *testing.T) { testCachedObjectsMatchTheServer(t, cfg, cs) })
+	t.Run("TransformKeepsOnlyWhatItReturns", func(t *testing.T) { testTransform(t, cfg, cs) })
 	t.Run("UserWithoutListPermissionGetsForbiddenFromWaitForSync", func(t *testing.T) {
 		alice, err := env.UserConfig("alice")
 		if err != nil {
@@ -845,6 +846,76 @@ func testCachedObjectsMatchTheServer(t *testing.T, cfg *rest.Config, cs kubernet
 			case <-ctx.Done():
 				t.Fatalf("handler never got %s: %v", w.Name, context.Cause(ctx))
 			}
+		}
+	}
+}
+
+// testTransform: a factory informer's transform shapes every object before
+// the cache or a handler sees it, from the initial list and from the watch.
+func testTransform(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) {
+	ctx := e2eContext(t, time.Minute, "transform test")
+	ns := testenv.NewNamespace(t, cs, "transform")
+	create := func(name string) {
+		t.Helper()
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "demo"},
+				Annotations: map[string]string{"example.com/note": "long text"}},
+			Data: map[string]string{"payload": strings.Repeat("x", 1000)},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("listed") // reaches the informer through its initial list
+
+	f := informer.NewFactory(cfg, informer.FactoryOptions{Registerer: prometheus.NewRegistry()})
+	inf, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The transform keeps what this controller reads: names, labels and
+	// the keys of Data.
+	if err := inf.SetTransform(func(cm *corev1.ConfigMap) *corev1.ConfigMap {
+		for k := range cm.Data {
+			cm.Data[k] = ""
+		}
+		cm.Annotations = nil
+		return cm
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if same, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns}); err != nil || same != inf {
+		t.Fatalf("the factory handed out another informer (%v)", err)
+	} else if err := same.SetTransform(func(cm *corev1.ConfigMap) *corev1.ConfigMap { return cm }); !errors.Is(err, informer.ErrTransformSet) {
+		t.Fatalf("a second transform on the shared informer = %v, want ErrTransformSet", err)
+	}
+	added := make(chan *corev1.ConfigMap, 4)
+	if _, err := inf.AddHandler(informer.HandlerFuncs[*corev1.ConfigMap]{
+		AddFunc: func(o *corev1.ConfigMap, _ bool) { added <- o },
+	}, informer.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runFactory(t, f)
+	if err := f.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	create("watched") // reaches it through the watch
+	check := func(where string, o *corev1.ConfigMap) {
+		t.Helper()
+		if v, ok := o.Data["payload"]; !ok || v != "" || o.Annotations != nil || o.Labels["app"] != "demo" {
+			t.Errorf("%s %s: Data %q, annotations %v, labels %v; want the payload key with an empty value, no annotations, the labels", where, o.Name, o.Data, o.Annotations, o.Labels)
+		}
+	}
+	for range 2 {
+		select {
+		case o := <-added:
+			check("handler", o)
+			cached, ok := inf.Lister().Get(ns, o.Name)
+			if !ok {
+				t.Fatalf("%s not cached", o.Name)
+			}
+			check("cache", cached)
+		case <-ctx.Done():
+			t.Fatalf("handler did not get both objects: %v", context.Cause(ctx))
 		}
 	}
 }

@@ -14,6 +14,9 @@ var (
 	// ErrStopped is returned by AddHandler after Start has returned, and is
 	// why a SyncError's wait ended when the informer stopped unsynced.
 	ErrStopped = errors.New("informer: stopped")
+	// ErrTransformSet is returned by SetTransform when the informer
+	// already has a transform.
+	ErrTransformSet = errors.New("informer: transform already set")
 	// ErrNotStarted is the cause a SyncError gives when nothing ran the
 	// informer while WaitForSync waited.
 	ErrNotStarted = errors.New("informer: not started")

@@ -101,9 +101,12 @@ type factoryKey struct {
 
 type factoryEntry struct {
 	name     string
+	resource string
+	scope    Scope
 	informer any // *Informer[T] for the T of the key
 	run      func(context.Context) error
 	wait     func(context.Context) error
+	status   func() Status
 }
 
 // NewFactory returns a factory whose informers talk to the API server at
@@ -250,7 +253,7 @@ func OfListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 	if shard != nil && shard.Attach != nil {
 		shard.Attach(inf)
 	}
-	e := &factoryEntry{name: name, informer: inf, run: inf.Start, wait: inf.WaitForSync}
+	e := &factoryEntry{name: name, resource: resource, scope: scope, informer: inf, run: inf.Start, wait: inf.WaitForSync, status: inf.Status}
 	f.entries[key] = e
 	f.order = append(f.order, e)
 	if f.state == stateRunning {

@@ -35,6 +35,18 @@ func (q *keyedFIFO[V]) get(k cache.Key) (V, bool) {
 	return it.v, ok
 }
 
+// reserve makes room for n more keys when the queue is empty, which is
+// when a snapshot's worth of keys comes at once; growing a map that holds
+// entries would cost the rehash it saves.
+func (q *keyedFIFO[V]) reserve(n int) {
+	if len(q.items) > 0 || n < 64 {
+		return
+	}
+	q.items = make(map[cache.Key]fifoItem[V], n)
+	q.order = make([]slot, 0, n)
+	q.head = 0
+}
+
 // push queues v for k at the back, replacing (and moving) any queued value.
 func (q *keyedFIFO[V]) push(k cache.Key, v V) {
 	if q.items == nil {

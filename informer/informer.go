@@ -79,11 +79,8 @@ type Options[T watcher.Object] struct {
 	// Memory chooses how lean cached objects are. The zero value is
 	// leanest: managedFields stripped, repeated metadata shared.
 	Memory Memory
-	// Transform, if set, is applied to every object before it is queued
-	// and stored (after managedFields are stripped). It may modify the
-	// object in place, which the informer owns at that point, and returns
-	// the object to keep. Use it to drop what your handlers never read.
-	// It runs on the reflector's goroutine and must not block.
+	// Transform, if set, is the informer's transform (see SetTransform,
+	// which sets it on an informer from a Factory).
 	Transform func(T) T
 	// Filter, if set, says which objects the informer keeps: the others are
 	// neither cached nor notified. It sees objects as they arrive, before
@@ -107,7 +104,9 @@ type Informer[T watcher.Object] struct {
 	src       Source[T]
 	store     *cache.Store[T]
 	writer    *cache.Writer[T]
-	transform func(T) T
+	strip     bool      // drop managedFields
+	intern    *interner // nil: Memory.Unshared
+	transform func(T) T // the user's; set before Start only
 	filter    func(T) bool
 	logger    *slog.Logger
 	metrics   *informerMetrics
@@ -180,33 +179,18 @@ func New[T watcher.Object](src Source[T], opts Options[T]) (*Informer[T], error)
 	if err != nil {
 		logger.Warn("informer metrics not registered", "informer", name, "err", err)
 	}
-	transform := opts.Transform
-	if !opts.Memory.KeepManagedFields || !opts.Memory.Unshared {
-		user := transform
-		var in *interner
-		if !opts.Memory.Unshared {
-			in = newInterner()
-		}
-		strip := !opts.Memory.KeepManagedFields
-		transform = func(obj T) T {
-			if strip {
-				obj.SetManagedFields(nil)
-			}
-			if user != nil {
-				obj = user(obj)
-			}
-			if in != nil {
-				in.object(obj)
-			}
-			return obj
-		}
+	var in *interner
+	if !opts.Memory.Unshared {
+		in = newInterner()
 	}
 	return &Informer[T]{
 		name:      name,
 		src:       src,
 		store:     store,
 		writer:    writer,
-		transform: transform,
+		strip:     !opts.Memory.KeepManagedFields,
+		intern:    in,
+		transform: opts.Transform,
 		filter:    opts.Filter,
 		logger:    logger,
 		metrics:   m,
@@ -451,6 +435,60 @@ func (inf *Informer[T]) startLocked(l *listener[T]) {
 	inf.wg.Go(func() { l.run(ctx) })
 }
 
+// SetTransform sets the informer's transform: fn is applied to every
+// object the informer receives (from the initial list, every relist and
+// every watch event, deletions included), before the object is queued,
+// stored or handed to a handler, so that the cache keeps only what fn
+// returns. That is the way to keep just the fields a controller reads:
+//
+//	configMaps.SetTransform(func(cm *corev1.ConfigMap) *corev1.ConfigMap {
+//		cm.Data = nil // this controller reads only the labels and BinaryData keys
+//		return cm
+//	})
+//
+// fn gets each object after managedFields are stripped (unless
+// Memory.KeepManagedFields) and before repeated metadata is shared, while
+// the informer is its only holder: it may change the object in place, or
+// return another one, which must have the same namespace and name (the
+// cache keys by them). It runs on the reflector's goroutine, one object at
+// a time, and must neither block nor panic.
+//
+// SetTransform must be called before Start (ErrAlreadyStarted otherwise)
+// and only once: informers from a Factory are shared, and a second
+// transform would silently undo the first, so it fails with
+// ErrTransformSet.
+func (inf *Informer[T]) SetTransform(fn func(T) T) error {
+	if fn == nil {
+		return errors.New("informer: nil transform")
+	}
+	inf.mu.Lock()
+	defer inf.mu.Unlock()
+	switch {
+	case inf.state != stateNew:
+		return fmt.Errorf("informer %s: SetTransform: %w", inf.name, ErrAlreadyStarted)
+	case inf.transform != nil:
+		return fmt.Errorf("informer %s: %w", inf.name, ErrTransformSet)
+	}
+	inf.transform = fn
+	return nil
+}
+
+// prepare readies an object for the queue and the cache: managedFields
+// stripped, the user's transform, repeated metadata shared. It runs on the
+// reflector's goroutine.
+func (inf *Informer[T]) prepare(obj T) T {
+	if inf.strip {
+		obj.SetManagedFields(nil)
+	}
+	if inf.transform != nil {
+		obj = inf.transform(obj)
+	}
+	if inf.intern != nil {
+		inf.intern.object(obj)
+	}
+	return obj
+}
+
 // emit is the Source's callback: it only queues, so the reflector is never
 // held up by the cache or the handlers.
 func (inf *Informer[T]) emit(ev watcher.Event[T]) {
@@ -462,7 +500,7 @@ func (inf *Informer[T]) emit(ev watcher.Event[T]) {
 			inf.metrics.filtered.Inc()
 			return
 		}
-		ev.Object = inf.transform(ev.Object)
+		ev.Object = inf.prepare(ev.Object)
 	}
 	inf.qmu.Lock()
 	if ev.Type == watcher.RelistStart {
@@ -471,10 +509,13 @@ func (inf *Informer[T]) emit(ev watcher.Event[T]) {
 	protocolErr := inf.queue.push(ev)
 	depth := inf.queue.pending()
 	inf.qmu.Unlock()
-	inf.metrics.queueDepth.Set(float64(depth))
 	if protocolErr {
 		inf.logger.Warn("informer: event out of list/watch protocol; unfinished relist dropped", "informer", inf.name, "type", ev.Type.String())
 	}
+	if ev.Type == watcher.RelistStart || ev.Type == watcher.RelistItem {
+		return // nothing for the processor until RelistDone
+	}
+	inf.metrics.queueDepth.Set(float64(depth))
 	select {
 	case inf.qwake <- struct{}{}:
 	default:
@@ -512,33 +553,42 @@ func (inf *Informer[T]) apply(o op[T]) {
 		// Adds of a snapshot taken for a Relist are objects coming into
 		// view, not new ones.
 		replay := o.snapshot.epoch > inf.appliedEpoch
-		objs := o.snapshot.objs
 		if inf.filter != nil {
-			objs = slices.DeleteFunc(objs, func(obj T) bool { return !inf.filter(obj) })
+			o.snapshot.objs.Retain(inf.filter)
 		}
-		for _, c := range inf.writer.Replace(objs, o.snapshot.rv) {
-			switch c.Kind {
-			case cache.Added:
-				inf.metrics.adds.Inc()
-				inf.fanOut(cache.KeyOf(c.New), note[T]{kind: noteAdd, obj: c.New, initial: initial || replay})
-			case cache.Updated:
-				inf.metrics.updates.Inc()
-				inf.fanOut(cache.KeyOf(c.New), note[T]{kind: noteUpdate, old: c.Old, obj: c.New})
-			case cache.Deleted:
-				if inf.filter != nil && !inf.filter(c.Old) {
-					continue // out of view, not deleted (see Refilter)
-				}
-				inf.metrics.deletesUnknown.Inc()
-				inf.fanOut(cache.KeyOf(c.Old), note[T]{kind: noteDelete, old: c.Old, fsu: true})
-			}
+		changes := inf.writer.ReplaceWith(o.snapshot.objs, o.snapshot.rv)
+		if inf.filter != nil {
+			changes = slices.DeleteFunc(changes, func(c cache.Change[T]) bool {
+				return c.Kind == cache.Deleted && !inf.filter(c.Old) // out of view, not deleted (see Refilter)
+			})
 		}
 		if initial {
+			// The cache holds the first snapshot, which is what Synced
+			// says. The handlers hear of it next; each registration's
+			// Synced tells when one has been through it.
 			inf.synced = true
-			for _, l := range inf.listeners {
-				l.markSynced()
-			}
 			close(inf.syncedCh)
 			inf.logger.Debug("informer synced", "informer", inf.name, "objects", inf.store.Len(), "rv", o.snapshot.rv)
+		}
+		var adds, updates, deletes int
+		for _, c := range changes {
+			switch c.Kind {
+			case cache.Added:
+				adds++
+			case cache.Updated:
+				updates++
+			case cache.Deleted:
+				deletes++
+			}
+		}
+		inf.metrics.adds.Add(float64(adds))
+		inf.metrics.updates.Add(float64(updates))
+		inf.metrics.deletesUnknown.Add(float64(deletes))
+		for _, l := range inf.listeners {
+			l.pushChanges(changes, initial || replay)
+			if initial {
+				l.markSynced()
+			}
 		}
 		if o.snapshot.epoch > inf.appliedEpoch {
 			inf.appliedEpoch = o.snapshot.epoch
@@ -668,4 +718,34 @@ func (inf *Informer[T]) AddIndex(name string, fn cache.IndexFunc[T]) error {
 	inf.dispatchMu.Lock()
 	defer inf.dispatchMu.Unlock()
 	return inf.writer.AddIndex(name, fn)
+}
+
+// Seed fills the cache with objs before the informer starts: known state
+// from before this process (a checkpoint, or what a previous run handled).
+// The first snapshot from the API server is then compared with the seed
+// instead of with an empty cache, so handlers get only the difference: an
+// OnAdd(obj, true) for each object the seed lacks, an OnUpdate(seeded,
+// listed) for each whose resourceVersion differs, and an
+// OnDelete(Deleted{FinalStateUnknown: true}) for each seeded object that is
+// gone; seeded objects that are unchanged are not notified. Seeded objects
+// are not notified before that snapshot. Seed fails once Start has been
+// called.
+func (inf *Informer[T]) Seed(objs ...T) error {
+	inf.mu.Lock()
+	defer inf.mu.Unlock()
+	if inf.state != stateNew {
+		return fmt.Errorf("informer %s: Seed after Start: seed the cache before starting the informer", inf.name)
+	}
+	inf.dispatchMu.Lock()
+	defer inf.dispatchMu.Unlock()
+	for _, obj := range objs {
+		if inf.transform != nil {
+			obj = inf.transform(obj)
+		}
+		if inf.filter != nil && !inf.filter(obj) {
+			continue
+		}
+		inf.writer.Apply(obj)
+	}
+	return nil
 }

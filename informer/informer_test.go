@@ -235,6 +235,35 @@ func TestInformer_DeliversTheInitialListThenEachChange(t *testing.T) {
 	})
 }
 
+func TestInformer_ARelistStartedAgainHalfWayKeepsNothingOfTheUnfinishedOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) { add(t, inf, rec, HandlerOptions{}) })
+		defer h.stop()
+
+		// A streaming list emits its items as they arrive; this one fails
+		// after two, and the reflector starts the listing again.
+		h.src.send(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistStart},
+			ev(watcher.RelistItem, cm("gone", "1", "1")), ev(watcher.RelistItem, cm("a", "2", "2")))
+		synctest.Wait()
+		if closed(h.inf.Synced()) || h.inf.Lister().Len() != 0 {
+			t.Fatalf("an unfinished snapshot reached the cache (synced %v, %d objects)", closed(h.inf.Synced()), h.inf.Lister().Len())
+		}
+		h.src.relist("5", cm("a", "2", "3"), cm("b", "3", "4"))
+		synctest.Wait()
+		if !closed(h.inf.Synced()) {
+			t.Fatal("informer not synced after the restarted snapshot completed")
+		}
+		if got := storeView(h.inf); got != "map[a:3 b:4]" {
+			t.Errorf("cache %s, want the restarted snapshot only", got)
+		}
+		equal(t, rec.take(), []string{"add a@3 initial=true", "add b@4 initial=true"})
+		if strings.Contains(h.logs.String(), "out of list/watch protocol") {
+			t.Errorf("a restarted relist was logged as a protocol violation:\n%s", h.logs.String())
+		}
+	})
+}
+
 func TestInformer_SlowHandlerDelaysNeitherOtherHandlersNorTheCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		slow, fast := newRecorder(), newRecorder()
@@ -602,6 +631,56 @@ func TestInformer_StripsManagedFieldsByDefault(t *testing.T) {
 	}
 }
 
+func TestInformer_SetTransform_KeepsOnlyWhatItReturnsInTheCacheAndForHandlers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		var seen []string
+		var deletedData []int
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) {
+			add(t, inf, rec, HandlerOptions{})
+			add(t, inf, HandlerFuncs[*corev1.ConfigMap]{
+				DeleteFunc: func(d Deleted[*corev1.ConfigMap]) { deletedData = append(deletedData, len(d.Obj.Data)) },
+			}, HandlerOptions{})
+			err := inf.SetTransform(func(o *corev1.ConfigMap) *corev1.ConfigMap {
+				seen = append(seen, fmt.Sprintf("%s@%s managedFields=%d", o.Name, o.ResourceVersion, len(o.ManagedFields)))
+				o.Data = nil
+				return o
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := inf.SetTransform(func(o *corev1.ConfigMap) *corev1.ConfigMap { return o }); !errors.Is(err, ErrTransformSet) {
+				t.Errorf("a second SetTransform = %v, want ErrTransformSet", err)
+			}
+		})
+		defer h.stop()
+		withData := func(name, uid, rv string) *corev1.ConfigMap {
+			o := cm(name, uid, rv)
+			o.Data = map[string]string{"payload": "big"}
+			o.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+			return o
+		}
+		h.src.relist("2", withData("a", "1", "1"), withData("b", "2", "2"))
+		synctest.Wait() // handlers have the adds, so the delete is not merged into them
+		h.src.send(ev(watcher.Modified, withData("a", "1", "3")), ev(watcher.Deleted, withData("b", "2", "4")))
+		synctest.Wait()
+
+		slices.Sort(seen)
+		equal(t, seen, []string{"a@1 managedFields=0", "a@3 managedFields=0", "b@2 managedFields=0", "b@4 managedFields=0"})
+		for _, o := range h.inf.Lister().List(nil) {
+			if o.Data != nil {
+				t.Errorf("cached %s has Data %v after a transform that drops it", o.Name, o.Data)
+			}
+		}
+		if len(deletedData) != 1 || deletedData[0] != 0 {
+			t.Errorf("OnDelete saw Data of length %v, want the transformed final state (0)", deletedData)
+		}
+		if err := h.inf.SetTransform(func(o *corev1.ConfigMap) *corev1.ConfigMap { return o }); !errors.Is(err, ErrAlreadyStarted) {
+			t.Errorf("SetTransform on a running informer = %v, want ErrAlreadyStarted", err)
+		}
+	})
+}
+
 func TestInformer_DeleteAndRecreateCoalescedAwayIsReportedAsDeleteThenAdd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
@@ -786,6 +865,31 @@ func TestInformer_WaitForSyncReturnsAtOnceWhenTheInformerStopsUnsynced(t *testin
 			if !errors.Is(err, ErrStopped) {
 				t.Errorf("err = %v, want ErrStopped", err)
 			}
+		}
+	})
+}
+
+func TestInformer_SeededCacheTurnsTheFirstSnapshotIntoTheDifference(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) {
+			if err := inf.Seed(cm("kept", "1", "1"), cm("changed", "2", "2"), cm("gone", "3", "3")); err != nil {
+				t.Fatal(err)
+			}
+			add(t, inf, rec, HandlerOptions{})
+		})
+		defer h.stop()
+		synctest.Wait()
+		equal(t, rec.take(), nil) // nothing before the first snapshot
+
+		h.src.relist("9", cm("kept", "1", "1"), cm("changed", "2", "5"), cm("new", "4", "6"))
+		synctest.Wait()
+		equal(t, rec.take(), []string{"add new@6 initial=true", "delete gone@3 unknown=true", "update changed@2>5"})
+		if storeView(h.inf) != "map[changed:5 kept:1 new:6]" {
+			t.Errorf("cache %s after the snapshot", storeView(h.inf))
+		}
+		if err := h.inf.Seed(cm("late", "5", "7")); err == nil {
+			t.Error("Seed after Start = nil, want an error")
 		}
 	})
 }

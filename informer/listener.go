@@ -67,6 +67,35 @@ func (l *listener[T]) push(k cache.Key, n note[T]) {
 	}
 }
 
+// pushChanges queues the notifications of a snapshot's changes (see
+// cache.Writer.Replace) in one go: one lock and one wake-up for all of
+// them. initial marks adds as part of the informer's initial list.
+func (l *listener[T]) pushChanges(changes []cache.Change[T], initial bool) {
+	if len(changes) == 0 {
+		return
+	}
+	l.mu.Lock()
+	l.q.reserve(len(changes))
+	for _, c := range changes {
+		switch c.Kind {
+		case cache.Added:
+			l.q.push(cache.KeyOf(c.New), note[T]{kind: noteAdd, obj: c.New, initial: initial})
+		case cache.Updated:
+			l.q.push(cache.KeyOf(c.New), note[T]{kind: noteUpdate, old: c.Old, obj: c.New})
+		case cache.Deleted:
+			l.q.push(cache.KeyOf(c.Old), note[T]{kind: noteDelete, old: c.Old, fsu: true})
+		}
+	}
+	l.checkSyncedLocked()
+	depth := l.q.len()
+	l.mu.Unlock()
+	l.depth.Set(float64(depth))
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
 // markSynced: everything queued so far is the registration's initial state.
 func (l *listener[T]) markSynced() {
 	l.mu.Lock()

@@ -105,6 +105,10 @@ func (q *listenerQueue[T]) push(k cache.Key, n note[T]) {
 	q.fifo.set(k, m)
 }
 
+// reserve makes room for n more notifications, so that a snapshot's do
+// not grow the queue step by step.
+func (q *listenerQueue[T]) reserve(n int) { q.fifo.reserve(n) }
+
 // mark records that everything queued so far is the initial state the
 // registration must deliver before it counts as synced.
 func (q *listenerQueue[T]) mark() {

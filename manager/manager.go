@@ -301,7 +301,10 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	case <-ctx.Done():
 		m.log.Info("Stopping: context done", "cause", context.Cause(ctx))
 	case <-stop:
-		m.log.Error("Stopping: a runnable failed", "err", errors.Join(failures...))
+		failMu.Lock() // a later failure may be appended meanwhile
+		first := errors.Join(failures...)
+		failMu.Unlock()
+		m.log.Error("Stopping: a runnable failed", "err", first)
 	}
 	m.stopping.Store(true)
 
@@ -337,13 +340,13 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 		_ = s.srv.Shutdown(sctx)
 		cancel()
 	}
+	failMu.Lock() // runnables that outlived the shutdown timeout may still fail
+	defer failMu.Unlock()
 	for range servers {
 		if err := <-httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			failures = append(failures, fmt.Errorf("manager: HTTP server: %w", err))
 		}
 	}
-	failMu.Lock()
-	defer failMu.Unlock()
 	if timedOut {
 		failures = append(failures, ErrShutdownTimeout)
 	}

@@ -74,10 +74,15 @@
 //
 //   - emit is called from Run's goroutine only, one event at a time, in the
 //     order of the server's stream.
-//   - A snapshot is emitted only once it is complete: RelistStart, one
-//     RelistItem per object, RelistDone with the snapshot's resourceVersion,
-//     back to back. A failure half-way through a listing emits nothing;
-//     RelistDone is missing only if Run returns during the emits.
+//   - A snapshot is RelistStart, one RelistItem per object, and RelistDone
+//     with the snapshot's resourceVersion. Its items are emitted as they
+//     arrive (per page of a paginated LIST, per event of a streaming list),
+//     so that the consumer can build its state while the rest is still on
+//     the wire. A listing that fails half-way and is started again (or a
+//     Run that returns during it) leaves its snapshot without a RelistDone;
+//     the next snapshot begins with a RelistStart of its own, and the
+//     consumer drops what it had of the unfinished one. No object event or
+//     bookmark comes between a RelistStart and its RelistDone.
 //   - Every Run starts with a snapshot; after that, object events and
 //     bookmarks follow with non-decreasing resourceVersions, until the next
 //     snapshot.

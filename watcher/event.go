@@ -33,9 +33,9 @@ const (
 	Bookmark
 	// RelistStart: a full listing (paginated LIST or streaming watch-list) begins.
 	// Every RelistItem up to the next RelistDone belongs to one consistent snapshot.
-	// A Reflector emits a snapshot only once it is complete, so RelistStart,
-	// the RelistItems and RelistDone arrive back to back; RelistDone is missing
-	// only when Run returns in the middle of them.
+	// Items are emitted as they arrive. A RelistStart that follows a snapshot
+	// without its RelistDone (a listing that failed half-way and started
+	// again) begins a new snapshot: drop the items of the unfinished one.
 	RelistStart
 	// RelistItem: one object of the snapshot.
 	RelistItem

@@ -82,8 +82,12 @@ type machine[T Object] struct {
 	cont      string // continue token of the next page
 	fullRetry bool   // a continue token expired: list again in one response
 
-	snap   []Event[T] // the snapshot being collected, starting with RelistStart
-	snapRV string
+	// The snapshot in progress. Its items are emitted as they arrive;
+	// begun says RelistStart has been emitted for it. A listing that is
+	// abandoned and started again begins with a RelistStart of its own,
+	// which tells the consumer to drop what it had of the unfinished one.
+	begun  bool
+	snapRV string // a paginated list's resourceVersion, from its first page
 
 	watchStart    time.Time
 	watchEvents   int
@@ -91,7 +95,7 @@ type machine[T Object] struct {
 
 	now time.Time // time of the latest input
 
-	out     [1]Event[T] // backing store for single-event results
+	out     [2]Event[T] // backing store for results of one or two events
 	lastErr error
 }
 
@@ -117,7 +121,7 @@ func (m *machine[T]) restart() {
 // startSync begins a new snapshot with a streaming list or a paginated LIST.
 func (m *machine[T]) startSync() {
 	m.open = false
-	m.snap, m.snapRV = nil, ""
+	m.begun, m.snapRV = false, ""
 	if m.cfg.mode == InitialListStreaming || (m.cfg.mode == InitialListAuto && !m.streamOff && m.cfg.shardSelector == nil) {
 		m.phase = phaseStream
 		return
@@ -127,7 +131,7 @@ func (m *machine[T]) startSync() {
 
 func (m *machine[T]) startList() {
 	m.phase = phaseList
-	m.snap, m.snapRV = nil, ""
+	m.begun, m.snapRV = false, ""
 	m.cont, m.fullRetry = "", false
 	// resourceVersion semantics as client-go's: the first list may be served
 	// from the watch cache ("0", any state); a relist asks for a state no
@@ -269,7 +273,19 @@ func (m *machine[T]) relistFailed(now time.Time, err error) error {
 	return e
 }
 
-// finish completes the snapshot at rv and moves to watching: a watch from rv.
+// begin returns evs with the RelistStart of the snapshot in progress
+// appended, if it has not been emitted yet.
+func (m *machine[T]) begin(evs []Event[T]) []Event[T] {
+	if m.begun {
+		return evs
+	}
+	m.begun = true
+	return append(evs, Event[T]{Type: RelistStart})
+}
+
+// finish completes the snapshot at rv, appending its RelistDone (and its
+// RelistStart if nothing of it was emitted yet) to evs, and moves to
+// watching: a watch from rv.
 // A streaming list's stream is closed and replaced by that watch rather than
 // kept as the watch. An API server that supports compression answers a
 // streaming list gzip-compressed (WatchListCompression) and keeps compressing
@@ -278,9 +294,9 @@ func (m *machine[T]) relistFailed(now time.Time, err error) error {
 // watcher, and 4 µs of the client's, where a plain watch costs neither. The
 // initial events, where compression pays, stay compressed; one more request
 // per snapshot is the price.
-func (m *machine[T]) finish(rv string) []Event[T] {
-	out := append(m.snap, Event[T]{Type: RelistDone, ResourceVersion: rv})
-	m.snap, m.snapRV = nil, ""
+func (m *machine[T]) finish(evs []Event[T], rv string) []Event[T] {
+	out := append(m.begin(evs), Event[T]{Type: RelistDone, ResourceVersion: rv})
+	m.begun, m.snapRV = false, ""
 	m.lastRV, m.rvGone, m.lastErr = rv, false, nil
 	m.phase = phaseWatch
 	m.open = false
@@ -322,7 +338,7 @@ func (m *machine[T]) listed(now time.Time, page ListPage[T], err error) ([]Event
 			// the whole list in one response instead, as client-go's pager does.
 			m.log.Info("list continue token expired, listing again in one request", "rv", m.listRV, "err", err)
 			m.cont, m.fullRetry = "", true
-			m.snap = nil
+			m.begun = false
 			m.plan()
 			return nil, nil
 		case gone && m.listRV != "":
@@ -335,27 +351,27 @@ func (m *machine[T]) listed(now time.Time, page ListPage[T], err error) ([]Event
 		return nil, m.fail(now, OpList, err)
 	}
 
-	if m.snap == nil {
+	evs := make([]Event[T], 0, len(page.Items)+2)
+	if !m.begun {
 		m.snapRV = page.ResourceVersion
 		if m.listRV == "0" && page.Continue != "" && !m.fullRetry {
 			m.pagedAt0 = true
 		}
-		m.snap = make([]Event[T], 1, len(page.Items)+2)
-		m.snap[0] = Event[T]{Type: RelistStart}
+		evs = m.begin(evs)
 	}
 	for _, obj := range page.Items {
-		m.snap = append(m.snap, Event[T]{Type: RelistItem, Object: obj, ResourceVersion: obj.GetResourceVersion()})
+		evs = append(evs, Event[T]{Type: RelistItem, Object: obj, ResourceVersion: obj.GetResourceVersion()})
 	}
 	if page.Continue != "" && !m.fullRetry {
 		m.cont = page.Continue
 		m.plan()
-		return nil, nil
+		return evs, nil
 	}
 	if m.snapRV == "" {
 		m.startList()
-		return nil, m.fail(now, OpList, ErrNoResourceVersion)
+		return evs, m.fail(now, OpList, ErrNoResourceVersion)
 	}
-	return m.finish(m.snapRV), nil
+	return m.finish(evs, m.snapRV), nil
 }
 
 // watchOpened takes the result of the Watch call asked for by act.
@@ -368,8 +384,7 @@ func (m *machine[T]) watchOpened(now time.Time, err error) error {
 			m.watchDeadline = now.Add(time.Duration(*t)*time.Second + watchTimeoutGrace)
 		}
 		if m.phase == phaseStream {
-			m.snap = make([]Event[T], 1, 64)
-			m.snap[0] = Event[T]{Type: RelistStart}
+			m.begun = false
 		} else {
 			m.lastErr = nil
 		}
@@ -390,7 +405,7 @@ func (m *machine[T]) watchOpened(now time.Time, err error) error {
 // latest state, fall back to a paginated LIST, or back off and retry.
 func (m *machine[T]) streamFailed(now time.Time, err error) error {
 	m.open = false
-	m.snap = nil
+	m.begun = false
 	if (isExpired(err) || isTooLargeRV(err)) && !m.rvGone && m.lastRV != "" {
 		m.log.Info("streaming list resourceVersion unavailable, streaming the latest state", "rv", m.lastRV, "err", err)
 		m.rvGone = true
@@ -435,7 +450,7 @@ func (m *machine[T]) received(now time.Time, ev apiwatch.Event) ([]Event[T], err
 		}
 		m.out[0] = Event[T]{Type: t, Object: obj, ResourceVersion: rv}
 		m.plan() // the time left to the watch's deadline
-		return m.out[:], nil
+		return m.out[:1], nil
 	case apiwatch.Bookmark:
 		meta, ok := ev.Object.(metav1.Object)
 		if !ok {
@@ -449,7 +464,7 @@ func (m *machine[T]) received(now time.Time, ev apiwatch.Event) ([]Event[T], err
 		m.lastRV = rv
 		m.out[0] = Event[T]{Type: Bookmark, ResourceVersion: rv}
 		m.plan()
-		return m.out[:], nil
+		return m.out[:1], nil
 	case apiwatch.Error:
 		m.open = false
 		err := apierrors.FromObject(ev.Object)
@@ -475,8 +490,8 @@ func (m *machine[T]) receivedInitial(now time.Time, ev apiwatch.Event) ([]Event[
 		if !ok {
 			return nil, m.report(OpWatchList, unexpected(ev))
 		}
-		m.snap = append(m.snap, Event[T]{Type: RelistItem, Object: obj, ResourceVersion: obj.GetResourceVersion()})
-		return nil, nil
+		evs := append(m.begin(m.out[:0]), Event[T]{Type: RelistItem, Object: obj, ResourceVersion: obj.GetResourceVersion()})
+		return evs, nil
 	case apiwatch.Bookmark:
 		meta, ok := ev.Object.(metav1.Object)
 		if !ok {
@@ -489,7 +504,7 @@ func (m *machine[T]) receivedInitial(now time.Time, ev apiwatch.Event) ([]Event[
 		if rv == "" {
 			return nil, m.streamFailed(now, ErrNoResourceVersion)
 		}
-		return m.finish(rv), nil
+		return m.finish(m.out[:0], rv), nil
 	case apiwatch.Modified, apiwatch.Deleted:
 		// A server that streams the initial state sends only ADDED before
 		// the end bookmark; this one ignored sendInitialEvents.

@@ -241,17 +241,16 @@ func (h *harness) syncByList(rv string, items ...cm) {
 	h.openOK()
 }
 
-func TestMachine_PaginatedList_FollowsContinueTokensThenWatchesFromTheListRV(t *testing.T) {
+func TestMachine_PaginatedList_EmitsEachPageThenWatchesFromTheListRV(t *testing.T) {
 	h := newHarness(t, Config{InitialList: InitialListPaginated})
 
 	h.expectList("0", 500, "")
-	h.expectEvents(h.listOK(page("10", "c1", obj("a", "3"), obj("b", "7"))))
+	h.expectEvents(h.listOK(page("10", "c1", obj("a", "3"), obj("b", "7"))), "RelistStart", "RelistItem a@3", "RelistItem b@7")
 	// Later pages carry the continue token only; the token holds the snapshot.
 	h.expectList("", 500, "c1")
-	h.expectEvents(h.listOK(page("10", "c2", obj("c", "9"))))
+	h.expectEvents(h.listOK(page("10", "c2", obj("c", "9"))), "RelistItem c@9")
 	h.expectList("", 500, "c2")
-	h.expectEvents(h.listOK(page("10", "", obj("d", "2"))),
-		"RelistStart", "RelistItem a@3", "RelistItem b@7", "RelistItem c@9", "RelistItem d@2", "RelistDone @10")
+	h.expectEvents(h.listOK(page("10", "", obj("d", "2"))), "RelistItem d@2", "RelistDone @10")
 	if got := h.m.lastRV; got != "10" {
 		t.Fatalf("last RV after list = %q, want 10", got)
 	}
@@ -404,13 +403,14 @@ func TestMachine_ListTooLargeResourceVersion_ListsTheLatestState(t *testing.T) {
 func TestMachine_ContinueTokenExpiredMidList_RestartsTheListInOneRequest(t *testing.T) {
 	h := newHarness(t, Config{InitialList: InitialListPaginated})
 	h.expectList("0", 500, "")
-	h.listOK(page("10", "c1", obj("a", "3")))
+	h.expectEvents(h.listOK(page("10", "c1", obj("a", "3"))), "RelistStart", "RelistItem a@3")
 	h.expectList("", 500, "c1")
 	if evs, err := h.list(ListPage[cm]{}, errGone); err != nil || len(evs) != 0 {
 		t.Fatalf("expired continue token: events %q, error %v; want a silent restart", render(evs), err)
 	}
 	// The restart asks for the whole list at the original resourceVersion,
-	// and page 1 of the abandoned listing is not part of the snapshot.
+	// and begins a snapshot of its own: page 1 of the abandoned listing is
+	// not part of it.
 	h.expectList("0", 0, "")
 	h.expectEvents(h.listOK(page("30", "", obj("a", "25"), obj("b", "28"))),
 		"RelistStart", "RelistItem a@25", "RelistItem b@28", "RelistDone @30")
@@ -430,7 +430,8 @@ func TestMachine_ListErrorMidPagination_RetriesThatPageAfterBackoff(t *testing.T
 	}
 	h.expectWait(800*time.Millisecond, 1600*time.Millisecond)
 	h.expectList("", 500, "c1")
-	h.expectEvents(h.listOK(page("10", "", obj("b", "4"))), "RelistStart", "RelistItem a@3", "RelistItem b@4", "RelistDone @10")
+	// The retried page continues the snapshot begun before the error.
+	h.expectEvents(h.listOK(page("10", "", obj("b", "4"))), "RelistItem b@4", "RelistDone @10")
 	if h.m.lastErr != nil {
 		t.Fatalf("last error after a completed snapshot = %v, want nil", h.m.lastErr)
 	}
@@ -492,19 +493,18 @@ func TestMachine_PageSizeConfig(t *testing.T) {
 	}
 }
 
-func TestMachine_StreamingList_EmitsTheSnapshotAtInitialEventsEndThenWatchesFromIt(t *testing.T) {
+func TestMachine_StreamingList_EmitsItemsAsTheyArriveAndEndsAtInitialEventsEndThenWatchesFromIt(t *testing.T) {
 	h := newHarness(t, Config{})
 	h.expectStream("")
 	h.openOK()
 	if a := h.expectAct(actReceive); a.delay != initialEventsIdle {
 		t.Fatalf("receive idle limit = %v, want %v during initial events", a.delay, initialEventsIdle)
 	}
-	h.expectEvents(h.recv(apiwatch.Added, obj("a", "3")))
-	h.expectEvents(h.recv(apiwatch.Added, obj("b", "5")))
+	h.expectEvents(h.recv(apiwatch.Added, obj("a", "3")), "RelistStart", "RelistItem a@3")
+	h.expectEvents(h.recv(apiwatch.Added, obj("b", "5")), "RelistItem b@5")
 	// A bookmark without the annotation is progress only.
 	h.expectEvents(h.recv(apiwatch.Bookmark, bookmark("8", false)))
-	h.expectEvents(h.recv(apiwatch.Bookmark, bookmark("9", true)),
-		"RelistStart", "RelistItem a@3", "RelistItem b@5", "RelistDone @9")
+	h.expectEvents(h.recv(apiwatch.Bookmark, bookmark("9", true)), "RelistDone @9")
 	// The streaming list's stream (compressed by servers that compress it)
 	// is replaced by a plain watch from the end bookmark: no idle limit,
 	// only the watch's own timeout (450s at rand 0.5) and its grace.
@@ -545,13 +545,13 @@ func TestMachine_StreamingClosedBeforeEnd_FallsBackForThisSyncOnly(t *testing.T)
 	h := newHarness(t, Config{})
 	h.expectStream("")
 	h.openOK()
-	h.recv(apiwatch.Added, obj("a", "3"))
+	h.expectEvents(h.recv(apiwatch.Added, obj("a", "3")), "RelistStart", "RelistItem a@3")
 	if err := h.close(); err != nil {
 		t.Fatalf("auto mode falls back silently; got %v", err)
 	}
 	h.expectList("0", 500, "")
 	evs := h.listOK(page("10", "", obj("a", "3")))
-	h.expectEvents(evs, "RelistStart", "RelistItem a@3", "RelistDone @10") // the abandoned stream's item is not repeated
+	h.expectEvents(evs, "RelistStart", "RelistItem a@3", "RelistDone @10") // a snapshot of its own; the abandoned one has no RelistDone
 	h.expectWatch("10")
 	h.openOK()
 	h.recvErr(errGone)
@@ -641,8 +641,8 @@ func TestMachine_StreamingExpiredResourceVersion_StreamsTheLatestStateAtOnce(t *
 	}
 	h.expectStream("") // no wait
 	h.openOK()
-	h.recv(apiwatch.Added, obj("a", "30"))
-	h.expectEvents(h.recv(apiwatch.Bookmark, bookmark("31", true)), "RelistStart", "RelistItem a@30", "RelistDone @31")
+	h.expectEvents(h.recv(apiwatch.Added, obj("a", "30")), "RelistStart", "RelistItem a@30")
+	h.expectEvents(h.recv(apiwatch.Bookmark, bookmark("31", true)), "RelistDone @31")
 	if h.m.rvGone {
 		t.Fatalf("a completed snapshot must clear the unavailable-RV flag")
 	}

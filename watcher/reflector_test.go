@@ -171,16 +171,16 @@ func (x *running) expectEvents(want ...string) {
 	}
 }
 
-func TestReflector_StreamingList_EmitsTheSnapshotThenWatchesFromItsEnd(t *testing.T) {
+func TestReflector_StreamingList_EmitsItemsAsTheyArriveThenWatchesFromItsEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		x := start(t, watcher.Config{})
 		x.expectCall(`Watch rv="" sendInitialEvents`)
 		w := x.lw.PushWatch()
 		w.Add(obj("a", "3"))
 		w.Add(obj("b", "5"))
-		x.expectEvents() // nothing before the snapshot is complete
+		x.expectEvents("RelistStart", "RelistItem a@3", "RelistItem b@5") // before the snapshot is complete
 		w.Action(apiwatch.Bookmark, endBookmark("10"))
-		x.expectEvents("RelistStart", "RelistItem a@3", "RelistItem b@5", "RelistDone @10")
+		x.expectEvents("RelistDone @10")
 		// The streaming list's stream is stopped and a plain watch goes
 		// on from the end bookmark.
 		x.expectCall(`Watch rv="10"`)
@@ -346,7 +346,11 @@ func TestReflector_StreamingSilentBeforeEnd_FallsBackAfterTheIdleLimit(t *testin
 		if !w.IsStopped() {
 			t.Fatalf("the abandoned stream was not stopped")
 		}
-		x.expectEvents()
+		// Its items were emitted; the paginated list that replaces it
+		// begins a snapshot of its own.
+		x.expectEvents("RelistStart", "RelistItem a@3", "RelistItem b@4")
+		x.lw.PushList(watcher.ListPage[cm]{Items: []cm{obj("a", "3")}, ResourceVersion: "20"}, nil)
+		x.expectEvents("RelistStart", "RelistItem a@3", "RelistDone @20")
 	})
 }
 

@@ -91,7 +91,7 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 	simCtx, stopSim := context.WithCancel(context.Background())
 	simDone := make(chan error, 1)
 	go func() {
-		simDone <- podsim.Run(simCtx, e.Config, podsim.Options{Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()})
+		simDone <- podsim.Run(simCtx, e.Config, podsim.Options{Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
 	}()
 	t.Cleanup(func() {
 		stopSim()

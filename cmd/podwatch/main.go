@@ -33,21 +33,12 @@ func command() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return podwatch.Run(cmd.Context(), cfg, podwatch.Options{
-				Namespace:     namespace,
-				Workers:       workers,
-				Out:           cmd.OutOrStdout(),
-				Logger:        opts.Logger,
-				HTTPAddr:      opts.MetricsAddr,
-				HealthAddr:    opts.HealthAddr,
-				SecureMetrics: opts.SecureMetrics,
-			})
+			opts.Namespace = namespace
+			return podwatch.Run(cmd.Context(), cfg, opts, podwatch.Options{Workers: workers, Out: cmd.OutOrStdout()})
 		},
 	}
 	fs := cmd.Flags()
-	flags.Cluster.AddFlags(fs)
-	flags.Serving.AddFlags(fs)
-	flags.Logging.AddFlags(fs)
+	flags.AddFlags(fs)
 	fs.StringVar(&namespace, "namespace", namespace, "namespace whose pods are watched")
 	fs.IntVar(&workers, "workers", workers, "pods synced at once")
 	return cmd

@@ -85,6 +85,7 @@ func TestPodwatch_PrintsExampleLinesAndExitsZeroOnSIGTERM(t *testing.T) {
 	}
 
 	want := []string{
+		"Pod " + ns + "/mypod does not exist anymore", // seeded before the start, as in client-go's example
 		"Sync/Add/Update for Pod before",
 		"Sync/Add/Update for Pod p1",
 		"Pod " + ns + "/p1 does not exist anymore",
@@ -95,7 +96,7 @@ func TestPodwatch_PrintsExampleLinesAndExitsZeroOnSIGTERM(t *testing.T) {
 	if got := collapseRepeats(out.All()); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("stdout:\n%s\nwant exactly:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if l := logs.WaitFor(t, "the stop log", regexp.MustCompile("Stopping Pod controller")); l == "" {
+	if l := logs.WaitFor(t, "the stop log", regexp.MustCompile("Stopped podwatch")); l == "" {
 		t.Error("no stop log")
 	}
 }

@@ -67,7 +67,7 @@ func newHarnessWithCRD(t *testing.T, crd []byte) *harness {
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h.run("podsim", func(ctx context.Context) error {
 		return podsim.Run(ctx, e.Config, podsim.Options{
-			NodeName: "node-" + h.ns, Namespace: h.ns, Logger: log.With("component", "podsim"), Registerer: prometheus.NewRegistry(),
+			NodeName: "node-" + h.ns, Namespace: h.ns, Logger: log.With("component", "podsim"), Registry: prometheus.NewRegistry(),
 		})
 	})
 	h.run("foo controller", func(ctx context.Context) error {

@@ -7,26 +7,25 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/samples/podwatch"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, testenv.GoleakIgnores()...)
-}
+// controlPlane serves the Example and the external tests, each in
+// namespaces of its own.
+var controlPlane = testenv.Shared{Examples: "^ExampleRun$"}
+
+func TestMain(m *testing.M) { controlPlane.Main(m) }
 
 func TestRun_PrintsOnlyPodsOfItsNamespaceAndReturnsNilOnStop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a control plane")
-	}
-	e := testenv.StartT(t, testenv.Options{})
+	e := controlPlane.Env(t)
 	kc := kubernetes.NewForConfigOrDie(e.Config)
 	ctx := t.Context()
 	for _, ns := range []string{"watched", "other"} {
@@ -42,9 +41,7 @@ func TestRun_PrintsOnlyPodsOfItsNamespaceAndReturnsNilOnStop(t *testing.T) {
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- podwatch.Run(runCtx, e.Config, podwatch.Options{
-			Namespace: "watched", Out: out, Logger: slog.New(slog.DiscardHandler), Registerer: reg, Gatherer: reg,
-		})
+		done <- podwatch.Run(runCtx, e.Config, kloop.Options{Namespace: "watched", Logger: slog.New(slog.DiscardHandler), Registry: reg}, podwatch.Options{Out: out})
 	}()
 	mk := func(ns, name string) {
 		t.Helper()

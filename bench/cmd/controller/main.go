@@ -22,7 +22,11 @@
 // (both libraries are linked into it); the memory figure is each side's
 // heap minus that baseline.
 //
-// Run with: cd bench && go run ./cmd/controller -n 5000
+// With -debug idle the kloop side runs under a manager with the debug page
+// on (package debug) and nobody looking; with -debug polled something reads
+// the page's snapshot once a second while it works, as the page does.
+//
+// Run with: cd bench && go run ./cmd/controller -n 5000 [-debug idle|polled]
 package main
 
 import (
@@ -34,6 +38,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -58,7 +63,9 @@ import (
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -74,6 +81,7 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "internal: the child's kubeconfig")
 	namespace := flag.String("namespace", "", "internal: the child's namespace")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "profiling aid: each child writes a CPU profile, from READY to DONE, to this path with the side's name appended")
+	flag.StringVar(&debugMode, "debug", "off", "the kloop side's debug page: off; idle (served, nobody looks); polled (its snapshot read once a second)")
 	flag.StringVar(&memProfile, "memprofile", "", "profiling aid: each child writes a heap profile, after its measurement, to this path with the side's name appended")
 	flag.Parse()
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
@@ -112,8 +120,13 @@ func runParent(n, rounds int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("controller benchmark: N=%d ConfigMaps, %d writers, %d workers per side, each side in its own child process, GOMAXPROCS=%d\n",
-		n, writers, workers, runtime.GOMAXPROCS(0))
+	switch debugMode {
+	case "off", "idle", "polled":
+	default:
+		return fmt.Errorf("-debug %q: want off, idle or polled", debugMode)
+	}
+	fmt.Printf("controller benchmark: N=%d ConfigMaps, %d writers, %d workers per side, each side in its own child process, GOMAXPROCS=%d, kloop's debug page %s\n",
+		n, writers, workers, runtime.GOMAXPROCS(0), debugMode)
 
 	base, err := measureBaseline()
 	if err != nil {
@@ -226,7 +239,7 @@ func runRound(ctx context.Context, kc kubernetes.Interface, kubeconfig, side, ns
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return measurement{}, err
 	}
-	cmd := exec.Command(os.Args[0], "-child", side, "-kubeconfig", kubeconfig, "-namespace", ns, "-n", strconv.Itoa(n), "-memprofile", memProfile, "-cpuprofile", cpuProfile)
+	cmd := exec.Command(os.Args[0], "-child", side, "-kubeconfig", kubeconfig, "-namespace", ns, "-n", strconv.Itoa(n), "-memprofile", memProfile, "-cpuprofile", cpuProfile, "-debug", debugMode)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -410,7 +423,7 @@ func runChild(side, kubeconfig, ns string, n int) error {
 	return wait()
 }
 
-var memProfile, cpuProfile string
+var memProfile, cpuProfile, debugMode string
 
 // printMem prints the heap in use after two forced collections, and VmRSS.
 func printMem() {
@@ -468,18 +481,71 @@ func runKloop(ctx context.Context, cfg *rest.Config, ns string, s *seen) (wait f
 		return nil, err
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	wg.Go(func() { errs <- f.Start(ctx) })
-	wg.Go(func() { errs <- c.Start(ctx) })
+	errs := make(chan error, 3)
+	if debugMode == "off" {
+		wg.Go(func() { errs <- f.Start(ctx) })
+		wg.Go(func() { errs <- c.Start(ctx) })
+	} else if err := runWithDebugPage(ctx, &wg, errs, log, f, c); err != nil {
+		return nil, err
+	}
 	wait = func() error {
 		wg.Wait()
 		close(errs)
-		return errors.Join(<-errs, <-errs)
+		var all []error
+		for err := range errs {
+			all = append(all, err)
+		}
+		return errors.Join(all...)
 	}
 	if err := f.WaitForSync(ctx); err != nil {
 		return nil, errors.Join(err, wait())
 	}
 	return wait, nil
+}
+
+// runWithDebugPage runs the factory and the controller under a manager
+// with the debug page on a free loopback port and, with -debug polled,
+// reads its snapshot once a second, as the page does while someone looks.
+func runWithDebugPage(ctx context.Context, wg *sync.WaitGroup, errs chan<- error, log *slog.Logger, f *informer.Factory, c *controller.Controller[cache.Key]) error {
+	m, err := manager.New(manager.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	srv, err := debug.New(m, debug.Options{Addr: "127.0.0.1:0", Logger: log})
+	if err != nil {
+		return err
+	}
+	for _, r := range []manager.Runnable{f, c, srv} {
+		if err := m.Add(r); err != nil {
+			return err
+		}
+	}
+	wg.Go(func() { errs <- m.Start(ctx) })
+	<-srv.AddrReady()
+	if srv.Addr() == nil {
+		return errors.New("the debug page did not start")
+	}
+	if debugMode == "polled" {
+		url := srv.SnapshotURL()
+		wg.Go(func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				resp, err := http.Get(url)
+				if err != nil {
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	return nil
 }
 
 // runClientGo is the sample-controller way: a shared informer factory, a
