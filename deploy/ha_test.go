@@ -70,7 +70,7 @@ func TestFooController_TwoReplicasOneLeadsTheWarmStandbyTakesOverAfterSIGKILL(t 
 		return u.GetName() == "example-foo" && ownedByFoo(u, "example-foo")
 	})
 	a.stderr.WaitFor(t, "the leader's Created Deployment", createdDeploy)
-	if n := matching(b.stderr.All(), regexp.MustCompile(`Created Deployment|Updating Deployment|Reconcile failed`)); n != 0 {
+	if n := matching(b.stderr.All(), regexp.MustCompile(`Created Deployment|Repairing Deployment|Updating Deployment|Reconcile failed`)); n != 0 {
 		t.Errorf("the standby reconciled (%d log lines)", n)
 	}
 
@@ -93,7 +93,7 @@ func TestFooController_TwoReplicasOneLeadsTheWarmStandbyTakesOverAfterSIGKILL(t 
 	waitFor(t, c.dyn, deploymentsGVR, ns, "Deployment example-foo scaled to 3 by the new leader", func(u *unstructured.Unstructured) bool {
 		return u.GetName() == "example-foo" && replicasOf(u) == 3
 	})
-	if !slices.ContainsFunc(b.stderr.All(), regexp.MustCompile(`Updating Deployment replicas`).MatchString) {
+	if !slices.ContainsFunc(b.stderr.All(), regexp.MustCompile(`Repairing Deployment|Updating Deployment replicas`).MatchString) {
 		t.Errorf("the scale was not made by replica b")
 	}
 }
