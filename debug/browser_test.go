@@ -14,6 +14,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/kloop-dev/kloop/debug"
+	"github.com/kloop-dev/kloop/manager"
+	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -180,5 +183,71 @@ func TestPage_InChromium_ShowsTheFooControllerLive(t *testing.T) {
 	t.Logf("screenshot (%v) written to %s", img.Bounds().Size(), out)
 	if !strings.HasSuffix(out, ".png") {
 		t.Errorf("screenshot path %s does not end in .png", out)
+	}
+}
+
+// fakeMember is a shard-group member as package sharding reports one.
+type fakeMember struct{ st sharding.Status }
+
+func (m fakeMember) Start(ctx context.Context) error { <-ctx.Done(); return nil }
+func (m fakeMember) Status() sharding.Status         { return m.st }
+func (m fakeMember) NeedLeaderElection() bool        { return false }
+
+func TestPage_InChromium_ShowsTheShardTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Chromium (not run with -short)")
+	}
+	tab := browser(t)
+	m, err := manager.New(manager.Options{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := fakeMember{st: sharding.Status{
+		Group: "foo", Identity: "foo-a", Slots: 8, Key: sharding.ByNamespace, Joined: true,
+		Scope: sharding.NewSet(8, 0, 1, 2, 5),
+		Members: []sharding.MemberStatus{
+			{Identity: "foo-a", Self: true, Live: true, Held: sharding.NewSet(8, 0, 1, 2, 5), Assigned: 4, Age: time.Second},
+			{Identity: "foo-b", Held: sharding.NewSet(8, 3, 4), Draining: sharding.NewSet(8, 4), Assigned: 4, Age: time.Minute},
+		},
+		Informers: []sharding.InformerStatus{{Name: "foos [all namespaces]", Objects: 12, Filtering: "server"}},
+	}}
+	if err := m.Add(member); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := debug.New(m, debug.Options{Addr: "127.0.0.1:0", Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Start = %v after a stop", err)
+		}
+	})
+	<-srv.AddrReady()
+	if err := chromedp.Do(tab, chromedp.Navigate(srv.URL())); err != nil {
+		t.Fatalf("open %s: %v", srv.URL(), err)
+	}
+	table := `(() => {
+	  const g = document.querySelector('[data-shard-group="foo"]');
+	  if (!g) return null;
+	  const row = id => { const r = g.querySelector('tr[data-member="' + id + '"]'); return r && { text: r.textContent.replace(/\s+/g, " ").trim(), cls: r.className }; };
+	  return { head: g.querySelector(".top").textContent.replace(/\s+/g, " ").trim(), a: row("foo-a"), b: row("foo-b"), cls: g.className,
+	    trouble: document.querySelector("#trouble").textContent };
+	})()`
+	got := until(t, tab, 30*time.Second, "the shard table", `(s => s && s.b ? s : null)(`+table+`)`, table)
+	for _, want := range []string{
+		`"head":"foo joined 8 slots by namespace · this replica foo-a holds 4: 0-2,5"`,
+		`"a":{"text":"foo-a this replica live 4 4 0-2,5 – 1.0s ago","cls":""}`,
+		`"b":{"text":"foo-b not live 4 2 3-4 4 60.0s ago","cls":"warn"}`,
+		`"cls":"card ctl warn"`,
+		`shard group foo: member foo-b is not live but holds 2 slots`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the shard table lacks %s; it shows %s", want, got)
+		}
 	}
 }

@@ -14,6 +14,15 @@
 //
 //	curl -s 127.0.0.1:8082/debug/api/v1/snapshot | jq '.informers[] | select(.level != "ok")'
 //
+// On the builder (package kloop), add the server to the App's manager
+// before Run; behind --metrics-secure (kloop.Options.SecureMetrics) give it
+// the guard and the TLS of /metrics, so that it answers only callers the
+// API server authenticates and authorizes, on any address:
+//
+//	sm, err := secure.New(cfg, secure.Options{})
+//	srv, err := debug.New(app.Manager(), debug.Options{Addr: ":8082", Wrap: sm.Wrap, TLS: sm.TLSConfig()})
+//	err = app.Manager().Add(srv)
+//
 // # Guarantees
 //
 //   - It costs nothing while nobody looks: no goroutine but the HTTP server's,

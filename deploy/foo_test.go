@@ -225,6 +225,9 @@ func removeRule(t *testing.T, a *applier, cs kubernetes.Interface, objs []*unstr
 	verbs, _, _ := unstructured.NestedStringSlice(rc.rule, "verbs")
 	resource, sub, _ := strings.Cut(res[0], "/")
 	attrs := &authorizationv1.ResourceAttributes{Group: groups[0], Resource: resource, Subresource: sub, Verb: verbs[0]}
+	if names, _, _ := unstructured.NestedStringSlice(rc.rule, "resourceNames"); len(names) > 0 {
+		attrs.Name = names[0]
+	}
 	if rc.kind == "Role" {
 		attrs.Namespace = roleNS
 	}

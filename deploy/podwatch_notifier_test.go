@@ -146,7 +146,8 @@ func (d *deployed) startNotifier(t *testing.T, name string) *proc {
 		}
 	}
 	args = append(args, "--kubeconfig="+saKubeconfig(t, d.e, notifierNS, "notifier"))
-	p := start(t, name, binary(t, "notifier"), nil, args...)
+	// The downward API's POD_NAMESPACE, as deploy's Deployment sets it.
+	p := start(t, name, binary(t, "notifier"), []string{"POD_NAMESPACE=" + notifierNS}, args...)
 	p.metrics, p.health = metrics, health
 	return p
 }
@@ -170,18 +171,18 @@ func TestNotifier_NotifiesAsDeploysServiceAccountWithItsReadOnlyRoleAndNamesTheM
 	}
 
 	n := 0
-	for _, rc := range rulesOf(t, d.objs, "ClusterRole") {
-		if rc.name != "notifier" {
+	for _, rc := range rulesOf(t, d.objs, "ClusterRole", "Role") {
+		if rc.name != "notifier" && rc.name != "notifier-checkpoint" {
 			continue
 		}
 		n++
 		t.Run(rc.String(), func(t *testing.T) {
-			removeRule(t, d.a, d.cs, d.objs, rc, user, "")
+			removeRule(t, d.a, d.cs, d.objs, rc, user, notifierNS)
 			q := d.startNotifier(t, "notifier-"+rc.name)
 			q.stderr.WaitFor(t, "an error naming the refused "+rc.String(), forbiddenLine(rc))
 		})
 	}
-	if n == 0 {
-		t.Error("the notifier's ClusterRole has no rules")
+	if n != 4 {
+		t.Errorf("%d rules tried, want the ClusterRole's 2 and the checkpoint Role's 2", n)
 	}
 }

@@ -198,7 +198,7 @@ func configCommand(configPath *string, lookupEnv func(string) (string, bool), ge
 	})
 	rbac := &cobra.Command{
 		Use:   "rbac",
-		Short: "Print the read-only ClusterRole the config needs: list and watch on exactly its kinds",
+		Short: "Print the RBAC the config needs: list and watch on exactly its kinds, and its checkpoint's ConfigMap",
 	}
 	name := rbac.Flags().String("name", "notifier", "name of the ClusterRole")
 	rbac.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -206,13 +206,22 @@ func configCommand(configPath *string, lookupEnv func(string) (string, bool), ge
 		if err != nil {
 			return err
 		}
-		out, err := yaml.Marshal(notifier.ClusterRole(*name, cfg))
-		if err != nil {
-			return err
+		objs := []any{notifier.ClusterRole(*name, cfg)}
+		if r := notifier.CheckpointRole(*name+"-checkpoint", cfg); r != nil {
+			objs = append(objs, r)
 		}
-		_, err = fmt.Fprintf(cmd.OutOrStdout(), "# The read-only ClusterRole of the notifier's config: `notifier config rbac` wrote it.\n---\n%s",
-			bytes.ReplaceAll(out, []byte("  creationTimestamp: null\n"), nil))
-		return err
+		w := cmd.OutOrStdout()
+		fmt.Fprint(w, "# The RBAC of the notifier's config, written by `notifier config rbac`: a read-only\n# ClusterRole for the kinds it watches, and a Role for its checkpoint ConfigMap.\n")
+		for _, o := range objs {
+			out, err := yaml.Marshal(o)
+			if err != nil {
+				return err
+			}
+			if _, err := fmt.Fprintf(w, "---\n%s", bytes.ReplaceAll(out, []byte("  creationTimestamp: null\n"), nil)); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	cfg.AddCommand(rbac)
 	return cfg
