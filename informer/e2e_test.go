@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -795,11 +796,11 @@ func testCachedObjectsMatchTheServer(t *testing.T, cfg *rest.Config, cs kubernet
 	type side struct {
 		inf   *informer.Informer[*corev1.ConfigMap]
 		added chan *corev1.ConfigMap
-		keep  bool
+		mem   informer.Memory
 	}
 	var sides []side
-	for _, keep := range []bool{false, true} {
-		f := informer.NewFactory(cfg, informer.FactoryOptions{Memory: informer.Memory{KeepManagedFields: keep}, Registerer: prometheus.NewRegistry()})
+	for _, mem := range []informer.Memory{{}, {KeepManagedFields: true}, {Encoded: true}} {
+		f := informer.NewFactory(cfg, informer.FactoryOptions{Memory: mem, Registerer: prometheus.NewRegistry()})
 		inf, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
 		if err != nil {
 			t.Fatal(err)
@@ -814,7 +815,7 @@ func testCachedObjectsMatchTheServer(t *testing.T, cfg *rest.Config, cs kubernet
 		if err := f.WaitForSync(ctx); err != nil {
 			t.Fatal(err)
 		}
-		sides = append(sides, side{inf: inf, added: added, keep: keep})
+		sides = append(sides, side{inf: inf, added: added, mem: mem})
 	}
 	var want []*corev1.ConfigMap
 	for _, name := range []string{"a", "b"} {
@@ -838,13 +839,18 @@ func testCachedObjectsMatchTheServer(t *testing.T, cfg *rest.Config, cs kubernet
 			select {
 			case got := <-s.added:
 				w := w.DeepCopy()
-				if !s.keep {
+				if !s.mem.KeepManagedFields {
 					w.ManagedFields = nil
 				} else if len(w.ManagedFields) == 0 {
 					t.Fatal("the server returned no managedFields; the test cannot tell whether they are kept")
 				}
 				if !reflect.DeepEqual(got, w) {
-					t.Errorf("KeepManagedFields=%v: cached\n%#v\nwant\n%#v", s.keep, got, w)
+					t.Errorf("%+v: handler got\n%#v\nwant\n%#v", s.mem, got, w)
+				}
+				// What a reader gets from the cache, decoded from it
+				// when the cache is encoded.
+				if cached, ok := s.inf.Lister().Get(ns, w.Name); !ok || !equality.Semantic.DeepEqual(cached, w) {
+					t.Errorf("%+v: cached\n%#v\nwant\n%#v", s.mem, cached, w)
 				}
 			case <-ctx.Done():
 				t.Fatalf("handler never got %s: %v", w.Name, context.Cause(ctx))
