@@ -1,7 +1,8 @@
 # kloop — the two commands a newcomer needs are `make demo` and `make test`.
 SHELL := /bin/bash
 GO ?= go
-# Packages of the main module (tools/controlplane and bench are modules of their own).
+# Packages of the main module (tools/controlplane, tools/image, bench and
+# deploy are modules of their own).
 PKGS := ./...
 TEST_TIMEOUT ?= 30m
 
@@ -24,6 +25,7 @@ controlplane:
 build:
 	$(GO) build $(PKGS)
 	cd bench && $(GO) build ./...
+	cd deploy && $(GO) build ./...
 
 ## test: everything, on the real local control plane, race detector on
 # The bench module holds commands only: it is built and vetted here, and run by `make bench`.
@@ -31,10 +33,12 @@ test: controlplane check-generated
 	cd bench && $(GO) vet ./...
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	cd deploy && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## test-short: unit tests only (no control plane)
 test-short:
 	$(GO) test -race -short -count=1 $(PKGS)
+	cd deploy && $(GO) test -race -short -count=1 ./...
 
 ## demo: the main job: the local control plane, podsim and the Foo controller on example-foo.yaml
 # Built, then run, rather than `go run`: go run exits 1 on Ctrl-C whatever
@@ -48,23 +52,53 @@ dev: controlplane
 	@set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
 	$(GO) build -o "$$d/kloop" ./cmd/kloop; "$$d/kloop" dev
 
-## generate: deepcopy methods and CRD manifests from the kubebuilder markers (controller-gen)
+# RBAC, one controller-gen run per role: DIR:ROLE:FILE:PACKAGES. The
+# +kubebuilder:rbac markers sit next to the code that needs each right; each
+# deployable gets its own copy of the shared roles under its own name.
+RBAC := \
+	foo-controller/rbac:foo-controller:role.yaml:./samples/foo \
+	foo-controller/rbac:foo-controller-leader-election:leader_election_role.yaml:./leaderelection \
+	foo-controller/rbac:foo-controller-metrics-auth:metrics_auth_role.yaml:./metrics/secure \
+	podwatch/rbac:podwatch:role.yaml:./samples/podwatch \
+	podwatch/rbac:podwatch-metrics-auth:metrics_auth_role.yaml:./metrics/secure \
+	notifier/rbac:notifier-metrics-auth:metrics_auth_role.yaml:./metrics/secure
+# The notifier's read-only ClusterRole comes from its config, not from markers.
+NOTIFIER_CONFIG := deploy/notifier/kubewatch.yaml
+
+# gen-deploy DIR: write the generated RBAC of deploy/ into DIR.
+define gen-deploy
+	@set -e; for r in $(RBAC); do IFS=: read -r dir role file pkgs <<<"$$r"; \
+		$(CONTROLLER_GEN) rbac:roleName=$$role,fileName=$$file paths=$$pkgs output:rbac:artifacts:config=$(1)/$$dir; done; \
+	mkdir -p $(1)/notifier/rbac; \
+	$(GO) run ./cmd/notifier config rbac --config $(NOTIFIER_CONFIG) --name notifier > $(1)/notifier/rbac/role.yaml
+endef
+
+## generate: deepcopy methods, CRD manifests and deploy/'s RBAC from the kubebuilder markers (controller-gen)
 generate:
 	$(CONTROLLER_GEN) object paths=$(API_PATHS) crd:crdVersions=v1 output:crd:artifacts:config=$(CRD_DIR)
+	$(call gen-deploy,deploy)
 
 ## check-generated: fail when the generated files differ from what `make generate` would write
 check-generated:
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(CONTROLLER_GEN) object paths=$(API_PATHS) output:object:dir=$$tmp/object crd:crdVersions=v1 output:crd:artifacts:config=$$tmp/crd; \
-	if ! diff -u $(DEEPCOPY) $$tmp/object/zz_generated.deepcopy.go || ! diff -ru $(CRD_DIR) $$tmp/crd; then \
+	if ! diff -u $(DEEPCOPY) $$tmp/object/zz_generated.deepcopy.go || ! diff -ru -x kustomization.yaml $(CRD_DIR) $$tmp/crd; then \
 		echo "generated files are stale: run make generate"; exit 1; fi; \
+	$(MAKE) -s gen-deploy-into DIR=$$tmp/deploy; \
+	for d in foo-controller podwatch notifier; do \
+		if ! diff -ru deploy/$$d/rbac $$tmp/deploy/$$d/rbac; then echo "deploy/$$d/rbac is stale: run make generate"; exit 1; fi; done; \
 	echo "generated files are up to date"
+
+.PHONY: gen-deploy-into
+gen-deploy-into:
+	$(call gen-deploy,$(DIR))
 
 ## lint: gofmt and go vet over every module
 lint:
 	@out=$$(gofmt -l . | grep -v '^bin/' || true); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	cd bench && $(GO) vet ./...
+	cd deploy && $(GO) vet ./...
 	cd tools/controlplane && $(GO) vet ./... && cd etcd && $(GO) vet ./...
 
 ## bench: every benchmark under bench/cmd, kloop and its peer side by side (prints RESULT lines)

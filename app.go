@@ -3,26 +3,287 @@ package kloop
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/leaderelection"
+	"github.com/kloop-dev/kloop/manager"
+	"github.com/kloop-dev/kloop/metrics"
+	"github.com/kloop-dev/kloop/metrics/secure"
+	"github.com/kloop-dev/kloop/record"
 )
 
-// App is one controller program: it owns the manager, one informer factory,
-// one client and one event recorder, made on first use and registered with
-// the manager. (Being built; the API above is what the commands use.)
+// DefaultName is the default of Options.Name.
+const DefaultName = "kloop"
+
+// serviceAccountNamespaceFile holds the namespace of a pod's service
+// account; it is the default namespace of the leader-election Lease in a
+// cluster.
+var serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// App is one controller program: it owns one manager, one informer factory,
+// one client and one event recorder, and runs them. Declare what the program handles with Objects
+// and NewController, then call Run.
+//
+// Mistakes in declarations (a type missing from the scheme, a kind the API
+// server does not serve, an Owns without a For) are collected rather than
+// returned one by one: Run returns them all, each naming what to fix, and
+// starts nothing. Err returns them so far.
 type App struct {
-	cfg  *rest.Config
-	opts Options
+	cfg      *rest.Config
+	opts     Options
+	log      *slog.Logger
+	mgr      *manager.Manager
+	client   *client.Client
+	recorder *record.Recorder
+
+	mu        sync.Mutex
+	errs      []error
+	started   bool
+	factory   *informer.Factory
+	mapper    meta.RESTMapper
+	runnables []manager.Runnable
 }
 
-// New returns an App talking to the API server at cfg. It does no I/O.
+// New returns an App talking to the API server at cfg. It validates opts
+// and does no I/O.
 func New(cfg *rest.Config, opts Options) (*App, error) {
 	if cfg == nil {
-		return nil, errors.New("kloop: New needs a *rest.Config")
+		return nil, errors.New("kloop.New: cfg is nil: pass the *rest.Config of the cluster (the cli package builds one from --kubeconfig)")
 	}
-	return &App{cfg: cfg, opts: opts}, nil
+	if opts.Name == "" {
+		opts.Name = DefaultName
+	}
+	if opts.Scheme == nil {
+		opts.Scheme = clientgoscheme.Scheme
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Registry == nil {
+		opts.Registry = metrics.Registry
+	}
+	a := &App{cfg: cfg, opts: opts, log: opts.Logger}
+	c, err := client.New(cfg, client.Options{Scheme: opts.Scheme, FieldManager: opts.Name, Logger: opts.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("kloop.New: %w", err)
+	}
+	a.client = c
+	host, _ := os.Hostname()
+	a.recorder, err = record.New(cfg, record.Options{
+		Component:  opts.Name,
+		Host:       host,
+		Scheme:     opts.Scheme,
+		Logger:     opts.Logger,
+		Registerer: opts.Registry,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kloop.New: %w", err)
+	}
+
+	mopts := manager.Options{
+		MetricsAddr:     opts.MetricsAddr,
+		HealthAddr:      opts.HealthAddr,
+		ShutdownTimeout: opts.ShutdownTimeout,
+		Gatherer:        opts.Registry,
+		Logger:          opts.Logger,
+	}
+	if opts.SecureMetrics != nil && opts.MetricsAddr != "" && opts.MetricsAddr != "0" {
+		so := *opts.SecureMetrics
+		if so.Logger == nil {
+			so.Logger = opts.Logger
+		}
+		sm, err := secure.New(cfg, so)
+		if err != nil {
+			return nil, fmt.Errorf("kloop.New: secure metrics: %w", err)
+		}
+		mopts.WrapMetrics, mopts.MetricsTLS = sm.Wrap, sm.TLSConfig()
+	}
+	if le := opts.LeaderElection; le != nil {
+		el, err := a.newElector(*le)
+		if err != nil {
+			return nil, err
+		}
+		mopts.LeaderElection = el
+	}
+	mgr, err := manager.New(mopts)
+	if err != nil {
+		return nil, err
+	}
+	a.mgr = mgr
+	return a, nil
+}
+
+func (a *App) newElector(le LeaderElection) (*manager.LeaseElector, error) {
+	ns := le.Namespace
+	if ns == "" {
+		ns = a.opts.Namespace
+	}
+	if ns == "" {
+		if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
+			ns = strings.TrimSpace(string(b))
+		}
+	}
+	if ns == "" {
+		return nil, errors.New("kloop.New: leader election needs the namespace of its Lease: set LeaderElection.Namespace (--leader-elect-namespace); it defaults to Options.Namespace, or the pod's namespace in a cluster")
+	}
+	id := le.ID
+	if id == "" {
+		id = a.opts.Name + "-leader"
+	}
+	el, err := manager.NewLeaseElector(a.cfg, leaderelection.Config{
+		Namespace:     ns,
+		Name:          id,
+		Identity:      le.Identity,
+		LeaseDuration: le.LeaseDuration,
+		RenewDeadline: le.RenewDeadline,
+		RetryPeriod:   le.RetryPeriod,
+		Logger:        a.log,
+		Registerer:    a.opts.Registry,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kloop.New: leader election: %w", err)
+	}
+	return el, nil
+}
+
+// Name is Options.Name: the field manager, event source and log name.
+func (a *App) Name() string { return a.opts.Name }
+
+// Config returns the rest.Config the App talks to the API server with.
+// Treat it as read-only.
+func (a *App) Config() *rest.Config { return a.cfg }
+
+// Options returns the App's options with their defaults filled in.
+func (a *App) Options() Options { return a.opts }
+
+// Logger is the App's logger, given once in Options.
+func (a *App) Logger() *slog.Logger { return a.log }
+
+// Registry is where the App's components register their metrics, and what
+// /metrics serves.
+func (a *App) Registry() prometheus.Registerer { return a.opts.Registry }
+
+// Manager is the App's manager, for health and readiness checks of your
+// own. Run starts it; do not start it yourself.
+func (a *App) Manager() *manager.Manager { return a.mgr }
+
+// Factory returns the App's informer factory, made on first use. Informers
+// asked of it are started by Run; an informer added while Run runs starts
+// at once.
+func (a *App) Factory() *informer.Factory {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.factoryLocked()
+}
+
+func (a *App) factoryLocked() *informer.Factory {
+	if a.factory == nil {
+		a.factory = informer.NewFactory(a.cfg, informer.FactoryOptions{
+			Scheme:     a.opts.Scheme,
+			Logger:     a.log,
+			Registerer: a.opts.Registry,
+		})
+	}
+	return a.factory
+}
+
+// Client returns the App's client: every write of the App goes through it,
+// with Options.Name as the field manager, and it tracks those writes so
+// that cached reads (Objects) see them.
+func (a *App) Client() *client.Client { return a.client }
+
+// Recorder returns the App's event recorder, whose events name
+// Options.Name as their source. Run always runs it (it costs one idle
+// goroutine), so no event is dropped for want of a started recorder, even
+// when it is first asked for inside a reconcile.
+func (a *App) Recorder() *record.Recorder { return a.recorder }
+
+// restMapper returns the App's RESTMapper over cached discovery, made on
+// first use. Each API group is discovered once; a kind the cache does not
+// know makes it discover again (a CRD installed after the start).
+func (a *App) restMapperLocked() (meta.RESTMapper, error) {
+	if a.mapper == nil {
+		disc, err := discovery.NewDiscoveryClientForConfig(a.cfg)
+		if err != nil {
+			return nil, fmt.Errorf("kloop: discovery: %w", err)
+		}
+		a.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	}
+	return a.mapper, nil
+}
+
+// Add adds a runnable of your own (a server, a periodic job) to be run by
+// Run like the App's own. Without leader election it runs at once; with it,
+// only on the leader unless it implements manager.LeaderElectionRunnable.
+func (a *App) Add(r manager.Runnable) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.started {
+		a.errs = append(a.errs, errors.New("kloop: Add after Run: add runnables before Run"))
+		return
+	}
+	a.runnables = append(a.runnables, r)
+}
+
+// fail records a declaration error, returned by Run.
+func (a *App) fail(err error) {
+	a.mu.Lock()
+	a.errs = append(a.errs, err)
+	a.mu.Unlock()
+}
+
+// Err returns the declaration errors so far, joined, or nil.
+func (a *App) Err() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return errors.Join(a.errs...)
 }
 
 // Run starts everything the App holds and blocks until ctx is done and
-// everything has stopped.
-func (a *App) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+// everything has stopped (within Options.ShutdownTimeout): the informers
+// (on every replica), the event recorder, the controllers (with leader
+// election, only while this replica leads) and the runnables added with
+// Add. It returns nil after a clean stop through ctx. If a declaration
+// failed it starts nothing and returns every declaration error.
+func (a *App) Run(ctx context.Context) error {
+	a.mu.Lock()
+	if a.started {
+		a.mu.Unlock()
+		return manager.ErrAlreadyStarted
+	}
+	a.started = true
+	if err := errors.Join(a.errs...); err != nil {
+		a.mu.Unlock()
+		return err
+	}
+	var runs []manager.Runnable
+	if a.factory != nil {
+		runs = append(runs, a.factory)
+	}
+	runs = append(runs, a.recorder)
+	runs = append(runs, a.runnables...)
+	a.mu.Unlock()
+	for _, r := range runs {
+		if err := a.mgr.Add(r); err != nil {
+			return err
+		}
+	}
+	a.log.Info("Starting "+a.opts.Name, "namespace", a.opts.Namespace)
+	err := a.mgr.Start(ctx)
+	a.log.Info("Stopped "+a.opts.Name, "err", err)
+	return err
+}

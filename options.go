@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kloop-dev/kloop/metrics/secure"
 )
 
 // Options configures an App. The zero value works: the built-in types of
@@ -36,6 +38,13 @@ type Options struct {
 	// MetricsAddr is where /metrics is served, for example ":8080" or
 	// "127.0.0.1:0". "" or "0" means off.
 	MetricsAddr string
+	// SecureMetrics, if set, serves /metrics over TLS and only to callers
+	// the API server authenticates (TokenReview) and authorizes
+	// (SubjectAccessReview: get on the nonResourceURL /metrics), as
+	// package metrics/secure describes; its Logger defaults to Logger.
+	// Nil: plain HTTP to anyone. The program's own identity then needs
+	// create on tokenreviews and subjectaccessreviews.
+	SecureMetrics *secure.Options
 	// HealthAddr is where /healthz and /readyz are served. "" or "0" means
 	// off. It may equal MetricsAddr: then one server serves all three.
 	HealthAddr string

@@ -581,6 +581,23 @@ func (s *Snapshot[T]) Add(obj T) {
 	}
 }
 
+// Retain drops the objects for which keep returns false.
+func (s *Snapshot[T]) Retain(keep func(T) bool) {
+	for ns, byName := range s.objs {
+		for name, obj := range byName {
+			if !keep(obj) {
+				delete(byName, name)
+				delete(s.enc[ns], name)
+				s.count--
+			}
+		}
+		if len(byName) == 0 {
+			delete(s.objs, ns)
+			delete(s.enc, ns)
+		}
+	}
+}
+
 // Len is the number of distinct keys in the snapshot.
 func (s *Snapshot[T]) Len() int { return s.count }
 

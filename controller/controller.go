@@ -115,6 +115,14 @@ type Controller[K comparable] struct {
 	mu         sync.Mutex
 	sources    []Source[K]
 	registered bool // Start has taken the sources; Watch is closed
+
+	// Restrict's state: keys handed to Reconcile and not yet done, and
+	// which keys may be handed out at all. idle is signalled when a
+	// reconcile ends.
+	flightMu sync.Mutex
+	admit    func(K) bool
+	inFlight map[K]int
+	idle     chan struct{}
 }
 
 // New returns a controller that hands keys to rec. It starts nothing: add
@@ -143,11 +151,13 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 		return nil, fmt.Errorf("controller %q: %w", opts.Name, err)
 	}
 	c := &Controller[K]{
-		name: opts.Name,
-		rec:  rec,
-		opts: opts,
-		log:  opts.Logger.With("controller", opts.Name),
-		m:    m,
+		inFlight: make(map[K]int),
+		idle:     make(chan struct{}),
+		name:     opts.Name,
+		rec:      rec,
+		opts:     opts,
+		log:      opts.Logger.With("controller", opts.Name),
+		m:        m,
 		queue: workqueue.New(workqueue.Config[K]{
 			Name:        opts.Name,
 			Registerer:  opts.Registerer,
@@ -268,6 +278,68 @@ func (c *Controller[K]) Start(ctx context.Context) error {
 	return nil
 }
 
+// Restrict narrows (or widens) the keys the controller hands to its
+// Reconciler to those admit accepts, and waits until no Reconcile of a key
+// it rejects is in flight, or ctx is done (then it returns ctx's error; the
+// restriction stays). A rejected key that comes out of the queue is dropped
+// unreconciled and forgotten by the rate limiter; if it is enqueued again
+// while admit accepts it, it is reconciled as usual.
+//
+// It is how a replica gives work away without overlap: restrict, wait,
+// then let the new owner start. admit may answer from state that changes
+// (call Restrict again after each change, to wait for the keys it now
+// rejects); it is called with a lock held that Reconcile calls starting
+// and ending also take, so it must be fast and must not call the
+// controller. nil admits every key.
+func (c *Controller[K]) Restrict(ctx context.Context, admit func(K) bool) error {
+	c.flightMu.Lock()
+	c.admit = admit
+	c.flightMu.Unlock()
+	for {
+		c.flightMu.Lock()
+		busy := false
+		if admit != nil {
+			for k := range c.inFlight {
+				if !admit(k) {
+					busy = true
+					break
+				}
+			}
+		}
+		idle := c.idle
+		c.flightMu.Unlock()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// claim marks key in flight if it is admitted.
+func (c *Controller[K]) claim(key K) bool {
+	c.flightMu.Lock()
+	defer c.flightMu.Unlock()
+	if c.admit != nil && !c.admit(key) {
+		return false
+	}
+	c.inFlight[key]++
+	return true
+}
+
+func (c *Controller[K]) release(key K) {
+	c.flightMu.Lock()
+	defer c.flightMu.Unlock()
+	if c.inFlight[key]--; c.inFlight[key] <= 0 {
+		delete(c.inFlight, key)
+	}
+	close(c.idle)
+	c.idle = make(chan struct{})
+}
+
 // work hands keys to the Reconciler until ctx is done.
 func (c *Controller[K]) work(ctx, rctx context.Context) {
 	for ctx.Err() == nil {
@@ -275,9 +347,16 @@ func (c *Controller[K]) work(ctx, rctx context.Context) {
 		if err != nil {
 			return
 		}
+		if !c.claim(key) {
+			c.queue.Forget(key)
+			c.queue.Done(key)
+			c.m.skipped.Inc()
+			continue
+		}
 		c.m.active.Inc()
 		c.reconcile(rctx, key)
 		c.m.active.Dec()
+		c.release(key)
 		c.queue.Done(key)
 	}
 }

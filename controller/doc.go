@@ -24,6 +24,10 @@
 //   - Start returns only once every worker has exited. On stop no new key
 //     is handed out; Reconcile calls in flight finish, or see their context
 //     cancelled with cause ErrDrainTimeout after Options.DrainTimeout.
+//   - Restrict keeps the controller to the keys a predicate admits (a
+//     replica's shard): rejected keys are dropped when they come out of the
+//     queue, and Restrict returns once no Reconcile of a rejected key is in
+//     flight, so their new owner can start without overlap.
 //   - Metrics carry controller-runtime's names and labels:
 //     controller_runtime_reconcile_total{controller,result},
 //     controller_runtime_reconcile_errors_total,

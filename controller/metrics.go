@@ -30,7 +30,7 @@ var reconcileTimeBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0
 type controllerMetrics struct {
 	success, failed, requeueAfter prometheus.Counter
 	errors, terminal, panics      prometheus.Counter
-	timeouts                      prometheus.Counter
+	timeouts, skipped             prometheus.Counter
 	duration                      prometheus.Observer
 	active, workers               prometheus.Gauge
 }
@@ -63,6 +63,7 @@ func newControllerMetrics(name string, reg prometheus.Registerer) (*controllerMe
 		NativeHistogramMaxBucketNumber:  100,
 		NativeHistogramMinResetDuration: time.Hour,
 	}, []string{"controller"})).(*prometheus.HistogramVec)
+	skipped := counter("kloop_controller_keys_not_admitted_total", "Keys dropped unreconciled because the controller was restricted away from them (see Controller.Restrict), per controller", "controller")
 	workers := gauge("controller_runtime_max_concurrent_reconciles", "Maximum number of concurrent reconciles per controller")
 	active := gauge("controller_runtime_active_workers", "Number of currently used workers per controller")
 	if firstErr != nil {
@@ -76,6 +77,7 @@ func newControllerMetrics(name string, reg prometheus.Registerer) (*controllerMe
 		terminal:     terminal.WithLabelValues(name),
 		panics:       panics.WithLabelValues(name),
 		timeouts:     timeouts.WithLabelValues(name),
+		skipped:      skipped.WithLabelValues(name),
 		duration:     duration.WithLabelValues(name),
 		active:       active.WithLabelValues(name),
 		workers:      workers.WithLabelValues(name),

@@ -32,11 +32,16 @@ type deltaQueue[T watcher.Object] struct {
 	snapshot *snapshot[T] // complete snapshot not yet popped
 	deltas   keyedFIFO[delta[T]]
 	bookmark string // newest bookmark not yet popped
+
+	// epoch stamps the snapshot that begins next (see Informer.Relist).
+	epoch      uint64
+	relistFrom uint64 // epoch of the snapshot being received
 }
 
 type snapshot[T watcher.Object] struct {
-	objs *cache.Snapshot[T]
-	rv   string
+	objs  *cache.Snapshot[T]
+	rv    string
+	epoch uint64 // the Relist request it answers (0: none)
 }
 
 // delta is the latest state of one key: obj, or obj's deletion.
@@ -73,6 +78,7 @@ func (q *deltaQueue[T]) push(ev watcher.Event[T]) (protocolError bool) {
 		} else {
 			q.relist = &cache.Snapshot[T]{}
 		}
+		q.relistFrom = q.epoch
 	case watcher.RelistItem:
 		if !q.relisting {
 			return true
@@ -82,7 +88,7 @@ func (q *deltaQueue[T]) push(ev watcher.Event[T]) (protocolError bool) {
 		if !q.relisting {
 			return true
 		}
-		q.snapshot = &snapshot[T]{objs: q.relist, rv: ev.ResourceVersion}
+		q.snapshot = &snapshot[T]{objs: q.relist, rv: ev.ResourceVersion, epoch: q.relistFrom}
 		q.relisting, q.relist = false, nil
 		q.deltas.clear()
 		q.bookmark = ""

@@ -32,6 +32,11 @@
 //     number of keys, and a handler always sees a consistent history:
 //     OnUpdate's old is what it saw last, OnDelete is for an object it was
 //     told about.
+//   - No key starves behind a slow handler: a key that changes again while
+//     it is queued keeps its place, so a change waits for at most the
+//     notifications that were queued ahead of its key when the key entered
+//     the handler's queue (at most one per other key), however often that
+//     key or others change meanwhile.
 //   - A handler is called from one goroutine, one call at a time.
 //   - A handler added after the informer synced first gets every cached
 //     object as OnAdd(obj, true). Registration.Synced closes once the
@@ -49,6 +54,12 @@
 //     wait ended.
 //   - Start returns only when every goroutine it started has exited. No
 //     constructor starts a goroutine.
+//   - With a Filter (Options.Filter, or a factory's Sharder), only the
+//     objects it accepts are cached and notified. Refilter drops objects it
+//     no longer accepts without telling handlers (they were not deleted);
+//     Relist takes a new snapshot, whose newly accepted objects reach
+//     handlers as OnAdd(obj, true). A snapshot never reports an object the
+//     Filter rejects as deleted.
 //   - managedFields are stripped before objects are queued or cached
 //     (Memory.KeepManagedFields to keep them).
 //
@@ -57,7 +68,7 @@
 //   - Every intermediate state. Merging means a handler may see fewer
 //     updates than the API server made; it always sees the latest state.
 //   - Order across keys for a handler that falls behind: its queue is in the
-//     order of each key's latest change.
+//     order in which each key's pending change first arrived.
 //   - Deletes while the watch was down are seen only through the next
 //     snapshot, as Deleted{FinalStateUnknown: true} with the last state the
 //     informer knew. Use finalizers when a delete must never be missed.

@@ -31,6 +31,7 @@ import (
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/metrics/metricstest"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/watcher"
@@ -105,19 +106,21 @@ func TestE2E(t *testing.T) {
 			t.Fatal(err)
 		}
 		runFactory(t, f)
-		const deadline = 8 * time.Second
+		// Refused: WaitForSync returns at the first 403, long before its
+		// deadline.
+		const deadline = 2 * time.Minute
 		ctx, cancel := context.WithTimeout(t.Context(), deadline)
 		defer cancel()
 		began := time.Now()
 		err = f.WaitForSync(ctx)
 		took := time.Since(began)
 		t.Logf("WaitForSync after %v: %v", took, err)
-		if took > deadline+2*time.Second {
-			t.Errorf("WaitForSync returned %v after a %v deadline", took, deadline)
+		if took > 10*time.Second {
+			t.Errorf("WaitForSync returned %v after it began; want it at the first 403, within seconds", took)
 		}
 		var se *informer.SyncError
-		if !errors.As(err, &se) || !apierrors.IsForbidden(err) {
-			t.Fatalf("err = %v; want a *SyncError with a Forbidden cause", err)
+		if !errors.As(err, &se) || !apierrors.IsForbidden(err) || !errors.Is(err, informer.ErrRefused) {
+			t.Fatalf("err = %v; want a *SyncError with a Forbidden cause and ErrRefused", err)
 		}
 		msg := err.Error()
 		for _, want := range []string{"2 of 2 informers", "configmaps.v1 [namespace=default]", "namespaces.v1 [all namespaces]", "forbidden", `User "alice" cannot list resource "configmaps"`} {
@@ -256,6 +259,7 @@ type counter struct {
 	violations []string
 	seen       map[string]chan struct{} // closed when the name is seen at its awaited rv
 	awaitRV    map[string]string
+	changed    await.Signal // after every notification
 }
 
 func newCounter() *counter {
@@ -282,6 +286,7 @@ func (c *counter) saw(name, rv string) {
 }
 
 func (c *counter) OnAdd(obj *corev1.ConfigMap, _ bool) {
+	defer c.changed.Notify()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.view[obj.Name]; ok {
@@ -292,6 +297,7 @@ func (c *counter) OnAdd(obj *corev1.ConfigMap, _ bool) {
 }
 
 func (c *counter) OnUpdate(old, new *corev1.ConfigMap) {
+	defer c.changed.Notify()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.view[old.Name] != old.ResourceVersion {
@@ -302,6 +308,7 @@ func (c *counter) OnUpdate(old, new *corev1.ConfigMap) {
 }
 
 func (c *counter) OnDelete(d informer.Deleted[*corev1.ConfigMap]) {
+	defer c.changed.Notify()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.view[d.Obj.Name]; !ok {
@@ -382,6 +389,13 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 	// informer's back, compacts etcd and restarts again (so the informer's
 	// resourceVersion is gone), three times.
 	stopWriting := make(chan struct{})
+	// server says whether the API server is up, and when that changes.
+	var server struct {
+		await.Signal
+		up atomic.Bool
+	}
+	server.up.Store(true)
+	setUp := func(up bool) { server.up.Store(up); server.Notify() }
 	progress := make(chan struct{}, 1) // a writer finished an op
 	var behindBack atomic.Int64
 	var wg sync.WaitGroup
@@ -414,8 +428,10 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 				switch {
 				case err == nil, apierrors.IsAlreadyExists(err), apierrors.IsNotFound(err):
 				default:
-					failed.Add(1) // the API server is down: carry on, a later op retries
-					time.Sleep(20 * time.Millisecond)
+					// The API server is down: carry on once it is up
+					// again (at once if it already is).
+					failed.Add(1)
+					_ = await.UntilContext(ctx, server.Changed, func() bool { return server.up.Load() })
 				}
 			}
 		})
@@ -430,10 +446,12 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 			}
 		}
 		g.close()
+		setUp(false)
 		env.StopAPIServer()
 		if err := env.StartAPIServer(ctx); err != nil {
 			t.Fatalf("start API server: %v", err)
 		}
+		setUp(true)
 		restarts++
 		// Deletes the informer cannot see: only a relist will tell it.
 		list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{Limit: 40})
@@ -445,22 +463,23 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 				behindBack.Add(1)
 			}
 		}
+		setUp(false)
 		rev, err := env.CompactAndRestart(ctx)
 		if err != nil {
 			t.Fatalf("compact and restart: %v", err)
 		}
+		setUp(true)
 		restarts++
 		t.Logf("cycle %d: %d ops so far (%d failed while the server was down), compacted at %d", cycle, ops.Load(), failed.Load(), rev)
 		before := relists(t, reg)
 		g.reopen()
 		// The informer's resourceVersion is gone: it must take a new
 		// snapshot before the next cycle cuts it off again.
-		for relists(t, reg) == before {
-			if ctx.Err() != nil {
-				t.Fatalf("cycle %d: no relist after the compaction: %v (last error %v)", cycle, context.Cause(ctx), inf.LastError())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		// The relist hands the handler the deletes it missed, and the
+		// writers go on changing things: the handler hears of it.
+		await.Until(t, fmt.Sprintf("cycle %d: a relist after the compaction", cycle), cnt.changed.Changed, func() bool {
+			return relists(t, reg) > before
+		})
 	}
 	close(stopWriting)
 	wg.Wait()
@@ -634,22 +653,7 @@ func testCustomResource(t *testing.T, cfg *rest.Config, cs kubernetes.Interface)
 	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create CRD: %v", err)
 	}
-	for {
-		got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("get CRD: %v", err)
-		}
-		if slices.ContainsFunc(got.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
-			return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
-		}) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("CRD never established: %v", context.Cause(ctx))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	await.CRDServed(t, cfg, crd.Name)
 
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -664,14 +668,7 @@ func testCustomResource(t *testing.T, cfg *rest.Config, cs kubernetes.Interface)
 			"spec":     map[string]any{"size": size, "color": "blue"},
 		}}
 	}
-	var first *unstructured.Unstructured
-	for i := range 20 { // the API server may need a moment to serve a new CRD
-		first, err = widgets.Create(ctx, newWidget("first", 1), metav1.CreateOptions{})
-		if err == nil || !apierrors.IsNotFound(err) || i == 19 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	first, err := widgets.Create(ctx, newWidget("first", 1), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create widget: %v", err)
 	}

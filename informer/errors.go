@@ -3,6 +3,8 @@ package informer
 import (
 	"errors"
 	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 var (
@@ -18,7 +20,15 @@ var (
 	// ErrNotStarted is the cause a SyncError gives when nothing ran the
 	// informer while WaitForSync waited.
 	ErrNotStarted = errors.New("informer: not started")
+	// ErrRefused is why a SyncError's wait ended when the API server
+	// refused the informer's list or watch (403 Forbidden): waiting longer
+	// would not help until someone grants the permission.
+	ErrRefused = errors.New("informer: refused by the API server")
 )
+
+// refused reports whether err says that the API server will not serve the
+// informer: 403 Forbidden.
+func refused(err error) bool { return apierrors.IsForbidden(err) }
 
 // SyncError says that an informer (or one handler's registration) did not
 // sync before the caller stopped waiting, and why.

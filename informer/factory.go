@@ -64,6 +64,10 @@ type FactoryOptions struct {
 	// Memory chooses how lean every informer's cached objects are (see
 	// Memory). The zero value is leanest.
 	Memory Memory
+	// Sharder, if set, may restrict each informer the factory creates to a
+	// shard of its objects: a shard selector on its requests and the same
+	// choice as its Filter. Default: every informer is whole.
+	Sharder Sharder
 	// Logger and Registerer are passed to every informer. Defaults:
 	// slog.Default() and the kloop metrics registry.
 	Logger     *slog.Logger
@@ -224,14 +228,27 @@ func OfListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 	wcfg := f.opts.Watch
 	wcfg.Name = name
 	wcfg.Logger, wcfg.Registerer = f.opts.Logger, f.opts.Registerer
-	inf, err := NewForListerWatcher(lw, wcfg, Options[T]{
+	iopts := Options[T]{
 		Name:       name,
 		Memory:     f.opts.Memory,
 		Logger:     f.opts.Logger,
 		Registerer: f.opts.Registerer,
-	})
+	}
+	var shard *Shard
+	if f.opts.Sharder != nil {
+		shard = f.opts.Sharder.Shard(resource, scope)
+	}
+	if shard != nil {
+		wcfg.ShardSelector = shard.Selector
+		keep := shard.Keep
+		iopts.Filter = func(obj T) bool { return keep(obj) }
+	}
+	inf, err := NewForListerWatcher(lw, wcfg, iopts)
 	if err != nil {
 		return nil, err
+	}
+	if shard != nil && shard.Attach != nil {
+		shard.Attach(inf)
 	}
 	e := &factoryEntry{name: name, informer: inf, run: inf.Start, wait: inf.WaitForSync}
 	f.entries[key] = e

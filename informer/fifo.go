@@ -5,8 +5,9 @@ import "github.com/kloop-dev/kloop/cache"
 // keyedFIFO is a queue of keys holding one value per key. Pushing a key that
 // is already queued replaces its value and moves it to the back, so the queue
 // holds at most one entry per key and stays in the order of each key's
-// latest change. That bounds its memory by the number of distinct keys, not
-// by the number of changes, however slow the consumer.
+// latest change; set replaces the value and keeps the key's place. Either
+// way memory is bounded by the number of distinct keys, not by the number
+// of changes, however slow the consumer.
 //
 // It is a plain data structure: no locks, no goroutines.
 type keyedFIFO[V any] struct {

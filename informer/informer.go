@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/watcher"
@@ -31,6 +33,16 @@ type Source[T watcher.Object] interface {
 }
 
 var _ Source[watcher.Object] = (*watcher.Reflector[watcher.Object])(nil)
+
+// ErrorNotifier is an optional interface of a Source: ErrorChanged returns
+// a channel that is closed the next time LastError changes. With it,
+// WaitForSync returns as soon as the API server refuses the informer,
+// rather than when its context ends. *watcher.Reflector implements it.
+type ErrorNotifier interface {
+	ErrorChanged() <-chan struct{}
+}
+
+var _ ErrorNotifier = (*watcher.Reflector[watcher.Object])(nil)
 
 // Memory chooses how much memory cached objects take. The zero value is
 // the lean default. KeepManagedFields and Unshared each give up one of its
@@ -81,6 +93,13 @@ type Options[T watcher.Object] struct {
 	// Transform, if set, is the informer's transform (see SetTransform,
 	// which sets it on an informer from a Factory).
 	Transform func(T) T
+	// Filter, if set, says which objects the informer keeps: the others are
+	// neither cached nor notified. It sees objects as they arrive, before
+	// Transform, and must be fast. Its answers may change while the
+	// informer runs (that is how a replica's shard of the objects moves):
+	// call Refilter once it rejects objects it accepted, and Relist once it
+	// accepts objects it rejected. See Refilter for what handlers are told.
+	Filter func(T) bool
 	// Logger receives structured logs, with key "informer" set to Name.
 	// Default: slog.Default().
 	Logger *slog.Logger
@@ -99,8 +118,20 @@ type Informer[T watcher.Object] struct {
 	strip     bool      // drop managedFields
 	intern    *interner // nil: Memory.Unshared
 	transform func(T) T // the user's; set before Start only
+	filter    func(T) bool
 	logger    *slog.Logger
 	metrics   *informerMetrics
+
+	// Relist requests (see Relist). srcEpoch is the request the running
+	// Source started after; appliedEpoch (under dispatchMu) the newest one a
+	// snapshot answered.
+	relistMu      sync.Mutex
+	relistEpoch   uint64
+	relistWaiters []relistWaiter
+	cancelSrc     context.CancelFunc
+	srcDone       bool // runSource returned: no snapshot will come
+	srcEpoch      atomic.Uint64
+	appliedEpoch  uint64
 
 	// The delta queue; the reflector's goroutine pushes, the processor pops.
 	qmu   sync.Mutex
@@ -122,6 +153,11 @@ type Informer[T watcher.Object] struct {
 	runCtx  context.Context // Start's own context, while running
 	wg      sync.WaitGroup
 	handled int // registrations so far, for default names
+}
+
+type relistWaiter struct {
+	epoch uint64
+	done  chan struct{}
 }
 
 type runState uint8
@@ -168,6 +204,7 @@ func New[T watcher.Object](src Source[T], opts Options[T]) (*Informer[T], error)
 		strip:     !opts.Memory.KeepManagedFields,
 		intern:    in,
 		transform: opts.Transform,
+		filter:    opts.Filter,
 		logger:    logger,
 		metrics:   m,
 		qwake:     make(chan struct{}, 1),
@@ -217,21 +254,45 @@ func (inf *Informer[T]) Synced() <-chan struct{} { return inf.syncedCh }
 // wrapping its last list/watch error (so that apierrors.IsForbidden works
 // on the result) and context.Cause(ctx).
 //
-// It also returns, at once, if the informer stops without having synced.
+// It also returns at once if the informer stops without having synced, and
+// as soon as the API server refuses it (403 Forbidden; the error wraps
+// ErrRefused and the server's message, which names the user, the verb and
+// the resource). The informer itself goes on retrying with backoff, so it
+// syncs if permission is granted later: call WaitForSync again to wait for
+// that.
 func (inf *Informer[T]) WaitForSync(ctx context.Context) error {
 	return inf.waitFor(ctx, inf.syncedCh, inf.name)
 }
 
 // waitFor waits for synced and explains why it did not close.
 func (inf *Informer[T]) waitFor(ctx context.Context, synced <-chan struct{}, what string) error {
+	notifier, _ := inf.src.(ErrorNotifier)
 	var waited error
-	select {
-	case <-synced:
-		return nil
-	case <-ctx.Done():
-		waited = context.Cause(ctx)
-	case <-inf.stoppedCh:
-		waited = ErrStopped
+wait:
+	for {
+		var changed <-chan struct{}
+		if notifier != nil {
+			changed = notifier.ErrorChanged() // before LastError: no change is missed
+		}
+		if err := inf.LastError(); refused(err) {
+			select {
+			case <-synced:
+				return nil
+			default:
+			}
+			return &SyncError{Informer: what, Err: err, Waited: ErrRefused}
+		}
+		select {
+		case <-synced:
+			return nil
+		case <-ctx.Done():
+			waited = context.Cause(ctx)
+			break wait
+		case <-inf.stoppedCh:
+			waited = ErrStopped
+			break wait
+		case <-changed:
+		}
 	}
 	select {
 	case <-synced:
@@ -270,7 +331,7 @@ func (inf *Informer[T]) Start(ctx context.Context) error {
 	inf.wg.Go(func() { inf.process(runCtx) })
 	inf.mu.Unlock()
 
-	err := inf.src.Run(runCtx, inf.emit)
+	err := inf.runSource(runCtx)
 	cancel()
 
 	inf.mu.Lock()
@@ -283,6 +344,98 @@ func (inf *Informer[T]) Start(ctx context.Context) error {
 	_ = inf.writer.CheckMutations()
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("informer %s: %w", inf.name, err)
+	}
+	return nil
+}
+
+// runSource runs the Source until runCtx is done, starting it again after
+// each Relist request.
+func (inf *Informer[T]) runSource(runCtx context.Context) error {
+	for {
+		srcCtx, cancelSrc := context.WithCancel(runCtx)
+		inf.relistMu.Lock()
+		inf.cancelSrc = cancelSrc
+		inf.srcEpoch.Store(inf.relistEpoch)
+		inf.relistMu.Unlock()
+		err := inf.src.Run(srcCtx, inf.emit)
+		inf.relistMu.Lock()
+		inf.cancelSrc = nil
+		inf.relistMu.Unlock()
+		cancelSrc()
+		if err != nil || runCtx.Err() != nil {
+			inf.relistMu.Lock()
+			inf.srcDone = true
+			for _, w := range inf.relistWaiters {
+				close(w.done)
+			}
+			inf.relistWaiters = nil
+			inf.relistMu.Unlock()
+			return err
+		}
+		// Stopped for a Relist: a snapshot cut short is not one.
+		inf.qmu.Lock()
+		inf.queue.abortRelist()
+		inf.qmu.Unlock()
+	}
+}
+
+// Relist makes the informer take a new snapshot from its Source, as it did
+// when it started: the Source is stopped and run again. The returned
+// channel is closed once a snapshot taken after the call has been applied
+// to the cache (or the informer has stopped). Use it when Filter, or a
+// shard selector the Source sends, now accepts objects that were left out:
+// they arrive through the snapshot and reach handlers as OnAdd(obj, true),
+// like the objects of a first snapshot, since to this informer they are
+// not new, only newly in view. Objects that did not change are not
+// notified. Before Start, the first snapshot answers it.
+func (inf *Informer[T]) Relist() <-chan struct{} {
+	inf.relistMu.Lock()
+	defer inf.relistMu.Unlock()
+	inf.relistEpoch++
+	done := make(chan struct{})
+	if inf.srcDone {
+		close(done)
+		return done
+	}
+	inf.relistWaiters = append(inf.relistWaiters, relistWaiter{epoch: inf.relistEpoch, done: done})
+	if inf.cancelSrc != nil {
+		inf.cancelSrc()
+	}
+	return done
+}
+
+// Refilter drops from the cache, at once, every object Filter now
+// rejects, and returns how many it dropped. Handlers are not told: the
+// objects were not deleted, they are only no longer this informer's (a
+// notification already queued for one may still be delivered). If Filter
+// accepts such an object again later, it comes back through a Relist as
+// OnAdd(obj, true). Without a Filter it does nothing.
+func (inf *Informer[T]) Refilter() int {
+	if inf.filter == nil {
+		return 0
+	}
+	inf.dispatchMu.Lock()
+	defer inf.dispatchMu.Unlock()
+	dropped := 0
+	for _, obj := range inf.store.List(nil) {
+		if !inf.filter(obj) {
+			inf.writer.Delete(obj)
+			dropped++
+		}
+	}
+	inf.metrics.objects.Set(float64(inf.store.Len()))
+	return dropped
+}
+
+// Len is the number of objects in the cache.
+func (inf *Informer[T]) Len() int { return inf.store.Len() }
+
+// ShardInfo is the Source's report of whether the API server applied its
+// shard selector (see watcher.Reflector.ShardInfo); nil when it did not,
+// when there is none, or when the Source cannot tell.
+func (inf *Informer[T]) ShardInfo() *metav1.ShardInfo {
+	if s, ok := inf.src.(interface{ ShardInfo() *metav1.ShardInfo }); ok {
+		return s.ShardInfo()
 	}
 	return nil
 }
@@ -356,9 +509,18 @@ func (inf *Informer[T]) prepare(obj T) T {
 func (inf *Informer[T]) emit(ev watcher.Event[T]) {
 	switch ev.Type {
 	case watcher.Added, watcher.Modified, watcher.Deleted, watcher.RelistItem:
+		if inf.filter != nil && !inf.filter(ev.Object) {
+			// Out of view: not worth queueing. A change of Filter is
+			// checked again when events are applied.
+			inf.metrics.filtered.Inc()
+			return
+		}
 		ev.Object = inf.prepare(ev.Object)
 	}
 	inf.qmu.Lock()
+	if ev.Type == watcher.RelistStart {
+		inf.queue.epoch = inf.srcEpoch.Load()
+	}
 	protocolErr := inf.queue.push(ev)
 	depth := inf.queue.pending()
 	inf.qmu.Unlock()
@@ -403,7 +565,18 @@ func (inf *Informer[T]) apply(o op[T]) {
 	switch o.kind {
 	case opSnapshot:
 		initial := !inf.synced
+		// Adds of a snapshot taken for a Relist are objects coming into
+		// view, not new ones.
+		replay := o.snapshot.epoch > inf.appliedEpoch
+		if inf.filter != nil {
+			o.snapshot.objs.Retain(inf.filter)
+		}
 		changes := inf.writer.ReplaceWith(o.snapshot.objs, o.snapshot.rv)
+		if inf.filter != nil {
+			changes = slices.DeleteFunc(changes, func(c cache.Change[T]) bool {
+				return c.Kind == cache.Deleted && !inf.filter(c.Old) // out of view, not deleted (see Refilter)
+			})
+		}
 		if initial {
 			// The cache holds the first snapshot, which is what Synced
 			// says. The handlers hear of it next; each registration's
@@ -427,14 +600,30 @@ func (inf *Informer[T]) apply(o op[T]) {
 		inf.metrics.updates.Add(float64(updates))
 		inf.metrics.deletesUnknown.Add(float64(deletes))
 		for _, l := range inf.listeners {
-			l.pushChanges(changes, initial)
+			l.pushChanges(changes, initial || replay)
 			if initial {
 				l.markSynced()
 			}
 		}
+		if o.snapshot.epoch > inf.appliedEpoch {
+			inf.appliedEpoch = o.snapshot.epoch
+		}
+		inf.relistMu.Lock()
+		inf.relistWaiters = slices.DeleteFunc(inf.relistWaiters, func(w relistWaiter) bool {
+			if w.epoch <= o.snapshot.epoch {
+				close(w.done)
+				return true
+			}
+			return false
+		})
+		inf.relistMu.Unlock()
 	case opDelta:
 		d := o.delta
 		k := cache.KeyOf(d.obj)
+		if inf.filter != nil && !inf.filter(d.obj) {
+			inf.writer.Delete(d.obj) // out of view now: dropped, not deleted
+			break
+		}
 		if d.deleted {
 			old, existed := inf.writer.Delete(d.obj)
 			switch {
@@ -544,4 +733,34 @@ func (inf *Informer[T]) AddIndex(name string, fn cache.IndexFunc[T]) error {
 	inf.dispatchMu.Lock()
 	defer inf.dispatchMu.Unlock()
 	return inf.writer.AddIndex(name, fn)
+}
+
+// Seed fills the cache with objs before the informer starts: known state
+// from before this process (a checkpoint, or what a previous run handled).
+// The first snapshot from the API server is then compared with the seed
+// instead of with an empty cache, so handlers get only the difference: an
+// OnAdd(obj, true) for each object the seed lacks, an OnUpdate(seeded,
+// listed) for each whose resourceVersion differs, and an
+// OnDelete(Deleted{FinalStateUnknown: true}) for each seeded object that is
+// gone; seeded objects that are unchanged are not notified. Seeded objects
+// are not notified before that snapshot. Seed fails once Start has been
+// called.
+func (inf *Informer[T]) Seed(objs ...T) error {
+	inf.mu.Lock()
+	defer inf.mu.Unlock()
+	if inf.state != stateNew {
+		return fmt.Errorf("informer %s: Seed after Start: seed the cache before starting the informer", inf.name)
+	}
+	inf.dispatchMu.Lock()
+	defer inf.dispatchMu.Unlock()
+	for _, obj := range objs {
+		if inf.transform != nil {
+			obj = inf.transform(obj)
+		}
+		if inf.filter != nil && !inf.filter(obj) {
+			continue
+		}
+		inf.writer.Apply(obj)
+	}
+	return nil
 }

@@ -30,9 +30,10 @@ import (
 // The channel is unbuffered, so when send returns the informer has queued
 // the event.
 type fakeSource struct {
-	ch  chan watcher.Event[*corev1.ConfigMap]
-	mu  sync.Mutex
-	err error
+	ch      chan watcher.Event[*corev1.ConfigMap]
+	mu      sync.Mutex
+	err     error
+	changed chan struct{} // closed by setErr
 }
 
 func newFakeSource() *fakeSource {
@@ -59,7 +60,20 @@ func (s *fakeSource) LastError() error {
 func (s *fakeSource) setErr(err error) {
 	s.mu.Lock()
 	s.err = err
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 	s.mu.Unlock()
+}
+
+func (s *fakeSource) ErrorChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
 }
 
 func (s *fakeSource) send(evs ...watcher.Event[*corev1.ConfigMap]) {
@@ -287,6 +301,68 @@ func TestInformer_SlowHandlerDelaysNeitherOtherHandlersNorTheCache(t *testing.T)
 		synctest.Wait()
 		if slow.snapshot() != "map[a:500 b:501]" {
 			t.Errorf("slow handler ended with %s", slow.snapshot())
+		}
+	})
+}
+
+// A key that changes more often than a slow handler drains its queue must
+// still reach the handler. Each round one of five other keys changes, then
+// the hot key, then the handler finishes one call. Were a changed key moved
+// to the back of the queue, the hot key would always be last and never
+// delivered.
+func TestInformer_HotKeyIsNotStarvedBySlowHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rec.gate = make(chan struct{})
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) { add(t, inf, rec, HandlerOptions{}) })
+		defer h.stop()
+		released := false
+		defer func() {
+			if !released {
+				close(rec.gate)
+			}
+		}()
+		const others, rounds = 5, 50
+		h.src.relist("1", cm("hot", "h", "1"))
+		synctest.Wait() // the handler is in its first call, OnAdd(hot)
+
+		rv := 1
+		for i := range rounds {
+			rv++
+			k := fmt.Sprintf("k%d", i%others)
+			h.src.send(ev(watcher.Modified, cm(k, k, fmt.Sprint(rv))))
+			synctest.Wait()
+			rv++
+			h.src.send(ev(watcher.Modified, cm("hot", "h", fmt.Sprint(rv))))
+			synctest.Wait()
+			rec.gate <- struct{}{} // finish one call; the handler takes the next
+			synctest.Wait()
+		}
+		rec.mu.Lock()
+		calls := slices.Clone(rec.calls)
+		rec.mu.Unlock()
+		// The bound: the queue holds one entry per key, and the hot key
+		// keeps its place, so at most the other keys are delivered between
+		// two deliveries of the hot key.
+		hot, gap, maxGap := 0, 0, 0
+		for _, c := range calls[1:] { // after the initial add
+			if strings.Contains(c, " hot@") {
+				hot++
+				gap = 0
+				continue
+			}
+			gap++
+			maxGap = max(maxGap, gap)
+		}
+		if hot < rounds/(others+1) || maxGap > others {
+			t.Fatalf("hot key delivered %d times in %d handler calls, with up to %d other calls in a row; want at most %d\ncalls: %q",
+				hot, len(calls)-1, maxGap, others, calls)
+		}
+		close(rec.gate)
+		released = true
+		synctest.Wait()
+		if got, want := rec.snapshot(), storeView(h.inf); got != want {
+			t.Fatalf("handler view %s, cache %s", got, want)
 		}
 	})
 }
@@ -635,7 +711,7 @@ func TestInformer_WaitForSyncNamesTheInformerAndKeepsTheCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Options[*corev1.ConfigMap]{Name: "configmaps.v1 [namespace=web]"})
 		defer h.stop()
-		h.src.setErr(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps", Err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no RBAC"))})
+		h.src.setErr(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps", Err: apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "")})
 
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
@@ -644,11 +720,47 @@ func TestInformer_WaitForSyncNamesTheInformerAndKeepsTheCause(t *testing.T) {
 		if !errors.As(err, &se) || se.Informer != "configmaps.v1 [namespace=web]" {
 			t.Fatalf("err = %v, want a *SyncError naming the informer", err)
 		}
-		if !apierrors.IsForbidden(err) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("err = %v: want it to be both Forbidden and DeadlineExceeded", err)
+		if !apierrors.IsNotFound(err) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v: want it to be both NotFound and DeadlineExceeded", err)
 		}
-		if !strings.Contains(err.Error(), "forbidden") {
-			t.Errorf("message does not say forbidden: %v", err)
+		if !strings.Contains(err.Error(), "not found") {
+			t.Errorf("message does not say not found: %v", err)
+		}
+	})
+}
+
+func TestInformer_WaitForSyncReturnsAsSoonAsTheInformerIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Options[*corev1.ConfigMap]{Name: "configmaps.v1 [namespace=web]"})
+		defer h.stop()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+		defer cancel()
+		began := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- h.inf.WaitForSync(ctx) }()
+		time.Sleep(time.Minute) // fake time: a healthy but slow sync, then the refusal
+		synctest.Wait()
+		select {
+		case err := <-done:
+			t.Fatalf("WaitForSync returned %v before any error", err)
+		default:
+		}
+		h.src.setErr(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps", Err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New(`User "bob" cannot list resource "configmaps"`))})
+		err := <-done
+		if waited := time.Since(began); waited != time.Minute {
+			t.Errorf("WaitForSync returned %v after it began, want at the refusal (1m), not at the deadline", waited)
+		}
+		if !apierrors.IsForbidden(err) || !errors.Is(err, ErrRefused) || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v: want Forbidden and ErrRefused", err)
+		}
+		if !strings.Contains(err.Error(), `cannot list resource "configmaps"`) {
+			t.Errorf("message does not name the verb and resource: %v", err)
+		}
+		// The informer keeps trying; once permission comes it syncs.
+		h.src.setErr(nil)
+		h.src.relist("5")
+		if err := h.inf.WaitForSync(ctx); err != nil {
+			t.Fatalf("WaitForSync after the permission came: %v", err)
 		}
 	})
 }
@@ -759,6 +871,31 @@ func TestInformer_WaitForSyncReturnsAtOnceWhenTheInformerStopsUnsynced(t *testin
 			if !errors.Is(err, ErrStopped) {
 				t.Errorf("err = %v, want ErrStopped", err)
 			}
+		}
+	})
+}
+
+func TestInformer_SeededCacheTurnsTheFirstSnapshotIntoTheDifference(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) {
+			if err := inf.Seed(cm("kept", "1", "1"), cm("changed", "2", "2"), cm("gone", "3", "3")); err != nil {
+				t.Fatal(err)
+			}
+			add(t, inf, rec, HandlerOptions{})
+		})
+		defer h.stop()
+		synctest.Wait()
+		equal(t, rec.take(), nil) // nothing before the first snapshot
+
+		h.src.relist("9", cm("kept", "1", "1"), cm("changed", "2", "5"), cm("new", "4", "6"))
+		synctest.Wait()
+		equal(t, rec.take(), []string{"add new@6 initial=true", "delete gone@3 unknown=true", "update changed@2>5"})
+		if storeView(h.inf) != "map[changed:5 kept:1 new:6]" {
+			t.Errorf("cache %s after the snapshot", storeView(h.inf))
+		}
+		if err := h.inf.Seed(cm("late", "5", "7")); err == nil {
+			t.Error("Seed after Start = nil, want an error")
 		}
 	})
 }

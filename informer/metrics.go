@@ -32,6 +32,10 @@ var (
 		Namespace: "kloop", Subsystem: "informer", Name: "handler_queue_depth",
 		Help: "Notifications waiting for a handler.",
 	}
+	filteredOpts = prometheus.CounterOpts{
+		Namespace: "kloop", Subsystem: "informer", Name: "filtered_total",
+		Help: "Objects received from the API server that the informer's Filter left out (a shard the server did not filter).",
+	}
 	handlerPanicsOpts = prometheus.CounterOpts{
 		Namespace: "kloop", Subsystem: "informer", Name: "handler_panics_total",
 		Help: "Handler callbacks that panicked (the panic was recovered and logged).",
@@ -41,7 +45,7 @@ var (
 type informerMetrics struct {
 	objects, storeRV, queueDepth prometheus.Gauge
 	adds, updates, deletes       prometheus.Counter
-	deletesUnknown               prometheus.Counter
+	deletesUnknown, filtered     prometheus.Counter
 	handlerDepth                 *prometheus.GaugeVec
 	handlerPanics                *prometheus.CounterVec
 }
@@ -74,6 +78,7 @@ func newInformerMetrics(reg prometheus.Registerer, name string) (*informerMetric
 		updates:        changes.WithLabelValues(name, "update"),
 		deletes:        changes.WithLabelValues(name, "delete"),
 		deletesUnknown: changes.WithLabelValues(name, "delete_final_state_unknown"),
+		filtered:       counter(filteredOpts, "informer").WithLabelValues(name),
 		handlerDepth:   gauge(handlerDepthOpts, "informer", "handler"),
 		handlerPanics:  counter(handlerPanicsOpts, "informer", "handler"),
 	}

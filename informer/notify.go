@@ -75,6 +75,13 @@ func merge[T watcher.Object](p, n note[T]) (_ note[T], keep bool) {
 // listenerQueue is one registration's pending notifications: a keyedFIFO of
 // merged notes plus the bookkeeping of its synced signal. Plain data; the
 // listener locks around it.
+//
+// A key that changes again while it is queued keeps its place in line (the
+// change merges into the queued note), as in client-go's delta queue. So a
+// queued key is delivered after at most the notes that were queued ahead of
+// it when it entered the queue, however often it, or any other key, changes
+// meanwhile. Moving it to the back instead would let a key that changes
+// faster than a slow handler drains its queue wait for ever.
 type listenerQueue[T watcher.Object] struct {
 	fifo    keyedFIFO[note[T]]
 	marked  bool // the registration's initial state has been queued
@@ -95,7 +102,7 @@ func (q *listenerQueue[T]) push(k cache.Key, n note[T]) {
 		q.fifo.remove(k)
 		return
 	}
-	q.fifo.push(k, m)
+	q.fifo.set(k, m)
 }
 
 // reserve makes room for n more notifications, so that a snapshot's do

@@ -48,6 +48,13 @@ type Elector struct {
 	renewedAt time.Time
 }
 
+// The rights an elector needs on its Lease, in the namespace it is elected
+// in: controller-gen's RBAC generator turns these into a Role there
+// ("system" is a placeholder that kustomize replaces with the deployable's
+// namespace; see deploy/).
+//
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=system
+
 // New returns an elector for the lease cfg names, talking to the API server
 // restCfg points at with a client of its own. It validates cfg (errors wrap
 // ErrInvalidConfig), does no I/O and starts no goroutines.

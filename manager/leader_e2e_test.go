@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -18,6 +19,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/testenv"
@@ -26,14 +28,18 @@ import (
 // overlapWatch counts reconciles running across every manager of the test
 // and remembers whether two ever ran at once, and who reconciled when.
 type overlapWatch struct {
-	overlaps atomic.Int32
-	mu       sync.Mutex
-	activeBy map[string]int       // reconciles running per replica
-	firstBy  map[string]time.Time // first reconcile of each replica
-	lastBy   map[string]time.Time // end of the last reconcile of each replica
+	overlaps  atomic.Int32
+	changed   await.Signal // after every reconcile start
+	mu        sync.Mutex
+	activeBy  map[string]int       // reconciles running per replica
+	startedBy map[string]int       // reconciles begun per replica
+	firstBy   map[string]time.Time // first reconcile of each replica
+	lastBy    map[string]time.Time // end of the last reconcile of each replica
 }
 
-func (o *overlapWatch) reconciler(replica string) controller.Reconciler[cache.Key] {
+// reconciler's reconciles stay in progress until the replica is stopped
+// (stopping is closed), so that the stop always lands mid-reconcile.
+func (o *overlapWatch) reconciler(replica string, stopping <-chan struct{}) controller.Reconciler[cache.Key] {
 	return controller.ReconcilerFunc[cache.Key](func(ctx context.Context, k cache.Key) (controller.Result, error) {
 		o.mu.Lock()
 		for other, n := range o.activeBy {
@@ -42,11 +48,16 @@ func (o *overlapWatch) reconciler(replica string) controller.Reconciler[cache.Ke
 			}
 		}
 		o.activeBy[replica]++
+		o.startedBy[replica]++
 		if _, ok := o.firstBy[replica]; !ok {
 			o.firstBy[replica] = time.Now()
 		}
 		o.mu.Unlock()
-		time.Sleep(100 * time.Millisecond) // work in progress, so that a stop lands mid-reconcile
+		o.changed.Notify()
+		select { // work in progress
+		case <-stopping:
+		case <-ctx.Done():
+		}
 		o.mu.Lock()
 		o.lastBy[replica] = time.Now()
 		o.activeBy[replica]--
@@ -61,6 +72,12 @@ func (o *overlapWatch) first(replica string) (time.Time, bool) {
 	defer o.mu.Unlock()
 	t, ok := o.firstBy[replica]
 	return t, ok
+}
+
+func (o *overlapWatch) started(replica string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.startedBy[replica]
 }
 
 type replica struct {
@@ -101,7 +118,7 @@ func TestLeaderElection_OneLeaderHandsOverOnStopAndReconcilesNeverOverlap(t *tes
 		renewDeadline = 3 * time.Second
 		retryPeriod   = 500 * time.Millisecond
 	)
-	watch := &overlapWatch{activeBy: map[string]int{}, firstBy: map[string]time.Time{}, lastBy: map[string]time.Time{}}
+	watch := &overlapWatch{activeBy: map[string]int{}, startedBy: map[string]int{}, firstBy: map[string]time.Time{}, lastBy: map[string]time.Time{}}
 	var replicas []*replica
 	for _, name := range []string{"replica-a", "replica-b"} {
 		// A client of its own, authenticated as its own user.
@@ -115,7 +132,8 @@ func TestLeaderElection_OneLeaderHandsOverOnStopAndReconcilesNeverOverlap(t *tes
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := controller.New(watch.reconciler(name), controller.Options[cache.Key]{Name: "le-" + name, Workers: 2, Registerer: reg, Logger: quiet()})
+		ctx, cancel := context.WithCancel(context.Background())
+		c, err := controller.New(watch.reconciler(name, ctx.Done()), controller.Options[cache.Key]{Name: "le-" + name, Workers: 2, Registerer: reg, Logger: quiet()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +158,6 @@ func TestLeaderElection_OneLeaderHandsOverOnStopAndReconcilesNeverOverlap(t *tes
 		if err := m.Add(c); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
 		r := &replica{name: name, m: m, elector: el, stop: cancel, done: make(chan error, 1)}
 		go func() { r.done <- m.Start(ctx) }()
 		replicas = append(replicas, r)
@@ -156,26 +173,27 @@ func TestLeaderElection_OneLeaderHandsOverOnStopAndReconcilesNeverOverlap(t *tes
 
 	// Exactly one leads: wait for the first reconcile, then check who.
 	var leader, standby *replica
-	deadline := time.Now().Add(30 * time.Second)
-	for leader == nil {
+	await.Until(t, "a first reconcile (somebody to lead)", watch.changed.Changed, func() bool {
 		for _, r := range replicas {
 			if _, ok := watch.first(r.name); ok {
 				leader = r
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no replica reconciled within 30s: nobody became leader")
-		}
-		time.Sleep(20 * time.Millisecond) // polling observations, not a goroutine
-	}
+		return leader != nil
+	})
 	for _, r := range replicas {
 		if r != leader {
 			standby = r
 		}
 	}
-	// Let the leader work through several reconciles while the standby
-	// keeps campaigning.
-	time.Sleep(2 * leaseDuration)
+	// Let the leader hold the lease for two lease durations, renewing it,
+	// while the standby keeps campaigning.
+	lease := await.Object(t, "the leader to hold the lease for two lease durations", kc.CoordinationV1().Leases(ns), "le-test", func(l *coordinationv1.Lease) bool {
+		return l.Spec.AcquireTime != nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.Sub(l.Spec.AcquireTime.Time) >= 2*leaseDuration
+	})
+	if h := lease.Spec.HolderIdentity; h == nil || *h != leader.name {
+		t.Fatalf("lease held by %v after two lease durations, want %s", h, leader.name)
+	}
 	if !leader.m.IsLeader() || standby.m.IsLeader() {
 		t.Fatalf("IsLeader: %s=%v %s=%v, want only %s", leader.name, leader.m.IsLeader(), standby.name, standby.m.IsLeader(), leader.name)
 	}
@@ -200,24 +218,18 @@ func TestLeaderElection_OneLeaderHandsOverOnStopAndReconcilesNeverOverlap(t *tes
 		t.Errorf("stopped leader's Start = %v, want nil", err)
 	}
 	bound := leaseDuration + retryPeriod
-	for {
-		if at, ok := watch.first(standby.name); ok {
-			if d := at.Sub(stoppedAt); d > bound {
-				t.Errorf("hand-over took %v, want at most lease duration + retry period = %v", d, bound)
-			} else {
-				t.Logf("hand-over: %s reconciled %v after %s was stopped", standby.name, d.Round(time.Millisecond), leader.name)
-			}
-			break
-		}
-		if time.Since(stoppedAt) > 30*time.Second {
-			t.Fatalf("%s never took over", standby.name)
-		}
-		time.Sleep(20 * time.Millisecond) // polling observations, not a goroutine
+	// Both of the new leader's workers busy: every reconcile it began
+	// was checked against the old leader's.
+	await.Until(t, standby.name+" to take over", watch.changed.Changed, func() bool { return watch.started(standby.name) >= 2 })
+	at, _ := watch.first(standby.name)
+	if d := at.Sub(stoppedAt); d > bound {
+		t.Errorf("hand-over took %v, want at most lease duration + retry period = %v", d, bound)
+	} else {
+		t.Logf("hand-over: %s reconciled %v after %s was stopped", standby.name, d.Round(time.Millisecond), leader.name)
 	}
 	if !standby.m.IsLeader() {
 		t.Error("new leader's IsLeader = false")
 	}
-	time.Sleep(leaseDuration) // let the new leader work a while
 	if n := watch.overlaps.Load(); n != 0 {
 		t.Errorf("reconciles of two replicas ran at the same time %d times", n)
 	}

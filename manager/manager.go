@@ -2,11 +2,13 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -94,6 +96,10 @@ type Options struct {
 	// WrapMetrics, if set, wraps the /metrics handler, for example with
 	// authentication and authorization.
 	WrapMetrics func(http.Handler) http.Handler
+	// MetricsTLS, if set, serves /metrics over TLS with this config (see
+	// package metrics/secure, which makes one with WrapMetrics). The
+	// health probes are served over TLS too when they share its address.
+	MetricsTLS *tls.Config
 
 	// LeaderElection, if set, makes leader-needing runnables (controllers
 	// by default) run only while this replica leads. Nil: they always run.
@@ -129,8 +135,9 @@ type Manager struct {
 	addrs     map[string]net.Addr // by endpoint: "metrics", "health"
 	addrReady chan struct{}
 
-	synced   atomic.Bool // every cache synced
-	electing atomic.Bool // the elector is running (leading or standing by)
+	synced   atomic.Bool   // every cache synced
+	syncedCh chan struct{} // closed when synced is set
+	electing atomic.Bool   // the elector is running (leading or standing by)
 	leading  atomic.Bool
 	stopping atomic.Bool
 }
@@ -146,7 +153,7 @@ func New(opts Options) (*Manager, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Manager{opts: opts, log: opts.Logger, addrs: map[string]net.Addr{}, addrReady: make(chan struct{})}, nil
+	return &Manager{opts: opts, log: opts.Logger, addrs: map[string]net.Addr{}, addrReady: make(chan struct{}), syncedCh: make(chan struct{})}, nil
 }
 
 // Add registers a runnable. Caches run on every replica and gate
@@ -380,8 +387,13 @@ func (m *Manager) waitForCaches(ctx context.Context, caches []Cache) {
 		}
 	}
 	m.synced.Store(true)
+	close(m.syncedCh)
 	m.log.Info("Caches synced", "caches", len(caches))
 }
+
+// Synced is closed once every cache added to the manager has synced, the
+// moment /readyz's "caches" check starts to pass.
+func (m *Manager) Synced() <-chan struct{} { return m.syncedCh }
 
 // server is one HTTP server of the manager's.
 type server struct {
@@ -455,6 +467,9 @@ next:
 			}
 		}
 		s.srv.Handler = mux
+		if m.opts.MetricsTLS != nil && slices.Contains(s.endpoints, "metrics") {
+			s.lis = tls.NewListener(s.lis, m.opts.MetricsTLS)
+		}
 	}
 	return out, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -135,16 +136,9 @@ func TestManager_ServesMetricsAndReportsReadyOnlyAfterCachesSync(t *testing.T) {
 		t.Errorf("/readyz before sync = %d %q, want 503 naming caches", code, body)
 	}
 	close(gate)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, body := get(t, base+"/readyz")
-		if code == 200 && body == "ok\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz still %d %q 30s after the caches could sync", code, body)
-		}
-		time.Sleep(50 * time.Millisecond) // polling an HTTP endpoint, not waiting for a goroutine
+	await.Closed(t, "the manager's caches to sync", m.Synced())
+	if code, body := get(t, base+"/readyz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/readyz after the caches synced = %d %q, want 200 ok", code, body)
 	}
 
 	if _, err := kc.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{}); err != nil {
@@ -182,9 +176,10 @@ func TestManager_ServesMetricsAndReportsReadyOnlyAfterCachesSync(t *testing.T) {
 // fakeElector leads when told to, and records whether lead returned
 // before Run did.
 type fakeElector struct {
-	lead     chan struct{} // closed: become leader
-	lose     chan struct{} // closed: lose leadership
-	released chan struct{} // closed once lead returned
+	lead      chan struct{} // closed: become leader
+	lose      chan struct{} // closed: lose leadership
+	released  chan struct{} // closed once lead returned
+	onRelease func()        // if set, called when lead has returned
 }
 
 func (e *fakeElector) Run(ctx context.Context, lead func(context.Context)) error {
@@ -203,20 +198,28 @@ func (e *fakeElector) Run(ctx context.Context, lead func(context.Context)) error
 		}
 	}()
 	lead(lctx)
+	if e.onRelease != nil {
+		e.onRelease()
+	}
 	close(e.released)
 	return nil
 }
 
-// probe is a leader-needing runnable that reports its start and stop.
+// probe is a leader-needing runnable that reports its start and stop. With
+// drain set, it stops only once drain is closed: a slow drain, which the
+// lease must outlast; draining is then closed when the drain begins.
 type probe struct {
 	started, stopped chan struct{}
-	slowStop         time.Duration
+	drain, draining  chan struct{}
 }
 
 func (p *probe) Start(ctx context.Context) error {
 	close(p.started)
 	<-ctx.Done()
-	time.Sleep(p.slowStop) // a slow drain, which the lease must outlast
+	if p.drain != nil {
+		close(p.draining)
+		<-p.drain
+	}
 	close(p.stopped)
 	return nil
 }
@@ -225,7 +228,15 @@ func TestManager_RunsLeaderRunnablesOnlyWhileLeadingAndReleasesAfterTheyReturn(t
 	el := &fakeElector{lead: make(chan struct{}), lose: make(chan struct{}), released: make(chan struct{})}
 	lis := localListener(t)
 	m, _ := manager.New(manager.Options{MetricsListener: lis, HealthListener: lis, LeaderElection: el, Logger: quiet(), Gatherer: prometheus.NewRegistry()})
-	p := &probe{started: make(chan struct{}), stopped: make(chan struct{}), slowStop: 200 * time.Millisecond}
+	p := &probe{started: make(chan struct{}), stopped: make(chan struct{}), drain: make(chan struct{}), draining: make(chan struct{})}
+	releasedEarly := false
+	el.onRelease = func() {
+		select {
+		case <-p.stopped:
+		default:
+			releasedEarly = true
+		}
+	}
 	everywhere := &probe{started: make(chan struct{}), stopped: make(chan struct{})}
 	_ = m.Add(p)
 	_ = m.Add(nonLeader{everywhere})
@@ -257,7 +268,17 @@ func TestManager_RunsLeaderRunnablesOnlyWhileLeadingAndReleasesAfterTheyReturn(t
 		t.Error("IsLeader = false while leading")
 	}
 	close(el.lose)
+	await.Closed(t, "the leader runnable to begin its drain", p.draining)
+	select {
+	case <-el.released:
+		t.Error("lead returned (the lease releasable) while a leader runnable was still draining")
+	default:
+	}
+	close(p.drain)
 	err := wait() // losing the lease alone stops the manager
+	if releasedEarly {
+		t.Error("lead returned before the leader runnable had stopped")
+	}
 	if !errors.Is(err, manager.ErrLeadershipLost) {
 		t.Errorf("Start = %v, want ErrLeadershipLost", err)
 	}

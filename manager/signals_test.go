@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/manager"
 )
 
@@ -33,9 +34,13 @@ func signalHelper() int {
 	rec := controller.ReconcilerFunc[string](func(rctx context.Context, key string) (controller.Result, error) {
 		fmt.Println("reconcile started")
 		if mode == "hang" {
+			<-ctx.Done()
+			fmt.Println("stop requested")
 			select {} // ignores its context: only a second signal ends this
 		}
-		time.Sleep(2 * time.Second) // a slow reconcile that is let finish
+		// A slow reconcile that is let finish: still running when the
+		// signal stops the manager, which must wait for it.
+		<-ctx.Done()
 		fmt.Println("reconcile finished, ctx err:", rctx.Err())
 		return controller.Result{}, nil
 	})
@@ -137,30 +142,22 @@ func TestSignalContext_SecondSignalExitsOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The first signal starts a stop that cannot finish; the second must
-	// end the process. Send it until the process is gone: the first one
-	// may still be in flight.
+	// end the process. It is sent once the first has been handled: two
+	// signals sent at once may reach the process as one.
+	waitLine(t, lines, "stop requested")
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() {
 		for range lines {
 		}
 		done <- cmd.Wait()
 	}()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			var exitErr *exec.ExitError
-			if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
-				t.Fatalf("helper ended with %v, want exit status 1", err)
-			}
-			return
-		case <-tick.C:
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-		case <-deadline:
-			t.Fatal("helper still running 30s after repeated SIGTERMs")
-		}
+	err := await.Receive(t, "the helper to exit after the second SIGTERM", done)
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
+		t.Fatalf("helper ended with %v, want exit status 1", err)
 	}
 }
 

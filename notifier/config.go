@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -46,6 +48,14 @@ type Config struct {
 	// Sinks receive the notifications, each through its own filter and
 	// queue.
 	Sinks []SinkConfig
+	// ClusterName, if set, is in every notification: the text starts
+	// with "`<name>` - " and the webhook and cloudevent payloads carry it
+	// (cluster, clusterUid). Environment: KW_CLUSTER_NAME, else
+	// KUBEWATCH_NAME.
+	ClusterName string
+	// Checkpoint keeps what was notified across restarts (see
+	// CheckpointConfig). The zero value is a ConfigMap.
+	Checkpoint CheckpointConfig
 }
 
 // CustomResource names a resource by group, version and plural name.
@@ -66,37 +76,73 @@ type UpdatePolicy struct {
 	IgnoreMetadataOnly bool
 }
 
-// Sink types.
+// Sink types: kubewatch's ten handlers, and log.
 const (
 	SinkWebhook      = "webhook"
 	SinkSlackWebhook = "slackwebhook"
+	SinkSlack        = "slack"
+	SinkMSTeams      = "msteams"
+	SinkMattermost   = "mattermost"
+	SinkFlock        = "flock"
+	SinkLark         = "lark"
+	SinkHipchat      = "hipchat"
+	SinkCloudEvent   = "cloudevent"
+	SinkSMTP         = "smtp"
 	SinkLog          = "log"
 )
 
-var sinkTypes = []string{SinkWebhook, SinkSlackWebhook, SinkLog}
+var sinkTypes = []string{SinkSlack, SinkSlackWebhook, SinkHipchat, SinkMattermost, SinkFlock, SinkWebhook, SinkCloudEvent, SinkMSTeams, SinkSMTP, SinkLark, SinkLog}
 
-// kubewatch's other handlers: recognised so that a config written for
-// kubewatch fails loudly instead of being half-used.
-var unsupportedHandlers = []string{"slack", "hipchat", "mattermost", "flock", "cloudevent", "msteams", "smtp", "lark"}
+// msteams card formats.
+const (
+	// CardMessageCard is the legacy Office 365 connector MessageCard
+	// kubewatch sends (the default).
+	CardMessageCard = "messagecard"
+	// CardAdaptive is a message with an Adaptive Card, as Teams Workflows
+	// webhooks take it.
+	CardAdaptive = "adaptive"
+)
 
 // SinkConfig is one destination.
 type SinkConfig struct {
 	// Name identifies the sink in logs and metrics; unique. Default: its
-	// its type, then type-2, type-3... for further unnamed sinks of a type.
+	// type, then type-2, type-3... for further unnamed sinks of a type.
 	Name string
-	// Type is webhook, slackwebhook or log.
+	// Type is one of the Sink* constants.
 	Type string
-	// URL is where webhook and slackwebhook sinks POST.
+	// URL is where the sink sends: the webhook URL of webhook,
+	// slackwebhook (slackwebhookurl), msteams and lark (webhookurl),
+	// mattermost, flock and cloudevent; the API base URL of hipchat
+	// (default DefaultHipchatURL) and slack (apiurl, default
+	// DefaultSlackAPIURL).
 	URL string
-	// Cert is a PEM file of CAs to trust for URL (webhook); TLSSkip skips
-	// verification (webhook).
+	// Cert is a PEM file of CAs to trust for URL (or the SMTP server);
+	// TLSSkip skips verification.
 	Cert    string
 	TLSSkip bool
-	// Channel, Username and Emoji go into the Slack message (slackwebhook).
+	// Channel: slack, slackwebhook and mattermost. Username: slackwebhook
+	// and mattermost. Emoji: slackwebhook.
 	Channel, Username, Emoji string
-	// IncludeObject adds the object (secrets redacted) to the webhook
-	// payload. Default true for webhook sinks parsed from a file.
-	IncludeObject bool
+	// Token: slack's bot token, hipchat's room token. Room: hipchat.
+	Token, Room string
+	// Title of slack and msteams messages. Default DefaultTitle.
+	Title string
+	// Card is msteams' format: CardMessageCard (default) or CardAdaptive.
+	Card string
+	// SMTP configures an smtp sink.
+	SMTP SMTPConfig
+	// IncludeObject adds the object (and, for an update, the old one) to
+	// the webhook payload, secrets redacted; IncludeChanges adds the
+	// changed field paths. Both off by default: the payload is
+	// kubewatch's.
+	IncludeObject, IncludeChanges bool
+	// Template is a Go text/template for the text (see DefaultTemplate);
+	// empty is kubewatch's text.
+	Template string
+	// AdvancedFilter applies kubewatch's advanced filters, judged on
+	// transitions (see advanced.go). Default on for cloudevent sinks when
+	// ADVANCED_FILTERS=true, as in kubewatch.
+	AdvancedFilter bool
 	// Format of a log sink: "text" (default) or "json".
 	Format string
 	// Filter selects the events this sink gets; the zero value passes all.
@@ -106,6 +152,29 @@ type SinkConfig struct {
 	// QueueSize bounds the notifications waiting for delivery; more are
 	// dropped and counted. Default 1000, at most MaxQueueSize.
 	QueueSize int
+}
+
+// SMTPConfig is kubewatch's smtp handler.
+type SMTPConfig struct {
+	// To (comma-separated), From and Smarthost (host:port) are required.
+	To, From, Smarthost string
+	// Subject defaults to DefaultSubject.
+	Subject string
+	// Headers are added to every mail.
+	Headers map[string]string
+	// RequireTLS: STARTTLS, failing if the server does not offer it.
+	RequireTLS bool
+	// SSL: implicit TLS, as always on port 465.
+	SSL bool
+	// Hello is the EHLO name.
+	Hello string
+	Auth  SMTPAuth
+}
+
+// SMTPAuth are the credentials: CRAM-MD5 uses Secret, PLAIN Password and
+// Identity, LOGIN Password; the first the server offers of those is used.
+type SMTPAuth struct {
+	Username, Password, Identity, Secret string
 }
 
 // FilterConfig selects events. Empty fields select everything.
@@ -280,13 +349,58 @@ func (c *Config) Validate() error {
 		if s.QueueSize < 0 || s.QueueSize > MaxQueueSize {
 			bad("%s: queuesize %d; allowed: 1 to %d", where, s.QueueSize, MaxQueueSize)
 		}
-		switch s.Type {
-		case SinkWebhook, SinkSlackWebhook:
+		checkURL := func(key string, required bool) {
 			if s.URL == "" {
-				bad("%s: url is required for a %s sink", where, s.Type)
-			} else if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				if required {
+					bad("%s: %s is required for a %s sink", where, key, s.Type)
+				}
+				return
+			}
+			if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				// Not the URL itself: its path may be a credential.
-				bad("%s: url: want an http:// or https:// URL with a host", where)
+				bad("%s: %s: want an http:// or https:// URL with a host", where, key)
+			}
+		}
+		need := func(v, key string) {
+			if v == "" {
+				bad("%s: %s is required for a %s sink", where, key, s.Type)
+			}
+		}
+		switch s.Type {
+		case SinkWebhook, SinkFlock, SinkCloudEvent:
+			checkURL("url", true)
+		case SinkSlackWebhook:
+			checkURL("slackwebhookurl", true)
+		case SinkMSTeams:
+			checkURL("webhookurl", true)
+			if s.Card == "" {
+				s.Card = CardMessageCard
+			}
+			if s.Card != CardMessageCard && s.Card != CardAdaptive {
+				bad("%s: card %q; allowed: %s, %s", where, s.Card, CardMessageCard, CardAdaptive)
+			}
+		case SinkLark:
+			checkURL("webhookurl", true)
+		case SinkMattermost:
+			checkURL("url", true)
+			need(s.Channel, "channel")
+			need(s.Username, "username")
+		case SinkSlack:
+			checkURL("apiurl", false)
+			need(s.Token, "token")
+			need(s.Channel, "channel")
+		case SinkHipchat:
+			checkURL("url", false)
+			need(s.Token, "token")
+			need(s.Room, "room")
+		case SinkSMTP:
+			need(s.SMTP.To, "to")
+			need(s.SMTP.From, "from")
+			need(s.SMTP.Smarthost, "smarthost")
+			if s.SMTP.Smarthost != "" {
+				if _, port, err := net.SplitHostPort(s.SMTP.Smarthost); err != nil || port == "" {
+					bad("%s: smarthost %q: want host:port", where, s.SMTP.Smarthost)
+				}
 			}
 		case SinkLog:
 			if s.Format == "" {
@@ -297,6 +411,9 @@ func (c *Config) Validate() error {
 			}
 		default:
 			bad("%s: type %q; allowed: %s", where, s.Type, strings.Join(sinkTypes, ", "))
+		}
+		if _, err := newTextFunc(s.Name, s.Template); err != nil {
+			bad("%s: template: %v", where, err)
 		}
 		if _, err := labels.Parse(s.Filter.LabelSelector); err != nil {
 			bad("%s: filter.labelselector: %v", where, err)
@@ -342,6 +459,9 @@ func (n node) child(key string) node {
 
 type parser struct {
 	errs []string
+	// sinkPaths are the paths of the parsed sinks, in cfg.Sinks' order;
+	// explicitAdvanced those that set advancedfilter themselves.
+	sinkPaths, explicitAdvanced []string
 }
 
 func (p *parser) bad(n node, format string, args ...any) {
@@ -459,12 +579,23 @@ func describe(v any) string {
 	}
 }
 
-var topKeys = []string{"namespace", "handler", "resource", "customresources", "updates", "sinks"}
+var topKeys = []string{"namespace", "handler", "resource", "customresources", "updates", "sinks", "clustername", "checkpoint"}
 
 func (p *parser) config(root node) *Config {
 	cfg := &Config{}
 	top := p.object(root, topKeys)
 	cfg.Namespace = p.str(top["namespace"])
+	cfg.ClusterName = p.str(top["clustername"])
+	if n, ok := top["checkpoint"]; ok {
+		c := p.object(n, []string{"type", "namespace", "name", "path", "maxobjects"})
+		cfg.Checkpoint = CheckpointConfig{
+			Type:       strings.ToLower(p.str(c["type"])),
+			Namespace:  p.str(c["namespace"]),
+			Name:       p.str(c["name"]),
+			Path:       p.str(c["path"]),
+			MaxObjects: p.integer(c["maxobjects"]),
+		}
+	}
 	p.resources(cfg, top["resource"])
 	p.customResources(cfg, top["customresources"])
 	if n, ok := top["updates"]; ok {
@@ -559,8 +690,7 @@ func (p *parser) customResources(cfg *Config, n node) {
 // handlers parses kubewatch's `handler:` mapping. Unlike kubewatch, every
 // configured handler is used, not only the first.
 func (p *parser) handlers(cfg *Config, n node) {
-	allowed := append(slices.Clone(sinkTypes), unsupportedHandlers...)
-	m := p.object(n, allowed)
+	m := p.object(n, sinkTypes)
 	for _, typ := range sinkTypes {
 		hn, ok := m[typ]
 		if !ok || (typ != SinkLog && isEmpty(hn.v)) {
@@ -570,11 +700,6 @@ func (p *parser) handlers(cfg *Config, n node) {
 		}
 		if s, ok := p.sink(hn, typ, false); ok {
 			cfg.Sinks = append(cfg.Sinks, s)
-		}
-	}
-	for _, typ := range unsupportedHandlers {
-		if hn, ok := m[typ]; ok && !isEmpty(hn.v) {
-			p.bad(hn, "the %s handler is not supported; supported: %s (leave its fields empty or remove it)", typ, strings.Join(sinkTypes, ", "))
 		}
 	}
 }
@@ -601,11 +726,20 @@ func isEmpty(v any) bool {
 	return false
 }
 
-var commonSinkKeys = []string{"filter", "maxattempts", "queuesize"}
+var commonSinkKeys = []string{"filter", "maxattempts", "queuesize", "template", "advancedfilter"}
 
+// sinkKeys are each type's keys: kubewatch's, then this notifier's.
 var sinkKeys = map[string][]string{
-	SinkWebhook:      {"url", "cert", "tlsskip", "includeobject"},
+	SinkWebhook:      {"url", "cert", "tlsskip", "includeobject", "includechanges"},
 	SinkSlackWebhook: {"channel", "username", "emoji", "slackwebhookurl", "url"},
+	SinkSlack:        {"token", "channel", "title", "apiurl", "cert", "tlsskip"},
+	SinkHipchat:      {"token", "room", "url", "cert", "tlsskip"},
+	SinkMattermost:   {"channel", "url", "username", "cert", "tlsskip"},
+	SinkFlock:        {"url", "cert", "tlsskip"},
+	SinkCloudEvent:   {"url", "cert", "tlsskip"},
+	SinkMSTeams:      {"webhookurl", "url", "title", "card", "cert", "tlsskip"},
+	SinkSMTP:         {"to", "from", "smarthost", "subject", "headers", "requiretls", "hello", "auth", "ssl", "cert", "tlsskip"},
+	SinkLark:         {"webhookurl", "url"},
 	SinkLog:          {"format"},
 }
 
@@ -617,28 +751,71 @@ func (p *parser) sink(n node, typ string, listed bool) (SinkConfig, bool) {
 	before := len(p.errs)
 	m := p.object(n, allowed)
 	s := SinkConfig{Type: typ, Name: p.str(m["name"])}
-	switch typ {
-	case SinkWebhook:
-		s.URL = p.str(m["url"])
-		s.Cert = p.str(m["cert"])
-		s.TLSSkip = p.boolean(m["tlsskip"])
-		s.IncludeObject = true
-		if v, ok := m["includeobject"]; ok {
-			s.IncludeObject = p.boolean(v)
+	// urlKey reads the type's URL key, or url, not both.
+	urlKey := func(key string) {
+		s.URL = p.str(m[key])
+		if key == "url" {
+			return
 		}
-	case SinkSlackWebhook:
-		s.URL = p.str(m["slackwebhookurl"])
 		if u := p.str(m["url"]); u != "" {
 			if s.URL != "" {
-				p.bad(m["url"], "give slackwebhookurl or url, not both")
+				p.bad(m["url"], "give %s or url, not both", key)
 			}
 			s.URL = u
 		}
-		s.Channel = p.str(m["channel"])
-		s.Username = p.str(m["username"])
+	}
+	s.Cert = p.str(m["cert"])
+	s.TLSSkip = p.boolean(m["tlsskip"])
+	s.Channel = p.str(m["channel"])
+	s.Username = p.str(m["username"])
+	s.Token = p.str(m["token"])
+	s.Title = p.str(m["title"])
+	switch typ {
+	case SinkWebhook:
+		s.URL = p.str(m["url"])
+		s.IncludeObject = p.boolean(m["includeobject"])
+		s.IncludeChanges = p.boolean(m["includechanges"])
+	case SinkSlackWebhook:
+		urlKey("slackwebhookurl")
 		s.Emoji = p.str(m["emoji"])
+	case SinkSlack:
+		s.URL = p.str(m["apiurl"])
+	case SinkHipchat:
+		s.URL = p.str(m["url"])
+		s.Room = p.str(m["room"])
+	case SinkMattermost, SinkFlock, SinkCloudEvent:
+		s.URL = p.str(m["url"])
+	case SinkMSTeams:
+		urlKey("webhookurl")
+		s.Card = strings.ToLower(p.str(m["card"]))
+	case SinkLark:
+		urlKey("webhookurl")
+	case SinkSMTP:
+		s.SMTP = SMTPConfig{
+			To: p.str(m["to"]), From: p.str(m["from"]), Smarthost: p.str(m["smarthost"]),
+			Subject: p.str(m["subject"]), RequireTLS: p.boolean(m["requiretls"]), SSL: p.boolean(m["ssl"]),
+			Hello: p.str(m["hello"]),
+		}
+		if hn, ok := m["headers"]; ok {
+			h := p.object(hn, nil)
+			for _, k := range sortedKeys(h) {
+				if s.SMTP.Headers == nil {
+					s.SMTP.Headers = map[string]string{}
+				}
+				// The header's name as written: keys of p.object
+				// are lower-cased.
+				s.SMTP.Headers[lastPathElem(h[k].path)] = p.str(h[k])
+			}
+		}
+		a := p.object(m["auth"], []string{"username", "password", "identity", "secret"})
+		s.SMTP.Auth = SMTPAuth{Username: p.str(a["username"]), Password: p.str(a["password"]), Identity: p.str(a["identity"]), Secret: p.str(a["secret"])}
 	case SinkLog:
 		s.Format = p.str(m["format"])
+	}
+	s.Template = p.str(m["template"])
+	s.AdvancedFilter = p.boolean(m["advancedfilter"])
+	if _, ok := m["advancedfilter"]; ok {
+		p.explicitAdvanced = append(p.explicitAdvanced, n.path)
 	}
 	s.MaxAttempts = p.integer(m["maxattempts"])
 	s.QueueSize = p.integer(m["queuesize"])
@@ -662,14 +839,80 @@ func (p *parser) sink(n node, typ string, listed bool) (SinkConfig, bool) {
 			s.Filter.Resources = append(s.Filter.Resources, strings.ToLower(r))
 		}
 	}
+	if len(p.errs) == before {
+		p.sinkPaths = append(p.sinkPaths, n.path)
+	}
 	return s, len(p.errs) == before
 }
 
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// lastPathElem is the key at the end of a dotted path.
+func lastPathElem(path string) string {
+	if i := strings.LastIndex(path, "."); i >= 0 {
+		return path[i+1:]
+	}
+	return path
+}
+
+// envField is a sink field kubewatch fills in from the environment when
+// the config leaves it empty. A selecting variable configures the handler
+// when the file does not (kubewatch ignored such a handler).
+type envField struct {
+	field   func(*SinkConfig) *string
+	names   []string
+	selects bool
+}
+
+var envFields = map[string][]envField{
+	SinkSlack: {
+		{func(s *SinkConfig) *string { return &s.Token }, []string{"KW_SLACK_TOKEN", "SLACK_TOKEN"}, true},
+		{func(s *SinkConfig) *string { return &s.Channel }, []string{"KW_SLACK_CHANNEL", "SLACK_CHANNEL"}, false},
+		{func(s *SinkConfig) *string { return &s.Title }, []string{"KW_SLACK_TITLE"}, false},
+	},
+	SinkSlackWebhook: {
+		{func(s *SinkConfig) *string { return &s.URL }, []string{"KW_SLACK_WEBHOOK_URL"}, true},
+		{func(s *SinkConfig) *string { return &s.Channel }, []string{"KW_SLACK_CHANNEL", "SLACK_CHANNEL"}, false},
+		{func(s *SinkConfig) *string { return &s.Username }, []string{"KW_SLACK_USERNAME"}, false},
+		{func(s *SinkConfig) *string { return &s.Emoji }, []string{"KW_SLACK_EMOJI"}, false},
+	},
+	SinkHipchat: {
+		{func(s *SinkConfig) *string { return &s.Token }, []string{"KW_HIPCHAT_TOKEN"}, true},
+		{func(s *SinkConfig) *string { return &s.Room }, []string{"KW_HIPCHAT_ROOM"}, false},
+		{func(s *SinkConfig) *string { return &s.URL }, []string{"KW_HIPCHAT_URL"}, false},
+	},
+	SinkMattermost: {
+		{func(s *SinkConfig) *string { return &s.URL }, []string{"KW_MATTERMOST_URL"}, true},
+		{func(s *SinkConfig) *string { return &s.Channel }, []string{"KW_MATTERMOST_CHANNEL"}, false},
+		{func(s *SinkConfig) *string { return &s.Username }, []string{"KW_MATTERMOST_USERNAME"}, false},
+	},
+	SinkFlock:      {{func(s *SinkConfig) *string { return &s.URL }, []string{"KW_FLOCK_URL"}, true}},
+	SinkCloudEvent: {{func(s *SinkConfig) *string { return &s.URL }, []string{"KW_CLOUDEVENT_URL"}, true}},
+	SinkLark:       {{func(s *SinkConfig) *string { return &s.URL }, []string{"KW_LARK_WEBHOOK_URL"}, true}},
+	SinkMSTeams: {
+		{func(s *SinkConfig) *string { return &s.URL }, []string{"KW_MSTEAMS_WEBHOOKURL"}, true},
+		{func(s *SinkConfig) *string { return &s.Title }, []string{"KW_MSTEAMS_TITLE"}, false},
+	},
+	SinkWebhook: {
+		{func(s *SinkConfig) *string { return &s.URL }, []string{"KW_WEBHOOK_URL"}, true},
+		{func(s *SinkConfig) *string { return &s.Cert }, []string{"KW_WEBHOOK_CERT"}, false},
+	},
+}
+
 // env applies kubewatch's environment variables: KW_<RESOURCE>=true turns
-// a resource on; KW_WEBHOOK_URL, KW_WEBHOOK_CERT, KW_SLACK_WEBHOOK_URL,
-// KW_SLACK_CHANNEL (or SLACK_CHANNEL), KW_SLACK_USERNAME and KW_SLACK_EMOJI
-// fill in handler fields the file leaves empty, configuring the handler if
-// the file does not.
+// a resource on; each handler's variables (see envFields: KW_SLACK_TOKEN,
+// KW_WEBHOOK_URL, KW_CLOUDEVENT_URL, ...) fill in the fields the file
+// leaves empty, and one that names the destination configures the
+// handler if the file does not; ADVANCED_FILTERS=true turns the advanced
+// filter on for cloudevent sinks that do not set it; KW_CLUSTER_NAME (or
+// KUBEWATCH_NAME) names the cluster.
 func (p *parser) env(cfg *Config, lookup func(string) (string, bool)) {
 	for _, r := range resources {
 		if r.env == "" {
@@ -698,44 +941,43 @@ func (p *parser) env(cfg *Config, lookup func(string) (string, bool)) {
 		}
 		return ""
 	}
-	find := func(typ string) *SinkConfig {
-		for i := range cfg.Sinks {
-			if cfg.Sinks[i].Type == typ {
-				return &cfg.Sinks[i]
+	if cfg.ClusterName == "" {
+		cfg.ClusterName = get("KW_CLUSTER_NAME", "KUBEWATCH_NAME")
+	}
+	for _, typ := range sinkTypes {
+		fields := envFields[typ]
+		if len(fields) == 0 {
+			continue
+		}
+		idx := slices.IndexFunc(cfg.Sinks, func(s SinkConfig) bool { return s.Type == typ })
+		if idx < 0 {
+			selected := false
+			for _, f := range fields {
+				selected = selected || (f.selects && get(f.names...) != "")
+			}
+			if !selected {
+				continue
+			}
+			cfg.Sinks = append(cfg.Sinks, SinkConfig{Type: typ})
+			p.sinkPaths = append(p.sinkPaths, "environment")
+			idx = len(cfg.Sinks) - 1
+		}
+		s := &cfg.Sinks[idx]
+		for _, f := range fields {
+			if ptr := f.field(s); *ptr == "" {
+				*ptr = get(f.names...)
 			}
 		}
-		return nil
 	}
-	if u := get("KW_WEBHOOK_URL"); u != "" || find(SinkWebhook) != nil {
-		s := find(SinkWebhook)
-		if s == nil {
-			cfg.Sinks = append(cfg.Sinks, SinkConfig{Type: SinkWebhook, IncludeObject: true})
-			s = &cfg.Sinks[len(cfg.Sinks)-1]
+	if v := get("ADVANCED_FILTERS"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			p.errs = append(p.errs, fmt.Sprintf("environment ADVANCED_FILTERS=%q: want true or false", v))
 		}
-		if s.URL == "" {
-			s.URL = u
-		}
-		if s.Cert == "" {
-			s.Cert = get("KW_WEBHOOK_CERT")
-		}
-	}
-	if u := get("KW_SLACK_WEBHOOK_URL"); u != "" || find(SinkSlackWebhook) != nil {
-		s := find(SinkSlackWebhook)
-		if s == nil {
-			cfg.Sinks = append(cfg.Sinks, SinkConfig{Type: SinkSlackWebhook})
-			s = &cfg.Sinks[len(cfg.Sinks)-1]
-		}
-		if s.URL == "" {
-			s.URL = u
-		}
-		if s.Channel == "" {
-			s.Channel = get("KW_SLACK_CHANNEL", "SLACK_CHANNEL")
-		}
-		if s.Username == "" {
-			s.Username = get("KW_SLACK_USERNAME")
-		}
-		if s.Emoji == "" {
-			s.Emoji = get("KW_SLACK_EMOJI")
+		for i := range cfg.Sinks {
+			if cfg.Sinks[i].Type == SinkCloudEvent && !slices.Contains(p.explicitAdvanced, p.sinkPaths[i]) {
+				cfg.Sinks[i].AdvancedFilter = on
+			}
 		}
 	}
 	sort.Strings(cfg.Resources)

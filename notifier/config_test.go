@@ -56,7 +56,7 @@ handler:
 		t.Errorf("CustomResources = %+v, want %+v", cfg.CustomResources, wantCR)
 	}
 	// The empty slack and msteams handlers are not configured, as in kubewatch.
-	want := []SinkConfig{{Name: "webhook", Type: SinkWebhook, URL: "http://127.0.0.1:9/hook", TLSSkip: true, IncludeObject: true, MaxAttempts: 5, QueueSize: 1000}}
+	want := []SinkConfig{{Name: "webhook", Type: SinkWebhook, URL: "http://127.0.0.1:9/hook", TLSSkip: true, MaxAttempts: 5, QueueSize: 1000}}
 	if !reflect.DeepEqual(cfg.Sinks, want) {
 		t.Errorf("Sinks =\n%+v\nwant\n%+v", cfg.Sinks, want)
 	}
@@ -73,7 +73,8 @@ sinks:
   - type: webhook
     name: audit
     url: http://127.0.0.1:1/a
-    includeobject: false
+    includeobject: true
+    includechanges: true
     maxattempts: 3
     queuesize: 10
     filter:
@@ -95,11 +96,11 @@ sinks:
 	want := []SinkConfig{
 		{Name: "slackwebhook", Type: SinkSlackWebhook, URL: "https://hooks.example/x", Channel: "#k8s", Username: "kw", Emoji: ":eyes:", MaxAttempts: 5, QueueSize: 1000},
 		{Name: "log", Type: SinkLog, Format: "text", MaxAttempts: 5, QueueSize: 1000},
-		{Name: "audit", Type: SinkWebhook, URL: "http://127.0.0.1:1/a", MaxAttempts: 3, QueueSize: 10, Filter: FilterConfig{
+		{Name: "audit", Type: SinkWebhook, URL: "http://127.0.0.1:1/a", IncludeObject: true, IncludeChanges: true, MaxAttempts: 3, QueueSize: 10, Filter: FilterConfig{
 			Events: []EventType{Delete, Update}, Namespaces: []string{"a", "b"}, ExcludeNamespaces: []string{"kube-system"},
 			LabelSelector: "app=web,tier!=db", Resources: []string{"po", "cm"},
 		}},
-		{Name: "webhook", Type: SinkWebhook, URL: "http://127.0.0.1:1/b", IncludeObject: true, MaxAttempts: 5, QueueSize: 1000},
+		{Name: "webhook", Type: SinkWebhook, URL: "http://127.0.0.1:1/b", MaxAttempts: 5, QueueSize: 1000},
 	}
 	if !reflect.DeepEqual(cfg.Sinks, want) {
 		t.Errorf("Sinks =\n%+v\nwant\n%+v", cfg.Sinks, want)
@@ -113,7 +114,7 @@ func TestParseConfig_RejectsEachBadInputNamingTheKeyAndWhatIsAllowed(t *testing.
 		doc  string
 		want []string // substrings of the error
 	}{
-		{"empty file", "", []string{"resource: nothing to watch", "pod (po, pods)", "handler: no handler configured", "webhook, slackwebhook, log"}},
+		{"empty file", "", []string{"resource: nothing to watch", "pod (po, pods)", "handler: no handler configured", "slack, slackwebhook, hipchat, mattermost, flock, webhook, cloudevent, msteams, smtp, lark, log"}},
 		{"not yaml", "resource: [", []string{"not YAML"}},
 		{"unknown top-level key", ok + "reason: [Created]\n", []string{"reason: unknown key; allowed: namespace, handler, resource"}},
 		{"unknown resource", "resource: {pods: true, foo: true}\nhandler: {log: {}}", []string{"resource.foo: unknown resource; allowed:", "configmap (cm, configmaps)"}},
@@ -121,9 +122,14 @@ func TestParseConfig_RejectsEachBadInputNamingTheKeyAndWhatIsAllowed(t *testing.
 		{"resource not a bool", "resource: {pod: maybe}\nhandler: {log: {}}", []string{`resource.pod: want true or false, got "maybe"`}},
 		{"resource not a mapping", "resource: [pod]\nhandler: {log: {}}", []string{"resource: want a mapping, got a list"}},
 		{"namespace not a string", ok + "namespace: [a]\n", []string{"namespace: want a string, got a list"}},
-		{"unknown handler", "resource: {pod: true}\nhandler: {pagerduty: {url: x}}", []string{"handler.pagerduty: unknown key; allowed: webhook, slackwebhook, log, slack"}},
-		{"unsupported handler in use", ok + "handler: {log: {}, msteams: {webhookurl: https://x}}", []string{"handler.msteams: the msteams handler is not supported; supported: webhook, slackwebhook, log"}},
-		{"unknown webhook key", "resource: {pod: true}\nhandler: {webhook: {url: http://h/, room: r}}", []string{"handler.webhook.room: unknown key; allowed: url, cert, tlsskip, includeobject, filter, maxattempts, queuesize"}},
+		{"unknown handler", "resource: {pod: true}\nhandler: {pagerduty: {url: x}}", []string{"handler.pagerduty: unknown key; allowed: slack, slackwebhook, hipchat"}},
+		{"msteams card", ok + "handler: {log: {}, msteams: {webhookurl: 'https://x/', card: hero}}", []string{`sink msteams: card "hero"; allowed: messagecard, adaptive`}},
+		{"mattermost incomplete", ok + "handler: {log: {}, mattermost: {url: 'https://x/'}}", []string{"sink mattermost: channel is required", "sink mattermost: username is required"}},
+		{"slack incomplete", ok + "handler: {log: {}, slack: {channel: '#a'}}", []string{"sink slack: token is required for a slack sink"}},
+		{"hipchat incomplete", ok + "handler: {log: {}, hipchat: {token: t}}", []string{"sink hipchat: room is required for a hipchat sink"}},
+		{"smtp incomplete", ok + "handler: {log: {}, smtp: {to: a@b, smarthost: mail}}", []string{"sink smtp: from is required", `sink smtp: smarthost "mail": want host:port`}},
+		{"bad template", ok + "handler: {log: {template: '{{.Kind'}}", []string{"sink log: template:"}},
+		{"unknown webhook key", "resource: {pod: true}\nhandler: {webhook: {url: http://h/, room: r}}", []string{"handler.webhook.room: unknown key; allowed: url, cert, tlsskip, includeobject, includechanges, filter, maxattempts, queuesize, template, advancedfilter"}},
 		{"webhook url not http", "resource: {pod: true}\nhandler: {webhook: {url: 'ftp://h/x'}}", []string{"sink webhook: url: want an http:// or https:// URL with a host"}},
 		{"slack url given twice", "resource: {pod: true}\nhandler: {slackwebhook: {url: http://a/, slackwebhookurl: http://b/}}", []string{"handler.slackwebhook.url: give slackwebhookurl or url, not both"}},
 		{"bad event type", "resource: {pod: true}\nhandler: {log: {filter: {events: [created]}}}", []string{`handler.log.filter.events: "created"; allowed: create, update, delete`}},
@@ -132,9 +138,9 @@ func TestParseConfig_RejectsEachBadInputNamingTheKeyAndWhatIsAllowed(t *testing.
 		{"maxattempts zero", "resource: {pod: true}\nhandler: {log: {maxattempts: 0}}", []string{"handler.log.maxattempts: want a whole number of at least 1, got 0"}},
 		{"queuesize fraction", "resource: {pod: true}\nhandler: {log: {queuesize: 1.5}}", []string{"handler.log.queuesize: want a whole number of at least 1, got 1.5"}},
 		{"log format", "resource: {pod: true}\nhandler: {log: {format: xml}}", []string{`sink log: format "xml"; allowed: text, json`}},
-		{"sink without type", ok + "sinks: [{url: http://h/}]", []string{"sinks[0].type: want one of webhook, slackwebhook, log, got nothing"}},
-		{"sink not a mapping", ok + "sinks: [log]", []string{`sinks[0]: want a mapping with a type (webhook, slackwebhook, log), got "log"`}},
-		{"sink key of another type", ok + "sinks: [{type: log, url: http://h/}]", []string{"sinks[0].url: unknown key; allowed: format, filter, maxattempts, queuesize, name, type"}},
+		{"sink without type", ok + "sinks: [{url: http://h/}]", []string{"sinks[0].type: want one of slack, slackwebhook, hipchat, mattermost, flock, webhook, cloudevent, msteams, smtp, lark, log, got nothing"}},
+		{"sink not a mapping", ok + "sinks: [log]", []string{`sinks[0]: want a mapping with a type (slack, slackwebhook, hipchat, mattermost, flock, webhook, cloudevent, msteams, smtp, lark, log), got "log"`}},
+		{"sink key of another type", ok + "sinks: [{type: log, url: http://h/}]", []string{"sinks[0].url: unknown key; allowed: format, filter, maxattempts, queuesize, template, advancedfilter, name, type"}},
 		{"sink names twice", "resource: {pod: true}\nsinks: [{type: log, name: a}, {type: log, name: a}]", []string{"sink a: name used twice"}},
 		{"custom resource incomplete", ok + "customresources: [{group: x.io, resource: foos}]", []string{"customresources[0]: version and resource are required"}},
 		{"custom resource unknown key", ok + "customresources: [{version: v1, resource: foos, kind: Foo}]", []string{"customresources[0].kind: unknown key; allowed: group, version, resource, clusterscoped"}},
@@ -175,7 +181,7 @@ func TestParseConfig_EnvironmentTurnsResourcesOnAndFillsHandlers(t *testing.T) {
 	}
 	want := []SinkConfig{
 		{Name: "slackwebhook", Type: SinkSlackWebhook, URL: "https://hooks.example/y", Channel: "#from-file", Username: "bot", MaxAttempts: 5, QueueSize: 1000},
-		{Name: "webhook", Type: SinkWebhook, URL: "http://127.0.0.1:1/hook", IncludeObject: true, MaxAttempts: 5, QueueSize: 1000},
+		{Name: "webhook", Type: SinkWebhook, URL: "http://127.0.0.1:1/hook", MaxAttempts: 5, QueueSize: 1000},
 	}
 	if !reflect.DeepEqual(cfg.Sinks, want) {
 		t.Errorf("Sinks =\n%+v\nwant\n%+v", cfg.Sinks, want)
@@ -216,8 +222,8 @@ func TestParseConfig_SampleConfigParsesAsIsAndWithAnyOneHandlerFilledIn(t *testi
 		var got []string
 		for _, s := range cfg.Sinks {
 			got = append(got, s.Type)
-			if s.Type == SinkWebhook && !s.IncludeObject {
-				t.Errorf("env %v: webhook without the object, want includeobject's default", tc.env)
+			if s.Type == SinkWebhook && (s.IncludeObject || s.IncludeChanges) {
+				t.Errorf("env %v: webhook with the object or the changes, want kubewatch's payload by default", tc.env)
 			}
 		}
 		if !reflect.DeepEqual(got, tc.sinks) {
@@ -274,7 +280,7 @@ func TestLoadConfigAndDefaultConfigPath(t *testing.T) {
 func TestParseConfig_BadURLErrorDoesNotEchoTheURL(t *testing.T) {
 	for _, u := range []string{"hooks.slack.com/services/T0/B0/XXXXSECRETXXXX", "ftp://h/XXXXSECRETXXXX", "http://h/%zzXXXXSECRETXXXX"} {
 		_, err := ParseConfig([]byte("resource: {pod: true}\nhandler: {slackwebhook: {slackwebhookurl: '"+u+"'}}"), noEnv)
-		if err == nil || !strings.Contains(err.Error(), "sink slackwebhook: url: want an http:// or https:// URL with a host") {
+		if err == nil || !strings.Contains(err.Error(), "sink slackwebhook: slackwebhookurl: want an http:// or https:// URL with a host") {
 			t.Errorf("url %q: err = %v, want it to name the key and what is allowed", u, err)
 			continue
 		}
@@ -384,5 +390,51 @@ func TestParseConfig_FilterOnACustomResourceNamedLikeABuiltIn(t *testing.T) {
 	doc := "customresources: [{version: v1, resource: secrets}]\nhandler: {log: {filter: {resources: [secrets]}}}\n"
 	if _, err := ParseConfig([]byte(doc), noEnv); err != nil {
 		t.Errorf("a filter on the watched custom resource secrets: %v", err)
+	}
+}
+
+// kubewatch selects a handler from the file only: one set through its
+// environment variables alone ran the no-op handler instead.
+func TestParseConfig_AHandlerSetOnlyThroughItsEnvironmentIsSelected(t *testing.T) {
+	cfg, err := ParseConfig([]byte("resource: {pod: true}\nhandler: {smtp: {to: a@example.com, from: b@example.com, smarthost: 'mail:25'}}\n"), envOf(map[string]string{
+		"KW_SLACK_TOKEN": "xoxb", "KW_SLACK_CHANNEL": "#c", "KW_SLACK_TITLE": "prod",
+		"KW_HIPCHAT_TOKEN": "ht", "KW_HIPCHAT_ROOM": "room", "KW_HIPCHAT_URL": "https://hipchat.example/v2",
+		"KW_MATTERMOST_URL": "https://mm.example/hooks/x", "KW_MATTERMOST_CHANNEL": "ops", "KW_MATTERMOST_USERNAME": "kw",
+		"KW_FLOCK_URL": "https://flock.example/x", "KW_CLOUDEVENT_URL": "https://ce.example/",
+		"KW_MSTEAMS_WEBHOOKURL": "https://teams.example/x", "KW_LARK_WEBHOOK_URL": "https://lark.example/x",
+		"ADVANCED_FILTERS": "true", "KUBEWATCH_NAME": "prod-eu",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]SinkConfig{}
+	for _, s := range cfg.Sinks {
+		got[s.Type] = s
+	}
+	for _, w := range []SinkConfig{
+		{Name: "slack", Type: SinkSlack, Token: "xoxb", Channel: "#c", Title: "prod"},
+		{Name: "hipchat", Type: SinkHipchat, Token: "ht", Room: "room", URL: "https://hipchat.example/v2"},
+		{Name: "mattermost", Type: SinkMattermost, URL: "https://mm.example/hooks/x", Channel: "ops", Username: "kw"},
+		{Name: "flock", Type: SinkFlock, URL: "https://flock.example/x"},
+		{Name: "cloudevent", Type: SinkCloudEvent, URL: "https://ce.example/", AdvancedFilter: true},
+		{Name: "msteams", Type: SinkMSTeams, URL: "https://teams.example/x", Card: CardMessageCard},
+		{Name: "lark", Type: SinkLark, URL: "https://lark.example/x"},
+		{Name: "smtp", Type: SinkSMTP, SMTP: SMTPConfig{To: "a@example.com", From: "b@example.com", Smarthost: "mail:25"}},
+	} {
+		w.MaxAttempts, w.QueueSize = DefaultMaxAttempts, DefaultQueueSize
+		if !reflect.DeepEqual(got[w.Type], w) {
+			t.Errorf("%s sink =\n%+v\nwant\n%+v", w.Type, got[w.Type], w)
+		}
+	}
+	if len(cfg.Sinks) != 8 {
+		t.Errorf("%d sinks, want 8", len(cfg.Sinks))
+	}
+	if cfg.ClusterName != "prod-eu" {
+		t.Errorf("ClusterName = %q, want KUBEWATCH_NAME's", cfg.ClusterName)
+	}
+	// A cloudevent sink that sets advancedfilter itself keeps it.
+	cfg, err = ParseConfig([]byte("resource: {pod: true}\nhandler: {cloudevent: {url: 'https://ce.example/', advancedfilter: false}}\n"), envOf(map[string]string{"ADVANCED_FILTERS": "true"}))
+	if err != nil || cfg.Sinks[0].AdvancedFilter {
+		t.Errorf("explicit advancedfilter: false under ADVANCED_FILTERS=true: %+v, %v", cfg.Sinks, err)
 	}
 }

@@ -19,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/metrics/metricstest"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -27,8 +29,8 @@ import (
 var gadgets = schema.GroupVersionResource{Group: "notifier.kloop.dev", Version: "v1", Resource: "gadgets"}
 
 // installGadgetCRD creates the Gadget CRD (once per control plane) and
-// waits until it is established.
-func installGadgetCRD(t *testing.T, ctx context.Context, ext apiextensionsclient.Interface) {
+// waits until the API server serves gadgets.
+func installGadgetCRD(t *testing.T, ctx context.Context, cfg *rest.Config) {
 	t.Helper()
 	crd := &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: gadgets.Resource + "." + gadgets.Group},
@@ -47,26 +49,11 @@ func installGadgetCRD(t *testing.T, ctx context.Context, ext apiextensionsclient
 			}},
 		},
 	}
-	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
+	crds := apiextensionsclient.NewForConfigOrDie(cfg).ApiextensionsV1().CustomResourceDefinitions()
 	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create CRD: %v", err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		got, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("get CRD: %v", err)
-		}
-		if slices.ContainsFunc(got.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
-			return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
-		}) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("CRD not established within 60s")
-		}
-		time.Sleep(100 * time.Millisecond) // polling the API server, not a goroutine
-	}
+	await.CRDServed(t, cfg, crd.Name)
 }
 
 func TestNotifier_CustomResourcesThroughTheDynamicClientAndMetricsOnTheHTTPEndpoint(t *testing.T) {
@@ -74,7 +61,7 @@ func TestNotifier_CustomResourcesThroughTheDynamicClientAndMetricsOnTheHTTPEndpo
 	kc := kubernetes.NewForConfigOrDie(e.Config)
 	ctx := t.Context()
 	ns := testenv.NewNamespace(t, kc, "notifier-crd")
-	installGadgetCRD(t, ctx, apiextensionsclient.NewForConfigOrDie(e.Config))
+	installGadgetCRD(t, ctx, e.Config)
 	res := dynamic.NewForConfigOrDie(e.Config).Resource(gadgets).Namespace(ns)
 	gadget := func(name string, size int64) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{
@@ -82,16 +69,7 @@ func TestNotifier_CustomResourcesThroughTheDynamicClientAndMetricsOnTheHTTPEndpo
 			"metadata": map[string]any{"name": name}, "spec": map[string]any{"size": size},
 		}}
 	}
-	var err error
-	// A new CRD may take a moment to be served; on a loaded machine more
-	// than a few seconds.
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		if _, err = res.Create(ctx, gadget("before", 1), metav1.CreateOptions{}); err == nil || !apierrors.IsNotFound(err) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond) // polling the API server
-	}
-	if err != nil {
+	if _, err := res.Create(ctx, gadget("before", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create gadget: %v", err)
 	}
 
@@ -105,7 +83,7 @@ func TestNotifier_CustomResourcesThroughTheDynamicClientAndMetricsOnTheHTTPEndpo
 	n, err := New(e.Config, Config{
 		Namespace:       ns,
 		CustomResources: []CustomResource{{Group: gadgets.Group, Version: gadgets.Version, Resource: gadgets.Resource}},
-		Sinks:           []SinkConfig{{Name: "hook", Type: SinkWebhook, URL: recv.URL + "/hook", IncludeObject: true}},
+		Sinks:           []SinkConfig{{Name: "hook", Type: SinkWebhook, URL: recv.URL + "/hook", IncludeObject: true, IncludeChanges: true}},
 	}, Options{Logger: logs.Logger(), Registerer: reg, Gatherer: reg, Listener: lis})
 	if err != nil {
 		t.Fatal(err)

@@ -18,9 +18,11 @@ const (
 // delivery is one sink's filter, bounded queue and worker. Events are
 // delivered in the order they were queued, one at a time.
 type delivery struct {
-	name        string
-	sender      sender
-	filter      *filter
+	name   string
+	sender sender
+	filter *filter
+	// advanced applies kubewatch's advanced filters (advancedPass).
+	advanced    bool
 	maxAttempts int
 	retryBase   time.Duration
 	retryMax    time.Duration
@@ -49,7 +51,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // offer queues ev if it passes the filter. It never blocks: when the queue
 // is full, or the sink is stopping, the event is dropped and counted.
 func (d *delivery) offer(ev *Event) {
-	if !d.filter.match(ev) {
+	if !d.filter.match(ev) || (d.advanced && !advancedPass(ev)) {
 		return
 	}
 	d.mu.Lock()

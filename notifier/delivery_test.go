@@ -88,7 +88,7 @@ func newTestDelivery(t *testing.T, url string, maxAttempts, queueSize int) *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newHTTPSender(SinkConfig{Name: "hook", Type: SinkWebhook, URL: url})
+	h, err := newHTTPSender(SinkConfig{Name: "hook", Type: SinkWebhook, URL: url}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

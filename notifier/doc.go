@@ -24,17 +24,54 @@
 //
 // # Sinks
 //
-// webhook (kubewatch's JSON payload plus "changes" and "object"; its
-// "time" is when the change was seen, not when it was sent, so retries
-// carry the same body),
-// slackwebhook (a Slack incoming-webhook message) and log (a line on
-// stdout). Every sink has its own filter (event types, namespaces in and
-// out, label selector, resources), bounded queue and worker, so a slow sink
+// kubewatch's ten handlers, each a sink, plus log (a line on stdout):
+//
+//   - webhook: kubewatch's JSON body ({eventmeta, text, time}) byte for
+//     byte by default; includeobject adds "object" and "oldObject"
+//     (secrets redacted), includechanges the changed field paths, and a
+//     cluster name adds "cluster". Its "time" is when the change was
+//     seen, not when it was sent, so retries carry the same body.
+//   - slackwebhook: a Slack incoming-webhook message.
+//   - slack: chat.postMessage with a bot token (slack-go), one attachment
+//     coloured by status, as the bot user.
+//   - msteams: kubewatch's legacy MessageCard, or (card: adaptive) a
+//     message with an Adaptive Card, as Teams Workflows webhooks take it.
+//   - mattermost, flock, lark: their incoming-webhook bodies, as kubewatch
+//     sends them.
+//   - hipchat: a room notification, under a custom base URL if set.
+//   - cloudevent: a CloudEvents 1.0 event in structured mode over HTTP
+//     (the CloudEvents SDK), with kubewatch's type, source, id and data.
+//   - smtp: a multipart/alternative mail (go-mail): implicit TLS on port
+//     465, STARTTLS when requireTLS, AUTH chosen in the server's order
+//     among CRAM-MD5, PLAIN and LOGIN, EHLO name, custom headers.
+//
+// A handler set only through its environment variables (KW_FLOCK_URL,
+// ...) is configured, unlike in kubewatch. Each sink's text is kubewatch's
+// (see Event.Message) unless it has a Go text/template of its own (see
+// DefaultTemplate); a cluster name prefixes the text, as kubewatch's
+// KUBEWATCH_NAME did. The template sees the event with Secret values
+// already redacted, so no template can send them.
+//
+// Every sink has its own filter (event types, namespaces in and out,
+// label selector, resources, and kubewatch's advanced filters judged on
+// transitions: see advancedPass), bounded queue and worker, so a slow sink
 // holds up no other. A delivery that fails with a network error, a 5xx or a
 // 429 is retried with exponential backoff (RetryBase doubling up to
 // RetryMax, at least Retry-After) up to the sink's MaxAttempts; a 4xx other
-// than 429 is not retried. Every give-up is logged and counted in
+// than 429 (or a service's refusal: Slack's ok:false, a permanent SMTP
+// reply) is not retried. Every give-up is logged and counted in
 // kubewatch_events_failed_total{sink,reason}.
+//
+// # Stricter than kubewatch, on purpose
+//
+//   - A taken metrics port is an error at start (kubewatch ran on without
+//     metrics).
+//   - Every HTTP handler checks the response status (kubewatch's did only
+//     for msteams) and retries.
+//   - SMTP credentials that no offered mechanism can use fail the
+//     delivery (kubewatch sent without AUTH when the server offered none);
+//     PLAIN and LOGIN refuse a connection without TLS, but to localhost.
+//   - Unknown config keys and bad values are errors, all reported at once.
 //
 // # Guarantees
 //

@@ -132,7 +132,7 @@ func TestNotifier_NotifiesChangesAfterStartOnlyAndSuppressesNoOpAndStatusUpdates
 		Resources: []string{"configmap", "pod", "secret"},
 		Updates:   UpdatePolicy{IgnoreStatusOnly: true},
 		Sinks: []SinkConfig{
-			{Name: "all", Type: SinkWebhook, URL: recv.URL + "/all", IncludeObject: true},
+			{Name: "all", Type: SinkWebhook, URL: recv.URL + "/all", IncludeObject: true, IncludeChanges: true},
 			{Name: "web-deletes", Type: SinkWebhook, URL: recv.URL + "/web-deletes",
 				Filter: FilterConfig{Events: []EventType{Delete}, LabelSelector: "app=web"}},
 		},

@@ -39,6 +39,21 @@ func (t EventType) Reason() string {
 	return string(t)
 }
 
+// Status is kubewatch's severity of the event type: Normal for a
+// create, Warning for an update, Danger for a delete. Handlers pick their
+// colour from it.
+func (t EventType) Status() string {
+	switch t {
+	case Create:
+		return "Normal"
+	case Update:
+		return "Warning"
+	case Delete:
+		return "Danger"
+	}
+	return "Normal"
+}
+
 // Event is one notification. Sinks treat it as read-only: the same Event
 // goes to every sink.
 type Event struct {
@@ -50,35 +65,66 @@ type Event struct {
 	// resource's canonical name or a custom resource's plural.
 	Resource        string
 	Namespace, Name string
+	// UID and ResourceVersion of the object's state notified.
+	UID, ResourceVersion string
 	// Labels are the object's labels.
 	Labels map[string]string
 	// Object is the object's new state (create, update) or its last known
-	// state (delete), as JSON-like values, with Secret data redacted.
+	// state (delete), as JSON-like values, with Secret data redacted. It
+	// is nil for a delete that happened while the notifier was down.
 	Object map[string]any
+	// OldObject is the state before an update, redacted like Object; nil
+	// for creates and deletes, and for an update that happened while the
+	// notifier was down.
+	OldObject map[string]any
 	// Changes are the changed field paths of an update, sorted
-	// (e.g. data.key, spec.containers[0].image, metadata.labels.app).
+	// (e.g. data.key, spec.containers[0].image, metadata.labels.app). An
+	// update made while the notifier was down names the top-level fields
+	// that changed (data, spec, metadata, ...).
 	Changes []string
+	// Cluster is the configured cluster name, "" if none.
+	Cluster string
 	// Time is when the notifier saw the change.
 	Time time.Time
+	// Test marks the event of `config test`: reason Tested.
+	Test bool
+
+	// done, if set, is called by every sink that took the event once it
+	// is through with it (delivered, or given up); see tracker.
+	done func(delivered bool)
 }
 
-// Message is kubewatch's text:
+// Reason is kubewatch's reason: Created, Updated, Deleted (Tested for the
+// event of `config test`).
+func (e *Event) Reason() string {
+	if e.Test {
+		return "Tested"
+	}
+	return e.Type.Reason()
+}
+
+// Status is kubewatch's severity: Normal, Warning or Danger.
+func (e *Event) Status() string {
+	if e.Test {
+		return "Normal"
+	}
+	return e.Type.Status()
+}
+
+// Message is kubewatch's text, byte for byte:
 //
 //	A `Pod` in namespace `default` has been `Created`:
 //	`nginx`
 //
-// For cluster-scoped objects the namespace part is left out instead of
-// printed empty; for updates the changed fields follow on a third line.
+// A cluster-scoped object has an empty namespace (“), as in kubewatch.
+// With a cluster name it is prefixed as kubewatch's KUBEWATCH_NAME did:
+// "`prod` - A `Pod` ...".
 func (e *Event) Message() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "A `%s` ", e.Kind)
-	if e.Namespace != "" {
-		fmt.Fprintf(&b, "in namespace `%s` ", e.Namespace)
+	if e.Cluster != "" {
+		fmt.Fprintf(&b, "`%s` - ", e.Cluster)
 	}
-	fmt.Fprintf(&b, "has been `%s`:\n`%s`", e.Type.Reason(), e.Name)
-	if len(e.Changes) > 0 {
-		fmt.Fprintf(&b, "\nChanged: `%s`", strings.Join(e.Changes, "`, `"))
-	}
+	fmt.Fprintf(&b, "A `%s` in namespace `%s` has been `%s`:\n`%s`", e.Kind, e.Namespace, e.Reason(), e.Name)
 	return b.String()
 }
 

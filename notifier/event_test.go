@@ -73,19 +73,49 @@ func TestOnlyUnder(t *testing.T) {
 	}
 }
 
-func TestEventMessage_IsKubewatchsTextPlusChanges(t *testing.T) {
+func TestEventMessage_IsKubewatchsTextExactly(t *testing.T) {
 	cases := []struct {
 		ev   Event
 		want string
 	}{
 		{Event{Type: Create, Kind: "Pod", Namespace: "default", Name: "nginx"}, "A `Pod` in namespace `default` has been `Created`:\n`nginx`"},
-		{Event{Type: Delete, Kind: "Namespace", Name: "web"}, "A `Namespace` has been `Deleted`:\n`web`"},
-		{Event{Type: Update, Kind: "ConfigMap", Namespace: "a", Name: "c", Changes: []string{"data.k", "data.l"}}, "A `ConfigMap` in namespace `a` has been `Updated`:\n`c`\nChanged: `data.k`, `data.l`"},
+		// kubewatch prints the empty namespace of a cluster-scoped object.
+		{Event{Type: Delete, Kind: "Namespace", Name: "web"}, "A `Namespace` in namespace `` has been `Deleted`:\n`web`"},
+		// The changes are never in the default text (a receiver matching
+		// kubewatch's text would break); a template can add them.
+		{Event{Type: Update, Kind: "ConfigMap", Namespace: "a", Name: "c", Changes: []string{"data.k", "data.l"}}, "A `ConfigMap` in namespace `a` has been `Updated`:\n`c`"},
+		{Event{Type: Update, Kind: "ConfigMap", Namespace: "a", Name: "c", Cluster: "prod"}, "`prod` - A `ConfigMap` in namespace `a` has been `Updated`:\n`c`"},
+		{Event{Type: Create, Kind: "testKind", Namespace: "testNamespace", Name: "testResource", Test: true}, "A `testKind` in namespace `testNamespace` has been `Tested`:\n`testResource`"},
 	}
 	for _, tc := range cases {
 		if got := tc.ev.Message(); got != tc.want {
 			t.Errorf("Message() = %q, want %q", got, tc.want)
 		}
+		// The default template is the same text.
+		text, _ := newTextFunc("t", DefaultTemplate)
+		if got, err := text(&tc.ev); err != nil || got != tc.want {
+			t.Errorf("DefaultTemplate = %q, %v; want %q", got, err, tc.want)
+		}
+	}
+}
+
+func TestTemplate_RendersTheEventsFieldsAndFunctions(t *testing.T) {
+	ev := &Event{Type: Update, Kind: "ConfigMap", Namespace: "web", Name: "settings", Cluster: "prod",
+		Changes: []string{"data.a", "data.b"}, Labels: map[string]string{"app": "shop"}}
+	text, err := newTextFunc("t", `{{.Cluster}}/{{.Namespace}}/{{.Name}} {{.Reason}} {{.Status}} {{upper .Kind}} [{{join .Changes ","}}] app={{.Labels.app}} {{json .Labels}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := text(ev)
+	if want := `prod/web/settings Updated Warning CONFIGMAP [data.a,data.b] app=shop {"app":"shop"}`; err != nil || got != want {
+		t.Errorf("text = %q, %v; want %q", got, err, want)
+	}
+	if _, err := newTextFunc("t", "{{.Nope"); err == nil {
+		t.Error("a template that does not parse was accepted")
+	}
+	bad, _ := newTextFunc("t", "{{.Nope}}")
+	if _, err := bad(ev); err == nil || isRetryable(err) {
+		t.Errorf("a template naming no field: err %v, want a non-retryable error", err)
 	}
 }
 

@@ -39,5 +39,5 @@ handler:
 	// web [configmap pod]
 	// webhook [create delete] "app=shop"
 	// log [] ""
-	// config: resource.deploy: want true or false, got "maybe"; handler.webhook.room: unknown key; allowed: url, cert, tlsskip, includeobject, filter, maxattempts, queuesize
+	// config: resource.deploy: want true or false, got "maybe"; handler.webhook.room: unknown key; allowed: url, cert, tlsskip, includeobject, includechanges, filter, maxattempts, queuesize, template, advancedfilter
 }

@@ -3,6 +3,8 @@ package notifier
 import (
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -11,5 +13,8 @@ import (
 var controlPlane testenv.Shared
 
 func TestMain(m *testing.M) {
-	controlPlane.Main(m)
+	// slack-go's test server keeps, for the life of the process, one
+	// goroutine per websocket that fed its RTM stream (a range over a
+	// channel it never closes).
+	controlPlane.Main(m, goleak.IgnoreAnyFunction("github.com/slack-go/slack/slacktest.handlePendingMessages"))
 }

@@ -104,18 +104,20 @@ func New(restCfg *rest.Config, cfg Config, opts Options) (*Notifier, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sink %s: filter: %w", sc.Name, err)
 		}
-		var s sender
-		if sc.Type == SinkLog {
-			s = &logSender{mu: outMu, out: opts.Out, format: sc.Format}
-		} else {
-			h, err := newHTTPSender(sc)
-			if err != nil {
-				return nil, err
-			}
-			n.closers = append(n.closers, h.close)
-			s = h
+		text, err := newTextFunc(sc.Name, sc.Template)
+		if err != nil {
+			return nil, fmt.Errorf("sink %s: template: %w", sc.Name, err)
 		}
-		n.deliveries = append(n.deliveries, n.newDelivery(sc, s, f))
+		s, closer, err := newSender(sc, text, opts.Out, outMu, opts.Now())
+		if err != nil {
+			return nil, err
+		}
+		if closer != nil {
+			n.closers = append(n.closers, closer)
+		}
+		d := n.newDelivery(sc, s, f)
+		d.advanced = sc.AdvancedFilter
+		n.deliveries = append(n.deliveries, d)
 	}
 
 	n.factory = informer.NewFactory(restCfg, informer.FactoryOptions{Logger: opts.Logger, Registerer: opts.Registerer})
@@ -167,7 +169,10 @@ func (n *Notifier) newDelivery(sc SinkConfig, s sender, f *filter) *delivery {
 
 // Synced is closed once every informer has listed its resource and the
 // notifier has taken that initial list: changes from then on are notified
-// (objects that existed before are not).
+// (objects that existed before are not). If the API server refuses an
+// informer (403), Synced stays open and Run returns that error at once,
+// naming the resource and the verb, rather than waiting for a permission
+// that may never come.
 func (n *Notifier) Synced() <-chan struct{} { return n.synced }
 
 // Run watches and notifies until ctx is done, then stops taking events,
@@ -265,7 +270,7 @@ func (s *source) add(obj watcher.Object, initial bool) {
 		return
 	}
 	s.n.m.events.WithLabelValues(s.kind, string(Create)).Inc()
-	s.emit(Create, obj, s.toMap(obj), nil)
+	s.emit(Create, obj, s.toMap(obj), nil, nil)
 }
 
 func (s *source) update(old, new watcher.Object) {
@@ -275,10 +280,10 @@ func (s *source) update(old, new watcher.Object) {
 		s.n.m.suppressed.WithLabelValues(s.kind, "unchanged").Inc()
 		return
 	}
-	nm := s.toMap(new)
+	nm, om := s.toMap(new), s.toMap(old)
 	// The policies judge every changed path; only the event's list is
 	// capped (a capped list ends in "...", which is under no prefix).
-	changes := diffAll(s.toMap(old), nm)
+	changes := diffAll(om, nm)
 	reason := ""
 	switch {
 	case len(changes) == 0:
@@ -292,12 +297,12 @@ func (s *source) update(old, new watcher.Object) {
 		s.n.m.suppressed.WithLabelValues(s.kind, reason).Inc()
 		return
 	}
-	s.emit(Update, new, nm, capChanges(changes))
+	s.emit(Update, new, nm, om, capChanges(changes))
 }
 
 func (s *source) del(obj watcher.Object, _ bool) {
 	s.n.m.events.WithLabelValues(s.kind, string(Delete)).Inc()
-	s.emit(Delete, obj, s.toMap(obj), nil)
+	s.emit(Delete, obj, s.toMap(obj), nil, nil)
 }
 
 // toMap returns obj as JSON-like values. An unstructured object's own map
@@ -315,17 +320,20 @@ func (s *source) toMap(obj watcher.Object) map[string]any {
 	return m
 }
 
-func (s *source) emit(t EventType, obj watcher.Object, m map[string]any, changes []string) {
+func (s *source) emit(t EventType, obj watcher.Object, m, old map[string]any, changes []string) {
 	kind := s.kind
 	// Core Secrets, whether watched as the built-in resource or listed as
 	// a custom resource (then unstructured).
 	if s.apiVersion == "v1" && (kind == "Secret" || s.resource == "secrets") {
 		m = redactSecret(m)
+		if old != nil {
+			old = redactSecret(old)
+		}
 	}
 	ev := &Event{
 		Type: t, Kind: kind, APIVersion: s.apiVersion, Resource: s.resource,
-		Namespace: obj.GetNamespace(), Name: obj.GetName(), Labels: obj.GetLabels(),
-		Object: m, Changes: changes, Time: s.n.opts.Now(),
+		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID()), ResourceVersion: obj.GetResourceVersion(),
+		Labels: obj.GetLabels(), Object: m, OldObject: old, Changes: changes, Cluster: s.n.cfg.ClusterName, Time: s.n.opts.Now(),
 	}
 	s.n.log.Debug("Processing "+string(t), "kind", kind, "namespace", ev.Namespace, "name", ev.Name, "changes", changes)
 	for _, d := range s.n.deliveries {

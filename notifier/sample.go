@@ -49,24 +49,69 @@ updates:
   ignorestatusonly: true     # only .status changed
   ignoremetadataonly: false  # only .metadata changed (labels, annotations, finalizers...)
 
-# Every handler configured here is used (kubewatch used only the first).
-# A handler whose fields are all empty is not configured. slack, hipchat,
-# mattermost, flock, cloudevent, msteams, smtp and lark are not supported.
+# Named in every message (the text starts with it) and payload. KW_CLUSTER_NAME.
+clustername: ""
+
+# What was notified, kept across restarts: changes made while the notifier
+# was down are notified when it is back, and nothing twice.
+checkpoint:
+  type: configmap            # or file (path:), or none
+  # namespace: ""            # default: the watched namespace, else the pod's
+  # name: kubewatch-checkpoint
+  # maxobjects: 10000        # past it, a restart notifies nothing it missed
+
+# Every handler configured here is used (kubewatch used only the first). A
+# handler whose fields are all empty is not configured. Each one's
+# environment variables fill in what the file leaves empty.
 handler:
-  webhook:
-    url: ""                # KW_WEBHOOK_URL
-    cert: ""               # PEM file of CAs to trust (KW_WEBHOOK_CERT)
-    tlsskip: false
-    # includeobject: true  # the default: "object" in the payload (secrets redacted)
+  slack:
+    token: ""              # bot token (KW_SLACK_TOKEN)
+    channel: ""            # KW_SLACK_CHANNEL
+    title: ""              # default kubewatch (KW_SLACK_TITLE)
   slackwebhook:
     slackwebhookurl: ""    # KW_SLACK_WEBHOOK_URL
     channel: ""            # KW_SLACK_CHANNEL
     username: ""           # KW_SLACK_USERNAME
     emoji: ""              # KW_SLACK_EMOJI
+  hipchat:
+    token: ""              # KW_HIPCHAT_TOKEN
+    room: ""               # KW_HIPCHAT_ROOM
+    url: ""                # default https://api.hipchat.com/v2 (KW_HIPCHAT_URL)
+  mattermost:
+    url: ""                # incoming webhook (KW_MATTERMOST_URL)
+    channel: ""            # KW_MATTERMOST_CHANNEL
+    username: ""           # KW_MATTERMOST_USERNAME
+  flock:
+    url: ""                # KW_FLOCK_URL
+  webhook:
+    url: ""                # KW_WEBHOOK_URL
+    cert: ""               # PEM file of CAs to trust (KW_WEBHOOK_CERT)
+    tlsskip: false
+    # includeobject: false   # add "object" (and "oldObject"), secrets redacted
+    # includechanges: false  # add "changes": the changed field paths
+  cloudevent:
+    url: ""                # KW_CLOUDEVENT_URL; ADVANCED_FILTERS=true filters it
+  msteams:
+    webhookurl: ""         # KW_MSTEAMS_WEBHOOKURL
+    # card: messagecard    # or adaptive, for a Teams Workflows webhook
+  smtp:
+    to: ""                 # a@example.com, b@example.com
+    from: ""
+    smarthost: ""          # host:port; port 465 (or ssl: true) is implicit TLS
+    subject: ""            # default "Kubewatch notification"
+    requireTLS: false      # STARTTLS, failing if the server lacks it
+    hello: ""              # EHLO name
+    headers: {}
+    auth: {username: "", password: "", identity: "", secret: ""}
+  lark:
+    webhookurl: ""         # KW_LARK_WEBHOOK_URL
   log:
     format: text           # or json; one line per event on stdout
 
 # Every handler (and every entry of sinks:) also takes:
+#   template: "{{.Reason}} {{.Kind}} {{.Namespace}}/{{.Name}} {{join .Changes \", \"}}"
+#                                  # Go text/template; default kubewatch's text
+#   advancedfilter: false          # kubewatch's advanced filters, on transitions
 #   filter:
 #     events: [create, update, delete]
 #     namespaces: [web]            # only these

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -48,47 +47,40 @@ func isRetryable(err error) bool {
 	return false
 }
 
-// webhookPayload is kubewatch's webhook body plus, in addition, the
-// changed fields of an update and the object.
-type webhookPayload struct {
-	EventMeta eventMeta      `json:"eventmeta"`
-	Text      string         `json:"text"`
-	Time      string         `json:"time"`
-	Changes   []string       `json:"changes,omitempty"`
-	Object    map[string]any `json:"object,omitempty"`
-}
-
-type eventMeta struct {
-	Kind      string `json:"kind"`
-	Name      string `json:"name"`
-	Namespace string `json:"namespace"`
-	Reason    string `json:"reason"`
-}
-
-func webhookBody(ev *Event, includeObject bool) ([]byte, error) {
-	p := webhookPayload{
-		EventMeta: eventMeta{Kind: ev.Kind, Name: ev.Name, Namespace: ev.Namespace, Reason: ev.Type.Reason()},
-		Text:      ev.Message(),
-		Time:      ev.Time.Format(time.RFC3339Nano),
-		Changes:   ev.Changes,
+// newSender builds the sender of a sink and what closes it (nil if
+// nothing). now is the process start, for cloudevent ids.
+func newSender(s SinkConfig, text textFunc, out io.Writer, outMu *sync.Mutex, now time.Time) (sender, func(), error) {
+	switch s.Type {
+	case SinkLog:
+		l := &logSender{mu: outMu, out: out, format: s.Format}
+		if s.Template != "" {
+			l.text = text
+		}
+		return l, nil, nil
+	case SinkSlack:
+		sl, err := newSlackSender(s, text)
+		if err != nil {
+			return nil, nil, err
+		}
+		return sl, sl.close, nil
+	case SinkCloudEvent:
+		c, err := newCloudEventSender(s, text, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, c.close, nil
+	case SinkSMTP:
+		m, err := newSMTPSender(s, text)
+		if err != nil {
+			return nil, nil, err
+		}
+		return m, nil, nil
 	}
-	if includeObject {
-		p.Object = ev.Object
+	h, err := newHTTPSender(s, text)
+	if err != nil {
+		return nil, nil, err
 	}
-	return json.Marshal(p)
-}
-
-// slackPayload is the body of a Slack incoming webhook, with the fields
-// kubewatch's slackwebhook handler sets.
-type slackPayload struct {
-	Username  string `json:"username,omitempty"`
-	IconEmoji string `json:"icon_emoji,omitempty"`
-	Channel   string `json:"channel,omitempty"`
-	Text      string `json:"text"`
-}
-
-func slackBody(ev *Event, s SinkConfig) ([]byte, error) {
-	return json.Marshal(slackPayload{Username: s.Username, IconEmoji: s.Emoji, Channel: s.Channel, Text: ev.Message()})
+	return h, h.close, nil
 }
 
 // httpSender POSTs a JSON body built from the event.
@@ -97,8 +89,11 @@ type httpSender struct {
 	// logURL is url without its path and query, for errors and logs: a
 	// Slack webhook's path, or a token in the query, is a credential.
 	logURL string
+	// header is set on every request (hipchat's bearer token).
+	header http.Header
 	client *http.Client
-	body   func(*Event) ([]byte, error)
+	text   textFunc
+	body   func(ev *Event, text string) ([]byte, error)
 }
 
 // redactURL returns scheme://host/... of raw, keeping neither user
@@ -114,46 +109,99 @@ func redactURL(raw string) string {
 // requestTimeout bounds one attempt.
 const requestTimeout = 10 * time.Second
 
-func newHTTPSender(s SinkConfig) (*httpSender, error) {
+// DefaultHipchatURL is the HipChat API base URL unless the sink sets one.
+const DefaultHipchatURL = "https://api.hipchat.com/v2"
+
+// httpClient returns a client with a transport of the sink's own, trusting
+// the CAs in s.Cert or skipping verification if s.TLSSkip. kubewatch
+// changed http.DefaultTransport for the whole process instead.
+func httpClient(s SinkConfig) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if s.Cert != "" || s.TLSSkip {
-		// A transport of the sink's own: kubewatch changed
-		// http.DefaultTransport for the whole process.
-		tc := &tls.Config{InsecureSkipVerify: s.TLSSkip} //nolint:gosec // asked for by tlsskip
-		if s.Cert != "" {
-			pem, err := os.ReadFile(s.Cert)
-			if err != nil {
-				return nil, fmt.Errorf("sink %s: cert: %w", s.Name, err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("sink %s: cert %s holds no PEM certificate", s.Name, s.Cert)
-			}
-			tc.RootCAs = pool
-		}
+	tc, err := tlsConfig(s)
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
 		tr.TLSClientConfig = tc
 	}
-	h := &httpSender{url: s.URL, logURL: redactURL(s.URL), client: &http.Client{Transport: tr, Timeout: requestTimeout}}
-	switch s.Type {
-	case SinkWebhook:
-		include := s.IncludeObject
-		h.body = func(ev *Event) ([]byte, error) { return webhookBody(ev, include) }
-	case SinkSlackWebhook:
-		h.body = func(ev *Event) ([]byte, error) { return slackBody(ev, s) }
-	default:
+	return &http.Client{Transport: tr, Timeout: requestTimeout}, nil
+}
+
+// tlsConfig is nil unless the sink sets cert or tlsskip.
+func tlsConfig(s SinkConfig) (*tls.Config, error) {
+	if s.Cert == "" && !s.TLSSkip {
+		return nil, nil
+	}
+	tc := &tls.Config{InsecureSkipVerify: s.TLSSkip} //nolint:gosec // asked for by tlsskip
+	if s.Cert != "" {
+		pem, err := os.ReadFile(s.Cert)
+		if err != nil {
+			return nil, fmt.Errorf("sink %s: cert: %w", s.Name, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("sink %s: cert %s holds no PEM certificate", s.Name, s.Cert)
+		}
+		tc.RootCAs = pool
+	}
+	return tc, nil
+}
+
+// httpBodies are the JSON bodies of the sinks that POST to a URL.
+var httpBodies = map[string]func(ev *Event, text string, s SinkConfig) ([]byte, error){
+	SinkWebhook:      webhookBody,
+	SinkSlackWebhook: slackWebhookBody,
+	SinkMattermost:   mattermostBody,
+	SinkFlock:        flockBody,
+	SinkLark:         larkBody,
+	SinkHipchat:      hipchatBody,
+	SinkMSTeams: func(ev *Event, text string, s SinkConfig) ([]byte, error) {
+		if s.Card == CardAdaptive {
+			return adaptiveCardBody(ev, text, s)
+		}
+		return messageCardBody(ev, text, s)
+	},
+}
+
+func newHTTPSender(s SinkConfig, text textFunc) (*httpSender, error) {
+	body, ok := httpBodies[s.Type]
+	if !ok {
 		return nil, fmt.Errorf("sink %s: type %q is not an HTTP sink", s.Name, s.Type)
 	}
+	client, err := httpClient(s)
+	if err != nil {
+		return nil, err
+	}
+	if text == nil {
+		text, _ = newTextFunc(s.Name, "")
+	}
+	target := s.URL
+	h := &httpSender{client: client, text: text, header: http.Header{}}
+	if s.Type == SinkHipchat {
+		base := strings.TrimSuffix(orDefault(s.URL, DefaultHipchatURL), "/")
+		target = base + "/room/" + url.PathEscape(s.Room) + "/notification"
+		h.header.Set("Authorization", "Bearer "+s.Token)
+	}
+	h.url, h.logURL = target, redactURL(target)
+	h.body = func(ev *Event, text string) ([]byte, error) { return body(ev, text, s) }
 	return h, nil
 }
 
 func (h *httpSender) send(ctx context.Context, ev *Event) error {
-	body, err := h.body(ev)
+	text, err := h.text(ev)
+	if err != nil {
+		return err
+	}
+	body, err := h.body(ev, text)
 	if err != nil {
 		return fmt.Errorf("encoding the payload: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("building the request to %s: %w", h.logURL, h.redact(err))
+	}
+	for k, v := range h.header {
+		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := h.client.Do(req)
@@ -197,22 +245,31 @@ type logSender struct {
 	mu     *sync.Mutex // shared by every log sink writing to out
 	out    io.Writer
 	format string
+	// text, if set, is the sink's template: the line is its text.
+	text textFunc
 }
 
 func (l *logSender) send(_ context.Context, ev *Event) error {
 	var line []byte
-	if l.format == "json" {
-		b, err := webhookBody(ev, false)
+	switch {
+	case l.text != nil:
+		s, err := l.text(ev)
+		if err != nil {
+			return err
+		}
+		line = []byte(s + "\n")
+	case l.format == "json":
+		b, err := webhookBody(ev, ev.Message(), SinkConfig{IncludeChanges: true})
 		if err != nil {
 			return fmt.Errorf("encoding the line: %w", err)
 		}
 		line = append(b, '\n')
-	} else {
+	default:
 		name := ev.Name
 		if ev.Namespace != "" {
 			name = ev.Namespace + "/" + name
 		}
-		s := fmt.Sprintf("%s %s %s %s", ev.Time.Format(time.RFC3339), ev.Type.Reason(), ev.Kind, name)
+		s := fmt.Sprintf("%s %s %s %s", ev.Time.Format(time.RFC3339), ev.Reason(), ev.Kind, name)
 		if len(ev.Changes) > 0 {
 			s += " changes=" + strings.Join(ev.Changes, ",")
 		}

@@ -63,15 +63,15 @@ func updateEvent() *Event {
 
 func TestWebhookPayload_Golden(t *testing.T) {
 	for _, tc := range []struct {
-		file          string
-		ev            *Event
-		includeObject bool
+		file string
+		ev   *Event
+		sink SinkConfig
 	}{
-		{"webhook_create.json", createEvent(), false},
-		{"webhook_create_object.json", createEvent(), true},
-		{"webhook_update_object.json", updateEvent(), true},
+		{"webhook_create.json", createEvent(), SinkConfig{}},
+		{"webhook_create_object.json", createEvent(), SinkConfig{IncludeObject: true}},
+		{"webhook_update_object.json", updateEvent(), SinkConfig{IncludeObject: true, IncludeChanges: true}},
 	} {
-		b, err := webhookBody(tc.ev, tc.includeObject)
+		b, err := webhookBody(tc.ev, tc.ev.Message(), tc.sink)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +80,7 @@ func TestWebhookPayload_Golden(t *testing.T) {
 }
 
 func TestWebhookPayload_HasKubewatchsFieldsUnchanged(t *testing.T) {
-	b, err := webhookBody(createEvent(), false)
+	b, err := webhookBody(createEvent(), createEvent().Message(), SinkConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,12 +93,12 @@ func TestWebhookPayload_HasKubewatchsFieldsUnchanged(t *testing.T) {
 }
 
 func TestSlackPayload_Golden(t *testing.T) {
-	b, err := slackBody(updateEvent(), SinkConfig{Channel: "#k8s", Username: "kubewatch", Emoji: ":eyes:"})
+	b, err := slackWebhookBody(updateEvent(), updateEvent().Message(), SinkConfig{Channel: "#k8s", Username: "kubewatch", Emoji: ":eyes:"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "slack_update.json", b)
-	b, err = slackBody(createEvent(), SinkConfig{})
+	b, err = slackWebhookBody(createEvent(), createEvent().Message(), SinkConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestHTTPSender_PostsJSONAndClassifiesStatuses(t *testing.T) {
 		_, _ = io.WriteString(w, "body of "+http.StatusText(status))
 	}))
 	defer srv.Close()
-	h, err := newHTTPSender(SinkConfig{Name: "w", Type: SinkWebhook, URL: srv.URL})
+	h, err := newHTTPSender(SinkConfig{Name: "w", Type: SinkWebhook, URL: srv.URL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestHTTPSender_PostsJSONAndClassifiesStatuses(t *testing.T) {
 	if err := h.send(ctx, createEvent()); err != nil {
 		t.Fatalf("200: %v", err)
 	}
-	want, _ := webhookBody(createEvent(), false)
+	want, _ := webhookBody(createEvent(), createEvent().Message(), SinkConfig{})
 	if !bytes.Equal(got, want) || ctype != "application/json" {
 		t.Errorf("received %s (%s), want %s (application/json)", got, ctype, want)
 	}
@@ -206,7 +206,7 @@ func TestHTTPSender_TLSTrustsTheGivenCertOrSkipsVerification(t *testing.T) {
 		{"tlsskip", SinkConfig{TLSSkip: true}, true},
 	} {
 		tc.sc.Name, tc.sc.Type, tc.sc.URL = "w", SinkWebhook, srv.URL
-		h, err := newHTTPSender(tc.sc)
+		h, err := newHTTPSender(tc.sc, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,7 +219,7 @@ func TestHTTPSender_TLSTrustsTheGivenCertOrSkipsVerification(t *testing.T) {
 			t.Errorf("%s: a certificate error is retryable: %v", tc.name, err)
 		}
 	}
-	if _, err := newHTTPSender(SinkConfig{Name: "w", Type: SinkWebhook, URL: srv.URL, Cert: filepath.Join(t.TempDir(), "missing.pem")}); err == nil {
+	if _, err := newHTTPSender(SinkConfig{Name: "w", Type: SinkWebhook, URL: srv.URL, Cert: filepath.Join(t.TempDir(), "missing.pem")}, nil); err == nil {
 		t.Error("a missing cert file was accepted")
 	}
 }

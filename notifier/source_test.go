@@ -169,7 +169,7 @@ func TestSource_RedactsASecretsLastAppliedConfiguration(t *testing.T) {
 		t.Fatalf("queued %d events, want 4", len(q))
 	}
 	for _, ev := range q {
-		body, err := webhookBody(ev, true)
+		body, err := webhookBody(ev, ev.Message(), SinkConfig{IncludeObject: true})
 		if err != nil {
 			t.Fatal(err)
 		}

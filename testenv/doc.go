@@ -19,5 +19,9 @@
 // empty the API server's watch cache; see Compact and CompactAndRestart.
 //
 // Tests use StartT, which stops the Env in t.Cleanup and prints the process
-// logs when the test failed.
+// logs when the test failed, or Shared for one control plane per package.
+//
+// The short tier starts no control plane: in a test binary run with
+// `go test -short`, Start refuses (ErrShort) and StartT and Shared.Env skip
+// the test, so that an end-to-end test cannot slip into `make test-short`.
 package testenv

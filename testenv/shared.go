@@ -35,7 +35,7 @@ type Shared struct {
 func (s *Shared) Env(t testing.TB) *Env {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("needs a control plane (not run with -short)")
+		t.Skip("needs a control plane (not started with -short)")
 	}
 	s.once.Do(func() { s.env, s.err = Start(context.Background(), s.Options) })
 	if s.err != nil {
@@ -46,8 +46,9 @@ func (s *Shared) Env(t testing.TB) *Env {
 
 // Main runs the package's tests, stops the shared control plane (writing
 // the tail of each process log to stderr when a test failed), checks that no
-// goroutine of ours leaked (with GoleakIgnores), and exits.
-func (s *Shared) Main(m *testing.M) {
+// goroutine of ours leaked (with GoleakIgnores and the package's own
+// ignores, for goroutines a test peer leaves by design), and exits.
+func (s *Shared) Main(m *testing.M, ignore ...goleak.Option) {
 	code := m.Run()
 	if s.env != nil {
 		if code != 0 {
@@ -56,7 +57,7 @@ func (s *Shared) Main(m *testing.M) {
 		s.env.Stop()
 	}
 	if code == 0 {
-		if err := goleak.Find(GoleakIgnores()...); err != nil {
+		if err := goleak.Find(append(GoleakIgnores(), ignore...)...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
 			code = 1
 		}

@@ -10,11 +10,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +29,24 @@ import (
 // BinDirEnv names the environment variable that overrides where the
 // control-plane binaries are looked up (default: bin/ at the repository root).
 const BinDirEnv = "KLOOP_CONTROLPLANE_BIN"
+
+// DefaultFeatureGates are the kube-apiserver feature gates Start sets
+// unless Options.FeatureGates says otherwise: ShardedListAndWatch (KEP-5866,
+// alpha and off by default in Kubernetes), so that shard selectors on LIST
+// and WATCH are applied by the server.
+var DefaultFeatureGates = map[string]bool{"ShardedListAndWatch": true}
+
+// featureGatesFlag is the --feature-gates value for gates: defaults
+// overridden by opts, sorted by name.
+func featureGatesFlag(gates map[string]bool) string {
+	merged := maps.Clone(DefaultFeatureGates)
+	maps.Copy(merged, gates)
+	parts := make([]string, 0, len(merged))
+	for _, name := range slices.Sorted(maps.Keys(merged)) {
+		parts = append(parts, name+"="+strconv.FormatBool(merged[name]))
+	}
+	return "--feature-gates=" + strings.Join(parts, ",")
+}
 
 // Options configure Start. The zero value starts etcd and kube-apiserver on
 // free loopback ports in a temporary directory that Stop removes.
@@ -53,13 +74,19 @@ type Options struct {
 	// APIServerFlags are extra kube-apiserver flags (--name=value), appended last.
 	APIServerFlags []string
 
+	// FeatureGates are kube-apiserver feature gates to set, on top of
+	// DefaultFeatureGates: an entry overrides the default of the same name,
+	// so {"ShardedListAndWatch": false} keeps sharded list and watch off.
+	FeatureGates map[string]bool
+
 	// Logger receives progress lines (start times, restarts). Default: discard.
 	Logger *slog.Logger
 }
 
 // Env is a running local control plane. Its methods are safe for concurrent
-// use; the fault hooks (RestartAPIServer, StopAPIServer, StartAPIServer) are
-// serialized.
+// use; the fault hooks (RestartAPIServer, StopAPIServer, StartAPIServer,
+// RestartEtcd) are serialized. Faults on the network path between a client
+// and the API server come from a Proxy (see APIServerProxy).
 type Env struct {
 	// Config is an admin (system:masters) client config for the API server.
 	// Treat it as read-only; rest.CopyConfig it before changing it.
@@ -89,7 +116,8 @@ type Env struct {
 
 // Start launches etcd and kube-apiserver (and kube-controller-manager when
 // asked), waits until the API server reports ready and returns the Env. On any
-// error every process it started is stopped again. The children die with the
+// error every process it started is stopped again. In a test binary run with
+// -short it starts nothing and returns ErrShort. The children die with the
 // calling process even if it is killed (they get SIGKILL on parent death).
 func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	began := time.Now()
@@ -115,6 +143,9 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 		if bins[n], err = findBinary(binDir, n); err != nil {
 			return nil, err
 		}
+	}
+	if underShort() {
+		return nil, ErrShort
 	}
 
 	e := &Env{opts: opts, log: logger}
@@ -232,6 +263,7 @@ func (e *Env) newAPIServer(bin string) *process {
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--authorization-mode=RBAC",
 		"--allow-privileged=true",
+		featureGatesFlag(e.opts.FeatureGates),
 	}
 	args = append(args, e.opts.APIServerFlags...)
 	return &process{name: "kube-apiserver", bin: bin, args: args, logPath: filepath.Join(e.Dir, "logs", "kube-apiserver.log")}
@@ -384,6 +416,26 @@ func (e *Env) RestartAPIServer(ctx context.Context) error {
 	return e.StartAPIServer(ctx)
 }
 
+// RestartEtcd stops etcd (SIGTERM, as a rolling restart of an etcd member
+// does; SIGKILL after 10s) and starts it again on the same address with the
+// same data, waiting until it reports healthy. The API server stays up: its
+// requests and watches fail until etcd is back, then it reconnects by
+// itself.
+func (e *Env) RestartEtcd(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return errors.New("testenv: env is stopped")
+	}
+	e.etcd.stop(10 * time.Second)
+	e.log.Info("etcd stopped")
+	if err := e.etcd.start(); err != nil {
+		return err
+	}
+	e.log.Info("etcd started", "pid", e.etcd.pid(), "url", e.EtcdURL)
+	return waitHTTP(ctx, e.etcd, http.DefaultClient, e.EtcdURL+"/health", e.opts.ReadyTimeout)
+}
+
 // Compact compacts etcd to its current revision, so that resourceVersions
 // older than now are gone from storage, and returns that revision.
 //
@@ -421,6 +473,16 @@ func (e *Env) CompactAndRestart(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	return rev, e.RestartAPIServer(ctx)
+}
+
+// EtcdPut writes value under key straight into etcd, past the API server.
+// It is for tests of what happens to data the API server cannot decode:
+// objects live under /registry/<resource>/<namespace>/<name>, and anything
+// but the API server's own encoding there makes the object corrupt
+// (KEP-3926), so that reading it fails until it is deleted with
+// ignoreStoreReadErrorWithClusterBreakingPotential.
+func (e *Env) EtcdPut(ctx context.Context, key string, value []byte) error {
+	return e.etcdCall(ctx, "/v3/kv/put", map[string]any{"key": []byte(key), "value": value}, nil)
 }
 
 // etcdCall posts a JSON request to etcd's HTTP gateway.

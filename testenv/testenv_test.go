@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -275,6 +276,64 @@ func TestEnv_UserWithoutRBACIsForbiddenToList(t *testing.T) {
 	}
 }
 
+// skipShort skips a test that starts a control plane through Start rather
+// than StartT, which skips by itself under -short.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a control plane (not started with -short)")
+	}
+}
+
+// TestEnv_StartsNothingUnderShort runs in both tiers: in the short one it
+// checks that Start refuses and that no control-plane binary ran, even with
+// binaries in place; in the full one it runs itself again with -short.
+func TestEnv_StartsNothingUnderShort(t *testing.T) {
+	if !testing.Short() {
+		cmd := exec.CommandContext(testCtx(t, 2*time.Minute), os.Args[0], "-test.short", "-test.v", "-test.run=^TestEnv_StartsNothingUnderShort$")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestEnv_StartsNothingUnderShort") {
+			t.Fatalf("the test under -short: %v\n%s", err, out)
+		}
+		return
+	}
+	// Stand-ins for the binaries that leave a mark when they run.
+	dir := t.TempDir()
+	names := []string{"etcd", "kube-apiserver", "kube-controller-manager"}
+	for _, name := range names {
+		script := fmt.Sprintf("#!/bin/sh\ntouch %q\n", filepath.Join(dir, name+".ran"))
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := testenv.Options{BinDir: dir, ControllerManager: true}
+	if e, err := testenv.Start(t.Context(), opts); !errors.Is(err, testenv.ErrShort) {
+		if e != nil {
+			e.Stop()
+		}
+		t.Errorf("Start under -short returned %v, want ErrShort", err)
+	}
+	reached := false
+	t.Run("StartT", func(t *testing.T) {
+		testenv.StartT(t, opts)
+		reached = true
+	})
+	var shared testenv.Shared
+	shared.Options = opts
+	t.Run("Shared", func(t *testing.T) {
+		shared.Env(t)
+		reached = true
+	})
+	if reached {
+		t.Error("StartT or Shared.Env returned under -short instead of skipping the test")
+	}
+	for _, name := range names {
+		if _, err := os.Stat(filepath.Join(dir, name+".ran")); !os.IsNotExist(err) {
+			t.Errorf("%s ran under -short (stat of its mark: %v)", name, err)
+		}
+	}
+}
+
 func TestEnv_MissingBinariesSayWhatToRun(t *testing.T) {
 	_, err := testenv.Start(t.Context(), testenv.Options{BinDir: t.TempDir()})
 	if !errors.Is(err, testenv.ErrBinaryMissing) || !strings.Contains(err.Error(), "make controlplane") {
@@ -291,6 +350,7 @@ func TestEnv_PortInUseIsNamed(t *testing.T) {
 }
 
 func TestEnv_StopLeavesNoProcess(t *testing.T) {
+	skipShort(t)
 	e, err := testenv.Start(t.Context(), testenv.Options{ControllerManager: true})
 	if err != nil {
 		t.Fatal(err)
@@ -342,6 +402,7 @@ func runChild() {
 }
 
 func TestEnv_ChildrenDieWhenTheirParentIsKilled(t *testing.T) {
+	skipShort(t) // the child starts a control plane, and does not run with -short
 	ctx := testCtx(t, 2*time.Minute)
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnvVar+"=1")

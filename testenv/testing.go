@@ -2,15 +2,30 @@ package testenv
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"log/slog"
 	"testing"
 )
 
+// ErrShort is returned by Start in a test binary run with -short: the short
+// tier is the unit tests, and a control plane is what makes a test an
+// end-to-end one. StartT and Shared.Env skip the test instead.
+var ErrShort = errors.New("testenv: no control plane under go test -short (an end-to-end test must skip there)")
+
+// underShort reports whether this is a test binary whose flags, parsed
+// already, include -short. Outside tests (commands, benchmarks) it is false.
+func underShort() bool { return testing.Testing() && flag.Parsed() && testing.Short() }
+
 // StartT starts an Env for a test and stops it in t.Cleanup. When the test
 // has failed by then, the tail of every process log is written to the test
-// log first. A start error fails the test at once.
+// log first. A start error fails the test at once. Under -short it skips the
+// test: no control plane starts in the short tier.
 func StartT(t testing.TB, opts Options) *Env {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a control plane (not started with -short)")
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(tWriter{t}, nil))
 	}

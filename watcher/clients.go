@@ -179,7 +179,15 @@ func (c *clientLW[T, E, L]) List(ctx context.Context, opts metav1.ListOptions) (
 		*p = items[i]
 		out[i] = p
 	}
-	return ListPage[T]{Items: out, ResourceVersion: list.GetResourceVersion(), Continue: list.GetContinue()}, nil
+	page := ListPage[T]{Items: out, ResourceVersion: list.GetResourceVersion(), Continue: list.GetContinue()}
+	if sl, ok := any(list).(metav1.ShardedListInterface); ok {
+		page.ShardInfo = sl.GetShardInfo()
+	} else if ul, ok := any(list).(*unstructured.UnstructuredList); ok {
+		if sel, found, _ := unstructured.NestedString(ul.Object, "metadata", "shardInfo", "selector"); found {
+			page.ShardInfo = &metav1.ShardInfo{Selector: sel}
+		}
+	}
+	return page, nil
 }
 
 func (c *clientLW[T, E, L]) Watch(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {

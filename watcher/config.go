@@ -50,13 +50,16 @@ func (m InitialListMode) String() string {
 // Defaults applied by Config for zero fields.
 const (
 	DefaultPageSize        = 500
-	DefaultMinWatchTimeout = 5 * time.Minute
+	DefaultMinWatchTimeout = WatchTimeoutFloor
 	DefaultBackoffInitial  = 800 * time.Millisecond
 	DefaultBackoffMax      = 30 * time.Second
 	DefaultBackoffFactor   = 2.0
 	DefaultBackoffJitter   = 1.0
 	DefaultBackoffReset    = 2 * time.Minute
 )
+
+// WatchTimeoutFloor is the smallest MinWatchTimeout a reflector uses.
+const WatchTimeoutFloor = 5 * time.Minute
 
 // Config configures a Reflector. The zero value works: streaming list with
 // fallback, pages of 500, watch timeouts of 5–10 minutes, backoff from 800ms
@@ -84,7 +87,12 @@ type Config struct {
 	// MinWatchTimeout is the lower bound of the timeout sent with each WATCH;
 	// each watch draws its timeout uniformly from [MinWatchTimeout,
 	// 2*MinWatchTimeout) so that many clients do not reconnect at once.
-	// Default 5 minutes.
+	// Default and floor: 5 minutes (WatchTimeoutFloor, as in client-go). A
+	// smaller value is raised to the floor, with a warning in the log: every
+	// watch that ends is a new request, and short timeouts across many
+	// clients add up to a reconnect storm on the API server. The watch
+	// timeout is not what notices a dead connection; HTTP/2 health pings do
+	// (see the package documentation).
 	MinWatchTimeout time.Duration
 
 	// Backoff shapes the delays after failures. Zero fields take defaults.
@@ -110,6 +118,18 @@ type Config struct {
 	// Registerer receives the reflector's Prometheus metrics. Default:
 	// metrics.Registry of this module.
 	Registerer prometheus.Registerer
+
+	// ShardSelector, if set, is called before every LIST and WATCH; what
+	// it returns is sent as the request's shardSelector (KEP-5866, such as
+	// "shardRange(object.metadata.namespace, '0x0…', '0x8…')"; "" sends
+	// none). Its answer may change from call to call: a new selector takes
+	// effect at the next request, which for a watch that stays open means
+	// the next reconnect or relist. With it set, InitialListAuto takes its
+	// snapshots with paginated LISTs, whose ShardInfo says whether the
+	// server applied the selector (see Reflector.ShardInfo); a streaming
+	// list does not say. A server without the feature ignores the
+	// selector and sends every object: filter on the client too.
+	ShardSelector func() string
 }
 
 // Backoff shapes the delay after a failure: the n-th consecutive failure
@@ -131,12 +151,16 @@ type resolved struct {
 	mode            InitialListMode
 	pageSize        int64
 	minWatchTimeout time.Duration
-	backoff         Backoff
-	clock           clock.Clock
-	rand            func() float64
-	onError         func(error)
-	logger          *slog.Logger
-	registerer      prometheus.Registerer
+	// raisedWatchTimeout is the MinWatchTimeout asked for when it was below
+	// the floor (NewReflector warns about it), else 0.
+	raisedWatchTimeout time.Duration
+	backoff            Backoff
+	clock              clock.Clock
+	rand               func() float64
+	onError            func(error)
+	logger             *slog.Logger
+	registerer         prometheus.Registerer
+	shardSelector      func() string
 }
 
 func (c Config) resolve(defaultName string) resolved {
@@ -151,6 +175,7 @@ func (c Config) resolve(defaultName string) resolved {
 		onError:         c.OnError,
 		logger:          c.Logger,
 		registerer:      c.Registerer,
+		shardSelector:   c.ShardSelector,
 	}
 	if r.name == "" {
 		r.name = defaultName
@@ -158,8 +183,12 @@ func (c Config) resolve(defaultName string) resolved {
 	if r.mode > InitialListPaginated {
 		r.mode = InitialListAuto
 	}
-	if r.minWatchTimeout <= 0 {
+	switch {
+	case r.minWatchTimeout <= 0:
 		r.minWatchTimeout = DefaultMinWatchTimeout
+	case r.minWatchTimeout < WatchTimeoutFloor:
+		r.raisedWatchTimeout = r.minWatchTimeout
+		r.minWatchTimeout = WatchTimeoutFloor
 	}
 	if r.clock == nil {
 		r.clock = clock.RealClock{}

@@ -32,13 +32,43 @@
 // expired. Config.InitialList forces either mode.
 //
 // Then the reflector watches with bookmarks, from the last resourceVersion it
-// delivered, each watch with a random timeout of 5–10 minutes. A watch that
-// ends normally is reopened at once from that resourceVersion, without a
-// relist. A 410 Gone (or "too large") from a watch starts a new snapshot after
-// a backoff delay. Other errors wait a backoff delay (800ms doubling to 30s,
-// plus up to 100% jitter, back to 800ms after 2 quiet minutes) and retry the
-// same call: the same LIST page, the streaming list, or a watch from the same
-// resourceVersion (no relist).
+// delivered, each watch with a random timeout of 5–10 minutes (never less:
+// Config.MinWatchTimeout has a floor of 5 minutes). A watch that ends
+// normally is reopened at once from that resourceVersion, without a relist.
+//
+// Errors wait a backoff delay (800ms doubling to 30s, plus up to 100% jitter,
+// back to 800ms after 2 quiet minutes), or the server's Retry-After when that
+// is longer (capped at Backoff.Max), and then:
+//
+//   - a failed call (a LIST page, opening a streaming list or a watch) is
+//     retried as it was: the same page, the streaming list, or a watch from
+//     the same resourceVersion;
+//   - a watch error event 410 Gone or "too large resource version" (in each
+//     of the forms servers have used: the status cause, and the 504 Timeout
+//     whose cause or message says so, before 1.18.6) starts a new snapshot;
+//   - a watch error event 429 Too Many Requests, or one that the client made
+//     because the stream broke (a 500 with cause UnexpectedServerResponse:
+//     connection lost, health ping unanswered), resumes the watch from the
+//     same resourceVersion;
+//   - any other watch error event (a 500 StoreReadError for the unsafe
+//     deletion of a corrupt object, an internal error of the server's
+//     storage, a 403) starts a new snapshot, so that whatever the consumer
+//     holds about the failing object is replaced by what the server can
+//     serve. The error stays LastError until that snapshot completes.
+//
+// # Dead connections
+//
+// A connection that stays open but carries nothing (a dead load balancer, a
+// half-open TCP connection) is noticed by client-go's HTTP/2 health check:
+// after HTTP2_READ_IDLE_TIMEOUT_SECONDS (30 by default) without a frame it
+// sends a ping and closes the connection if no answer comes within
+// HTTP2_PING_TIMEOUT_SECONDS (15). So a silent watch ends within 45s, and
+// the reflector resumes from its resourceVersion once a new connection
+// succeeds. Where no ping can tell (HTTP/1.1, or a proxy that answers pings
+// for a backend that is gone), the watch's own timeout does: the server ends
+// every watch at its timeout, so the reflector stops one that is still open
+// 30s after it (ErrWatchOverdue), at most 10.5 minutes after it opened, and
+// watches again after a backoff.
 //
 // # Guarantees
 //

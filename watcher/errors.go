@@ -3,6 +3,8 @@ package watcher
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +23,12 @@ var (
 	// delivering a single event. Treated as a failure (with backoff) so that
 	// a server or proxy that closes watches at once cannot cause a hot loop.
 	ErrWatchClosedEarly = errors.New("watch: watch closed at once without events")
+
+	// ErrWatchOverdue: a watch was still open 30s after the timeout it was
+	// opened with, which the server would have ended it at: the connection
+	// under it is presumed dead. The reflector stops it, backs off and
+	// watches again from the same resourceVersion.
+	ErrWatchOverdue = errors.New("watch: watch outlived its timeout")
 
 	// ErrInitialEventsEndMissing: a streaming list (watch-list) ended, went
 	// silent or sent a change event before the bookmark annotated
@@ -75,9 +83,52 @@ func isExpired(err error) bool {
 
 // isTooLargeRV reports whether the server has not yet seen the
 // resourceVersion asked for (its cache lags behind, or the store was
-// restored from an older backup).
+// restored from an older backup). Servers have said so in three ways: since
+// 1.18.6 with the status cause ResourceVersionTooLarge; from 1.17.0 to
+// 1.18.5 with a 504 Timeout whose cause message is "Too large resource
+// version"; before that with a 504 Timeout whose message contains it. The
+// older two look like timeouts, which are otherwise retried as they are.
 func isTooLargeRV(err error) bool {
-	return apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge)
+	if apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		return true
+	}
+	if !apierrors.IsTimeout(err) {
+		return false
+	}
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return false
+	}
+	s := st.Status()
+	if s.Details != nil {
+		for _, c := range s.Details.Causes {
+			if strings.EqualFold(c.Message, tooLargeRVMessage) {
+				return true
+			}
+		}
+	}
+	return strings.Contains(strings.ToLower(s.Message), strings.ToLower(tooLargeRVMessage))
+}
+
+const tooLargeRVMessage = "Too large resource version"
+
+// isStreamBroken reports a watch error event that the client made itself
+// because it could not read the stream any further (the connection broke,
+// an HTTP/2 health ping went unanswered, the bytes did not decode): client-go
+// reports those as a 500 whose cause is UnexpectedServerResponse. The
+// server said nothing about the resourceVersion, so the watch is resumed
+// from it.
+func isStreamBroken(err error) bool {
+	return apierrors.IsInternalError(err) && apierrors.HasStatusCause(err, metav1.CauseTypeUnexpectedServerResponse)
+}
+
+// retryAfter is the delay the server asked for (Retry-After, or a status's
+// retryAfterSeconds), 0 if none.
+func retryAfter(err error) time.Duration {
+	if s, ok := apierrors.SuggestsClientDelay(err); ok && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return 0
 }
 
 // isTransient reports errors after which the same request should simply be

@@ -40,6 +40,9 @@ type ListPage[T Object] struct {
 	ResourceVersion string
 	// Continue is the token for the next page; empty on the last page.
 	Continue string
+	// ShardInfo is the list's metadata.shardInfo: set when the server
+	// applied the request's shard selector, echoing it; nil otherwise.
+	ShardInfo *metav1.ShardInfo
 }
 
 // Options scope a ListerWatcher. The zero value means every object in every

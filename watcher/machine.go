@@ -26,6 +26,13 @@ const initialEventsIdle = 30 * time.Second
 // as a failure (ErrWatchClosedEarly).
 const watchMinLife = time.Second
 
+// watchTimeoutGrace is how long past its timeout a watch may stay open
+// before the reflector stops it (ErrWatchOverdue). The server ends every
+// watch at its timeout; one that goes on is on a connection whose other
+// end is gone although the connection looks alive (a proxy that answers
+// HTTP/2 pings for a dead backend, a half-open HTTP/1.1 connection).
+const watchTimeoutGrace = 30 * time.Second
+
 type actionKind uint8
 
 const (
@@ -43,7 +50,7 @@ type action struct {
 	kind  actionKind
 	op    Op                 // actList, actWatch: which call
 	opts  metav1.ListOptions // actList, actWatch
-	delay time.Duration      // actWait: the wait; actReceive: idle limit, 0 = none
+	delay time.Duration      // actWait: the wait; actReceive: time until timerFired if nothing arrives, 0 = none
 }
 
 type phase uint8
@@ -82,8 +89,11 @@ type machine[T Object] struct {
 	begun  bool
 	snapRV string // a paginated list's resourceVersion, from its first page
 
-	watchStart  time.Time
-	watchEvents int
+	watchStart    time.Time
+	watchEvents   int
+	watchDeadline time.Time // a plain watch still open then is stopped (watchTimeoutGrace)
+
+	now time.Time // time of the latest input
 
 	out     [2]Event[T] // backing store for results of one or two events
 	lastErr error
@@ -112,7 +122,7 @@ func (m *machine[T]) restart() {
 func (m *machine[T]) startSync() {
 	m.open = false
 	m.begun, m.snapRV = false, ""
-	if m.cfg.mode == InitialListStreaming || (m.cfg.mode == InitialListAuto && !m.streamOff) {
+	if m.cfg.mode == InitialListStreaming || (m.cfg.mode == InitialListAuto && !m.streamOff && m.cfg.shardSelector == nil) {
 		m.phase = phaseStream
 		return
 	}
@@ -190,7 +200,7 @@ func (m *machine[T]) plan() {
 		}}
 	case phaseWatch:
 		if m.open {
-			m.act = action{kind: actReceive}
+			m.act = action{kind: actReceive, delay: max(m.watchDeadline.Sub(m.now), time.Nanosecond)}
 			return
 		}
 		m.act = action{kind: actWatch, op: OpWatch, opts: metav1.ListOptions{
@@ -212,15 +222,26 @@ func (m *machine[T]) watchTimeout() *int64 {
 func (m *machine[T]) fail(now time.Time, op Op, err error) error {
 	e := &OpError{Op: op, Resource: m.cfg.name, Err: err}
 	m.lastErr = e
-	m.wait = m.bo.next(now, m.cfg.rand())
+	m.wait = m.delay(now, err)
 	m.plan()
 	return e
+}
+
+// delay is the wait after a failure: the next backoff delay, or the delay
+// the server asked for (Retry-After) if that is longer, up to Backoff.Max.
+func (m *machine[T]) delay(now time.Time, err error) time.Duration {
+	d := m.bo.next(now, m.cfg.rand())
+	if ra := min(retryAfter(err), m.cfg.backoff.Max); ra > d {
+		d = ra
+	}
+	return d
 }
 
 // report records an error that needs no retry.
 func (m *machine[T]) report(op Op, err error) error {
 	e := &OpError{Op: op, Resource: m.cfg.name, Err: err}
 	m.lastErr = e
+	m.plan()
 	return e
 }
 
@@ -230,8 +251,26 @@ func (m *machine[T]) report(op Op, err error) error {
 func (m *machine[T]) relist(now time.Time, err error) {
 	m.log.Info("watch resourceVersion expired, relisting", "rv", m.lastRV, "err", err)
 	m.startSync()
-	m.wait = m.bo.next(now, m.cfg.rand())
+	m.wait = m.delay(now, err)
 	m.plan()
+}
+
+// relistFailed starts a new snapshot after a backoff because the watch
+// failed in a way that says nothing good about the cache: the server sent an
+// error event that is neither about the resourceVersion nor a request to
+// slow down (a corrupt object's StoreReadError, an internal error of the
+// server's storage, a permission revoked mid-watch). Watching on from the
+// same resourceVersion could replay the same failure for ever and keep
+// what the cache holds about the failing object; a snapshot replaces it.
+// The error is reported and stays LastError until the snapshot completes.
+func (m *machine[T]) relistFailed(now time.Time, err error) error {
+	e := &OpError{Op: OpWatch, Resource: m.cfg.name, Err: err}
+	m.lastErr = e
+	m.log.Info("watch failed, relisting", "rv", m.lastRV, "err", err)
+	m.startSync()
+	m.wait = m.delay(now, err)
+	m.plan()
+	return e
 }
 
 // begin returns evs with the RelistStart of the snapshot in progress
@@ -267,6 +306,7 @@ func (m *machine[T]) finish(evs []Event[T], rv string) []Event[T] {
 
 // timerFired: a wait is over, or a streaming list was silent for too long.
 func (m *machine[T]) timerFired(now time.Time) error {
+	m.now = now
 	if m.wait > 0 {
 		m.wait = 0
 		m.plan()
@@ -275,11 +315,20 @@ func (m *machine[T]) timerFired(now time.Time) error {
 	if m.phase == phaseStream && m.open {
 		return m.streamFailed(now, fmt.Errorf("%w: no event for %v", ErrInitialEventsEndMissing, initialEventsIdle))
 	}
+	if m.phase == phaseWatch && m.open {
+		if now.Before(m.watchDeadline) {
+			m.plan()
+			return nil
+		}
+		m.open = false
+		return m.fail(now, OpWatch, fmt.Errorf("%w: opened %v ago", ErrWatchOverdue, now.Sub(m.watchStart).Round(time.Second)))
+	}
 	return nil
 }
 
 // listed takes the result of the List call asked for by act.
 func (m *machine[T]) listed(now time.Time, page ListPage[T], err error) ([]Event[T], error) {
+	m.now = now
 	if err != nil {
 		gone := isExpired(err) || isTooLargeRV(err)
 		switch {
@@ -327,9 +376,13 @@ func (m *machine[T]) listed(now time.Time, page ListPage[T], err error) ([]Event
 
 // watchOpened takes the result of the Watch call asked for by act.
 func (m *machine[T]) watchOpened(now time.Time, err error) error {
+	m.now = now
 	if err == nil {
 		m.open = true
 		m.watchStart, m.watchEvents = now, 0
+		if t := m.act.opts.TimeoutSeconds; t != nil {
+			m.watchDeadline = now.Add(time.Duration(*t)*time.Second + watchTimeoutGrace)
+		}
 		if m.phase == phaseStream {
 			m.begun = false
 		} else {
@@ -373,6 +426,7 @@ func (m *machine[T]) streamFailed(now time.Time, err error) error {
 
 // received takes one event of the open watch.
 func (m *machine[T]) received(now time.Time, ev apiwatch.Event) ([]Event[T], error) {
+	m.now = now
 	m.watchEvents++
 	if m.phase == phaseStream {
 		return m.receivedInitial(now, ev)
@@ -395,6 +449,7 @@ func (m *machine[T]) received(now time.Time, ev apiwatch.Event) ([]Event[T], err
 			t = Deleted
 		}
 		m.out[0] = Event[T]{Type: t, Object: obj, ResourceVersion: rv}
+		m.plan() // the time left to the watch's deadline
 		return m.out[:1], nil
 	case apiwatch.Bookmark:
 		meta, ok := ev.Object.(metav1.Object)
@@ -403,19 +458,26 @@ func (m *machine[T]) received(now time.Time, ev apiwatch.Event) ([]Event[T], err
 		}
 		rv := meta.GetResourceVersion()
 		if rv == "" {
+			m.plan()
 			return nil, nil
 		}
 		m.lastRV = rv
 		m.out[0] = Event[T]{Type: Bookmark, ResourceVersion: rv}
+		m.plan()
 		return m.out[:1], nil
 	case apiwatch.Error:
 		m.open = false
 		err := apierrors.FromObject(ev.Object)
-		if isExpired(err) || isTooLargeRV(err) {
+		switch {
+		case isExpired(err) || isTooLargeRV(err):
 			m.relist(now, err)
 			return nil, nil
+		case apierrors.IsTooManyRequests(err), isStreamBroken(err):
+			// Slow down, or the connection broke: the resourceVersion is
+			// still good, watch on from it after the delay.
+			return nil, m.fail(now, OpWatch, err)
 		}
-		return nil, m.fail(now, OpWatch, err)
+		return nil, m.relistFailed(now, err)
 	}
 	return nil, m.report(OpWatch, unexpected(ev))
 }
@@ -455,6 +517,7 @@ func (m *machine[T]) receivedInitial(now time.Time, ev apiwatch.Event) ([]Event[
 
 // closed: the open watch's channel closed.
 func (m *machine[T]) closed(now time.Time) error {
+	m.now = now
 	m.open = false
 	if m.phase == phaseStream {
 		return m.streamFailed(now, fmt.Errorf("%w: the stream closed", ErrInitialEventsEndMissing))

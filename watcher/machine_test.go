@@ -36,12 +36,14 @@ func bookmark(rv string, initialEventsEnd bool) cm {
 }
 
 var (
-	gr          = schema.GroupResource{Resource: "configmaps"}
-	errGone     = apierrors.NewResourceExpired("too old resource version: 5 (10)")
-	errGone410  = apierrors.NewGone("gone")
-	errInternal = apierrors.NewInternalError(errors.New("etcd hiccup"))
-	errForbid   = apierrors.NewForbidden(gr, "", errors.New(`User "bob" cannot list resource "configmaps"`))
-	errInvalid  = apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "", nil)
+	gr           = schema.GroupResource{Resource: "configmaps"}
+	errGone      = apierrors.NewResourceExpired("too old resource version: 5 (10)")
+	errGone410   = apierrors.NewGone("gone")
+	errInternal  = apierrors.NewInternalError(errors.New("etcd hiccup"))
+	errForbid    = apierrors.NewForbidden(gr, "", errors.New(`User "bob" cannot list resource "configmaps"`))
+	errInvalid   = apierrors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: "ListOptions"}, "", nil)
+	errStoreRead = &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 500, Reason: metav1.StatusReasonStoreReadError,
+		Message: "saw a DELETED event, but object data is corrupt - object not decodable revision=12: bad"}}
 	errTooLarge = func() error {
 		e := apierrors.NewTimeoutError("Too large resource version", 1)
 		e.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: metav1.CauseTypeResourceVersionTooLarge, Message: "Too large resource version"}}
@@ -290,6 +292,22 @@ func TestMachine_WatchTimeout_IsRandomBetweenMinAndTwiceMin(t *testing.T) {
 	}
 }
 
+func TestMachine_WatchTimeout_HasAFloorOfFiveMinutes(t *testing.T) {
+	for _, tc := range []struct {
+		min  time.Duration
+		want int64 // with rand 0.5
+	}{{time.Second, 450}, {4 * time.Minute, 450}, {5 * time.Minute, 450}, {10 * time.Minute, 900}} {
+		h := newHarness(t, Config{InitialList: InitialListPaginated, MinWatchTimeout: tc.min})
+		h.listOK(page("10", ""))
+		h.rand = []float64{0.5}
+		h.m.plan()
+		h.expectWatch("10")
+		if got := *h.m.act.opts.TimeoutSeconds; got != tc.want {
+			t.Errorf("MinWatchTimeout %v: timeoutSeconds = %d, want %d", tc.min, got, tc.want)
+		}
+	}
+}
+
 func TestMachine_ListExpiredOnFirstPage_ListsTheLatestStateConsistently(t *testing.T) {
 	h := newHarness(t, Config{InitialList: InitialListPaginated})
 	h.expectList("0", 500, "")
@@ -300,6 +318,74 @@ func TestMachine_ListExpiredOnFirstPage_ListsTheLatestStateConsistently(t *testi
 	h.expectList("", 500, "")
 	h.expectEvents(h.listOK(page("20", "", obj("a", "19"))), "RelistStart", "RelistItem a@19", "RelistDone @20")
 	h.expectWatch("20")
+}
+
+// The three forms in which API servers have said "too large resource
+// version", newest first.
+var tooLargeForms = []struct {
+	name string
+	err  error
+}{
+	{"status cause (1.18.6 and later)", errTooLarge},
+	{"cause message (1.17.0 to 1.18.5)", func() error {
+		e := apierrors.NewTimeoutError("too large resource version", 1)
+		e.ErrStatus.Details.Causes = []metav1.StatusCause{{Message: "Too large resource version"}}
+		return e
+	}()},
+	{"message only (before 1.17.0)", apierrors.NewTimeoutError("Too large resource version: 15, current: 10", 1)},
+}
+
+func TestMachine_TooLargeResourceVersionInEveryForm_ListsFromTheLatestState(t *testing.T) {
+	for _, tc := range tooLargeForms {
+		t.Run(tc.name, func(t *testing.T) {
+			if !isTooLargeRV(fmt.Errorf("wrapped: %w", tc.err)) {
+				t.Fatalf("isTooLargeRV(%v) = false", tc.err)
+			}
+			// On a LIST at a resourceVersion: at once, a list from "".
+			h := newHarness(t, Config{InitialList: InitialListPaginated})
+			h.syncByList("10")
+			h.recvErr(errGone)
+			h.expectWait(0, time.Minute)
+			h.expectList("10", 0, "")
+			if evs, err := h.list(ListPage[cm]{}, tc.err); err != nil || len(evs) != 0 {
+				t.Fatalf("list: events %q, error %v; want a silent list from the latest state", render(evs), err)
+			}
+			h.expectList("", 500, "")
+
+			// On opening a watch, or as a watch event: a relist, which
+			// then goes to "" if the server still lacks the version.
+			h = newHarness(t, Config{InitialList: InitialListPaginated})
+			h.listOK(page("10", ""))
+			if err := h.open(tc.err); err != nil {
+				t.Fatalf("watch open: unexpected error %v", err)
+			}
+			h.expectWait(0, time.Minute)
+			h.expectList("10", 0, "")
+			h.syncByList("12")
+			if err := h.recvErr(tc.err); err != nil {
+				t.Fatalf("watch event: unexpected error %v", err)
+			}
+			h.expectWait(0, time.Minute)
+			h.expectList("12", 0, "")
+
+			// On a streaming list at a resourceVersion: stream from "".
+			h = newHarness(t, Config{})
+			h.openOK()
+			h.recv(apiwatch.Bookmark, bookmark("20", true))
+			h.expectWatch("20")
+			h.openOK()
+			h.recvErr(errGone)
+			h.expectWait(0, time.Minute)
+			h.expectStream("20")
+			if err := h.open(tc.err); err != nil {
+				t.Fatalf("streaming list: unexpected error %v", err)
+			}
+			h.expectStream("")
+		})
+	}
+	if isTooLargeRV(apierrors.NewTimeoutError("request did not complete within 60s", 1)) {
+		t.Fatalf("a plain timeout is not a too-large resourceVersion")
+	}
 }
 
 func TestMachine_ListTooLargeResourceVersion_ListsTheLatestState(t *testing.T) {
@@ -420,11 +506,12 @@ func TestMachine_StreamingList_EmitsItemsAsTheyArriveAndEndsAtInitialEventsEndTh
 	h.expectEvents(h.recv(apiwatch.Bookmark, bookmark("8", false)))
 	h.expectEvents(h.recv(apiwatch.Bookmark, bookmark("9", true)), "RelistDone @9")
 	// The streaming list's stream (compressed by servers that compress it)
-	// is replaced by a plain watch from the end bookmark: no idle limit.
+	// is replaced by a plain watch from the end bookmark: no idle limit,
+	// only the watch's own timeout (450s at rand 0.5) and its grace.
 	h.expectWatch("9")
 	h.openOK()
-	if a := h.expectAct(actReceive); a.delay != 0 {
-		t.Fatalf("receive after the snapshot has idle limit %v, want none", a.delay)
+	if a := h.expectAct(actReceive); a.delay != 450*time.Second+watchTimeoutGrace {
+		t.Fatalf("receive after the snapshot has a limit of %v, want the watch timeout 450s plus %v", a.delay, watchTimeoutGrace)
 	}
 	h.expectEvents(h.recv(apiwatch.Modified, obj("a", "10")), "Modified a@10")
 	h.expectEvents(h.recv(apiwatch.Bookmark, bookmark("12", true)), "Bookmark @12")
@@ -626,6 +713,31 @@ func TestMachine_WatchClosed_RewatchesFromTheLastRVWithoutRelist(t *testing.T) {
 	h.expectWatch("11")
 }
 
+func TestMachine_WatchOpenPastItsTimeout_IsStoppedAndResumedFromTheLastRV(t *testing.T) {
+	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h.syncByList("10") // timeout 450s at rand 0.5
+	h.advance(200 * time.Second)
+	h.recv(apiwatch.Added, obj("a", "11"))
+	// Events do not move the deadline: it counts from the watch's opening.
+	if a := h.expectAct(actReceive); a.delay != 250*time.Second+watchTimeoutGrace {
+		t.Fatalf("limit after an event at 200s = %v, want %v", a.delay, 250*time.Second+watchTimeoutGrace)
+	}
+	// A timer that fires early (a stale one) changes nothing.
+	h.advance(100 * time.Second)
+	if err := h.m.timerFired(h.now); err != nil {
+		t.Fatalf("timer before the deadline: %v", err)
+	}
+	h.expectAct(actReceive)
+	h.advance(150*time.Second + watchTimeoutGrace)
+	err := h.m.timerFired(h.now)
+	var oe *OpError
+	if !errors.Is(err, ErrWatchOverdue) || !errors.As(err, &oe) || oe.Op != OpWatch {
+		t.Fatalf("error = %v, want *OpError{watch} wrapping ErrWatchOverdue", err)
+	}
+	h.expectWait(800*time.Millisecond, 1600*time.Millisecond)
+	h.expectWatch("11")
+}
+
 func TestMachine_WatchClosedAtOnceWithoutEvents_BacksOff(t *testing.T) {
 	h := newHarness(t, Config{InitialList: InitialListPaginated})
 	h.syncByList("10")
@@ -637,14 +749,72 @@ func TestMachine_WatchClosedAtOnceWithoutEvents_BacksOff(t *testing.T) {
 	h.expectWatch("10")
 }
 
-func TestMachine_WatchErrorEvent_BacksOffAndRewatchesWithoutRelist(t *testing.T) {
+func TestMachine_WatchErrorEventFromTheServer_ReportsAndRelistsAfterBackoff(t *testing.T) {
+	// A server-side error event that is neither about the resourceVersion
+	// nor a request to slow down: the cache may hold something the server
+	// can no longer serve, so a snapshot must replace it.
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"internal error", errInternal},
+		{"store read error (unsafe deletion of a corrupt object)", errStoreRead},
+		{"forbidden mid-watch", errForbid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Config{InitialList: InitialListPaginated})
+			h.syncByList("10", obj("a", "3"), obj("bad", "5"))
+			h.recv(apiwatch.Added, obj("b", "11"))
+			err := h.recvErr(tc.err)
+			var oe *OpError
+			if !errors.As(err, &oe) || oe.Op != OpWatch || apierrors.ReasonForError(err) != apierrors.ReasonForError(tc.err) {
+				t.Fatalf("error = %v, want *OpError{watch} wrapping %v", err, tc.err)
+			}
+			h.expectWait(800*time.Millisecond, 1600*time.Millisecond)
+			if !errors.Is(h.m.lastErr, err) {
+				t.Fatalf("last error while relisting = %v, want %v kept until the snapshot completes", h.m.lastErr, err)
+			}
+			h.expectList("11", 0, "")
+			h.expectEvents(h.listOK(page("15", "", obj("a", "3"), obj("b", "11"))),
+				"RelistStart", "RelistItem a@3", "RelistItem b@11", "RelistDone @15")
+			if h.m.lastErr != nil {
+				t.Fatalf("last error after the snapshot = %v, want nil", h.m.lastErr)
+			}
+			h.expectWatch("15")
+		})
+	}
+}
+
+func TestMachine_WatchErrorEventTooManyRequests_RewatchesAfterRetryAfterWithoutRelist(t *testing.T) {
 	h := newHarness(t, Config{InitialList: InitialListPaginated})
 	h.syncByList("10")
 	h.recv(apiwatch.Added, obj("a", "11"))
-	err := h.recvErr(errInternal)
-	var oe *OpError
-	if !errors.As(err, &oe) || oe.Op != OpWatch || !apierrors.IsInternalError(err) {
-		t.Fatalf("error = %v, want *OpError{watch} wrapping the 500", err)
+	err := h.recvErr(apierrors.NewTooManyRequests("slow down", 7))
+	if !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("error = %v, want the 429 reported", err)
+	}
+	// The server asked for 7s, more than the first backoff step.
+	h.expectWait(7*time.Second, 7*time.Second)
+	h.expectWatch("11")
+	h.openOK()
+	// Retry-After never stretches a wait past Backoff.Max.
+	h.recvErr(apierrors.NewTooManyRequests("slow down", 3600))
+	h.expectWait(30*time.Second, 30*time.Second)
+	h.expectWatch("11")
+}
+
+func TestMachine_WatchStreamBrokenClientSide_RewatchesFromTheLastRVWithoutRelist(t *testing.T) {
+	// What client-go's stream watcher sends when the connection is lost
+	// (for example an HTTP/2 health ping went unanswered).
+	reporter := apierrors.NewClientErrorReporter(500, "GET", "ClientWatchDecoding")
+	st := reporter.AsObject(errors.New("unable to decode an event from the watch stream: http2: client connection lost")).(*metav1.Status)
+	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h.syncByList("10")
+	h.recv(apiwatch.Added, obj("a", "11"))
+	h.expectAct(actReceive)
+	evs, err := h.m.received(h.now, apiwatch.Event{Type: apiwatch.Error, Object: st})
+	if len(evs) != 0 || !apierrors.IsInternalError(err) {
+		t.Fatalf("events %q, error %v; want none and the client's 500 reported", render(evs), err)
 	}
 	h.expectWait(800*time.Millisecond, 1600*time.Millisecond)
 	h.expectWatch("11")

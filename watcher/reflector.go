@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
 )
@@ -25,9 +26,11 @@ type Reflector[T Object] struct {
 	metrics *reflectorMetrics
 	running atomic.Bool
 
-	mu      sync.Mutex
-	lastErr error
-	lastRV  string
+	mu         sync.Mutex
+	lastErr    error
+	lastRV     string
+	errChanged chan struct{} // closed when lastErr changes, then replaced
+	shardInfo  *metav1.ShardInfo
 }
 
 // NewReflector returns a reflector over lw. It starts nothing; call Run.
@@ -35,6 +38,9 @@ func NewReflector[T Object](lw ListerWatcher[T], cfg Config) *Reflector[T] {
 	var zero T
 	r := &Reflector[T]{lw: lw, cfg: cfg.resolve(fmt.Sprintf("%T", zero))}
 	r.m = newMachine[T](r.cfg)
+	if d := r.cfg.raisedWatchTimeout; d > 0 {
+		r.cfg.logger.Warn("MinWatchTimeout below the floor; using the floor", "reflector", r.cfg.name, "asked", d, "floor", WatchTimeoutFloor)
+	}
 	m, err := newReflectorMetrics(r.cfg.registerer, r.cfg.name)
 	if err != nil {
 		r.cfg.logger.Warn("reflector metrics not registered", "reflector", r.cfg.name, "err", err)
@@ -56,6 +62,19 @@ func (r *Reflector[T]) LastError() error {
 	return r.lastErr
 }
 
+// ErrorChanged returns a channel that is closed the next time LastError
+// changes (to another error, or to nil). Call it again for the change after
+// that. It lets a waiter react to an error as it happens, without polling:
+// take the channel, then read LastError, then wait on the channel.
+func (r *Reflector[T]) ErrorChanged() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.errChanged == nil {
+		r.errChanged = make(chan struct{})
+	}
+	return r.errChanged
+}
+
 // LastSyncResourceVersion returns the resourceVersion of the newest event
 // delivered to emit (a RelistDone, a Bookmark or an object event), or "" before
 // the first snapshot completed.
@@ -63,6 +82,24 @@ func (r *Reflector[T]) LastSyncResourceVersion() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lastRV
+}
+
+// ShardInfo is the shardInfo of the latest LIST response, when the
+// reflector sent a shard selector (Config.ShardSelector) and the server
+// applied it: then it echoes the selector. It is nil when the server
+// ignored the selector (the feature is off: the list holds every object),
+// when no selector was sent, and before the first LIST.
+func (r *Reflector[T]) ShardInfo() *metav1.ShardInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.shardInfo
+}
+
+func (r *Reflector[T]) shardSelector() string {
+	if r.cfg.shardSelector == nil {
+		return ""
+	}
+	return r.cfg.shardSelector()
 }
 
 // Run lists and watches until ctx is done, calling emit for every event, in
@@ -110,14 +147,24 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 		switch act.kind {
 		case actList:
 			r.metrics.lists.Inc()
+			act.opts.ShardSelector = r.shardSelector()
 			page, lerr := r.lw.List(ctx, act.opts)
 			if ctx.Err() != nil {
 				return nil
+			}
+			if lerr == nil {
+				r.mu.Lock()
+				r.shardInfo = nil
+				if act.opts.ShardSelector != "" {
+					r.shardInfo = page.ShardInfo
+				}
+				r.mu.Unlock()
 			}
 			evs, err = m.listed(clk.Now(), page, lerr)
 
 		case actWatch:
 			r.metrics.watches.Inc()
+			act.opts.ShardSelector = r.shardSelector()
 			nw, werr := r.lw.Watch(ctx, act.opts)
 			if ctx.Err() != nil {
 				if nw != nil {
@@ -170,6 +217,10 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 		}
 
 		r.mu.Lock()
+		if r.lastErr != m.lastErr && r.errChanged != nil {
+			close(r.errChanged)
+			r.errChanged = nil
+		}
 		r.lastErr, r.lastRV = m.lastErr, m.lastRV
 		r.mu.Unlock()
 		if err != nil {

@@ -456,7 +456,7 @@ func TestReflector_Metrics_CountCallsAndEventsByType(t *testing.T) {
 		x.expectCall(`Watch rv="10"`)
 		w := x.lw.PushWatch()
 		w.Add(obj("c", "12"))
-		w.Error(statusOf(errInternal))
+		w.Error(statusOf(apierrors.NewTooManyRequests("slow down", 1)))
 		x.expectCall(`Watch rv="12"`)
 
 		for _, tc := range []struct {

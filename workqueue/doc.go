@@ -48,7 +48,9 @@
 //     become ready when a Get or Len next runs.
 //   - Nothing lost at shutdown: after ShutDown, Get keeps handing out the
 //     keys that were ready, and keys added while in flight once they are
-//     Done, and only then returns ErrShutDown.
+//     Done, and only then returns ErrShutDown. ShutDownWithDrain waits for
+//     that; a ShutDown while it waits releases it (ErrDrainStopped), the
+//     "second signal" of client-go's queue.
 //   - No goroutines: neither New nor any method starts one, so nothing needs
 //     to be stopped; ShutDown only wakes the Gets that are blocked.
 //   - Allocation-free steady state: keys are kept in recycled entries, so a

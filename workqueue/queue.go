@@ -16,6 +16,10 @@ import (
 // nothing left to hand out.
 var ErrShutDown = errors.New("workqueue: queue is shut down")
 
+// ErrDrainStopped is returned by ShutDownWithDrain when ShutDown was called
+// while it waited: the usual "second signal" meaning "stop waiting now".
+var ErrDrainStopped = errors.New("workqueue: ShutDown called while draining")
+
 // DefaultAging is the Aging used when Config.Aging is zero: a waiting item
 // gains one priority step every 100 ms, so an item at priority -100 is
 // overtaken by newly added priority-0 items for at most 10 s.
@@ -127,6 +131,7 @@ type Queue[K comparable] struct {
 	shut         atomic.Bool   // shuttingDown, for Done without the lock
 	drained      chan struct{} // closed once shut down with nothing ready or in flight
 	drainedDone  bool
+	drainStop    chan struct{} // closed by ShutDown to release the ShutDownWithDrain calls waiting now
 
 	clock   clock.Clock
 	epoch   time.Time
@@ -587,17 +592,24 @@ func (q *Queue[K]) ShuttingDown() bool {
 // ShutDown stops the queue from accepting keys: later adds do nothing and
 // delayed keys are dropped. Keys already ready, and keys added while in
 // flight, are still handed out by Get; after that Get returns ErrShutDown.
-// ShutDown does not wait; it may be called more than once.
+// ShutDown does not wait; it may be called more than once. It releases every
+// ShutDownWithDrain that is waiting at the time (they return
+// ErrDrainStopped), as client-go's queue does.
 func (q *Queue[K]) ShutDown() {
 	q.mu.Lock()
 	q.shutDownLocked()
+	if q.drainStop != nil {
+		close(q.drainStop)
+		q.drainStop = nil
+	}
 	q.mu.Unlock()
 }
 
 // ShutDownWithDrain shuts the queue down like ShutDown and then waits until
 // every ready key has been handed out and every key in flight is Done. It
-// returns nil when drained, or ctx.Err() if ctx ends first (the queue stays
-// shut down). Draining needs workers that keep calling Get and Done.
+// returns nil when drained, ctx.Err() if ctx ends first, or ErrDrainStopped
+// if ShutDown is called meanwhile (the queue stays shut down either way).
+// Draining needs workers that keep calling Get and Done.
 func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
 	q.mu.Lock()
 	q.shutDownLocked()
@@ -608,11 +620,21 @@ func (q *Queue[K]) ShutDownWithDrain(ctx context.Context) error {
 	if q.drained == nil {
 		q.drained = make(chan struct{})
 	}
-	ch := q.drained
+	if q.drainStop == nil {
+		q.drainStop = make(chan struct{})
+	}
+	ch, stop := q.drained, q.drainStop
 	q.mu.Unlock()
 	select {
 	case <-ch:
 		return nil
+	case <-stop:
+		select {
+		case <-ch: // drained as well: that is the better answer
+			return nil
+		default:
+		}
+		return ErrDrainStopped
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -273,6 +273,44 @@ func TestQueue_ShutDownWithDrainWaitsForInFlightAndReadyKeys(t *testing.T) {
 	})
 }
 
+func TestQueue_ShutDownReleasesABlockedShutDownWithDrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{})
+		q.Add("stuck")
+		mustGet(t, q) // never Done
+		drained := make(chan error, 2)
+		for range 2 {
+			go func() { drained <- q.ShutDownWithDrain(context.Background()) }()
+		}
+		synctest.Wait()
+		select {
+		case err := <-drained:
+			t.Fatalf("ShutDownWithDrain returned %v with a key in flight", err)
+		default:
+		}
+		// The second signal: stop waiting.
+		q.ShutDown()
+		for range 2 {
+			if err := <-drained; !errors.Is(err, ErrDrainStopped) {
+				t.Fatalf("ShutDownWithDrain after ShutDown = %v, want ErrDrainStopped", err)
+			}
+		}
+		// A drain asked for after that waits again, until the key is Done.
+		again := make(chan error, 1)
+		go func() { again <- q.ShutDownWithDrain(context.Background()) }()
+		synctest.Wait()
+		select {
+		case err := <-again:
+			t.Fatalf("a new ShutDownWithDrain returned %v with the key still in flight", err)
+		default:
+		}
+		q.Done("stuck")
+		if err := <-again; err != nil {
+			t.Fatalf("ShutDownWithDrain once drained = %v, want nil", err)
+		}
+	})
+}
+
 func TestQueue_ShutDownWithDrainGivesUpWhenContextEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := New(Config[string]{})

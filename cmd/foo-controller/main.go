@@ -2,73 +2,61 @@
 // samplecontroller.k8s.io/v1alpha1 Foo it keeps a Deployment of nginx pods
 // named spec.deploymentName with spec.replicas replicas, and reports the
 // available ones in status.availableReplicas. It is kloop's
-// sample-controller, with the same flags:
+// sample-controller:
 //
-//	foo-controller [--kubeconfig PATH] [--master URL] [--namespace NS] [--workers 2] [--http-addr ADDR]
+//	foo-controller [--kubeconfig PATH] [--master URL] [--namespace NS] [--workers 2] [flags]
+//	foo-controller version
 //
-// Without --kubeconfig and --master it uses the in-cluster configuration.
-// The Foo CRD must be installed (samples/foo/crd, or sample-controller's
-// crd.yaml or crd-status-subresource.yaml). Logs go to stderr. SIGINT or
-// SIGTERM stops it after the syncs in flight (exit 0); a second signal exits
-// 1 at once.
+// It takes kloop's command-line conventions (package cli; see --help):
+// the kubeconfig is --kubeconfig, else $KUBECONFIG, else ~/.kube/config,
+// else the in-cluster configuration, and sample-controller's -kubeconfig
+// and -master with one dash work too. Nothing listens unless
+// --metrics-bind-address or --health-probe-bind-address is given (the
+// deploy manifests give :8080 and :8081). The Foo CRD must be installed
+// (samples/foo/crd, or sample-controller's crd.yaml or
+// crd-status-subresource.yaml). Logs go to stderr. SIGINT or SIGTERM stops
+// it after the syncs in flight (exit 0); a second signal exits 1 at once.
 package main
 
 import (
-	"context"
-	"errors"
-	"flag"
-	"io"
-	"log/slog"
-	"os"
+	"github.com/spf13/cobra"
 
-	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/kloop-dev/kloop/manager"
+	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/samples/foo"
 )
 
-func main() {
-	ctx, stop := manager.SignalContext(context.Background())
-	code := run(ctx, os.Args[1:], os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { cli.Main(command()) }
 
-func run(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("foo-controller", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	kubeconfig := fs.String("kubeconfig", "", "Path to a kubeconfig. Only required if out-of-cluster.")
-	master := fs.String("master", "", "The address of the Kubernetes API server. Overrides any value in kubeconfig. Only required if out-of-cluster.")
-	namespace := fs.String("namespace", "", "watch the Foos and Deployments of this namespace only (default: all namespaces)")
-	workers := fs.Int("workers", foo.DefaultWorkers, "Foos synced at once")
-	httpAddr := fs.String("http-addr", "", "serve /metrics, /healthz and /readyz at this address (empty: off)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+func command() *cobra.Command {
+	flags := cli.NewFlags(foo.ControllerName)
+	var namespace string
+	workers := foo.DefaultWorkers
+	cmd := &cobra.Command{
+		Use:   "foo-controller",
+		Short: "Keep a Deployment for every Foo (kloop's sample-controller)",
+		Long: "foo-controller keeps, for every samplecontroller.k8s.io/v1alpha1 Foo, a Deployment named\n" +
+			"spec.deploymentName with spec.replicas nginx pods, and reports the available ones in\n" +
+			"status.availableReplicas. The Foo CRD must be installed.",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, opts, err := flags.Config(cmd)
+			if err != nil {
+				return err
+			}
+			opts.Scheme, opts.Namespace = foo.Scheme(), namespace
+			app, err := kloop.New(cfg, opts)
+			if err == nil {
+				err = foo.Setup(app, workers)
+			}
+			if err != nil {
+				return err
+			}
+			return app.Run(cmd.Context())
+		},
 	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return 2
-	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	manager.RouteKlog(log)
-
-	cfg, err := clientcmd.BuildConfigFromFlags(*master, *kubeconfig)
-	if err != nil {
-		log.Error("Building the client configuration", "err", err)
-		return 1
-	}
-	err = foo.Run(ctx, cfg, foo.Options{
-		Namespace: *namespace,
-		Workers:   *workers,
-		HTTPAddr:  *httpAddr,
-		Logger:    log,
-	})
-	if err != nil {
-		log.Error("foo-controller stopped", "err", err)
-		return 1
-	}
-	return 0
+	fs := cmd.Flags()
+	flags.AddFlags(fs)
+	fs.StringVar(&namespace, "namespace", namespace, "watch the Foos and Deployments of this namespace only (default: all namespaces)")
+	fs.IntVar(&workers, "workers", workers, "Foos synced at once")
+	return cmd
 }

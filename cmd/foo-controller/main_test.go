@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/internal/reexec"
 	"github.com/kloop-dev/kloop/samples/foo"
@@ -82,14 +84,14 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 	}
 	installCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := foo.InstallCRD(installCtx, e.Config, plain); err != nil {
+	if err := kloop.InstallCRD(installCtx, e.Config, plain); err != nil {
 		t.Fatal(err)
 	}
 
 	simCtx, stopSim := context.WithCancel(context.Background())
 	simDone := make(chan error, 1)
 	go func() {
-		simDone <- podsim.Run(simCtx, e.Config, podsim.Options{Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()})
+		simDone <- podsim.Run(simCtx, e.Config, podsim.Options{Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
 	}()
 	t.Cleanup(func() {
 		stopSim()
@@ -125,7 +127,7 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 	if err != nil {
 		t.Fatal(err)
 	}
-	example, err := foo.DecodeFoo(foo.ExampleFooYAML)
+	example, err := kloop.Decode[*v1alpha1.Foo](foo.Scheme(), foo.ExampleFooYAML)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,22 +171,28 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 	} else if err != nil {
 		t.Errorf("foo-controller: %v", err)
 	}
-	if !strings.Contains(logs.String(), "Stopped Foo controller") {
+	if !strings.Contains(logs.String(), "Stopped foo-controller") {
 		t.Error("no stop log line")
 	}
 }
 
 func TestFooController_HelpExitsZeroAndNamesSampleControllersFlags(t *testing.T) {
-	var stderr strings.Builder
-	if code := run(t.Context(), []string{"--help"}, &stderr); code != 0 {
+	var stdout strings.Builder
+	if code := cli.Run(t.Context(), command(), []string{"--help"}, &stdout, io.Discard); code != 0 {
 		t.Errorf("--help exited %d, want 0", code)
 	}
-	for _, flag := range []string{"-kubeconfig", "-master", "Only required if out-of-cluster."} {
-		if !strings.Contains(stderr.String(), flag) {
-			t.Errorf("--help output lacks %q:\n%s", flag, stderr.String())
+	for _, flag := range []string{"--kubeconfig", "--master", "--namespace", "--workers"} {
+		if !strings.Contains(stdout.String(), flag) {
+			t.Errorf("--help output lacks %q:\n%s", flag, stdout.String())
 		}
 	}
-	if code := run(t.Context(), []string{"extra"}, io.Discard); code != 2 {
+	if code := cli.Run(t.Context(), command(), []string{"extra"}, io.Discard, io.Discard); code != 2 {
 		t.Errorf("an unexpected argument exited %d, want 2", code)
+	}
+	// sample-controller's single-dash spelling reaches the flag: the file
+	// it names is what is missing.
+	var stderr strings.Builder
+	if code := cli.Run(t.Context(), command(), []string{"-kubeconfig", "/nonexistent/kubeconfig"}, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), `--kubeconfig "/nonexistent/kubeconfig"`) {
+		t.Errorf("-kubeconfig /nonexistent/kubeconfig exited %d, stderr %q; want 2 naming the file", code, stderr.String())
 	}
 }

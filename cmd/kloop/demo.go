@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,7 +20,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/samples/foo"
@@ -30,28 +32,34 @@ import (
 	"github.com/kloop-dev/kloop/watcher"
 )
 
+func demoCommand() *cobra.Command {
+	f := &controlPlaneFlags{logging: cli.Logging{Level: "warn", Format: "text"}}
+	namespace := "default"
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the local control plane with podsim and the Foo controller, apply example-foo.yaml and print what happens",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, cpLog, err := f.loggers(cmd)
+			if err != nil {
+				return err
+			}
+			if code := demo(f.dataDir, f.binDir, namespace, log, cpLog, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
+				return cli.ExitCode(code)
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&namespace, "namespace", namespace, "namespace of the example Foo; only it is watched and printed")
+	return cmd
+}
+
 // demo runs the whole sample on a local control plane: the Foo CRD, podsim,
 // the Foo controller and example-foo.yaml, printing one line per change of
 // the Foos, Deployments, pods and events of the namespace until a signal.
-func demo(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("kloop demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dataDir := fs.String("data-dir", "", "keep etcd data, certificates and the kubeconfig here across runs (default: a temporary directory removed on exit)")
-	binDir := fs.String("bin-dir", "", "directory with etcd, kube-apiserver and kube-controller-manager (default: bin/ at the repository root; build with `make controlplane`)")
-	namespace := fs.String("namespace", "default", "namespace of the example Foo; only it is watched and printed")
-	verbose := fs.Bool("v", false, "log the controllers' info lines to stderr too (default: warnings and errors)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kloop demo: unexpected arguments %v\n", fs.Args())
-		return 2
-	}
-	level := slog.LevelWarn
-	if *verbose {
-		level = slog.LevelInfo
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+// The controllers log to log, the control plane to cpLog. It returns the
+// exit code.
+func demo(dataDir, binDir, namespace string, log, cpLog *slog.Logger, stdout, stderr io.Writer) int {
 	out := &printer{w: stdout, last: map[string]string{}}
 
 	ctx, in := notifyInterrupts(stderr)
@@ -60,10 +68,10 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	env, err := testenv.Start(ctx, testenv.Options{
-		DataDir:           *dataDir,
+		DataDir:           dataDir,
 		ControllerManager: true,
-		BinDir:            *binDir,
-		Logger:            slog.New(slog.NewTextHandler(stderr, nil)),
+		BinDir:            binDir,
+		Logger:            cpLog,
 	})
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -72,14 +80,14 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
 		return 1
 	}
-	in.controlPlane(env, *dataDir == "")
+	in.controlPlane(env, dataDir == "")
 	defer func() {
 		env.Stop()
 		in.forget()
 	}()
 	out.printf("# control plane ready at %s; point kubectl at it with:\nexport KUBECONFIG=%s\n", env.APIServerURL, env.KubeconfigPath)
 
-	if err := foo.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
+	if err := kloop.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
 		if ctx.Err() != nil {
 			return 0
 		}
@@ -99,18 +107,18 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		})
 	}
 	goRun("podsim", func(ctx context.Context) error {
-		return podsim.Run(ctx, env.Config, podsim.Options{Logger: log.With("component", "podsim"), Registerer: prometheus.NewRegistry()})
+		return podsim.Run(ctx, env.Config, podsim.Options{Logger: log.With("component", "podsim"), Registry: prometheus.NewRegistry()})
 	})
 	goRun("foo controller", func(ctx context.Context) error {
 		reg := prometheus.NewRegistry()
-		return foo.Run(ctx, env.Config, foo.Options{Logger: log.With("component", "foo-controller"), Registerer: reg, Gatherer: reg})
+		return foo.Run(ctx, env.Config, kloop.Options{Logger: log.With("component", "foo-controller"), Registry: reg})
 	})
 	synced := make(chan struct{})
-	goRun("printer", func(ctx context.Context) error { return out.watch(ctx, env.Config, *namespace, log, synced) })
+	goRun("printer", func(ctx context.Context) error { return out.watch(ctx, env.Config, namespace, log, synced) })
 
 	select {
 	case <-synced:
-		if err := applyExample(ctx, env.Config, *namespace, out); err != nil && ctx.Err() == nil {
+		if err := applyExample(ctx, env.Config, namespace, out); err != nil && ctx.Err() == nil {
 			failed <- err
 			stop()
 		}
@@ -134,7 +142,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 // unless a Foo of that name is there already (from an earlier run with the
 // same --data-dir).
 func applyExample(ctx context.Context, cfg *rest.Config, namespace string, out *printer) error {
-	f, err := foo.DecodeFoo(foo.ExampleFooYAML)
+	f, err := kloop.Decode[*v1alpha1.Foo](foo.Scheme(), foo.ExampleFooYAML)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 // Command kloop is kloop's developer tool.
 //
-//	kloop dev [--data-dir DIR] [--no-controller-manager] [--bin-dir DIR]
+//	kloop dev [--data-dir DIR] [--no-controller-manager] [--bin-dir DIR] [--log-level info]
 //
 // starts a local control plane (etcd, kube-apiserver and
 // kube-controller-manager on 127.0.0.1) in the foreground, writes an admin
@@ -8,70 +8,105 @@
 // and exits 0; a second Ctrl-C kills the control plane, removes its
 // temporary directory and exits 1 at once.
 //
-//	kloop demo [--data-dir DIR] [--bin-dir DIR] [--namespace default] [-v]
+//	kloop demo [--data-dir DIR] [--bin-dir DIR] [--namespace default] [--log-level warn]
 //
 // does the same, then installs the Foo CRD, runs podsim (a simulated
 // kubelet) and the Foo controller in the same process, applies
 // sample-controller's example-foo.yaml and prints one line per change of the
 // namespace's Foos, Deployments, pods and events until Ctrl-C (exit 0).
+//
+//	kloop version
+//
+// Both take kloop's logging flags (package cli): --log-level, --log-format
+// and klog's -v. The control plane's own lines (its processes and their
+// pids) are logged at info whatever the level.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 
+	"github.com/spf13/cobra"
+
+	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
+// main runs without cli.Main's signal context: dev and demo handle
+// SIGINT and SIGTERM themselves (see interrupts).
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `usage: kloop <command> [flags]
-
-commands:
-  demo   run the local control plane with podsim and the Foo controller, apply example-foo.yaml and print what happens
-  dev    run a local control plane in the foreground (Ctrl-C stops it)
-`
-
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	switch args[0] {
-	case "dev":
-		return dev(args[1:], stdout, stderr)
-	case "demo":
-		return demo(args[1:], stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(stderr, "kloop: unknown command %q\n%s", args[0], usage)
-		return 2
-	}
+	return cli.Run(context.Background(), rootCommand(), args, stdout, stderr)
 }
 
-func dev(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("kloop dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dataDir := fs.String("data-dir", "", "keep etcd data, certificates and the kubeconfig here across runs (default: a temporary directory removed on exit)")
-	noKCM := fs.Bool("no-controller-manager", false, "do not start kube-controller-manager")
-	binDir := fs.String("bin-dir", "", "directory with etcd, kube-apiserver and kube-controller-manager (default: bin/ at the repository root; build with `make controlplane`)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+func rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kloop",
+		Short: "kloop's developer tool: a local control plane, and the Foo demo on it",
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kloop dev: unexpected arguments %v\n", fs.Args())
-		return 2
+	root.AddCommand(devCommand(), demoCommand())
+	return root
+}
+
+// controlPlaneFlags are the flags dev and demo share.
+type controlPlaneFlags struct {
+	dataDir, binDir string
+	logging         cli.Logging
+}
+
+func (f *controlPlaneFlags) add(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.dataDir, "data-dir", "", "keep etcd data, certificates and the kubeconfig here across runs (default: a temporary directory removed on exit)")
+	fs.StringVar(&f.binDir, "bin-dir", "", "directory with etcd, kube-apiserver and kube-controller-manager (default: bin/ at the repository root; build with `make controlplane`)")
+	f.logging.AddFlags(fs)
+}
+
+// loggers returns the command's logger and the control plane's, which
+// writes in the same format at info at least.
+func (f *controlPlaneFlags) loggers(cmd *cobra.Command) (log, controlPlane *slog.Logger, err error) {
+	if log, err = f.logging.Setup(cmd); err != nil {
+		return nil, nil, err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	cp := cli.Logging{Level: "info", Format: f.logging.Format}
+	if lvl, _ := f.logging.SlogLevel(); lvl < slog.LevelInfo {
+		return log, log, nil
+	}
+	controlPlane, err = cp.NewLogger(cmd.ErrOrStderr())
+	return log, controlPlane, err
+}
+
+func devCommand() *cobra.Command {
+	f := &controlPlaneFlags{logging: cli.NewLogging()}
+	var noKCM bool
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a local control plane in the foreground (Ctrl-C stops it)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, log, err := f.loggers(cmd)
+			if err != nil {
+				return err
+			}
+			if code := dev(f.dataDir, f.binDir, !noKCM, log, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
+				return cli.ExitCode(code)
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().BoolVar(&noKCM, "no-controller-manager", false, "do not start kube-controller-manager")
+	return cmd
+}
+
+// dev runs the control plane, logging to log, until a signal and returns
+// the exit code.
+func dev(dataDir, binDir string, kcm bool, log *slog.Logger, stdout, stderr io.Writer) int {
 
 	// The first signal stops the control plane; a second one kills it and
 	// ends the process at once (see interrupts).
@@ -79,9 +114,9 @@ func dev(args []string, stdout, stderr io.Writer) int {
 	defer in.stop()
 
 	env, err := testenv.Start(ctx, testenv.Options{
-		DataDir:           *dataDir,
-		ControllerManager: !*noKCM,
-		BinDir:            *binDir,
+		DataDir:           dataDir,
+		ControllerManager: kcm,
+		BinDir:            binDir,
 		Logger:            log,
 	})
 	if err != nil {
@@ -91,14 +126,20 @@ func dev(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "kloop dev: %v\n", err)
 		return 1
 	}
-	in.controlPlane(env, *dataDir == "")
+	in.controlPlane(env, dataDir == "")
 	fmt.Fprintf(stdout, "# control plane ready at %s; point kubectl at it with:\nexport KUBECONFIG=%s\n", env.APIServerURL, env.KubeconfigPath)
 	if f, ok := stdout.(*os.File); ok {
 		_ = f.Sync()
 	}
 	<-ctx.Done()
 	log.Info("stopping control plane")
+	holdStop()
 	env.Stop()
 	in.forget()
 	return 0
 }
+
+// holdStop runs between the signal and the stop of the control plane. The
+// tests of this package hold the stop there, so that their second signal
+// finds it under way whatever the machine's speed.
+var holdStop = func() {}

@@ -18,18 +18,27 @@ import (
 
 	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/internal/reexec"
 	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
+// holdStopEnv, set for a re-executed kloop dev, makes it hold its graceful
+// stop until a second signal ends the process.
+const holdStopEnv = "KLOOP_TEST_HOLD_STOP"
+
 func TestMain(m *testing.M) {
 	// Re-executed by a test: behave as the kloop command itself.
-	reexec.Main(func(args []string) int { return run(args, os.Stdout, os.Stderr) })
+	reexec.Main(func(args []string) int {
+		if os.Getenv(holdStopEnv) != "" {
+			holdStop = func() { select {} }
+		}
+		return run(args, os.Stdout, os.Stderr)
+	})
 	goleak.VerifyTestMain(m, testenv.GoleakIgnores()...)
 }
 
@@ -41,6 +50,9 @@ func command(ctx context.Context, args ...string) *exec.Cmd {
 var pidRE = regexp.MustCompile(`pid=(\d+)`)
 
 func TestDev_PrintsKubeconfigServesKubectlAndStopsCleanlyOnSIGINT(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	dataDir := t.TempDir()
@@ -108,13 +120,7 @@ func TestDev_PrintsKubeconfigServesKubectlAndStopsCleanlyOnSIGINT(t *testing.T) 
 	n := 0
 	for pid := range pids {
 		n++
-		err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
-			return syscall.Kill(pid, 0) != nil, nil
-		})
-		if err != nil {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Errorf("child pid %d still running after kloop dev exited", pid)
-		}
+		await.Exited(t, fmt.Sprintf("child pid %d to end after kloop dev exited", pid), pid)
 	}
 	if n != 3 {
 		t.Errorf("kloop dev logged %d child pids, want 3 (etcd, kube-apiserver, kube-controller-manager)", n)
@@ -246,6 +252,7 @@ func TestDev_ASecondSIGINTKillsTheControlPlaneRemovesItsTemporaryDirectoryAndExi
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	cmd := command(ctx, "dev")
+	cmd.Env = append(cmd.Env, holdStopEnv+"=1")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -263,20 +270,22 @@ func TestDev_ASecondSIGINTKillsTheControlPlaneRemovesItsTemporaryDirectoryAndExi
 		t.Fatal(err)
 	}
 	// The second once the first is being handled (two pending SIGINTs are
-	// one), while the graceful stop, about a second, is under way.
-	err = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return strings.Contains(stderr.String(), "stopping control plane"), nil
+	// one), while the graceful stop is under way: it is held (holdStopEnv)
+	// until the second ends the process.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("stderr:\n%s", stderr)
+		}
 	})
-	if err != nil {
-		t.Fatalf("kloop dev did not start stopping after SIGINT: %v; stderr:\n%s", err, stderr)
-	}
+	await.Until(t, "kloop dev to start stopping after SIGINT", stderr.Changed, func() bool {
+		return strings.Contains(stderr.String(), "stopping control plane")
+	})
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	stoppedBefore := strings.Contains(stderr.String(), "control plane stopped")
 	err = cmd.Wait()
-	if stoppedBefore {
-		t.Skip("the graceful stop was over before the second SIGINT was sent")
+	if strings.Contains(stderr.String(), "control plane stopped") {
+		t.Error("the control plane stopped gracefully although its stop was held for the second SIGINT")
 	}
 	var exitErr *exec.ExitError
 	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
@@ -292,13 +301,7 @@ func TestDev_ASecondSIGINTKillsTheControlPlaneRemovesItsTemporaryDirectoryAndExi
 	}
 	for _, m := range pids {
 		pid, _ := strconv.Atoi(m[1])
-		err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
-			return syscall.Kill(pid, 0) != nil, nil
-		})
-		if err != nil {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Errorf("child pid %d still running after kloop dev exited", pid)
-		}
+		await.Exited(t, fmt.Sprintf("child pid %d to end after kloop dev exited", pid), pid)
 	}
 }
 

@@ -2,18 +2,23 @@
 // Kubernetes objects named in a kubewatch config file: kubewatch, built on
 // kloop.
 //
-//	notifier [--config PATH] [--kubeconfig PATH] [--master URL] [--http-addr ADDR] [--drain-timeout 10s]
+//	notifier [--config PATH] [--kubeconfig PATH] [--drain-timeout 10s] [flags]
 //	notifier config sample            print an annotated sample config
 //	notifier config check [--config]  parse the config and print what it watches and where it sends
+//	notifier config rbac [--config] [--name notifier]  print the read-only ClusterRole the config needs
+//	notifier version
 //
 // The config is read from --config, else $KW_CONFIG/.kubewatch.yaml, else
 // $HOME/.kubewatch.yaml; kubewatch's environment variables (KW_POD=true,
-// KW_WEBHOOK_URL, ...) apply on top. Without --kubeconfig and --master it
-// uses the in-cluster configuration, else $KUBECONFIG or ~/.kube/config.
-// /metrics, /healthz and /readyz are served on --http-addr (default
-// $LISTEN_ADDRESS, else :2112, as kubewatch). LOG_LEVEL (debug, info,
-// warning, error) and LOG_FORMATTER=json set the logs, which go to stderr;
-// log sinks write to stdout.
+// KW_WEBHOOK_URL, ...) apply on top. The rest are kloop's command-line
+// conventions (package cli; see --help): the kubeconfig is --kubeconfig,
+// else $KUBECONFIG, else ~/.kube/config, else the in-cluster
+// configuration. As kubewatch, it serves /metrics on
+// --metrics-bind-address, default $LISTEN_ADDRESS, else :2112; /healthz
+// and /readyz only when --health-probe-bind-address is given (for now on
+// the same address). kubewatch's LOG_LEVEL (trace, debug, info, warning,
+// error) and LOG_FORMATTER=json set the defaults of --log-level and
+// --log-format. Logs go to stderr; log sinks write to stdout.
 //
 // SIGINT or SIGTERM stops it: it takes no new events, delivers what its
 // sinks have queued for at most --drain-timeout, and exits 0. A second
@@ -21,19 +26,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/url"
 	"os"
 	"strings"
 
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
+	"github.com/kloop-dev/kloop/cli"
+	"github.com/kloop-dev/kloop/internal/httpaddr"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/notifier"
 )
@@ -46,64 +52,93 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) int {
-	getenv := func(k string) string { v, _ := lookupEnv(k); return v }
-	if len(args) > 0 && args[0] == "config" {
-		return configCmd(args[1:], stdout, stderr, lookupEnv, getenv)
-	}
-	fs := flag.NewFlagSet("notifier", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "config file (default $KW_CONFIG/.kubewatch.yaml, else $HOME/.kubewatch.yaml)")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; empty means in-cluster, else $KUBECONFIG or ~/.kube/config")
-	master := fs.String("master", "", "address of the API server; overrides the kubeconfig's")
-	defaultAddr := getenv("LISTEN_ADDRESS")
-	if defaultAddr == "" {
-		defaultAddr = ":2112"
-	}
-	httpAddr := fs.String("http-addr", defaultAddr, "serve /metrics, /healthz and /readyz here (empty: off); default $LISTEN_ADDRESS or :2112")
-	drain := fs.Duration("drain-timeout", notifier.DefaultDrainTimeout, "on SIGINT/SIGTERM, deliver queued notifications for at most this long")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "notifier: unexpected argument %q (subcommands: config sample, config check)\n", fs.Arg(0))
-		return 2
-	}
-	if *drain <= 0 {
-		// The library would take it as "the default", not as "no drain".
-		fmt.Fprintf(stderr, "notifier: --drain-timeout %v: want a positive duration\n", *drain)
-		return 2
-	}
-	log, err := newLogger(stderr, getenv)
-	if err != nil {
-		fmt.Fprintln(stderr, "notifier:", err)
-		return 2
-	}
-	manager.RouteKlog(log)
+	return cli.Run(ctx, command(lookupEnv), args, stdout, stderr)
+}
 
-	cfg, err := loadConfig(*configPath, lookupEnv, getenv)
-	if err != nil {
-		log.Error("Loading the config", "err", err)
-		return 1
+func command(lookupEnv func(string) (string, bool)) *cobra.Command {
+	getenv := func(k string) string { v, _ := lookupEnv(k); return v }
+	flags := cli.NewFlags("notifier")
+	if addr := getenv("LISTEN_ADDRESS"); addr != "" {
+		flags.Serving.MetricsAddr = addr
+	} else {
+		flags.Serving.MetricsAddr = ":2112"
 	}
-	restCfg, err := restConfig(*master, *kubeconfig)
-	if err != nil {
-		log.Error("Building the client configuration", "err", err)
-		return 1
+	envErr := kubewatchLogEnv(&flags.Logging, getenv)
+	var configPath string
+	drain := notifier.DefaultDrainTimeout
+	cmd := &cobra.Command{
+		Use:   "notifier",
+		Short: "Send a notification for every change to the objects a kubewatch config names",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if envErr != nil {
+				return envErr
+			}
+			if drain <= 0 {
+				// The library would take it as "the default", not as "no drain".
+				return &cli.FlagError{Flag: "--drain-timeout", Value: drain.String(), Want: "want a positive duration"}
+			}
+			if err := flags.Validate(); err != nil {
+				return err
+			}
+			log, err := flags.Logging.Setup(cmd)
+			if err != nil {
+				return err
+			}
+			cfg, err := loadConfig(configPath, lookupEnv, getenv)
+			if err != nil {
+				return fmt.Errorf("loading the config: %w", err)
+			}
+			restCfg, err := flags.Cluster.RESTConfig()
+			if err != nil {
+				return err
+			}
+			metrics, health, _ := flags.Serving.Addrs() // checked by Validate
+			addr, err := httpaddr.One(metrics, health)
+			if err != nil {
+				return err
+			}
+			return notifier.Run(cmd.Context(), restCfg, *cfg, notifier.Options{
+				Logger:       log,
+				HTTPAddr:     addr,
+				Out:          cmd.OutOrStdout(),
+				DrainTimeout: drain,
+			})
+		},
 	}
-	err = notifier.Run(ctx, restCfg, *cfg, notifier.Options{
-		Logger:       log,
-		HTTPAddr:     *httpAddr,
-		Out:          stdout,
-		DrainTimeout: *drain,
-	})
-	if err != nil {
-		log.Error("notifier stopped", "err", err)
-		return 1
+	cmd.PersistentFlags().StringVar(&configPath, "config", "", "config file (default $KW_CONFIG/.kubewatch.yaml, else $HOME/.kubewatch.yaml)")
+	fs := cmd.Flags()
+	flags.Cluster.AddFlags(fs)
+	flags.Serving.AddFlags(fs)
+	flags.Logging.AddFlags(fs)
+	fs.DurationVar(&drain, "drain-timeout", drain, "on SIGINT/SIGTERM, deliver queued notifications for at most this long")
+	cmd.AddCommand(configCommand(&configPath, lookupEnv, getenv))
+	return cmd
+}
+
+// kubewatchLogEnv turns kubewatch's LOG_LEVEL and LOG_FORMATTER into the
+// defaults of --log-level and --log-format.
+func kubewatchLogEnv(l *cli.Logging, getenv func(string) string) error {
+	switch v := strings.ToLower(getenv("LOG_LEVEL")); v {
+	case "":
+	case "trace", "debug":
+		l.Level = "debug"
+	case "info":
+		l.Level = "info"
+	case "warn", "warning":
+		l.Level = "warn"
+	case "error", "fatal", "panic":
+		l.Level = "error"
+	default:
+		return cli.Usagef("LOG_LEVEL=%q: want trace, debug, info, warning or error", v)
 	}
-	return 0
+	switch f := getenv("LOG_FORMATTER"); f {
+	case "":
+	case "json", "text":
+		l.Format = f
+	default:
+		return cli.Usagef("LOG_FORMATTER=%q: want json or text", f)
+	}
+	return nil
 }
 
 // loadConfig reads path, or the default path with a hint when it is
@@ -120,85 +155,67 @@ func loadConfig(path string, lookupEnv func(string) (string, bool), getenv func(
 	return cfg, err
 }
 
-func restConfig(master, kubeconfig string) (*rest.Config, error) {
-	if master == "" && kubeconfig == "" {
-		if c, err := rest.InClusterConfig(); err == nil {
-			return c, nil
-		}
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+func configCommand(configPath *string, lookupEnv func(string) (string, bool), getenv func(string) string) *cobra.Command {
+	cfg := &cobra.Command{
+		Use:   "config",
+		Short: "Print a sample config, or check one",
+		RunE: func(*cobra.Command, []string) error {
+			return cli.Usagef("give a subcommand: notifier config sample | notifier config check [--config PATH] | notifier config rbac [--config PATH] [--name NAME]")
+		},
 	}
-	return clientcmd.BuildConfigFromFlags(master, kubeconfig)
-}
-
-// newLogger honours kubewatch's LOG_LEVEL and LOG_FORMATTER.
-func newLogger(w io.Writer, getenv func(string) string) (*slog.Logger, error) {
-	var level slog.Level
-	switch l := strings.ToLower(getenv("LOG_LEVEL")); l {
-	case "", "info":
-		level = slog.LevelInfo
-	case "trace", "debug":
-		level = slog.LevelDebug
-	case "warn", "warning":
-		level = slog.LevelWarn
-	case "error", "fatal", "panic":
-		level = slog.LevelError
-	default:
-		return nil, fmt.Errorf("LOG_LEVEL=%q: want trace, debug, info, warning or error", l)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch f := getenv("LOG_FORMATTER"); f {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "", "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	default:
-		return nil, fmt.Errorf("LOG_FORMATTER=%q: want json or text", f)
-	}
-}
-
-func configCmd(args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool), getenv func(string) string) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: notifier config sample | notifier config check [--config PATH]")
-		return 2
-	}
-	switch args[0] {
-	case "sample":
-		fmt.Fprint(stdout, notifier.SampleConfig)
-		return 0
-	case "check":
-		fs := flag.NewFlagSet("notifier config check", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		configPath := fs.String("config", "", "config file (default $KW_CONFIG/.kubewatch.yaml, else $HOME/.kubewatch.yaml)")
-		if err := fs.Parse(args[1:]); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
+	cfg.AddCommand(&cobra.Command{
+		Use:   "sample",
+		Short: "Print an annotated sample config",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprint(cmd.OutOrStdout(), notifier.SampleConfig)
+			return err
+		},
+	}, &cobra.Command{
+		Use:   "check",
+		Short: "Parse the config and print what it watches and where it sends",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(*configPath, lookupEnv, getenv)
+			if err != nil {
+				return err
 			}
-			return 2
-		}
+			stdout := cmd.OutOrStdout()
+			ns := cfg.Namespace
+			if ns == "" {
+				ns = "(all)"
+			}
+			fmt.Fprintf(stdout, "namespace: %s\nresources: %s\n", ns, strings.Join(cfg.Resources, ", "))
+			for _, cr := range cfg.CustomResources {
+				fmt.Fprintf(stdout, "custom resource: %s/%s %s\n", cr.Group, cr.Version, cr.Resource)
+			}
+			for _, s := range cfg.Sinks {
+				// Only the host: a Slack webhook URL's path is its secret.
+				where := ""
+				if u, err := url.Parse(s.URL); err == nil && u.Host != "" {
+					where = " " + u.Scheme + "://" + u.Host + "/..."
+				}
+				fmt.Fprintf(stdout, "sink %s: %s%s (max %d attempts, queue %d)\n", s.Name, s.Type, where, s.MaxAttempts, s.QueueSize)
+			}
+			return nil
+		},
+	})
+	rbac := &cobra.Command{
+		Use:   "rbac",
+		Short: "Print the read-only ClusterRole the config needs: list and watch on exactly its kinds",
+	}
+	name := rbac.Flags().String("name", "notifier", "name of the ClusterRole")
+	rbac.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := loadConfig(*configPath, lookupEnv, getenv)
 		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
+			return err
 		}
-		ns := cfg.Namespace
-		if ns == "" {
-			ns = "(all)"
+		out, err := yaml.Marshal(notifier.ClusterRole(*name, cfg))
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(stdout, "namespace: %s\nresources: %s\n", ns, strings.Join(cfg.Resources, ", "))
-		for _, cr := range cfg.CustomResources {
-			fmt.Fprintf(stdout, "custom resource: %s/%s %s\n", cr.Group, cr.Version, cr.Resource)
-		}
-		for _, s := range cfg.Sinks {
-			// Only the host: a Slack webhook URL's path is its secret.
-			where := ""
-			if u, err := url.Parse(s.URL); err == nil && u.Host != "" {
-				where = " " + u.Scheme + "://" + u.Host + "/..."
-			}
-			fmt.Fprintf(stdout, "sink %s: %s%s (max %d attempts, queue %d)\n", s.Name, s.Type, where, s.MaxAttempts, s.QueueSize)
-		}
-		return 0
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "# The read-only ClusterRole of the notifier's config: `notifier config rbac` wrote it.\n---\n%s",
+			bytes.ReplaceAll(out, []byte("  creationTimestamp: null\n"), nil))
+		return err
 	}
-	fmt.Fprintf(stderr, "notifier config: unknown subcommand %q (sample, check)\n", args[0])
-	return 2
+	cfg.AddCommand(rbac)
+	return cfg
 }

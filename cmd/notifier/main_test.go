@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,8 +19,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kloop-dev/kloop/internal/reexec"
 	"github.com/kloop-dev/kloop/notifier"
@@ -102,7 +105,7 @@ func TestNotifier_BinaryNotifiesFromItsConfigFileAndExitsZeroOnSIGTERM(t *testin
 	if err := os.WriteFile(config, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := reexec.Command(context.Background(), "--config", config, "--kubeconfig", e.KubeconfigPath, "--http-addr", "127.0.0.1:0")
+	cmd := reexec.Command(context.Background(), "--config", config, "--kubeconfig", e.KubeconfigPath, "--metrics-bind-address", "127.0.0.1:0")
 	out, logs := reexec.Start(t, "notifier", cmd)
 	logs.WaitFor(t, "the synced log", regexp.MustCompile(`Notifier synced`))
 
@@ -201,7 +204,7 @@ func TestConfigCheck_ReportsTheBadKeyOrTheSummary(t *testing.T) {
 func TestRun_MissingDefaultConfigExitsOneWithAHint(t *testing.T) {
 	dir := t.TempDir()
 	var stderr strings.Builder
-	code := run(context.Background(), []string{"--http-addr", ""}, io.Discard, &stderr, env(map[string]string{"KW_CONFIG": dir}))
+	code := run(context.Background(), []string{"--metrics-bind-address", "0"}, io.Discard, &stderr, env(map[string]string{"KW_CONFIG": dir}))
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
@@ -217,19 +220,42 @@ func TestRun_BadFlagsAndEnvironment(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--help"}, nil, 0, "-kubeconfig"},
-		{[]string{"--nope"}, nil, 2, "flag provided but not defined"},
-		{[]string{"extra"}, nil, 2, `unexpected argument "extra"`},
-		{[]string{"--drain-timeout", "0s"}, nil, 2, "--drain-timeout 0s: want a positive duration"},
-		{[]string{"--drain-timeout", "-5s"}, nil, 2, "--drain-timeout -5s: want a positive duration"},
-		{[]string{"config"}, nil, 2, "usage: notifier config"},
-		{[]string{"config", "view"}, nil, 2, `unknown subcommand "view"`},
+		{[]string{"--help"}, nil, 0, "--kubeconfig"},
+		{[]string{"--nope"}, nil, 2, "unknown flag: --nope"},
+		{[]string{"extra"}, nil, 2, `unknown command "extra" for "notifier"`},
+		{[]string{"--drain-timeout", "0s"}, nil, 2, `--drain-timeout "0s": want a positive duration`},
+		{[]string{"--drain-timeout", "-5s"}, nil, 2, `--drain-timeout "-5s": want a positive duration`},
+		{[]string{"config"}, nil, 2, "give a subcommand: notifier config sample | notifier config check"},
+		{[]string{"config", "view"}, nil, 2, `unknown command "view" for "notifier config"`},
 		{nil, map[string]string{"LOG_LEVEL": "loud"}, 2, `LOG_LEVEL="loud"`},
 		{nil, map[string]string{"LOG_FORMATTER": "xml"}, 2, `LOG_FORMATTER="xml"`},
 	} {
-		var stderr strings.Builder
-		if code := run(context.Background(), tc.args, io.Discard, &stderr, env(tc.env)); code != tc.code || !strings.Contains(stderr.String(), tc.want) {
+		var stderr strings.Builder // and stdout, where --help goes
+		if code := run(context.Background(), tc.args, &stderr, &stderr, env(tc.env)); code != tc.code || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("run(%q, env %v) = %d, stderr %q; want %d and %q", tc.args, tc.env, code, stderr.String(), tc.code, tc.want)
 		}
+	}
+}
+
+func TestConfigRBAC_PrintsTheReadOnlyClusterRoleOfTheConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kw.yaml")
+	if err := os.WriteFile(path, []byte("resource: {po: true, deploy: true}\nhandler: {log: {}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	if code := run(context.Background(), []string{"config", "rbac", "--config", path, "--name", "watcher"}, &stdout, &stderr, env(nil)); code != 0 {
+		t.Fatalf("config rbac exited %d: %s", code, stderr.String())
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict([]byte(stdout.String()), &role); err != nil {
+		t.Fatalf("output is not a ClusterRole: %v\n%s", err, stdout.String())
+	}
+	rw := []string{"list", "watch"}
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: rw},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: rw},
+	}
+	if role.Kind != "ClusterRole" || role.Name != "watcher" || !reflect.DeepEqual(role.Rules, want) {
+		t.Errorf("got %s %q with rules %+v, want ClusterRole \"watcher\" with %+v", role.Kind, role.Name, role.Rules, want)
 	}
 }

@@ -1,66 +1,45 @@
 // Command podwatch prints the pods of one namespace as they are added,
 // changed and deleted: client-go's workqueue example, built on kloop.
 //
-//	podwatch [--namespace default] [--kubeconfig PATH] [--master URL] [--workers 1] [--http-addr ADDR]
+//	podwatch [--namespace default] [--kubeconfig PATH] [--master URL] [--workers 1] [flags]
+//	podwatch version
 //
-// Without --kubeconfig and --master it uses the in-cluster configuration.
-// Lines go to stdout, logs to stderr. SIGINT or SIGTERM stops it after the
-// sync in flight (exit 0); a second signal exits 1 at once.
+// It takes kloop's command-line conventions (package cli; see --help):
+// the kubeconfig is --kubeconfig, else $KUBECONFIG, else ~/.kube/config,
+// else the in-cluster configuration; nothing listens unless
+// --metrics-bind-address or --health-probe-bind-address is given. Lines go
+// to stdout, logs to stderr. SIGINT or SIGTERM stops it after the sync in
+// flight (exit 0); a second signal exits 1 at once.
 package main
 
 import (
-	"context"
-	"errors"
-	"flag"
-	"io"
-	"log/slog"
-	"os"
+	"github.com/spf13/cobra"
 
-	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/kloop-dev/kloop/manager"
+	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/samples/podwatch"
 )
 
-func main() {
-	ctx, stop := manager.SignalContext(context.Background())
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
-}
+func main() { cli.Main(command()) }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("podwatch", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	namespace := fs.String("namespace", podwatch.DefaultNamespace, "namespace whose pods are watched")
-	kubeconfig := fs.String("kubeconfig", "", "absolute path to the kubeconfig file; empty means in-cluster configuration")
-	master := fs.String("master", "", "address of the API server; overrides the kubeconfig's")
-	workers := fs.Int("workers", 1, "pods synced at once")
-	httpAddr := fs.String("http-addr", "", "serve /metrics, /healthz and /readyz at this address (empty: off)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+func command() *cobra.Command {
+	flags := cli.NewFlags("podwatch")
+	namespace := podwatch.DefaultNamespace
+	workers := 1
+	cmd := &cobra.Command{
+		Use:   "podwatch",
+		Short: "Print the pods of a namespace as they change (client-go's workqueue example)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, opts, err := flags.Config(cmd)
+			if err != nil {
+				return err
+			}
+			opts.Namespace = namespace
+			return podwatch.Run(cmd.Context(), cfg, opts, podwatch.Options{Workers: workers, Out: cmd.OutOrStdout()})
+		},
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
-	manager.RouteKlog(log)
-
-	cfg, err := clientcmd.BuildConfigFromFlags(*master, *kubeconfig)
-	if err != nil {
-		log.Error("Building the client configuration", "err", err)
-		return 1
-	}
-	err = podwatch.Run(ctx, cfg, podwatch.Options{
-		Namespace: *namespace,
-		Workers:   *workers,
-		Out:       stdout,
-		Logger:    log,
-		HTTPAddr:  *httpAddr,
-	})
-	if err != nil {
-		log.Error("podwatch stopped", "err", err)
-		return 1
-	}
-	return 0
+	fs := cmd.Flags()
+	flags.AddFlags(fs)
+	fs.StringVar(&namespace, "namespace", namespace, "namespace whose pods are watched")
+	fs.IntVar(&workers, "workers", workers, "pods synced at once")
+	return cmd
 }

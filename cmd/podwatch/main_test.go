@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/internal/reexec"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -84,6 +85,7 @@ func TestPodwatch_PrintsExampleLinesAndExitsZeroOnSIGTERM(t *testing.T) {
 	}
 
 	want := []string{
+		"Pod " + ns + "/mypod does not exist anymore", // seeded before the start, as in client-go's example
 		"Sync/Add/Update for Pod before",
 		"Sync/Add/Update for Pod p1",
 		"Pod " + ns + "/p1 does not exist anymore",
@@ -94,7 +96,7 @@ func TestPodwatch_PrintsExampleLinesAndExitsZeroOnSIGTERM(t *testing.T) {
 	if got := collapseRepeats(out.All()); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("stdout:\n%s\nwant exactly:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if l := logs.WaitFor(t, "the stop log", regexp.MustCompile("Stopping Pod controller")); l == "" {
+	if l := logs.WaitFor(t, "the stop log", regexp.MustCompile("Stopped podwatch")); l == "" {
 		t.Error("no stop log")
 	}
 }
@@ -111,13 +113,11 @@ func collapseRepeats(lines []string) []string {
 }
 
 func TestPodwatch_HelpExitsZero(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stderr strings.Builder
-	if code := run(ctx, []string{"--help"}, io.Discard, &stderr); code != 0 {
+	var stdout strings.Builder
+	if code := cli.Run(t.Context(), command(), []string{"--help"}, &stdout, io.Discard); code != 0 {
 		t.Errorf("--help exited %d, want 0", code)
 	}
-	if !strings.Contains(stderr.String(), "-namespace") {
-		t.Errorf("--help output lacks the namespace flag:\n%s", stderr.String())
+	if !strings.Contains(stdout.String(), "--namespace") {
+		t.Errorf("--help output lacks the namespace flag:\n%s", stdout.String())
 	}
 }

@@ -6,21 +6,31 @@ package syncbuf
 import (
 	"strings"
 	"sync"
+
+	"github.com/kloop-dev/kloop/internal/await"
 )
 
 // Buffer is an io.Writer whose String may be called while writes go on. The
 // zero value is empty and ready to use.
 type Buffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+	mu      sync.Mutex
+	b       strings.Builder
+	written await.Signal
 }
 
 // Write appends p.
 func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
+	n, err := b.b.Write(p)
+	b.mu.Unlock()
+	b.written.Notify()
+	return n, err
 }
+
+// Changed returns a channel closed by the next Write, for await.Until:
+//
+//	await.Until(t, "the ready line", buf.Changed, func() bool { return strings.Contains(buf.String(), "ready") })
+func (b *Buffer) Changed() <-chan struct{} { return b.written.Changed() }
 
 // String returns everything written so far.
 func (b *Buffer) String() string {

@@ -5,10 +5,11 @@
 //
 // Where sample-controller wires two generated clientsets, two informer
 // factories, a rate-limited queue, event handlers and a worker loop by
-// hand, here one informer.Factory feeds a controller.Controller (For Foos,
-// Owns Deployments), the reconciler reads through client's read-your-writes
-// cache, and a manager.Manager runs the factory, the controller and the
-// event recorder.
+// hand, here Setup declares the whole controller on a kloop.App: a typed
+// handle per kind (reads from the shared cache with read-your-writes,
+// writes to the API server) and one statement for the controller (For
+// Foos, Owns Deployments); the App runs the informers, the controller and
+// the event recorder.
 //
 // # What a sync does (in sample-controller's order)
 //
@@ -46,7 +47,7 @@
 //     an update of the cached copy, guarded by its resourceVersion, rather
 //     than a replace by a freshly built object).
 //   - A sync right after the controller's own write reads that write back
-//     (client.CachedReader), so a slow cache never makes it create a
+//     (kloop.Handle), so a slow cache never makes it create a
 //     Deployment twice or act on a Foo it has just changed.
 //   - No periodic resync: a Foo is synced when it or its Deployment
 //     changes.

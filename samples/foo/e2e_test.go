@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/samples/foo"
@@ -50,7 +51,7 @@ func newHarnessWithCRD(t *testing.T, crd []byte) *harness {
 	e := controlPlane.Env(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	if err := foo.InstallCRD(ctx, e.Config, crd); err != nil {
+	if err := kloop.InstallCRD(ctx, e.Config, crd); err != nil {
 		t.Fatal(err)
 	}
 	kc := kubernetes.NewForConfigOrDie(e.Config)
@@ -66,12 +67,12 @@ func newHarnessWithCRD(t *testing.T, crd []byte) *harness {
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h.run("podsim", func(ctx context.Context) error {
 		return podsim.Run(ctx, e.Config, podsim.Options{
-			NodeName: "node-" + h.ns, Namespace: h.ns, Logger: log.With("component", "podsim"), Registerer: prometheus.NewRegistry(),
+			NodeName: "node-" + h.ns, Namespace: h.ns, Logger: log.With("component", "podsim"), Registry: prometheus.NewRegistry(),
 		})
 	})
 	h.run("foo controller", func(ctx context.Context) error {
 		reg := prometheus.NewRegistry()
-		return foo.Run(ctx, e.Config, foo.Options{Namespace: h.ns, Logger: log, Registerer: reg, Gatherer: reg})
+		return foo.Run(ctx, e.Config, kloop.Options{Namespace: h.ns, Logger: log, Registry: reg})
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -209,7 +210,7 @@ func (h *harness) scaleFoo(name string, replicas int32) {
 func TestFoo_ExampleFooGetsAnOwnedDeploymentWhosePodsBecomeAvailableAndFollowSpecReplicas(t *testing.T) {
 	h := newHarness(t)
 	ctx := t.Context()
-	example, err := foo.DecodeFoo(foo.ExampleFooYAML)
+	example, err := kloop.Decode[*v1alpha1.Foo](foo.Scheme(), foo.ExampleFooYAML)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,7 +454,7 @@ func TestFoo_StatusKeepsFollowingWhenThePlainCRDGainsTheStatusSubresource(t *tes
 	// sample-controller's README step: apply crd-status-subresource.yaml.
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	if err := foo.InstallCRD(ctx, h.env.Config, foo.CRDYAML); err != nil {
+	if err := kloop.InstallCRD(ctx, h.env.Config, foo.CRDYAML); err != nil {
 		t.Fatal(err)
 	}
 	// From now on an update of the whole Foo leaves its status as it was.

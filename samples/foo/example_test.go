@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/samples/foo"
 )
 
@@ -18,10 +19,10 @@ func ExampleRun() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := foo.InstallCRD(ctx, cfg, foo.CRDYAML); err != nil {
+	if err := kloop.InstallCRD(ctx, cfg, foo.CRDYAML); err != nil {
 		panic(err)
 	}
-	if err := foo.Run(ctx, cfg, foo.Options{}); err != nil {
+	if err := foo.Run(ctx, cfg, kloop.Options{}); err != nil {
 		panic(err)
 	}
 }

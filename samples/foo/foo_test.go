@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	fakediscovery "k8s.io/client-go/discovery/fake"
-	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop/samples/foo"
@@ -67,37 +64,5 @@ func TestResourceExistsError_IsSampleControllersMessage(t *testing.T) {
 	var re *foo.ResourceExistsError
 	if !errors.As(fmt.Errorf("sync: %w", err), &re) || re.Name != "web" {
 		t.Error("errors.As does not find the ResourceExistsError")
-	}
-}
-
-func TestStatusSubresource_AsksDiscoveryOnceUntilForget(t *testing.T) {
-	gv := v1alpha1.SchemeGroupVersion.String()
-	disc := &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{}}
-	disc.Resources = []*metav1.APIResourceList{{GroupVersion: gv, APIResources: []metav1.APIResource{{Name: "foos"}}}}
-	s := foo.DiscoverStatusSubresource(disc)
-	for range 2 {
-		if has, err := s.Has(t.Context()); err != nil || has {
-			t.Fatalf("Has = %v, %v with only foos served, want false", has, err)
-		}
-	}
-	if n := len(disc.Actions()); n != 1 {
-		t.Errorf("%d discovery requests for two calls, want 1", n)
-	}
-
-	// The CRD gains the subresource: the remembered answer stays until
-	// Forget.
-	disc.Resources[0].APIResources = append(disc.Resources[0].APIResources, metav1.APIResource{Name: "foos/status"})
-	if has, _ := s.Has(t.Context()); has {
-		t.Error("Has changed its answer without Forget")
-	}
-	s.Forget()
-	if has, err := s.Has(t.Context()); err != nil || !has {
-		t.Errorf("Has = %v, %v after Forget with foos/status served, want true", has, err)
-	}
-
-	disc.Resources = nil
-	s.Forget()
-	if _, err := s.Has(t.Context()); !apierrors.IsNotFound(err) {
-		t.Errorf("Has with the group version not served: err %v, want a NotFound", err)
 	}
 }

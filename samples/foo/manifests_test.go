@@ -11,6 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 )
@@ -21,7 +22,7 @@ func mustCRD(t *testing.T, path string) *apiextensionsv1.CustomResourceDefinitio
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd, err := foo.CRD(b)
+	crd, err := kloop.DecodeCRD(b)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -59,7 +60,7 @@ func TestCRD_GeneratedMatchesSampleControllersCRD(t *testing.T) {
 	if !reflect.DeepEqual(ours.Spec, mustCRD(t, "crd/samplecontroller.k8s.io_foos.yaml").Spec) {
 		t.Fatal("decoding is not deterministic")
 	}
-	embedded, err := foo.CRD(foo.CRDYAML)
+	embedded, err := kloop.DecodeCRD(foo.CRDYAML)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func TestDecodeFoo_SampleControllersExampleDecodesIntoFoo(t *testing.T) {
 	if string(b) != string(foo.ExampleFooYAML) {
 		t.Error("foo.ExampleFooYAML is not artifacts/examples/example-foo.yaml")
 	}
-	f, err := foo.DecodeFoo(b)
+	f, err := kloop.Decode[*v1alpha1.Foo](foo.Scheme(), b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestDecodeFoo_RejectsUnknownFieldsAndOtherKinds(t *testing.T) {
 		"other kind":    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
 		"other version": "apiVersion: samplecontroller.k8s.io/v1beta1\nkind: Foo\nmetadata: {name: x}\n",
 	} {
-		if f, err := foo.DecodeFoo([]byte(manifest)); err == nil {
+		if f, err := kloop.Decode[*v1alpha1.Foo](foo.Scheme(), []byte(manifest)); err == nil {
 			t.Errorf("%s: decoded %+v, want an error", name, f)
 		}
 	}

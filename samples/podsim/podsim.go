@@ -20,10 +20,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/controller"
-	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/manager"
 )
 
@@ -63,9 +63,9 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// Logger receives logs. Default slog.Default().
 	Logger *slog.Logger
-	// Registerer receives the informer's, workqueue's and controller's
+	// Registry receives the informer's, workqueue's and controller's
 	// metrics. Default: the kloop registry.
-	Registerer prometheus.Registerer
+	Registry *prometheus.Registry
 }
 
 // Run registers the Node, then binds, starts and finishes pods (see the
@@ -86,24 +86,22 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	log := opts.Logger.With("node", opts.NodeName)
 
-	c, err := client.New(cfg, client.Options{FieldManager: "podsim", Logger: log})
+	app, err := kloop.New(cfg, kloop.Options{Name: "podsim", Namespace: opts.Namespace, Logger: log, Registry: opts.Registry})
 	if err != nil {
 		return err
 	}
-	nodes, err := client.NewResource[*corev1.Node](c, corev1.SchemeGroupVersion.WithResource("nodes"))
+	pods := kloop.Objects[*corev1.Pod](app, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("pods")))
+	// Nodes and Leases are only written: no informer for them.
+	nodes, err := client.NewResource[*corev1.Node](app.Client(), corev1.SchemeGroupVersion.WithResource("nodes"))
 	if err != nil {
 		return err
 	}
-	pods, err := client.NewResource[*corev1.Pod](c, corev1.SchemeGroupVersion.WithResource("pods"))
+	leases, err := client.NewResource[*coordinationv1.Lease](app.Client(), coordinationv1.SchemeGroupVersion.WithResource("leases"))
 	if err != nil {
 		return err
 	}
 	// Bindings are a subresource the generic client does not write.
 	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	leases, err := client.NewResource[*coordinationv1.Lease](c, coordinationv1.SchemeGroupVersion.WithResource("leases"))
 	if err != nil {
 		return err
 	}
@@ -116,52 +114,18 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	log.Info("Registered node")
 
-	factory := informer.NewFactory(cfg, informer.FactoryOptions{Logger: log, Registerer: opts.Registerer})
-	podInf, err := informer.Of[*corev1.Pod](factory, informer.Scope{Namespace: opts.Namespace})
-	if err != nil {
-		return err
-	}
-	k := &kubelet{
-		node:     opts.NodeName,
-		pods:     pods,
-		cache:    pods.Cached(podInf.Lister(), client.ReaderOptions{Logger: log}),
-		bindings: cs.CoreV1(),
-		log:      log,
-		ips:      newIPPool(),
-	}
-	ctrl, err := controller.New[cache.Key](k, controller.Options[cache.Key]{
-		Name:       "podsim",
-		Workers:    opts.Workers,
-		Logger:     log,
-		Registerer: opts.Registerer,
-	})
-	if err != nil {
-		return err
-	}
+	k := &kubelet{node: opts.NodeName, pods: pods, bindings: cs.CoreV1(), log: log, ips: newIPPool()}
 	mine := controller.Filter(func(p *corev1.Pod) bool {
 		return p.Spec.NodeName == opts.NodeName || (p.Spec.NodeName == "" && p.Spec.SchedulerName == SchedulerName)
 	})
-	if err := ctrl.Watch(controller.For(podInf, mine)); err != nil {
+	if _, err := kloop.NewController(app, "podsim", k.Reconcile).For(pods.Where(mine)).Workers(opts.Workers).Complete(); err != nil {
 		return err
 	}
-	m, err := manager.New(manager.Options{Logger: log})
-	if err != nil {
-		return err
-	}
-	if err := m.Add(factory); err != nil {
-		return err
-	}
-	if err := m.Add(ctrl); err != nil {
-		return err
-	}
-	beat := manager.RunnableFunc(func(ctx context.Context) error {
+	app.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		heartbeat(ctx, leases, node, opts.HeartbeatInterval, log)
 		return nil
-	})
-	if err := m.Add(beat); err != nil {
-		return err
-	}
-	return m.Start(ctx)
+	}))
+	return app.Run(ctx)
 }
 
 // heartbeat renews the node's Lease every interval until ctx is done.
@@ -264,15 +228,14 @@ func registerNode(ctx context.Context, nodes *client.Resource[*corev1.Node], nam
 // step's write brings the pod back through the informer for the next.
 type kubelet struct {
 	node     string
-	pods     *client.Resource[*corev1.Pod]
-	cache    *client.CachedReader[*corev1.Pod]
-	bindings corev1client.PodsGetter // for pods/binding
+	pods     *kloop.Handle[*corev1.Pod] // cached reads with read-your-writes
+	bindings corev1client.PodsGetter    // for pods/binding
 	log      *slog.Logger
 	ips      *ipPool
 }
 
 func (k *kubelet) Reconcile(ctx context.Context, key cache.Key) (controller.Result, error) {
-	pod, err := k.cache.Get(ctx, key.Namespace, key.Name)
+	pod, err := k.pods.Get(ctx, key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) {
 		k.ips.release(key)
 		return controller.Result{}, nil

@@ -46,7 +46,7 @@ func runPodsim(t *testing.T, e *testenv.Env, opts podsim.Options) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	opts.Logger = slog.New(slog.DiscardHandler)
-	opts.Registerer = prometheus.NewRegistry()
+	opts.Registry = prometheus.NewRegistry()
 	go func() { done <- podsim.Run(ctx, e.Config, opts) }()
 	t.Cleanup(func() {
 		cancel()
@@ -272,7 +272,7 @@ func TestRun_StoppedBeforeItStartsReturnsNil(t *testing.T) {
 	e := controlPlane.Env(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := podsim.Run(ctx, e.Config, podsim.Options{NodeName: "never-started", Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()}); err != nil {
+	if err := podsim.Run(ctx, e.Config, podsim.Options{NodeName: "never-started", Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()}); err != nil {
 		t.Errorf("Run with its context done already = %v, want nil (stopped through ctx)", err)
 	}
 }

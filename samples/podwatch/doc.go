@@ -10,15 +10,21 @@
 //
 // Retry policy, as in the example: a failed sync is retried with the
 // rate limiter's growing delay while it has been retried fewer than
-// Options.MaxRetries (5) times; then the pod is forgotten and the log says
-// "Dropping pod out of the queue" with the pod's key and the error. One
+// Options.MaxRetries (5) times; then the pod is forgotten and the
+// controller logs an error with the pod's key and the sync's error. One
 // worker by default, so lines come one at a time.
 //
+// As in the example, the cache is seeded before the start with a pod that
+// does not exist (Missing, "mypod", in the watched namespace), so the first
+// sync prints "Pod <namespace>/mypod does not exist anymore": a seeded
+// cache (kloop.Handle.Seed, informer.Informer.Seed) is how an informer
+// starts from known state, and its first list then reports the difference.
+//
 // Where the example wires an informer, a rate-limited queue, a worker loop
-// and a retry function by hand, here an informer.Factory feeds a
-// controller.Controller whose Reconciler only prints and returns errors;
-// the controller's MaxRetries and Dropped carry the retry policy, and a
-// manager.Manager runs it all and drains the sync in flight on stop.
+// and a retry function by hand, here a kloop.App holds one handle on pods
+// and one controller whose reconcile only prints and returns errors; the
+// controller's MaxRetries carries the retry policy, and the App runs it
+// all and drains the sync in flight on stop.
 //
 // Guarantees: each pod key is synced by one worker at a time; a pod seen
 // gone prints the "does not exist anymore" line once per delete event

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/samples/podwatch"
 )
 
@@ -18,7 +19,7 @@ func ExampleRun() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := podwatch.Run(ctx, cfg, podwatch.Options{Namespace: "default"}); err != nil {
+	if err := podwatch.Run(ctx, cfg, kloop.Options{Namespace: "default"}, podwatch.Options{}); err != nil {
 		panic(err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
@@ -13,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/samples/podwatch"
 	"github.com/kloop-dev/kloop/testenv"
@@ -42,9 +43,7 @@ func TestRun_PrintsOnlyPodsOfItsNamespaceAndReturnsNilOnStop(t *testing.T) {
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- podwatch.Run(runCtx, e.Config, podwatch.Options{
-			Namespace: "watched", Out: out, Logger: slog.New(slog.DiscardHandler), Registerer: reg, Gatherer: reg,
-		})
+		done <- podwatch.Run(runCtx, e.Config, kloop.Options{Namespace: "watched", Logger: slog.New(slog.DiscardHandler), Registry: reg}, podwatch.Options{Out: out})
 	}()
 	mk := func(ns, name string) {
 		t.Helper()
@@ -55,21 +54,17 @@ func TestRun_PrintsOnlyPodsOfItsNamespaceAndReturnsNilOnStop(t *testing.T) {
 	}
 	mk("other", "elsewhere")
 	mk("watched", "here")
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(out.String(), "Sync/Add/Update for Pod here\n") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no line for the watched pod within 60s; output:\n%s", out)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("output:\n%s", out)
 		}
-		time.Sleep(20 * time.Millisecond) // polling output, not a goroutine
-	}
+	})
+	await.Until(t, "the line for the watched pod", out.Changed, func() bool {
+		return strings.Contains(out.String(), "Sync/Add/Update for Pod here\n")
+	})
 	stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run = %v, want nil after a stop", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("Run did not return within 60s of the stop")
+	if err := await.Receive(t, "Run to return after the stop", done); err != nil {
+		t.Errorf("Run = %v, want nil after a stop", err)
 	}
 	if strings.Contains(out.String(), "elsewhere") {
 		t.Errorf("printed a pod of another namespace:\n%s", out)

@@ -8,13 +8,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -31,7 +32,7 @@ func (l *logLines) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	line := string(p)
 	l.lines = append(l.lines, line)
-	if strings.Contains(line, "Dropping pod out of the queue") {
+	if strings.Contains(line, "dropping the key after too many retries") {
 		select {
 		case <-l.dropped:
 		default:
@@ -83,8 +84,9 @@ func TestRun_RetriesAFailingSyncFiveTimesThenDropsThePod(t *testing.T) {
 	attempts := 0
 	logs := &logLines{dropped: make(chan struct{})}
 	reg := prometheus.NewRegistry()
+	app := kloop.Options{Namespace: ns, Logger: slog.New(slog.NewTextHandler(logs, nil)), Registry: reg}
 	opts := Options{
-		Namespace: ns, Out: io.Discard, Logger: slog.New(slog.NewTextHandler(logs, nil)), Registerer: reg, Gatherer: reg,
+		Out: io.Discard,
 		failSync: func(p *corev1.Pod) error {
 			if p.Name != "flaky" {
 				return nil
@@ -97,26 +99,22 @@ func TestRun_RetriesAFailingSyncFiveTimesThenDropsThePod(t *testing.T) {
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(runCtx, e.Config, opts) }()
+	go func() { done <- Run(runCtx, e.Config, app, opts) }()
 	defer func() {
 		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run = %v, want nil after a stop", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Fatal("Run did not return within 60s of the stop")
+		if err := await.Receive(t, "Run to return after the stop", done); err != nil {
+			t.Errorf("Run = %v, want nil after a stop", err)
 		}
 	}()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs:\n%s", strings.Join(logs.matching(), ""))
+		}
+	})
 
-	select {
-	case <-logs.dropped:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("no drop log within 60s; logs:\n%s", strings.Join(logs.matching(), ""))
-	}
-	drops := logs.matching("Dropping pod out of the queue")
-	if len(drops) != 1 || !strings.Contains(drops[0], "pod="+ns+"/flaky") || !strings.Contains(drops[0], "boom") || !strings.Contains(drops[0], "level=ERROR") {
+	await.Closed(t, "the drop log", logs.dropped)
+	drops := logs.matching("dropping the key after too many retries")
+	if len(drops) != 1 || !strings.Contains(drops[0], "key="+ns+"/flaky") || !strings.Contains(drops[0], "boom") || !strings.Contains(drops[0], "level=ERROR") {
 		t.Errorf("drop logs %q, want one ERROR naming %s/flaky and the sync error", drops, ns)
 	}
 	if retries := logs.matching("will retry", "key="+ns+"/flaky"); len(retries) != DefaultMaxRetries {

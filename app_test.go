@@ -1,0 +1,163 @@
+package kloop_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+
+	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
+)
+
+// unreachable is a rest.Config of a port nothing listens on: a test that
+// passes with it made no request.
+var unreachable = &rest.Config{Host: "http://127.0.0.1:1"}
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func newApp(t *testing.T, opts kloop.Options) *kloop.App {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quiet()
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	app, err := kloop.New(unreachable, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+func nop(context.Context, cache.Key) (controller.Result, error) { return controller.Result{}, nil }
+
+var deployments = appsv1.SchemeGroupVersion.WithResource("deployments")
+
+func TestNew_RefusesANilConfigSayingWhatToPass(t *testing.T) {
+	_, err := kloop.New(nil, kloop.Options{})
+	if err == nil || !strings.Contains(err.Error(), "rest.Config") {
+		t.Fatalf("New(nil) = %v, want an error naming the rest.Config", err)
+	}
+}
+
+func TestNew_LeaderElectionWithoutANamespaceSaysWhichFlagToSet(t *testing.T) {
+	_, err := kloop.New(unreachable, kloop.Options{LeaderElection: &kloop.LeaderElection{}, Logger: quiet(), Registry: prometheus.NewRegistry()})
+	if err == nil || !strings.Contains(err.Error(), "--leader-elect-namespace") {
+		t.Fatalf("New = %v, want an error naming --leader-elect-namespace", err)
+	}
+	// The App's namespace is the Lease's default.
+	if _, err := kloop.New(unreachable, kloop.Options{Namespace: "team", LeaderElection: &kloop.LeaderElection{}, Logger: quiet(), Registry: prometheus.NewRegistry()}); err != nil {
+		t.Fatalf("New with Namespace and leader election = %v, want nil", err)
+	}
+}
+
+func TestObjects_WithResourceMakesNoRequestAndDeclaresAController(t *testing.T) {
+	app := newApp(t, kloop.Options{})
+	deps := kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(deployments))
+	if err := deps.Err(); err != nil {
+		t.Fatalf("Objects with WithResource against an unreachable server: %v", err)
+	}
+	if deps.GVR() != deployments || deps.GVK().Kind != "Deployment" {
+		t.Errorf("GVR %v GVK %v", deps.GVR(), deps.GVK())
+	}
+	c, err := kloop.NewController(app, "deps", nop).For(deps).Complete()
+	if err != nil || c == nil {
+		t.Fatalf("Complete = %v, %v", c, err)
+	}
+	if err := app.Err(); err != nil {
+		t.Errorf("Err = %v, want nil", err)
+	}
+}
+
+func TestObjects_ATypeOutsideTheSchemeFailsRunWithoutStartingAnything(t *testing.T) {
+	app := newApp(t, kloop.Options{}) // client-go's scheme: no Foo
+	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource))
+	if err := foos.Err(); err == nil || !strings.Contains(err.Error(), "AddToScheme") {
+		t.Fatalf("Err = %v, want one that says to add the type to the scheme", err)
+	}
+	if _, err := foos.Get(t.Context(), "ns", "x"); !errors.Is(err, foos.Err()) {
+		t.Errorf("Get = %v, want the handle's error", err)
+	}
+	if _, err := foos.Create(t.Context(), &v1alpha1.Foo{}); !errors.Is(err, foos.Err()) {
+		t.Errorf("Create = %v, want the handle's error", err)
+	}
+	_, err := kloop.NewController(app, "foo", nop).For(foos).Complete()
+	if err == nil {
+		t.Error("Complete with a failed handle = nil, want its error")
+	}
+	// Run starts nothing (no request to the unreachable server, no wait)
+	// and returns every declaration error.
+	err = app.Run(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "*v1alpha1.Foo") {
+		t.Fatalf("Run = %v, want the declaration errors", err)
+	}
+}
+
+func TestNewController_DeclarationMistakesNameWhatToFix(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	_ = appsv1.AddToScheme(scheme)
+	cms := corev1.SchemeGroupVersion.WithResource("configmaps")
+	for _, tc := range []struct {
+		name    string
+		declare func(app *kloop.App) error
+		want    string
+	}{
+		{"owns before for", func(app *kloop.App) error {
+			_, err := kloop.NewController(app, "c", nop).Owns(kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(deployments))).Complete()
+			return err
+		}, "give For first"},
+		{"two fors", func(app *kloop.App) error {
+			d := kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(deployments))
+			_, err := kloop.NewController(app, "c", nop).For(d).For(d).Complete()
+			return err
+		}, "For given twice"},
+		{"nothing watched", func(app *kloop.App) error {
+			_, err := kloop.NewController(app, "c", nop).Complete()
+			return err
+		}, "watches nothing"},
+		{"no name", func(app *kloop.App) error {
+			_, err := kloop.NewController(app, "", nop).For(kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(cms))).Complete()
+			return err
+		}, "no name"},
+		{"for with another key type", func(app *kloop.App) error {
+			_, err := kloop.NewController(app, "c", func(context.Context, string) (controller.Result, error) { return controller.Result{}, nil }).
+				For(kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(cms))).Complete()
+			return err
+		}, "use Watches"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := newApp(t, kloop.Options{Scheme: scheme})
+			err := tc.declare(app)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Complete = %v, want an error saying %q", err, tc.want)
+			}
+			if runErr := app.Run(t.Context()); runErr == nil || !strings.Contains(runErr.Error(), tc.want) {
+				t.Errorf("Run = %v, want the same error", runErr)
+			}
+		})
+	}
+}
+
+func TestApp_RunTwiceIsAnError(t *testing.T) {
+	app := newApp(t, kloop.Options{})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := app.Run(ctx); err != nil {
+		t.Fatalf("Run with nothing declared and a done context = %v, want nil", err)
+	}
+	if err := app.Run(ctx); err == nil {
+		t.Error("second Run = nil, want an error")
+	}
+}

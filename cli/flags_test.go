@@ -1,0 +1,197 @@
+package cli_test
+
+import (
+	"errors"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/cli"
+)
+
+// parsed is what the flags of one command line come to.
+type parsed struct {
+	qps    float32
+	burst  int
+	le     *kloop.LeaderElection
+	metric string
+	health string
+	level  slog.Level
+	format string
+}
+
+// parse registers NewFlags("demo") on a fresh flag set, parses args and
+// converts every group, returning the first error.
+func parse(args ...string) (parsed, error) {
+	f := cli.NewFlags("demo")
+	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
+	fs.SetOutput(new(strings.Builder))
+	f.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return parsed{}, err
+	}
+	if err := f.Validate(); err != nil {
+		return parsed{}, err
+	}
+	le, err := f.LeaderElection.Options()
+	if err != nil {
+		return parsed{}, err
+	}
+	m, h, err := f.Serving.Addrs()
+	if err != nil {
+		return parsed{}, err
+	}
+	lvl, err := f.Logging.SlogLevel()
+	if err != nil {
+		return parsed{}, err
+	}
+	return parsed{qps: f.Cluster.QPS, burst: f.Cluster.Burst, le: le, metric: m, health: h, level: lvl, format: f.Logging.Format}, nil
+}
+
+func TestFlags_ParseToOptionsOrNameTheBadFlag(t *testing.T) {
+	defaults := parsed{qps: -1, burst: 30, format: "text"}
+	with := func(change func(*parsed)) parsed { p := defaults; change(&p); return p }
+	defaultLE := &kloop.LeaderElection{ID: "demo-leader", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		want    parsed
+		wantErr string // the error names this (the flag, and what to fix)
+	}{
+		{name: "defaults: no throttling, no election, nothing listens, info text", want: defaults},
+
+		{name: "leader election with controller-runtime's timings", args: []string{"--leader-elect"},
+			want: with(func(p *parsed) { p.le = defaultLE })},
+		{name: "leader election in full",
+			args: []string{"--leader-elect", "--leader-elect-namespace", "kube-system", "--leader-elect-id", "foo.example.com",
+				"--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s", "--leader-elect-retry-period", "500ms"},
+			want: with(func(p *parsed) {
+				p.le = &kloop.LeaderElection{Namespace: "kube-system", ID: "foo.example.com", LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
+			})},
+		{name: "bad lease timings are ignored without --leader-elect", args: []string{"--leader-elect-lease-duration", "0s"}, want: defaults},
+		{name: "renew deadline not below the lease duration", args: []string{"--leader-elect", "--leader-elect-renew-deadline", "15s"},
+			wantErr: `--leader-elect-renew-deadline "15s": want less than --leader-elect-lease-duration (15s)`},
+		{name: "retry period not below the renew deadline", args: []string{"--leader-elect", "--leader-elect-retry-period", "10s"},
+			wantErr: `--leader-elect-retry-period "10s": want less than --leader-elect-renew-deadline (10s)`},
+		{name: "zero lease duration", args: []string{"--leader-elect", "--leader-elect-lease-duration", "0s"},
+			wantErr: `--leader-elect-lease-duration "0s": want a positive duration`},
+		{name: "negative retry period", args: []string{"--leader-elect", "--leader-elect-retry-period=-1s"},
+			wantErr: `--leader-elect-retry-period "-1s": want a positive duration`},
+		{name: "bad namespace", args: []string{"--leader-elect", "--leader-elect-namespace", "Not_Valid"},
+			wantErr: `--leader-elect-namespace "Not_Valid": not a namespace name`},
+		{name: "bad lease name", args: []string{"--leader-elect", "--leader-elect-id", "a/b"},
+			wantErr: `--leader-elect-id "a/b": not a Lease name`},
+		{name: "duration without a unit", args: []string{"--leader-elect-lease-duration", "15"},
+			wantErr: `invalid argument "15" for "--leader-elect-lease-duration"`},
+
+		{name: "metrics and probes on", args: []string{"--metrics-bind-address", ":8080", "--health-probe-bind-address", "127.0.0.1:8081"},
+			want: with(func(p *parsed) { p.metric, p.health = ":8080", "127.0.0.1:8081" })},
+		{name: "a free port", args: []string{"--metrics-bind-address=127.0.0.1:0"}, want: with(func(p *parsed) { p.metric = "127.0.0.1:0" })},
+		{name: "IPv6 and a host name", args: []string{"--metrics-bind-address=[::1]:9090", "--health-probe-bind-address=localhost:9091"},
+			want: with(func(p *parsed) { p.metric, p.health = "[::1]:9090", "localhost:9091" })},
+		{name: "0 and empty are off", args: []string{"--metrics-bind-address", "0", "--health-probe-bind-address="}, want: defaults},
+		{name: "a port without a colon", args: []string{"--metrics-bind-address", "8080"},
+			wantErr: `--metrics-bind-address "8080": not host:port; want host:port such as ":8080"`},
+		{name: "a named port", args: []string{"--health-probe-bind-address", ":http"},
+			wantErr: `--health-probe-bind-address ":http": the port is not a number from 0 to 65535`},
+		{name: "a port out of range", args: []string{"--metrics-bind-address", ":65536"},
+			wantErr: `--metrics-bind-address ":65536": the port is not a number`},
+		{name: "a URL", args: []string{"--metrics-bind-address", "http://x:80"},
+			wantErr: `--metrics-bind-address "http://x:80": not host:port`},
+
+		{name: "client-side throttling on", args: []string{"--kube-api-qps", "50", "--kube-api-burst", "100"},
+			want: with(func(p *parsed) { p.qps, p.burst = 50, 100 })},
+		{name: "throttling off explicitly", args: []string{"--kube-api-qps=-1"}, want: defaults},
+		{name: "a negative QPS other than -1", args: []string{"--kube-api-qps=-5"},
+			wantErr: `--kube-api-qps "-5": want a positive number of requests a second, or -1 for no client-side limit`},
+		{name: "zero QPS (client-go would read it as 5)", args: []string{"--kube-api-qps", "0"},
+			wantErr: `--kube-api-qps "0": want a positive number`},
+		{name: "infinite QPS", args: []string{"--kube-api-qps", "+Inf"}, wantErr: `--kube-api-qps "+Inf"`},
+		{name: "zero burst", args: []string{"--kube-api-burst", "0"}, wantErr: `--kube-api-burst "0": want a positive number`},
+
+		{name: "debug", args: []string{"--log-level", "debug"}, want: with(func(p *parsed) { p.level = slog.LevelDebug })},
+		{name: "level names ignore case", args: []string{"--log-level", "WARN"}, want: with(func(p *parsed) { p.level = slog.LevelWarn })},
+		{name: "error", args: []string{"--log-level=error"}, want: with(func(p *parsed) { p.level = slog.LevelError })},
+		{name: "klog's -v=4 is debug", args: []string{"-v=4"}, want: with(func(p *parsed) { p.level = slog.LevelDebug })},
+		{name: "klog's -v 2 sits between debug and info", args: []string{"-v", "2"}, want: with(func(p *parsed) { p.level = -2 })},
+		{name: "--v=0 is info", args: []string{"--v=0"}, want: defaults},
+		{name: "a level klog does not have", args: []string{"-v=-1"}, wantErr: `invalid argument "-1" for "-v, --v" flag: want a number from 0 up`},
+		{name: "an unknown level", args: []string{"--log-level", "loud"},
+			wantErr: `--log-level "loud": want debug, info, warn or error (or klog's -v=N)`},
+		{name: "both a level and -v", args: []string{"--log-level", "debug", "-v", "4"},
+			wantErr: `--log-level debug and -v 4: give one of them`},
+		{name: "json", args: []string{"--log-format", "json"}, want: with(func(p *parsed) { p.format = "json" })},
+		{name: "an unknown format", args: []string{"--log-format", "xml"}, wantErr: `--log-format "xml": want text or json`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parse(tc.args...)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("parse(%q) error %v, want one containing %q", tc.args, err, tc.wantErr)
+				}
+				if strings.HasPrefix(tc.wantErr, "--") && !cli.IsUsage(err) {
+					t.Errorf("error %v is not a usage error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parse(%q): %v", tc.args, err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("parse(%q)\n got %+v (le %+v)\nwant %+v (le %+v)", tc.args, got, got.le, tc.want, tc.want.le)
+			}
+		})
+	}
+}
+
+func TestFlagError_NamesFlagValueAndFix(t *testing.T) {
+	err := error(&cli.FlagError{Flag: "--log-level", Value: "loud", Want: "want debug, info, warn or error"})
+	if got, want := err.Error(), `--log-level "loud": want debug, info, warn or error`; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	wrapped := errors.Join(errors.New("context"), err)
+	if !cli.IsUsage(wrapped) || !cli.IsUsage(cli.Usagef("x %d", 1)) || cli.IsUsage(errors.New("plain")) {
+		t.Error("IsUsage does not tell usage errors from the others")
+	}
+}
+
+func TestServing_MetricsSecureTurnsSecuredMetricsOnAndCertDirNeedsIt(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    bool
+		certDir string
+		bad     string
+	}{
+		{args: nil},
+		{args: []string{"--metrics-secure"}, want: true},
+		{args: []string{"--metrics-secure", "--metrics-cert-dir=/etc/certs"}, want: true, certDir: "/etc/certs"},
+		{args: []string{"--metrics-cert-dir=/etc/certs"}, bad: "--metrics-cert-dir"},
+	} {
+		f := cli.NewFlags("demo")
+		fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
+		f.AddFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		err := f.Validate()
+		if tc.bad != "" {
+			var fe *cli.FlagError
+			if !errors.As(err, &fe) || fe.Flag != tc.bad {
+				t.Errorf("%q: error %v, want a FlagError naming %s", tc.args, err, tc.bad)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		so, err := f.Serving.Secure()
+		if err != nil || (so != nil) != tc.want || (so != nil && so.CertDir != tc.certDir) {
+			t.Errorf("%q: Secure() = %+v, %v; want secured %v with cert dir %q", tc.args, so, err, tc.want, tc.certDir)
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/leaderelection"
+)
+
+// LeaderElection is --leader-elect and its Lease: --leader-elect-namespace,
+// --leader-elect-id and the three timings, with controller-runtime's
+// defaults (15s, 10s, 2s). The fields hold the flag defaults until the
+// flags are parsed.
+type LeaderElection struct {
+	Enabled bool
+	// Namespace of the Lease; "" leaves it to kloop.New (the App's
+	// namespace, else the pod's own in a cluster).
+	Namespace string
+	// ID is the Lease's name.
+	ID            string
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+}
+
+// NewLeaderElection returns the defaults for the program name: off, a
+// Lease named name + "-leader", and controller-runtime's timings.
+func NewLeaderElection(name string) LeaderElection {
+	return LeaderElection{
+		ID:            name + "-leader",
+		LeaseDuration: leaderelection.DefaultLeaseDuration,
+		RenewDeadline: leaderelection.DefaultRenewDeadline,
+		RetryPeriod:   leaderelection.DefaultRetryPeriod,
+	}
+}
+
+// AddFlags registers the flags on fs, with l's fields as defaults.
+func (l *LeaderElection) AddFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&l.Enabled, "leader-elect", l.Enabled,
+		"run the controllers only while this process holds a coordination.k8s.io Lease, so that one of several replicas works at a time")
+	fs.StringVar(&l.Namespace, "leader-elect-namespace", l.Namespace,
+		"namespace of the Lease (default: the namespace the command watches, else its pod's own namespace in a cluster)")
+	fs.StringVar(&l.ID, "leader-elect-id", l.ID, "name of the Lease")
+	fs.DurationVar(&l.LeaseDuration, "leader-elect-lease-duration", l.LeaseDuration,
+		"how long a standby waits after the Lease was last renewed before it takes over")
+	fs.DurationVar(&l.RenewDeadline, "leader-elect-renew-deadline", l.RenewDeadline,
+		"how long the leader keeps trying to renew before it stops leading; less than --leader-elect-lease-duration")
+	fs.DurationVar(&l.RetryPeriod, "leader-elect-retry-period", l.RetryPeriod,
+		"interval between attempts to acquire or renew the Lease; less than --leader-elect-renew-deadline")
+}
+
+// Validate checks the values; with Enabled false nothing is checked.
+func (l *LeaderElection) Validate() error {
+	if !l.Enabled {
+		return nil
+	}
+	if l.Namespace != "" {
+		if errs := validation.IsDNS1123Label(l.Namespace); len(errs) > 0 {
+			return &FlagError{Flag: "--leader-elect-namespace", Value: l.Namespace, Want: "not a namespace name: " + strings.Join(errs, "; ")}
+		}
+	}
+	if errs := validation.IsDNS1123Subdomain(l.ID); len(errs) > 0 {
+		return &FlagError{Flag: "--leader-elect-id", Value: l.ID, Want: "not a Lease name: " + strings.Join(errs, "; ")}
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"--leader-elect-lease-duration", l.LeaseDuration},
+		{"--leader-elect-renew-deadline", l.RenewDeadline},
+		{"--leader-elect-retry-period", l.RetryPeriod},
+	} {
+		if d.v <= 0 {
+			return &FlagError{Flag: d.flag, Value: d.v.String(), Want: "want a positive duration such as 10s"}
+		}
+	}
+	if l.RenewDeadline >= l.LeaseDuration {
+		return &FlagError{Flag: "--leader-elect-renew-deadline", Value: l.RenewDeadline.String(),
+			Want: fmt.Sprintf("want less than --leader-elect-lease-duration (%v)", l.LeaseDuration)}
+	}
+	if l.RetryPeriod >= l.RenewDeadline {
+		return &FlagError{Flag: "--leader-elect-retry-period", Value: l.RetryPeriod.String(),
+			Want: fmt.Sprintf("want less than --leader-elect-renew-deadline (%v)", l.RenewDeadline)}
+	}
+	return nil
+}
+
+// Options validates l and returns kloop's leader election, or nil when
+// Enabled is false.
+func (l *LeaderElection) Options() (*kloop.LeaderElection, error) {
+	if err := l.Validate(); err != nil || !l.Enabled {
+		return nil, err
+	}
+	return &kloop.LeaderElection{
+		Namespace:     l.Namespace,
+		ID:            l.ID,
+		LeaseDuration: l.LeaseDuration,
+		RenewDeadline: l.RenewDeadline,
+		RetryPeriod:   l.RetryPeriod,
+	}, nil
+}

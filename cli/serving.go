@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"net"
+	"strconv"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kloop-dev/kloop/metrics/secure"
+)
+
+// Off is the address value that turns a server off ("" does too).
+const Off = "0"
+
+// Serving is where the command serves HTTP: --metrics-bind-address for
+// /metrics and --health-probe-bind-address for /healthz and /readyz
+// (controller-runtime's names). "0" or "" turns a server off. The fields
+// hold the flag defaults until the flags are parsed.
+//
+// --metrics-secure serves /metrics over TLS to callers the API server
+// authenticates and authorizes for get /metrics (package metrics/secure),
+// with a self-signed certificate unless --metrics-cert-dir holds tls.crt
+// and tls.key (a mounted kubernetes.io/tls Secret).
+type Serving struct {
+	MetricsAddr    string
+	HealthAddr     string
+	MetricsSecure  bool
+	MetricsCertDir string
+}
+
+// NewServing returns kloop's defaults: both off, so that nothing listens
+// unless asked. Deploy manifests pass :8080 and :8081.
+func NewServing() Serving { return Serving{MetricsAddr: Off, HealthAddr: Off} }
+
+// AddFlags registers the flags on fs, with s's fields as defaults.
+func (s *Serving) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&s.MetricsAddr, "metrics-bind-address", s.MetricsAddr,
+		`serve /metrics at this host:port, for example ":8080" or "127.0.0.1:0" (a free port); 0 turns it off`)
+	fs.StringVar(&s.HealthAddr, "health-probe-bind-address", s.HealthAddr,
+		`serve /healthz and /readyz at this host:port, for example ":8081"; 0 turns it off; the same address as --metrics-bind-address shares one server`)
+	fs.BoolVar(&s.MetricsSecure, "metrics-secure", s.MetricsSecure,
+		"serve /metrics over TLS, only to callers the API server authenticates and authorizes for get /metrics (TokenReview, SubjectAccessReview)")
+	fs.StringVar(&s.MetricsCertDir, "metrics-cert-dir", s.MetricsCertDir,
+		"with --metrics-secure: the directory holding tls.crt and tls.key to serve /metrics with (default: a self-signed certificate)")
+}
+
+// Secure returns the secured-metrics options --metrics-secure asks for,
+// or nil for plain HTTP.
+func (s *Serving) Secure() (*secure.Options, error) {
+	if !s.MetricsSecure {
+		if s.MetricsCertDir != "" {
+			return nil, &FlagError{Flag: "--metrics-cert-dir", Value: s.MetricsCertDir, Want: "--metrics-secure as well (without it /metrics is plain HTTP)"}
+		}
+		return nil, nil
+	}
+	return &secure.Options{CertDir: s.MetricsCertDir}, nil
+}
+
+// Addrs validates the addresses and returns them, with "" for off.
+func (s *Serving) Addrs() (metrics, health string, err error) {
+	if metrics, err = bindAddr("--metrics-bind-address", s.MetricsAddr); err != nil {
+		return "", "", err
+	}
+	if health, err = bindAddr("--health-probe-bind-address", s.HealthAddr); err != nil {
+		return "", "", err
+	}
+	return metrics, health, nil
+}
+
+// bindAddr checks a listen address without listening: host:port with an
+// optional host and a numeric port.
+func bindAddr(flag, addr string) (string, error) {
+	if addr == "" || addr == Off {
+		return "", nil
+	}
+	bad := func(why string) error {
+		return &FlagError{Flag: flag, Value: addr, Want: why + `; want host:port such as ":8080" or "127.0.0.1:8080", or 0 for off`}
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", bad("not host:port")
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", bad("the port is not a number from 0 to 65535")
+	}
+	if host != "" && net.ParseIP(host) == nil {
+		// A name is fine when it resolves to this host; listening says so.
+		for _, r := range host {
+			if !(r == '-' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+				return "", bad("the host is neither an IP address nor a host name")
+			}
+		}
+	}
+	return addr, nil
+}

@@ -1,0 +1,288 @@
+package deploy_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kloop-dev/kloop/notifier"
+	"github.com/kloop-dev/kloop/testenv"
+)
+
+// kustomizations are every base and overlay under deploy/.
+var kustomizations = []string{
+	"foo-controller",
+	"notifier",
+	"podwatch",
+	"overlays/foo-controller-namespaced",
+	"overlays/foo-controller-cluster-wide",
+}
+
+func as[T any](t *testing.T, u *unstructured.Unstructured) *T {
+	t.Helper()
+	var v T
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, &v, true); err != nil {
+		t.Fatalf("%s: %v", describe(u), err)
+	}
+	return &v
+}
+
+func ofKind(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s among the rendered objects", kind, name)
+	return nil
+}
+
+func TestKustomizations_RenderHardenedDeployments(t *testing.T) {
+	for _, dir := range kustomizations {
+		t.Run(dir, func(t *testing.T) {
+			objs := render(t, dir)
+			deps := ofKind(objs, "Deployment")
+			if len(deps) != 1 {
+				t.Fatalf("%d Deployments, want 1", len(deps))
+			}
+			d := as[appsv1.Deployment](t, deps[0])
+			ps := d.Spec.Template.Spec
+			if ps.SecurityContext == nil || ps.SecurityContext.RunAsNonRoot == nil || !*ps.SecurityContext.RunAsNonRoot ||
+				ps.SecurityContext.SeccompProfile == nil || ps.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("pod securityContext %+v: want runAsNonRoot and seccomp RuntimeDefault", ps.SecurityContext)
+			}
+			sa := find(t, objs, "ServiceAccount", ps.ServiceAccountName)
+			if sa.GetNamespace() != d.Namespace {
+				t.Errorf("ServiceAccount %s in %q, Deployment in %q", sa.GetName(), sa.GetNamespace(), d.Namespace)
+			}
+			if len(ps.Containers) != 1 {
+				t.Fatalf("%d containers, want 1", len(ps.Containers))
+			}
+			c := ps.Containers[0]
+			sc := c.SecurityContext
+			if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+				sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+				sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+				t.Errorf("container securityContext %+v: want no privilege escalation, a read-only root file system and every capability dropped", sc)
+			}
+			for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				if _, ok := c.Resources.Requests[r]; !ok {
+					t.Errorf("no %s request", r)
+				}
+				if _, ok := c.Resources.Limits[r]; !ok {
+					t.Errorf("no %s limit", r)
+				}
+			}
+			if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" {
+				t.Errorf("liveness probe %+v, want GET /healthz", p)
+			}
+			if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" {
+				t.Errorf("readiness probe %+v, want GET /readyz", p)
+			}
+			if !slices.Contains(c.Args, "--metrics-secure") {
+				t.Errorf("args %q: want --metrics-secure", c.Args)
+			}
+			svc := find(t, objs, "Service", d.Name+"-metrics")
+			if got := as[corev1.Service](t, svc); got.Spec.Ports[0].TargetPort.StrVal != "metrics" {
+				t.Errorf("metrics Service targets %v, want the container's metrics port", got.Spec.Ports[0].TargetPort)
+			}
+			if d.Name == "foo-controller" {
+				if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 || !slices.Contains(c.Args, "--leader-elect") {
+					t.Errorf("foo-controller: %v replicas, args %q; want 2 replicas with --leader-elect", d.Spec.Replicas, c.Args)
+				}
+				find(t, objs, "CustomResourceDefinition", "foos.samplecontroller.k8s.io")
+			}
+			ns := find(t, objs, "Namespace", d.Namespace)
+			if ns.GetLabels()["pod-security.kubernetes.io/enforce"] != "restricted" {
+				t.Errorf("namespace %s labels %v: want the restricted Pod Security Standard enforced", d.Namespace, ns.GetLabels())
+			}
+		})
+	}
+}
+
+func TestKustomizations_RBACIsLeastPrivilegeAndBindsTheServiceAccount(t *testing.T) {
+	for _, dir := range kustomizations {
+		t.Run(dir, func(t *testing.T) {
+			objs := render(t, dir)
+			roles := map[string][]rbacv1.PolicyRule{} // kind/namespace/name
+			for _, o := range objs {
+				switch o.GetKind() {
+				case "ClusterRole":
+					roles["ClusterRole//"+o.GetName()] = as[rbacv1.ClusterRole](t, o).Rules
+				case "Role":
+					roles["Role/"+o.GetNamespace()+"/"+o.GetName()] = as[rbacv1.Role](t, o).Rules
+				}
+			}
+			for key, rules := range roles {
+				for _, r := range rules {
+					for _, field := range [][]string{r.Verbs, r.APIGroups, r.Resources, r.NonResourceURLs, r.ResourceNames} {
+						for _, v := range field {
+							if strings.Contains(v, "*") {
+								t.Errorf("%s: rule %+v has a wildcard", key, r)
+							}
+						}
+					}
+					if strings.HasPrefix(key, "Role/") && len(r.NonResourceURLs) > 0 {
+						t.Errorf("%s: a Role cannot grant nonResourceURLs %v", key, r.NonResourceURLs)
+					}
+				}
+			}
+			bound := map[string]bool{}
+			for _, o := range objs {
+				var ref rbacv1.RoleRef
+				var subjects []rbacv1.Subject
+				ns := ""
+				switch o.GetKind() {
+				case "ClusterRoleBinding":
+					b := as[rbacv1.ClusterRoleBinding](t, o)
+					ref, subjects = b.RoleRef, b.Subjects
+				case "RoleBinding":
+					b := as[rbacv1.RoleBinding](t, o)
+					ref, subjects, ns = b.RoleRef, b.Subjects, b.Namespace
+				default:
+					continue
+				}
+				key := ref.Kind + "/" + ns + "/" + ref.Name
+				if ref.Kind == "ClusterRole" {
+					key = "ClusterRole//" + ref.Name
+				}
+				if _, ok := roles[key]; !ok {
+					t.Errorf("%s refers to %s, which is not rendered", describe(o), key)
+				}
+				bound[key] = true
+				for _, s := range subjects {
+					if s.Kind != rbacv1.ServiceAccountKind {
+						t.Errorf("%s binds %s %s; want only the ServiceAccount", describe(o), s.Kind, s.Name)
+						continue
+					}
+					sa := find(t, objs, "ServiceAccount", s.Name)
+					if sa.GetNamespace() != s.Namespace {
+						t.Errorf("%s binds ServiceAccount %s/%s, but it is rendered in %q", describe(o), s.Namespace, s.Name, sa.GetNamespace())
+					}
+				}
+			}
+			for key, rules := range roles {
+				reader := len(rules) == 1 && slices.Equal(rules[0].NonResourceURLs, []string{"/metrics"})
+				if !bound[key] && !reader {
+					t.Errorf("%s is rendered but not bound", key)
+				}
+				if reader && bound[key] {
+					t.Errorf("%s (for scrapers) is bound to the program itself", key)
+				}
+			}
+		})
+	}
+}
+
+func TestFooNamespacedOverlay_GrantsTheControllerARoleInItsNamespaceOnly(t *testing.T) {
+	objs := render(t, "overlays/foo-controller-namespaced")
+	for _, o := range ofKind(objs, "ClusterRole") {
+		for _, r := range as[rbacv1.ClusterRole](t, o).Rules {
+			for _, res := range r.Resources {
+				if res != "tokenreviews" && res != "subjectaccessreviews" {
+					t.Errorf("ClusterRole %s grants %s %v cluster-wide", o.GetName(), res, r.Verbs)
+				}
+			}
+		}
+	}
+	role := find(t, objs, "Role", "foo-controller")
+	if role.GetNamespace() != "foo-team" {
+		t.Errorf("Role foo-controller in %q, want foo-team", role.GetNamespace())
+	}
+	b := as[rbacv1.RoleBinding](t, find(t, objs, "RoleBinding", "foo-controller"))
+	if b.RoleRef.Kind != "Role" || b.Subjects[0].Namespace != "foo-team" {
+		t.Errorf("RoleBinding foo-controller: %+v", b)
+	}
+	d := as[appsv1.Deployment](t, find(t, objs, "Deployment", "foo-controller"))
+	c := d.Spec.Template.Spec.Containers[0]
+	if !slices.Contains(c.Args, "--namespace=$(POD_NAMESPACE)") || len(c.Env) != 1 || c.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
+		t.Errorf("args %q env %+v: want the controller to watch its own namespace", c.Args, c.Env)
+	}
+}
+
+func TestNotifierBase_ConfigMapAndClusterRoleAgree(t *testing.T) {
+	objs := render(t, "notifier")
+	var cm *corev1.ConfigMap
+	for _, o := range ofKind(objs, "ConfigMap") {
+		if strings.HasPrefix(o.GetName(), "notifier-config") {
+			cm = as[corev1.ConfigMap](t, o)
+		}
+	}
+	if cm == nil {
+		t.Fatal("no ConfigMap notifier-config")
+	}
+	cfg, err := notifier.ParseConfig([]byte(cm.Data[".kubewatch.yaml"]), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatalf("the ConfigMap's .kubewatch.yaml: %v", err)
+	}
+	role := as[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", "notifier"))
+	if want := notifier.ClusterRole("notifier", cfg).Rules; !slices.EqualFunc(role.Rules, want, func(a, b rbacv1.PolicyRule) bool {
+		return slices.Equal(a.APIGroups, b.APIGroups) && slices.Equal(a.Resources, b.Resources) && slices.Equal(a.Verbs, b.Verbs)
+	}) {
+		t.Errorf("ClusterRole notifier: %+v\nthe config needs %+v (run make generate)", role.Rules, want)
+	}
+	for _, r := range role.Rules {
+		if !slices.Equal(r.Verbs, []string{"list", "watch"}) {
+			t.Errorf("rule %+v: want list and watch only", r)
+		}
+	}
+	d := as[appsv1.Deployment](t, find(t, objs, "Deployment", "notifier"))
+	ps := d.Spec.Template.Spec
+	var secret string
+	for _, e := range ps.Containers[0].EnvFrom {
+		if e.SecretRef != nil {
+			secret = e.SecretRef.Name
+		}
+	}
+	if !strings.HasPrefix(secret, "notifier-sinks") {
+		t.Errorf("envFrom %+v: want the sink credentials from the Secret notifier-sinks", ps.Containers[0].EnvFrom)
+	}
+	find(t, objs, "Secret", secret)
+	if ps.Volumes[0].ConfigMap == nil || ps.Volumes[0].ConfigMap.Name != cm.Name {
+		t.Errorf("volumes %+v: want the ConfigMap %s mounted", ps.Volumes, cm.Name)
+	}
+}
+
+func TestKustomizations_ApplyByServerSideApplyAndReadBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	e := testenv.StartT(t, testenv.Options{})
+	a := newApplier(t, e.Config)
+	for _, dir := range kustomizations {
+		t.Run(dir, func(t *testing.T) {
+			objs := render(t, dir)
+			a.apply(t, objs)
+			for _, o := range objs {
+				got := a.get(t, o)
+				want := o.DeepCopy()
+				unstructured.RemoveNestedField(want.Object, "metadata")
+				if diff := missing(want.Object, got.Object, describe(o)); len(diff) > 0 {
+					t.Errorf("read back differs from what was applied:\n%s", strings.Join(diff, "\n"))
+				}
+				for k, v := range o.GetLabels() {
+					if got.GetLabels()[k] != v {
+						t.Errorf("%s: label %s=%q, want %q", describe(o), k, got.GetLabels()[k], v)
+					}
+				}
+			}
+		})
+	}
+}

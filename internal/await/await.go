@@ -1,0 +1,117 @@
+// Package await is how kloop's tests wait for something to happen: a
+// condition is checked at once and again every time its source says that
+// something changed, never by sleeping and looking again. A source is a
+// Signal that the code under observation notifies, or an API server's watch
+// (Object). Every wait has a deadline, Timeout or the test's own, and a
+// test that runs out of it fails with what it was waiting for.
+//
+// It is not named wait so that it does not shadow
+// k8s.io/apimachinery/pkg/util/wait.
+package await
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Timeout bounds every wait of this package. It is long because the
+// machines tests run on may be slow and loaded; a wait that needs it all
+// has failed anyway.
+const Timeout = 60 * time.Second
+
+// Signal tells waiters that something changed. Notify wakes every waiter;
+// it never blocks. The zero value is ready to use. A Signal carries no
+// value: waiters look at the state they care about themselves.
+type Signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// Notify wakes everyone waiting on a channel from Changed.
+func (s *Signal) Notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
+}
+
+// Changed returns a channel that the next Notify closes. Take it before
+// looking at the state, so that a change in between is not missed.
+func (s *Signal) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// Until waits until cond holds. cond is checked at once and again after
+// each change changed reports: changed is called before each check and
+// returns a channel that is closed (or receives) at the next change, such
+// as Signal.Changed. Until fails t, naming what, if cond does not hold
+// within Timeout or before t's context ends.
+func Until(t testing.TB, what string, changed func() <-chan struct{}, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
+	defer cancel()
+	if err := UntilContext(ctx, changed, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// UntilContext is Until for code that has no testing.TB (a helper process,
+// a goroutine that must not call t.Fatal): it returns ctx's cause when ctx
+// ends before cond holds.
+func UntilContext(ctx context.Context, changed func() <-chan struct{}, cond func() bool) error {
+	for {
+		ch := changed()
+		if cond() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// Closed waits up to Timeout for ch to be closed (or to receive). It fails
+// t, naming what, if that does not happen in time.
+func Closed[V any](t testing.TB, what string, ch <-chan V) {
+	t.Helper()
+	timer := time.NewTimer(Timeout)
+	defer timer.Stop()
+	select {
+	case <-ch:
+	case <-timer.C:
+		t.Fatalf("waiting for %s: not within %v", what, Timeout)
+	case <-t.Context().Done():
+		t.Fatalf("waiting for %s: %v", what, context.Cause(t.Context()))
+	}
+}
+
+// Receive waits up to Timeout for a value from ch and returns it. It fails
+// t, naming what, if none comes in time or ch is closed.
+func Receive[V any](t testing.TB, what string, ch <-chan V) V {
+	t.Helper()
+	timer := time.NewTimer(Timeout)
+	defer timer.Stop()
+	select {
+	case v, ok := <-ch:
+		if !ok {
+			t.Fatalf("waiting for %s: channel closed", what)
+		}
+		return v
+	case <-timer.C:
+		t.Fatalf("waiting for %s: nothing within %v", what, Timeout)
+	case <-t.Context().Done():
+		t.Fatalf("waiting for %s: %v", what, context.Cause(t.Context()))
+	}
+	panic("unreachable")
+}

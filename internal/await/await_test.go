@@ -1,0 +1,173 @@
+package await_test
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kloop-dev/kloop/internal/await"
+	"github.com/kloop-dev/kloop/testenv"
+)
+
+var controlPlane testenv.Shared
+
+func TestMain(m *testing.M) { controlPlane.Main(m) }
+
+func TestUntil_ChecksAgainOnEveryNotifyAndReturnsOnceTrue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sig await.Signal
+		var n, checks atomic.Int32
+		done := make(chan struct{})
+		go func() {
+			await.Until(t, "n to reach 3", sig.Changed, func() bool { checks.Add(1); return n.Load() >= 3 })
+			close(done)
+		}()
+		for range 3 {
+			synctest.Wait()
+			n.Add(1)
+			sig.Notify()
+		}
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("Until did not return after the condition held")
+		}
+		if c := checks.Load(); c != 4 {
+			t.Errorf("condition checked %d times, want 4 (once at the start, once per Notify)", c)
+		}
+	})
+}
+
+func TestUntilContext_ReturnsTheCauseWhenTheConditionNeverHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sig await.Signal
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		err := await.UntilContext(ctx, sig.Changed, func() bool { return false })
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("UntilContext = %v, want the deadline", err)
+		}
+	})
+}
+
+func TestSignal_NotifyWithoutWaitersIsANoOpAndChangedClosesOnTheNextOne(t *testing.T) {
+	var sig await.Signal
+	sig.Notify()
+	ch := sig.Changed()
+	select {
+	case <-ch:
+		t.Fatal("Changed closed before any Notify after it")
+	default:
+	}
+	if sig.Changed() != ch {
+		t.Error("two Changed calls without a Notify between them gave different channels")
+	}
+	sig.Notify()
+	select {
+	case <-ch:
+	default:
+		t.Fatal("Changed not closed by Notify")
+	}
+}
+
+func TestReceive_ReturnsTheValueSent(t *testing.T) {
+	ch := make(chan int, 1)
+	ch <- 7
+	if v := await.Receive(t, "a value", ch); v != 7 {
+		t.Errorf("Receive = %d, want 7", v)
+	}
+}
+
+func TestObject_SeesTheCurrentStateAndThenChanges(t *testing.T) {
+	e := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(e.Config)
+	ns := testenv.NewNamespace(t, kc, "await")
+	cms := kc.CoreV1().ConfigMaps(ns)
+	if _, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Data: map[string]string{"v": "1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := await.Object(t, "the existing state", cms, "c", func(c *corev1.ConfigMap) bool { return c.Data["v"] == "1" })
+	if got.Name != "c" {
+		t.Fatalf("Object returned %q", got.Name)
+	}
+	changed := make(chan struct{})
+	go func() {
+		defer close(changed)
+		got.Data["v"] = "2"
+		if _, err := cms.Update(context.Background(), got, metav1.UpdateOptions{}); err != nil {
+			t.Error(err)
+		}
+	}()
+	if v := await.Object(t, "the update", cms, "c", func(c *corev1.ConfigMap) bool { return c.Data["v"] == "2" }).Data["v"]; v != "2" {
+		t.Errorf("Object returned v=%q, want 2", v)
+	}
+	<-changed
+}
+
+func TestCRDServed_ReturnsOnlyOnceTheResourcesCanBeCreated(t *testing.T) {
+	e := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(e.Config)
+	ns := testenv.NewNamespace(t, kc, "await-crd")
+	gv := schema.GroupVersion{Group: "await.kloop.dev", Version: "v1"}
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "things." + gv.Group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: gv.Group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "things", Singular: "thing", Kind: "Thing", ListKind: "ThingList"},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: gv.Version, Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTrue()}},
+			}},
+		},
+	}
+	if _, err := apiextensions.NewForConfigOrDie(e.Config).ApiextensionsV1().CustomResourceDefinitions().Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	await.CRDServed(t, e.Config, crd.Name)
+	thing := &unstructured.Unstructured{Object: map[string]any{"apiVersion": gv.String(), "kind": "Thing", "metadata": map[string]any{"name": "t"}}}
+	if _, err := dynamic.NewForConfigOrDie(e.Config).Resource(gv.WithResource("things")).Namespace(ns).Create(t.Context(), thing, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create right after CRDServed: %v", err)
+	}
+}
+
+func ptrTrue() *bool { b := true; return &b }
+
+func TestExited_ReturnsWhenAProcessEndsAndAtOnceForOneGone(t *testing.T) {
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	reaped := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(reaped) }()
+	returned := make(chan struct{})
+	go func() { await.Exited(t, "sleep", pid); close(returned) }()
+	select {
+	case <-returned:
+		t.Fatal("Exited returned while the process ran")
+	case <-reaped:
+		t.Fatal("sleep 600 ended by itself")
+	default:
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	await.Closed(t, "Exited to return after the kill", returned)
+	<-reaped
+	await.Exited(t, "a reaped process", pid) // gone: returns at once
+}

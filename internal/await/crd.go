@@ -1,0 +1,52 @@
+package await
+
+import (
+	"slices"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+)
+
+var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+
+// CRDServed waits until the API server at cfg serves the custom resources of
+// the CustomResourceDefinition called name: the CRD is Established (its
+// handler has accepted the names) and, for each served version, the
+// APIService the API server registers for it is Available (requests for a
+// new group reach the handler only then). Until both, requests for the
+// resources can fail with 404.
+func CRDServed(t testing.TB, cfg *rest.Config, name string) {
+	t.Helper()
+	ext, err := apiextensions.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := Object(t, "CRD "+name+" established", ext.ApiextensionsV1().CustomResourceDefinitions(), name,
+		func(c *apiextensionsv1.CustomResourceDefinition) bool {
+			return slices.ContainsFunc(c.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
+				return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
+			})
+		})
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range crd.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		svc := v.Name + "." + crd.Spec.Group
+		Object(t, "APIService "+svc+" available", dyn.Resource(apiServices), svc, func(u *unstructured.Unstructured) bool {
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			return slices.ContainsFunc(conds, func(c any) bool {
+				m, _ := c.(map[string]any)
+				return m["type"] == "Available" && m["status"] == "True"
+			})
+		})
+	}
+}

@@ -1,0 +1,60 @@
+package notifier
+
+import (
+	"cmp"
+	"slices"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// ClusterRole returns the read-only ClusterRole, named name, that a
+// notifier running cfg needs: list and watch on exactly the resources cfg
+// watches, built-in and custom, and nothing else (its informers never get
+// single objects). `notifier config rbac` prints it; deploy/notifier's
+// role.yaml is made that way from the config in deploy/notifier.
+//
+// It is a ClusterRole even when cfg.Namespace is set, so that one binding
+// covers cluster-scoped kinds too; bind it with a RoleBinding in that
+// namespace instead when cfg watches only namespaced kinds.
+func ClusterRole(name string, cfg *Config) *rbacv1.ClusterRole {
+	byGroup := map[string][]string{}
+	add := func(group, resource string) {
+		if !slices.Contains(byGroup[group], resource) {
+			byGroup[group] = append(byGroup[group], resource)
+		}
+	}
+	for _, n := range cfg.Resources {
+		r, ok := lookupResource(n)
+		if !ok {
+			continue // ParseConfig and New reject unknown names
+		}
+		gv, err := schema.ParseGroupVersion(r.apiVersion)
+		if err != nil {
+			continue // the table's own apiVersions parse
+		}
+		plural, _ := meta.UnsafeGuessKindToResource(gv.WithKind(r.kind))
+		add(gv.Group, plural.Resource)
+	}
+	for _, cr := range cfg.CustomResources {
+		add(cr.Group, cr.Resource)
+	}
+	groups := make([]string, 0, len(byGroup))
+	for g := range byGroup {
+		groups = append(groups, g)
+	}
+	slices.Sort(groups)
+	role := &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules:      []rbacv1.PolicyRule{},
+	}
+	for _, g := range groups {
+		res := byGroup[g]
+		slices.SortFunc(res, cmp.Compare)
+		role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: res, Verbs: []string{"list", "watch"}})
+	}
+	return role
+}

@@ -1,0 +1,339 @@
+package kloop
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/watcher"
+)
+
+// Handle is an App's typed handle on one kind: reads come from the App's
+// informer cache and wait (bounded) until the cache holds the App's own
+// earlier writes (read-your-writes); writes go to the API server through
+// the App's client. Objects returns one.
+//
+// Objects read from a Handle are the cache's own: never modify them; write
+// a copy (cache.Copy).
+type Handle[T watcher.Object] struct {
+	app    *App
+	gvk    schema.GroupVersionKind
+	gvr    schema.GroupVersionResource
+	scope  informer.Scope
+	inf    *informer.Informer[T]
+	res    *client.Resource[T]
+	reader *client.CachedReader[T]
+	status statusSubresource
+	err    error
+}
+
+// ObjectsOption changes how Objects finds or watches a kind.
+type ObjectsOption func(*objectsConfig)
+
+type objectsConfig struct {
+	gvr           schema.GroupVersionResource
+	clusterScoped bool
+	scope         informer.Scope
+}
+
+// WithResource names the kind's resource instead of asking the API server's
+// discovery, for example v1alpha1.SchemeGroupVersion.WithResource("foos").
+// The kind is then taken to be namespaced unless ClusterScoped is given too.
+func WithResource(gvr schema.GroupVersionResource) ObjectsOption {
+	return func(c *objectsConfig) { c.gvr = gvr }
+}
+
+// ClusterScoped says, with WithResource, that the kind is cluster-scoped, so
+// it is watched whole whatever Options.Namespace says.
+func ClusterScoped() ObjectsOption {
+	return func(c *objectsConfig) { c.clusterScoped = true }
+}
+
+// WithSelectors narrows what the handle's informer watches by label and
+// field selectors (sent to the API server as they are). Its namespace is
+// the App's.
+func WithSelectors(labelSelector, fieldSelector string) ObjectsOption {
+	return func(c *objectsConfig) {
+		c.scope.LabelSelector, c.scope.FieldSelector = labelSelector, fieldSelector
+	}
+}
+
+// Objects returns the App's handle on the kind of T, which the App's scheme
+// must register. Its resource is found through the API server's discovery
+// (cached: one request per API group) unless WithResource names it; its
+// informer is the App's shared one for that resource, namespace and
+// selectors, started by Run. Objects makes no request with WithResource.
+//
+// A failure (T not in the scheme, a kind the server does not serve) is
+// recorded in the App and returned by Run; the handle's methods return it
+// too.
+func Objects[T interface {
+	*E
+	watcher.Object
+}, E any](app *App, opts ...ObjectsOption) *Handle[T] {
+	h := &Handle[T]{app: app}
+	err := h.resolve(T(new(E)), opts)
+	if err == nil {
+		h.inf, err = informer.OfResource[T](app.Factory(), h.gvr, h.scope)
+	}
+	if err == nil {
+		h.res, err = client.NewResource[T](app.client, h.gvr)
+	}
+	if err != nil {
+		h.err = fmt.Errorf("kloop.Objects[%T]: %w", T(nil), err)
+		app.fail(h.err)
+		return h
+	}
+	h.reader = h.res.Cached(h.inf.Lister(), client.ReaderOptions{Logger: app.log})
+	return h
+}
+
+// resolve finds the handle's kind, resource and scope.
+func (h *Handle[T]) resolve(sample T, opts []ObjectsOption) error {
+	var cfg objectsConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	a := h.app
+	kinds, _, err := a.opts.Scheme.ObjectKinds(sample)
+	if err != nil || len(kinds) == 0 {
+		return fmt.Errorf("the App's scheme does not register %T: add its API package's AddToScheme to Options.Scheme (%v)", sample, err)
+	}
+	h.gvk = kinds[0]
+	for _, k := range kinds {
+		if !cfg.gvr.Empty() && k.GroupVersion() == cfg.gvr.GroupVersion() {
+			h.gvk = k
+		}
+	}
+	namespaced := !cfg.clusterScoped
+	if cfg.gvr.Empty() {
+		a.mu.Lock()
+		mapper, err := a.restMapperLocked()
+		a.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		m, err := mapper.RESTMapping(h.gvk.GroupKind(), h.gvk.Version)
+		if err != nil {
+			if meta.IsNoMatchError(err) {
+				return fmt.Errorf("the API server serves no resource of kind %s: install its CRD, or name the resource with kloop.WithResource (%w)", h.gvk, err)
+			}
+			return fmt.Errorf("discover the resource of %s: %w", h.gvk, err)
+		}
+		h.gvr = m.Resource
+		namespaced = m.Scope.Name() == meta.RESTScopeNameNamespace
+	} else {
+		h.gvr = cfg.gvr
+	}
+	h.scope = cfg.scope
+	if namespaced {
+		h.scope.Namespace = a.opts.Namespace
+	}
+	return nil
+}
+
+// Err is the error Objects met, or nil.
+func (h *Handle[T]) Err() error { return h.err }
+
+// GVK and GVR are the handle's kind and resource.
+func (h *Handle[T]) GVK() schema.GroupVersionKind     { return h.gvk }
+func (h *Handle[T]) GVR() schema.GroupVersionResource { return h.gvr }
+
+// Informer is the handle's shared informer, for handlers and indexes of
+// your own. Nil if Objects failed.
+func (h *Handle[T]) Informer() *informer.Informer[T] { return h.inf }
+
+// Resource is the handle's client for T, for reads that must come from the
+// API server rather than the cache. Nil if Objects failed.
+func (h *Handle[T]) Resource() *client.Resource[T] { return h.res }
+
+// Get returns the object from the cache, after waiting (bounded) until the
+// cache holds this App's earlier writes of it. A missing object is a
+// NotFound error (apierrors.IsNotFound).
+func (h *Handle[T]) Get(ctx context.Context, namespace, name string) (T, error) {
+	if h.err != nil {
+		var zero T
+		return zero, h.err
+	}
+	return h.reader.Get(ctx, namespace, name)
+}
+
+// List returns the cached objects in namespace ("" for all) that match
+// selector (nil for all), after waiting for this App's earlier writes in
+// that namespace.
+func (h *Handle[T]) List(ctx context.Context, namespace string, selector labels.Selector) ([]T, error) {
+	if h.err != nil {
+		return nil, h.err
+	}
+	return h.reader.List(ctx, namespace, selector)
+}
+
+// Create creates obj on the API server and returns what the server stored.
+func (h *Handle[T]) Create(ctx context.Context, obj T) (T, error) {
+	if h.err != nil {
+		return obj, h.err
+	}
+	return h.res.Create(ctx, obj)
+}
+
+// Update replaces obj on the API server (optimistic concurrency on its
+// resourceVersion). With a status subresource the status is ignored: use
+// UpdateStatus.
+func (h *Handle[T]) Update(ctx context.Context, obj T) (T, error) {
+	if h.err != nil {
+		return obj, h.err
+	}
+	return h.res.Update(ctx, obj)
+}
+
+// UpdateStatus replaces obj's status through the status subresource.
+func (h *Handle[T]) UpdateStatus(ctx context.Context, obj T) (T, error) {
+	if h.err != nil {
+		return obj, h.err
+	}
+	return h.res.UpdateStatus(ctx, obj)
+}
+
+// Apply applies obj with server-side apply; the App's name is the field
+// manager. obj holds only the fields this App owns.
+func (h *Handle[T]) Apply(ctx context.Context, obj T, opts client.PatchOptions) (T, error) {
+	if h.err != nil {
+		return obj, h.err
+	}
+	return h.res.Apply(ctx, obj, opts)
+}
+
+// Patch patches the named object with data of patch type pt.
+func (h *Handle[T]) Patch(ctx context.Context, namespace, name string, pt types.PatchType, data []byte, opts client.PatchOptions) (T, error) {
+	if h.err != nil {
+		var zero T
+		return zero, h.err
+	}
+	return h.res.Patch(ctx, namespace, name, pt, data, opts)
+}
+
+// Delete deletes the named object.
+func (h *Handle[T]) Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	if h.err != nil {
+		return h.err
+	}
+	return h.res.Delete(ctx, namespace, name, opts)
+}
+
+// Where returns the handle's events filtered by predicates, to give to a
+// controller's For or Owns:
+//
+//	kloop.NewController(app, "foo", r.Reconcile).For(foos.Where(controller.GenerationChanged[*v1alpha1.Foo]))
+func (h *Handle[T]) Where(preds ...controller.Predicate[T]) Watched {
+	return watched[T]{h: h, preds: preds}
+}
+
+// Watched is what a controller's For and Owns take: a *Handle, or a
+// Handle's Where.
+type Watched interface {
+	handle() handleInfo
+	forSource() controller.Source[cache.Key]
+	ownsSource(owner schema.GroupKind) controller.Source[cache.Key]
+}
+
+type handleInfo struct {
+	gvk schema.GroupVersionKind
+	err error
+}
+
+func (h *Handle[T]) handle() handleInfo { return handleInfo{h.gvk, h.err} }
+func (h *Handle[T]) forSource() controller.Source[cache.Key] {
+	return controller.For[T](h.inf)
+}
+func (h *Handle[T]) ownsSource(owner schema.GroupKind) controller.Source[cache.Key] {
+	return controller.Owns[T](h.inf, owner)
+}
+
+type watched[T watcher.Object] struct {
+	h     *Handle[T]
+	preds []controller.Predicate[T]
+}
+
+func (w watched[T]) handle() handleInfo { return w.h.handle() }
+func (w watched[T]) forSource() controller.Source[cache.Key] {
+	return controller.For[T](w.h.inf, w.preds...)
+}
+func (w watched[T]) ownsSource(owner schema.GroupKind) controller.Source[cache.Key] {
+	return controller.Owns[T](w.h.inf, owner, w.preds...)
+}
+
+// Lister reads the handle's cache directly, without waiting for this
+// App's writes (see Get). Nil if Objects failed.
+func (h *Handle[T]) Lister() cache.Lister[T] {
+	if h.inf == nil {
+		return nil
+	}
+	return h.inf.Lister()
+}
+
+// AddIndex adds an index to the handle's cache, for ByIndex; add it before
+// Run. A failure is also returned by Run.
+func (h *Handle[T]) AddIndex(name string, fn cache.IndexFunc[T]) error {
+	err := h.err
+	if err == nil {
+		err = h.inf.AddIndex(name, fn)
+	}
+	if err != nil {
+		err = fmt.Errorf("kloop: AddIndex %q on %s: %w", name, h.gvk.Kind, err)
+		h.app.fail(err)
+	}
+	return err
+}
+
+// ByIndex returns the cached objects indexed under value in the named
+// index (see AddIndex). Like Lister, it does not wait for this App's
+// writes.
+func (h *Handle[T]) ByIndex(index, value string) ([]T, error) {
+	if h.err != nil {
+		return nil, h.err
+	}
+	return h.inf.Lister().ByIndex(index, value)
+}
+
+// MapTo is a source for a controller's Watches: each change of h's objects
+// that passes preds enqueues the keys mapKeys returns for the object (for
+// an update, for its new state). mapKeys must be quick and must not block.
+func MapTo[T watcher.Object, K comparable](h *Handle[T], mapKeys func(obj T) []K, preds ...controller.Predicate[T]) controller.Source[K] {
+	if h.err != nil {
+		return errSource[K]{h.err}
+	}
+	return controller.Watches(h.inf, mapKeys, preds...)
+}
+
+// errSource is the source of a handle that failed: it fails the
+// controller's Watch with the handle's error.
+type errSource[K comparable] struct{ err error }
+
+func (s errSource[K]) Register(string, controller.Queue[K]) (controller.Subscription, error) {
+	return nil, s.err
+}
+
+// Seed fills the handle's cache with known state before Run (see
+// informer.Informer.Seed): the first list from the API server is then
+// compared with it, so a seeded object that is gone reaches the controller
+// as a delete and one that changed as an update.
+func (h *Handle[T]) Seed(objs ...T) error {
+	err := h.err
+	if err == nil {
+		err = h.inf.Seed(objs...)
+	}
+	if err != nil {
+		err = fmt.Errorf("kloop: Seed %s: %w", h.gvk.Kind, err)
+		h.app.fail(err)
+	}
+	return err
+}

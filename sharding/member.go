@@ -1,0 +1,742 @@
+package sharding
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/watcher"
+)
+
+// Defaults of Config.
+const (
+	DefaultSlots         = 64
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+	DefaultLeaveTimeout  = 30 * time.Second
+)
+
+// ErrInvalidConfig is wrapped by New's validation errors.
+var ErrInvalidConfig = errors.New("sharding: invalid config")
+
+// Config configures a Member. Group and Namespace are required; every other
+// zero value takes the documented default.
+type Config struct {
+	// Group names the set of replicas that share the work, such as the
+	// program's name. Every replica of a group uses the same Group, Key and
+	// Slots. It must be a DNS label (lower case, digits, '-').
+	Group string
+	// Namespace holds the members' Leases. Required.
+	Namespace string
+	// Identity names this replica; it must be unique in the group and,
+	// joined to Group with '-', a valid object name. Default: the host name
+	// and 8 random hex digits.
+	Identity string
+
+	// Key is what places an object in a slot: ByNamespace (the default) or
+	// ByUID. See Key.
+	Key Key
+	// Slots is the number of parts the hash space is cut into, the unit of
+	// handover. More slots spread the work more evenly and move less at a
+	// time; fewer give shorter shard selectors. Default 64; at most 4096.
+	Slots int
+
+	// LeaseDuration is how long the others wait, after they last saw this
+	// member's Lease change, before they count it gone and take its slots.
+	// RenewDeadline is how long this member keeps trying to renew before it
+	// gives everything up; the difference is the time its reconciles have
+	// to stop. RetryPeriod is the renewal interval. Defaults 15s, 10s, 2s,
+	// as for leader election.
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+
+	// LeaveTimeout bounds the stop: once Start's context is done, the
+	// member releases its slots (waiting for reconciles in flight) and
+	// deletes its Lease, so that the others take over at once. If that
+	// takes longer, it stops renewing and leaves the Lease to expire.
+	// Default 30s.
+	LeaveTimeout time.Duration
+
+	// ClientSideOnly never sends a shard selector: every object reaches
+	// this replica, which keeps its own. That is what a server without
+	// sharded list and watch gives anyway; set it to compare, or for an
+	// API server that rejects the parameter.
+	ClientSideOnly bool
+
+	// Clock is the source of time. Default: the real clock.
+	Clock clock.WithTicker
+	// Logger receives the member's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the member's metrics. Default: the kloop registry.
+	Registerer prometheus.Registerer
+}
+
+func (c *Config) resolve() error {
+	if c.Slots == 0 {
+		c.Slots = DefaultSlots
+	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = DefaultLeaseDuration
+	}
+	if c.RenewDeadline == 0 {
+		c.RenewDeadline = DefaultRenewDeadline
+	}
+	if c.RetryPeriod == 0 {
+		c.RetryPeriod = DefaultRetryPeriod
+	}
+	if c.LeaveTimeout == 0 {
+		c.LeaveTimeout = DefaultLeaveTimeout
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Identity == "" {
+		c.Identity = defaultIdentity()
+	}
+	var errs []string
+	if msgs := validation.IsDNS1123Label(c.Group); len(msgs) > 0 {
+		errs = append(errs, fmt.Sprintf("Group %q: %s", c.Group, strings.Join(msgs, "; ")))
+	}
+	if c.Namespace == "" {
+		errs = append(errs, "Namespace is required")
+	}
+	if msgs := validation.IsDNS1123Subdomain(leaseName(c.Group, c.Identity)); len(msgs) > 0 {
+		errs = append(errs, fmt.Sprintf("Identity %q: %s", c.Identity, strings.Join(msgs, "; ")))
+	}
+	if c.Key > ByUID {
+		errs = append(errs, fmt.Sprintf("Key %d is neither ByNamespace nor ByUID", c.Key))
+	}
+	if c.Slots < 1 || c.Slots > 4096 {
+		errs = append(errs, fmt.Sprintf("Slots %d is outside 1-4096", c.Slots))
+	}
+	if c.LeaseDuration%time.Second != 0 {
+		errs = append(errs, fmt.Sprintf("LeaseDuration %v is not whole seconds (a Lease holds seconds)", c.LeaseDuration))
+	}
+	if c.RetryPeriod >= c.RenewDeadline || c.RenewDeadline >= c.LeaseDuration {
+		errs = append(errs, fmt.Sprintf("need RetryPeriod < RenewDeadline < LeaseDuration, have %v, %v, %v", c.RetryPeriod, c.RenewDeadline, c.LeaseDuration))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func defaultIdentity() string {
+	host, _ := os.Hostname()
+	host = strings.ToLower(host)
+	host = strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			return r
+		}
+		return '-'
+	}, host)
+	host = strings.Trim(host, "-")
+	if len(host) > 40 {
+		host = host[:40]
+	}
+	if host == "" {
+		host = "replica"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return host + "-" + hex.EncodeToString(b)
+}
+
+// Member is one replica of a shard group. It holds a Lease among the
+// group's, takes its share of the slots, and scopes the informers (through
+// the factory's Sharder: Shard) and controllers (Gate) it is given to the
+// slots it holds. Start runs it; see the package documentation.
+type Member struct {
+	cfg    Config
+	leases coordclient.LeaseInterface
+	log    *slog.Logger
+	m      *memberMetrics
+	name   string // our Lease's name
+
+	scope   atomic.Pointer[Set] // slots whose keys and objects are ours
+	started atomic.Bool
+
+	mu        sync.Mutex
+	informers []informer.Resharder
+	gates     []func(ctx context.Context) error // Restrict each controller to scope
+	status    Status                            // latest, for Status
+}
+
+// New returns a member talking to the API server at cfg. It does no I/O and
+// starts nothing.
+func New(cfg *rest.Config, c Config) (*Member, error) {
+	if err := c.resolve(); err != nil {
+		return nil, err
+	}
+	cs, err := coordclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("sharding: %w", err)
+	}
+	return newMember(cs.Leases(c.Namespace), c)
+}
+
+func newMember(leases coordclient.LeaseInterface, c Config) (*Member, error) {
+	m := &Member{
+		cfg:    c,
+		leases: leases,
+		log:    c.Logger.With("shardGroup", c.Group, "member", c.Identity),
+		name:   leaseName(c.Group, c.Identity),
+	}
+	empty := NewSet(c.Slots)
+	m.scope.Store(&empty)
+	mm, err := newMemberMetrics(c.Registerer, c.Group, m.objects)
+	if err != nil {
+		m.log.Warn("sharding metrics not registered", "err", err)
+	}
+	m.m = mm
+	m.status = Status{Group: c.Group, Identity: c.Identity, Slots: c.Slots, Key: c.Key}
+	return m, nil
+}
+
+// Identity is this replica's name in the group.
+func (m *Member) Identity() string { return m.cfg.Identity }
+
+// Config returns the resolved configuration.
+func (m *Member) Config() Config { return m.cfg }
+
+// Owns reports whether obj is in this replica's slots now.
+func (m *Member) Owns(obj metav1.Object) bool { return m.OwnsValue(m.cfg.Key.Value(obj)) }
+
+// OwnsValue reports whether an object whose key field (namespace or UID)
+// is value is in this replica's slots now.
+func (m *Member) OwnsValue(value string) bool {
+	return m.scope.Load().Has(SlotOf(Hash(value), m.cfg.Slots))
+}
+
+// Scope is the set of slots this replica works on now.
+func (m *Member) Scope() Set { return *m.scope.Load() }
+
+// selector is the shard selector of the current scope.
+func (m *Member) selector() string {
+	if m.cfg.ClientSideOnly {
+		return ""
+	}
+	return Selector(m.cfg.Key, *m.scope.Load())
+}
+
+// Shard implements informer.Sharder: every informer the factory creates
+// (pass the member as FactoryOptions.Sharder) follows this replica's
+// slots. Shard only the informers whose objects carry the key: for
+// ByNamespace the namespaced kinds, for ByUID the kinds reconciled on their
+// own; a factory that also holds others needs a Sharder that picks (see
+// Only).
+func (m *Member) Shard(resource string, scope informer.Scope) *informer.Shard {
+	return &informer.Shard{
+		Selector: m.selector,
+		Keep:     func(obj watcher.Object) bool { return m.Owns(obj) },
+		Attach:   m.attach,
+	}
+}
+
+// Only returns a Sharder that shards the informers pick accepts and leaves
+// the others whole.
+func (m *Member) Only(pick func(resource string, scope informer.Scope) bool) informer.Sharder {
+	return sharderFunc(func(resource string, scope informer.Scope) *informer.Shard {
+		if !pick(resource, scope) {
+			return nil
+		}
+		return m.Shard(resource, scope)
+	})
+}
+
+type sharderFunc func(resource string, scope informer.Scope) *informer.Shard
+
+func (f sharderFunc) Shard(resource string, scope informer.Scope) *informer.Shard {
+	return f(resource, scope)
+}
+
+func (m *Member) attach(r informer.Resharder) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.informers = append(m.informers, r)
+}
+
+// Restrictable is a controller that can be kept to the keys of some slots;
+// every *controller.Controller[K] is one.
+type Restrictable[K comparable] interface {
+	Restrict(ctx context.Context, admit func(K) bool) error
+}
+
+// Gate keeps c to this replica's slots: it reconciles a key only while
+// value(key), the key's namespace or UID, is in a slot this replica holds,
+// and a slot is given up only once c has no Reconcile of its keys in
+// flight. A key for which value reports false is not reconciled. Call it
+// before Start.
+//
+// For keys that are cache.Keys of namespaced objects sharded ByNamespace,
+// value is KeyNamespace. ByUID needs the object's UID, which the cache
+// holds only while the object is there: look it up in the primary kind's
+// informer, so a key whose object is gone from the cache is not
+// reconciled (see the package documentation).
+func Gate[K comparable](m *Member, c Restrictable[K], value func(K) (string, bool)) {
+	admit := func(k K) bool {
+		v, ok := value(k)
+		return ok && m.OwnsValue(v)
+	}
+	// Nothing is in flight before Start, so this returns at once; from now
+	// on admit follows the scope as it changes.
+	_ = c.Restrict(context.Background(), admit)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.gates = append(m.gates, func(ctx context.Context) error { return c.Restrict(ctx, admit) })
+}
+
+func (m *Member) snapshot() ([]informer.Resharder, []func(context.Context) error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]informer.Resharder(nil), m.informers...), append([]func(context.Context) error(nil), m.gates...)
+}
+
+func (m *Member) objects() float64 {
+	infs, _ := m.snapshot()
+	n := 0
+	for _, inf := range infs {
+		n += inf.Len()
+	}
+	return float64(n)
+}
+
+// NeedLeaderElection tells a manager to run the member on every replica.
+func (m *Member) NeedLeaderElection() bool { return false }
+
+// Start runs the member until ctx is done: it creates and renews its Lease,
+// watches the group's, takes and gives up slots, and finally releases
+// everything and deletes its Lease (see Config.LeaveTimeout). It returns
+// nil after a stop through ctx, or an error if it cannot run at all.
+func (m *Member) Start(ctx context.Context) error {
+	if !m.started.CompareAndSwap(false, true) {
+		return errors.New("sharding: member already started")
+	}
+	r := &run{m: m, c: newCore(m.cfg.Identity, m.cfg.Slots, m.cfg.Key, m.cfg.RenewDeadline), clk: m.cfg.Clock}
+	return r.loop(ctx)
+}
+
+// run is the state of one Start: owned by its goroutine, except what the
+// channels carry.
+type run struct {
+	m   *Member
+	c   *core
+	clk clock.WithTicker
+
+	own       *coordinationv1.Lease // our Lease as last written or read; nil if unknown
+	written   string                // held/draining as last written
+	nextRenew time.Time
+
+	changed     chan struct{}
+	released    chan Set
+	started     chan Set
+	stop        chan struct{} // closed when the loop returns
+	drainCtx    context.Context
+	drains      sync.WaitGroup
+	draining    int
+	background  sync.WaitGroup
+	warnedLease map[string]string // lease name → resourceVersion already warned about
+}
+
+func (r *run) loop(ctx context.Context) error {
+	m := r.m
+	r.changed = make(chan struct{}, 1)
+	r.released = make(chan Set, 16)
+	r.started = make(chan Set, 16)
+	r.stop = make(chan struct{})
+	r.warnedLease = make(map[string]string)
+	defer r.background.Wait()
+	defer close(r.stop)
+
+	lw := watcher.FromClient[*coordinationv1.Lease](m.leases, watcher.Options{LabelSelector: GroupLabel + "=" + m.cfg.Group})
+	linf, err := informer.NewForListerWatcher(lw, watcher.Config{
+		Name:       "shard group " + m.cfg.Group,
+		Logger:     m.cfg.Logger,
+		Registerer: prometheus.NewRegistry(), // the group's Leases are not worth a series of their own
+	}, informer.Options[*coordinationv1.Lease]{Logger: m.cfg.Logger, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		return err
+	}
+	poke := func() {
+		select {
+		case r.changed <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := linf.AddHandler(informer.HandlerFuncs[*coordinationv1.Lease]{
+		AddFunc:    func(*coordinationv1.Lease, bool) { poke() },
+		UpdateFunc: func(_, _ *coordinationv1.Lease) { poke() },
+		DeleteFunc: func(informer.Deleted[*coordinationv1.Lease]) { poke() },
+	}, informer.HandlerOptions{Name: "member"}); err != nil {
+		return err
+	}
+	infCtx, stopInf := context.WithCancel(context.WithoutCancel(ctx))
+	var infDone sync.WaitGroup
+	infDone.Go(func() { _ = linf.Start(infCtx) })
+	defer func() {
+		stopInf()
+		infDone.Wait()
+	}()
+	if err := linf.WaitForSync(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("sharding: group %s: %w", m.cfg.Group, err)
+	}
+	m.log.Info("Joining shard group", "slots", m.cfg.Slots, "key", m.cfg.Key.String(), "namespace", m.cfg.Namespace)
+
+	// Every request of the loop gets its own bound, and keeps working
+	// after ctx is done, while the member leaves.
+	reqCtx := context.WithoutCancel(ctx)
+	drainCtx, cancelDrains := context.WithCancel(reqCtx)
+	defer cancelDrains()
+	r.drainCtx = drainCtx
+	var leaveBy time.Time
+	for {
+		now := r.clk.Now()
+		if ctx.Err() != nil && !r.c.leaving {
+			r.c.leaving = true
+			leaveBy = now.Add(m.cfg.LeaveTimeout)
+			m.log.Info("Leaving shard group: releasing slots", "held", r.c.held().String())
+		}
+		r.c.observe(now, r.records(linf.Lister().List(nil)))
+
+		p := r.c.next(now)
+		if p.release.Len() > 0 {
+			r.release(now, p.release)
+		}
+		if p.claim.Len() > 0 {
+			r.claim(reqCtx, p.claim)
+		} else if r.due(now) {
+			r.write(reqCtx)
+		}
+		r.report(r.clk.Now())
+
+		if r.c.leaving {
+			if r.c.held().Len() == 0 && r.draining == 0 {
+				r.deleteLease(reqCtx)
+				m.log.Info("Left shard group")
+				return nil
+			}
+			if !r.clk.Now().Before(leaveBy) {
+				m.log.Warn("Leave timeout: reconciles still in flight; leaving the Lease to expire", "held", r.c.held().String())
+				cancelDrains()
+				r.waitDrains()
+				return nil
+			}
+		}
+
+		wake := r.nextRenew
+		if !p.wake.IsZero() && p.wake.Before(wake) {
+			wake = p.wake
+		}
+		if r.c.leaving && leaveBy.Before(wake) {
+			wake = leaveBy
+		}
+		if r.c.joined {
+			if d := r.c.renewedAt.Add(m.cfg.RenewDeadline); d.Before(wake) {
+				wake = d
+			}
+		}
+		timer := r.clk.NewTimer(max(wake.Sub(r.clk.Now()), time.Millisecond))
+		done := ctx.Done()
+		if r.c.leaving {
+			done = nil
+		}
+		select {
+		case <-done:
+		case <-r.changed:
+		case <-timer.C():
+		case s := <-r.released:
+			r.finishRelease(s)
+		case s := <-r.started:
+			r.c.set(r.clk.Now(), s.Intersect(r.c.inState(slotStarting)), slotActive)
+		}
+		timer.Stop()
+	}
+}
+
+// records reads the group's Leases, skipping (and logging) any it cannot.
+func (r *run) records(leases []*coordinationv1.Lease) []record {
+	out := make([]record, 0, len(leases))
+	for _, l := range leases {
+		if l.Name == r.m.name {
+			continue
+		}
+		rec, err := recordOf(l)
+		if err != nil {
+			if r.warnedLease[l.Name] != l.ResourceVersion {
+				r.warnedLease[l.Name] = l.ResourceVersion
+				r.m.log.Warn("Ignoring a Lease of the group", "lease", l.Name, "err", err)
+			}
+			continue
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+func (r *run) due(now time.Time) bool {
+	return !now.Before(r.nextRenew) || r.heldText() != r.written
+}
+
+func (r *run) heldText() string {
+	return r.c.held().String() + "|" + r.c.inState(slotReleasing).String()
+}
+
+// write creates or renews our Lease with what the core holds. It reports
+// whether the write succeeded.
+func (r *run) write(ctx context.Context) bool {
+	m := r.m
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewDeadline)
+	defer cancel()
+	start := r.clk.Now()
+	r.nextRenew = start.Add(m.cfg.RetryPeriod)
+	rec := record{
+		Identity: m.cfg.Identity,
+		Slots:    m.cfg.Slots,
+		Key:      m.cfg.Key,
+		Held:     r.c.held(),
+		Draining: r.c.inState(slotReleasing),
+		Duration: m.cfg.LeaseDuration,
+	}
+	text := r.heldText()
+	var (
+		got *coordinationv1.Lease
+		err error
+	)
+	if r.own == nil {
+		got, err = m.leases.Get(ctx, m.name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: m.cfg.Namespace}}
+			writeRecord(l, m.cfg.Group, rec, start)
+			got, err = m.leases.Create(ctx, l, metav1.CreateOptions{})
+		case err == nil:
+			l := got.DeepCopy()
+			writeRecord(l, m.cfg.Group, rec, start)
+			got, err = m.leases.Update(ctx, l, metav1.UpdateOptions{})
+		}
+	} else {
+		l := r.own.DeepCopy()
+		writeRecord(l, m.cfg.Group, rec, start)
+		got, err = m.leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		r.own = nil // read it again next time
+		m.m.renewFailures.Inc()
+		m.log.Warn("Writing the member Lease failed", "err", err)
+		if r.c.lost(r.clk.Now()) {
+			m.log.Error("Member Lease not renewed within the renew deadline: giving up every slot", "renewDeadline", m.cfg.RenewDeadline)
+		}
+		// Retry soon, but not in a tight loop.
+		r.nextRenew = r.clk.Now().Add(m.cfg.RetryPeriod / 4)
+		return false
+	}
+	r.own = got
+	r.written = text
+	r.c.wrote(start)
+	return true
+}
+
+// claim writes claimed slots into our Lease, reads every Lease afresh and
+// starts those slots nobody else holds.
+func (r *run) claim(ctx context.Context, claim Set) {
+	m := r.m
+	now := r.clk.Now()
+	r.c.set(now, claim, slotClaiming)
+	ok := r.write(ctx)
+	if ok {
+		lctx, cancel := context.WithTimeout(ctx, m.cfg.RenewDeadline)
+		list, err := m.leases.List(lctx, metav1.ListOptions{LabelSelector: GroupLabel + "=" + m.cfg.Group})
+		cancel()
+		if err != nil {
+			m.log.Warn("Reading the group's Leases to confirm a claim failed", "err", err)
+			ok = false
+		} else {
+			leases := make([]*coordinationv1.Lease, len(list.Items))
+			for i := range list.Items {
+				leases[i] = &list.Items[i]
+			}
+			r.c.observe(r.clk.Now(), r.records(leases))
+		}
+	}
+	if !ok {
+		// Unconfirmed claims are given up; the next round tries again.
+		r.c.set(r.clk.Now(), r.c.inState(slotClaiming), slotFree)
+		r.write(ctx)
+		return
+	}
+	start, waited := r.c.confirm(r.clk.Now())
+	if given := claim.Minus(start); given.Len() > 0 {
+		m.log.Info("Claim given up: another member holds or claims these slots", "slots", given.String())
+	}
+	if start.Len() > 0 {
+		r.begin(start, waited)
+	}
+	if r.heldText() != r.written {
+		r.write(ctx)
+	}
+}
+
+// begin brings slots into scope: keys are admitted at once, the informers
+// relist to fetch the slots' objects.
+func (r *run) begin(slots Set, waited []time.Duration) {
+	m := r.m
+	r.c.set(r.clk.Now(), slots, slotStarting)
+	// The controllers' admit reads the scope: widening it needs no call.
+	scope := m.Scope().Union(slots)
+	m.scope.Store(&scope)
+	infs, _ := m.snapshot()
+	relisted := make([]<-chan struct{}, 0, len(infs))
+	for _, inf := range infs {
+		relisted = append(relisted, inf.Relist())
+	}
+	for _, w := range waited {
+		m.m.handoverDuration.WithLabelValues("in").Observe(w.Seconds())
+	}
+	m.m.handovers.WithLabelValues("in").Add(float64(slots.Len()))
+	m.log.Info("Starting slots", "slots", slots.String(), "scope", scope.String())
+	// Caches fill in the background; the slots are active once they have.
+	r.background.Go(func() {
+		for _, ch := range relisted {
+			select {
+			case <-ch:
+			case <-r.stop:
+				return
+			}
+		}
+		select {
+		case r.started <- slots:
+		case <-r.stop:
+		}
+	})
+}
+
+// release takes slots out of scope and drains them in the background:
+// controllers stop taking their keys and finish the ones in flight, then
+// the informers drop their objects.
+func (r *run) release(now time.Time, slots Set) {
+	m := r.m
+	r.c.set(now, slots, slotReleasing)
+	scope := m.Scope().Minus(slots)
+	m.scope.Store(&scope)
+	m.log.Info("Releasing slots", "slots", slots.String(), "scope", scope.String())
+	r.draining++
+	began := r.clk.Now()
+	infs, gates := m.snapshot()
+	ctx := r.drainCtx
+	r.drains.Go(func() {
+		for _, g := range gates {
+			_ = g(ctx)
+		}
+		dropped := 0
+		for _, inf := range infs {
+			dropped += inf.Refilter()
+		}
+		m.m.handoverDuration.WithLabelValues("out").Observe(r.clk.Since(began).Seconds())
+		m.log.Info("Slots drained", "slots", slots.String(), "objectsDropped", dropped)
+		r.released <- slots
+	})
+}
+
+func (r *run) finishRelease(s Set) {
+	r.draining--
+	r.m.m.handovers.WithLabelValues("out").Add(float64(s.Len()))
+	r.c.set(r.clk.Now(), s, slotFree)
+}
+
+func (r *run) waitDrains() {
+	done := make(chan struct{})
+	go func() {
+		r.drains.Wait()
+		close(done)
+	}()
+	for {
+		select {
+		case <-done:
+			return
+		case <-r.released:
+		}
+	}
+}
+
+func (r *run) deleteLease(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, r.m.cfg.RenewDeadline)
+	defer cancel()
+	var opts metav1.DeleteOptions
+	if r.own != nil {
+		rv := r.own.ResourceVersion
+		opts.Preconditions = &metav1.Preconditions{ResourceVersion: &rv}
+	}
+	if err := r.m.leases.Delete(ctx, r.m.name, opts); err != nil && !apierrors.IsNotFound(err) {
+		r.m.log.Warn("Deleting the member Lease failed; it will expire", "err", err)
+	}
+}
+
+// report publishes the member's state for Status and the metrics.
+func (r *run) report(now time.Time) {
+	m := r.m
+	rows := r.c.view(now)
+	live := 0
+	for _, row := range rows {
+		if row.Live {
+			live++
+		}
+	}
+	infs, _ := m.snapshot()
+	st := Status{
+		Group:    m.cfg.Group,
+		Identity: m.cfg.Identity,
+		Slots:    m.cfg.Slots,
+		Key:      m.cfg.Key,
+		Joined:   r.c.joined && !r.c.lost(now),
+		Blocked:  r.c.blocked(now),
+		Leaving:  r.c.leaving,
+		Scope:    m.Scope(),
+		Members:  rows,
+	}
+	for _, inf := range infs {
+		is := InformerStatus{Name: inf.Name(), Objects: inf.Len()}
+		if m.cfg.ClientSideOnly {
+			is.Filtering = "client"
+		} else if si := inf.ShardInfo(); si != nil {
+			is.Filtering = "server"
+		} else if st.Scope.Len() == st.Slots {
+			is.Filtering = "none"
+		} else {
+			is.Filtering = "client"
+		}
+		st.Informers = append(st.Informers, is)
+	}
+	m.mu.Lock()
+	m.status = st
+	m.mu.Unlock()
+	for i, name := range slotStateNames {
+		m.m.slots.WithLabelValues(name).Set(float64(r.c.inState(slotState(i)).Len()))
+	}
+	m.m.members.Set(float64(live))
+}

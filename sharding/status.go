@@ -1,0 +1,140 @@
+package sharding
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Status is what a member knows of its group, for the shard table on
+// /readyz?verbose and for tests.
+type Status struct {
+	Group    string
+	Identity string
+	Slots    int
+	Key      Key
+	// Joined: this member's Lease is written and renewed in time.
+	Joined bool
+	// Blocked: a live member runs with another slot count or key, so this
+	// one claims nothing.
+	Blocked bool
+	// Leaving: the member is stopping and giving its slots up.
+	Leaving bool
+	// Scope: the slots whose keys this replica reconciles and whose objects
+	// it caches.
+	Scope Set
+	// Members: every known member, this one first.
+	Members []MemberStatus
+	// Informers: the sharded informers and how they are filtered.
+	Informers []InformerStatus
+}
+
+// MemberStatus is one row of the shard table.
+type MemberStatus struct {
+	Identity string
+	// Self marks this replica.
+	Self bool
+	// Live: its Lease changed within its duration (for Self: renewed
+	// within the renew deadline).
+	Live bool
+	// Held: slots its Lease lists (working on, or handing over).
+	Held Set
+	// Draining: the held slots it is giving up.
+	Draining Set
+	// Assigned: how many slots the live members' assignment gives it.
+	Assigned int
+	// Age: time since its Lease was last seen to change.
+	Age time.Duration
+}
+
+// InformerStatus describes one sharded informer.
+type InformerStatus struct {
+	Name    string
+	Objects int
+	// Filtering is "server" when the API server applied the shard
+	// selector (the last LIST echoed it in ShardInfo), "client" when the
+	// informer receives every object and keeps its own, and "none" while
+	// this replica holds every slot.
+	Filtering string
+}
+
+// Status returns the member's latest state.
+func (m *Member) Status() Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.status
+}
+
+// Errors of Check.
+var (
+	ErrNotJoined = errors.New("sharding: member Lease not written or not renewed in time")
+	ErrBlocked   = errors.New("sharding: a live member has another slot count or shard key")
+	ErrLeaving   = errors.New("sharding: leaving the group")
+)
+
+// Check is a readiness check: nil once the member holds a current Lease
+// in a group it agrees with.
+func (m *Member) Check() error {
+	st := m.Status()
+	switch {
+	case st.Leaving:
+		return ErrLeaving
+	case !st.Joined:
+		return ErrNotJoined
+	case st.Blocked:
+		return ErrBlocked
+	}
+	return nil
+}
+
+// String renders the shard table:
+//
+//	shard group foo: 64 slots by namespace, this member foo-a (31 in scope)
+//	MEMBER   LIVE  ASSIGNED  HELD        DRAINING  SEEN
+//	foo-a *  yes   21        0-5,9,…     -         0.4s
+//	...
+//	INFORMER             OBJECTS  FILTERING
+//	foos.v1alpha1.… [all namespaces]  203  server
+func (s Status) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "shard group %s: %d slots by %s, this member %s (%d in scope)", s.Group, s.Slots, s.Key, s.Identity, s.Scope.Len())
+	switch {
+	case s.Leaving:
+		b.WriteString(", leaving")
+	case !s.Joined:
+		b.WriteString(", not joined")
+	case s.Blocked:
+		b.WriteString(", blocked by a member with another configuration")
+	}
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tLIVE\tASSIGNED\tHELD\tDRAINING\tSEEN")
+	for _, m := range s.Members {
+		id := m.Identity
+		if m.Self {
+			id += " *"
+		}
+		live := "no"
+		if m.Live {
+			live = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s ago\n", id, live, m.Assigned, orDash(m.Held), orDash(m.Draining), m.Age.Round(100*time.Millisecond))
+	}
+	if len(s.Informers) > 0 {
+		fmt.Fprintln(tw, "INFORMER\tOBJECTS\tFILTERING")
+		for _, i := range s.Informers {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", i.Name, i.Objects, i.Filtering)
+		}
+	}
+	tw.Flush()
+	return b.String()
+}
+
+func orDash(s Set) string {
+	if s.Len() == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d: %s", s.Len(), s.String())
+}
