@@ -27,15 +27,6 @@ type Options[T watcher.Object] struct {
 	// IndexLabel and IndexOwner). Each index costs memory per object, so
 	// configure only the ones you query.
 	Indexes map[string]IndexFunc[T]
-	// Encoded keeps every object as its protobuf encoding, without
-	// managedFields, and decodes it again on every read, so that an object
-	// costs little more than its encoded size (a decoded object takes
-	// about twice that and more). Reads cost a decode each (about a
-	// microsecond for a small ConfigMap) and return a new object every
-	// time; writes cost an encode, and an update or delete a decode of the
-	// object it replaces. T must be a protobuf type, as the built-in types
-	// are (custom resources are not).
-	Encoded bool
 }
 
 func (o Options[T]) validate() error {
@@ -99,9 +90,7 @@ type Lister[T watcher.Object] interface {
 // of each configured index. The store keeps no history.
 type Store[T watcher.Object] struct {
 	mu      sync.RWMutex
-	objs    map[string]map[string]T      // namespace → name → object
-	enc     map[string]map[string]string // instead of objs when encoded: namespace → name → encoding
-	codec   *codec[T]                    // nil unless encoded
+	objs    map[string]map[string]T // namespace → name → object
 	count   int
 	indexes map[string]*index[T]
 	rv      string
@@ -168,17 +157,7 @@ func New[T watcher.Object](opts Options[T]) (*Store[T], *Writer[T], error) {
 	s := &Store[T]{
 		objs:    make(map[string]map[string]T),
 		indexes: make(map[string]*index[T], len(opts.Indexes)),
-	}
-	if opts.Encoded {
-		c, err := newCodec[T]()
-		if err != nil {
-			return nil, nil, err
-		}
-		// Readers get objects of their own from an encoded store: there is
-		// nothing shared for them to mutate, and no detector.
-		s.objs, s.enc, s.codec = nil, make(map[string]map[string]string), c
-	} else {
-		s.detect = newDetector[T]()
+		detect:  newDetector[T](),
 	}
 	for name, fn := range opts.Indexes {
 		s.indexes[name] = newIndex(fn, 0)
@@ -195,15 +174,6 @@ func Copy[T watcher.Object](obj T) T {
 // Copy one before modifying it.
 func (s *Store[T]) Get(namespace, name string) (T, bool) {
 	s.mu.RLock()
-	if s.codec != nil {
-		e, ok := s.enc[namespace][name]
-		s.mu.RUnlock()
-		if !ok {
-			var zero T
-			return zero, false
-		}
-		return s.codec.decode(namespace, e), true
-	}
 	obj, ok := s.objs[namespace][name]
 	s.mu.RUnlock()
 	return obj, ok
@@ -220,9 +190,6 @@ func (s *Store[T]) List(selector labels.Selector) []T {
 func (s *Store[T]) ListInNamespace(namespace string, selector labels.Selector) []T {
 	if selector != nil && selector.Empty() {
 		selector = nil
-	}
-	if s.codec != nil {
-		return s.listEncoded(namespace, selector)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -300,9 +267,6 @@ func (s *Store[T]) ByIndex(name, value string) ([]T, error) {
 		}
 		return s.ListInNamespace(value, nil), nil
 	}
-	if s.codec != nil {
-		return s.byIndexEncoded(name, value)
-	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	ix := s.indexes[name]
@@ -356,11 +320,6 @@ func (s *Store[T]) reachedLocked(key Key, rv string) bool {
 	if atOrAfter(s.rv, rv) {
 		return true
 	}
-	if s.codec != nil {
-		e, ok := s.enc[key.Namespace][key.Name]
-		_, erv := meta(e)
-		return ok && atOrAfter(erv, rv)
-	}
 	obj, ok := s.objs[key.Namespace][key.Name]
 	return ok && atOrAfter(obj.GetResourceVersion(), rv)
 }
@@ -394,9 +353,6 @@ func (w *Writer[T]) Store() *Store[T] { return w.s }
 // resourceVersion becomes obj's.
 func (w *Writer[T]) Apply(obj T) (old T, existed bool) {
 	s := w.s
-	if s.codec != nil {
-		return w.applyEncoded(obj)
-	}
 	k := KeyOf(obj)
 	s.mu.Lock()
 	byName := s.objs[k.Namespace]
@@ -430,9 +386,6 @@ func (w *Writer[T]) Apply(obj T) (old T, existed bool) {
 // store held. The store's resourceVersion becomes final's.
 func (w *Writer[T]) Delete(final T) (old T, existed bool) {
 	s := w.s
-	if s.codec != nil {
-		return w.deleteEncoded(final)
-	}
 	k := KeyOf(final)
 	s.mu.Lock()
 	byName := s.objs[k.Namespace]
@@ -477,11 +430,6 @@ func (w *Writer[T]) AddIndex(name string, fn IndexFunc[T]) error {
 			ix.add(Key{Namespace: ns, Name: n}, obj)
 		}
 	}
-	for ns, byName := range s.enc { // nor s.enc
-		for n, e := range byName {
-			ix.add(Key{Namespace: ns, Name: n}, s.codec.decode(ns, e))
-		}
-	}
 	indexes := make(map[string]*index[T], len(s.indexes)+1)
 	for n, x := range s.indexes {
 		indexes[n] = x
@@ -519,7 +467,7 @@ func (w *Writer[T]) Replace(objs []T, rv string) []Change[T] {
 	for _, obj := range objs {
 		sizes[obj.GetNamespace()]++
 	}
-	snap := &Snapshot[T]{objs: make(map[string]map[string]T, len(sizes)), codec: w.s.codec}
+	snap := &Snapshot[T]{objs: make(map[string]map[string]T, len(sizes))}
 	for ns, n := range sizes {
 		snap.objs[ns] = make(map[string]T, n)
 	}
@@ -534,22 +482,12 @@ func (w *Writer[T]) Replace(objs []T, rv string) []Change[T] {
 // maps become the store's. Fill it while the listing arrives, and the work
 // of building the store's maps is done by the time the last object is in.
 //
-// The zero value is an empty snapshot; Writer.NewSnapshot returns one that
-// also encodes its objects as they are added, for an encoded store. A
-// Snapshot is filled from one goroutine at a time. ReplaceWith takes it
-// over, together with the objects in it.
+// The zero value is an empty snapshot. A Snapshot is filled from one
+// goroutine at a time. ReplaceWith takes it over, together with the objects
+// in it.
 type Snapshot[T watcher.Object] struct {
 	objs  map[string]map[string]T // namespace → name → object
 	count int
-	codec *codec[T]                    // set: also encode into enc
-	enc   map[string]map[string]string // namespace → name → encoding
-}
-
-// NewSnapshot returns an empty snapshot for ReplaceWith. For an encoded
-// store it encodes each object as it is added, so that ReplaceWith need
-// not; a zero Snapshot works too.
-func (w *Writer[T]) NewSnapshot() *Snapshot[T] {
-	return &Snapshot[T]{codec: w.s.codec}
 }
 
 // Add puts obj in the snapshot. An object with the key of one added before
@@ -567,18 +505,6 @@ func (s *Snapshot[T]) Add(obj T) {
 	n := len(byName)
 	byName[obj.GetName()] = obj
 	s.count += len(byName) - n
-	if s.codec != nil {
-		if s.enc == nil {
-			s.enc = make(map[string]map[string]string)
-		}
-		encByName := s.enc[ns]
-		if encByName == nil {
-			encByName = make(map[string]string)
-			s.enc[ns] = encByName
-		}
-		e, name := s.codec.encode(obj)
-		encByName[name] = e
-	}
 }
 
 // Retain drops the objects for which keep returns false.
@@ -587,13 +513,11 @@ func (s *Snapshot[T]) Retain(keep func(T) bool) {
 		for name, obj := range byName {
 			if !keep(obj) {
 				delete(byName, name)
-				delete(s.enc[ns], name)
 				s.count--
 			}
 		}
 		if len(byName) == 0 {
 			delete(s.objs, ns)
-			delete(s.enc, ns)
 		}
 	}
 }
@@ -619,9 +543,6 @@ func (s *Snapshot[T]) All() iter.Seq[T] {
 // caller must not use it afterwards.
 func (w *Writer[T]) ReplaceWith(snap *Snapshot[T], rv string) []Change[T] {
 	s := w.s
-	if s.codec != nil {
-		return w.replaceEncoded(snap, rv)
-	}
 	// Only this writer modifies s.objs, so it reads it here without the
 	// lock; the new maps are built aside and swapped in under the lock.
 	newObjs, count := snap.objs, snap.count
@@ -692,7 +613,7 @@ func (w *Writer[T]) ReplaceWith(snap *Snapshot[T], rv string) []Change[T] {
 // them joined. It does nothing when the detector is off.
 func (w *Writer[T]) CheckMutations() error {
 	s := w.s
-	if s.detect == nil { // off, or an encoded store
+	if s.detect == nil {
 		return nil
 	}
 	var errs []error

@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -796,7 +795,7 @@ func testCachedObjectsMatchTheServer(t *testing.T, cfg *rest.Config, cs kubernet
 		mem   informer.Memory
 	}
 	var sides []side
-	for _, mem := range []informer.Memory{{}, {KeepManagedFields: true}, {Encoded: true}} {
+	for _, mem := range []informer.Memory{{}, {KeepManagedFields: true}} {
 		f := informer.NewFactory(cfg, informer.FactoryOptions{Memory: mem, Registerer: prometheus.NewRegistry()})
 		inf, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
 		if err != nil {
@@ -844,9 +843,8 @@ func testCachedObjectsMatchTheServer(t *testing.T, cfg *rest.Config, cs kubernet
 				if !reflect.DeepEqual(got, w) {
 					t.Errorf("%+v: handler got\n%#v\nwant\n%#v", s.mem, got, w)
 				}
-				// What a reader gets from the cache, decoded from it
-				// when the cache is encoded.
-				if cached, ok := s.inf.Lister().Get(ns, w.Name); !ok || !equality.Semantic.DeepEqual(cached, w) {
+				// And what a reader gets from the cache.
+				if cached, ok := s.inf.Lister().Get(ns, w.Name); !ok || !reflect.DeepEqual(cached, w) {
 					t.Errorf("%+v: cached\n%#v\nwant\n%#v", s.mem, cached, w)
 				}
 			case <-ctx.Done():

@@ -24,6 +24,9 @@
 //     informer (informer.OfMetadata), against client-go's default full
 //     informer: what a controller that needs only names, labels and owners
 //     pays with each.
+//   - informer-transform-bytes-per-object: the same for kloop's informer
+//     with a transform (Informer.SetTransform) that keeps what a controller
+//     reading names, labels and the keys of Data needs: the Data values go.
 //   - informer-sync-vs-wire: kloop's sync against the bare initial stream,
 //     the "wire" side: the same streaming list kloop's reflector opens
 //     (sendInitialEvents, resourceVersionMatch=NotOlderThan, bookmarks)
@@ -38,10 +41,12 @@
 //     the PATCH is sent to the handler's OnUpdate for that sequence number.
 //
 // Sync and memory are measured in rounds; each round runs every side (kloop,
-// client-go, kloop-metadata, wire, wire-kloop; -sides chooses) one after
-// the other, one at a time, in a rotating order, each starting from a fresh
-// informer after the previous one was stopped and collected. RESULT lines
-// give each side's median.
+// client-go, kloop-metadata, kloop-transform, wire, wire-kloop; -sides
+// chooses) one after the other, one at a time, in a rotating order, each
+// starting from a fresh informer after the previous one was stopped and
+// collected. RESULT lines give each side's median. After its memory is
+// measured, each full informer's reads are timed (a Get of a random cached
+// object, a List of all; printed as comments).
 //
 // The cost curve: -n with a list of sizes (1000,10000,100000) seeds up to
 // each size in turn and measures every side there; each RESULT name then
@@ -218,23 +223,12 @@ func run(sizes []int, rounds, updates int, only string) error {
 			fmt.Printf("RESULT informer-transform-bytes-per-object%s kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=client-go\n", suffix, k, p, k/p)
 			fmt.Printf("# kloop-transform sync %.3fs\n", syncOf("kloop-transform"))
 		}
-		if have("kloop-encoded", "client-go") {
-			k, p := bytesOf("kloop-encoded"), bytesOf("client-go")
-			fmt.Printf("RESULT informer-encoded-bytes-per-object%s kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=client-go\n", suffix, k, p, k/p)
-			fmt.Printf("# kloop-encoded sync %.3fs\n", syncOf("kloop-encoded"))
-		}
 		readsOf := func(side string, f func(measurement) time.Duration) float64 {
 			return median(results[side], func(m measurement) float64 { return float64(f(m)) })
 		}
 		get := func(m measurement) time.Duration { return m.get }
 		list := func(m measurement) time.Duration { return m.list }
-		if have("kloop-encoded", "kloop") {
-			k, p := readsOf("kloop-encoded", get), readsOf("kloop", get)
-			fmt.Printf("RESULT informer-encoded-get-ns%s kloop=%.0f peer=%.0f ratio=%.1f unit=ns peer_name=kloop-decoded\n", suffix, k, p, k/p)
-			k, p = readsOf("kloop-encoded", list), readsOf("kloop", list)
-			fmt.Printf("RESULT informer-encoded-list-ms%s kloop=%.2f peer=%.2f ratio=%.1f unit=ms peer_name=kloop-decoded\n", suffix, k/1e6, p/1e6, k/p)
-		}
-		for _, name := range []string{"kloop", "kloop-encoded", "kloop-transform", "client-go"} {
+		for _, name := range []string{"kloop", "kloop-transform", "client-go"} {
 			if have(name) {
 				fmt.Printf("# %s reads: Get %.0f ns, List of %d %.2f ms\n", name, readsOf(name, get), n, readsOf(name, list)/1e6)
 			}
@@ -342,7 +336,6 @@ var allSides = []side{
 	{name: "client-go", start: runClientGo},
 	{name: "kloop-metadata", start: runKloopMetadata},
 	{name: "kloop-transform", start: runKloopTransform},
-	{name: "kloop-encoded", start: runKloopEncoded},
 	{name: "wire", wire: true, start: runWire},
 	{name: "wire-kloop", wire: true, start: runWireKloop},
 }
@@ -535,14 +528,6 @@ func runKloopTransform(cfg *rest.Config, _ int) (*running, error) {
 		}
 		return cm
 	})
-}
-
-// runKloopEncoded is kloop's informer with the encoded cache
-// (informer.Memory.Encoded).
-func runKloopEncoded(cfg *rest.Config, _ int) (*running, error) {
-	opts := kloopOptions()
-	opts.Memory.Encoded = true
-	return runKloopWith(cfg, opts, nil)
 }
 
 func runKloopWith(cfg *rest.Config, opts informer.FactoryOptions, transform func(*corev1.ConfigMap) *corev1.ConfigMap) (*running, error) {
