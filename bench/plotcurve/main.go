@@ -29,12 +29,12 @@ import (
 
 // result is one RESULT line of the curve.
 type result struct {
-	name        string // without the -n<size> suffix
-	n           int
-	kloop, peer float64
+	name               string // without the -n<size> suffix
+	n                  int
+	kloop, peer, ratio float64
 }
 
-var resultLine = regexp.MustCompile(`^RESULT (\S+)-n(\d+) kloop=(\S+) peer=(\S+) `)
+var resultLine = regexp.MustCompile(`^RESULT (\S+)-n(\d+) kloop=(\S+) peer=(\S+) ratio=(\S+) `)
 
 func parse(r io.Reader) ([]result, error) {
 	var out []result
@@ -47,41 +47,52 @@ func parse(r io.Reader) ([]result, error) {
 		n, err1 := strconv.Atoi(m[2])
 		k, err2 := strconv.ParseFloat(m[3], 64)
 		p, err3 := strconv.ParseFloat(m[4], 64)
-		if err1 != nil || err2 != nil || err3 != nil {
+		ratio, err4 := strconv.ParseFloat(m[5], 64)
+		if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
 			return nil, fmt.Errorf("malformed line %q", sc.Text())
 		}
-		out = append(out, result{name: m[1], n: n, kloop: k, peer: p})
+		out = append(out, result{name: m[1], n: n, kloop: k, peer: p, ratio: ratio})
 	}
 	return out, sc.Err()
 }
 
-// figures holds the median of every figure: figures[name][n] = (kloop, peer).
+// figures holds the median of every figure over the runs:
+// figures[name][n] = (kloop, peer), and ratios the per-run ratios.
 type figures map[string]map[int][2]float64
 
-func collect(rs []result) figures {
+type ratios map[string]map[int][]float64
+
+func collect(rs []result) (figures, ratios) {
 	all := map[string]map[int][][2]float64{}
+	rats := ratios{}
 	for _, r := range rs {
 		if all[r.name] == nil {
 			all[r.name] = map[int][][2]float64{}
+			rats[r.name] = map[int][]float64{}
 		}
 		all[r.name][r.n] = append(all[r.name][r.n], [2]float64{r.kloop, r.peer})
+		rats[r.name][r.n] = append(rats[r.name][r.n], r.ratio)
 	}
 	f := figures{}
 	for name, byN := range all {
 		f[name] = map[int][2]float64{}
 		for n, vs := range byN {
-			f[name][n] = [2]float64{median(vs, 0), median(vs, 1)}
+			f[name][n] = [2]float64{median(column(vs, 0)), median(column(vs, 1))}
 		}
 	}
-	return f
+	return f, rats
 }
 
-func median(vs [][2]float64, i int) float64 {
+func column(vs [][2]float64, i int) []float64 {
 	xs := make([]float64, len(vs))
 	for j, v := range vs {
 		xs[j] = v[i]
 	}
-	slices.Sort(xs)
+	return xs
+}
+
+func median(xs []float64) float64 {
+	xs = slices.Sorted(slices.Values(xs))
 	if len(xs)%2 == 1 {
 		return xs[len(xs)/2]
 	}
@@ -148,9 +159,9 @@ func main() {
 	if len(rs) == 0 {
 		fail(fmt.Errorf("no RESULT lines of a curve (names ending in -n<size>)"))
 	}
-	figs := collect(rs)
+	figs, rats := collect(rs)
 	if *table {
-		printTable(os.Stdout, figs)
+		printTable(os.Stdout, figs, rats)
 	}
 	if *out != "" {
 		img := draw(figs)
@@ -186,7 +197,10 @@ func sizes(figs figures) []int {
 	return ns
 }
 
-func printTable(w io.Writer, figs figures) {
+// printTable prints the medians of the figures and, for each ratio, the
+// median of the runs' ratios with their range (the ratio within a run is
+// the figure that counts).
+func printTable(w io.Writer, figs figures, rats ratios) {
 	get := func(name string, n, side int) string {
 		v, ok := figs[name][n]
 		if !ok {
@@ -198,11 +212,15 @@ func printTable(w io.Writer, figs figures) {
 		return strconv.FormatFloat(v[side], 'f', 0, 64)
 	}
 	ratio := func(name string, n int) string {
-		v, ok := figs[name][n]
-		if !ok || v[1] == 0 {
+		rs := rats[name][n]
+		if len(rs) == 0 {
 			return "–"
 		}
-		return strconv.FormatFloat(v[0]/v[1], 'f', 2, 64)
+		s := strconv.FormatFloat(median(rs), 'f', 2, 64)
+		if len(rs) > 1 {
+			s += fmt.Sprintf(" (%.2f–%.2f)", slices.Min(rs), slices.Max(rs))
+		}
+		return s
 	}
 	fmt.Fprintln(w, "| objects | sync kloop (s) | sync client-go (s) | bare stream (s) | kloop / stream | kloop / client-go | B/object kloop | B/object client-go | kloop / client-go | encoded | transform |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -73,6 +73,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -209,6 +210,16 @@ func run(sizes []int, rounds, updates int, only string) error {
 		if have("wire-kloop") {
 			fmt.Printf("# bare stream through kloop's decoder: %.3fs\n", syncOf("wire-kloop"))
 		}
+		// CPU time is steadier than wall time on a loaded machine: what this
+		// process (not the API server) spent on each side's sync.
+		var cpus []string
+		for _, name := range sideNames() {
+			if have(name) {
+				ms := median(results[name], func(m measurement) float64 { return float64(m.cpu) / 1e6 })
+				cpus = append(cpus, fmt.Sprintf("%s=%.0f", name, ms))
+			}
+		}
+		fmt.Printf("# CPU time during sync (this process, ms, median): %s\n", strings.Join(cpus, " "))
 		if have("kloop", "client-go") {
 			k, p := bytesOf("kloop"), bytesOf("client-go")
 			fmt.Printf("RESULT informer-bytes-per-object%s kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=client-go\n", suffix, k, p, k/p)
@@ -365,6 +376,7 @@ func selectSides(only string) ([]side, error) {
 
 type measurement struct {
 	sync time.Duration
+	cpu  time.Duration // CPU time of this process, user and system, during the sync
 	heap int64
 	// Reads, for sides that time them: a Get of one object and a List of
 	// all of them.
@@ -433,7 +445,7 @@ func measure(ctx context.Context, cfg *rest.Config, s side, n int) (measurement,
 			return measurement{}, err
 		}
 	}
-	began := time.Now()
+	began, cpu0 := time.Now(), cpuTime()
 	r, err := s.start(cfg, n)
 	if err != nil {
 		return measurement{}, err
@@ -444,7 +456,7 @@ func measure(ctx context.Context, cfg *rest.Config, s side, n int) (measurement,
 		_ = r.stop()
 		return measurement{}, fmt.Errorf("not synced after 5 minutes")
 	}
-	took := time.Since(began)
+	took, cpu := time.Since(began), cpuTime()-cpu0
 	if cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
@@ -472,7 +484,7 @@ func measure(ctx context.Context, cfg *rest.Config, s side, n int) (measurement,
 		}
 	}
 	runtime.KeepAlive(r.live)
-	m := measurement{sync: took, heap: int64(after) - int64(before)}
+	m := measurement{sync: took, cpu: cpu, heap: int64(after) - int64(before)}
 	if r.get != nil {
 		m.get, m.list, err = timeReads(r, n)
 	}
@@ -794,4 +806,13 @@ func median(ms []measurement, f func(measurement) float64) float64 {
 		return v[len(v)/2]
 	}
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// cpuTime is the CPU time, user and system, this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
