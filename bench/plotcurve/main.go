@@ -9,7 +9,7 @@
 // figure given by several runs is their median. Drawing uses the standard
 // library's image packages and a small bitmap font of its own.
 //
-// Run with: cd bench && go run ./plotcurve -png ../docs/informer-curve.png results/informer-curve.txt
+// Run with: make bench-plot, or cd bench && go run ./plotcurve -png results/informer-curve.png -table results/informer-curve.txt
 package main
 
 import (
