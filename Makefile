@@ -6,7 +6,7 @@ GO ?= go
 PKGS := ./...
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all controlplane test test-short demo dev generate check-generated lint bench bench-curve bench-plot build
+.PHONY: all controlplane test test-short test-faults demo dev generate check-generated lint bench bench-curve bench-plot build screenshot
 
 # controller-gen, pinned; run from the module proxy so that it stays out of
 # the main module's dependencies.
@@ -34,6 +34,10 @@ test: controlplane check-generated
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	cd deploy && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## test-faults: the fault tests alone (blackholes, shedding, partitions, etcd restart; a few minutes); `make test` runs them too
+test-faults: controlplane
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run '^TestFault_' -v ./faults
 
 ## test-short: unit tests only (no control plane)
 test-short:
@@ -100,6 +104,11 @@ lint:
 	cd bench && $(GO) vet ./...
 	cd deploy && $(GO) vet ./...
 	cd tools/controlplane && $(GO) vet ./... && cd etcd && $(GO) vet ./...
+
+## screenshot: the README's picture of the debug page, docs/debug-page.png, taken by its browser test
+# (Chromium headless on the Foo controller; needs Debian's chromium package, see .ci/run)
+screenshot: controlplane
+	$(GO) test -count=1 -run 'TestPage_InChromium' ./debug -args -screenshot=$(CURDIR)/docs/debug-page.png
 
 ## bench: every benchmark under bench/cmd, kloop and its peer side by side (prints RESULT lines)
 bench: controlplane

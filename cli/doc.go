@@ -66,11 +66,14 @@
 //
 //	--metrics-bind-address ADDR          /metrics
 //	--health-probe-bind-address ADDR     /healthz and /readyz
+//	--metrics-secure                     /metrics over TLS, only to callers the API server
+//	                                     authenticates and authorizes (package metrics/secure)
+//	--metrics-cert-dir DIR               its tls.crt and tls.key (default: self-signed)
 //
 // An address is host:port (":8080", "127.0.0.1:0" for a free port); "0" or
 // "" turns that server off. Both are off by default, so that nothing
-// listens unless asked; the deploy manifests pass :8080 and :8081, the
-// usual operator ports. A command may pick other defaults (the notifier
+// listens unless asked; the deploy manifests pass :8443 with
+// --metrics-secure, and :8081. A command may pick other defaults (the notifier
 // serves /metrics on kubewatch's :2112) and says so in its --help.
 //
 // Logs (Logging), to stderr:

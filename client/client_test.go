@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/kloop-dev/kloop/cache"
@@ -177,17 +176,11 @@ func testCustomResourceCRUD(t *testing.T, env *testenv.Env) {
 	ns := newNamespace(t, c, "custom-crud")
 	widgets := resource[*Widget](t, c, widgetGVR)
 
-	// Right after the CRD is established its endpoint can still answer
-	// 404 for a moment.
-	var created *Widget
-	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		var err error
-		created, err = widgets.Create(ctx, &Widget{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w"},
-			Spec:       WidgetSpec{Size: 3, Color: "red"},
-			Status:     WidgetStatus{Ready: true},
-		})
-		return err == nil, nil
+	// installWidgetCRD waited until the CRD is served.
+	created, err := widgets.Create(ctx, &Widget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w"},
+		Spec:       WidgetSpec{Size: 3, Color: "red"},
+		Status:     WidgetStatus{Ready: true},
 	})
 	if err != nil {
 		t.Fatalf("create widget: %v", err)

@@ -110,6 +110,7 @@ type Controller[K comparable] struct {
 	log     *slog.Logger
 	queue   *workqueue.Queue[K]
 	m       *controllerMetrics
+	recent  recentErrors
 	started atomic.Bool
 
 	mu         sync.Mutex
@@ -389,13 +390,16 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) {
 	if errors.Is(context.Cause(ctx), ErrReconcileTimeout) {
 		c.m.timeouts.Inc()
 	}
+	retries := c.queue.NumRequeues(key)
+	terminal := errors.Is(err, ErrTerminal)
+	c.recent.add(ReconcileError{Time: time.Now(), Key: keyString(key), Error: err.Error(), Terminal: terminal, Retries: retries})
 	log := c.log.With(keyAttrs(key)...)
 	var pe *PanicError
 	if errors.As(err, &pe) {
 		c.m.panics.Inc()
 		log = log.With("stack", string(pe.Stack))
 	}
-	if errors.Is(err, ErrTerminal) {
+	if terminal {
 		c.m.terminal.Inc()
 		c.queue.Forget(key)
 		log.Error("Reconcile failed with a terminal error; not retrying", "err", err)
@@ -405,7 +409,6 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) {
 		log.Warn("Reconcile returned both an error and RequeueAfter; RequeueAfter is ignored, the error is retried with back-off",
 			"requeueAfter", res.RequeueAfter)
 	}
-	retries := c.queue.NumRequeues(key)
 	if c.opts.MaxRetries > 0 && retries >= c.opts.MaxRetries {
 		c.queue.Forget(key)
 		if c.opts.Dropped != nil {

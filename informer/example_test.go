@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/informer"
@@ -115,10 +115,9 @@ func Example() {
 }
 
 // A factory shares informers between the parts of a program; WaitForSync
-// says which informer did not sync and why. (Not run: it needs an API
-// server.)
+// says which informer did not sync and why.
 func ExampleFactory() {
-	var cfg *rest.Config // from kubeconfig or in-cluster
+	cfg := controlPlane.ExampleEnv().Config // yours: from a kubeconfig or in-cluster
 	factory := informer.NewFactory(cfg, informer.FactoryOptions{})
 	configMaps, err := informer.Of[*corev1.ConfigMap](factory, informer.Scope{Namespace: "web"})
 	if err != nil {
@@ -128,15 +127,21 @@ func ExampleFactory() {
 	if err != nil {
 		panic(err)
 	}
+	added := make(chan string, 1)
 	if _, err := configMaps.AddHandler(informer.HandlerFuncs[*corev1.ConfigMap]{
-		UpdateFunc: func(old, new *corev1.ConfigMap) { fmt.Println("changed:", new.Name) },
+		AddFunc: func(cm *corev1.ConfigMap, initial bool) {
+			if !initial {
+				added <- cm.Name
+			}
+		},
 	}, informer.HandlerOptions{Name: "config-watcher"}); err != nil {
 		panic(err)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = factory.Start(ctx) }()
+	stopped := make(chan error, 1)
+	go func() { stopped <- factory.Start(ctx) }()
+	defer func() { cancel(); <-stopped }()
 	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
 	defer syncCancel()
 	if err := factory.WaitForSync(syncCtx); err != nil {
@@ -147,4 +152,21 @@ func ExampleFactory() {
 		panic(err)
 	}
 	fmt.Println(len(podMetadata.Lister().List(nil)), "pods")
+
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		panic(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("web").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "settings-"}}, metav1.CreateOptions{}); err != nil {
+		panic(err)
+	}
+	select {
+	case name := <-added:
+		fmt.Println("added:", name[:len("settings-")])
+	case <-time.After(time.Minute):
+		fmt.Println("no add within a minute")
+	}
+	// Output:
+	// 0 pods
+	// added: settings-
 }

@@ -101,9 +101,12 @@ type factoryKey struct {
 
 type factoryEntry struct {
 	name     string
+	resource string
+	scope    Scope
 	informer any // *Informer[T] for the T of the key
 	run      func(context.Context) error
 	wait     func(context.Context) error
+	status   func() Status
 }
 
 // NewFactory returns a factory whose informers talk to the API server at
@@ -143,7 +146,7 @@ func OfResource[T interface {
 	*E
 	watcher.Object
 }, E any](f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[T], error) {
-	return OfListerWatcher(f, resourceName(gvr), scope, func(o watcher.Options) (watcher.ListerWatcher[T], error) {
+	return OfListerWatcher(f, ResourceName(gvr), scope, func(o watcher.Options) (watcher.ListerWatcher[T], error) {
 		if f.cfg == nil {
 			return nil, errors.New("informer: factory has no rest.Config")
 		}
@@ -184,7 +187,7 @@ func preferProtobuf[T watcher.Object](cfg *rest.Config) *rest.Config {
 // annotations, owners, resourceVersion…) and none of the objects' bodies,
 // which makes it the cheap way to watch large or numerous objects.
 func OfMetadata(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[*metav1.PartialObjectMetadata], error) {
-	return OfListerWatcher(f, resourceName(gvr)+" (metadata)", scope, func(o watcher.Options) (watcher.ListerWatcher[*metav1.PartialObjectMetadata], error) {
+	return OfListerWatcher(f, ResourceName(gvr)+" (metadata)", scope, func(o watcher.Options) (watcher.ListerWatcher[*metav1.PartialObjectMetadata], error) {
 		c, err := f.metadataClient()
 		if err != nil {
 			return nil, err
@@ -197,7 +200,7 @@ func OfMetadata(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Info
 // objects as *unstructured.Unstructured: for resources whose Go types the
 // program does not have.
 func OfUnstructured(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[*unstructured.Unstructured], error) {
-	return OfListerWatcher(f, resourceName(gvr)+" (unstructured)", scope, func(o watcher.Options) (watcher.ListerWatcher[*unstructured.Unstructured], error) {
+	return OfListerWatcher(f, ResourceName(gvr)+" (unstructured)", scope, func(o watcher.Options) (watcher.ListerWatcher[*unstructured.Unstructured], error) {
 		c, err := f.dynamicClient()
 		if err != nil {
 			return nil, err
@@ -250,7 +253,7 @@ func OfListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 	if shard != nil && shard.Attach != nil {
 		shard.Attach(inf)
 	}
-	e := &factoryEntry{name: name, informer: inf, run: inf.Start, wait: inf.WaitForSync}
+	e := &factoryEntry{name: name, resource: resource, scope: scope, informer: inf, run: inf.Start, wait: inf.WaitForSync, status: inf.Status}
 	f.entries[key] = e
 	f.order = append(f.order, e)
 	if f.state == stateRunning {
@@ -259,7 +262,11 @@ func OfListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 	return inf, nil
 }
 
-func resourceName(gvr schema.GroupVersionResource) string {
+// ResourceName is how the factory names the resource gvr: in informer
+// names, and to a Sharder (for the typed informers of OfResource and Of;
+// the metadata and unstructured ones add " (metadata)" and
+// " (unstructured)"). For example "deployments.v1.apps".
+func ResourceName(gvr schema.GroupVersionResource) string {
 	s := gvr.Resource + "." + gvr.Version
 	if gvr.Group != "" {
 		s += "." + gvr.Group

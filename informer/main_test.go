@@ -1,15 +1,16 @@
-package informer
+package informer_test
 
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/kloop-dev/kloop/testenv"
 )
 
-func TestMain(m *testing.M) {
-	// The end-to-end tests use client-go, whose connection pools and klog's
-	// flush daemon live as long as the process.
-	goleak.VerifyTestMain(m, testenv.GoleakIgnores()...)
-}
+// controlPlane is for the Examples; the end-to-end tests start their own,
+// which they restart.
+var controlPlane = testenv.Shared{Examples: "^ExampleFactory$"}
+
+// The end-to-end tests use client-go, whose connection pools and klog's
+// flush daemon live as long as the process: Main's goleak check ignores
+// them.
+func TestMain(m *testing.M) { controlPlane.Main(m) }

@@ -46,6 +46,8 @@ type Elector struct {
 	leading   bool
 	leader    string
 	renewedAt time.Time
+	since     time.Time // when leading last became true
+	renewals  uint64
 }
 
 // The rights an elector needs on its Lease, in the namespace it is elected
@@ -245,6 +247,7 @@ loop:
 				lastErr = nil
 				e.mu.Lock()
 				e.renewedAt = r.core.renewedAt
+				e.renewals++
 				e.mu.Unlock()
 				deadline.Reset(r.core.deadline().Sub(clk.Now()))
 			case err != nil:
@@ -396,6 +399,7 @@ func (r *run) setLeading(v bool) {
 	r.e.leading = v
 	if v {
 		r.e.renewedAt = r.core.renewedAt
+		r.e.since = r.cfg.Clock.Now()
 	}
 	r.e.mu.Unlock()
 	if v {

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -40,10 +41,11 @@ type started struct {
 // candidates runs electors for one lease and checks that no two of them
 // ever run the leader's work at the same time.
 type candidates struct {
-	t       *testing.T
-	leading chan started
-	active  atomic.Int32
-	most    atomic.Int32
+	t        *testing.T
+	leading  chan started
+	active   atomic.Int32
+	most     atomic.Int32
+	observed await.Signal // a candidate observed a new lease holder
 }
 
 func newCandidates(t *testing.T) *candidates {
@@ -88,6 +90,7 @@ func (c *candidates) start(env *testenv.Env, lease, id string, mutate func(*lead
 		Namespace: "default", Name: lease, Identity: id,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 		OnStartedLeading: c.work(id),
+		OnNewLeader:      func(string) { c.observed.Notify() },
 		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Registerer:       prometheus.NewRegistry(),
 	}
@@ -171,10 +174,8 @@ func TestAgainstAPIServer(t *testing.T) {
 			t.Fatalf("%s runs the leader's work but IsLeader is false", first.id)
 		}
 		// The other candidate sees the leader and waits.
-		err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
-			return els[second].Leader() == first.id, nil
-		})
-		if err != nil || els[second].IsLeader() {
+		await.Until(t, second+" to observe "+first.id+" leading", c.observed.Changed, func() bool { return els[second].Leader() == first.id })
+		if els[second].IsLeader() {
 			t.Fatalf("%s: Leader() = %q, IsLeader %v; want it to observe %s and not lead", second, els[second].Leader(), els[second].IsLeader(), first.id)
 		}
 		if h, _ := holder(ctx, "handover"); h != first.id {
@@ -241,23 +242,10 @@ func TestAgainstAPIServer(t *testing.T) {
 			}
 		})
 		c.nextLeader("single candidate")
-		// Let it renew a few times first.
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		var first string
-		err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			l, err := cs.CoordinationV1().Leases("default").Get(ctx, "outage", metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			if first == "" {
-				first = l.ResourceVersion
-			}
-			return l.ResourceVersion != first, nil
-		})
-		if err != nil {
-			t.Fatalf("the leader did not renew the lease: %v", err)
-		}
+		// Let it renew first.
+		leases := cs.CoordinationV1().Leases("default")
+		first := await.Object(t, "the lease", leases, "outage", func(*coordinationv1.Lease) bool { return true }).ResourceVersion
+		await.Object(t, "the leader to renew the lease", leases, "outage", func(l *coordinationv1.Lease) bool { return l.ResourceVersion != first })
 
 		wentAway := time.Now()
 		env.StopAPIServer()

@@ -3,10 +3,11 @@ package leaderelection_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 
-	"k8s.io/client-go/rest"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kloop-dev/kloop/leaderelection"
 )
@@ -14,24 +15,33 @@ import (
 // Run a controller only in the replica that leads; exit when leadership is
 // lost so that the process restarts as a candidate.
 func Example() {
-	var cfg *rest.Config // from a kubeconfig or in-cluster
-	run := func(ctx context.Context) error {
-		e, err := leaderelection.New(cfg, leaderelection.Config{
-			Namespace: "kube-system",
-			Name:      "example-controller",
-			OnStartedLeading: func(ctx context.Context) error {
-				// Start informers and controllers here; return when ctx is done.
-				<-ctx.Done()
-				return nil
-			},
-			OnNewLeader: func(id string) { slog.Info("leader", "identity", id) },
-		})
-		if err != nil {
-			return err
-		}
-		return e.Run(ctx)
+	cfg := controlPlane.ExampleEnv().Config // yours: from a kubeconfig or in-cluster
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	e, err := leaderelection.New(cfg, leaderelection.Config{
+		Namespace: "default",
+		Name:      "example-controller",
+		Identity:  "replica-1", // default: the host name
+		OnStartedLeading: func(ctx context.Context) error {
+			fmt.Println("leading: starting informers and controllers")
+			stop() // here, a signal to stop; they would run until ctx is done
+			<-ctx.Done()
+			return nil
+		},
+		OnStoppedLeading: func() { fmt.Println("stopped leading; the lease is released") },
+		Logger:           slog.New(slog.DiscardHandler),
+		Registerer:       prometheus.NewRegistry(),
+	})
+	if err != nil {
+		panic(err)
 	}
-	if err := run(context.Background()); errors.Is(err, leaderelection.ErrLeadershipLost) {
+	err = e.Run(ctx)
+	if errors.Is(err, leaderelection.ErrLeadershipLost) {
 		os.Exit(1)
 	}
+	fmt.Println("Run returned", err)
+	// Output:
+	// leading: starting informers and controllers
+	// stopped leading; the lease is released
+	// Run returned <nil>
 }

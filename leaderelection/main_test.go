@@ -1,13 +1,12 @@
-package leaderelection
+package leaderelection_test
 
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/kloop-dev/kloop/testenv"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, testenv.GoleakIgnores()...)
-}
+// controlPlane is for the Examples.
+var controlPlane = testenv.Shared{Examples: "^Example$"}
+
+func TestMain(m *testing.M) { controlPlane.Main(m) }

@@ -125,15 +125,16 @@ type Manager struct {
 	opts Options
 	log  *slog.Logger
 
-	mu        sync.Mutex
-	caches    []Cache
-	always    []Runnable // need no leadership
-	leader    []Runnable // need leadership
-	healthz   []namedCheck
-	readyz    []namedCheck
-	started   bool
-	addrs     map[string]net.Addr // by endpoint: "metrics", "health"
-	addrReady chan struct{}
+	mu            sync.Mutex
+	caches        []Cache
+	always        []Runnable // need no leadership
+	leader        []Runnable // need leadership
+	healthz       []namedCheck
+	readyz        []namedCheck
+	readyzReports []func() string
+	started       bool
+	addrs         map[string]net.Addr // by endpoint: "metrics", "health"
+	addrReady     chan struct{}
 
 	synced   atomic.Bool   // every cache synced
 	syncedCh chan struct{} // closed when synced is set
@@ -301,7 +302,10 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	case <-ctx.Done():
 		m.log.Info("Stopping: context done", "cause", context.Cause(ctx))
 	case <-stop:
-		m.log.Error("Stopping: a runnable failed", "err", errors.Join(failures...))
+		failMu.Lock() // a later failure may be appended meanwhile
+		first := errors.Join(failures...)
+		failMu.Unlock()
+		m.log.Error("Stopping: a runnable failed", "err", first)
 	}
 	m.stopping.Store(true)
 
@@ -337,13 +341,13 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 		_ = s.srv.Shutdown(sctx)
 		cancel()
 	}
+	failMu.Lock() // runnables that outlived the shutdown timeout may still fail
+	defer failMu.Unlock()
 	for range servers {
 		if err := <-httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			failures = append(failures, fmt.Errorf("manager: HTTP server: %w", err))
 		}
 	}
-	failMu.Lock()
-	defer failMu.Unlock()
 	if timedOut {
 		failures = append(failures, ErrShutdownTimeout)
 	}

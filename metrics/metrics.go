@@ -5,7 +5,10 @@
 // use Registry. Tests that want isolation pass prometheus.NewRegistry().
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
 
 // Registry is kloop's default registry. It starts with the Go runtime and
 // process collectors, like the default Prometheus registry, but is separate
@@ -41,4 +44,34 @@ func asAlreadyRegistered(err error, target *prometheus.AlreadyRegisteredError) b
 		*target = are
 	}
 	return ok
+}
+
+// Read returns the current value of one metric (a counter, gauge or
+// histogram child) as Prometheus would scrape it, for components that show
+// what they counted without keeping a second count. It returns nil when the
+// metric cannot be written.
+func Read(m prometheus.Metric) *dto.Metric {
+	if m == nil {
+		return nil
+	}
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		return nil
+	}
+	return &d
+}
+
+// Count reads a counter's or a gauge's value as a whole number (0 if m is
+// neither); see Read.
+func Count(m prometheus.Metric) uint64 {
+	d := Read(m)
+	switch {
+	case d == nil:
+		return 0
+	case d.Counter != nil:
+		return uint64(d.Counter.GetValue())
+	case d.Gauge != nil:
+		return uint64(max(d.Gauge.GetValue(), 0))
+	}
+	return 0
 }

@@ -2,20 +2,29 @@ package record_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/rest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kloop-dev/kloop/record"
 )
 
 func Example() {
-	var (
-		cfg *rest.Config    // from a kubeconfig or in-cluster
-		pod *corev1.Pod     // the object the event is about
-		ctx context.Context // the program's context
-	)
-	r, err := record.New(cfg, record.Options{Component: "example-controller"})
+	cfg := controlPlane.ExampleEnv().Config // yours: from a kubeconfig or in-cluster
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	cm, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "example-"}}, metav1.CreateOptions{})
+	if err != nil {
+		panic(err)
+	}
+
+	r, err := record.New(cfg, record.Options{Component: "example-controller", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(err)
 	}
@@ -23,8 +32,29 @@ func Example() {
 	go func() { done <- r.Start(ctx) }() // writes until ctx ends, then drains
 
 	// From a reconciler: cheap, never blocks on the API server.
-	r.Eventf(pod, record.Normal, "Scheduled", "assigned to node %s", "node-1")
-	r.Event(pod, record.Warning, "BackOff", "restarting failed container")
+	r.Eventf(cm, record.Normal, "Synced", "synced from %s", "settings.yaml")
+	r.Event(cm, record.Warning, "InvalidKey", "key x is not a DNS label")
+	r.Event(cm, record.Warning, "InvalidKey", "key x is not a DNS label") // a repeat: count 2
 
-	<-done
+	cancel()
+	if err := <-done; err != nil { // Start has written what was queued
+		panic(err)
+	}
+	events, err := cs.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(cm.UID)).String(),
+	})
+	if err != nil {
+		panic(err)
+	}
+	var lines []string
+	for _, e := range events.Items {
+		lines = append(lines, fmt.Sprintf("%s %s (x%d) from %s: %s", e.Type, e.Reason, e.Count, e.Source.Component, e.Message))
+	}
+	sort.Strings(lines)
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+	// Output:
+	// Normal Synced (x1) from example-controller: synced from settings.yaml
+	// Warning InvalidKey (x2) from example-controller: key x is not a DNS label
 }

@@ -12,14 +12,15 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/record"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -87,6 +88,7 @@ func installGadgetCRD(ctx context.Context, t *testing.T, env *testenv.Env) {
 	if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create Gadget CRD: %v", err)
 	}
+	await.CRDServed(t, env.Config, crd.Name)
 }
 
 // startRecorder runs a recorder until the test ends.
@@ -131,17 +133,21 @@ func eventsAbout(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns 
 	return list.Items
 }
 
-// waitForEvents polls until cond holds for the events about uid.
+// waitForEvents waits until cond holds for the events about uid, checking
+// again on every change to them.
 func waitForEvents(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, uid types.UID, what string, cond func([]corev1.Event) bool) []corev1.Event {
 	t.Helper()
 	var evs []corev1.Event
-	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last seen %d events about %s: %+v", len(evs), uid, evs)
+		}
+	})
+	about := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(uid)).String()}
+	await.Watched(t, what, cs.CoreV1().Events(ns), about, func(ctx context.Context) (bool, error) {
 		evs = eventsAbout(ctx, t, cs, ns, uid)
 		return cond(evs), nil
 	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v; last seen %d events: %+v", what, err, len(evs), evs)
-	}
 	return evs
 }
 
@@ -215,13 +221,9 @@ func TestAgainstAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var g *Gadget
-		err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			g, err = gadgets.Create(ctx, &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g"}})
-			return err == nil, nil
-		})
+		g, err := gadgets.Create(ctx, &Gadget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g"}})
 		if err != nil {
-			t.Fatalf("create gadget (CRD not served?): %v", err)
+			t.Fatalf("create gadget: %v", err)
 		}
 		t.Cleanup(func() { _ = gadgets.Delete(context.Background(), "default", "g", metav1.DeleteOptions{}) })
 		r.Event(g, record.Normal, "Built", "gadget built")

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"sync"
@@ -21,9 +22,17 @@ import (
 //	var cp testenv.Shared
 //
 //	func TestMain(m *testing.M) { cp.Main(m) }
+//
+// Examples can run on it too (ExampleEnv), and assert through their
+// "// Output:" comment; name them in Examples then.
 type Shared struct {
 	// Options for the control plane, read once at the first Env call.
 	Options Options
+	// Examples is a regular expression (as for go test -run) matching the
+	// names of the package's Examples that use ExampleEnv. An Example
+	// cannot skip itself, so under -short Main leaves those out, as Env
+	// skips tests.
+	Examples string
 
 	once sync.Once
 	env  *Env
@@ -44,11 +53,41 @@ func (s *Shared) Env(t testing.TB) *Env {
 	return s.env
 }
 
+// ExampleEnv returns the shared control plane for an Example, starting it
+// on first use; it panics if the control plane cannot start. The package's
+// Shared must have Examples set.
+func (s *Shared) ExampleEnv() *Env {
+	if s.Examples == "" {
+		panic("testenv: ExampleEnv on a Shared whose Examples names none: they would start a control plane under -short")
+	}
+	s.once.Do(func() { s.env, s.err = Start(context.Background(), s.Options) })
+	if s.err != nil {
+		panic(fmt.Sprintf("start control plane: %v", s.err))
+	}
+	return s.env
+}
+
+// skipUnderShort adds re to -test.skip under -short.
+func skipUnderShort(re string) {
+	flag.Parse() // m.Run would parse them anyway; Short needs them now
+	if !testing.Short() {
+		return
+	}
+	skip := re
+	if f := flag.Lookup("test.skip"); f != nil && f.Value.String() != "" {
+		skip = f.Value.String() + "|" + skip
+	}
+	_ = flag.Set("test.skip", skip)
+}
+
 // Main runs the package's tests, stops the shared control plane (writing
 // the tail of each process log to stderr when a test failed), checks that no
 // goroutine of ours leaked (with GoleakIgnores and the package's own
 // ignores, for goroutines a test peer leaves by design), and exits.
 func (s *Shared) Main(m *testing.M, ignore ...goleak.Option) {
+	if s.Examples != "" {
+		skipUnderShort(s.Examples)
+	}
 	code := m.Run()
 	if s.env != nil {
 		if code != 0 {

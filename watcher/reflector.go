@@ -31,6 +31,8 @@ type Reflector[T Object] struct {
 	lastRV     string
 	errChanged chan struct{} // closed when lastErr changes, then replaced
 	shardInfo  *metav1.ShardInfo
+	phase      Phase
+	lastEvent  time.Time
 }
 
 // NewReflector returns a reflector over lw. It starts nothing; call Run.
@@ -119,6 +121,14 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 
 	m, clk := r.m, r.cfg.clock
 	m.restart()
+	r.mu.Lock()
+	r.phase = phaseOf(m)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.phase = PhaseStopped
+		r.mu.Unlock()
+	}()
 	r.cfg.logger.Debug("reflector starting", "reflector", r.cfg.name, "mode", r.cfg.mode.String(), "rv", m.lastRV)
 
 	var w apiwatch.Interface
@@ -143,6 +153,7 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 		var (
 			evs []Event[T]
 			err error
+			now time.Time
 		)
 		switch act.kind {
 		case actList:
@@ -160,7 +171,8 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 				}
 				r.mu.Unlock()
 			}
-			evs, err = m.listed(clk.Now(), page, lerr)
+			now = clk.Now()
+			evs, err = m.listed(now, page, lerr)
 
 		case actWatch:
 			r.metrics.watches.Inc()
@@ -195,10 +207,11 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 			case <-ctx.Done():
 				return nil
 			case ev, ok := <-w.ResultChan():
+				now = clk.Now()
 				if !ok {
-					err = m.closed(clk.Now())
+					err = m.closed(now)
 				} else {
-					evs, err = m.received(clk.Now(), ev)
+					evs, err = m.received(now, ev)
 				}
 			case <-timeout:
 				err = m.timerFired(clk.Now())
@@ -221,7 +234,10 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 			close(r.errChanged)
 			r.errChanged = nil
 		}
-		r.lastErr, r.lastRV = m.lastErr, m.lastRV
+		r.lastErr, r.lastRV, r.phase = m.lastErr, m.lastRV, phaseOf(m)
+		if len(evs) > 0 {
+			r.lastEvent = now
+		}
 		r.mu.Unlock()
 		if err != nil {
 			r.metrics.errors.Inc()

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -18,13 +17,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/internal/reexec"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
@@ -135,17 +136,15 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 	if _, err := foos.Create(ctx, example); err != nil {
 		t.Fatal(err)
 	}
-	var last string
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		f, err := foos.Get(ctx, "default", "example-foo")
-		if err != nil {
-			return false, err
-		}
-		last = fmt.Sprintf("status %+v", f.Status)
-		return f.Status.AvailableReplicas == 1, nil
+	fooWatch := dynamic.NewForConfigOrDie(e.Config).Resource(v1alpha1.Resource).Namespace("default")
+	availCtx, availCancel := context.WithTimeout(ctx, 90*time.Second) // pods need kube-controller-manager and podsim
+	defer availCancel()
+	_, err = await.ObjectContext(availCtx, fooWatch, "example-foo", func(f *unstructured.Unstructured) bool {
+		n, _, _ := unstructured.NestedInt64(f.Object, "status", "availableReplicas")
+		return n == 1
 	})
 	if err != nil {
-		t.Fatalf("example-foo not reporting 1 available replica within 90s (%v); last: %s", err, last)
+		t.Fatalf("example-foo not reporting 1 available replica within 90s: %v", err)
 	}
 	kc := kubernetes.NewForConfigOrDie(e.Config)
 	d, err := kc.AppsV1().Deployments("default").Get(ctx, "example-foo", metav1.GetOptions{})

@@ -24,6 +24,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
@@ -35,6 +36,7 @@ import (
 func demoCommand() *cobra.Command {
 	f := &controlPlaneFlags{logging: cli.Logging{Level: "warn", Format: "text"}}
 	namespace := "default"
+	debugAddr := "127.0.0.1:0"
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the local control plane with podsim and the Foo controller, apply example-foo.yaml and print what happens",
@@ -43,7 +45,7 @@ func demoCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if code := demo(f.dataDir, f.binDir, namespace, log, cpLog, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
+			if code := demo(f.dataDir, f.binDir, namespace, debugAddr, log, cpLog, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
 				return cli.ExitCode(code)
 			}
 			return nil
@@ -51,15 +53,17 @@ func demoCommand() *cobra.Command {
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&namespace, "namespace", namespace, "namespace of the example Foo; only it is watched and printed")
+	cmd.Flags().StringVar(&debugAddr, "debug-bind-address", debugAddr, "serve the Foo controller's live debug page at this loopback host:port (default: a free port, printed at start); 0 turns it off")
 	return cmd
 }
 
 // demo runs the whole sample on a local control plane: the Foo CRD, podsim,
 // the Foo controller and example-foo.yaml, printing one line per change of
 // the Foos, Deployments, pods and events of the namespace until a signal.
-// The controllers log to log, the control plane to cpLog. It returns the
-// exit code.
-func demo(dataDir, binDir, namespace string, log, cpLog *slog.Logger, stdout, stderr io.Writer) int {
+// The controllers log to log, the control plane to cpLog. The Foo
+// controller's debug page is served at debugAddr unless it is "" or "0". It
+// returns the exit code.
+func demo(dataDir, binDir, namespace, debugAddr string, log, cpLog *slog.Logger, stdout, stderr io.Writer) int {
 	out := &printer{w: stdout, last: map[string]string{}}
 
 	ctx, in := notifyInterrupts(stderr)
@@ -109,10 +113,34 @@ func demo(dataDir, binDir, namespace string, log, cpLog *slog.Logger, stdout, st
 	goRun("podsim", func(ctx context.Context) error {
 		return podsim.Run(ctx, env.Config, podsim.Options{Logger: log.With("component", "podsim"), Registry: prometheus.NewRegistry()})
 	})
-	goRun("foo controller", func(ctx context.Context) error {
-		reg := prometheus.NewRegistry()
-		return foo.Run(ctx, env.Config, kloop.Options{Logger: log.With("component", "foo-controller"), Registry: reg})
-	})
+	app, err := kloop.New(env.Config, kloop.Options{Name: foo.ControllerName, Scheme: foo.Scheme(), Logger: log.With("component", "foo-controller"), Registry: prometheus.NewRegistry()})
+	if err == nil {
+		err = foo.Setup(app, foo.DefaultWorkers)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
+		return 1
+	}
+	var page *debug.Server
+	if debugAddr != "" && debugAddr != "0" {
+		if page, err = debug.New(app.Manager(), debug.Options{Addr: debugAddr, Logger: log.With("component", "debug")}); err == nil {
+			err = app.Manager().Add(page)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "kloop demo: --debug-bind-address: %v\n", err)
+			return 2
+		}
+	}
+	goRun("foo controller", app.Run)
+	if page != nil {
+		select {
+		case <-page.AddrReady():
+			if page.Addr() != nil {
+				out.printf("# the Foo controller's live page: %s (its JSON: %s)\n", page.URL(), page.SnapshotURL())
+			}
+		case <-ctx.Done():
+		}
+	}
 	synced := make(chan struct{})
 	goRun("printer", func(ctx context.Context) error { return out.watch(ctx, env.Config, namespace, log, synced) })
 

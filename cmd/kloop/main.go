@@ -8,10 +8,11 @@
 // and exits 0; a second Ctrl-C kills the control plane, removes its
 // temporary directory and exits 1 at once.
 //
-//	kloop demo [--data-dir DIR] [--bin-dir DIR] [--namespace default] [--log-level warn]
+//	kloop demo [--data-dir DIR] [--bin-dir DIR] [--namespace default] [--log-level warn] [--debug-bind-address 127.0.0.1:0]
 //
 // does the same, then installs the Foo CRD, runs podsim (a simulated
-// kubelet) and the Foo controller in the same process, applies
+// kubelet) and the Foo controller in the same process, prints the URL of
+// the controller's live debug page (package debug), applies
 // sample-controller's example-foo.yaml and prints one line per change of the
 // namespace's Foos, Deployments, pods and events until Ctrl-C (exit 0).
 //

@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -173,8 +175,10 @@ func TestDemo_ExampleFooBecomesAvailableThroughPodsimAndSIGINTExitsZero(t *testi
 		"the Foo with 1 available":  regexp.MustCompile(`^foo/example-foo +deploymentName=example-foo spec\.replicas=1 status\.availableReplicas=1$`),
 		"the kubeconfig to export":  regexp.MustCompile(`^export KUBECONFIG=\S+`),
 		"the CRD installed message": regexp.MustCompile(`^# installed CRD foos\.samplecontroller\.k8s\.io`),
+		"the debug page's URL":      pageLine,
 	}
 	var seen []string
+	var page string
 	deadline := time.After(3 * time.Minute)
 	for len(want) > 0 {
 		select {
@@ -183,6 +187,9 @@ func TestDemo_ExampleFooBecomesAvailableThroughPodsimAndSIGINTExitsZero(t *testi
 				t.Fatalf("kloop demo's output ended; missing %v; output:\n%s\nstderr:\n%s", keys(want), strings.Join(seen, "\n"), stderr.String())
 			}
 			seen = append(seen, l)
+			if m := pageLine.FindStringSubmatch(l); m != nil {
+				page = m[1]
+			}
 			for what, re := range want {
 				if re.MatchString(l) {
 					delete(want, what)
@@ -191,6 +198,24 @@ func TestDemo_ExampleFooBecomesAvailableThroughPodsimAndSIGINTExitsZero(t *testi
 		case <-deadline:
 			t.Fatalf("within 3 minutes kloop demo did not print %v; output:\n%s", keys(want), strings.Join(seen, "\n"))
 		}
+	}
+
+	// The page it printed shows the Foo controller and its example Foo.
+	resp, err := http.Get(page + "api/v1/snapshot")
+	if err != nil {
+		t.Fatalf("GET the debug page's snapshot: %v", err)
+	}
+	var snap struct {
+		Controllers []struct {
+			Name       string
+			Reconciles struct{ Success int }
+		}
+		Informers []struct{ Resource string }
+	}
+	err = json.NewDecoder(resp.Body).Decode(&snap)
+	resp.Body.Close()
+	if err != nil || len(snap.Controllers) != 1 || snap.Controllers[0].Name != "foo-controller" || snap.Controllers[0].Reconciles.Success == 0 || len(snap.Informers) != 2 {
+		t.Errorf("the debug page's snapshot: %+v, %v; want foo-controller with successful reconciles and its 2 informers", snap, err)
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -205,6 +230,9 @@ func TestDemo_ExampleFooBecomesAvailableThroughPodsimAndSIGINTExitsZero(t *testi
 		t.Errorf("no stop of the control plane in stderr:\n%s", stderr.String())
 	}
 }
+
+// pageLine is the demo's line with the URL of the debug page.
+var pageLine = regexp.MustCompile(`^# the Foo controller's live page: (http://127\.0\.0\.1:\d+/debug/) `)
 
 func keys(m map[string]*regexp.Regexp) []string {
 	var out []string

@@ -224,6 +224,7 @@ func TestRun_BadFlagsAndEnvironment(t *testing.T) {
 		{[]string{"--nope"}, nil, 2, "unknown flag: --nope"},
 		{[]string{"extra"}, nil, 2, `unknown command "extra" for "notifier"`},
 		{[]string{"--drain-timeout", "0s"}, nil, 2, `--drain-timeout "0s": want a positive duration`},
+		{[]string{"--metrics-secure"}, nil, 2, "--metrics-secure: the notifier serves /metrics as plain HTTP"},
 		{[]string{"--drain-timeout", "-5s"}, nil, 2, `--drain-timeout "-5s": want a positive duration`},
 		{[]string{"config"}, nil, 2, "give a subcommand: notifier config sample | notifier config check"},
 		{[]string{"config", "view"}, nil, 2, `unknown command "view" for "notifier config"`},

@@ -3,6 +3,7 @@ package await
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,4 +91,93 @@ func watchFor[T runtime.Object](ctx context.Context, wi watch.Interface, cond fu
 			}
 		}
 	}
+}
+
+// Watched waits until cond holds, checking it at once and again after every
+// event of a watch w opens with opts (opened again if it ends). It is for
+// API server state that cond reads itself, such as a List, and that
+// changes only with the objects watched: the watch is opened before the
+// first check, so no change is missed. Watched fails t, naming what, if
+// cond does not hold within Timeout; an error from cond ends the wait with
+// it.
+func Watched(t testing.TB, what string, w Watcher, opts metav1.ListOptions, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
+	defer cancel()
+	if err := WatchedContext(ctx, w, opts, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// WatchedContext is Watched for code that has no testing.TB.
+func WatchedContext(ctx context.Context, w Watcher, opts metav1.ListOptions, cond func(ctx context.Context) (bool, error)) error {
+	for {
+		wi, err := w.Watch(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("watch: %w", err)
+		}
+		done, err := watchedFor(ctx, wi, cond)
+		wi.Stop()
+		if done || err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// watchedFor checks cond once, then after each event of wi, until it holds
+// (done), fails, or the watch or ctx ends.
+func watchedFor(ctx context.Context, wi watch.Interface, cond func(ctx context.Context) (bool, error)) (done bool, _ error) {
+	for {
+		ok, err := cond(ctx)
+		if ok || err != nil {
+			return ok, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case _, open := <-wi.ResultChan():
+			if !open {
+				return false, nil
+			}
+		}
+	}
+}
+
+// Changes returns a Signal notified on every event of a watch opened now on
+// each of ws, until the test ends: a change source for Until when the
+// state a condition reads is spread over several resources. A watch the
+// server ends is not reopened; conditions that wait longer than the
+// server's watch timeout (minutes) should use Watched.
+func Changes(t testing.TB, ws ...Watcher) *Signal {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := &Signal{}
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wi, err := w.Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			cancel()
+			wg.Wait()
+			t.Fatalf("watch for changes: %v", err)
+		}
+		wg.Go(func() {
+			defer wi.Stop()
+			for {
+				select {
+				case _, ok := <-wi.ResultChan():
+					if !ok {
+						return
+					}
+					sig.Notify()
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return sig
 }

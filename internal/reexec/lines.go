@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"os/exec"
+	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -124,4 +125,35 @@ func Start(t testing.TB, name string, cmd *exec.Cmd) (stdout, stderr *Lines) {
 		}
 	})
 	return stdout, stderr
+}
+
+// WaitForAny waits up to LineWait for a line that matches re in any of
+// streams, and returns the index of the first stream (in the order given)
+// that has one, and that line. It fails the test if every stream ends or
+// the time runs out first.
+func WaitForAny(t testing.TB, what string, re *regexp.Regexp, streams ...*Lines) (int, string) {
+	t.Helper()
+	deadline := time.After(LineWait)
+	for {
+		cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline)}}
+		for i, l := range streams {
+			l.mu.Lock()
+			for _, s := range l.lines {
+				if re.MatchString(s) {
+					l.mu.Unlock()
+					return i, s
+				}
+			}
+			if !l.eof {
+				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(l.more)})
+			}
+			l.mu.Unlock()
+		}
+		if len(cases) == 1 {
+			t.Fatalf("every stream ended before %s", what)
+		}
+		if chosen, _, _ := reflect.Select(cases); chosen == 0 {
+			t.Fatalf("no %s within %v", what, LineWait)
+		}
+	}
 }

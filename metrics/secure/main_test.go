@@ -8,6 +8,6 @@ import (
 
 // controlPlane is the one control plane of this package's tests, started
 // on first use; each test works in a namespace of its own.
-var controlPlane testenv.Shared
+var controlPlane = testenv.Shared{Examples: "^Example$"}
 
 func TestMain(m *testing.M) { controlPlane.Main(m) }

@@ -11,51 +11,49 @@
 // Foos, Owns Deployments); the App runs the informers, the controller and
 // the event recorder.
 //
-// # What a sync does (in sample-controller's order)
+// # What a sync does (sample-controller's order, and more)
 //
 //  1. Reads the Foo. A Foo that is gone needs nothing: its Deployment is
 //     garbage-collected through its owner reference. So is that of a Foo
-//     being deleted (deletionTimestamp set): it is left alone.
-//  2. A Foo without spec.deploymentName is logged, once per change of the
-//     Foo, as a terminal error (ErrNoDeploymentName): not retried, since
-//     retrying cannot help until the Foo changes.
+//     being deleted (deletionTimestamp set): it is left alone, so each
+//     deletion propagation policy does what it says (Foreground and
+//     Background delete the Deployment, Orphan leaves it, unowned).
+//  2. A Foo without spec.deploymentName gets Ready=False with reason
+//     DeploymentNameMissing and a Warning event, and a terminal error is
+//     logged once per change of the Foo (not retried: retrying cannot help).
 //  3. Creates the Deployment if it does not exist (see NewDeployment).
 //  4. If a Deployment of that name exists and is not controlled by this
-//     Foo, records a Warning event ErrResourceExists with the message
-//     `Resource "<name>" already exists and is not managed by Foo` and
-//     returns the same error, retried with back-off. It never adopts or
-//     changes that Deployment.
-//  5. If spec.replicas is set and differs from the Deployment's, updates
-//     the Deployment's replicas (and nothing else of it).
-//  6. Writes status.availableReplicas when it differs from the
-//     Deployment's: through the status subresource when the Foo CRD has
-//     one (sample-controller's crd-status-subresource.yaml, and the CRD in
-//     samples/foo/crd), with an update of the whole Foo otherwise (its plain
-//     crd.yaml). Discovery's answer is asked again when the CRD changes
-//     under a running controller (a 404 from /status, or an update that
-//     kept the old status).
-//  7. Records a Normal event Synced, "Foo synced successfully" (the
+//     Foo: a Warning event ErrResourceExists with sample-controller's
+//     message, Ready=False with reason DeploymentNotOwned, and the same
+//     error, retried with back-off. It never adopts or changes that
+//     Deployment.
+//  5. Repairs drift: when replicas (if spec.replicas is set), the selector
+//     or template labels, or the nginx container's image differ from what
+//     the Foo asks, it applies them with server-side apply (field manager
+//     foo-controller, forced, guarded by the resourceVersion it checked);
+//     fields others added (annotations, env vars, sidecars) stay.
+//  6. After a rename of spec.deploymentName, deletes the Deployments this
+//     Foo controls under other names once the new one is available.
+//  7. Writes the status: availableReplicas (always present, 0 included),
+//     observedGeneration and the Ready condition (DeploymentAvailable or
+//     DeploymentProgressing), unless it is already so. With the status
+//     subresource when the CRD has one, else by an update (sample-
+//     controller's crd.yaml); with sample-controller's CRDs, whose schemas
+//     prune the new fields, only availableReplicas is kept, and the last
+//     write is remembered so a pruned status is not written over and over.
+//  8. Records a Normal event Synced, "Foo synced successfully" (the
 //     recorder folds repeats into one Event with a count).
+//
+// kloop's CRD (samples/foo/crd) has printer columns: deployment, desired,
+// available, ready, age.
 //
 // # Differences from sample-controller
 //
-//   - A Foo being deleted is not synced, so a foreground deletion, which
-//     deletes the Deployment before the Foo, does not get the Deployment
-//     made again.
-//   - No status write when the value is already right, and a replica
-//     change keeps whatever else others changed in the Deployment (it is
-//     an update of the cached copy, guarded by its resourceVersion, rather
-//     than a replace by a freshly built object).
+//   - No status write when the status is already right; no Deployment
+//     write unless something drifted.
 //   - A sync right after the controller's own write reads that write back
-//     (kloop.Handle), so a slow cache never makes it create a
-//     Deployment twice or act on a Foo it has just changed.
+//     (kloop.Handle), so a slow cache never makes it create a Deployment
+//     twice or act on a Foo it has just changed.
 //   - No periodic resync: a Foo is synced when it or its Deployment
 //     changes.
-//
-// # Not done (as in sample-controller)
-//
-//   - Only replica drift is corrected; changes to the Deployment's pod
-//     template, labels or selector by others stay.
-//   - Renaming spec.deploymentName creates a Deployment of the new name and
-//     leaves the old one, still owned, until the Foo is deleted.
 package foo

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/watcher"
@@ -136,7 +140,17 @@ type Reconciler struct {
 	Deployments *kloop.Handle[*appsv1.Deployment]
 	Recorder    Recorder
 	Logger      *slog.Logger
+
+	written sync.Map // cache.Key → written
 }
+
+// Reasons of the Ready condition.
+const (
+	ReasonDeploymentNameMissing = "DeploymentNameMissing"
+	ReasonDeploymentNotOwned    = "DeploymentNotOwned"
+	ReasonDeploymentProgressing = "DeploymentProgressing"
+	ReasonDeploymentAvailable   = "DeploymentAvailable"
+)
 
 // Reconcile syncs the Foo at key.
 func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.Result, error) {
@@ -157,8 +171,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 		return controller.Result{}, nil
 	}
 	name := foo.Spec.DeploymentName
+	if w, ok := r.written.Load(key); ok && name == "" && w.(written).rv == foo.ResourceVersion {
+		return controller.Result{}, nil // woken by its own report of the missing name
+	}
 	if name == "" {
-		return controller.Result{}, controller.TerminalError(fmt.Errorf("Foo %s: %w", key, ErrNoDeploymentName))
+		err := fmt.Errorf("Foo %s: %w", key, ErrNoDeploymentName)
+		return controller.Result{}, r.fail(ctx, foo, ReasonDeploymentNameMissing, ReasonDeploymentNameMissing, ErrNoDeploymentName, controller.TerminalError(err))
 	}
 
 	dep, err := r.Deployments.Get(ctx, foo.Namespace, name)
@@ -171,41 +189,119 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 	if err != nil {
 		return controller.Result{}, err
 	}
-
 	if !metav1.IsControlledBy(dep, foo) {
 		err := &ResourceExistsError{Name: dep.Name}
-		r.Recorder.Event(foo, corev1.EventTypeWarning, ErrResourceExists, err.Error())
-		return controller.Result{}, err
+		return controller.Result{}, r.fail(ctx, foo, ErrResourceExists, ReasonDeploymentNotOwned, err, err)
 	}
-
-	if want := foo.Spec.Replicas; want != nil && (dep.Spec.Replicas == nil || *dep.Spec.Replicas != *want) {
-		log.Info("Updating Deployment replicas", "deployment", name, "from", ptr.Deref(dep.Spec.Replicas, 0), "to", *want)
-		changed := cache.Copy(dep)
-		changed.Spec.Replicas = ptr.To(*want)
-		if dep, err = r.Deployments.Update(ctx, changed); err != nil {
+	if want := NewDeployment(foo); drifted(dep, want) {
+		// Server-side apply restores what the controller owns and leaves
+		// what others added; the resourceVersion makes sure it applies to
+		// the Deployment found to be this Foo's.
+		log.Info("Repairing Deployment", "deployment", name)
+		want.ResourceVersion = dep.ResourceVersion
+		if dep, err = r.Deployments.Apply(ctx, want, client.PatchOptions{Force: true}); err != nil {
 			return controller.Result{}, err
 		}
 	}
-
-	if err := r.updateStatus(ctx, foo, dep); err != nil {
+	if err := r.deleteRenamed(ctx, foo, dep); err != nil {
+		return controller.Result{}, err
+	}
+	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: ReasonDeploymentProgressing,
+		Message: fmt.Sprintf("%d of %d replicas available", dep.Status.AvailableReplicas, ptr.Deref(dep.Spec.Replicas, 1))}
+	if available(dep) {
+		ready.Status, ready.Reason = metav1.ConditionTrue, ReasonDeploymentAvailable
+	}
+	if err := r.updateStatus(ctx, foo, dep.Status.AvailableReplicas, ready); err != nil {
 		return controller.Result{}, err
 	}
 	r.Recorder.Event(foo, corev1.EventTypeNormal, SuccessSynced, MessageResourceSynced)
 	return controller.Result{}, nil
 }
 
-// updateStatus copies the Deployment's available replicas into the Foo's
-// status, unless they are already there.
-func (r *Reconciler) updateStatus(ctx context.Context, foo *v1alpha1.Foo, dep *appsv1.Deployment) error {
-	if foo.Status.AvailableReplicas == dep.Status.AvailableReplicas {
+// fail makes a problem visible: a Warning event and Ready=False with the
+// reason, in the status. It returns err.
+func (r *Reconciler) fail(ctx context.Context, foo *v1alpha1.Foo, event, reason string, problem, err error) error {
+	r.Recorder.Event(foo, corev1.EventTypeWarning, event, problem.Error())
+	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: reason, Message: problem.Error()}
+	return errors.Join(err, r.updateStatus(ctx, foo, foo.Status.AvailableReplicas, ready))
+}
+
+// drifted reports whether dep lacks what want sets: replicas, the
+// selector and template labels, the nginx container's image.
+func drifted(dep, want *appsv1.Deployment) bool {
+	if want.Spec.Replicas != nil && ptr.Deref(dep.Spec.Replicas, 1) != *want.Spec.Replicas {
+		return true
+	}
+	for k, v := range want.Spec.Template.Labels {
+		if dep.Spec.Template.Labels[k] != v || dep.Spec.Selector == nil || dep.Spec.Selector.MatchLabels[k] != v {
+			return true
+		}
+	}
+	for _, c := range dep.Spec.Template.Spec.Containers {
+		if c.Name == want.Spec.Template.Spec.Containers[0].Name {
+			return c.Image != want.Spec.Template.Spec.Containers[0].Image
+		}
+	}
+	return true
+}
+
+// available reports whether all of dep's replicas are available in its
+// latest rollout.
+func available(dep *appsv1.Deployment) bool {
+	return dep.Status.ObservedGeneration >= dep.Generation && dep.Status.AvailableReplicas >= ptr.Deref(dep.Spec.Replicas, 1) &&
+		dep.Status.UpdatedReplicas >= ptr.Deref(dep.Spec.Replicas, 1)
+}
+
+// deleteRenamed deletes the Deployments this Foo controls under another
+// name than spec.deploymentName (it was renamed), once dep, the current
+// one, is available.
+func (r *Reconciler) deleteRenamed(ctx context.Context, foo *v1alpha1.Foo, dep *appsv1.Deployment) error {
+	all, err := r.Deployments.List(ctx, foo.Namespace, nil)
+	if err != nil {
+		return err
+	}
+	for _, old := range all {
+		if old.Name != dep.Name && metav1.IsControlledBy(old, foo) && available(dep) {
+			r.Logger.Info("Deleting the Deployment of the Foo's old name", "foo", foo.Name, "deployment", old.Name)
+			if err := r.Deployments.Delete(ctx, old.Namespace, old.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// updateStatus writes the Foo's status (available replicas, observed
+// generation, the Ready condition) unless it is already there. Written
+// once at least for every Foo. A CRD whose schema prunes the fields
+// (sample-controller's) keeps only availableReplicas: the last write is
+// remembered so that a pruned status is not written again and again.
+func (r *Reconciler) updateStatus(ctx context.Context, foo *v1alpha1.Foo, availableReplicas int32, ready metav1.Condition) error {
+	want := *foo.Status.DeepCopy()
+	want.AvailableReplicas, want.ObservedGeneration = availableReplicas, foo.Generation
+	meta.SetStatusCondition(&want.Conditions, ready)
+	key := cache.KeyOf(foo)
+	if w, ok := r.written.Load(key); ok && w.(written).rv == foo.ResourceVersion && equality.Semantic.DeepEqual(w.(written).status, want) {
+		return nil
+	}
+	if equality.Semantic.DeepEqual(foo.Status, want) {
 		return nil
 	}
 	changed := cache.Copy(foo)
-	changed.Status.AvailableReplicas = dep.Status.AvailableReplicas
-	if _, err := r.Foos.WriteStatus(ctx, changed); err != nil {
+	changed.Status = want
+	got, err := r.Foos.WriteStatus(ctx, changed)
+	if err != nil {
 		return fmt.Errorf("update status of Foo %s/%s: %w", foo.Namespace, foo.Name, err)
 	}
+	r.written.Store(key, written{rv: got.ResourceVersion, status: want})
 	return nil
+}
+
+// written is the last status this controller wrote for a Foo, and the
+// resourceVersion the write returned.
+type written struct {
+	rv     string
+	status v1alpha1.FooStatus
 }
 
 // NewDeployment returns the Deployment a Foo asks for: named

@@ -10,7 +10,7 @@ import (
 // with kube-controller-manager so that Deployments get ReplicaSets and pods
 // and owned objects are garbage-collected. Each test works in a namespace
 // of its own.
-var controlPlane = testenv.Shared{Options: testenv.Options{ControllerManager: true}}
+var controlPlane = testenv.Shared{Options: testenv.Options{ControllerManager: true}, Examples: "^ExampleRun$"}
 
 func TestMain(m *testing.M) {
 	controlPlane.Main(m)

@@ -12,18 +12,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/samples/podsim"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
 // controlPlane is etcd and kube-apiserver only: podsim is the one acting on
 // pods here.
-var controlPlane testenv.Shared
+var controlPlane = testenv.Shared{Examples: "^ExampleRun$"}
 
 func TestMain(m *testing.M) { controlPlane.Main(m) }
 
@@ -72,11 +72,25 @@ func pod(name, scheduler string) *corev1.Pod {
 	}
 }
 
-// eventually polls cond every 50ms until it holds, failing the test with
-// what after timeout.
+// eventually waits until cond holds, checking it at once and after every
+// change to what podsim acts on (nodes, node leases, pods), failing the
+// test with what after timeout or cond's error.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, timeout, true, cond); err != nil {
+	kc := kubernetes.NewForConfigOrDie(controlPlane.Env(t).Config)
+	changed := await.Changes(t, kc.CoreV1().Nodes(), kc.CoordinationV1().Leases(podsim.NodeLeaseNamespace), kc.CoreV1().Pods(""))
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	var condErr error
+	err := await.UntilContext(ctx, changed.Changed, func() bool {
+		ok, err := cond(ctx)
+		condErr = err
+		return ok || err != nil
+	})
+	if err == nil {
+		err = condErr
+	}
+	if err != nil {
 		t.Fatalf("%s: not within %v: %v", what, timeout, err)
 	}
 }

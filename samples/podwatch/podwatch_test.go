@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -19,15 +18,14 @@ import (
 	"github.com/kloop-dev/kloop/testenv"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, testenv.GoleakIgnores()...)
-}
+// controlPlane serves the Example and the external tests, each in
+// namespaces of its own.
+var controlPlane = testenv.Shared{Examples: "^ExampleRun$"}
+
+func TestMain(m *testing.M) { controlPlane.Main(m) }
 
 func TestRun_PrintsOnlyPodsOfItsNamespaceAndReturnsNilOnStop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a control plane")
-	}
-	e := testenv.StartT(t, testenv.Options{})
+	e := controlPlane.Env(t)
 	kc := kubernetes.NewForConfigOrDie(e.Config)
 	ctx := t.Context()
 	for _, ns := range []string{"watched", "other"} {

@@ -22,7 +22,14 @@
 // (both libraries are linked into it); the memory figure is each side's
 // heap minus that baseline.
 //
-// Run with: cd bench && go run ./cmd/controller -n 5000
+// With -debug idle the kloop side runs under a manager with the debug page
+// on (package debug) and nobody looking; with -debug polled something reads
+// the page's snapshot once a second while it works, as the page does. With
+// -debug compare (or compare-polled) the two sides are both kloop under a
+// manager, with the page (idle, or polled) and without it, and the RESULT
+// lines are controller-debug-*: the page's cost within one run.
+//
+// Run with: cd bench && go run ./cmd/controller -n 5000 [-debug idle|polled|compare|compare-polled]
 package main
 
 import (
@@ -34,6 +41,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -58,7 +66,9 @@ import (
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -74,6 +84,7 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "internal: the child's kubeconfig")
 	namespace := flag.String("namespace", "", "internal: the child's namespace")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "profiling aid: each child writes a CPU profile, from READY to DONE, to this path with the side's name appended")
+	flag.StringVar(&debugMode, "debug", "off", "the kloop side's debug page: off; idle (served, nobody looks); polled (its snapshot read once a second); compare, compare-polled (kloop with the page, idle or polled, against kloop without it); internal for a child: managed (a manager, no page)")
 	flag.StringVar(&memProfile, "memprofile", "", "profiling aid: each child writes a heap profile, after its measurement, to this path with the side's name appended")
 	flag.Parse()
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
@@ -112,8 +123,23 @@ func runParent(n, rounds int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("controller benchmark: N=%d ConfigMaps, %d writers, %d workers per side, each side in its own child process, GOMAXPROCS=%d\n",
-		n, writers, workers, runtime.GOMAXPROCS(0))
+	// The sides: the subject (reported as kloop=) and its peer, and the
+	// -debug each kloop child runs with.
+	subject, peer, peerName, figure := "kloop", "client-go", "client-go", "controller"
+	childDebug := map[string]string{"kloop": debugMode, "client-go": "off"}
+	switch debugMode {
+	case "off", "idle", "polled":
+	case "compare", "compare-polled":
+		peer, peerName, figure = "kloop-nopage", "kloop-without-page", "controller-debug"
+		childDebug["kloop"], childDebug[peer] = strings.TrimPrefix(strings.TrimPrefix(debugMode, "compare"), "-"), "managed"
+		if childDebug["kloop"] == "" {
+			childDebug["kloop"] = "idle"
+		}
+	default:
+		return fmt.Errorf("-debug %q: want off, idle, polled, compare or compare-polled", debugMode)
+	}
+	fmt.Printf("controller benchmark: N=%d ConfigMaps, %d writers, %d workers per side, each side in its own child process, GOMAXPROCS=%d, kloop's debug page %s\n",
+		n, writers, workers, runtime.GOMAXPROCS(0), debugMode)
 
 	base, err := measureBaseline()
 	if err != nil {
@@ -127,18 +153,18 @@ func runParent(n, rounds int) error {
 	order := []string{}
 	for r := range rounds {
 		if r%2 == 0 {
-			order = append(order, "kloop", "client-go")
+			order = append(order, subject, peer)
 		} else {
-			order = append(order, "client-go", "kloop")
+			order = append(order, peer, subject)
 		}
 	}
 	for i, side := range order {
 		ns := fmt.Sprintf("bench-%d-%s", i, side)
-		m, err := runRound(ctx, kc, env.KubeconfigPath, side, ns, n)
+		m, err := runRound(ctx, kc, env.KubeconfigPath, side, childDebug[side], ns, n)
 		if err != nil {
 			return fmt.Errorf("round %d (%s): %w", i+1, side, err)
 		}
-		fmt.Printf("  round %d %-9s e2e %6.2fs  lag after the last create %6.0f ms  CPU %5.0f ms  heap in use %6.1f MiB  VmRSS %6.1f MiB\n",
+		fmt.Printf("  round %d %-12s e2e %6.2fs  lag after the last create %6.0f ms  CPU %5.0f ms  heap in use %6.1f MiB  VmRSS %6.1f MiB\n",
 			i+1, side, m.e2e.Seconds(), float64(m.lag)/1e6, m.cpu.Seconds()*1000, float64(m.heapInuse)/(1<<20), float64(m.rss)/(1<<20))
 		results[side] = append(results[side], m)
 		seconds = append(seconds, m.e2e.Seconds())
@@ -174,7 +200,7 @@ func runParent(n, rounds int) error {
 	var pairs []pair
 	for i := 0; i+1 < len(order); i += 2 {
 		a, b := seconds[i], seconds[i+1]
-		if order[i] != "kloop" {
+		if order[i] != subject {
 			a, b = b, a
 		}
 		pairs = append(pairs, pair{a, b})
@@ -182,16 +208,16 @@ func runParent(n, rounds int) error {
 	slices.SortFunc(pairs, func(x, y pair) int { return cmp.Compare(x.k/x.p, y.k/y.p) })
 	mid := pairs[len(pairs)/2]
 	e2eK, e2eP := mid.k, mid.p
-	lagK := median("kloop", func(m measurement) float64 { return m.lag.Seconds() * 1000 })
-	lagP := median("client-go", func(m measurement) float64 { return m.lag.Seconds() * 1000 })
-	heapK := mean("kloop", func(m measurement) float64 { return float64(m.heapInuse) - float64(base.heapInuse) })
-	heapP := mean("client-go", func(m measurement) float64 { return float64(m.heapInuse) - float64(base.heapInuse) })
-	cpuK := median("kloop", func(m measurement) float64 { return m.cpu.Seconds() * 1000 })
-	cpuP := median("client-go", func(m measurement) float64 { return m.cpu.Seconds() * 1000 })
-	rssK := mean("kloop", func(m measurement) float64 { return float64(m.rss) })
-	rssP := mean("client-go", func(m measurement) float64 { return float64(m.rss) })
-	fmt.Printf("RESULT controller-e2e-seconds kloop=%.3f peer=%.3f ratio=%.2f unit=s peer_name=client-go\n", e2eK, e2eP, e2eK/e2eP)
-	fmt.Printf("RESULT controller-rss-bytes kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=client-go\n", heapK, heapP, heapK/heapP)
+	lagK := median(subject, func(m measurement) float64 { return m.lag.Seconds() * 1000 })
+	lagP := median(peer, func(m measurement) float64 { return m.lag.Seconds() * 1000 })
+	heapK := mean(subject, func(m measurement) float64 { return float64(m.heapInuse) - float64(base.heapInuse) })
+	heapP := mean(peer, func(m measurement) float64 { return float64(m.heapInuse) - float64(base.heapInuse) })
+	cpuK := median(subject, func(m measurement) float64 { return m.cpu.Seconds() * 1000 })
+	cpuP := median(peer, func(m measurement) float64 { return m.cpu.Seconds() * 1000 })
+	rssK := mean(subject, func(m measurement) float64 { return float64(m.rss) })
+	rssP := mean(peer, func(m measurement) float64 { return float64(m.rss) })
+	fmt.Printf("RESULT %s-e2e-seconds kloop=%.3f peer=%.3f ratio=%.2f unit=s peer_name=%s\n", figure, e2eK, e2eP, e2eK/e2eP, peerName)
+	fmt.Printf("RESULT %s-rss-bytes kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=%s\n", figure, heapK, heapP, heapK/heapP, peerName)
 	fmt.Printf("# controller-e2e-seconds is the back-to-back pair of rounds with the median ratio; median lag from the last create's response to the last reconcile: kloop=%.0f ms peer=%.0f ms\n", lagK, lagP)
 	fmt.Printf("# CPU time each side used from its first event to its last reconcile (median; it shares 2 cores with the API server): kloop=%.0f ms peer=%.0f ms ratio=%.2f\n", cpuK, cpuP, cpuK/cpuP)
 	fmt.Printf("# controller-rss-bytes is retained Go heap: heap in use after GC in each side's own process (cache and controller running) minus the baseline process's; whole-process VmRSS kloop=%.0f peer=%.0f ratio=%.2f\n",
@@ -222,11 +248,11 @@ func measureBaseline() (measurement, error) {
 
 // runRound starts a child for side watching ns, creates n ConfigMaps in ns
 // once the child is synced, and collects the child's figures.
-func runRound(ctx context.Context, kc kubernetes.Interface, kubeconfig, side, ns string, n int) (measurement, error) {
+func runRound(ctx context.Context, kc kubernetes.Interface, kubeconfig, side, childDebug, ns string, n int) (measurement, error) {
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return measurement{}, err
 	}
-	cmd := exec.Command(os.Args[0], "-child", side, "-kubeconfig", kubeconfig, "-namespace", ns, "-n", strconv.Itoa(n), "-memprofile", memProfile, "-cpuprofile", cpuProfile)
+	cmd := exec.Command(os.Args[0], "-child", side, "-kubeconfig", kubeconfig, "-namespace", ns, "-n", strconv.Itoa(n), "-memprofile", memProfile, "-cpuprofile", cpuProfile, "-debug", childDebug)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -368,7 +394,7 @@ func runChild(side, kubeconfig, ns string, n int) error {
 	s := newSeen(n)
 	var wait func() error
 	switch side {
-	case "kloop":
+	case "kloop", "kloop-nopage":
 		wait, err = runKloop(ctx, cfg, ns, s)
 	case "client-go":
 		wait, err = runClientGo(ctx, cfg, ns, s)
@@ -410,7 +436,7 @@ func runChild(side, kubeconfig, ns string, n int) error {
 	return wait()
 }
 
-var memProfile, cpuProfile string
+var memProfile, cpuProfile, debugMode string
 
 // printMem prints the heap in use after two forced collections, and VmRSS.
 func printMem() {
@@ -468,18 +494,79 @@ func runKloop(ctx context.Context, cfg *rest.Config, ns string, s *seen) (wait f
 		return nil, err
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	wg.Go(func() { errs <- f.Start(ctx) })
-	wg.Go(func() { errs <- c.Start(ctx) })
+	errs := make(chan error, 3)
+	if debugMode == "off" {
+		wg.Go(func() { errs <- f.Start(ctx) })
+		wg.Go(func() { errs <- c.Start(ctx) })
+	} else if err := runWithDebugPage(ctx, &wg, errs, log, f, c); err != nil {
+		return nil, err
+	}
 	wait = func() error {
 		wg.Wait()
 		close(errs)
-		return errors.Join(<-errs, <-errs)
+		var all []error
+		for err := range errs {
+			all = append(all, err)
+		}
+		return errors.Join(all...)
 	}
 	if err := f.WaitForSync(ctx); err != nil {
 		return nil, errors.Join(err, wait())
 	}
 	return wait, nil
+}
+
+// runWithDebugPage runs the factory and the controller under a manager:
+// with the debug page on a free loopback port (-debug idle, polled) and,
+// with -debug polled, its snapshot read once a second, as the page does
+// while someone looks; without the page for -debug managed.
+func runWithDebugPage(ctx context.Context, wg *sync.WaitGroup, errs chan<- error, log *slog.Logger, f *informer.Factory, c *controller.Controller[cache.Key]) error {
+	m, err := manager.New(manager.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	for _, r := range []manager.Runnable{f, c} {
+		if err := m.Add(r); err != nil {
+			return err
+		}
+	}
+	if debugMode == "managed" {
+		wg.Go(func() { errs <- m.Start(ctx) })
+		return nil
+	}
+	srv, err := debug.New(m, debug.Options{Addr: "127.0.0.1:0", Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := m.Add(srv); err != nil {
+		return err
+	}
+	wg.Go(func() { errs <- m.Start(ctx) })
+	<-srv.AddrReady()
+	if srv.Addr() == nil {
+		return errors.New("the debug page did not start")
+	}
+	if debugMode == "polled" {
+		url := srv.SnapshotURL()
+		wg.Go(func() {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				resp, err := http.Get(url)
+				if err != nil {
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	return nil
 }
 
 // runClientGo is the sample-controller way: a shared informer factory, a

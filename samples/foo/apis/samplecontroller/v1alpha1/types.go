@@ -10,6 +10,11 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=foos,scope=Namespaced
 // +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Deployment",type=string,JSONPath=`.spec.deploymentName`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:metadata:annotations="api-approved.kubernetes.io=unapproved, experimental-only; please get an approval from Kubernetes API reviewers if you're trying to develop a CRD in the *.k8s.io or *.kubernetes.io groups"
 type Foo struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -40,6 +45,17 @@ type FooStatus struct {
 	// AvailableReplicas is the owned Deployment's count of available pods.
 	// +optional
 	AvailableReplicas int32 `json:"availableReplicas"`
+	// ObservedGeneration is the Foo's metadata.generation this status
+	// describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions hold Ready: True once the Deployment's pods are all
+	// available, False with a reason (DeploymentNameMissing,
+	// DeploymentNotOwned, DeploymentProgressing) otherwise.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // FooList is a list of Foos.

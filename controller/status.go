@@ -1,0 +1,128 @@
+package controller
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kloop-dev/kloop/cache"
+	kmetrics "github.com/kloop-dev/kloop/metrics"
+	"github.com/kloop-dev/kloop/workqueue"
+)
+
+// RecentErrors is how many of the latest failed reconciles Status keeps.
+const RecentErrors = 10
+
+// Status is what a controller knows about itself at one moment. The counts
+// are the controller_runtime_* metrics of the controller, read when Status
+// is called; only the recent errors are kept for it, and only when a
+// reconcile fails.
+type Status struct {
+	Name string
+	// Workers is Options.Workers; Active is how many reconciles run now.
+	Workers, Active int
+	// Reconciles by result since New: success, error, requeue after.
+	Succeeded, Failed, RequeuedAfter uint64
+	// Of the failed: terminal errors, panics, reconcile timeouts.
+	Terminal, Panics, Timeouts uint64
+	// Duration is the histogram of reconcile durations.
+	Duration Histogram
+	// RecentErrors are the latest failed reconciles, newest first, at most
+	// RecentErrors of them.
+	RecentErrors []ReconcileError
+	// Queue is the controller's workqueue.
+	Queue workqueue.Status
+}
+
+// Histogram is a cumulative histogram as Prometheus keeps it: Buckets[i]
+// counts the observations ≤ UpperBounds[i] (seconds).
+type Histogram struct {
+	Count       uint64
+	Sum         float64
+	UpperBounds []float64
+	Buckets     []uint64
+}
+
+// ReconcileError is one failed reconcile.
+type ReconcileError struct {
+	Time time.Time
+	// Key is the key as text (cache.Key: "namespace/name").
+	Key string
+	// Error is the error's message.
+	Error string
+	// Terminal: a TerminalError, not retried.
+	Terminal bool
+	// Retries is how many rate-limited retries the key had had before.
+	Retries int
+}
+
+// recentErrors is a ring of the latest failures.
+type recentErrors struct {
+	mu   sync.Mutex
+	ring [RecentErrors]ReconcileError
+	next int
+	n    int
+}
+
+func (r *recentErrors) add(e ReconcileError) {
+	r.mu.Lock()
+	r.ring[r.next] = e
+	r.next = (r.next + 1) % len(r.ring)
+	r.n = min(r.n+1, len(r.ring))
+	r.mu.Unlock()
+}
+
+func (r *recentErrors) list() []ReconcileError {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]ReconcileError, 0, r.n)
+	for i := 1; i <= r.n; i++ {
+		out = append(out, r.ring[(r.next-i+len(r.ring))%len(r.ring)])
+	}
+	return out
+}
+
+// Status reports the controller's state; see Status. It may be called from
+// any goroutine, before, during and after Start.
+func (c *Controller[K]) Status() Status {
+	s := Status{
+		Name:          c.name,
+		Workers:       c.opts.Workers,
+		Active:        int(kmetrics.Count(c.m.active)),
+		Succeeded:     kmetrics.Count(c.m.success),
+		Failed:        kmetrics.Count(c.m.failed),
+		RequeuedAfter: kmetrics.Count(c.m.requeueAfter),
+		Terminal:      kmetrics.Count(c.m.terminal),
+		Panics:        kmetrics.Count(c.m.panics),
+		Timeouts:      kmetrics.Count(c.m.timeouts),
+		RecentErrors:  c.recent.list(),
+		Queue:         c.queue.Status(),
+	}
+	if m, ok := c.m.duration.(prometheus.Metric); ok {
+		if d := kmetrics.Read(m); d != nil && d.Histogram != nil {
+			h := d.Histogram
+			s.Duration.Count, s.Duration.Sum = h.GetSampleCount(), h.GetSampleSum()
+			for _, b := range h.GetBucket() {
+				s.Duration.UpperBounds = append(s.Duration.UpperBounds, b.GetUpperBound())
+				s.Duration.Buckets = append(s.Duration.Buckets, b.GetCumulativeCount())
+			}
+		}
+	}
+	return s
+}
+
+// keyString is a key as text, as Status shows it.
+func keyString[K comparable](key K) string {
+	switch k := any(key).(type) {
+	case cache.Key:
+		return k.String()
+	case fmt.Stringer:
+		return k.String()
+	case string:
+		return k
+	default:
+		return fmt.Sprint(key)
+	}
+}

@@ -1,0 +1,153 @@
+package debug_test
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kloop-dev/kloop/debug"
+	"github.com/kloop-dev/kloop/manager"
+	"github.com/kloop-dev/kloop/metrics/secure"
+	"github.com/kloop-dev/kloop/testenv"
+)
+
+// The page behind --metrics-secure's guard: TLS, a bearer token the API
+// server authenticates, and get on /debug/* for its user.
+func TestServer_SecuredLikeMetrics_ServesOnlyCallersTheAPIServerAuthorizes(t *testing.T) {
+	e := controlPlane.Env(t)
+	cs := kubernetes.NewForConfigOrDie(e.Config)
+	ns := testenv.NewNamespace(t, cs, "debug-secure")
+	role := "debug-reader-" + ns
+	if _, err := cs.RbacV1().ClusterRoles().Create(t.Context(), &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: role},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/debug", "/debug/*"}, Verbs: []string{"get"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(t.Context(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "viewer"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	viewer, stranger := saToken(t, cs, ns, "viewer"), saToken(t, cs, ns, "stranger")
+	waitAllowed(t, cs, authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:" + ns + ":viewer",
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: debug.SnapshotPath, Verb: "get"}})
+
+	guard, err := secure.New(e.Config, secure.Options{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manager.New(manager.Options{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := debug.New(m, debug.Options{Addr: "127.0.0.1:0", Wrap: guard.Wrap, TLS: guard.TLSConfig(), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Start = %v after a stop", err)
+		}
+	})
+	<-srv.AddrReady()
+	if !strings.HasPrefix(srv.URL(), "https://127.0.0.1:") {
+		t.Fatalf("URL() = %q, want https on loopback", srv.URL())
+	}
+
+	// The certificate is self-signed: the test trusts it as a scraper
+	// configured with insecure_skip_verify does.
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	call := func(url, token string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, url := range []string{srv.URL(), srv.SnapshotURL()} {
+		if code, _ := call(url, ""); code != http.StatusUnauthorized {
+			t.Errorf("GET %s without a token: %d, want 401", url, code)
+		}
+		if code, _ := call(url, stranger); code != http.StatusForbidden {
+			t.Errorf("GET %s as a ServiceAccount without the binding: %d, want 403", url, code)
+		}
+	}
+	if code, body := call(srv.URL(), viewer); code != 200 || !strings.Contains(body, "<title>kloop</title>") {
+		t.Errorf("GET the page as the viewer: %d, want 200 and the page", code)
+	}
+	if code, body := call(srv.SnapshotURL(), viewer); code != 200 || !strings.Contains(body, `"version":1`) {
+		t.Errorf("GET the snapshot as the viewer: %d %.200s, want 200 and the snapshot", code, body)
+	}
+	// No plain HTTP on the secured address.
+	plain := "http" + strings.TrimPrefix(srv.SnapshotURL(), "https")
+	if resp, err := http.Get(plain); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Errorf("plain HTTP to the secured page answered 200")
+		}
+	}
+}
+
+// saToken creates a ServiceAccount and returns a token for it from the
+// TokenRequest API, as a kubelet mounts one.
+func saToken(t *testing.T, cs kubernetes.Interface, ns, name string) string {
+	t.Helper()
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// waitAllowed waits until the API server's RBAC authorizer, which reads
+// bindings from an informer of its own, allows what spec asks. There is no
+// event to wait for, so it asks again every 20 ms for up to 10 s.
+func waitAllowed(t *testing.T, cs kubernetes.Interface, spec authorizationv1.SubjectAccessReviewSpec) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		if err == nil && sar.Status.Allowed {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("RBAC never allowed %+v within 10s (last: %v)", spec, err)
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,301 @@
+package debug
+
+import (
+	"context"
+	"crypto/tls"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/leaderelection"
+	"github.com/kloop-dev/kloop/manager"
+	"github.com/kloop-dev/kloop/sharding"
+)
+
+// Paths the server serves ("/" redirects to the page). Under a Wrap that
+// authorizes by path, such as package metrics/secure's, a reader needs get
+// on the non-resource URLs "/debug" and "/debug/*".
+const (
+	PagePath     = "/debug/"
+	SnapshotPath = "/debug/api/v1/snapshot"
+)
+
+// Defaults of Options.
+const (
+	DefaultWindow = time.Minute
+	DefaultSeries = 5 * time.Minute
+)
+
+// sampleEvery is the least time between two samples of the history: more
+// viewers do not mean more samples.
+const sampleEvery = time.Second
+
+//go:embed page.html
+var page []byte
+
+// ErrInsecureAddr is returned by New for an address that is not loopback
+// when no Wrap secures the server.
+var ErrInsecureAddr = errors.New("debug: the page would be served unauthenticated beyond this host")
+
+// Options configures a Server. Addr (or Listener) is required: the page is
+// off unless asked for.
+type Options struct {
+	// Addr is where the page is served, for example "127.0.0.1:8082", or
+	// "127.0.0.1:0" for a free port (see Addr). Without Wrap it must be a
+	// loopback address.
+	Addr string
+	// Listener, if set, is used instead of listening on Addr. Start closes
+	// it.
+	Listener net.Listener
+
+	// Wrap, if set, wraps the server's handler: the same authentication and
+	// authorization that guard /metrics (--metrics-secure). Then any
+	// address is allowed.
+	Wrap func(http.Handler) http.Handler
+	// TLS, if set, makes the server serve HTTPS with it.
+	TLS *tls.Config
+
+	// Window is how far back rates, windowed duration quantiles and the
+	// trouble rules look. Default 1 minute.
+	Window time.Duration
+	// Series is the span of the plotted series. Default 5 minutes.
+	Series time.Duration
+
+	// Logger receives the server's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server serves the debug page and its JSON for one manager. It is a
+// manager.Runnable that runs on every replica: add it to the manager it
+// shows. It keeps nothing while nobody asks: each request reads the
+// manager's parts (their Status methods) and adds at most one sample per
+// second to a history of Options.Series for the rates and plots.
+type Server struct {
+	m    *manager.Manager
+	opts Options
+	log  *slog.Logger
+	now  func() time.Time
+
+	mu      sync.Mutex
+	history []Sample
+
+	addr      net.Addr
+	addrReady chan struct{}
+	started   bool
+}
+
+// New returns a server for m. It checks opts and does no I/O.
+func New(m *manager.Manager, opts Options) (*Server, error) {
+	if m == nil {
+		return nil, errors.New("debug: nil manager")
+	}
+	if opts.Addr == "" && opts.Listener == nil {
+		return nil, errors.New("debug: no address to serve on")
+	}
+	if opts.Wrap == nil {
+		if err := checkLoopback(opts); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Window <= 0 {
+		opts.Window = DefaultWindow
+	}
+	if opts.Series <= 0 {
+		opts.Series = DefaultSeries
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Server{m: m, opts: opts, log: opts.Logger, now: time.Now, addrReady: make(chan struct{})}, nil
+}
+
+func checkLoopback(opts Options) error {
+	if opts.Listener != nil {
+		if a, ok := opts.Listener.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() {
+			return fmt.Errorf("%w: listener on %s is not loopback; set Options.Wrap to secure it", ErrInsecureAddr, a)
+		}
+		return nil
+	}
+	host, _, err := net.SplitHostPort(opts.Addr)
+	if err != nil {
+		return fmt.Errorf("debug: address %q: %w", opts.Addr, err)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%w: %q is not a loopback address (use 127.0.0.1:PORT, or secure the page like /metrics)", ErrInsecureAddr, opts.Addr)
+	}
+	return nil
+}
+
+// Name names the server in the manager's logs.
+func (s *Server) Name() string { return "debug server" }
+
+// NeedLeaderElection is false: every replica serves its own page.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// Addr is the address the server listens on once Start has bound it, else
+// nil.
+func (s *Server) Addr() net.Addr {
+	select {
+	case <-s.addrReady:
+		return s.addr
+	default:
+		return nil
+	}
+}
+
+// AddrReady is closed once Start has bound its address or failed to.
+func (s *Server) AddrReady() <-chan struct{} { return s.addrReady }
+
+// URL is the page's address, "" before Start has bound it.
+func (s *Server) URL() string { return s.url(PagePath) }
+
+// SnapshotURL is the snapshot's address, "" before Start has bound it.
+func (s *Server) SnapshotURL() string { return s.url(SnapshotPath) }
+
+func (s *Server) url(path string) string {
+	a := s.Addr()
+	if a == nil {
+		return ""
+	}
+	scheme := "http"
+	if s.opts.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + a.String() + path
+}
+
+// Start serves until ctx is done, then shuts the server down.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return errors.New("debug: server already started")
+	}
+	s.started = true
+	s.mu.Unlock()
+
+	lis := s.opts.Listener
+	if lis == nil {
+		var err error
+		if lis, err = net.Listen("tcp", s.opts.Addr); err != nil {
+			close(s.addrReady)
+			return fmt.Errorf("debug: listen on %s: %w", s.opts.Addr, err)
+		}
+	}
+	s.addr = lis.Addr()
+	close(s.addrReady)
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: s.opts.TLS}
+	done := make(chan error, 1)
+	go func() {
+		if s.opts.TLS != nil {
+			done <- srv.ServeTLS(lis, "", "")
+		} else {
+			done <- srv.Serve(lis)
+		}
+	}()
+	s.log.Info("Serving the debug page", "url", s.URL())
+	var err error
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+		err = <-done
+	case err = <-done:
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("debug: serving on %s: %w", s.addr, err)
+}
+
+// Handler serves the page at PagePath and the snapshot at SnapshotPath,
+// wrapped by Options.Wrap. Start serves it; mount it on a server of your
+// own instead if you prefer.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /{$}", http.RedirectHandler(PagePath, http.StatusFound))
+	mux.HandleFunc("GET "+PagePath+"{$}", func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Cache-Control", "no-store")
+		h.Set("X-Content-Type-Options", "nosniff")
+		// The page is whole: it may load nothing from anywhere.
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:")
+		_, _ = w.Write(page)
+	})
+	mux.HandleFunc("GET "+SnapshotPath, func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "no-store")
+		enc := json.NewEncoder(w)
+		if r.URL.Query().Has("pretty") {
+			enc.SetIndent("", "  ")
+		}
+		if err := enc.Encode(s.Snapshot()); err != nil {
+			s.log.Debug("debug: writing a snapshot", "err", err)
+		}
+	})
+	if s.opts.Wrap != nil {
+		return s.opts.Wrap(mux)
+	}
+	return mux
+}
+
+// Snapshot reads the manager's parts now and returns the document the
+// snapshot endpoint serves. It adds the moment to the history when the
+// newest sample is a second old or more.
+func (s *Server) Snapshot() Snapshot {
+	in := Gather(s.m)
+	in.Time = s.now()
+	s.mu.Lock()
+	hist := s.history
+	if n := len(hist); n == 0 || in.Time.Sub(hist[n-1].Time) >= sampleEvery {
+		s.history = append(s.history, SampleOf(in))
+		keep := max(s.opts.Window, s.opts.Series)
+		i := 0
+		for i < len(s.history) && in.Time.Sub(s.history[i].Time) > keep {
+			i++
+		}
+		s.history = s.history[i:]
+	}
+	s.mu.Unlock()
+	return Build(in, hist, s.opts.Window, s.opts.Series)
+}
+
+// Gather reads the state of m and of what it runs: the status of every
+// informer factory, controller and shard-group member among its runnables
+// (the types with a Status method returning []informer.Status,
+// controller.Status or sharding.Status) and of its elector. Time is left
+// zero.
+func Gather(m *manager.Manager) Input {
+	in := Input{Manager: m.Status()}
+	if el, ok := m.LeaderElection().(interface {
+		Status() leaderelection.Status
+	}); ok {
+		st := el.Status()
+		in.Leader = &st
+	}
+	for _, r := range m.Runnables() {
+		switch x := r.(type) {
+		case interface{ Status() []informer.Status }:
+			in.Informers = append(in.Informers, x.Status()...)
+		case interface{ Status() controller.Status }:
+			in.Controllers = append(in.Controllers, x.Status())
+		case interface{ Status() sharding.Status }:
+			in.Shards = append(in.Shards, x.Status())
+		}
+	}
+	return in
+}

@@ -1,0 +1,612 @@
+package debug
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/leaderelection"
+	"github.com/kloop-dev/kloop/manager"
+	"github.com/kloop-dev/kloop/sharding"
+	"github.com/kloop-dev/kloop/watcher"
+)
+
+// SchemaVersion is the version of the snapshot's JSON schema. It changes
+// only when a field changes meaning or goes away; new fields may appear in
+// any version.
+const SchemaVersion = 1
+
+// Levels of trouble, in Snapshot, Informer and Controller.
+const (
+	LevelOK   = "ok"
+	LevelWarn = "warn"
+	LevelBad  = "bad"
+)
+
+// Thresholds of the trouble rules (see the package documentation).
+const (
+	// StuckAfter: a key in flight, or ready and not handed out, for longer
+	// than this is trouble (warn).
+	StuckAfter = time.Minute
+	// HandlerBacklog: a handler with more notifications waiting than this
+	// is trouble (warn).
+	HandlerBacklog = 1000
+	// growthFloor: a queue is growing when its ready keys rose by at least
+	// this many, and by half, over the window.
+	growthFloor = 10
+)
+
+// Snapshot is the JSON document of the snapshot endpoint. See the package
+// documentation for each field's meaning.
+type Snapshot struct {
+	Version int       `json:"version"`
+	Time    time.Time `json:"time"`
+	// WindowSeconds is the span the rates, windowed quantiles and trouble
+	// rules look back over: up to Options.Window, less when the history
+	// is shorter, 0 when there is no earlier sample.
+	WindowSeconds float64 `json:"windowSeconds"`
+	// Level is the worst level of any informer or controller.
+	Level       string       `json:"level"`
+	Manager     Manager      `json:"manager"`
+	Leader      *Leader      `json:"leader"`
+	Informers   []Informer   `json:"informers"`
+	Controllers []Controller `json:"controllers"`
+	// Shards has one entry per shard group this replica is a member of;
+	// empty without sharding.
+	Shards []ShardGroup `json:"shards"`
+}
+
+// ShardGroup is this replica's view of its shard group: the shard table.
+type ShardGroup struct {
+	Group    string `json:"group"`
+	Identity string `json:"identity"`
+	Slots    int    `json:"slots"`
+	Key      string `json:"key"`
+	Joined   bool   `json:"joined"`
+	Blocked  bool   `json:"blocked"`
+	Leaving  bool   `json:"leaving"`
+	// Scope lists this replica's slots ("0-5,9"); InScope counts them.
+	Scope     string          `json:"scope"`
+	InScope   int             `json:"inScope"`
+	Members   []ShardMember   `json:"members"`
+	Informers []ShardInformer `json:"informers"`
+	Level     string          `json:"level"`
+	Trouble   []string        `json:"trouble"`
+}
+
+// ShardMember is one row of the shard table.
+type ShardMember struct {
+	Identity   string  `json:"identity"`
+	Self       bool    `json:"self"`
+	Live       bool    `json:"live"`
+	Held       string  `json:"held"`
+	HeldCount  int     `json:"heldCount"`
+	Draining   string  `json:"draining"`
+	Assigned   int     `json:"assigned"`
+	AgeSeconds float64 `json:"ageSeconds"`
+}
+
+// ShardInformer is a sharded informer and how it is filtered: "server",
+// "client" or "none".
+type ShardInformer struct {
+	Name      string `json:"name"`
+	Objects   int    `json:"objects"`
+	Filtering string `json:"filtering"`
+}
+
+// Manager is the manager's own state.
+type Manager struct {
+	Started        bool `json:"started"`
+	Synced         bool `json:"synced"`
+	LeaderElection bool `json:"leaderElection"`
+	Electing       bool `json:"electing"`
+	Leading        bool `json:"leading"`
+	Stopping       bool `json:"stopping"`
+}
+
+// Leader is the leader election's state; null without leader election.
+type Leader struct {
+	Lease        string     `json:"lease"`
+	Identity     string     `json:"identity"`
+	Holder       string     `json:"holder"`
+	Leading      bool       `json:"leading"`
+	LeadingSince *time.Time `json:"leadingSince"`
+	RenewedAt    *time.Time `json:"renewedAt"`
+	Renewals     uint64     `json:"renewals"`
+}
+
+// Informer is one informer.
+type Informer struct {
+	Name     string `json:"name"`
+	Resource string `json:"resource"`
+	Scope    string `json:"scope"`
+	Synced   bool   `json:"synced"`
+	// State is the reflector's phase: "listing", "connecting",
+	// "watching", "waiting" (backing off after Error) or "stopped".
+	State string `json:"state"`
+	// Error is the latest list/watch error, "" when healthy.
+	Error           string     `json:"error"`
+	Objects         int        `json:"objects"`
+	ResourceVersion string     `json:"resourceVersion"`
+	LastEvent       *time.Time `json:"lastEvent"`
+	// Pending: events between the reflector and the cache.
+	Pending  int       `json:"pending"`
+	Lists    uint64    `json:"lists"`
+	Watches  uint64    `json:"watches"`
+	Relists  uint64    `json:"relists"`
+	Errors   uint64    `json:"errors"`
+	Changes  Changes   `json:"changes"`
+	Handlers []Handler `json:"handlers"`
+	Level    string    `json:"level"`
+	Trouble  []string  `json:"trouble"`
+}
+
+// Changes counts what the informer applied to its cache.
+type Changes struct {
+	Add                     uint64 `json:"add"`
+	Update                  uint64 `json:"update"`
+	Delete                  uint64 `json:"delete"`
+	DeleteFinalStateUnknown uint64 `json:"deleteFinalStateUnknown"`
+}
+
+// Handler is one registration on an informer.
+type Handler struct {
+	Name    string `json:"name"`
+	Pending int    `json:"pending"`
+	Synced  bool   `json:"synced"`
+}
+
+// Controller is one controller and its queue.
+type Controller struct {
+	Name       string     `json:"name"`
+	Workers    int        `json:"workers"`
+	Active     int        `json:"active"`
+	Reconciles Reconciles `json:"reconciles"`
+	// Rates are per second over the window; null when there is no
+	// earlier sample to compare with.
+	Rates *Rates `json:"rates"`
+	// Duration quantiles, over the window when it saw reconciles, else
+	// over the controller's life.
+	Duration     Duration         `json:"duration"`
+	RecentErrors []ReconcileError `json:"recentErrors"`
+	Queue        Queue            `json:"queue"`
+	Level        string           `json:"level"`
+	Trouble      []string         `json:"trouble"`
+	// Series are the samples of the last SeriesSeconds, for plots.
+	Series Series `json:"series"`
+}
+
+// Reconciles counts reconciles by result since the controller was made.
+type Reconciles struct {
+	Total        uint64 `json:"total"`
+	Success      uint64 `json:"success"`
+	Error        uint64 `json:"error"`
+	RequeueAfter uint64 `json:"requeueAfter"`
+	Terminal     uint64 `json:"terminal"`
+	Panics       uint64 `json:"panics"`
+	Timeouts     uint64 `json:"timeouts"`
+}
+
+// Rates are per second.
+type Rates struct {
+	Reconciles float64 `json:"reconciles"`
+	Errors     float64 `json:"errors"`
+	Adds       float64 `json:"adds"`
+	Retries    float64 `json:"retries"`
+}
+
+// Duration summarizes reconcile durations, in seconds.
+type Duration struct {
+	// Count is the number of reconciles the quantiles are over.
+	Count uint64 `json:"count"`
+	// Window: the quantiles are over the window (else the lifetime).
+	Window bool    `json:"window"`
+	P50    float64 `json:"p50"`
+	P99    float64 `json:"p99"`
+}
+
+// ReconcileError is one failed reconcile.
+type ReconcileError struct {
+	Time     time.Time `json:"time"`
+	Key      string    `json:"key"`
+	Error    string    `json:"error"`
+	Terminal bool      `json:"terminal"`
+	Retries  int       `json:"retries"`
+}
+
+// Queue is a controller's workqueue.
+type Queue struct {
+	Ready                 int            `json:"ready"`
+	ReadyByPriority       map[string]int `json:"readyByPriority"`
+	Delayed               int            `json:"delayed"`
+	InFlight              int            `json:"inFlight"`
+	OldestReadySeconds    float64        `json:"oldestReadySeconds"`
+	LongestRunningSeconds float64        `json:"longestRunningSeconds"`
+	Adds                  uint64         `json:"adds"`
+	Retries               uint64         `json:"retries"`
+}
+
+// Series are parallel arrays, oldest first: the sample times (Unix
+// seconds), the ready keys then, and the reconciles and failed reconciles
+// per second since the sample before (the first point is 0).
+type Series struct {
+	Time       []float64 `json:"t"`
+	Ready      []int     `json:"ready"`
+	Reconciles []float64 `json:"reconciles"`
+	Errors     []float64 `json:"errors"`
+}
+
+// Input is what the manager's parts report at one moment: the argument of
+// Build. Server gathers it at request time.
+type Input struct {
+	Time        time.Time
+	Manager     manager.Status
+	Leader      *leaderelection.Status
+	Informers   []informer.Status
+	Controllers []controller.Status
+	Shards      []sharding.Status
+}
+
+// Sample is the part of an Input kept in the history for rates and plots.
+type Sample struct {
+	Time        time.Time
+	Controllers map[string]ControllerSample
+}
+
+// ControllerSample is one controller's counters at a sample.
+type ControllerSample struct {
+	Reconciles, Failed, Adds, Retries uint64
+	Ready                             int
+	// Buckets are the cumulative counts of the duration histogram.
+	Buckets []uint64
+}
+
+// SampleOf keeps what the history needs of in.
+func SampleOf(in Input) Sample {
+	s := Sample{Time: in.Time, Controllers: make(map[string]ControllerSample, len(in.Controllers))}
+	for _, c := range in.Controllers {
+		s.Controllers[c.Name] = ControllerSample{
+			Reconciles: c.Succeeded + c.Failed + c.RequeuedAfter,
+			Failed:     c.Failed,
+			Adds:       c.Queue.Adds,
+			Retries:    c.Queue.Retries,
+			Ready:      c.Queue.Ready,
+			Buckets:    slices.Clone(c.Duration.Buckets),
+		}
+	}
+	return s
+}
+
+// Build turns what the parts reported into the snapshot document. history
+// holds earlier samples, oldest first, and may be empty; the rates compare
+// in with the oldest sample no older than window, and the series span the
+// last seriesSpan. Build is a pure function.
+func Build(in Input, history []Sample, window, seriesSpan time.Duration) Snapshot {
+	s := Snapshot{
+		Version:     SchemaVersion,
+		Time:        in.Time,
+		Manager:     Manager(in.Manager),
+		Informers:   make([]Informer, 0, len(in.Informers)),
+		Controllers: make([]Controller, 0, len(in.Controllers)),
+		Shards:      make([]ShardGroup, 0, len(in.Shards)),
+		Level:       LevelOK,
+	}
+	if l := in.Leader; l != nil {
+		s.Leader = &Leader{
+			Lease: l.Lease, Identity: l.Identity, Holder: l.Leader, Leading: l.Leading,
+			LeadingSince: timePtr(l.LeadingSince), RenewedAt: timePtr(l.RenewedAt), Renewals: l.Renewals,
+		}
+	}
+	var base *Sample
+	for i := range history {
+		if h := &history[i]; h.Time.Before(in.Time) && in.Time.Sub(h.Time) <= window {
+			base = h
+			break
+		}
+	}
+	if base != nil {
+		s.WindowSeconds = in.Time.Sub(base.Time).Seconds()
+	}
+	for _, st := range in.Informers {
+		inf := buildInformer(st)
+		s.Level = worse(s.Level, inf.Level)
+		s.Informers = append(s.Informers, inf)
+	}
+	for _, st := range in.Controllers {
+		c := buildController(in.Time, st, base, history, seriesSpan)
+		s.Level = worse(s.Level, c.Level)
+		s.Controllers = append(s.Controllers, c)
+	}
+	for _, st := range in.Shards {
+		g := buildShards(st)
+		s.Level = worse(s.Level, g.Level)
+		s.Shards = append(s.Shards, g)
+	}
+	return s
+}
+
+func buildShards(st sharding.Status) ShardGroup {
+	g := ShardGroup{
+		Group: st.Group, Identity: st.Identity, Slots: st.Slots, Key: st.Key.String(),
+		Joined: st.Joined, Blocked: st.Blocked, Leaving: st.Leaving,
+		Scope: st.Scope.String(), InScope: st.Scope.Len(),
+		Members:   make([]ShardMember, 0, len(st.Members)),
+		Informers: make([]ShardInformer, 0, len(st.Informers)),
+		Level:     LevelOK,
+		Trouble:   []string{},
+	}
+	trouble := func(level, format string, args ...any) {
+		g.Level = worse(g.Level, level)
+		g.Trouble = append(g.Trouble, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case st.Leaving:
+		trouble(LevelWarn, "leaving the group")
+	case !st.Joined:
+		trouble(LevelBad, "not joined: its Lease is not written or not renewed in time")
+	case st.Blocked:
+		trouble(LevelBad, "blocked: a live member runs with another slot count or key")
+	}
+	for _, m := range st.Members {
+		g.Members = append(g.Members, ShardMember{
+			Identity: m.Identity, Self: m.Self, Live: m.Live,
+			Held: m.Held.String(), HeldCount: m.Held.Len(), Draining: m.Draining.String(),
+			Assigned: m.Assigned, AgeSeconds: m.Age.Seconds(),
+		})
+		if !m.Live && m.Held.Len() > 0 {
+			trouble(LevelWarn, "member %s is not live but holds %d slots", m.Identity, m.Held.Len())
+		}
+	}
+	for _, i := range st.Informers {
+		g.Informers = append(g.Informers, ShardInformer(i))
+	}
+	return g
+}
+
+func buildInformer(st informer.Status) Informer {
+	src := st.Source
+	inf := Informer{
+		Name:            st.Name,
+		Resource:        st.Resource,
+		Scope:           st.Scope.String(),
+		Synced:          st.Synced,
+		State:           src.Phase.String(),
+		Objects:         st.Objects,
+		ResourceVersion: st.ResourceVersion,
+		LastEvent:       timePtr(src.LastEvent),
+		Pending:         st.Pending,
+		Lists:           src.Lists,
+		Watches:         src.Watches,
+		Relists:         src.Snapshots,
+		Errors:          src.Errors,
+		Changes: Changes{
+			Add: st.Adds, Update: st.Updates, Delete: st.Deletes, DeleteFinalStateUnknown: st.DeletesFinalStateUnknown,
+		},
+		Handlers: make([]Handler, 0, len(st.Handlers)),
+		Level:    LevelOK,
+		Trouble:  []string{},
+	}
+	if inf.Resource == "" {
+		inf.Resource = st.Name
+	}
+	if src.LastError != nil {
+		inf.Error = src.LastError.Error()
+	}
+	trouble := func(level, format string, args ...any) {
+		inf.Level = worse(inf.Level, level)
+		inf.Trouble = append(inf.Trouble, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !st.Synced && inf.Error != "":
+		trouble(LevelBad, "not synced: %s", inf.Error)
+	case !st.Synced:
+		trouble(LevelWarn, "not synced yet")
+	case src.Phase != watcher.PhaseWatching && inf.Error != "":
+		trouble(LevelBad, "not watching (%s): %s", inf.State, inf.Error)
+	case inf.Error != "":
+		trouble(LevelWarn, "error: %s", inf.Error)
+	}
+	for _, h := range st.Handlers {
+		inf.Handlers = append(inf.Handlers, Handler(h))
+		if h.Pending > HandlerBacklog {
+			trouble(LevelWarn, "handler %s has %d notifications waiting", h.Name, h.Pending)
+		}
+	}
+	return inf
+}
+
+func buildController(now time.Time, st controller.Status, base *Sample, history []Sample, seriesSpan time.Duration) Controller {
+	q := st.Queue
+	c := Controller{
+		Name:    st.Name,
+		Workers: st.Workers,
+		Active:  st.Active,
+		Reconciles: Reconciles{
+			Total:   st.Succeeded + st.Failed + st.RequeuedAfter,
+			Success: st.Succeeded, Error: st.Failed, RequeueAfter: st.RequeuedAfter,
+			Terminal: st.Terminal, Panics: st.Panics, Timeouts: st.Timeouts,
+		},
+		RecentErrors: make([]ReconcileError, 0, len(st.RecentErrors)),
+		Queue: Queue{
+			Ready:                 q.Ready,
+			ReadyByPriority:       map[string]int{},
+			Delayed:               q.Delayed,
+			InFlight:              q.InFlight,
+			OldestReadySeconds:    q.OldestReady.Seconds(),
+			LongestRunningSeconds: q.LongestRunning.Seconds(),
+			Adds:                  q.Adds,
+			Retries:               q.Retries,
+		},
+		Level:   LevelOK,
+		Trouble: []string{},
+	}
+	for p, n := range q.ReadyByPriority {
+		c.Queue.ReadyByPriority[strconv.Itoa(p)] = n
+	}
+	for _, e := range st.RecentErrors {
+		c.RecentErrors = append(c.RecentErrors, ReconcileError(e))
+	}
+	trouble := func(level, format string, args ...any) {
+		c.Level = worse(c.Level, level)
+		c.Trouble = append(c.Trouble, fmt.Sprintf(format, args...))
+	}
+
+	c.Duration = Duration{Count: st.Duration.Count}
+	c.Duration.P50 = quantile(0.5, st.Duration.UpperBounds, st.Duration.Buckets)
+	c.Duration.P99 = quantile(0.99, st.Duration.UpperBounds, st.Duration.Buckets)
+
+	var old ControllerSample
+	var haveOld bool
+	if base != nil {
+		old, haveOld = base.Controllers[st.Name]
+	}
+	if haveOld && old.Reconciles <= c.Reconciles.Total {
+		dt := now.Sub(base.Time).Seconds()
+		c.Rates = &Rates{
+			Reconciles: float64(c.Reconciles.Total-old.Reconciles) / dt,
+			Errors:     rate(st.Failed, old.Failed, dt),
+			Adds:       rate(q.Adds, old.Adds, dt),
+			Retries:    rate(q.Retries, old.Retries, dt),
+		}
+		if d, ok := delta(st.Duration.Buckets, old.Buckets); ok && d[len(d)-1] > 0 {
+			c.Duration = Duration{
+				Count:  d[len(d)-1],
+				Window: true,
+				P50:    quantile(0.5, st.Duration.UpperBounds, d),
+				P99:    quantile(0.99, st.Duration.UpperBounds, d),
+			}
+		}
+		failed, total := st.Failed-min(old.Failed, st.Failed), c.Reconciles.Total-old.Reconciles
+		switch {
+		case failed > 0 && failed*2 >= total:
+			trouble(LevelBad, "%d of %d reconciles failed in the last %s", failed, total, round(now.Sub(base.Time)))
+		case failed > 0:
+			trouble(LevelWarn, "%d of %d reconciles failed in the last %s", failed, total, round(now.Sub(base.Time)))
+		}
+		if grew := q.Ready - old.Ready; grew >= growthFloor && q.Ready*2 >= old.Ready*3 {
+			trouble(LevelWarn, "queue growing: %d ready keys, %d more than %s ago", q.Ready, grew, round(now.Sub(base.Time)))
+		}
+	}
+	if q.OldestReady > StuckAfter {
+		trouble(LevelWarn, "a ready key has waited %s", round(q.OldestReady))
+	}
+	if q.LongestRunning > StuckAfter {
+		trouble(LevelWarn, "a reconcile has run for %s", round(q.LongestRunning))
+	}
+	c.Series = series(now, st, history, seriesSpan)
+	return c
+}
+
+// series are the controller's points over the last span, the current
+// state included.
+func series(now time.Time, st controller.Status, history []Sample, span time.Duration) Series {
+	var s Series
+	var prev *ControllerSample
+	var prevT time.Time
+	add := func(t time.Time, cs ControllerSample) {
+		r, e := 0.0, 0.0
+		if prev != nil && t.After(prevT) && cs.Reconciles >= prev.Reconciles {
+			dt := t.Sub(prevT).Seconds()
+			r = float64(cs.Reconciles-prev.Reconciles) / dt
+			e = rate(cs.Failed, prev.Failed, dt)
+		}
+		s.Time = append(s.Time, float64(t.UnixMilli())/1000)
+		s.Ready = append(s.Ready, cs.Ready)
+		s.Reconciles = append(s.Reconciles, r)
+		s.Errors = append(s.Errors, e)
+		prev, prevT = &cs, t
+	}
+	for _, h := range history {
+		cs, ok := h.Controllers[st.Name]
+		if !ok || now.Sub(h.Time) > span || !h.Time.Before(now) {
+			continue
+		}
+		add(h.Time, cs)
+	}
+	add(now, ControllerSample{
+		Reconciles: st.Succeeded + st.Failed + st.RequeuedAfter,
+		Failed:     st.Failed,
+		Ready:      st.Queue.Ready,
+	})
+	return s
+}
+
+// quantile estimates the q-quantile of a cumulative histogram the way
+// Prometheus's histogram_quantile does: linearly within the bucket that
+// holds it, the first bucket starting at 0; in the +Inf bucket it is the
+// largest finite bound. 0 when the histogram is empty.
+func quantile(q float64, bounds []float64, cum []uint64) float64 {
+	if len(cum) == 0 || len(cum) != len(bounds) {
+		return 0
+	}
+	total := cum[len(cum)-1]
+	if total == 0 {
+		return 0
+	}
+	rank := q * float64(total)
+	for i, n := range cum {
+		if float64(n) < rank {
+			continue
+		}
+		if math.IsInf(bounds[i], 1) {
+			if i == 0 {
+				return 0
+			}
+			return bounds[i-1]
+		}
+		lo, below := 0.0, uint64(0)
+		if i > 0 {
+			lo, below = bounds[i-1], cum[i-1]
+		}
+		in := n - below
+		if in == 0 {
+			return bounds[i]
+		}
+		return lo + (bounds[i]-lo)*(rank-float64(below))/float64(in)
+	}
+	return bounds[len(bounds)-1]
+}
+
+// delta is now−then bucket by bucket, and false when the layouts differ or
+// a count went down (a reset).
+func delta(now, then []uint64) ([]uint64, bool) {
+	if len(now) == 0 || len(now) != len(then) {
+		return nil, false
+	}
+	d := make([]uint64, len(now))
+	for i := range now {
+		if now[i] < then[i] {
+			return nil, false
+		}
+		d[i] = now[i] - then[i]
+	}
+	return d, true
+}
+
+func rate(now, then uint64, dt float64) float64 {
+	if now < then || dt <= 0 {
+		return 0
+	}
+	return float64(now-then) / dt
+}
+
+func worse(a, b string) string {
+	rank := map[string]int{LevelOK: 0, LevelWarn: 1, LevelBad: 2}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func round(d time.Duration) time.Duration { return d.Round(time.Second) }

@@ -1,0 +1,161 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kloop-dev/kloop/informer"
+)
+
+// deadline bounds a phase of a test; when it is hit the cause says what was
+// being waited for.
+func deadline(t *testing.T, d time.Duration, what string) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeoutCause(t.Context(), d, fmt.Errorf("%s: not done within %v", what, d))
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// logger writes to the test log, so that a failure shows what the
+// reflectors and controllers did.
+func logger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// start runs fn until the test ends, then cancels it and checks that it
+// returned in time and without error.
+func start(t *testing.T, what string, fn func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Errorf("%s did not return within 60s of its stop", what)
+		}
+	})
+}
+
+// serverView is what a fresh LIST of the configmaps in ns returns: name →
+// resourceVersion.
+func serverView(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string) map[string]string {
+	t.Helper()
+	l, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("fresh LIST: %v", err)
+	}
+	m := map[string]string{}
+	for _, cm := range l.Items {
+		m[cm.Name] = cm.ResourceVersion
+	}
+	return m
+}
+
+func cacheView(inf *informer.Informer[*corev1.ConfigMap]) map[string]string {
+	m := map[string]string{}
+	for _, cm := range inf.Lister().List(nil) {
+		m[cm.Name] = cm.ResourceVersion
+	}
+	return m
+}
+
+func render(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s@%s ", k, m[k])
+	}
+	return b.String()
+}
+
+// observed is a set of facts that goroutines report and a test waits on:
+// each change closes and replaces a channel, so waiting needs no polling.
+type observed struct {
+	mu      sync.Mutex
+	changed chan struct{}
+	seen    map[string]string // key → latest value
+}
+
+func newObserved() *observed {
+	return &observed{changed: make(chan struct{}), seen: map[string]string{}}
+}
+
+func (o *observed) set(k, v string) {
+	o.mu.Lock()
+	o.seen[k] = v
+	close(o.changed)
+	o.changed = make(chan struct{})
+	o.mu.Unlock()
+}
+
+func (o *observed) del(k string) {
+	o.mu.Lock()
+	delete(o.seen, k)
+	close(o.changed)
+	o.changed = make(chan struct{})
+	o.mu.Unlock()
+}
+
+// mirror is a handler that keeps o equal to what the informer tells it:
+// name → resourceVersion.
+func (o *observed) mirror() informer.HandlerFuncs[*corev1.ConfigMap] {
+	return informer.HandlerFuncs[*corev1.ConfigMap]{
+		AddFunc:    func(cm *corev1.ConfigMap, _ bool) { o.set(cm.Name, cm.ResourceVersion) },
+		UpdateFunc: func(_, cm *corev1.ConfigMap) { o.set(cm.Name, cm.ResourceVersion) },
+		DeleteFunc: func(d informer.Deleted[*corev1.ConfigMap]) { o.del(d.Obj.Name) },
+	}
+}
+
+func (o *observed) snapshot() map[string]string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.seen)
+}
+
+// waitUntil waits until cond holds on the facts, or ctx ends (then the
+// error says what was last seen).
+func (o *observed) waitUntil(ctx context.Context, cond func(map[string]string) bool) error {
+	for {
+		o.mu.Lock()
+		ok := cond(o.seen)
+		ch := o.changed
+		last := render(o.seen)
+		o.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w; last seen: %s", context.Cause(ctx), last)
+		}
+	}
+}

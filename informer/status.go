@@ -1,0 +1,103 @@
+package informer
+
+import (
+	"github.com/kloop-dev/kloop/metrics"
+	"github.com/kloop-dev/kloop/watcher"
+)
+
+// Status is what an informer knows about itself at one moment: enough to
+// tell whether it is healthy and how busy it is. Status reads it at call
+// time from what the informer keeps anyway (its cache, its queues, its
+// metrics); nothing is counted twice.
+type Status struct {
+	// Name is Options.Name.
+	Name string
+	// Resource and Scope are what a Factory's informer watches (the
+	// resource as "plural.version.group"); empty for an informer made
+	// without a Factory.
+	Resource string
+	Scope    Scope
+	// Synced: the first snapshot has been applied to the cache.
+	Synced bool
+	// Objects in the cache, and the resourceVersion it has caught up with.
+	Objects         int
+	ResourceVersion string
+	// Pending counts what waits in the delta queue between the source and
+	// the cache (a snapshot counts as one).
+	Pending int
+	// Changes applied to the cache since New: the kloop_informer_changes_total
+	// counters.
+	Adds, Updates, Deletes, DeletesFinalStateUnknown uint64
+	// Handlers are the registrations, in the order they were added.
+	Handlers []HandlerStatus
+	// Source is the source's status. A *watcher.Reflector reports it all;
+	// another Source reports only LastError (and PhaseStopped).
+	Source watcher.Status
+}
+
+// HandlerStatus is one registration's state.
+type HandlerStatus struct {
+	Name string
+	// Pending notifications not yet delivered to the handler.
+	Pending int
+	// Synced: the handler has been given the informer's initial state.
+	Synced bool
+}
+
+// statusSource is implemented by sources that report more than LastError
+// (*watcher.Reflector).
+type statusSource interface {
+	Status() watcher.Status
+}
+
+// Status reports the informer's state; see Status. It may be called from
+// any goroutine and does not wait for handlers.
+func (inf *Informer[T]) Status() Status {
+	s := Status{
+		Name:            inf.name,
+		Objects:         inf.store.Len(),
+		ResourceVersion: inf.store.ResourceVersion(),
+	}
+	select {
+	case <-inf.syncedCh:
+		s.Synced = true
+	default:
+	}
+	inf.qmu.Lock()
+	s.Pending = inf.queue.pending()
+	inf.qmu.Unlock()
+	if src, ok := inf.src.(statusSource); ok {
+		s.Source = src.Status()
+	} else {
+		s.Source.LastError = inf.src.LastError()
+	}
+	if m := inf.metrics; m != nil {
+		s.Adds, s.Updates = metrics.Count(m.adds), metrics.Count(m.updates)
+		s.Deletes, s.DeletesFinalStateUnknown = metrics.Count(m.deletes), metrics.Count(m.deletesUnknown)
+	}
+	inf.dispatchMu.Lock()
+	ls := append([]*listener[T](nil), inf.listeners...)
+	inf.dispatchMu.Unlock()
+	for _, l := range ls {
+		l.mu.Lock()
+		h := HandlerStatus{Name: l.name, Pending: l.q.len(), Synced: l.isSynced}
+		l.mu.Unlock()
+		s.Handlers = append(s.Handlers, h)
+	}
+	return s
+}
+
+// Status reports every informer the factory holds, in creation order, each
+// with its Resource and Scope.
+func (f *Factory) Status() []Status {
+	f.mu.Lock()
+	entries := append([]*factoryEntry(nil), f.order...)
+	f.mu.Unlock()
+	out := make([]Status, 0, len(entries))
+	for _, e := range entries {
+		s := e.status()
+		s.Resource, s.Scope = e.resource, e.scope
+		out = append(out, s)
+	}
+	return out
+}

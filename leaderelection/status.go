@@ -1,0 +1,36 @@
+package leaderelection
+
+import "time"
+
+// Status is an elector's view of its lease at one moment.
+type Status struct {
+	// Lease is "namespace/name".
+	Lease string
+	// Identity is this candidate's; Leader the holder as last observed
+	// ("" when released or not yet seen).
+	Identity, Leader string
+	// Leading: this candidate leads (see IsLeader).
+	Leading bool
+	// LeadingSince is when this candidate last became the leader; zero if
+	// it never did.
+	LeadingSince time.Time
+	// RenewedAt is when this candidate last acquired or renewed the lease
+	// while leading; Renewals counts its renewals since New.
+	RenewedAt time.Time
+	Renewals  uint64
+}
+
+// Status reports the elector's state. It may be called from any goroutine.
+func (e *Elector) Status() Status {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return Status{
+		Lease:        e.cfg.Namespace + "/" + e.cfg.Name,
+		Identity:     e.cfg.Identity,
+		Leader:       e.leader,
+		Leading:      e.leading,
+		LeadingSince: e.since,
+		RenewedAt:    e.renewedAt,
+		Renewals:     e.renewals,
+	}
+}
