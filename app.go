@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,6 +26,7 @@ import (
 	"github.com/kloop-dev/kloop/metrics"
 	"github.com/kloop-dev/kloop/metrics/secure"
 	"github.com/kloop-dev/kloop/record"
+	"github.com/kloop-dev/kloop/sharding"
 )
 
 // DefaultName is the default of Options.Name.
@@ -52,12 +54,14 @@ type App struct {
 	client   *client.Client
 	recorder *record.Recorder
 
-	mu        sync.Mutex
-	errs      []error
-	started   bool
-	factory   *informer.Factory
-	mapper    meta.RESTMapper
-	runnables []manager.Runnable
+	mu         sync.Mutex
+	errs       []error
+	started    bool
+	factory    *informer.Factory
+	mapper     meta.RESTMapper
+	runnables  []manager.Runnable
+	member     *sharding.Member        // Options.Sharding
+	shardFlags map[string]*atomic.Bool // sharded informers (see sharding.go)
 }
 
 // New returns an App talking to the API server at cfg. It validates opts
@@ -128,6 +132,11 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 		return nil, err
 	}
 	a.mgr = mgr
+	if sh := opts.Sharding; sh != nil {
+		if a.member, err = a.newMember(*sh); err != nil {
+			return nil, err
+		}
+	}
 	if addrOn(opts.DebugAddr) {
 		dopts := debug.Options{Addr: opts.DebugAddr, Logger: opts.Logger}
 		if sm != nil {
@@ -216,11 +225,15 @@ func (a *App) Factory() *informer.Factory {
 
 func (a *App) factoryLocked() *informer.Factory {
 	if a.factory == nil {
-		a.factory = informer.NewFactory(a.cfg, informer.FactoryOptions{
+		fopts := informer.FactoryOptions{
 			Scheme:     a.opts.Scheme,
 			Logger:     a.log,
 			Registerer: a.opts.Registry,
-		})
+		}
+		if a.member != nil {
+			fopts.Sharder = a.sharder()
+		}
+		a.factory = informer.NewFactory(a.cfg, fopts)
 	}
 	return a.factory
 }

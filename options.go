@@ -64,6 +64,10 @@ type Options struct {
 	// so a standby has warm caches when it takes over.
 	LeaderElection *LeaderElection
 
+	// Sharding, if set, splits the controllers' objects between this
+	// program's replicas instead of electing one leader (see Sharding).
+	Sharding *Sharding
+
 	// ShutdownTimeout bounds the stop once the context is done. Default
 	// 30s (manager.DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration

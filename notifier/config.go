@@ -438,6 +438,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	errs = append(errs, c.Checkpoint.validate()...)
 	if len(errs) > 0 {
 		return &ConfigError{Problems: errs}
 	}

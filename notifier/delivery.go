@@ -58,11 +58,16 @@ func (d *delivery) offer(ev *Event) {
 	defer d.mu.Unlock()
 	if d.closed {
 		d.m.failed.WithLabelValues(d.name, failShutdown).Inc()
+		ev.hold()
+		ev.finish(false)
 		return
 	}
+	ev.hold()
 	select {
 	case d.queue <- ev:
 	default:
+		// Counted as done: a full queue loses the notification.
+		ev.finish(true)
 		d.m.failed.WithLabelValues(d.name, failQueue).Inc()
 		d.log.Error("Sink queue full: dropping a notification", "sink", d.name, "queueSize", cap(d.queue),
 			"kind", ev.Kind, "namespace", ev.Namespace, "name", ev.Name, "event", ev.Type)
@@ -127,12 +132,14 @@ func (d *delivery) deliver(ctx context.Context, ev *Event) {
 		if ctx.Err() != nil {
 			d.m.failed.WithLabelValues(d.name, failShutdown).Inc()
 			log.Error("Dropping a notification: shutting down", "attempts", attempt-1)
+			ev.finish(false)
 			return
 		}
 		err := d.sender.send(ctx, ev)
 		if err == nil {
 			d.m.sent.WithLabelValues(ev.Kind, string(ev.Type), d.name).Inc()
 			log.Debug("Notification sent", "attempts", attempt)
+			ev.finish(true)
 			return
 		}
 		switch {
@@ -141,10 +148,12 @@ func (d *delivery) deliver(ctx context.Context, ev *Event) {
 		case !isRetryable(err):
 			d.m.failed.WithLabelValues(d.name, failRejected).Inc()
 			log.Error("Notification rejected; not retrying", "attempts", attempt, "err", err)
+			ev.finish(true)
 			return
 		case attempt >= d.maxAttempts:
 			d.m.failed.WithLabelValues(d.name, failAttempts).Inc()
 			log.Error("Giving up on a notification", "attempts", attempt, "err", err)
+			ev.finish(true)
 			return
 		}
 		delay := d.delay(attempt, err)

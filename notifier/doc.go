@@ -14,9 +14,11 @@
 //     and, for an update, the changed field paths.
 //   - Kind is the object's kind; for a custom resource it is the plural
 //     resource name, as in kubewatch (and in the metrics' resourceType).
-//   - Not the objects that existed when the notifier started: the
-//     informer's initial list is told apart from later adds (no clock
-//     comparison, so no creates lost to skew or to a slow worker).
+//   - Not the objects that existed at the first start: the informer's
+//     initial list is told apart from later adds (no clock comparison,
+//     so no creates lost to skew or to a slow worker). On later starts the
+//     initial list is compared with the checkpoint, and what changed
+//     while the notifier was down is notified (see Checkpoint).
 //   - Not updates that change nothing: the same resourceVersion (replays,
 //     relists) or no field besides resourceVersion, generation and
 //     managedFields. UpdatePolicy also drops status-only and metadata-only
@@ -77,23 +79,59 @@
 //
 //   - Events of one sink are delivered one at a time, in the order they
 //     were queued.
+//   - Nothing is lost across a restart, and nothing notified is sent
+//     again (see Checkpoint below); delivery is at least once.
 //   - Run returns only after every goroutine it started has: on stop it
 //     takes no new events and delivers what is queued for at most
-//     DrainTimeout, counting the rest as failed with reason shutdown.
+//     DrainTimeout, counting the rest as failed with reason shutdown
+//     (the next start sends those again).
+//
+// # Checkpoint
+//
+// The notifier keeps, per watched object, the uid, the resourceVersion and
+// a hash of each top-level field of the last state it notified (or judged
+// not worth a notification), in a ConfigMap (the default:
+// kubewatch-checkpoint in the watched namespace, else the pod's; binaryData,
+// gzipped JSON) or a file. A state enters the checkpoint only once every
+// sink that took its notification delivered it or gave up on it (retries
+// exhausted, refused, or dropped by a full queue), and never ahead of an
+// earlier change of the same object still in flight; the checkpoint is
+// saved every Options.CheckpointInterval (1s) while it changes, and once
+// more at the stop.
+//
+// On start, the informers' initial lists are compared with it: an object
+// it lacks is notified as created, one whose resourceVersion moved as
+// updated (Changes name the top-level fields that differ; OldObject is
+// nil; the update policy applies), one it holds that is gone as deleted
+// (from the checkpoint: kind, namespace, name, no object), one replaced
+// by another of the same name as deleted and created. Delivery is at least
+// once: a crash sends again what was delivered in the last interval before
+// it, and what was in flight; it loses nothing. Without a checkpoint (the
+// first start, a resource or namespace newly watched, type none) the
+// initial list is not notified, as in kubewatch.
+//
+// The checkpoint holds at most checkpoint.maxobjects objects (10000), and
+// a ConfigMap at most what fits in 900 KiB compressed (about 100 bytes an
+// object before compression). Past either bound it is marked overflowed
+// (kubewatch_checkpoint_objects reads -1): the next start notifies nothing
+// that changed while the notifier was down, and nothing twice, then
+// records again. The notifier needs get, create and update on its
+// ConfigMap; it never notifies changes of the ConfigMap itself.
 //
 // # Not guaranteed
 //
 //   - Every intermediate state: an informer that falls behind merges the
 //     changes to one object (an add then an update is one add of the
-//     latest state; an add then a delete is nothing at all). Changes while
-//     the notifier is down, or before Synced, are not notified (they are
-//     part of its initial list).
-//   - Delivery across restarts: queues live in memory.
+//     latest state; an add then a delete is nothing at all), and a
+//     restart sees only the latest state of what changed while down.
+//   - Order across objects after a restart, and the old state of an
+//     update made while down.
 //
 // # Metrics
 //
 // kubewatch_events_total{resourceType,eventType} (changes seen),
 // kubewatch_events_sent_total{resourceType,eventType,sink},
-// kubewatch_events_failed_total{sink,reason} and
-// kubewatch_events_suppressed_total{resourceType,reason}.
+// kubewatch_events_failed_total{sink,reason},
+// kubewatch_events_suppressed_total{resourceType,reason} and
+// kubewatch_checkpoint_objects.
 package notifier

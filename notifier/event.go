@@ -89,10 +89,18 @@ type Event struct {
 	// Test marks the event of `config test`: reason Tested.
 	Test bool
 
-	// done, if set, is called by every sink that took the event once it
-	// is through with it (delivered, or given up); see tracker.
-	done func(delivered bool)
+	// tr and pend track the event for the checkpoint (nil: untracked).
+	tr   *tracker
+	pend *pending
 }
+
+// hold is called by a sink that takes the event, before it queues it.
+func (e *Event) hold() { e.pend.hold() }
+
+// finish is called by a sink that took the event once it is through with
+// it: delivered, or given up on (delivered true), or dropped by a stop
+// (false: the next start sends it again).
+func (e *Event) finish(delivered bool) { e.tr.finish(e.pend, delivered) }
 
 // Reason is kubewatch's reason: Created, Updated, Deleted (Tested for the
 // event of `config test`).

@@ -13,6 +13,9 @@ const (
 	MetricSent       = "kubewatch_events_sent_total"
 	MetricFailed     = "kubewatch_events_failed_total"
 	MetricSuppressed = "kubewatch_events_suppressed_total"
+	// MetricCheckpointObjects is this notifier's: the size of its
+	// checkpoint.
+	MetricCheckpointObjects = "kubewatch_checkpoint_objects"
 )
 
 // Reasons of MetricFailed.
@@ -28,6 +31,9 @@ type notifierMetrics struct {
 	sent       *prometheus.CounterVec // resourceType, eventType, sink
 	failed     *prometheus.CounterVec // sink, reason
 	suppressed *prometheus.CounterVec // resourceType, reason
+	// checkpointObjects is the objects in the last saved checkpoint, -1
+	// once it overflowed.
+	checkpointObjects prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*notifierMetrics, error) {
@@ -55,6 +61,12 @@ func newMetrics(reg prometheus.Registerer) (*notifierMetrics, error) {
 		Name: MetricSuppressed,
 		Help: "Changes not notified, by reason: initial (part of the initial list), unchanged, noop, status, metadata.",
 	}, []string{"resourceType", "reason"})); err != nil {
+		return nil, err
+	}
+	if m.checkpointObjects, err = metrics.RegisterOrGet(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: MetricCheckpointObjects,
+		Help: "Objects in the notifier's last saved checkpoint; -1 once it overflowed its bound.",
+	})); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -13,13 +13,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/manager"
-	"github.com/kloop-dev/kloop/watcher"
 )
 
 // Options configures a Notifier. The zero value works: logs to
@@ -46,7 +45,14 @@ type Options struct {
 	RetryBase, RetryMax time.Duration
 	// Now is the clock stamped on events. Default time.Now.
 	Now func() time.Time
+	// CheckpointInterval is how often the checkpoint is saved while it
+	// changes (and once more at the stop). Default 1s: a crash sends
+	// again what was delivered in at most the last interval.
+	CheckpointInterval time.Duration
 }
+
+// DefaultCheckpointInterval is Options.CheckpointInterval's default.
+const DefaultCheckpointInterval = time.Second
 
 // Notifier watches the resources of a Config and sends a notification to
 // its sinks for every create, update and delete after its start.
@@ -58,7 +64,12 @@ type Notifier struct {
 	factory *informer.Factory
 	// regs are the notifier's handler registrations: Synced waits for
 	// them to have taken the initial list.
-	regs       []*informer.Registration
+	regs    []*informer.Registration
+	sources []*source
+	// store keeps the checkpoint (nil: none); tracker is it in memory,
+	// from Run on.
+	store      checkpointStore
+	tracker    *tracker
 	deliveries []*delivery
 	closers    []func()
 	synced     chan struct{}
@@ -93,11 +104,25 @@ func New(restCfg *rest.Config, cfg Config, opts Options) (*Notifier, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.CheckpointInterval <= 0 {
+		opts.CheckpointInterval = DefaultCheckpointInterval
+	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("notifier: metrics: %w", err)
 	}
 	n := &Notifier{cfg: cfg, opts: opts, log: opts.Logger, m: m, synced: make(chan struct{})}
+	n.cfg.Checkpoint.defaults(cfg.Namespace, os.Getenv)
+	switch ck := n.cfg.Checkpoint; ck.Type {
+	case CheckpointFile:
+		n.store = &fileStore{path: ck.Path}
+	case CheckpointConfigMap:
+		kc, err := kubernetes.NewForConfig(restCfg)
+		if err != nil {
+			return nil, fmt.Errorf("notifier: checkpoint: %w", err)
+		}
+		n.store = &configMapStore{kc: kc, namespace: ck.Namespace, name: ck.Name}
+	}
 	outMu := &sync.Mutex{}
 	for _, sc := range cfg.Sinks {
 		f, err := newFilter(sc.Filter)
@@ -127,7 +152,7 @@ func New(restCfg *rest.Config, cfg Config, opts Options) (*Notifier, error) {
 		if !r.clusterScoped {
 			scope.Namespace = cfg.Namespace
 		}
-		src := &source{n: n, resource: r.name, kind: r.kind, apiVersion: r.apiVersion}
+		src := n.newSource(r.name, r.kind, r.apiVersion, scope.Namespace, r.name == "configmap")
 		reg, err := r.watch(n.factory, scope, src.handler())
 		if err != nil {
 			return nil, fmt.Errorf("notifier: watching %s: %w", r.name, err)
@@ -144,7 +169,7 @@ func New(restCfg *rest.Config, cfg Config, opts Options) (*Notifier, error) {
 		if err != nil {
 			return nil, fmt.Errorf("notifier: watching %s: %w", gvr, err)
 		}
-		src := &source{n: n, resource: cr.Resource, kind: cr.Resource, apiVersion: gvr.GroupVersion().String()}
+		src := n.newSource(cr.Resource, cr.Resource, gvr.GroupVersion().String(), scope.Namespace, cr.Group == "" && cr.Resource == "configmaps")
 		h := src.handler()
 		reg, err := inf.AddHandler(informer.HandlerFuncs[*unstructured.Unstructured]{
 			AddFunc:    func(obj *unstructured.Unstructured, initial bool) { h.add(obj, initial) },
@@ -192,6 +217,27 @@ func (n *Notifier) Run(ctx context.Context) error {
 		}
 	}()
 
+	if n.store != nil {
+		restored, err := n.store.load(ctx)
+		if err != nil {
+			return fmt.Errorf("notifier: loading the checkpoint from %s: %w (checkpoint.type: none runs without one)", n.store.where(), err)
+		}
+		switch {
+		case restored == nil:
+			n.log.Info("No checkpoint yet: the objects that exist now are not notified", "checkpoint", n.store.where())
+		case restored.Overflow:
+			n.log.Warn("The checkpoint overflowed its bound: changes made while the notifier was down are not notified",
+				"checkpoint", n.store.where(), "maxObjects", n.cfg.Checkpoint.MaxObjects)
+		default:
+			n.log.Info("Checkpoint loaded: notifying what changed while the notifier was down", "checkpoint", n.store.where())
+		}
+		n.tracker = newTracker(n.cfg.Checkpoint.MaxObjects, restored)
+		for _, src := range n.sources {
+			src.restore()
+		}
+		defer n.saveCheckpoint(context.WithoutCancel(ctx), true)
+	}
+
 	mgr, err := manager.New(manager.Options{
 		MetricsAddr:     n.opts.HTTPAddr,
 		HealthAddr:      n.opts.HTTPAddr,
@@ -233,11 +279,32 @@ func (n *Notifier) Run(ctx context.Context) error {
 				return err
 			}
 		}
+		// Objects in the checkpoint but not in the initial lists were
+		// deleted while the notifier was down.
+		for _, src := range n.sources {
+			src.sweep()
+		}
 		n.log.Info("Notifier synced: notifying changes from now on", "informers", len(n.factory.Names()), "sinks", len(n.deliveries))
 		close(n.synced)
 		return nil
 	})); err != nil {
 		return err
+	}
+	if n.tracker != nil {
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			t := time.NewTicker(n.opts.CheckpointInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					n.saveCheckpoint(ctx, false)
+				case <-ctx.Done():
+					return nil
+				}
+			}
+		})); err != nil {
+			return err
+		}
 	}
 	n.log.Info("Starting notifier", "namespace", n.cfg.Namespace, "resources", n.cfg.Resources, "customResources", len(n.cfg.CustomResources))
 	defer n.log.Info("Notifier stopped")
@@ -253,90 +320,39 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, opts Options) er
 	return n.Run(ctx)
 }
 
-// source turns one informer's notifications into events.
-type source struct {
-	n                *Notifier
-	resource         string
-	kind, apiVersion string
-}
-
-func (s *source) handler() objectHandler {
-	return objectHandler{add: s.add, update: s.update, del: s.del}
-}
-
-func (s *source) add(obj watcher.Object, initial bool) {
-	if initial {
-		s.n.m.suppressed.WithLabelValues(s.kind, "initial").Inc()
+// saveCheckpoint saves the checkpoint if it changed. final: the stop's
+// last save, after every sink is done.
+func (n *Notifier) saveCheckpoint(ctx context.Context, final bool) {
+	st, changed := n.tracker.snapshot()
+	if !changed {
 		return
 	}
-	s.n.m.events.WithLabelValues(s.kind, string(Create)).Inc()
-	s.emit(Create, obj, s.toMap(obj), nil, nil)
-}
-
-func (s *source) update(old, new watcher.Object) {
-	s.n.m.events.WithLabelValues(s.kind, string(Update)).Inc()
-	if old.GetResourceVersion() == new.GetResourceVersion() {
-		// A replay or a relist: nothing happened.
-		s.n.m.suppressed.WithLabelValues(s.kind, "unchanged").Inc()
-		return
+	if final {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
 	}
-	nm, om := s.toMap(new), s.toMap(old)
-	// The policies judge every changed path; only the event's list is
-	// capped (a capped list ends in "...", which is under no prefix).
-	changes := diffAll(om, nm)
-	reason := ""
-	switch {
-	case len(changes) == 0:
-		reason = "noop"
-	case s.n.cfg.Updates.IgnoreStatusOnly && onlyUnder(changes, "status"):
-		reason = "status"
-	case s.n.cfg.Updates.IgnoreMetadataOnly && onlyUnder(changes, "metadata"):
-		reason = "metadata"
+	err := n.store.save(ctx, st)
+	if errors.Is(err, errTooLarge) {
+		n.log.Warn("The checkpoint outgrew its store: marking it overflowed", "checkpoint", n.store.where())
+		n.tracker.setOverflow()
+		st, _ = n.tracker.snapshot()
+		err = n.store.save(ctx, st)
 	}
-	if reason != "" {
-		s.n.m.suppressed.WithLabelValues(s.kind, reason).Inc()
-		return
-	}
-	s.emit(Update, new, nm, om, capChanges(changes))
-}
-
-func (s *source) del(obj watcher.Object, _ bool) {
-	s.n.m.events.WithLabelValues(s.kind, string(Delete)).Inc()
-	s.emit(Delete, obj, s.toMap(obj), nil, nil)
-}
-
-// toMap returns obj as JSON-like values. An unstructured object's own map
-// is returned: it is the cache's, read-only.
-func (s *source) toMap(obj watcher.Object) map[string]any {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return u.Object
-	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
-		s.n.log.Error("Converting an object", "kind", s.kind, "namespace", obj.GetNamespace(), "name", obj.GetName(), "err", err)
-		m = map[string]any{"metadata": map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace()}}
-	}
-	m["kind"], m["apiVersion"] = s.kind, s.apiVersion
-	return m
-}
-
-func (s *source) emit(t EventType, obj watcher.Object, m, old map[string]any, changes []string) {
-	kind := s.kind
-	// Core Secrets, whether watched as the built-in resource or listed as
-	// a custom resource (then unstructured).
-	if s.apiVersion == "v1" && (kind == "Secret" || s.resource == "secrets") {
-		m = redactSecret(m)
-		if old != nil {
-			old = redactSecret(old)
+		n.tracker.markDirty()
+		if ctx.Err() == nil {
+			n.log.Error("Saving the checkpoint", "checkpoint", n.store.where(), "err", err)
 		}
+		return
 	}
-	ev := &Event{
-		Type: t, Kind: kind, APIVersion: s.apiVersion, Resource: s.resource,
-		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID()), ResourceVersion: obj.GetResourceVersion(),
-		Labels: obj.GetLabels(), Object: m, OldObject: old, Changes: changes, Cluster: s.n.cfg.ClusterName, Time: s.n.opts.Now(),
-	}
-	s.n.log.Debug("Processing "+string(t), "kind", kind, "namespace", ev.Namespace, "name", ev.Name, "changes", changes)
-	for _, d := range s.n.deliveries {
-		d.offer(ev)
+	if st.Overflow {
+		n.m.checkpointObjects.Set(-1)
+	} else {
+		total := 0
+		for _, objs := range st.Scopes {
+			total += len(objs)
+		}
+		n.m.checkpointObjects.Set(float64(total))
 	}
 }

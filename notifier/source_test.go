@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kloop-dev/kloop/metrics/metricstest"
 	"github.com/kloop-dev/kloop/watcher"
@@ -30,7 +31,7 @@ func testSource(t *testing.T, policy UpdatePolicy) (*source, *delivery, *prometh
 	d := &delivery{name: "q", filter: f, queue: make(chan *Event, 10), m: m, log: slog.New(slog.DiscardHandler)}
 	n := &Notifier{cfg: Config{Updates: policy}, m: m, log: slog.New(slog.DiscardHandler), deliveries: []*delivery{d},
 		opts: Options{Now: func() time.Time { return testTime }}}
-	return &source{n: n, resource: "configmap", kind: "ConfigMap", apiVersion: "v1"}, d, reg
+	return &source{n: n, resource: "configmap", kind: "ConfigMap", apiVersion: "v1", scope: "configmap@ns"}, d, reg
 }
 
 func queued(d *delivery) []*Event {
@@ -210,3 +211,7 @@ func TestSource_StatusOnlyUpdateWithManyChangedFieldsIsSuppressed(t *testing.T) 
 		t.Errorf("suppressed{status} = %v, want 1", v)
 	}
 }
+
+func typesUID(s string) types.UID { return types.UID(s) }
+
+func fmtChanges(c []string) string { return fmt.Sprint(c) }
