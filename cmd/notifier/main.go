@@ -79,6 +79,9 @@ func command(lookupEnv func(string) (string, bool)) *cobra.Command {
 			if err := flags.Validate(); err != nil {
 				return err
 			}
+			if d, _ := flags.Serving.Debug(); d != "" {
+				return cli.Usagef("--debug-bind-address: the notifier has no debug page until it runs on kloop.New")
+			}
 			log, err := flags.Logging.Setup(cmd)
 			if err != nil {
 				return err
