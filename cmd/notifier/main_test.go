@@ -226,8 +226,8 @@ func TestRun_BadFlagsAndEnvironment(t *testing.T) {
 		{[]string{"--drain-timeout", "0s"}, nil, 2, `--drain-timeout "0s": want a positive duration`},
 		{[]string{"--metrics-secure"}, nil, 2, "--metrics-secure: the notifier serves /metrics as plain HTTP"},
 		{[]string{"--drain-timeout", "-5s"}, nil, 2, `--drain-timeout "-5s": want a positive duration`},
-		{[]string{"config"}, nil, 2, "give a subcommand: notifier config sample | notifier config check"},
-		{[]string{"config", "view"}, nil, 2, `unknown command "view" for "notifier config"`},
+		{[]string{"config"}, nil, 2, "give a subcommand: notifier config add <handler> | view | sample | test | check | rbac"},
+		{[]string{"config", "edit"}, nil, 2, `unknown command "edit" for "notifier config"`},
 		{nil, map[string]string{"LOG_LEVEL": "loud"}, 2, `LOG_LEVEL="loud"`},
 		{nil, map[string]string{"LOG_FORMATTER": "xml"}, 2, `LOG_FORMATTER="xml"`},
 	} {
