@@ -6,7 +6,7 @@ GO ?= go
 PKGS := ./...
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all controlplane test test-short test-faults demo dev generate check-generated lint bench build screenshot
+.PHONY: all controlplane test test-short test-faults demo dev generate check-generated lint bench bench-curve bench-plot build screenshot
 
 # controller-gen, pinned; run from the module proxy so that it stays out of
 # the main module's dependencies.
@@ -113,3 +113,17 @@ screenshot: controlplane
 ## bench: every benchmark under bench/cmd, kloop and its peer side by side (prints RESULT lines)
 bench: controlplane
 	@set -e; cd bench; for d in cmd/*/; do echo "== $$d"; $(GO) run ./$$d; done
+
+## bench-curve: the informer benchmark at 1,000, 10,000 and 100,000 ConfigMaps, CURVE_RUNS times (RESULT
+## lines in bench/results/informer-curve.txt), then bench-plot. About 10 minutes a run on 2 cores.
+CURVE_RUNS ?= 1
+bench-curve: controlplane
+	@set -eo pipefail; cd bench; mkdir -p results; : > results/informer-curve.txt; \
+	for i in $$(seq $(CURVE_RUNS)); do \
+		$(GO) run ./cmd/informer -n 1000,10000,100000 -updates 0 | tee -a results/informer-curve.txt; done
+	@$(MAKE) --no-print-directory bench-plot
+
+## bench-plot: bench/results/informer-curve.png and the Markdown table for BENCHMARKS.md, from the RESULT
+## lines in bench/results/informer-curve.txt (medians where several runs gave a figure)
+bench-plot:
+	cd bench && $(GO) run ./plotcurve -png results/informer-curve.png -table results/informer-curve.txt

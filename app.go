@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,12 +19,14 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/metrics"
 	"github.com/kloop-dev/kloop/metrics/secure"
 	"github.com/kloop-dev/kloop/record"
+	"github.com/kloop-dev/kloop/sharding"
 )
 
 // DefaultName is the default of Options.Name.
@@ -47,15 +50,18 @@ type App struct {
 	opts     Options
 	log      *slog.Logger
 	mgr      *manager.Manager
+	debug    *debug.Server
 	client   *client.Client
 	recorder *record.Recorder
 
-	mu        sync.Mutex
-	errs      []error
-	started   bool
-	factory   *informer.Factory
-	mapper    meta.RESTMapper
-	runnables []manager.Runnable
+	mu         sync.Mutex
+	errs       []error
+	started    bool
+	factory    *informer.Factory
+	mapper     meta.RESTMapper
+	runnables  []manager.Runnable
+	member     *sharding.Member        // Options.Sharding
+	shardFlags map[string]*atomic.Bool // sharded informers (see sharding.go)
 }
 
 // New returns an App talking to the API server at cfg. It validates opts
@@ -101,16 +107,18 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 		Gatherer:        opts.Registry,
 		Logger:          opts.Logger,
 	}
-	if opts.SecureMetrics != nil && opts.MetricsAddr != "" && opts.MetricsAddr != "0" {
+	var sm *secure.Secure
+	if opts.SecureMetrics != nil && (addrOn(opts.MetricsAddr) || addrOn(opts.DebugAddr)) {
 		so := *opts.SecureMetrics
 		if so.Logger == nil {
 			so.Logger = opts.Logger
 		}
-		sm, err := secure.New(cfg, so)
-		if err != nil {
+		if sm, err = secure.New(cfg, so); err != nil {
 			return nil, fmt.Errorf("kloop.New: secure metrics: %w", err)
 		}
-		mopts.WrapMetrics, mopts.MetricsTLS = sm.Wrap, sm.TLSConfig()
+		if addrOn(opts.MetricsAddr) {
+			mopts.WrapMetrics, mopts.MetricsTLS = sm.Wrap, sm.TLSConfig()
+		}
 	}
 	if le := opts.LeaderElection; le != nil {
 		el, err := a.newElector(*le)
@@ -124,8 +132,33 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 		return nil, err
 	}
 	a.mgr = mgr
+	if sh := opts.Sharding; sh != nil {
+		if a.member, err = a.newMember(*sh); err != nil {
+			return nil, err
+		}
+	}
+	if addrOn(opts.DebugAddr) {
+		dopts := debug.Options{Addr: opts.DebugAddr, Logger: opts.Logger}
+		if sm != nil {
+			dopts.Wrap, dopts.TLS = sm.Wrap, sm.TLSConfig()
+		}
+		if a.debug, err = debug.New(mgr, dopts); err != nil {
+			return nil, fmt.Errorf("kloop.New: DebugAddr: %w", err)
+		}
+		if err := mgr.Add(a.debug); err != nil {
+			return nil, err
+		}
+	}
 	return a, nil
 }
+
+// addrOn reports whether an address option asks for a server ("" and "0"
+// mean off).
+func addrOn(addr string) bool { return addr != "" && addr != "0" }
+
+// Debug returns the debug page's server (Options.DebugAddr), nil when it
+// is off. Once Run has bound it, its URL is the page's address.
+func (a *App) Debug() *debug.Server { return a.debug }
 
 func (a *App) newElector(le LeaderElection) (*manager.LeaseElector, error) {
 	ns := le.Namespace
@@ -192,11 +225,15 @@ func (a *App) Factory() *informer.Factory {
 
 func (a *App) factoryLocked() *informer.Factory {
 	if a.factory == nil {
-		a.factory = informer.NewFactory(a.cfg, informer.FactoryOptions{
+		fopts := informer.FactoryOptions{
 			Scheme:     a.opts.Scheme,
 			Logger:     a.log,
 			Registerer: a.opts.Registry,
-		})
+		}
+		if a.member != nil {
+			fopts.Sharder = a.sharder()
+		}
+		a.factory = informer.NewFactory(a.cfg, fopts)
 	}
 	return a.factory
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/workqueue"
 )
 
@@ -25,6 +26,8 @@ type ControllerBuilder[K comparable] struct {
 	reconcile func(ctx context.Context, key K) (controller.Result, error)
 	opts      controller.Options[K]
 	owner     *schema.GroupKind
+	forUID    func(cache.Key) (string, bool)
+	forKeys   func() []cache.Key
 	sources   []controller.Source[K]
 	errs      []error
 }
@@ -71,6 +74,10 @@ func (b *ControllerBuilder[K]) For(w Watched) *ControllerBuilder[K] {
 	info := w.handle()
 	gk := info.gvk.GroupKind()
 	b.owner = &gk
+	b.forUID, b.forKeys = info.uid, info.keys
+	if info.err == nil && b.app.shardsBy(sharding.ByUID) {
+		info.shard()
+	}
 	b.addKeySource("For", w, w.forSource)
 	return b
 }
@@ -167,6 +174,9 @@ func (b *ControllerBuilder[K]) complete() (*controller.Controller[K], error) {
 		if err := c.Watch(s); err != nil {
 			return nil, err
 		}
+	}
+	if err := b.app.gate(c, b.forUID, b.forKeys); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

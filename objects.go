@@ -14,6 +14,7 @@ import (
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -25,15 +26,16 @@ import (
 // Objects read from a Handle are the cache's own: never modify them; write
 // a copy (cache.Copy).
 type Handle[T watcher.Object] struct {
-	app    *App
-	gvk    schema.GroupVersionKind
-	gvr    schema.GroupVersionResource
-	scope  informer.Scope
-	inf    *informer.Informer[T]
-	res    *client.Resource[T]
-	reader *client.CachedReader[T]
-	status statusSubresource
-	err    error
+	app        *App
+	gvk        schema.GroupVersionKind
+	gvr        schema.GroupVersionResource
+	scope      informer.Scope
+	inf        *informer.Informer[T]
+	res        *client.Resource[T]
+	reader     *client.CachedReader[T]
+	status     statusSubresource
+	namespaced bool
+	err        error
 }
 
 // ObjectsOption changes how Objects finds or watches a kind.
@@ -82,6 +84,9 @@ func Objects[T interface {
 }, E any](app *App, opts ...ObjectsOption) *Handle[T] {
 	h := &Handle[T]{app: app}
 	err := h.resolve(T(new(E)), opts)
+	if err == nil && h.namespaced && app.shardsBy(sharding.ByNamespace) {
+		app.shardObjects(h.gvr, h.scope)
+	}
 	if err == nil {
 		h.inf, err = informer.OfResource[T](app.Factory(), h.gvr, h.scope)
 	}
@@ -135,6 +140,7 @@ func (h *Handle[T]) resolve(sample T, opts []ObjectsOption) error {
 		h.gvr = cfg.gvr
 	}
 	h.scope = cfg.scope
+	h.namespaced = namespaced
 	if namespaced {
 		h.scope.Namespace = a.opts.Namespace
 	}
@@ -248,9 +254,35 @@ type Watched interface {
 type handleInfo struct {
 	gvk schema.GroupVersionKind
 	err error
+	// shard marks the kind sharded by UID; uid finds an object's UID by
+	// key in the cache (for a sharded controller's For kind).
+	shard func()
+	uid   func(cache.Key) (string, bool)
+	keys  func() []cache.Key
 }
 
-func (h *Handle[T]) handle() handleInfo { return handleInfo{h.gvk, h.err} }
+func (h *Handle[T]) handle() handleInfo {
+	return handleInfo{
+		gvk:   h.gvk,
+		err:   h.err,
+		shard: func() { h.app.shardObjects(h.gvr, h.scope) },
+		uid: func(k cache.Key) (string, bool) {
+			obj, ok := h.inf.Lister().Get(k.Namespace, k.Name)
+			if !ok {
+				return "", false
+			}
+			return string(obj.GetUID()), true
+		},
+		keys: func() []cache.Key {
+			objs := h.inf.Lister().List(nil)
+			keys := make([]cache.Key, len(objs))
+			for i, o := range objs {
+				keys[i] = cache.KeyOf(o)
+			}
+			return keys
+		},
+	}
+}
 func (h *Handle[T]) forSource() controller.Source[cache.Key] {
 	return controller.For[T](h.inf)
 }

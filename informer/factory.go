@@ -146,7 +146,7 @@ func OfResource[T interface {
 	*E
 	watcher.Object
 }, E any](f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[T], error) {
-	return OfListerWatcher(f, resourceName(gvr), scope, func(o watcher.Options) (watcher.ListerWatcher[T], error) {
+	return OfListerWatcher(f, ResourceName(gvr), scope, func(o watcher.Options) (watcher.ListerWatcher[T], error) {
 		if f.cfg == nil {
 			return nil, errors.New("informer: factory has no rest.Config")
 		}
@@ -187,7 +187,7 @@ func preferProtobuf[T watcher.Object](cfg *rest.Config) *rest.Config {
 // annotations, owners, resourceVersion…) and none of the objects' bodies,
 // which makes it the cheap way to watch large or numerous objects.
 func OfMetadata(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[*metav1.PartialObjectMetadata], error) {
-	return OfListerWatcher(f, resourceName(gvr)+" (metadata)", scope, func(o watcher.Options) (watcher.ListerWatcher[*metav1.PartialObjectMetadata], error) {
+	return OfListerWatcher(f, ResourceName(gvr)+" (metadata)", scope, func(o watcher.Options) (watcher.ListerWatcher[*metav1.PartialObjectMetadata], error) {
 		c, err := f.metadataClient()
 		if err != nil {
 			return nil, err
@@ -200,7 +200,7 @@ func OfMetadata(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Info
 // objects as *unstructured.Unstructured: for resources whose Go types the
 // program does not have.
 func OfUnstructured(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[*unstructured.Unstructured], error) {
-	return OfListerWatcher(f, resourceName(gvr)+" (unstructured)", scope, func(o watcher.Options) (watcher.ListerWatcher[*unstructured.Unstructured], error) {
+	return OfListerWatcher(f, ResourceName(gvr)+" (unstructured)", scope, func(o watcher.Options) (watcher.ListerWatcher[*unstructured.Unstructured], error) {
 		c, err := f.dynamicClient()
 		if err != nil {
 			return nil, err
@@ -262,7 +262,11 @@ func OfListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 	return inf, nil
 }
 
-func resourceName(gvr schema.GroupVersionResource) string {
+// ResourceName is how the factory names the resource gvr: in informer
+// names, and to a Sharder (for the typed informers of OfResource and Of;
+// the metadata and unstructured ones add " (metadata)" and
+// " (unstructured)"). For example "deployments.v1.apps".
+func ResourceName(gvr schema.GroupVersionResource) string {
 	s := gvr.Resource + "." + gvr.Version
 	if gvr.Group != "" {
 		s += "." + gvr.Group

@@ -326,7 +326,9 @@ func (inf *Informer[T]) Start(ctx context.Context) error {
 	close(inf.stoppedCh)
 	// Every cached object gets one last look from the mutation detector
 	// (which is on in tests only).
+	inf.dispatchMu.Lock() // a Refilter may still write
 	_ = inf.writer.CheckMutations()
+	inf.dispatchMu.Unlock()
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("informer %s: %w", inf.name, err)
 	}

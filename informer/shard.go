@@ -40,7 +40,8 @@ type Resharder interface {
 	Len() int
 	Refilter() int
 	Relist() <-chan struct{}
-	// ShardInfo says whether the server applied the selector.
+	// ShardInfo says whether the server applied the selector (for the
+	// built-in kinds; lists of custom resources carry no ShardInfo).
 	ShardInfo() *metav1.ShardInfo
 }
 

@@ -31,6 +31,16 @@ func (m *Manager) AddReadyzCheck(name string, c Check) {
 	m.readyz = append(m.readyz, namedCheck{name, c})
 }
 
+// AddReadyzReport adds a text report (a table of state, say) that
+// /readyz prints after its checks when asked with ?verbose, and when a
+// check failed. report is called for each such request and must be quick.
+// Call it before Start.
+func (m *Manager) AddReadyzReport(report func() string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.readyzReports = append(m.readyzReports, report)
+}
+
 var (
 	errNotSynced   = errors.New("caches not synced yet")
 	errNotElecting = errors.New("leader election not running")
@@ -100,12 +110,13 @@ func (m *Manager) readyzHandler() http.Handler {
 			return nil
 		}})
 		checks = append(checks, m.readyz...)
+		reports := append([]func() string(nil), m.readyzReports...)
 		m.mu.Unlock()
-		serveChecks(w, r, checks)
+		serveChecks(w, r, checks, reports...)
 	})
 }
 
-func serveChecks(w http.ResponseWriter, r *http.Request, checks []namedCheck) {
+func serveChecks(w http.ResponseWriter, r *http.Request, checks []namedCheck, reports ...func() string) {
 	var b strings.Builder
 	failed := false
 	for _, c := range checks {
@@ -115,6 +126,13 @@ func serveChecks(w http.ResponseWriter, r *http.Request, checks []namedCheck) {
 		} else {
 			fmt.Fprintf(&b, "[+]%s ok\n", c.name)
 		}
+	}
+	for _, report := range reports {
+		text := report()
+		if !strings.HasSuffix(text, "\n") {
+			text += "\n"
+		}
+		b.WriteString("\n" + text)
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")

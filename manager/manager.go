@@ -125,15 +125,16 @@ type Manager struct {
 	opts Options
 	log  *slog.Logger
 
-	mu        sync.Mutex
-	caches    []Cache
-	always    []Runnable // need no leadership
-	leader    []Runnable // need leadership
-	healthz   []namedCheck
-	readyz    []namedCheck
-	started   bool
-	addrs     map[string]net.Addr // by endpoint: "metrics", "health"
-	addrReady chan struct{}
+	mu            sync.Mutex
+	caches        []Cache
+	always        []Runnable // need no leadership
+	leader        []Runnable // need leadership
+	healthz       []namedCheck
+	readyz        []namedCheck
+	readyzReports []func() string
+	started       bool
+	addrs         map[string]net.Addr // by endpoint: "metrics", "health"
+	addrReady     chan struct{}
 
 	synced   atomic.Bool   // every cache synced
 	syncedCh chan struct{} // closed when synced is set

@@ -51,6 +51,10 @@ type record struct {
 	Draining Set // the subset it is releasing
 	Duration time.Duration
 	RV       string // the Lease's resourceVersion: a change means it was renewed
+	// Seen is when this member first saw the Lease at RV; zero means at
+	// the time it is observed.
+	Seen time.Time
+	Name string // the Lease's name
 }
 
 type peer struct {
@@ -97,13 +101,17 @@ func (c *core) observe(now time.Time, recs []record) {
 			continue
 		}
 		seen[r.Identity] = true
+		at := r.Seen
+		if at.IsZero() || at.After(now) {
+			at = now
+		}
 		p, ok := c.peers[r.Identity]
 		if !ok {
-			c.peers[r.Identity] = &peer{rec: r, observedAt: now}
+			c.peers[r.Identity] = &peer{rec: r, observedAt: at}
 			continue
 		}
 		if p.rec.RV != r.RV {
-			p.rec, p.observedAt = r, now
+			p.rec, p.observedAt = r, at
 		}
 	}
 	for id := range c.peers {
@@ -116,6 +124,28 @@ func (c *core) observe(now time.Time, recs []record) {
 func (p *peer) live(now time.Time) bool { return now.Before(p.observedAt.Add(p.rec.Duration)) }
 
 func (c *core) compatible(p *peer) bool { return p.rec.Slots == c.n && p.rec.Key == c.key }
+
+// staleAfter is how many of its own durations a Lease must have gone
+// unchanged before it is deleted as left behind (by a replica that was
+// killed, and will not come back under that identity).
+const staleAfter = 4
+
+// stale lists the peers whose Leases this member should delete: those
+// unchanged for staleAfter durations, if this member is the first live one
+// by identity (so that one member does it).
+func (c *core) stale(now time.Time) []record {
+	ms := c.members(now)
+	if len(ms) == 0 || ms[0] != c.self {
+		return nil
+	}
+	var out []record
+	for _, p := range c.peers {
+		if !now.Before(p.observedAt.Add(staleAfter * p.rec.Duration)) {
+			out = append(out, p.rec)
+		}
+	}
+	return out
+}
 
 // lost reports whether our Lease has gone unrenewed past the deadline.
 func (c *core) lost(now time.Time) bool {

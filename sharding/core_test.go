@@ -182,6 +182,21 @@ func TestCore_TakesTheSlotsOfAnExpiredMember(t *testing.T) {
 	}
 }
 
+// A Lease's expiry counts from when its change arrived, not from when the
+// member got round to looking at it.
+func TestCore_ExpiryCountsFromWhenTheChangeArrived(t *testing.T) {
+	a := joined("a", at(0))
+	b := joined("b", at(0))
+	takeAll(t, b, at(0))
+	r := rec(b, "1")
+	r.Seen = at(1)
+	a.observe(at(3), []record{r})
+	a.wrote(at(16))
+	if p := a.next(at(16)); p.claim.Len() != tSlots {
+		t.Fatalf("at 16s, 15s after b's Lease arrived, a claims %s", p.claim)
+	}
+}
+
 func TestCore_ALostLeaseReleasesEverything(t *testing.T) {
 	a := joined("a", at(0))
 	takeAll(t, a, at(0))
@@ -237,5 +252,28 @@ func TestCore_AGoneLeaseIsForgotten(t *testing.T) {
 	a.observe(at(2), nil) // b deleted its Lease when it left
 	if p := a.next(at(2)); p.claim.Len() != tSlots {
 		t.Fatalf("after b's Lease went: claims %s", p.claim)
+	}
+}
+
+// The first live member deletes a Lease left unchanged for staleAfter
+// durations; the others leave it.
+func TestCore_TheFirstMemberCollectsLeasesLeftBehind(t *testing.T) {
+	a := joined("a", at(0))
+	b := joined("b", at(0))
+	dead := record{Identity: "c", Name: "g-c", Slots: tSlots, Held: NewSet(tSlots, 1), Draining: NewSet(tSlots), Duration: tDuration, RV: "9"}
+	a.observe(at(0), []record{dead, rec(b, "1")})
+	b.observe(at(0), []record{dead, rec(a, "2")})
+	a.wrote(at(59))
+	b.wrote(at(59))
+	a.observe(at(59), []record{dead, rec(b, "3")})
+	b.observe(at(59), []record{dead, rec(a, "4")})
+	if got := a.stale(at(59)); len(got) != 0 {
+		t.Fatalf("stale before 4 durations: %v", got)
+	}
+	if got := a.stale(at(60)); len(got) != 1 || got[0].Name != "g-c" {
+		t.Fatalf("a collects %v, want c's Lease", got)
+	}
+	if got := b.stale(at(60)); len(got) != 0 {
+		t.Fatalf("b collects %v; only the first member does", got)
 	}
 }

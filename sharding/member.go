@@ -26,6 +26,17 @@ import (
 	"github.com/kloop-dev/kloop/watcher"
 )
 
+const (
+	shardingUnknown int32 = iota
+	shardingOn
+	shardingOff
+)
+
+// everything is a shard selector that matches every object: sent with the
+// Lease lists, whose ShardInfo then tells whether the server applies shard
+// selectors at all.
+var everything = "shardRange(object.metadata.uid, '0x0000000000000000', '0x10000000000000000')"
+
 // Defaults of Config.
 const (
 	DefaultSlots         = 64
@@ -176,13 +187,19 @@ type Member struct {
 	m      *memberMetrics
 	name   string // our Lease's name
 
-	scope   atomic.Pointer[Set] // slots whose keys and objects are ours
+	// serverSharding is whether the API server applies shard selectors,
+	// as the ShardInfo of the Lease lists tells: shardingUnknown, On, Off.
+	serverSharding atomic.Int32
+
+	scope   atomic.Pointer[Set] // slots whose objects we cache: starting and active
+	active  atomic.Pointer[Set] // slots whose keys we reconcile: caches filled
 	started atomic.Bool
 
 	mu        sync.Mutex
 	informers []informer.Resharder
-	gates     []func(ctx context.Context) error // Restrict each controller to scope
-	status    Status                            // latest, for Status
+	gates     []gate
+	status    Status        // latest, for Status
+	statusCh  chan struct{} // closed when status is next replaced
 }
 
 // New returns a member talking to the API server at cfg. It does no I/O and
@@ -207,12 +224,14 @@ func newMember(leases coordclient.LeaseInterface, c Config) (*Member, error) {
 	}
 	empty := NewSet(c.Slots)
 	m.scope.Store(&empty)
+	m.active.Store(&empty)
 	mm, err := newMemberMetrics(c.Registerer, c.Group, m.objects)
 	if err != nil {
 		m.log.Warn("sharding metrics not registered", "err", err)
 	}
 	m.m = mm
 	m.status = Status{Group: c.Group, Identity: c.Identity, Slots: c.Slots, Key: c.Key}
+	m.statusCh = make(chan struct{})
 	return m, nil
 }
 
@@ -231,8 +250,16 @@ func (m *Member) OwnsValue(value string) bool {
 	return m.scope.Load().Has(SlotOf(Hash(value), m.cfg.Slots))
 }
 
-// Scope is the set of slots this replica works on now.
+// Scope is the set of slots whose objects this replica caches now: the
+// slots it works on, and those it is starting (whose caches are filling).
 func (m *Member) Scope() Set { return *m.scope.Load() }
+
+// Active is the set of slots whose keys this replica reconciles now.
+func (m *Member) Active() Set { return *m.active.Load() }
+
+func (m *Member) activeValue(value string) bool {
+	return m.active.Load().Has(SlotOf(Hash(value), m.cfg.Slots))
+}
 
 // selector is the shard selector of the current scope.
 func (m *Member) selector() string {
@@ -255,6 +282,32 @@ func (m *Member) Shard(resource string, scope informer.Scope) *informer.Shard {
 		Attach:   m.attach,
 	}
 }
+
+// ShardWhen is Shard for an informer whose sharding is decided after it
+// is made, but before it starts (say, once a controller declares it as
+// its primary kind): while on reports false the informer sends no
+// selector, keeps every object and is not told of handovers. on must give
+// its final answer before the informer starts.
+func (m *Member) ShardWhen(on func() bool) *informer.Shard {
+	return &informer.Shard{
+		Selector: func() string {
+			if !on() {
+				return ""
+			}
+			return m.selector()
+		},
+		Keep:   func(obj watcher.Object) bool { return !on() || m.Owns(obj) },
+		Attach: func(r informer.Resharder) { m.attach(conditional{r, on}) },
+	}
+}
+
+// conditional is a Resharder that moves only while on says so.
+type conditional struct {
+	informer.Resharder
+	on func() bool
+}
+
+func (c conditional) sharded() bool { return c.on() }
 
 // Only returns a Sharder that shards the informers pick accepts and leaves
 // the others whole.
@@ -279,40 +332,73 @@ func (m *Member) attach(r informer.Resharder) {
 	m.informers = append(m.informers, r)
 }
 
-// Restrictable is a controller that can be kept to the keys of some slots;
-// every *controller.Controller[K] is one.
-type Restrictable[K comparable] interface {
+// Gated is a controller that can be kept to the keys of some slots; every
+// *controller.Controller[K] is one.
+type Gated[K comparable] interface {
 	Restrict(ctx context.Context, admit func(K) bool) error
+	Enqueue(key K)
+}
+
+// gate is one Gate: restrict waits for the keys outside the active slots,
+// activate enqueues the keys of newly active slots.
+type gate struct {
+	restrict func(ctx context.Context) error
+	activate func(slots Set)
 }
 
 // Gate keeps c to this replica's slots: it reconciles a key only while
-// value(key), the key's namespace or UID, is in a slot this replica holds,
-// and a slot is given up only once c has no Reconcile of its keys in
-// flight. A key for which value reports false is not reconciled. Call it
-// before Start.
+// value(key), the key's namespace or UID, is in a slot this replica holds
+// with its caches filled, and a slot is given up only once c has no
+// Reconcile of its keys in flight. A key for which value reports false is
+// not reconciled. keys lists the keys c would reconcile if it started
+// now (the keys of its primary kind's cached objects): when a slot
+// becomes active, those of it are enqueued, since the notifications of
+// the slot's objects came while the slot's caches were still filling and
+// their keys were left out then. Call Gate before Start.
 //
-// For keys that are cache.Keys of namespaced objects sharded ByNamespace,
-// value is KeyNamespace. ByUID needs the object's UID, which the cache
-// holds only while the object is there: look it up in the primary kind's
-// informer, so a key whose object is gone from the cache is not
-// reconciled (see the package documentation).
-func Gate[K comparable](m *Member, c Restrictable[K], value func(K) (string, bool)) {
+// For cache.Keys of namespaced objects sharded ByNamespace, value returns
+// the key's namespace. ByUID needs the object's UID, which the cache holds
+// only while the object is there: value looks it up in the primary kind's
+// informer, so the key of an object gone from the cache is not reconciled
+// (see the package documentation).
+func Gate[K comparable](m *Member, c Gated[K], value func(K) (string, bool), keys func() []K) {
 	admit := func(k K) bool {
 		v, ok := value(k)
-		return ok && m.OwnsValue(v)
+		return ok && m.activeValue(v)
 	}
 	// Nothing is in flight before Start, so this returns at once; from now
-	// on admit follows the scope as it changes.
+	// on admit follows the active slots as they change.
 	_ = c.Restrict(context.Background(), admit)
+	g := gate{
+		restrict: func(ctx context.Context) error { return c.Restrict(ctx, admit) },
+		activate: func(slots Set) {
+			if keys == nil {
+				return
+			}
+			for _, k := range keys() {
+				if v, ok := value(k); ok && slots.Has(SlotOf(Hash(v), m.cfg.Slots)) {
+					c.Enqueue(k)
+				}
+			}
+		},
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.gates = append(m.gates, func(ctx context.Context) error { return c.Restrict(ctx, admit) })
+	m.gates = append(m.gates, g)
 }
 
-func (m *Member) snapshot() ([]informer.Resharder, []func(context.Context) error) {
+// snapshot returns the informers that are sharded now, and the gates.
+func (m *Member) snapshot() ([]informer.Resharder, []gate) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]informer.Resharder(nil), m.informers...), append([]func(context.Context) error(nil), m.gates...)
+	infs := make([]informer.Resharder, 0, len(m.informers))
+	for _, r := range m.informers {
+		if c, ok := r.(conditional); ok && !c.sharded() {
+			continue
+		}
+		infs = append(infs, r)
+	}
+	return infs, append([]gate(nil), m.gates...)
 }
 
 func (m *Member) objects() float64 {
@@ -359,6 +445,26 @@ type run struct {
 	draining    int
 	background  sync.WaitGroup
 	warnedLease map[string]string // lease name → resourceVersion already warned about
+
+	collected map[string]string // lease name → resourceVersion deleted (or tried)
+
+	seenMu sync.Mutex
+	seen   map[string]seenAt // lease name → when its resourceVersion arrived
+}
+
+type seenAt struct {
+	rv string
+	at time.Time
+}
+
+// noteSeen records when a Lease's new state arrived, so that the time the
+// loop gets to it does not count against its holder.
+func (r *run) noteSeen(l *coordinationv1.Lease) {
+	r.seenMu.Lock()
+	defer r.seenMu.Unlock()
+	if s, ok := r.seen[l.Name]; !ok || s.rv != l.ResourceVersion {
+		r.seen[l.Name] = seenAt{rv: l.ResourceVersion, at: r.clk.Now()}
+	}
 }
 
 func (r *run) loop(ctx context.Context) error {
@@ -368,6 +474,8 @@ func (r *run) loop(ctx context.Context) error {
 	r.started = make(chan Set, 16)
 	r.stop = make(chan struct{})
 	r.warnedLease = make(map[string]string)
+	r.seen = make(map[string]seenAt)
+	r.collected = make(map[string]string)
 	defer r.background.Wait()
 	defer close(r.stop)
 
@@ -387,9 +495,14 @@ func (r *run) loop(ctx context.Context) error {
 		}
 	}
 	if _, err := linf.AddHandler(informer.HandlerFuncs[*coordinationv1.Lease]{
-		AddFunc:    func(*coordinationv1.Lease, bool) { poke() },
-		UpdateFunc: func(_, _ *coordinationv1.Lease) { poke() },
-		DeleteFunc: func(informer.Deleted[*coordinationv1.Lease]) { poke() },
+		AddFunc:    func(l *coordinationv1.Lease, _ bool) { r.noteSeen(l); poke() },
+		UpdateFunc: func(_, l *coordinationv1.Lease) { r.noteSeen(l); poke() },
+		DeleteFunc: func(d informer.Deleted[*coordinationv1.Lease]) {
+			r.seenMu.Lock()
+			delete(r.seen, d.Obj.Name)
+			r.seenMu.Unlock()
+			poke()
+		},
 	}, informer.HandlerOptions{Name: "member"}); err != nil {
 		return err
 	}
@@ -424,6 +537,7 @@ func (r *run) loop(ctx context.Context) error {
 		}
 		r.c.observe(now, r.records(linf.Lister().List(nil)))
 
+		r.collect(reqCtx, now)
 		p := r.c.next(now)
 		if p.release.Len() > 0 {
 			r.release(now, p.release)
@@ -473,7 +587,7 @@ func (r *run) loop(ctx context.Context) error {
 		case s := <-r.released:
 			r.finishRelease(s)
 		case s := <-r.started:
-			r.c.set(r.clk.Now(), s.Intersect(r.c.inState(slotStarting)), slotActive)
+			r.activate(s.Intersect(r.c.inState(slotStarting)))
 		}
 		timer.Stop()
 	}
@@ -487,6 +601,11 @@ func (r *run) records(leases []*coordinationv1.Lease) []record {
 			continue
 		}
 		rec, err := recordOf(l)
+		r.seenMu.Lock()
+		if s, ok := r.seen[l.Name]; ok && s.rv == l.ResourceVersion {
+			rec.Seen = s.at
+		}
+		r.seenMu.Unlock()
 		if err != nil {
 			if r.warnedLease[l.Name] != l.ResourceVersion {
 				r.warnedLease[l.Name] = l.ResourceVersion
@@ -571,8 +690,15 @@ func (r *run) claim(ctx context.Context, claim Set) {
 	ok := r.write(ctx)
 	if ok {
 		lctx, cancel := context.WithTimeout(ctx, m.cfg.RenewDeadline)
-		list, err := m.leases.List(lctx, metav1.ListOptions{LabelSelector: GroupLabel + "=" + m.cfg.Group})
+		list, err := m.leases.List(lctx, metav1.ListOptions{LabelSelector: GroupLabel + "=" + m.cfg.Group, ShardSelector: everything})
 		cancel()
+		if err == nil {
+			if list.ShardInfo != nil {
+				m.serverSharding.Store(shardingOn)
+			} else {
+				m.serverSharding.Store(shardingOff)
+			}
+		}
 		if err != nil {
 			m.log.Warn("Reading the group's Leases to confirm a claim failed", "err", err)
 			ok = false
@@ -602,12 +728,11 @@ func (r *run) claim(ctx context.Context, claim Set) {
 	}
 }
 
-// begin brings slots into scope: keys are admitted at once, the informers
-// relist to fetch the slots' objects.
+// begin brings slots into scope: the informers relist to fetch the slots'
+// objects; once they all have, the slots become active (activate).
 func (r *run) begin(slots Set, waited []time.Duration) {
 	m := r.m
 	r.c.set(r.clk.Now(), slots, slotStarting)
-	// The controllers' admit reads the scope: widening it needs no call.
 	scope := m.Scope().Union(slots)
 	m.scope.Store(&scope)
 	infs, _ := m.snapshot()
@@ -636,12 +761,31 @@ func (r *run) begin(slots Set, waited []time.Duration) {
 	})
 }
 
+// activate lets the controllers reconcile keys of slots whose caches have
+// filled, and enqueues them.
+func (r *run) activate(slots Set) {
+	if slots.Len() == 0 {
+		return
+	}
+	m := r.m
+	r.c.set(r.clk.Now(), slots, slotActive)
+	active := m.Active().Union(slots)
+	m.active.Store(&active)
+	_, gates := m.snapshot()
+	for _, g := range gates {
+		g.activate(slots)
+	}
+	m.log.Info("Slots active", "slots", slots.String(), "active", active.String())
+}
+
 // release takes slots out of scope and drains them in the background:
 // controllers stop taking their keys and finish the ones in flight, then
 // the informers drop their objects.
 func (r *run) release(now time.Time, slots Set) {
 	m := r.m
 	r.c.set(now, slots, slotReleasing)
+	active := m.Active().Minus(slots)
+	m.active.Store(&active)
 	scope := m.Scope().Minus(slots)
 	m.scope.Store(&scope)
 	m.log.Info("Releasing slots", "slots", slots.String(), "scope", scope.String())
@@ -651,7 +795,7 @@ func (r *run) release(now time.Time, slots Set) {
 	ctx := r.drainCtx
 	r.drains.Go(func() {
 		for _, g := range gates {
-			_ = g(ctx)
+			_ = g.restrict(ctx)
 		}
 		dropped := 0
 		for _, inf := range infs {
@@ -680,6 +824,28 @@ func (r *run) waitDrains() {
 		case <-done:
 			return
 		case <-r.released:
+		}
+	}
+}
+
+// collect deletes the Leases that members left behind (see core.stale),
+// each at most once per resourceVersion.
+func (r *run) collect(ctx context.Context, now time.Time) {
+	for _, rec := range r.c.stale(now) {
+		if r.collected[rec.Name] == rec.RV {
+			continue
+		}
+		r.collected[rec.Name] = rec.RV
+		ctx, cancel := context.WithTimeout(ctx, r.m.cfg.RenewDeadline)
+		rv := rec.RV
+		err := r.m.leases.Delete(ctx, rec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		cancel()
+		switch {
+		case err == nil:
+			r.m.log.Info("Deleted the Lease of a member gone for good", "lease", rec.Name, "holder", rec.Identity)
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		default:
+			r.m.log.Warn("Deleting the Lease of a member gone for good failed", "lease", rec.Name, "err", err)
 		}
 	}
 }
@@ -719,21 +885,36 @@ func (r *run) report(now time.Time) {
 		Scope:    m.Scope(),
 		Members:  rows,
 	}
+	st.Settled = st.Joined && !st.Blocked && !st.Leaving && r.draining == 0 &&
+		r.c.inState(slotClaiming, slotStarting, slotReleasing).Len() == 0 &&
+		st.Scope.Len() == rows[0].Assigned
 	for _, inf := range infs {
 		is := InformerStatus{Name: inf.Name(), Objects: inf.Len()}
-		if m.cfg.ClientSideOnly {
-			is.Filtering = "client"
-		} else if si := inf.ShardInfo(); si != nil {
-			is.Filtering = "server"
-		} else if st.Scope.Len() == st.Slots {
+		switch {
+		case st.Scope.Len() == st.Slots:
 			is.Filtering = "none"
-		} else {
+		case m.cfg.ClientSideOnly:
 			is.Filtering = "client"
+		case inf.ShardInfo() != nil:
+			is.Filtering = "server"
+		default:
+			// Lists of custom resources carry no ShardInfo: go by what
+			// the server said of the Leases' list.
+			switch m.serverSharding.Load() {
+			case shardingOn:
+				is.Filtering = "server"
+			case shardingOff:
+				is.Filtering = "client"
+			default:
+				is.Filtering = "unknown"
+			}
 		}
 		st.Informers = append(st.Informers, is)
 	}
 	m.mu.Lock()
 	m.status = st
+	close(m.statusCh)
+	m.statusCh = make(chan struct{})
 	m.mu.Unlock()
 	for i, name := range slotStateNames {
 		m.m.slots.WithLabelValues(name).Set(float64(r.c.inState(slotState(i)).Len()))

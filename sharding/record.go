@@ -38,6 +38,7 @@ func recordOf(l *coordinationv1.Lease) (record, error) {
 	}
 	r.Identity = *l.Spec.HolderIdentity
 	r.RV = l.ResourceVersion
+	r.Name = l.Name
 	if l.Spec.LeaseDurationSeconds != nil {
 		r.Duration = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}

@@ -22,6 +22,10 @@ type Status struct {
 	Blocked bool
 	// Leaving: the member is stopping and giving its slots up.
 	Leaving bool
+	// Settled: no handover in progress here: this member works on exactly
+	// the slots the live members' assignment gives it, its caches hold
+	// their objects, and nothing is being claimed or released.
+	Settled bool
 	// Scope: the slots whose keys this replica reconciles and whose objects
 	// it caches.
 	Scope Set
@@ -54,9 +58,11 @@ type InformerStatus struct {
 	Name    string
 	Objects int
 	// Filtering is "server" when the API server applied the shard
-	// selector (the last LIST echoed it in ShardInfo), "client" when the
-	// informer receives every object and keeps its own, and "none" while
-	// this replica holds every slot.
+	// selector (the last LIST echoed it in ShardInfo, or, for custom
+	// resources, whose lists carry none, the last snapshot held nothing
+	// outside the shard), "client" when the informer receives objects of
+	// other shards and drops them itself, "none" while this replica holds
+	// every slot, and "unknown" before a snapshot told.
 	Filtering string
 }
 
@@ -65,6 +71,15 @@ func (m *Member) Status() Status {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.status
+}
+
+// StatusChanged returns a channel that is closed when the status is next
+// updated (which happens whenever the member acts or sees a Lease change,
+// and at every renewal): wait on it, then read Status again.
+func (m *Member) StatusChanged() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.statusCh
 }
 
 // Errors of Check.

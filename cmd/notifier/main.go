@@ -89,6 +89,9 @@ func command(lookupEnv func(string) (string, bool)) *cobra.Command {
 				// ones were asked for would expose them.
 				return cli.Usagef("--metrics-secure: the notifier serves /metrics as plain HTTP until it runs on kloop.New")
 			}
+			if d, _ := flags.Serving.Debug(); d != "" {
+				return cli.Usagef("--debug-bind-address: the notifier has no debug page until it runs on kloop.New")
+			}
 			log, err := flags.Logging.Setup(cmd)
 			if err != nil {
 				return err

@@ -1,0 +1,173 @@
+package kloop
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/sharding"
+)
+
+// Sharding splits the objects of a program's controllers between its
+// replicas (Options.Sharding): each replica caches and reconciles the
+// objects of its share of the hash space, shares move when replicas come
+// and go, and no object is reconciled by two replicas at once. See the
+// sharding package for how, and the README's "Scale out" section for when.
+//
+// With Key ByNamespace (the default) every namespaced kind's informer is
+// sharded by the objects' namespace, so a Foo and the Deployment it owns
+// land on one replica; cluster-scoped kinds are watched whole, and their
+// keys (which have no namespace) all fall in one slot, so one replica
+// reconciles them. With ByUID only the kinds that controllers declare with
+// For are sharded, each object by its own UID; the kinds they Own are
+// watched whole by every replica.
+//
+// Controllers must be keyed by cache.Key. Sharding replaces leader
+// election: give one or the other.
+type Sharding struct {
+	// Group names the replicas that share the work; default Options.Name.
+	// It must be a DNS label.
+	Group string
+	// Key places objects: sharding.ByNamespace (default) or ByUID.
+	Key sharding.Key
+	// Slots is the number of parts the work is cut into; default 64.
+	Slots int
+	// Namespace of the members' Leases. Default: the App's Namespace, else
+	// the namespace of the pod's service account in a cluster.
+	Namespace string
+	// Identity names this replica; default host name and a random suffix.
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod: defaults 15s, 10s, 2s.
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+	// ClientSideOnly never sends shard selectors to the API server (each
+	// replica then receives every object and keeps its own): for servers
+	// that reject them, and for comparisons.
+	ClientSideOnly bool
+}
+
+// newMember makes the App's shard group member, when Options.Sharding asks
+// for one.
+func (a *App) newMember(s Sharding) (*sharding.Member, error) {
+	if a.opts.LeaderElection != nil {
+		return nil, errors.New("kloop.New: Sharding and LeaderElection together: sharding replaces leader election (every replica works, each on its share); give one")
+	}
+	ns := s.Namespace
+	if ns == "" {
+		ns = a.opts.Namespace
+	}
+	if ns == "" {
+		if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
+			ns = strings.TrimSpace(string(b))
+		}
+	}
+	if ns == "" {
+		return nil, errors.New("kloop.New: sharding needs the namespace of its Leases: set Sharding.Namespace; it defaults to Options.Namespace, or the pod's namespace in a cluster")
+	}
+	group := s.Group
+	if group == "" {
+		group = a.opts.Name
+	}
+	m, err := sharding.New(a.cfg, sharding.Config{
+		Group:          group,
+		Namespace:      ns,
+		Identity:       s.Identity,
+		Key:            s.Key,
+		Slots:          s.Slots,
+		LeaseDuration:  s.LeaseDuration,
+		RenewDeadline:  s.RenewDeadline,
+		RetryPeriod:    s.RetryPeriod,
+		ClientSideOnly: s.ClientSideOnly,
+		Logger:         a.log,
+		Registerer:     a.opts.Registry,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kloop.New: sharding: %w", err)
+	}
+	a.mgr.AddReadyzCheck("sharding", func(*http.Request) error { return m.Check() })
+	a.mgr.AddReadyzReport(func() string { return m.Status().String() })
+	a.runnables = append(a.runnables, m)
+	a.shardFlags = map[string]*atomic.Bool{}
+	return m, nil
+}
+
+// Member is the App's shard group member, nil without Options.Sharding.
+func (a *App) Member() *sharding.Member { return a.member }
+
+// sharder is the factory's Sharder: each informer is sharded once its flag
+// is set (see shardFlag), which happens before Run.
+func (a *App) sharder() informer.Sharder {
+	return sharderFunc(func(resource string, scope informer.Scope) *informer.Shard {
+		return a.member.ShardWhen(a.shardFlag(resource, scope).Load)
+	})
+}
+
+type sharderFunc func(resource string, scope informer.Scope) *informer.Shard
+
+func (f sharderFunc) Shard(resource string, scope informer.Scope) *informer.Shard {
+	return f(resource, scope)
+}
+
+// shardFlag is the flag that says whether the informer of resource in
+// scope is sharded.
+func (a *App) shardFlag(resource string, scope informer.Scope) *atomic.Bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := resource + "\x00" + scope.String()
+	f, ok := a.shardFlags[k]
+	if !ok {
+		f = new(atomic.Bool)
+		a.shardFlags[k] = f
+	}
+	return f
+}
+
+// shardObjects marks the informer of a handle's kind sharded: for
+// ByNamespace when the kind is namespaced (called from Objects), for ByUID
+// when a controller declares it with For.
+func (a *App) shardObjects(gvr schema.GroupVersionResource, scope informer.Scope) {
+	if a.member == nil {
+		return
+	}
+	a.shardFlag(informer.ResourceName(gvr), scope).Store(true)
+}
+
+// gate keeps a controller to this replica's share of the keys. forUID
+// looks up the UID of the For kind's object by key (for ByUID); forKeys
+// lists the For kind's cached keys.
+func (a *App) gate(c any, forUID func(cache.Key) (string, bool), forKeys func() []cache.Key) error {
+	if a.member == nil {
+		return nil
+	}
+	gc, ok := c.(*controller.Controller[cache.Key])
+	if !ok {
+		return fmt.Errorf("sharding needs a controller keyed by cache.Key, not %T", c)
+	}
+	if forKeys == nil {
+		return errors.New("sharding needs a controller with a For kind: its objects are what a replica takes over")
+	}
+	value := func(k cache.Key) (string, bool) { return k.Namespace, true }
+	if a.member.Config().Key == sharding.ByUID {
+		if forUID == nil {
+			return errors.New("sharding by UID needs a For kind: its objects' UIDs place the keys")
+		}
+		value = forUID
+	}
+	sharding.Gate(a.member, gc, value, forKeys)
+	return nil
+}
+
+// shardsBy reports whether the App shards by key.
+func (a *App) shardsBy(key sharding.Key) bool {
+	return a.member != nil && a.member.Config().Key == key
+}

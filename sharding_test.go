@@ -1,0 +1,60 @@
+package kloop_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/samples/foo"
+	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
+	"github.com/kloop-dev/kloop/sharding"
+)
+
+func TestNew_ShardingRefusesLeaderElectionAndNeedsANamespace(t *testing.T) {
+	_, err := kloop.New(unreachable, kloop.Options{
+		Logger:         quiet(),
+		Registry:       prometheus.NewRegistry(),
+		Sharding:       &kloop.Sharding{Namespace: "ns"},
+		LeaderElection: &kloop.LeaderElection{Namespace: "ns"},
+	})
+	if err == nil || !strings.Contains(err.Error(), "sharding replaces leader election") {
+		t.Errorf("Sharding with LeaderElection: %v", err)
+	}
+	_, err = kloop.New(unreachable, kloop.Options{Logger: quiet(), Registry: prometheus.NewRegistry(), Sharding: &kloop.Sharding{}})
+	if err == nil || !strings.Contains(err.Error(), "Sharding.Namespace") {
+		t.Errorf("Sharding without a namespace: %v", err)
+	}
+	_, err = kloop.New(unreachable, kloop.Options{Logger: quiet(), Registry: prometheus.NewRegistry(), Sharding: &kloop.Sharding{Namespace: "ns", Group: "Not A Label"}})
+	if err == nil || !strings.Contains(err.Error(), "Group") {
+		t.Errorf("Sharding with a bad group: %v", err)
+	}
+}
+
+func TestNewController_ShardedNeedsACacheKeyAndAForKind(t *testing.T) {
+	app := newApp(t, kloop.Options{Scheme: foo.Scheme(), Sharding: &kloop.Sharding{Namespace: "ns"}})
+	if app.Member() == nil || app.Member().Config().Key != sharding.ByNamespace {
+		t.Fatal("no member, or not by namespace")
+	}
+	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource))
+	deps := kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(appsv1.SchemeGroupVersion.WithResource("deployments")))
+	_, err := kloop.NewController(app, "strings", func(context.Context, string) (controller.Result, error) { return controller.Result{}, nil }).
+		Watches(controller.Watches[*appsv1.Deployment, string](deps.Informer(), func(*appsv1.Deployment) []string { return nil })).Complete()
+	if err == nil || !strings.Contains(err.Error(), "keyed by cache.Key") {
+		t.Errorf("a string-keyed sharded controller: %v", err)
+	}
+	_, err = kloop.NewController(app, "no-for", func(context.Context, cache.Key) (controller.Result, error) { return controller.Result{}, nil }).
+		Watches(controller.Watches[*appsv1.Deployment, cache.Key](deps.Informer(), func(*appsv1.Deployment) []cache.Key { return nil })).Complete()
+	if err == nil || !strings.Contains(err.Error(), "For kind") {
+		t.Errorf("a sharded controller without For: %v", err)
+	}
+	if _, err := kloop.NewController(app, "foo", func(context.Context, cache.Key) (controller.Result, error) { return controller.Result{}, nil }).
+		For(foos).Owns(deps).Complete(); err != nil {
+		t.Errorf("the Foo controller, sharded: %v", err)
+	}
+}
