@@ -250,7 +250,7 @@ func (n *Notifier) Run(ctx context.Context) error {
 		for _, src := range n.sources {
 			src.restore()
 		}
-		defer n.saveCheckpoint(context.WithoutCancel(ctx), true)
+		defer func() { _ = n.saveCheckpoint(context.WithoutCancel(ctx), true) }()
 	}
 
 	mopts := manager.Options{
@@ -303,6 +303,18 @@ func (n *Notifier) Run(ctx context.Context) error {
 		for _, src := range n.sources {
 			src.sweep()
 		}
+		// A checkpoint must exist before the first change is notified:
+		// a crash before the first periodic save would otherwise leave
+		// none, and the next start would take every change since as
+		// part of its initial list.
+		if n.tracker != nil {
+			if err := n.saveCheckpoint(ctx, false); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("notifier: saving the checkpoint to %s: %w", n.store.where(), err)
+			}
+		}
 		n.log.Info("Notifier synced: notifying changes from now on", "informers", len(n.factory.Names()), "sinks", len(n.deliveries))
 		close(n.synced)
 		return nil
@@ -316,7 +328,7 @@ func (n *Notifier) Run(ctx context.Context) error {
 			for {
 				select {
 				case <-t.C:
-					n.saveCheckpoint(ctx, false)
+					_ = n.saveCheckpoint(ctx, false) // logged; retried on the next tick
 				case <-ctx.Done():
 					return nil
 				}
@@ -341,10 +353,10 @@ func Run(ctx context.Context, restCfg *rest.Config, cfg Config, opts Options) er
 
 // saveCheckpoint saves the checkpoint if it changed. final: the stop's
 // last save, after every sink is done.
-func (n *Notifier) saveCheckpoint(ctx context.Context, final bool) {
+func (n *Notifier) saveCheckpoint(ctx context.Context, final bool) error {
 	st, changed := n.tracker.snapshot()
 	if !changed {
-		return
+		return nil
 	}
 	if final {
 		var cancel context.CancelFunc
@@ -363,7 +375,7 @@ func (n *Notifier) saveCheckpoint(ctx context.Context, final bool) {
 		if ctx.Err() == nil {
 			n.log.Error("Saving the checkpoint", "checkpoint", n.store.where(), "err", err)
 		}
-		return
+		return err
 	}
 	if st.Overflow {
 		n.m.checkpointObjects.Set(-1)
@@ -374,4 +386,5 @@ func (n *Notifier) saveCheckpoint(ctx context.Context, final bool) {
 		}
 		n.m.checkpointObjects.Set(float64(total))
 	}
+	return nil
 }

@@ -5,7 +5,11 @@
 //	notifier [--config PATH] [--kubeconfig PATH] [--drain-timeout 10s] [flags]
 //	notifier config sample            print an annotated sample config
 //	notifier config check [--config]  parse the config and print what it watches and where it sends
-//	notifier config rbac [--config] [--name notifier]  print the read-only ClusterRole the config needs
+//	notifier config rbac [--config] [--name notifier]  print the ClusterRole the config needs
+//	notifier config add <handler> [flags]  configure one of kubewatch's ten handlers in the file
+//	notifier config view              print the config file
+//	notifier config test              send kubewatch's test event to every handler; exit 1 naming those that failed
+//	notifier resource add|remove --po --cm ...  turn resources on or off in the file
 //	notifier version
 //
 // The config is read from --config, else $KW_CONFIG/.kubewatch.yaml, else
@@ -112,7 +116,7 @@ func command(lookupEnv func(string) (string, bool)) *cobra.Command {
 	flags.Serving.AddFlags(fs)
 	flags.Logging.AddFlags(fs)
 	fs.DurationVar(&drain, "drain-timeout", drain, "on SIGINT/SIGTERM, deliver queued notifications for at most this long")
-	cmd.AddCommand(configCommand(&configPath, lookupEnv, getenv))
+	cmd.AddCommand(configCommand(&configPath, lookupEnv, getenv), resourceCommand(&configPath, getenv))
 	return cmd
 }
 
@@ -159,9 +163,9 @@ func loadConfig(path string, lookupEnv func(string) (string, bool), getenv func(
 func configCommand(configPath *string, lookupEnv func(string) (string, bool), getenv func(string) string) *cobra.Command {
 	cfg := &cobra.Command{
 		Use:   "config",
-		Short: "Print a sample config, or check one",
+		Short: "Write, print, test or check the config",
 		RunE: func(*cobra.Command, []string) error {
-			return cli.Usagef("give a subcommand: notifier config sample | notifier config check [--config PATH] | notifier config rbac [--config PATH] [--name NAME]")
+			return cli.Usagef("give a subcommand: notifier config add <handler> | view | sample | test | check | rbac")
 		},
 	}
 	cfg.AddCommand(&cobra.Command{
@@ -226,6 +230,6 @@ func configCommand(configPath *string, lookupEnv func(string) (string, bool), ge
 		}
 		return nil
 	}
-	cfg.AddCommand(rbac)
+	cfg.AddCommand(rbac, configAddCommand(configPath, getenv), configViewCommand(configPath, getenv), configTestCommand(configPath, lookupEnv, getenv))
 	return cfg
 }

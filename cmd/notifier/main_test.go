@@ -227,8 +227,8 @@ func TestRun_BadFlagsAndEnvironment(t *testing.T) {
 		{[]string{"--metrics-cert-dir=/etc/certs"}, nil, 2, "--metrics-cert-dir"},
 		{[]string{"--debug-bind-address", "127.0.0.1:8082"}, nil, 2, "--debug-bind-address: the notifier has no debug page"},
 		{[]string{"--drain-timeout", "-5s"}, nil, 2, `--drain-timeout "-5s": want a positive duration`},
-		{[]string{"config"}, nil, 2, "give a subcommand: notifier config sample | notifier config check"},
-		{[]string{"config", "view"}, nil, 2, `unknown command "view" for "notifier config"`},
+		{[]string{"config"}, nil, 2, "give a subcommand: notifier config add <handler> | view | sample | test | check | rbac"},
+		{[]string{"config", "edit"}, nil, 2, `unknown command "edit" for "notifier config"`},
 		{nil, map[string]string{"LOG_LEVEL": "loud"}, 2, `LOG_LEVEL="loud"`},
 		{nil, map[string]string{"LOG_FORMATTER": "xml"}, 2, `LOG_FORMATTER="xml"`},
 	} {
