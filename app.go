@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
@@ -49,6 +50,7 @@ type App struct {
 	opts     Options
 	log      *slog.Logger
 	mgr      *manager.Manager
+	debug    *debug.Server
 	client   *client.Client
 	recorder *record.Recorder
 
@@ -105,16 +107,18 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 		Gatherer:        opts.Registry,
 		Logger:          opts.Logger,
 	}
-	if opts.SecureMetrics != nil && opts.MetricsAddr != "" && opts.MetricsAddr != "0" {
+	var sm *secure.Secure
+	if opts.SecureMetrics != nil && (addrOn(opts.MetricsAddr) || addrOn(opts.DebugAddr)) {
 		so := *opts.SecureMetrics
 		if so.Logger == nil {
 			so.Logger = opts.Logger
 		}
-		sm, err := secure.New(cfg, so)
-		if err != nil {
+		if sm, err = secure.New(cfg, so); err != nil {
 			return nil, fmt.Errorf("kloop.New: secure metrics: %w", err)
 		}
-		mopts.WrapMetrics, mopts.MetricsTLS = sm.Wrap, sm.TLSConfig()
+		if addrOn(opts.MetricsAddr) {
+			mopts.WrapMetrics, mopts.MetricsTLS = sm.Wrap, sm.TLSConfig()
+		}
 	}
 	if le := opts.LeaderElection; le != nil {
 		el, err := a.newElector(*le)
@@ -133,8 +137,28 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 			return nil, err
 		}
 	}
+	if addrOn(opts.DebugAddr) {
+		dopts := debug.Options{Addr: opts.DebugAddr, Logger: opts.Logger}
+		if sm != nil {
+			dopts.Wrap, dopts.TLS = sm.Wrap, sm.TLSConfig()
+		}
+		if a.debug, err = debug.New(mgr, dopts); err != nil {
+			return nil, fmt.Errorf("kloop.New: DebugAddr: %w", err)
+		}
+		if err := mgr.Add(a.debug); err != nil {
+			return nil, err
+		}
+	}
 	return a, nil
 }
+
+// addrOn reports whether an address option asks for a server ("" and "0"
+// mean off).
+func addrOn(addr string) bool { return addr != "" && addr != "0" }
+
+// Debug returns the debug page's server (Options.DebugAddr), nil when it
+// is off. Once Run has bound it, its URL is the page's address.
+func (a *App) Debug() *debug.Server { return a.debug }
 
 func (a *App) newElector(le LeaderElection) (*manager.LeaseElector, error) {
 	ns := le.Namespace

@@ -45,6 +45,16 @@ type Options struct {
 	// Nil: plain HTTP to anyone. The program's own identity then needs
 	// create on tokenreviews and subjectaccessreviews.
 	SecureMetrics *secure.Options
+
+	// DebugAddr is where the debug page is served (package debug): a live
+	// view of the informers, queues, controllers, leader election and
+	// shards, and its JSON at /debug/api/v1/snapshot. "" or "0" means off.
+	// Without SecureMetrics it must be a loopback address, such as
+	// "127.0.0.1:8082" (New fails otherwise); with it the page gets the TLS
+	// and the authorization of /metrics (readers need get on the
+	// non-resource URLs /debug and /debug/*), on any address. Debug returns
+	// the server, for its URL.
+	DebugAddr string
 	// HealthAddr is where /healthz and /readyz are served. "" or "0" means
 	// off. It may equal MetricsAddr: then one server serves all three.
 	HealthAddr string

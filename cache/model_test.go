@@ -2,6 +2,7 @@ package cache_test
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -183,6 +184,11 @@ func runModel(t *testing.T, ops opReader, steps int, more func() bool) {
 				var s cache.Snapshot[*corev1.ConfigMap]
 				for _, o := range snap {
 					s.Add(o)
+				}
+				if ops.next(3) == 0 {
+					desc += ", without w"
+					s.Retain(func(o *corev1.ConfigMap) bool { return o.Name != "w" })
+					maps.DeleteFunc(next, func(k cache.Key, _ *corev1.ConfigMap) bool { return k.Name == "w" })
 				}
 				if s.Len() != len(next) {
 					t.Fatalf("step %d %s: Snapshot.Len() = %d, want %d distinct keys", step, desc, s.Len(), len(next))

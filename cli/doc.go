@@ -69,6 +69,8 @@
 //	--metrics-secure                     /metrics over TLS, only to callers the API server
 //	                                     authenticates and authorizes (package metrics/secure)
 //	--metrics-cert-dir DIR               its tls.crt and tls.key (default: self-signed)
+//	--debug-bind-address ADDR            the live debug page (package debug) at /debug/: loopback
+//	                                     only, unless --metrics-secure gives it /metrics' guard
 //
 // An address is host:port (":8080", "127.0.0.1:0" for a free port); "0" or
 // "" turns that server off. Both are off by default, so that nothing

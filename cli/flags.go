@@ -59,6 +59,9 @@ func (f *Flags) Validate() error {
 	if _, _, err := f.Serving.Addrs(); err != nil {
 		return err
 	}
+	if _, err := f.Serving.Debug(); err != nil {
+		return err
+	}
 	return f.Cluster.Validate()
 }
 
@@ -66,7 +69,7 @@ func (f *Flags) Validate() error {
 // (a bad one is a *FlagError), sets the logger up (Logging.Setup), loads
 // the client configuration (Cluster.RESTConfig) and returns it with the
 // Options for kloop.New: Name, Logger, MetricsAddr, HealthAddr,
-// SecureMetrics and LeaderElection filled in. The command sets the rest (Scheme, Namespace,
+// SecureMetrics, DebugAddr and LeaderElection filled in. The command sets the rest (Scheme, Namespace,
 // ...) before calling kloop.New.
 func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) {
 	if err := f.Validate(); err != nil {
@@ -78,6 +81,7 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 	}
 	le, _ := f.LeaderElection.Options()
 	metrics, health, _ := f.Serving.Addrs()
+	debugAddr, _ := f.Serving.Debug()
 	sec, _ := f.Serving.Secure()
 	cfg, err := f.Cluster.RESTConfig()
 	if err != nil {
@@ -89,6 +93,7 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 		MetricsAddr:    metrics,
 		HealthAddr:     health,
 		SecureMetrics:  sec,
+		DebugAddr:      debugAddr,
 		LeaderElection: le,
 	}, nil
 }

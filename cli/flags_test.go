@@ -21,6 +21,7 @@ type parsed struct {
 	le     *kloop.LeaderElection
 	metric string
 	health string
+	debug  string
 	level  slog.Level
 	format string
 }
@@ -46,11 +47,15 @@ func parse(args ...string) (parsed, error) {
 	if err != nil {
 		return parsed{}, err
 	}
+	d, err := f.Serving.Debug()
+	if err != nil {
+		return parsed{}, err
+	}
 	lvl, err := f.Logging.SlogLevel()
 	if err != nil {
 		return parsed{}, err
 	}
-	return parsed{qps: f.Cluster.QPS, burst: f.Cluster.Burst, le: le, metric: m, health: h, level: lvl, format: f.Logging.Format}, nil
+	return parsed{qps: f.Cluster.QPS, burst: f.Cluster.Burst, le: le, metric: m, health: h, debug: d, level: lvl, format: f.Logging.Format}, nil
 }
 
 func TestFlags_ParseToOptionsOrNameTheBadFlag(t *testing.T) {
@@ -103,6 +108,15 @@ func TestFlags_ParseToOptionsOrNameTheBadFlag(t *testing.T) {
 			wantErr: `--metrics-bind-address ":65536": the port is not a number`},
 		{name: "a URL", args: []string{"--metrics-bind-address", "http://x:80"},
 			wantErr: `--metrics-bind-address "http://x:80": not host:port`},
+		{name: "the debug page on loopback", args: []string{"--debug-bind-address", "127.0.0.1:8082"},
+			want: with(func(p *parsed) { p.debug = "127.0.0.1:8082" })},
+		{name: "the debug page off", args: []string{"--debug-bind-address", "0"}, want: defaults},
+		{name: "the debug page beyond loopback, unauthenticated", args: []string{"--debug-bind-address", ":8082"},
+			wantErr: `--debug-bind-address ":8082": not loopback, and the page has no authentication; want an address such as "127.0.0.1:8082", or --metrics-secure as well`},
+		{name: "the debug page anywhere behind --metrics-secure", args: []string{"--metrics-secure", "--debug-bind-address", ":8082"},
+			want: with(func(p *parsed) { p.debug = ":8082" })},
+		{name: "a bad debug address", args: []string{"--debug-bind-address", "8082"},
+			wantErr: `--debug-bind-address "8082": not host:port`},
 
 		{name: "client-side throttling on", args: []string{"--kube-api-qps", "50", "--kube-api-burst", "100"},
 			want: with(func(p *parsed) { p.qps, p.burst = 50, 100 })},

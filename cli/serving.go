@@ -21,16 +21,22 @@ const Off = "0"
 // authenticates and authorizes for get /metrics (package metrics/secure),
 // with a self-signed certificate unless --metrics-cert-dir holds tls.crt
 // and tls.key (a mounted kubernetes.io/tls Secret).
+//
+// --debug-bind-address serves the live debug page (package debug). It is
+// plain HTTP on a loopback address only, unless --metrics-secure is on:
+// then it has /metrics' TLS and authorization and may listen anywhere.
 type Serving struct {
 	MetricsAddr    string
 	HealthAddr     string
 	MetricsSecure  bool
 	MetricsCertDir string
+	DebugAddr      string
 }
 
 // NewServing returns kloop's defaults: both off, so that nothing listens
-// unless asked. Deploy manifests pass :8080 and :8081.
-func NewServing() Serving { return Serving{MetricsAddr: Off, HealthAddr: Off} }
+// unless asked. deploy/'s manifests pass :8443 (with --metrics-secure)
+// and :8081.
+func NewServing() Serving { return Serving{MetricsAddr: Off, HealthAddr: Off, DebugAddr: Off} }
 
 // AddFlags registers the flags on fs, with s's fields as defaults.
 func (s *Serving) AddFlags(fs *pflag.FlagSet) {
@@ -42,6 +48,24 @@ func (s *Serving) AddFlags(fs *pflag.FlagSet) {
 		"serve /metrics over TLS, only to callers the API server authenticates and authorizes for get /metrics (TokenReview, SubjectAccessReview)")
 	fs.StringVar(&s.MetricsCertDir, "metrics-cert-dir", s.MetricsCertDir,
 		"with --metrics-secure: the directory holding tls.crt and tls.key to serve /metrics with (default: a self-signed certificate)")
+	fs.StringVar(&s.DebugAddr, "debug-bind-address", s.DebugAddr,
+		`serve the live debug page (informers, queues, reconciles, leader, shards) at /debug/ on this host:port, for example "127.0.0.1:8082"; a loopback address unless --metrics-secure is on, which gives it /metrics' TLS and authorization; 0 turns it off`)
+}
+
+// Debug validates --debug-bind-address and returns it, "" for off. Without
+// --metrics-secure the page has no authentication, so its address must be
+// a loopback one.
+func (s *Serving) Debug() (string, error) {
+	addr, err := bindAddr("--debug-bind-address", s.DebugAddr)
+	if err != nil || addr == "" || s.MetricsSecure {
+		return addr, err
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return "", &FlagError{Flag: "--debug-bind-address", Value: s.DebugAddr,
+			Want: `not loopback, and the page has no authentication; want an address such as "127.0.0.1:8082", or --metrics-secure as well`}
+	}
+	return addr, nil
 }
 
 // Secure returns the secured-metrics options --metrics-secure asks for,

@@ -24,7 +24,8 @@ import (
 )
 
 // fooRun is the Foo controller in one namespace of a control plane, run
-// by a manager with the debug server on a free loopback port.
+// by the builder with the debug page on a free loopback port
+// (kloop.Options.DebugAddr).
 type fooRun struct {
 	t    *testing.T
 	env  *testenv.Env
@@ -66,20 +67,15 @@ func newFooRun(t *testing.T, env *testenv.Env, before ...string) *fooRun {
 		r.createFoo(name, name)
 	}
 	log := slog.New(slog.NewTextHandler(r.logs, nil))
-	app, err := kloop.New(env.Config, kloop.Options{Name: foo.ControllerName, Scheme: foo.Scheme(), Namespace: r.ns, Logger: log, Registry: r.reg})
+	app, err := kloop.New(env.Config, kloop.Options{Name: foo.ControllerName, Scheme: foo.Scheme(), Namespace: r.ns, Logger: log, Registry: r.reg,
+		DebugAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := foo.Setup(app, foo.DefaultWorkers); err != nil {
 		t.Fatal(err)
 	}
-	r.srv, err = debug.New(app.Manager(), debug.Options{Addr: "127.0.0.1:0", Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := app.Manager().Add(r.srv); err != nil {
-		t.Fatal(err)
-	}
+	r.srv = app.Debug()
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- app.Run(runCtx) }()

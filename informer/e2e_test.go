@@ -792,11 +792,11 @@ func testCachedObjectsMatchTheServer(t *testing.T, cfg *rest.Config, cs kubernet
 	type side struct {
 		inf   *informer.Informer[*corev1.ConfigMap]
 		added chan *corev1.ConfigMap
-		keep  bool
+		mem   informer.Memory
 	}
 	var sides []side
-	for _, keep := range []bool{false, true} {
-		f := informer.NewFactory(cfg, informer.FactoryOptions{Memory: informer.Memory{KeepManagedFields: keep}, Registerer: prometheus.NewRegistry()})
+	for _, mem := range []informer.Memory{{}, {KeepManagedFields: true}} {
+		f := informer.NewFactory(cfg, informer.FactoryOptions{Memory: mem, Registerer: prometheus.NewRegistry()})
 		inf, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
 		if err != nil {
 			t.Fatal(err)
@@ -811,7 +811,7 @@ func testCachedObjectsMatchTheServer(t *testing.T, cfg *rest.Config, cs kubernet
 		if err := f.WaitForSync(ctx); err != nil {
 			t.Fatal(err)
 		}
-		sides = append(sides, side{inf: inf, added: added, keep: keep})
+		sides = append(sides, side{inf: inf, added: added, mem: mem})
 	}
 	var want []*corev1.ConfigMap
 	for _, name := range []string{"a", "b"} {
@@ -835,13 +835,17 @@ func testCachedObjectsMatchTheServer(t *testing.T, cfg *rest.Config, cs kubernet
 			select {
 			case got := <-s.added:
 				w := w.DeepCopy()
-				if !s.keep {
+				if !s.mem.KeepManagedFields {
 					w.ManagedFields = nil
 				} else if len(w.ManagedFields) == 0 {
 					t.Fatal("the server returned no managedFields; the test cannot tell whether they are kept")
 				}
 				if !reflect.DeepEqual(got, w) {
-					t.Errorf("KeepManagedFields=%v: cached\n%#v\nwant\n%#v", s.keep, got, w)
+					t.Errorf("%+v: handler got\n%#v\nwant\n%#v", s.mem, got, w)
+				}
+				// And what a reader gets from the cache.
+				if cached, ok := s.inf.Lister().Get(ns, w.Name); !ok || !reflect.DeepEqual(cached, w) {
+					t.Errorf("%+v: cached\n%#v\nwant\n%#v", s.mem, cached, w)
 				}
 			case <-ctx.Done():
 				t.Fatalf("handler never got %s: %v", w.Name, context.Cause(ctx))

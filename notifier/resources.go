@@ -111,3 +111,12 @@ func typed[T interface {
 		DeleteFunc: func(d informer.Deleted[T]) { h.del(d.Obj, d.FinalStateUnknown) },
 	}, informer.HandlerOptions{Name: "notifier"})
 }
+
+// ResourceName is the canonical name of a built-in resource given by its
+// name or an alias (po, pods, svc...), "" if it is none.
+func ResourceName(key string) string {
+	if r, ok := lookupResource(key); ok {
+		return r.name
+	}
+	return ""
+}

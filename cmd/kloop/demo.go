@@ -24,7 +24,6 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/client"
-	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
@@ -121,7 +120,8 @@ func demo(dataDir, binDir, namespace, debugAddr string, log, cpLog *slog.Logger,
 	goRun("podsim", func(ctx context.Context) error {
 		return podsim.Run(ctx, env.Config, podsim.Options{Logger: log.With("component", "podsim"), Registry: prometheus.NewRegistry()})
 	})
-	app, err := kloop.New(env.Config, kloop.Options{Name: foo.ControllerName, Scheme: foo.Scheme(), Logger: log.With("component", "foo-controller"), Registry: prometheus.NewRegistry()})
+	app, err := kloop.New(env.Config, kloop.Options{Name: foo.ControllerName, Scheme: foo.Scheme(), Logger: log.With("component", "foo-controller"),
+		Registry: prometheus.NewRegistry(), DebugAddr: debugAddr})
 	if err == nil {
 		err = foo.Setup(app, foo.DefaultWorkers)
 	}
@@ -129,16 +129,7 @@ func demo(dataDir, binDir, namespace, debugAddr string, log, cpLog *slog.Logger,
 		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
 		return 1
 	}
-	var page *debug.Server
-	if debugAddr != "" && debugAddr != "0" {
-		if page, err = debug.New(app.Manager(), debug.Options{Addr: debugAddr, Logger: log.With("component", "debug")}); err == nil {
-			err = app.Manager().Add(page)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "kloop demo: --debug-bind-address: %v\n", err)
-			return 2
-		}
-	}
+	page := app.Debug()
 	goRun("foo controller", app.Run)
 	if page != nil {
 		select {

@@ -24,6 +24,9 @@
 //     informer (informer.OfMetadata), against client-go's default full
 //     informer: what a controller that needs only names, labels and owners
 //     pays with each.
+//   - informer-transform-bytes-per-object: the same for kloop's informer
+//     with a transform (Informer.SetTransform) that keeps what a controller
+//     reading names, labels and the keys of Data needs: the Data values go.
 //   - informer-sync-vs-wire: kloop's sync against the bare initial stream,
 //     the "wire" side: the same streaming list kloop's reflector opens
 //     (sendInitialEvents, resourceVersionMatch=NotOlderThan, bookmarks)
@@ -38,10 +41,12 @@
 //     the PATCH is sent to the handler's OnUpdate for that sequence number.
 //
 // Sync and memory are measured in rounds; each round runs every side (kloop,
-// client-go, kloop-metadata, wire, wire-kloop; -sides chooses) one after
-// the other, one at a time, in a rotating order, each starting from a fresh
-// informer after the previous one was stopped and collected. RESULT lines
-// give each side's median.
+// client-go, kloop-metadata, kloop-transform, wire, wire-kloop; -sides
+// chooses) one after the other, one at a time, in a rotating order, each
+// starting from a fresh informer after the previous one was stopped and
+// collected. RESULT lines give each side's median. After its memory is
+// measured, each full informer's reads are timed (a Get of a random cached
+// object, a List of all; printed as comments).
 //
 // The cost curve: -n with a list of sizes (1000,10000,100000) seeds up to
 // each size in turn and measures every side there; each RESULT name then
@@ -58,6 +63,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -67,11 +73,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
@@ -202,6 +210,16 @@ func run(sizes []int, rounds, updates int, only string) error {
 		if have("wire-kloop") {
 			fmt.Printf("# bare stream through kloop's decoder: %.3fs\n", syncOf("wire-kloop"))
 		}
+		// CPU time is steadier than wall time on a loaded machine: what this
+		// process (not the API server) spent on each side's sync.
+		var cpus []string
+		for _, name := range sideNames() {
+			if have(name) {
+				ms := median(results[name], func(m measurement) float64 { return float64(m.cpu) / 1e6 })
+				cpus = append(cpus, fmt.Sprintf("%s=%.0f", name, ms))
+			}
+		}
+		fmt.Printf("# CPU time during sync (this process, ms, median): %s\n", strings.Join(cpus, " "))
 		if have("kloop", "client-go") {
 			k, p := bytesOf("kloop"), bytesOf("client-go")
 			fmt.Printf("RESULT informer-bytes-per-object%s kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=client-go\n", suffix, k, p, k/p)
@@ -210,6 +228,21 @@ func run(sizes []int, rounds, updates int, only string) error {
 			k, p := bytesOf("kloop-metadata"), bytesOf("client-go")
 			fmt.Printf("RESULT informer-metadata-bytes-per-object%s kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=client-go\n", suffix, k, p, k/p)
 			fmt.Printf("# kloop-metadata sync %.3fs\n", syncOf("kloop-metadata"))
+		}
+		if have("kloop-transform", "client-go") {
+			k, p := bytesOf("kloop-transform"), bytesOf("client-go")
+			fmt.Printf("RESULT informer-transform-bytes-per-object%s kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=client-go\n", suffix, k, p, k/p)
+			fmt.Printf("# kloop-transform sync %.3fs\n", syncOf("kloop-transform"))
+		}
+		readsOf := func(side string, f func(measurement) time.Duration) float64 {
+			return median(results[side], func(m measurement) float64 { return float64(f(m)) })
+		}
+		get := func(m measurement) time.Duration { return m.get }
+		list := func(m measurement) time.Duration { return m.list }
+		for _, name := range []string{"kloop", "kloop-transform", "client-go"} {
+			if have(name) {
+				fmt.Printf("# %s reads: Get %.0f ns, List of %d %.2f ms\n", name, readsOf(name, get), n, readsOf(name, list)/1e6)
+			}
 		}
 	}
 
@@ -294,7 +327,18 @@ func seed(ctx context.Context, kc kubernetes.Interface, from, n int) error {
 type side struct {
 	name  string
 	wire  bool
-	start func(cfg *rest.Config, n int) (synced, handled <-chan struct{}, live any, stop func() error, err error)
+	start func(cfg *rest.Config, n int) (*running, error)
+}
+
+// running is a started side.
+type running struct {
+	synced, handled <-chan struct{}
+	live            any          // kept alive while memory is measured
+	stop            func() error // stops the side and waits for it
+	// get reads one cached object, list all of them: set for sides whose
+	// reads are timed.
+	get  func(name string) bool
+	list func() int
 }
 
 // allSides are the sides of a run, in the order of its first round.
@@ -302,6 +346,7 @@ var allSides = []side{
 	{name: "kloop", start: runKloop},
 	{name: "client-go", start: runClientGo},
 	{name: "kloop-metadata", start: runKloopMetadata},
+	{name: "kloop-transform", start: runKloopTransform},
 	{name: "wire", wire: true, start: runWire},
 	{name: "wire-kloop", wire: true, start: runWireKloop},
 }
@@ -331,7 +376,11 @@ func selectSides(only string) ([]side, error) {
 
 type measurement struct {
 	sync time.Duration
+	cpu  time.Duration // CPU time of this process, user and system, during the sync
 	heap int64
+	// Reads, for sides that time them: a Get of one object and a List of
+	// all of them.
+	get, list time.Duration
 }
 
 func (m measurement) bytesPerObject(n int) float64 { return float64(m.heap) / float64(n) }
@@ -396,18 +445,18 @@ func measure(ctx context.Context, cfg *rest.Config, s side, n int) (measurement,
 			return measurement{}, err
 		}
 	}
-	began := time.Now()
-	synced, handled, live, stop, err := s.start(cfg, n)
+	began, cpu0 := time.Now(), cpuTime()
+	r, err := s.start(cfg, n)
 	if err != nil {
 		return measurement{}, err
 	}
 	select {
-	case <-synced:
+	case <-r.synced:
 	case <-time.After(5 * time.Minute):
-		_ = stop()
+		_ = r.stop()
 		return measurement{}, fmt.Errorf("not synced after 5 minutes")
 	}
-	took := time.Since(began)
+	took, cpu := time.Since(began), cpuTime()-cpu0
 	if cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
@@ -417,9 +466,9 @@ func measure(ctx context.Context, cfg *rest.Config, s side, n int) (measurement,
 	// Memory is what stays once the handler, too, has been through the
 	// initial list: a queue still draining is not retained memory.
 	select {
-	case <-handled:
+	case <-r.handled:
 	case <-time.After(5 * time.Minute):
-		_ = stop()
+		_ = r.stop()
 		return measurement{}, fmt.Errorf("handler not synced after 5 minutes")
 	}
 	after := heapAlloc()
@@ -434,39 +483,102 @@ func measure(ctx context.Context, cfg *rest.Config, s side, n int) (measurement,
 			return measurement{}, err
 		}
 	}
-	runtime.KeepAlive(live)
-	if err := stop(); err != nil {
-		return measurement{}, err
+	runtime.KeepAlive(r.live)
+	m := measurement{sync: took, cpu: cpu, heap: int64(after) - int64(before)}
+	if r.get != nil {
+		m.get, m.list, err = timeReads(r, n)
 	}
-	return measurement{sync: took, heap: int64(after) - int64(before)}, nil
+	if serr := r.stop(); err == nil {
+		err = serr
+	}
+	return m, err
 }
 
-func runKloop(cfg *rest.Config, _ int) (<-chan struct{}, <-chan struct{}, any, func() error, error) {
-	f := informer.NewFactory(cfg, kloopOptions())
+// timeReads times Gets of objects picked at random, and Lists of all
+// objects, after the memory was measured; each figure is the median of a
+// few batches.
+func timeReads(r *running, n int) (get, list time.Duration, err error) {
+	rng := mrand.New(mrand.NewPCG(1, 2))
+	names := make([]string, 4096)
+	for i := range names {
+		names[i] = fmt.Sprintf("cm-%06d", rng.IntN(n))
+	}
+	const batch = 50000
+	var gets, lists []time.Duration
+	for range 5 {
+		began := time.Now()
+		for i := range batch {
+			if !r.get(names[i%len(names)]) {
+				return 0, 0, fmt.Errorf("get %s: not cached", names[i%len(names)])
+			}
+		}
+		gets = append(gets, time.Since(began)/batch)
+	}
+	for range 3 {
+		began := time.Now()
+		if got := r.list(); got != n {
+			return 0, 0, fmt.Errorf("list: %d objects, want %d", got, n)
+		}
+		lists = append(lists, time.Since(began))
+	}
+	slices.Sort(gets)
+	slices.Sort(lists)
+	return gets[len(gets)/2], lists[len(lists)/2], nil
+}
+
+func runKloop(cfg *rest.Config, _ int) (*running, error) {
+	return runKloopWith(cfg, kloopOptions(), nil)
+}
+
+// runKloopTransform is kloop's default informer with a transform that
+// keeps what a controller reading names, labels and the keys of its
+// ConfigMaps' data needs: the data values go.
+func runKloopTransform(cfg *rest.Config, _ int) (*running, error) {
+	return runKloopWith(cfg, kloopOptions(), func(cm *corev1.ConfigMap) *corev1.ConfigMap {
+		for k := range cm.Data {
+			cm.Data[k] = ""
+		}
+		return cm
+	})
+}
+
+func runKloopWith(cfg *rest.Config, opts informer.FactoryOptions, transform func(*corev1.ConfigMap) *corev1.ConfigMap) (*running, error) {
+	f := informer.NewFactory(cfg, opts)
 	inf, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: namespace})
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
+	}
+	if transform != nil {
+		if err := inf.SetTransform(transform); err != nil {
+			return nil, err
+		}
 	}
 	reg, err := inf.AddHandler(informer.HandlerFuncs[*corev1.ConfigMap]{}, informer.HandlerOptions{})
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
-	stop := startFactory(f)
-	return inf.Synced(), reg.Synced(), inf, stop, nil
+	lister := inf.Lister()
+	return &running{
+		synced: inf.Synced(), handled: reg.Synced(), live: inf, stop: startFactory(f),
+		get: func(name string) bool {
+			_, ok := lister.Get(namespace, name)
+			return ok
+		},
+		list: func() int { return len(lister.ListInNamespace(namespace, nil)) },
+	}, nil
 }
 
-func runKloopMetadata(cfg *rest.Config, _ int) (<-chan struct{}, <-chan struct{}, any, func() error, error) {
+func runKloopMetadata(cfg *rest.Config, _ int) (*running, error) {
 	f := informer.NewFactory(cfg, kloopOptions())
 	inf, err := informer.OfMetadata(f, corev1.SchemeGroupVersion.WithResource("configmaps"), informer.Scope{Namespace: namespace})
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
 	reg, err := inf.AddHandler(informer.HandlerFuncs[*metav1.PartialObjectMetadata]{}, informer.HandlerOptions{})
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
-	stop := startFactory(f)
-	return inf.Synced(), reg.Synced(), inf, stop, nil
+	return &running{synced: inf.Synced(), handled: reg.Synced(), live: inf, stop: startFactory(f)}, nil
 }
 
 func startFactory(f *informer.Factory) func() error {
@@ -498,10 +610,10 @@ func wireOptions() metav1.ListOptions {
 
 // runWire is the bare initial stream through client-go's typed client
 // (protobuf, as its informer uses): what the wire and decoding alone take.
-func runWire(cfg *rest.Config, n int) (<-chan struct{}, <-chan struct{}, any, func() error, error) {
+func runWire(cfg *rest.Config, n int) (*running, error) {
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
 	return stream(n, func(ctx context.Context) (apiwatch.Interface, error) {
 		return kc.CoreV1().ConfigMaps(namespace).Watch(ctx, wireOptions())
@@ -511,14 +623,14 @@ func runWire(cfg *rest.Config, n int) (<-chan struct{}, <-chan struct{}, any, fu
 // runWireKloop is the bare initial stream through kloop's own decoding
 // path (watcher.FromResource with protobuf, managedFields skipped, label
 // sets shared, as informer.OfResource asks for), for comparison.
-func runWireKloop(cfg *rest.Config, n int) (<-chan struct{}, <-chan struct{}, any, func() error, error) {
+func runWireKloop(cfg *rest.Config, n int) (*running, error) {
 	c := rest.CopyConfig(cfg)
 	c.ContentType = kruntime.ContentTypeProtobuf
 	c.AcceptContentTypes = kruntime.ContentTypeProtobuf + "," + kruntime.ContentTypeJSON
 	opts := lean.WithDecoding(watcher.Options{Namespace: namespace}, lean.Decoding{DropManagedFields: true, ShareLabels: true}).(watcher.Options)
 	lw, err := watcher.FromResource[*corev1.ConfigMap](c, clientgoscheme.Scheme, corev1.SchemeGroupVersion.WithResource("configmaps"), opts)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
 	return stream(n, func(ctx context.Context) (apiwatch.Interface, error) { return lw.Watch(ctx, wireOptions()) })
 }
@@ -526,7 +638,7 @@ func runWireKloop(cfg *rest.Config, n int) (<-chan struct{}, <-chan struct{}, an
 // stream opens a streaming list and drops every object until the
 // initial-events-end bookmark, when it closes synced; it checks that it
 // saw n objects.
-func stream(n int, open func(context.Context) (apiwatch.Interface, error)) (<-chan struct{}, <-chan struct{}, any, func() error, error) {
+func stream(n int, open func(context.Context) (apiwatch.Interface, error)) (*running, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	synced := make(chan struct{})
 	done := make(chan error, 1)
@@ -559,23 +671,35 @@ func stream(n int, open func(context.Context) (apiwatch.Interface, error)) (<-ch
 		}()
 	}()
 	stop := func() error { cancel(); return <-done }
-	return synced, synced, nil, stop, nil
+	return &running{synced: synced, handled: synced, stop: stop}, nil
 }
 
-func runClientGo(cfg *rest.Config, _ int) (<-chan struct{}, <-chan struct{}, any, func() error, error) {
+func runClientGo(cfg *rest.Config, _ int) (*running, error) {
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
 	f := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithNamespace(namespace))
 	inf := f.Core().V1().ConfigMaps().Informer()
 	reg, err := inf.AddEventHandler(cgcache.ResourceEventHandlerFuncs{})
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f.StartWithContext(ctx)
-	return inf.HasSyncedChecker().Done(), reg.HasSyncedChecker().Done(), inf, func() error { cancel(); f.Shutdown(); return nil }, nil
+	lister := f.Core().V1().ConfigMaps().Lister().ConfigMaps(namespace)
+	return &running{
+		synced: inf.HasSyncedChecker().Done(), handled: reg.HasSyncedChecker().Done(), live: inf,
+		stop: func() error { cancel(); f.Shutdown(); return nil },
+		get: func(name string) bool {
+			_, err := lister.Get(name)
+			return err == nil
+		},
+		list: func() int {
+			l, _ := lister.List(labels.Everything())
+			return len(l)
+		},
+	}, nil
 }
 
 // latency runs both informers at once, makes updates writes (a merge patch
@@ -682,4 +806,13 @@ func median(ms []measurement, f func(measurement) float64) float64 {
 		return v[len(v)/2]
 	}
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// cpuTime is the CPU time, user and system, this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
