@@ -17,6 +17,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/metrics/metricstest"
 	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -25,6 +26,7 @@ import (
 // gated controller that records what it reconciles.
 type replica struct {
 	id     string
+	reg    *prometheus.Registry
 	member *sharding.Member
 	inf    *informer.Informer[*corev1.ConfigMap]
 	cancel context.CancelFunc
@@ -67,6 +69,7 @@ func startReplica(t *testing.T, cfg *rest.Config, leaseNS, id, run string, clien
 	t.Helper()
 	r := &replica{id: id, reconcile: map[string]int{}, note: note}
 	reg := prometheus.NewRegistry()
+	r.reg = reg
 	log := testLogger(t).With("replica", id)
 	m, err := sharding.New(cfg, sharding.Config{
 		Group:          run,
@@ -246,6 +249,21 @@ func TestMember_ReplicasSplitTheObjectsAndHandOverWhenOneLeaves(t *testing.T) {
 			waitSettled(t, ctx, 3, a, b, c)
 			checkPartition(t, want, a, b, c)
 			waitReconciled(t, ctx, want, a, b, c)
+			for _, r := range []*replica{a, b, c} {
+				group := run
+				if got, want := metricstest.Value(t, r.reg, "kloop_shard_slots", "group", group, "state", "active"), float64(r.member.Active().Len()); got != want {
+					t.Errorf("%s: kloop_shard_slots{state=active} = %v, want %v", r.id, got, want)
+				}
+				if got, want := metricstest.Value(t, r.reg, "kloop_shard_objects", "group", group), float64(r.inf.Len()); got != want {
+					t.Errorf("%s: kloop_shard_objects = %v, want %v", r.id, got, want)
+				}
+				if got := metricstest.Value(t, r.reg, "kloop_shard_members", "group", group); got != 3 {
+					t.Errorf("%s: kloop_shard_members = %v, want 3", r.id, got)
+				}
+				if got := metricstest.Value(t, r.reg, "kloop_shard_handovers_total", "group", group, "direction", "in"); got < float64(r.member.Active().Len()) {
+					t.Errorf("%s: kloop_shard_handovers_total{in} = %v, below its %d slots", r.id, got, r.member.Active().Len())
+				}
+			}
 			// Every object was reconciled, by the replica that caches it.
 			for _, r := range []*replica{a, b, c} {
 				st := r.member.Status()
