@@ -6,7 +6,7 @@ GO ?= go
 PKGS := ./...
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all controlplane test test-short test-faults demo dev generate check-generated lint bench bench-curve bench-plot build screenshot
+.PHONY: all controlplane test test-short test-faults demo dev generate check-generated lint bench bench-curve bench-plot build screenshot image
 
 # controller-gen, pinned; run from the module proxy so that it stays out of
 # the main module's dependencies.
@@ -34,6 +34,7 @@ test: controlplane check-generated
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	cd deploy && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	cd tools/image && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## test-faults: the fault tests alone (blackholes, shedding, partitions, etcd restart; a few minutes); `make test` runs them too
 test-faults: controlplane
@@ -43,6 +44,17 @@ test-faults: controlplane
 test-short:
 	$(GO) test -race -short -count=1 $(PKGS)
 	cd deploy && $(GO) test -race -short -count=1 ./...
+
+## image: OCI images of the commands (linux/amd64 + linux/arm64) into bin/images, without a Docker daemon
+# An OCI layout per command (bin/images/<command>) and a `docker load`-able
+# tarball per platform (bin/images/<command>-<arch>.tar); see tools/image.
+IMAGE_COMMANDS ?= foo-controller,notifier,podwatch
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_REPOSITORY ?= kloop.local
+IMAGE_TAG ?= dev
+image:
+	cd tools/image && $(GO) run . -repo ../.. -out ../../bin/images -commands $(IMAGE_COMMANDS) \
+		-platforms $(IMAGE_PLATFORMS) -repository $(IMAGE_REPOSITORY) -tag $(IMAGE_TAG)
 
 ## demo: the main job: the local control plane, podsim and the Foo controller on example-foo.yaml
 # Built, then run, rather than `go run`: go run exits 1 on Ctrl-C whatever
@@ -103,6 +115,7 @@ lint:
 	$(GO) vet $(PKGS)
 	cd bench && $(GO) vet ./...
 	cd deploy && $(GO) vet ./...
+	cd tools/image && $(GO) vet ./...
 	cd tools/controlplane && $(GO) vet ./... && cd etcd && $(GO) vet ./...
 
 ## screenshot: the README's picture of the debug page, docs/debug-page.png, taken by its browser test

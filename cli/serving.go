@@ -34,7 +34,8 @@ type Serving struct {
 }
 
 // NewServing returns kloop's defaults: both off, so that nothing listens
-// unless asked. Deploy manifests pass :8080 and :8081.
+// unless asked. deploy/'s manifests pass :8443 (with --metrics-secure)
+// and :8081.
 func NewServing() Serving { return Serving{MetricsAddr: Off, HealthAddr: Off, DebugAddr: Off} }
 
 // AddFlags registers the flags on fs, with s's fields as defaults.

@@ -1,11 +1,13 @@
 package deploy_test
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -86,9 +88,12 @@ func (a *applier) apply(t testing.TB, objs []*unstructured.Unstructured) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = a.resource(t, o).Patch(t.Context(), o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
+		// Not t.Context(): apply also restores roles in cleanups, when it is done.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err = a.resource(t, o).Patch(ctx, o.GetName(), types.ApplyPatchType, data, metav1.PatchOptions{
 			FieldManager: fieldManager, Force: ptr.To(true), FieldValidation: "Strict",
 		})
+		cancel()
 		if err != nil {
 			t.Fatalf("server-side apply of %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 		}

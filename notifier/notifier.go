@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/manager"
+	"github.com/kloop-dev/kloop/metrics/secure"
 )
 
 // Options configures a Notifier. The zero value works: logs to
@@ -33,6 +35,11 @@ type Options struct {
 	Gatherer   prometheus.Gatherer
 	// HTTPAddr, if set, serves /metrics, /healthz and /readyz there.
 	HTTPAddr string
+	// HealthAddr, if set, serves /healthz and /readyz there instead.
+	HealthAddr string
+	// SecureMetrics, if set, serves /metrics over TLS to callers the API
+	// server authenticates and authorizes (package metrics/secure).
+	SecureMetrics *secure.Options
 	// Listener, if set, is used instead of HTTPAddr; Run closes it.
 	Listener net.Listener
 	// Out receives the lines of log sinks. Default os.Stdout.
@@ -60,6 +67,7 @@ type Notifier struct {
 	cfg     Config
 	opts    Options
 	log     *slog.Logger
+	secure  *secure.Secure // for /metrics, if Options.SecureMetrics
 	m       *notifierMetrics
 	factory *informer.Factory
 	// regs are the notifier's handler registrations: Synced waits for
@@ -112,6 +120,13 @@ func New(restCfg *rest.Config, cfg Config, opts Options) (*Notifier, error) {
 		return nil, fmt.Errorf("notifier: metrics: %w", err)
 	}
 	n := &Notifier{cfg: cfg, opts: opts, log: opts.Logger, m: m, synced: make(chan struct{})}
+	if so := opts.SecureMetrics; so != nil && (opts.HTTPAddr != "" || opts.Listener != nil) {
+		o := *so
+		o.Logger = cmp.Or(o.Logger, opts.Logger)
+		if n.secure, err = secure.New(restCfg, o); err != nil {
+			return nil, err
+		}
+	}
 	n.cfg.Checkpoint.defaults(cfg.Namespace, os.Getenv)
 	switch ck := n.cfg.Checkpoint; ck.Type {
 	case CheckpointFile:
@@ -238,15 +253,19 @@ func (n *Notifier) Run(ctx context.Context) error {
 		defer func() { _ = n.saveCheckpoint(context.WithoutCancel(ctx), true) }()
 	}
 
-	mgr, err := manager.New(manager.Options{
+	mopts := manager.Options{
 		MetricsAddr:     n.opts.HTTPAddr,
-		HealthAddr:      n.opts.HTTPAddr,
+		HealthAddr:      cmp.Or(n.opts.HealthAddr, n.opts.HTTPAddr),
 		MetricsListener: n.opts.Listener,
 		HealthListener:  n.opts.Listener,
 		Gatherer:        n.opts.Gatherer,
 		Logger:          n.log,
 		ShutdownTimeout: n.opts.DrainTimeout + 20*time.Second,
-	})
+	}
+	if n.secure != nil {
+		mopts.WrapMetrics, mopts.MetricsTLS = n.secure.Wrap, n.secure.TLSConfig()
+	}
+	mgr, err := manager.New(mopts)
 	if err != nil {
 		return err
 	}

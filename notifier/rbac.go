@@ -58,3 +58,25 @@ func ClusterRole(name string, cfg *Config) *rbacv1.ClusterRole {
 	}
 	return role
 }
+
+// CheckpointRole returns the Role, named name, that the checkpoint of cfg
+// needs when it is a ConfigMap (the default): get and update on that
+// ConfigMap and create on configmaps (a create cannot be limited to a
+// name), in its namespace. A namespace that is left to the pod (cfg
+// watches every namespace and names none) is "system", the placeholder
+// kustomize replaces with the deployment's. Nil for other checkpoints.
+func CheckpointRole(name string, cfg *Config) *rbacv1.Role {
+	ck := cfg.Checkpoint
+	if ck.Type != "" && ck.Type != CheckpointConfigMap {
+		return nil
+	}
+	cm := cmp.Or(ck.Name, DefaultCheckpointName)
+	return &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cmp.Or(ck.Namespace, cfg.Namespace, "system")},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{cm}, Verbs: []string{"get", "update"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+		},
+	}
+}

@@ -12,7 +12,7 @@
 // else the in-cluster configuration, and sample-controller's -kubeconfig
 // and -master with one dash work too. Nothing listens unless
 // --metrics-bind-address or --health-probe-bind-address is given (the
-// deploy manifests give :8080 and :8081). The Foo CRD must be installed
+// manifests in deploy/ give :8443 with --metrics-secure, and :8081). The Foo CRD must be installed
 // (samples/foo/crd, or sample-controller's crd.yaml or
 // crd-status-subresource.yaml). Logs go to stderr. SIGINT or SIGTERM stops
 // it after the syncs in flight (exit 0); a second signal exits 1 at once.

@@ -18,9 +18,9 @@
 // conventions (package cli; see --help): the kubeconfig is --kubeconfig,
 // else $KUBECONFIG, else ~/.kube/config, else the in-cluster
 // configuration. As kubewatch, it serves /metrics on
-// --metrics-bind-address, default $LISTEN_ADDRESS, else :2112; /healthz
-// and /readyz only when --health-probe-bind-address is given (for now on
-// the same address). kubewatch's LOG_LEVEL (trace, debug, info, warning,
+// --metrics-bind-address, default $LISTEN_ADDRESS, else :2112 (over TLS
+// to authorized callers with --metrics-secure); /healthz and /readyz on
+// --health-probe-bind-address, else with /metrics. kubewatch's LOG_LEVEL (trace, debug, info, warning,
 // error) and LOG_FORMATTER=json set the defaults of --log-level and
 // --log-format. Logs go to stderr; log sinks write to stdout.
 //
@@ -43,7 +43,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kloop-dev/kloop/cli"
-	"github.com/kloop-dev/kloop/internal/httpaddr"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/notifier"
 )
@@ -84,11 +83,6 @@ func command(lookupEnv func(string) (string, bool)) *cobra.Command {
 			if err := flags.Validate(); err != nil {
 				return err
 			}
-			if flags.Serving.MetricsSecure {
-				// Refused rather than ignored: plain /metrics where secured
-				// ones were asked for would expose them.
-				return cli.Usagef("--metrics-secure: the notifier serves /metrics as plain HTTP until it runs on kloop.New")
-			}
 			if d, _ := flags.Serving.Debug(); d != "" {
 				return cli.Usagef("--debug-bind-address: the notifier has no debug page until it runs on kloop.New")
 			}
@@ -105,15 +99,14 @@ func command(lookupEnv func(string) (string, bool)) *cobra.Command {
 				return err
 			}
 			metrics, health, _ := flags.Serving.Addrs() // checked by Validate
-			addr, err := httpaddr.One(metrics, health)
-			if err != nil {
-				return err
-			}
+			sec, _ := flags.Serving.Secure()
 			return notifier.Run(cmd.Context(), restCfg, *cfg, notifier.Options{
-				Logger:       log,
-				HTTPAddr:     addr,
-				Out:          cmd.OutOrStdout(),
-				DrainTimeout: drain,
+				Logger:        log,
+				HTTPAddr:      metrics,
+				HealthAddr:    health,
+				SecureMetrics: sec,
+				Out:           cmd.OutOrStdout(),
+				DrainTimeout:  drain,
 			})
 		},
 	}
@@ -212,7 +205,7 @@ func configCommand(configPath *string, lookupEnv func(string) (string, bool), ge
 	})
 	rbac := &cobra.Command{
 		Use:   "rbac",
-		Short: "Print the read-only ClusterRole the config needs: list and watch on exactly its kinds",
+		Short: "Print the RBAC the config needs: list and watch on exactly its kinds, and its checkpoint's ConfigMap",
 	}
 	name := rbac.Flags().String("name", "notifier", "name of the ClusterRole")
 	rbac.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -220,13 +213,22 @@ func configCommand(configPath *string, lookupEnv func(string) (string, bool), ge
 		if err != nil {
 			return err
 		}
-		out, err := yaml.Marshal(notifier.ClusterRole(*name, cfg))
-		if err != nil {
-			return err
+		objs := []any{notifier.ClusterRole(*name, cfg)}
+		if r := notifier.CheckpointRole(*name+"-checkpoint", cfg); r != nil {
+			objs = append(objs, r)
 		}
-		_, err = fmt.Fprintf(cmd.OutOrStdout(), "# The read-only ClusterRole of the notifier's config: `notifier config rbac` wrote it.\n---\n%s",
-			bytes.ReplaceAll(out, []byte("  creationTimestamp: null\n"), nil))
-		return err
+		w := cmd.OutOrStdout()
+		fmt.Fprint(w, "# The RBAC of the notifier's config, written by `notifier config rbac`: a read-only\n# ClusterRole for the kinds it watches, and a Role for its checkpoint ConfigMap.\n")
+		for _, o := range objs {
+			out, err := yaml.Marshal(o)
+			if err != nil {
+				return err
+			}
+			if _, err := fmt.Fprintf(w, "---\n%s", bytes.ReplaceAll(out, []byte("  creationTimestamp: null\n"), nil)); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	cfg.AddCommand(rbac, configAddCommand(configPath, getenv), configViewCommand(configPath, getenv), configTestCommand(configPath, lookupEnv, getenv))
 	return cfg

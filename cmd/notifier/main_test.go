@@ -224,7 +224,7 @@ func TestRun_BadFlagsAndEnvironment(t *testing.T) {
 		{[]string{"--nope"}, nil, 2, "unknown flag: --nope"},
 		{[]string{"extra"}, nil, 2, `unknown command "extra" for "notifier"`},
 		{[]string{"--drain-timeout", "0s"}, nil, 2, `--drain-timeout "0s": want a positive duration`},
-		{[]string{"--metrics-secure"}, nil, 2, "--metrics-secure: the notifier serves /metrics as plain HTTP"},
+		{[]string{"--metrics-cert-dir=/etc/certs"}, nil, 2, "--metrics-cert-dir"},
 		{[]string{"--debug-bind-address", "127.0.0.1:8082"}, nil, 2, "--debug-bind-address: the notifier has no debug page"},
 		{[]string{"--drain-timeout", "-5s"}, nil, 2, `--drain-timeout "-5s": want a positive duration`},
 		{[]string{"config"}, nil, 2, "give a subcommand: notifier config add <handler> | view | sample | test | check | rbac"},
@@ -248,8 +248,17 @@ func TestConfigRBAC_PrintsTheReadOnlyClusterRoleOfTheConfig(t *testing.T) {
 	if code := run(context.Background(), []string{"config", "rbac", "--config", path, "--name", "watcher"}, &stdout, &stderr, env(nil)); code != 0 {
 		t.Fatalf("config rbac exited %d: %s", code, stderr.String())
 	}
+	docs := strings.Split(stdout.String(), "\n---\n")
+	if len(docs) != 3 { // the comment, the ClusterRole, the checkpoint's Role
+		t.Fatalf("want a ClusterRole and a Role, got:\n%s", stdout.String())
+	}
+	var cp rbacv1.Role
+	if err := yaml.UnmarshalStrict([]byte(docs[2]), &cp); err != nil || cp.Name != "watcher-checkpoint" || len(cp.Rules) != 2 ||
+		!reflect.DeepEqual(cp.Rules[0].ResourceNames, []string{notifier.DefaultCheckpointName}) {
+		t.Errorf("checkpoint Role %+v (%v): want watcher-checkpoint with get/update on %s and create", cp, err, notifier.DefaultCheckpointName)
+	}
 	var role rbacv1.ClusterRole
-	if err := yaml.UnmarshalStrict([]byte(stdout.String()), &role); err != nil {
+	if err := yaml.UnmarshalStrict([]byte(docs[1]), &role); err != nil {
 		t.Fatalf("output is not a ClusterRole: %v\n%s", err, stdout.String())
 	}
 	rw := []string{"list", "watch"}

@@ -91,8 +91,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts kloop.Options) error {
 
 // The rights the Foo controller needs, for controller-gen's RBAC generator
 // (make generate writes them to deploy/foo-controller/rbac/role.yaml): its
-// informers list and watch Foos and Deployments, it creates Deployments and
-// updates their replicas, writes Foos' status through the status
+// informers list and watch Foos and Deployments, it creates Deployments,
+// repairs their drift by server-side apply (patch), deletes the one of a
+// Foo's old name after a rename, writes Foos' status through the status
 // subresource, and records Events (created, then patched for repeats).
 // Reads go to the informers' caches, never to the API server, so no get.
 // A Foo CRD without a status subresource (sample-controller's plain
@@ -100,7 +101,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts kloop.Options) error {
 //
 // +kubebuilder:rbac:groups=samplecontroller.k8s.io,resources=foos,verbs=list;watch
 // +kubebuilder:rbac:groups=samplecontroller.k8s.io,resources=foos/status,verbs=update
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=list;watch;create;update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Setup declares the Foo controller, with workers workers, in app, whose

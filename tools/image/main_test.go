@@ -1,4 +1,4 @@
-package httpaddr
+package main
 
 import (
 	"testing"
