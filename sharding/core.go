@@ -75,7 +75,12 @@ type core struct {
 
 	joined    bool      // our Lease is written and renewed in time
 	renewedAt time.Time // start of the last successful write of our Lease
-	leaving   bool      // shutting down: release everything, claim nothing
+	// claimFrom: a member claims free slots only from then on, a moment
+	// after its Lease first appeared, so that replicas started together
+	// see each other before the first of them takes everything.
+	claimFrom time.Time
+	joinDelay time.Duration
+	leaving   bool // shutting down: release everything, claim nothing
 }
 
 func newCore(self string, n int, key Key, deadline time.Duration) *core {
@@ -154,6 +159,9 @@ func (c *core) lost(now time.Time) bool {
 
 // wrote records a successful write of our Lease that started at start.
 func (c *core) wrote(start time.Time) {
+	if c.claimFrom.IsZero() {
+		c.claimFrom = start.Add(c.joinDelay)
+	}
 	c.joined, c.renewedAt = true, start
 }
 
@@ -248,7 +256,10 @@ func (c *core) next(now time.Time) plan {
 	}
 	owners := Assign(c.members(now), c.n)
 	others := c.heldByOthers(now)
-	blocked := c.blocked(now)
+	blocked := c.blocked(now) || now.Before(c.claimFrom)
+	if now.Before(c.claimFrom) && (p.wake.IsZero() || c.claimFrom.Before(p.wake)) {
+		p.wake = c.claimFrom
+	}
 	for i, st := range c.state {
 		mine := owners[i] == c.self
 		switch st {

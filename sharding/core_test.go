@@ -277,3 +277,22 @@ func TestCore_TheFirstMemberCollectsLeasesLeftBehind(t *testing.T) {
 		t.Fatalf("b collects %v; only the first member does", got)
 	}
 }
+
+// A member that just joined waits a moment before it claims, so that
+// replicas started together do not all start with everything.
+func TestCore_AJoiningMemberWaitsBeforeItsFirstClaim(t *testing.T) {
+	c := newCore("a", tSlots, ByNamespace, tDeadline)
+	c.joinDelay = 2 * time.Second
+	c.wrote(at(0))
+	p := c.next(at(1))
+	if p.claim.Len() != 0 || !p.wake.Equal(at(2)) {
+		t.Fatalf("at 1s: claims %s, wakes at %v; want nothing until 2s", p.claim, p.wake)
+	}
+	if p := c.next(at(2)); p.claim.Len() != tSlots {
+		t.Fatalf("at 2s: claims %s", p.claim)
+	}
+	c.wrote(at(3)) // later renewals do not move the moment
+	if !c.claimFrom.Equal(at(2)) {
+		t.Errorf("claimFrom moved to %v", c.claimFrom)
+	}
+}

@@ -421,7 +421,9 @@ func (m *Member) Start(ctx context.Context) error {
 	if !m.started.CompareAndSwap(false, true) {
 		return errors.New("sharding: member already started")
 	}
-	r := &run{m: m, c: newCore(m.cfg.Identity, m.cfg.Slots, m.cfg.Key, m.cfg.RenewDeadline), clk: m.cfg.Clock}
+	c := newCore(m.cfg.Identity, m.cfg.Slots, m.cfg.Key, m.cfg.RenewDeadline)
+	c.joinDelay = m.cfg.RetryPeriod
+	r := &run{m: m, c: c, clk: m.cfg.Clock}
 	return r.loop(ctx)
 }
 
@@ -800,6 +802,14 @@ func (r *run) release(now time.Time, slots Set) {
 		dropped := 0
 		for _, inf := range infs {
 			dropped += inf.Refilter()
+		}
+		// The watches still send the slots given up, until they reconnect
+		// with the narrower selector: reconnect now (a relist of this
+		// replica's share), unless the server does not filter anyway.
+		if !m.cfg.ClientSideOnly && m.serverSharding.Load() != shardingOff && m.Scope().Len() > 0 {
+			for _, inf := range infs {
+				inf.Relist()
+			}
 		}
 		m.m.handoverDuration.WithLabelValues("out").Observe(r.clk.Since(began).Seconds())
 		m.log.Info("Slots drained", "slots", slots.String(), "objectsDropped", dropped)

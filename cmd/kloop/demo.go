@@ -36,6 +36,7 @@ func demoCommand() *cobra.Command {
 	f := &controlPlaneFlags{logging: cli.Logging{Level: "warn", Format: "text"}}
 	namespace := "default"
 	debugAddr := "127.0.0.1:0"
+	shards := shardDemoOptions{replicas: 1, namespaces: 30, foosPerNS: 2, handover: 30 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the local control plane with podsim and the Foo controller, apply example-foo.yaml and print what happens",
@@ -43,6 +44,12 @@ func demoCommand() *cobra.Command {
 			log, cpLog, err := f.loggers(cmd)
 			if err != nil {
 				return err
+			}
+			if shards.replicas > 1 {
+				if code := shardDemo(f.dataDir, f.binDir, debugAddr, shards, log, cpLog, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
+					return cli.ExitCode(code)
+				}
+				return nil
 			}
 			if code := demo(f.dataDir, f.binDir, namespace, debugAddr, log, cpLog, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
 				return cli.ExitCode(code)
@@ -53,6 +60,7 @@ func demoCommand() *cobra.Command {
 	f.add(cmd)
 	cmd.Flags().StringVar(&namespace, "namespace", namespace, "namespace of the example Foo; only it is watched and printed")
 	cmd.Flags().StringVar(&debugAddr, "debug-bind-address", debugAddr, "serve the Foo controller's live debug page at this loopback host:port (default: a free port, printed at start); 0 turns it off")
+	addShardDemoFlags(cmd, &shards)
 	return cmd
 }
 
