@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop/notifier"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -178,6 +179,14 @@ func TestNotifier_NotifiesAsDeploysServiceAccountWithItsReadOnlyRoleAndNamesTheM
 		n++
 		t.Run(rc.String(), func(t *testing.T) {
 			removeRule(t, d.a, d.cs, d.objs, rc, user, notifierNS)
+			if verbs, _, _ := unstructured.NestedStringSlice(rc.rule, "verbs"); slices.Contains(verbs, "create") {
+				// Create is needed only while the checkpoint does not exist
+				// yet; an earlier notifier of this test made it.
+				err := d.cs.CoreV1().ConfigMaps(notifierNS).Delete(t.Context(), notifier.DefaultCheckpointName, metav1.DeleteOptions{})
+				if err != nil && !apierrors.IsNotFound(err) {
+					t.Fatal(err)
+				}
+			}
 			q := d.startNotifier(t, "notifier-"+rc.name)
 			q.stderr.WaitFor(t, "an error naming the refused "+rc.String(), forbiddenLine(rc))
 		})
