@@ -95,7 +95,7 @@ type Config struct {
 	ClientSideOnly bool
 
 	// Clock is the source of time. Default: the real clock.
-	Clock clock.WithTicker
+	Clock clock.Clock
 	// Logger receives the member's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the member's metrics. Default: the kloop registry.
@@ -432,11 +432,12 @@ func (m *Member) Start(ctx context.Context) error {
 type run struct {
 	m   *Member
 	c   *core
-	clk clock.WithTicker
+	clk clock.Clock
 
-	own       *coordinationv1.Lease // our Lease as last written or read; nil if unknown
-	written   string                // held/draining as last written
-	nextRenew time.Time
+	own          *coordinationv1.Lease // our Lease as last written or read; nil if unknown
+	lastWriteErr string                // the last failed write's error, logged once
+	written      string                // held/draining as last written
+	nextRenew    time.Time
 
 	changed     chan struct{}
 	released    chan Set
@@ -543,6 +544,7 @@ func (r *run) loop(ctx context.Context) error {
 		p := r.c.next(now)
 		if p.release.Len() > 0 {
 			r.release(now, p.release)
+			r.report(r.clk.Now()) // before a write that may hang
 		}
 		if p.claim.Len() > 0 {
 			r.claim(reqCtx, p.claim)
@@ -628,11 +630,24 @@ func (r *run) heldText() string {
 	return r.c.held().String() + "|" + r.c.inState(slotReleasing).String()
 }
 
+// bound is how long a request of the loop may take: no later than the
+// renew deadline while the Lease is current, so that a hanging API server
+// cannot keep the loop from noticing the deadline and giving everything
+// up in time; a RetryPeriod once it has passed.
+func (r *run) bound() time.Duration {
+	if r.c.joined {
+		if left := r.c.renewedAt.Add(r.m.cfg.RenewDeadline).Sub(r.clk.Now()); left > 0 {
+			return left
+		}
+	}
+	return r.m.cfg.RetryPeriod
+}
+
 // write creates or renews our Lease with what the core holds. It reports
 // whether the write succeeded.
 func (r *run) write(ctx context.Context) bool {
 	m := r.m
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.RenewDeadline)
+	ctx, cancel := context.WithTimeout(ctx, r.bound())
 	defer cancel()
 	start := r.clk.Now()
 	r.nextRenew = start.Add(m.cfg.RetryPeriod)
@@ -669,7 +684,12 @@ func (r *run) write(ctx context.Context) bool {
 	if err != nil {
 		r.own = nil // read it again next time
 		m.m.renewFailures.Inc()
-		m.log.Warn("Writing the member Lease failed", "err", err)
+		if msg := err.Error(); msg != r.lastWriteErr {
+			r.lastWriteErr = msg
+			m.log.Warn("Writing the member Lease failed", "err", err)
+		} else {
+			m.log.Debug("Writing the member Lease failed again", "err", err)
+		}
 		if r.c.lost(r.clk.Now()) {
 			m.log.Error("Member Lease not renewed within the renew deadline: giving up every slot", "renewDeadline", m.cfg.RenewDeadline)
 		}
@@ -679,6 +699,10 @@ func (r *run) write(ctx context.Context) bool {
 	}
 	r.own = got
 	r.written = text
+	if r.lastWriteErr != "" {
+		r.lastWriteErr = ""
+		m.log.Info("Member Lease written again")
+	}
 	r.c.wrote(start)
 	return true
 }
@@ -691,7 +715,7 @@ func (r *run) claim(ctx context.Context, claim Set) {
 	r.c.set(now, claim, slotClaiming)
 	ok := r.write(ctx)
 	if ok {
-		lctx, cancel := context.WithTimeout(ctx, m.cfg.RenewDeadline)
+		lctx, cancel := context.WithTimeout(ctx, r.bound())
 		list, err := m.leases.List(lctx, metav1.ListOptions{LabelSelector: GroupLabel + "=" + m.cfg.Group, ShardSelector: everything})
 		cancel()
 		if err == nil {
@@ -846,7 +870,7 @@ func (r *run) collect(ctx context.Context, now time.Time) {
 			continue
 		}
 		r.collected[rec.Name] = rec.RV
-		ctx, cancel := context.WithTimeout(ctx, r.m.cfg.RenewDeadline)
+		ctx, cancel := context.WithTimeout(ctx, r.bound())
 		rv := rec.RV
 		err := r.m.leases.Delete(ctx, rec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 		cancel()
