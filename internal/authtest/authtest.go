@@ -49,8 +49,8 @@ func InsecureClient() *http.Client {
 }
 
 // Get GETs url through c with token as the bearer token (none when
-// empty) and returns the status code and the body. A failed request fails
-// t.
+// empty) and returns the status code and the body (what of it could be
+// read). A request that gets no answer fails t.
 func Get(t testing.TB, c *http.Client, url, token string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
@@ -65,9 +65,8 @@ func Get(t testing.TB, c *http.Client, url, token string) (int, string) {
 		t.Fatalf("GET %s: %v", url, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: reading the body: %v", url, err)
-	}
+	// As far as it can be read: a server that refuses a plain-HTTP
+	// request answers and then resets the connection.
+	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
 }
