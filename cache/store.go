@@ -85,9 +85,10 @@ type Lister[T watcher.Object] interface {
 // an object. It has exactly one Writer, returned by New, and any number of
 // concurrent readers through its Lister methods.
 //
-// Memory per object is one map entry keyed by name inside a per-namespace
-// map (the namespace index is that grouping), plus one set entry per value
-// of each configured index. The store keeps no history.
+// Memory per object is one slot of a per-namespace table keyed by the
+// object's name (the namespace index is that grouping; see table), plus
+// one set entry per value of each configured index. The store keeps no
+// history.
 type Store[T watcher.Object] struct {
 	mu      sync.RWMutex
 	objs    map[string]*table[T] // namespace → name → object
