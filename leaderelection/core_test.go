@@ -230,8 +230,8 @@ func TestCore_NextAttemptIsOnePeriodLaterButNoLaterThanTheLeaseExpires(t *testin
 			seen: []observation{{0, "1", record{Holder: "b", LeaseDuration: lease}}}, start: 3800 * time.Millisecond, want: lease,
 		},
 		{
-			name: "expiry counts from the last change seen, not the last read",
-			seen: []observation{{0, "1", record{Holder: "b", LeaseDuration: lease}}, {3 * time.Second, "1", record{Holder: "b", LeaseDuration: lease}}},
+			name:  "expiry counts from the last change seen, not the last read",
+			seen:  []observation{{0, "1", record{Holder: "b", LeaseDuration: lease}}, {3 * time.Second, "1", record{Holder: "b", LeaseDuration: lease}}},
 			start: 3700 * time.Millisecond, want: lease,
 		},
 		{
