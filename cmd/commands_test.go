@@ -108,6 +108,8 @@ var (
 	clusterFlags = []string{"--kubeconfig", "--context", "--master", "--kube-api-qps", "--kube-api-burst"}
 	leaderFlags  = []string{"--leader-elect", "--leader-elect-namespace", "--leader-elect-id",
 		"--leader-elect-lease-duration", "--leader-elect-renew-deadline", "--leader-elect-retry-period"}
+	shardFlags = []string{"--shard", "--shard-group", "--shard-key", "--shard-slots", "--shard-namespace",
+		"--shard-lease-duration", "--shard-renew-deadline", "--shard-retry-period", "--shard-client-side-only"}
 	servingFlags = []string{"--metrics-bind-address", "--health-probe-bind-address", "--metrics-secure", "--metrics-cert-dir"}
 	loggingFlags = []string{"--log-level", "--log-format", "-v, --v"}
 )
@@ -117,8 +119,8 @@ func testHelp(t *testing.T, path func(string) string) {
 		args  []string // of the binary named first
 		flags [][]string
 	}{
-		{[]string{"foo-controller", "--help"}, [][]string{clusterFlags, leaderFlags, servingFlags, loggingFlags, {"--namespace", "--workers"}}},
-		{[]string{"podwatch", "--help"}, [][]string{clusterFlags, leaderFlags, servingFlags, loggingFlags, {"--namespace", "--workers"}}},
+		{[]string{"foo-controller", "--help"}, [][]string{clusterFlags, leaderFlags, shardFlags, servingFlags, loggingFlags, {"--namespace", "--workers"}}},
+		{[]string{"podwatch", "--help"}, [][]string{clusterFlags, leaderFlags, shardFlags, servingFlags, loggingFlags, {"--namespace", "--workers"}}},
 		{[]string{"notifier", "--help"}, [][]string{clusterFlags, servingFlags, loggingFlags, {"--config", "--drain-timeout"}}},
 		{[]string{"kloop", "dev", "--help"}, [][]string{loggingFlags, {"--data-dir", "--bin-dir", "--no-controller-manager"}}},
 		{[]string{"kloop", "demo", "--help"}, [][]string{loggingFlags, {"--data-dir", "--bin-dir", "--namespace"}}},
