@@ -41,8 +41,10 @@
 //     controller's crd.yaml); with sample-controller's CRDs, whose schemas
 //     prune the new fields, only availableReplicas is kept, and the last
 //     write is remembered so a pruned status is not written over and over.
-//  8. Records a Normal event Synced, "Foo synced successfully" (the
-//     recorder folds repeats into one Event with a count).
+//  8. Records a Normal event Synced, "Foo synced successfully", if the
+//     sync changed something: created, repaired or deleted a Deployment,
+//     or wrote the status (the recorder folds repeats into one Event with
+//     a count).
 //
 // kloop's CRD (samples/foo/crd) has printer columns: deployment, desired,
 // available, ready, age.
@@ -51,6 +53,12 @@
 //
 //   - No status write when the status is already right; no Deployment
 //     write unless something drifted.
+//   - Synced only after a change. sample-controller records it on every
+//     successful sync, which with aggregation is one Event create or patch
+//     per sync (most of its API requests when many Foos are in place); a
+//     sync here that finds everything in place writes nothing at all. A
+//     sync that changed nothing is logged at debug level ("Foo synced",
+//     changed=false).
 //   - A sync right after the controller's own write reads that write back
 //     (kloop.Handle), so a slow cache never makes it create a Deployment
 //     twice or act on a Foo it has just changed.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
@@ -472,4 +473,100 @@ func TestFoo_StatusKeepsFollowingWhenThePlainCRDGainsTheStatusSubresource(t *tes
 	})
 	h.scaleFoo("upgraded", 2)
 	h.waitAvailable("upgraded", "upgraded", 2)
+}
+
+// loggedSynced counts the Synced events the controller recorded for the
+// Foo, from the recorder's log line of each (written when Event is called,
+// before the recorder writes the Event).
+func (h *harness) loggedSynced(name string) int {
+	n := 0
+	for l := range strings.Lines(h.logs.String()) {
+		if strings.Contains(l, "msg=event ") && strings.Contains(l, "reason="+foo.SuccessSynced+" ") &&
+			strings.Contains(l, "namespace="+h.ns+" ") && strings.Contains(l, "name="+name+"\n") {
+			n++
+		}
+	}
+	return n
+}
+
+// waitSyncedWritten waits until the API server holds every Synced event
+// the controller recorded for the Foo, folded into one Event whose count
+// is their number, and returns that Event.
+func (h *harness) waitSyncedWritten(name string) corev1.Event {
+	h.t.Helper()
+	var ev corev1.Event
+	sel := fields.Set{"involvedObject.kind": "Foo", "involvedObject.name": name, "reason": foo.SuccessSynced}.String()
+	what := fmt.Sprintf("the Synced Event of Foo %s to count every Synced the controller recorded", name)
+	await.Watched(h.t, what, h.kc.CoreV1().Events(h.ns), metav1.ListOptions{FieldSelector: sel}, func(ctx context.Context) (bool, error) {
+		evs, err := h.events(ctx, name, foo.SuccessSynced)
+		if err != nil || len(evs) != 1 {
+			return false, err
+		}
+		ev = evs[0]
+		return int(ev.Count) == h.loggedSynced(name), nil
+	})
+	return ev
+}
+
+// waitSync waits for the controller's debug line of a sync of the Foo that
+// saw resourceVersion rv, and returns the line.
+func (h *harness) waitSync(name, rv string) string {
+	h.t.Helper()
+	var line string
+	await.Until(h.t, fmt.Sprintf("a sync of Foo %s at resourceVersion %s", name, rv), h.logs.Changed, func() bool {
+		for l := range strings.Lines(h.logs.String()) {
+			if strings.Contains(l, `msg="Foo synced" `) && strings.Contains(l, " key="+h.ns+"/"+name+" ") && strings.Contains(l, " rv="+rv+" ") {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	return line
+}
+
+// sample-controller records Synced on every sync; kloop's Foo controller
+// only on a sync that changed something, so one that finds everything in
+// place writes nothing, not even an Event patch.
+func TestFoo_RecordsSyncedOnlyWhenASyncChangedSomething(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	h.createFoo(newFoo("quiet", "quiet", ptr.To[int32](1)))
+	h.waitAvailable("quiet", "quiet", 1)
+	h.waitReady("quiet", metav1.ConditionTrue, foo.ReasonDeploymentAvailable)
+	before := h.waitSyncedWritten("quiet")
+	if before.Count < 1 || before.Type != corev1.EventTypeNormal || before.Message != foo.MessageResourceSynced {
+		t.Fatalf("Synced Event after the Deployment was created: %s %q count %d, want Normal %q", before.Type, before.Message, before.Count, foo.MessageResourceSynced)
+	}
+
+	// An annotation nobody acts on: the Foo is synced again, and nothing
+	// is to be done.
+	touched, err := h.foos.Patch(ctx, h.ns, "quiet", types.MergePatchType, []byte(`{"metadata":{"annotations":{"example.com/touched":"yes"}}}`), client.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line := h.waitSync("quiet", touched.ResourceVersion); !strings.Contains(line, " changed=false") {
+		t.Errorf("the sync after an unrelated annotation changed something:\n%s", line)
+	}
+	if n := h.loggedSynced("quiet"); n != int(before.Count) {
+		t.Errorf("%d Synced events recorded after a sync that changed nothing, want still %d", n, before.Count)
+	}
+	evs, err := h.events(ctx, "quiet", foo.SuccessSynced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Count != before.Count || evs[0].ResourceVersion != before.ResourceVersion {
+		var got []string
+		for _, ev := range evs {
+			got = append(got, fmt.Sprintf("count %d at resourceVersion %s", ev.Count, ev.ResourceVersion))
+		}
+		t.Errorf("Synced Events after a sync that changed nothing: %v, want only count %d at resourceVersion %s", got, before.Count, before.ResourceVersion)
+	}
+
+	// A real change is Synced again.
+	h.scaleFoo("quiet", 2)
+	h.waitAvailable("quiet", "quiet", 2)
+	if after := h.waitSyncedWritten("quiet"); after.Count <= before.Count {
+		t.Errorf("Synced count %d after scaling the Foo, want more than %d", after.Count, before.Count)
+	}
 }

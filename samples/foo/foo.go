@@ -35,7 +35,7 @@ const (
 	ControllerName = "foo-controller"
 
 	// SuccessSynced is the reason of the Normal event recorded after a
-	// successful sync, with MessageResourceSynced.
+	// successful sync that changed something, with MessageResourceSynced.
 	SuccessSynced         = "Synced"
 	MessageResourceSynced = "Foo synced successfully"
 
@@ -180,10 +180,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 		return controller.Result{}, r.fail(ctx, foo, ReasonDeploymentNameMissing, ReasonDeploymentNameMissing, ErrNoDeploymentName, controller.TerminalError(err))
 	}
 
+	changed := false // a Deployment created, repaired or deleted, or the status written
 	dep, err := r.Deployments.Get(ctx, foo.Namespace, name)
 	if apierrors.IsNotFound(err) {
 		dep, err = r.Deployments.Create(ctx, NewDeployment(foo))
-		if err == nil {
+		changed = err == nil
+		if changed {
 			log.Info("Created Deployment", "deployment", name, "replicas", ptr.Deref(dep.Spec.Replicas, 0))
 		}
 	}
@@ -203,8 +205,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 		if dep, err = r.Deployments.Apply(ctx, want, client.PatchOptions{Force: true}); err != nil {
 			return controller.Result{}, err
 		}
+		changed = true
 	}
-	if err := r.deleteRenamed(ctx, foo, dep); err != nil {
+	deleted, err := r.deleteRenamed(ctx, foo, dep)
+	if err != nil {
 		return controller.Result{}, err
 	}
 	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: ReasonDeploymentProgressing,
@@ -212,10 +216,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 	if available(dep) {
 		ready.Status, ready.Reason = metav1.ConditionTrue, ReasonDeploymentAvailable
 	}
-	if err := r.updateStatus(ctx, foo, dep.Status.AvailableReplicas, ready); err != nil {
+	wrote, err := r.updateStatus(ctx, foo, dep.Status.AvailableReplicas, ready)
+	if err != nil {
 		return controller.Result{}, err
 	}
-	r.Recorder.Event(foo, corev1.EventTypeNormal, SuccessSynced, MessageResourceSynced)
+	// Synced only after a change: a sync that finds everything in place
+	// writes nothing at all, not even an Event patch (sample-controller
+	// records it on every sync).
+	changed = changed || deleted || wrote
+	log.Debug("Foo synced", "rv", foo.ResourceVersion, "changed", changed)
+	if changed {
+		r.Recorder.Event(foo, corev1.EventTypeNormal, SuccessSynced, MessageResourceSynced)
+	}
 	return controller.Result{}, nil
 }
 
@@ -224,7 +236,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 func (r *Reconciler) fail(ctx context.Context, foo *v1alpha1.Foo, event, reason string, problem, err error) error {
 	r.Recorder.Event(foo, corev1.EventTypeWarning, event, problem.Error())
 	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: reason, Message: problem.Error()}
-	return errors.Join(err, r.updateStatus(ctx, foo, foo.Status.AvailableReplicas, ready))
+	_, serr := r.updateStatus(ctx, foo, foo.Status.AvailableReplicas, ready)
+	return errors.Join(err, serr)
 }
 
 // drifted reports whether dep lacks what want sets: replicas, the
@@ -255,21 +268,23 @@ func available(dep *appsv1.Deployment) bool {
 
 // deleteRenamed deletes the Deployments this Foo controls under another
 // name than spec.deploymentName (it was renamed), once dep, the current
-// one, is available.
-func (r *Reconciler) deleteRenamed(ctx context.Context, foo *v1alpha1.Foo, dep *appsv1.Deployment) error {
+// one, is available. It reports whether it deleted one.
+func (r *Reconciler) deleteRenamed(ctx context.Context, foo *v1alpha1.Foo, dep *appsv1.Deployment) (bool, error) {
 	all, err := r.Deployments.List(ctx, foo.Namespace, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
+	deleted := false
 	for _, old := range all {
 		if old.Name != dep.Name && metav1.IsControlledBy(old, foo) && available(dep) {
 			r.Logger.Info("Deleting the Deployment of the Foo's old name", "foo", foo.Name, "deployment", old.Name)
 			if err := r.Deployments.Delete(ctx, old.Namespace, old.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return err
+				return deleted, err
 			}
+			deleted = true
 		}
 	}
-	return nil
+	return deleted, nil
 }
 
 // updateStatus writes the Foo's status (available replicas, observed
@@ -277,25 +292,26 @@ func (r *Reconciler) deleteRenamed(ctx context.Context, foo *v1alpha1.Foo, dep *
 // once at least for every Foo. A CRD whose schema prunes the fields
 // (sample-controller's) keeps only availableReplicas: the last write is
 // remembered so that a pruned status is not written again and again.
-func (r *Reconciler) updateStatus(ctx context.Context, foo *v1alpha1.Foo, availableReplicas int32, ready metav1.Condition) error {
+// It reports whether it wrote.
+func (r *Reconciler) updateStatus(ctx context.Context, foo *v1alpha1.Foo, availableReplicas int32, ready metav1.Condition) (bool, error) {
 	want := *foo.Status.DeepCopy()
 	want.AvailableReplicas, want.ObservedGeneration = availableReplicas, foo.Generation
 	meta.SetStatusCondition(&want.Conditions, ready)
 	key := cache.KeyOf(foo)
 	if w, ok := r.written.Load(key); ok && w.(written).rv == foo.ResourceVersion && equality.Semantic.DeepEqual(w.(written).status, want) {
-		return nil
+		return false, nil
 	}
 	if equality.Semantic.DeepEqual(foo.Status, want) {
-		return nil
+		return false, nil
 	}
 	changed := cache.Copy(foo)
 	changed.Status = want
 	got, err := r.Foos.WriteStatus(ctx, changed)
 	if err != nil {
-		return fmt.Errorf("update status of Foo %s/%s: %w", foo.Namespace, foo.Name, err)
+		return false, fmt.Errorf("update status of Foo %s/%s: %w", foo.Namespace, foo.Name, err)
 	}
 	r.written.Store(key, written{rv: got.ResourceVersion, status: want})
-	return nil
+	return true, nil
 }
 
 // written is the last status this controller wrote for a Foo, and the
