@@ -3,7 +3,6 @@ package kloop
 import (
 	"context"
 	"fmt"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -11,9 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kloop-dev/kloop/internal/await"
 )
 
 // Decode decodes one manifest (YAML or JSON) into T, which scheme must
@@ -43,7 +43,9 @@ func DecodeCRD(manifest []byte) (*apiextensionsv1.CustomResourceDefinition, erro
 
 // InstallCRD creates the CustomResourceDefinition in manifest, or replaces
 // the spec and annotations of the one of that name, and waits until the
-// API server serves it (condition Established) or ctx ends.
+// API server serves it (condition Established) or ctx ends. It waits on a
+// watch of that CRD, not by asking again on a timer; the error names the
+// CRD and says what the wait ended on.
 func InstallCRD(ctx context.Context, cfg *rest.Config, manifest []byte) error {
 	want, err := DecodeCRD(manifest)
 	if err != nil {
@@ -66,20 +68,12 @@ func InstallCRD(ctx context.Context, cfg *rest.Config, manifest []byte) error {
 	if err != nil {
 		return fmt.Errorf("install CRD %s: %w", want.Name, err)
 	}
-	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		got, err := crds.Get(ctx, want.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	// A watch from the current state: it reports the CRD as it is now and
+	// then each change the API server makes to its status, so the wait
+	// ends on the update that sets Established.
+	_, err = await.ObjectContext(ctx, crds, want.Name, await.CRDEstablished)
 	if err != nil {
-		return fmt.Errorf("CRD %s not established: %w", want.Name, err)
+		return fmt.Errorf("waiting for CRD %s to be Established: %w", want.Name, err)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop/debug"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/metrics/secure"
 	"github.com/kloop-dev/kloop/testenv"
@@ -44,8 +45,8 @@ func TestServer_SecuredLikeMetrics_ServesOnlyCallersTheAPIServerAuthorizes(t *te
 		t.Fatal(err)
 	}
 	viewer, stranger := saToken(t, cs, ns, "viewer"), saToken(t, cs, ns, "stranger")
-	waitAllowed(t, cs, authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:" + ns + ":viewer",
-		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: debug.SnapshotPath, Verb: "get"}})
+	await.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:" + ns + ":viewer",
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: debug.SnapshotPath, Verb: "get"}}, true)
 
 	guard, err := secure.New(e.Config, secure.Options{Logger: quiet()})
 	if err != nil {
@@ -128,26 +129,4 @@ func saToken(t *testing.T, cs kubernetes.Interface, ns, name string) string {
 		t.Fatal(err)
 	}
 	return tr.Status.Token
-}
-
-// waitAllowed waits until the API server's RBAC authorizer, which reads
-// bindings from an informer of its own, allows what spec asks. There is no
-// event to wait for, so it asks again every 20 ms for up to 10 s.
-func waitAllowed(t *testing.T, cs kubernetes.Interface, spec authorizationv1.SubjectAccessReviewSpec) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
-		if err == nil && sar.Status.Allowed {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("RBAC never allowed %+v within 10s (last: %v)", spec, err)
-		case <-tick.C:
-		}
-	}
 }

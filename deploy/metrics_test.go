@@ -14,6 +14,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kloop-dev/kloop/internal/await"
 )
 
 func scrape(t *testing.T, url, token string) (int, string) {
@@ -58,7 +60,7 @@ func TestFooController_MetricsSecure401WithoutToken403WithoutRBAC200WithItPlainH
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitRBAC(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(ns, "prometheus"),
+	await.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(ns, "prometheus"),
 		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}}, true)
 
 	p := c.startFoo(t, "foo-controller")

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/notifier"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -75,7 +76,7 @@ func (d *deployed) bindReader(t *testing.T, role string) string {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitRBAC(t, d.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(ns, "prometheus"),
+	await.Authorized(t, d.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(ns, "prometheus"),
 		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}}, true)
 	return tokenOf(t, saKubeconfig(t, d.e, ns, "prometheus"))
 }
@@ -94,7 +95,7 @@ func (d *deployed) startPodwatch(t *testing.T, name string) *proc {
 func TestPodwatch_PrintsItsNamespacesPodsAsDeploysServiceAccountAndNamesTheMissingRule(t *testing.T) {
 	d := deployBase(t, "podwatch")
 	user := saUser(podwatchNS, "podwatch")
-	waitRBAC(t, d.cs, authorizationv1.SubjectAccessReviewSpec{User: user,
+	await.Authorized(t, d.cs, authorizationv1.SubjectAccessReviewSpec{User: user,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: podwatchNS, Resource: "pods", Verb: "watch"}}, true)
 	prometheus := d.bindReader(t, "podwatch-metrics-reader")
 
@@ -156,7 +157,7 @@ func (d *deployed) startNotifier(t *testing.T, name string) *proc {
 func TestNotifier_NotifiesAsDeploysServiceAccountWithItsReadOnlyRoleAndNamesTheMissingRule(t *testing.T) {
 	d := deployBase(t, "notifier")
 	user := saUser(notifierNS, "notifier")
-	waitRBAC(t, d.cs, authorizationv1.SubjectAccessReviewSpec{User: user,
+	await.Authorized(t, d.cs, authorizationv1.SubjectAccessReviewSpec{User: user,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Resource: "pods", Verb: "watch"}}, true)
 
 	p := d.startNotifier(t, "notifier")

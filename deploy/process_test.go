@@ -1,7 +1,6 @@
 package deploy_test
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -11,10 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
@@ -84,29 +81,6 @@ func tokenOf(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return kc.AuthInfos["sa"].Token
-}
-
-// waitRBAC waits until the API server's authorizer, which reads bindings
-// from an informer of its own, answers allowed for spec. There is no event
-// to wait for, so it asks every 20 ms for up to 20 s.
-func waitRBAC(t *testing.T, cs kubernetes.Interface, spec authorizationv1.SubjectAccessReviewSpec, allowed bool) {
-	t.Helper()
-	// Not t.Context(): roles are restored in cleanups, when it is done.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
-		if err == nil && sar.Status.Allowed == allowed {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("RBAC did not answer allowed=%v for %+v within 20s (last: %v)", allowed, spec, err)
-		case <-tick.C:
-		}
-	}
 }
 
 func saUser(ns, name string) string { return "system:serviceaccount:" + ns + ":" + name }

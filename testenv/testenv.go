@@ -74,6 +74,14 @@ type Options struct {
 	// APIServerFlags are extra kube-apiserver flags (--name=value), appended last.
 	APIServerFlags []string
 
+	// ControllerManagerFlags are extra kube-controller-manager flags
+	// (--name=value), appended last, for example --kube-api-qps=500,
+	// --kube-api-burst=1000 and --concurrent-deployment-syncs=20 so that a
+	// benchmark's ReplicaSets and Pods are not made at the controller
+	// manager's default client rate (20 QPS, burst 30) and 5 workers.
+	// Only with ControllerManager.
+	ControllerManagerFlags []string
+
 	// FeatureGates are kube-apiserver feature gates to set, on top of
 	// DefaultFeatureGates: an entry overrides the default of the same name,
 	// so {"ShardedListAndWatch": false} keeps sharded list and watch off.
@@ -235,6 +243,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 				"--secure-port=0",
 			},
 		}
+		e.kcm.args = append(e.kcm.args, opts.ControllerManagerFlags...)
 		if err := e.kcm.start(); err != nil {
 			return nil, err
 		}

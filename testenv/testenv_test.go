@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -105,15 +106,28 @@ func TestEnv_BecomesReadyAndServesConfigMaps(t *testing.T) {
 }
 
 func TestEnv_DeploymentGetsPodsAndNamespaceIsFinalized(t *testing.T) {
-	e := testenv.StartT(t, testenv.Options{ControllerManager: true})
+	// The extra flags reach kube-controller-manager, and it accepts them
+	// (an unknown flag would stop it, and no Pod would come).
+	flags := []string{"--kube-api-qps=200", "--kube-api-burst=400", "--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10"}
+	e := testenv.StartT(t, testenv.Options{ControllerManager: true, ControllerManagerFlags: flags})
 	ctx := testCtx(t, 3*time.Minute)
 	cs := clientset(t, e)
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", e.PIDs()["kube-controller-manager"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(string(cmdline), "\x00")
+	for _, f := range flags {
+		if !slices.Contains(args, f) {
+			t.Errorf("kube-controller-manager runs with %q, want %s among its arguments", args, f)
+		}
+	}
 
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	labels := map[string]string{"app": "web"}
-	_, err := cs.AppsV1().Deployments("apps").Create(ctx, &appsv1.Deployment{
+	_, err = cs.AppsV1().Deployments("apps").Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](2),

@@ -225,51 +225,43 @@ func TestQueue_ShutDownDropsDelayedKeys(t *testing.T) {
 }
 
 // The queue also works on k8s.io/utils' fake clock: only a stepped clock
-// releases a delayed key, and a blocked Get waits on the fake timer.
+// releases a delayed key, and a blocked Get waits on the fake timer. The
+// bubble is there only so that synctest.Wait can tell when the Get is
+// blocked; its virtual time is never advanced, since nothing sleeps.
 func TestQueue_DelaysFollowAnInjectedFakeClock(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	q := New(Config[string]{Clock: clk})
-	q.AddAfter("a", 10*time.Second)
-	got := make(chan arrival, 1)
-	go func() {
-		k, err := q.Get(context.Background())
-		got <- arrival{key: k, err: err}
-	}()
-	// Wait until the blocked Get has armed its timer on the fake clock.
-	waitUntil(t, "the blocked Get to arm a timer on the fake clock", func() bool { return clk.HasWaiters() })
-	clk.Step(9 * time.Second)
-	select {
-	case a := <-got:
-		t.Fatalf("Get returned %q, %v after 9 of 10 fake seconds", a.key, a.err)
-	default:
-	}
-	clk.Step(time.Second)
-	select {
-	case a := <-got:
-		if a.key != "a" || a.err != nil {
-			t.Fatalf("Get = %q, %v; want a", a.key, a.err)
+	synctest.Test(t, func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+		q := New(Config[string]{Clock: clk})
+		q.AddAfter("a", 10*time.Second)
+		got := make(chan arrival, 1)
+		go func() {
+			k, err := q.Get(context.Background())
+			got <- arrival{key: k, err: err}
+		}()
+		synctest.Wait()
+		if !clk.HasWaiters() {
+			t.Fatal("the blocked Get armed no timer on the fake clock")
 		}
-	case <-time.After(deadline):
-		t.Fatalf("Get still blocked %v after the fake clock passed a's delay: the timer was lost", deadline)
-	}
-	q.Done("a")
-	q.ShutDown()
-}
-
-// waitUntil polls cond, for conditions no channel reports (a fake clock's
-// waiters), and fails with what it waited for after the deadline.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	timeout := time.After(deadline)
-	for !cond() {
+		clk.Step(9 * time.Second)
+		synctest.Wait()
 		select {
-		case <-tick.C:
-		case <-timeout:
-			t.Fatalf("gave up after %v waiting for %s", deadline, what)
+		case a := <-got:
+			t.Fatalf("Get returned %q, %v after 9 of 10 fake seconds", a.key, a.err)
+		default:
 		}
-	}
+		clk.Step(time.Second)
+		synctest.Wait()
+		select {
+		case a := <-got:
+			if a.key != "a" || a.err != nil {
+				t.Fatalf("Get = %q, %v; want a", a.key, a.err)
+			}
+		default:
+			t.Fatal("Get still blocked after the fake clock passed a's delay: the timer was lost")
+		}
+		q.Done("a")
+		q.ShutDown()
+	})
 }
 
 func TestQueue_CancelledTimeKeeperHandsTheTimerToAnotherGet(t *testing.T) {

@@ -26,12 +26,7 @@ func CRDServed(t testing.TB, cfg *rest.Config, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd := Object(t, "CRD "+name+" established", ext.ApiextensionsV1().CustomResourceDefinitions(), name,
-		func(c *apiextensionsv1.CustomResourceDefinition) bool {
-			return slices.ContainsFunc(c.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
-				return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
-			})
-		})
+	crd := Object(t, "CRD "+name+" established", ext.ApiextensionsV1().CustomResourceDefinitions(), name, CRDEstablished)
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -49,4 +44,14 @@ func CRDServed(t testing.TB, cfg *rest.Config, name string) {
 			})
 		})
 	}
+}
+
+// CRDEstablished reports whether crd has the condition Established: the
+// API server has accepted its names and serves its resources (a new group
+// may still answer 404 for a moment; see CRDServed). A condition for
+// Object and ObjectContext.
+func CRDEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	return slices.ContainsFunc(crd.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
+		return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
+	})
 }

@@ -1,7 +1,6 @@
 package secure_test
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -34,6 +33,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/metrics/secure"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -71,10 +71,10 @@ func setup(t *testing.T) *cluster {
 	c.scraper = saToken(t, cs, ns, "scraper")
 	c.stranger = saToken(t, cs, ns, "stranger")
 
-	waitAllowed(t, cs, authorizationv1.SubjectAccessReviewSpec{User: filterUser,
-		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "authorization.k8s.io", Resource: "subjectaccessreviews", Verb: "create"}})
-	waitAllowed(t, cs, authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:" + ns + ":scraper",
-		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}})
+	await.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: filterUser,
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "authorization.k8s.io", Resource: "subjectaccessreviews", Verb: "create"}}, true)
+	await.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:" + ns + ":scraper",
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}}, true)
 	return c
 }
 
@@ -108,28 +108,6 @@ func saToken(t *testing.T, cs kubernetes.Interface, ns, name string) string {
 		t.Fatal(err)
 	}
 	return tr.Status.Token
-}
-
-// waitAllowed waits until the API server's RBAC authorizer, which reads
-// bindings from an informer of its own, allows what spec asks. There is no
-// event to wait for, so it asks again every 20 ms for up to 10 s.
-func waitAllowed(t *testing.T, cs kubernetes.Interface, spec authorizationv1.SubjectAccessReviewSpec) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
-		if err == nil && sar.Status.Allowed {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("RBAC never allowed %+v within 10s (last: %v %+v)", spec, err, sar)
-		case <-tick.C:
-		}
-	}
 }
 
 // serve runs h behind s on a TLS listener on loopback until the test ends

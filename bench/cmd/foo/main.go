@@ -9,25 +9,41 @@
 //	until every Foo has status.availableReplicas == spec.replicas, as seen
 //	by a watch in this (the parent) process.
 //
-// The peer: a typed Deployment informer, a dynamic informer for Foos, a
-// rate-limited workqueue with 2 workers; a sync creates the Deployment if
-// missing, updates its replicas if different, and writes the Foo's status
-// with UpdateStatus through the dynamic client on every sync. The kloop
-// side is samples/foo (kloop.New and foo.Setup, 2 workers), which also
-// records its Synced events.
+// The control plane is not to be what is measured: kube-controller-manager
+// runs at client QPS -kcm-qps and burst -kcm-burst with -kcm-syncs
+// Deployment and ReplicaSet workers, podsim with -node-workers, and the
+// writers and watches of this process without a client limit. Each round's
+// namespace is deleted, and waited for, before the next round starts. Per
+// round the parent prints what the time is made of: for each Foo, when it
+// was created, when its Deployment appeared, when that was available and
+// when the Foo's status said so (median, 90th percentile and maximum of
+// each step, and when the last Foo reached each), and each child prints
+// its syncs and the time its workers spent in them.
+//
+// The peer (sample-controller's controller.go on client-go): typed
+// informers (the Foo one built as sample-controller's generated informer
+// is, on a typed client for samples/foo's v1alpha1 types), a rate-limited
+// workqueue with 2 workers; a sync creates the Deployment if missing,
+// updates its replicas if different, writes the Foo's status with
+// UpdateStatus on every sync and, as sample-controller does, records a
+// Synced event through client-go's event broadcaster (-peer-events=false
+// leaves that out). The kloop side is samples/foo (kloop.New and
+// foo.Setup, 2 workers).
 //
 // Each side runs in a child process of its own (this binary re-executed
 // with -child). Rounds alternate the order (kloop first, then the peer
-// first, ...). Each round is run twice: once with both sides at the same
-// client QPS and burst, set high (-qps, -burst), and once with each
-// side's defaults (rest.Config QPS and Burst left zero). A counting
+// first, ...). -settings same runs both sides at the same client QPS and
+// burst, set high (-qps, -burst); -settings defaults runs each side with
+// its own defaults: kloop's foo-controller has no client-side limit,
+// client-go's rest.Config takes 5 QPS and burst 10 per client. A counting
 // round-tripper in each child counts the side's API requests by verb; once
 // every Foo has converged the parent asks the child for its figures, and
 // the child reports them and its Go heap in use after two forced GCs
 // (controller and caches still running), minus that of a child that does
-// nothing (the binary's own baseline).
+// nothing (the binary's own baseline). -memprofile writes each child's
+// heap profile then.
 //
-// Run with: cd bench && go run ./cmd/foo -n 500 [-settings same,defaults]
+// Run with: cd bench && go run ./cmd/foo -n 500 [-settings same,defaults] [-rounds 2]
 package main
 
 import (
@@ -41,7 +57,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
+	"path/filepath"
+	goruntime "runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,20 +73,27 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	cgcache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	cgrecord "k8s.io/client-go/tools/record"
 	cgworkqueue "k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/samples/foo"
+	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/samples/podsim"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -76,6 +101,13 @@ import (
 const (
 	writers = 32
 	workers = 2
+	// kloopDefaultQPS and kloopDefaultBurst are cmd/foo-controller's
+	// --kube-api-qps and --kube-api-burst defaults (cli.DefaultQPS and
+	// cli.DefaultBurst: no client-side limit), the kloop side's own in
+	// the defaults setting. Package cli is not imported, to keep its
+	// dependencies out of this module.
+	kloopDefaultQPS   = -1
+	kloopDefaultBurst = 30
 )
 
 var foos = schema.GroupVersionResource{Group: "samplecontroller.k8s.io", Version: "v1alpha1", Resource: "foos"}
@@ -86,19 +118,28 @@ func main() {
 	qps := flag.Float64("qps", 1000, "client QPS of both sides in the same-limits runs")
 	burst := flag.Int("burst", 2000, "client burst of both sides in the same-limits runs")
 	settings := flag.String("settings", "same,defaults", "client settings to run, in order: same (both at -qps and -burst), defaults (each side's own)")
+	kcmQPS := flag.Int("kcm-qps", 1000, "kube-controller-manager's --kube-api-qps (its default is 20)")
+	kcmBurst := flag.Int("kcm-burst", 2000, "kube-controller-manager's --kube-api-burst (its default is 30)")
+	kcmSyncs := flag.Int("kcm-syncs", 20, "kube-controller-manager's --concurrent-deployment-syncs and --concurrent-replicaset-syncs (default 5 each)")
+	nodeWorkers := flag.Int("node-workers", 16, "podsim workers (pods bound and made ready at once)")
+	memprofile := flag.String("memprofile", "", "directory for each child's heap profile (inuse, after GC, at convergence): <side>-<setting>-<i>.pprof")
 	child := flag.String("child", "", "internal: run one side (kloop or client-go) as a child process")
 	kubeconfig := flag.String("kubeconfig", "", "internal: the child's kubeconfig")
 	namespace := flag.String("namespace", "", "internal: the child's namespace")
+	profile := flag.String("profile", "", "internal: the child's heap profile file")
+	diagnose := flag.Bool("diagnose", false, "kloop's side also sums its waits for its cache to catch up with its own writes (enables its debug logs, which costs a little)")
+	peerEvents := flag.Bool("peer-events", true, "the peer records a Synced event on every sync, as sample-controller does")
 	flag.Parse()
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
 	if *child != "" {
-		if err := runChild(*child, *kubeconfig, *namespace, float32(*qps), *burst); err != nil {
+		if err := runChild(*child, *kubeconfig, *namespace, float32(*qps), *burst, *profile, *peerEvents, *diagnose); err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
 			os.Exit(1)
 		}
 		return
 	}
-	if err := runParent(*n, *rounds, float32(*qps), *burst, strings.Split(*settings, ",")); err != nil {
+	plane := controlPlane{kcmQPS: *kcmQPS, kcmBurst: *kcmBurst, kcmSyncs: *kcmSyncs, nodeWorkers: *nodeWorkers}
+	if err := runParent(*n, *rounds, float32(*qps), *burst, strings.Split(*settings, ","), plane, *memprofile, *peerEvents, *diagnose); err != nil {
 		fmt.Fprintln(os.Stderr, "foo benchmark:", err)
 		os.Exit(1)
 	}
@@ -110,6 +151,7 @@ type measurement struct {
 	reqs    map[string]int64 // by verb
 	heap    uint64
 	rss     uint64
+	phases  string // what the time is made of
 }
 
 func (m measurement) total() int64 {
@@ -130,7 +172,20 @@ func (m measurement) events() int64 {
 	return t
 }
 
-func runParent(n, rounds int, qps float32, burst int, settings []string) error {
+// controlPlane is how fast the benchmark's own control plane makes
+// ReplicaSets and Pods and makes them ready.
+type controlPlane struct {
+	kcmQPS, kcmBurst, kcmSyncs, nodeWorkers int
+}
+
+func (c controlPlane) kcmFlags() []string {
+	return []string{
+		"--kube-api-qps=" + strconv.Itoa(c.kcmQPS), "--kube-api-burst=" + strconv.Itoa(c.kcmBurst),
+		"--concurrent-deployment-syncs=" + strconv.Itoa(c.kcmSyncs), "--concurrent-replicaset-syncs=" + strconv.Itoa(c.kcmSyncs),
+	}
+}
+
+func runParent(n, rounds int, qps float32, burst int, settings []string, plane controlPlane, memprofile string, peerEvents, diagnose bool) error {
 	for _, s := range settings {
 		if s != "same" && s != "defaults" {
 			return fmt.Errorf("-settings: %q is neither same nor defaults", s)
@@ -138,7 +193,7 @@ func runParent(n, rounds int, qps float32, burst int, settings []string) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	env, err := testenv.Start(ctx, testenv.Options{ControllerManager: true, Logger: slog.New(slog.DiscardHandler)})
+	env, err := testenv.Start(ctx, testenv.Options{ControllerManager: true, ControllerManagerFlags: plane.kcmFlags(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}
@@ -159,12 +214,14 @@ func runParent(n, rounds int, qps float32, burst int, settings []string) error {
 	var sim sync.WaitGroup
 	simErr := make(chan error, 1)
 	sim.Go(func() {
-		simErr <- podsim.Run(ctx, cfg, podsim.Options{Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+		simErr <- podsim.Run(ctx, cfg, podsim.Options{Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(), Workers: plane.nodeWorkers})
 	})
 	defer func() { cancel(); sim.Wait() }()
 
 	fmt.Printf("foo benchmark: N=%d Foos (replicas 1), %d writers, %d workers per side, each side in its own child process, podsim as the node, GOMAXPROCS=%d\n",
-		n, writers, workers, runtime.GOMAXPROCS(0))
+		n, writers, workers, goruntime.GOMAXPROCS(0))
+	fmt.Printf("  control plane: kube-controller-manager %s; podsim %d workers; the writers, the watches and podsim unthrottled (QPS -1)\n",
+		strings.Join(plane.kcmFlags(), " "), plane.nodeWorkers)
 	base, err := measureBaseline()
 	if err != nil {
 		return err
@@ -175,7 +232,7 @@ func runParent(n, rounds int, qps float32, burst int, settings []string) error {
 	for _, setting := range settings {
 		label := fmt.Sprintf("both at QPS %.0f burst %d", qps, burst)
 		if setting == "defaults" {
-			label = "each side's defaults (rest.Config QPS and Burst zero)"
+			label = fmt.Sprintf("each side's defaults (kloop: foo-controller's --kube-api-qps %d, no client limit; client-go: rest.Config QPS and Burst zero, so 5 and 10 per client)", kloopDefaultQPS)
 		}
 		results := map[string][]measurement{}
 		var order []string
@@ -194,14 +251,19 @@ func runParent(n, rounds int, qps float32, burst int, settings []string) error {
 			default:
 			}
 			ns := fmt.Sprintf("foo-%s-%d-%s", setting, i, side)
-			m, err := runRound(ctx, kc, dc, env.KubeconfigPath, side, ns, n, setting, qps, burst)
+			prof := ""
+			if memprofile != "" {
+				prof = filepath.Join(memprofile, fmt.Sprintf("%s-%s-%d.pprof", side, setting, i))
+			}
+			m, err := runRound(ctx, kc, dc, env.KubeconfigPath, side, ns, n, setting, qps, burst, prof, peerEvents, diagnose)
 			if err != nil {
 				return fmt.Errorf("%s, round %d (%s): %w", setting, i+1, side, err)
 			}
 			fmt.Printf("  %s: %-9s converged %6.2fs  requests %5d (%d to events) %v  heap in use %6.1f MiB  VmRSS %6.1f MiB\n",
 				label, side, m.seconds, m.total(), m.events(), m.reqs, float64(m.heap)/(1<<20), float64(m.rss)/(1<<20))
+			fmt.Printf("    %s\n", m.phases)
 			results[side] = append(results[side], m)
-			if err := kc.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+			if err := deleteNamespace(ctx, kc, ns); err != nil {
 				return err
 			}
 		}
@@ -232,6 +294,35 @@ func runParent(n, rounds int, qps float32, burst int, settings []string) error {
 	return nil
 }
 
+// deleteNamespace deletes ns and waits until it is gone, so that the
+// garbage collection of a round's objects does not load the next round.
+func deleteNamespace(ctx context.Context, kc kubernetes.Interface, ns string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	if err := kc.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	for {
+		w, err := kc.CoreV1().Namespaces().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + ns})
+		if err != nil {
+			return fmt.Errorf("wait for namespace %s to go: %w", ns, err)
+		}
+		if _, err := kc.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			w.Stop()
+			return nil
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Deleted {
+				w.Stop()
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("namespace %s still there: %w", ns, ctx.Err())
+		}
+	}
+}
+
 func measureBaseline() (measurement, error) {
 	var best measurement
 	for i := range 3 {
@@ -253,15 +344,18 @@ func measureBaseline() (measurement, error) {
 // runRound starts a child for side in ns, creates n Foos once it is
 // synced, waits until every Foo has converged, and collects the child's
 // figures.
-func runRound(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface, kubeconfig, side, ns string, n int, setting string, qps float32, burst int) (measurement, error) {
+func runRound(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface, kubeconfig, side, ns string, n int, setting string, qps float32, burst int, profile string, peerEvents, diagnose bool) (measurement, error) {
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return measurement{}, err
 	}
 	if setting == "defaults" {
-		qps, burst = 0, 0
+		qps, burst = 0, 0 // client-go's own: 5 and 10
+		if side == "kloop" {
+			qps, burst = kloopDefaultQPS, kloopDefaultBurst
+		}
 	}
 	cmd := exec.Command(os.Args[0], "-child", side, "-kubeconfig", kubeconfig, "-namespace", ns,
-		"-qps", strconv.FormatFloat(float64(qps), 'f', -1, 32), "-burst", strconv.Itoa(burst))
+		"-qps", strconv.FormatFloat(float64(qps), 'f', -1, 32), "-burst", strconv.Itoa(burst), "-profile", profile, "-peer-events="+strconv.FormatBool(peerEvents), "-diagnose="+strconv.FormatBool(diagnose))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -297,11 +391,13 @@ func runRound(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface
 	wctx, wcancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer wcancel()
 	converged := make(chan time.Time, 1)
-	watchErr := make(chan error, 1)
-	go func() { watchErr <- watchConverged(wctx, dc, ns, n, converged) }()
+	watchErr := make(chan error, 2)
+	tl := newTimeline(n)
+	go func() { watchErr <- watchConverged(wctx, dc, ns, n, tl, converged) }()
+	go func() { watchErr <- watchDeployments(wctx, kc, ns, tl) }()
 
 	first := time.Now()
-	if err := createFoos(ctx, dc, ns, n); err != nil {
+	if err := createFoos(ctx, dc, ns, n, tl); err != nil {
 		return measurement{}, err
 	}
 	var at time.Time
@@ -317,11 +413,15 @@ func runRound(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface
 	if err != nil {
 		return measurement{}, err
 	}
+	wk, err := expect("WORK")
+	if err != nil {
+		return measurement{}, err
+	}
 	mem, err := expect("MEM")
 	if err != nil {
 		return measurement{}, err
 	}
-	m := measurement{seconds: at.Sub(first).Seconds(), reqs: map[string]int64{}}
+	m := measurement{seconds: at.Sub(first).Seconds(), reqs: map[string]int64{}, phases: tl.summary(first) + "\n    workers: " + wk}
 	for _, f := range strings.Fields(reqs) {
 		verb, count, _ := strings.Cut(f, "=")
 		c, err := strconv.ParseInt(count, 10, 64)
@@ -338,7 +438,7 @@ func runRound(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface
 
 // watchConverged sends the time at which every one of n Foos in ns has
 // status.availableReplicas == spec.replicas.
-func watchConverged(ctx context.Context, dc dynamic.Interface, ns string, n int, converged chan<- time.Time) error {
+func watchConverged(ctx context.Context, dc dynamic.Interface, ns string, n int, tl *timeline, converged chan<- time.Time) error {
 	done := map[string]bool{}
 	count := 0
 	rv := ""
@@ -360,6 +460,7 @@ func watchConverged(ctx context.Context, dc dynamic.Interface, ns string, n int,
 				done[u.GetName()] = ok
 				if ok {
 					count++
+					tl.mark(u.GetName(), phaseConverged)
 				} else {
 					count--
 				}
@@ -376,7 +477,7 @@ func watchConverged(ctx context.Context, dc dynamic.Interface, ns string, n int,
 	}
 }
 
-func createFoos(ctx context.Context, dc dynamic.Interface, ns string, n int) error {
+func createFoos(ctx context.Context, dc dynamic.Interface, ns string, n int, tl *timeline) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
@@ -397,6 +498,7 @@ func createFoos(ctx context.Context, dc dynamic.Interface, ns string, n int) err
 					errs <- err
 					return
 				}
+				tl.mark(u.GetName(), phaseCreated)
 			}
 		})
 	}
@@ -415,7 +517,7 @@ type counter struct {
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	v := verb(r)
 	if strings.Contains(r.URL.Path, "/events") {
-		v = "event-" + v // the kloop side records Events; the peer does not
+		v = "event-" + v // counted apart: Events are the recorders' writes
 	}
 	c.mu.Lock()
 	c.n[v]++
@@ -473,10 +575,13 @@ func verb(r *http.Request) string {
 
 // runChild runs one side until stdin closes: READY once synced, then on
 // the line REPORT, REQS (its requests by verb so far) and MEM.
-func runChild(side, kubeconfig, ns string, qps float32, burst int) error {
+func runChild(side, kubeconfig, ns string, qps float32, burst int, profile string, peerEvents, diagnose bool) error {
 	if side == "baseline" {
 		printMem()
 		return nil
+	}
+	if profile != "" {
+		goruntime.MemProfileRate = 4096 // fine enough to see a few MiB
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -488,11 +593,12 @@ func runChild(side, kubeconfig, ns string, qps float32, burst int) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wait func() error
+	w := &work{}
 	switch side {
 	case "kloop":
-		wait, err = runKloop(ctx, cfg, ns)
+		wait, err = runKloop(ctx, cfg, ns, w, diagnose)
 	case "client-go":
-		wait, err = runClientGo(ctx, cfg, ns)
+		wait, err = runClientGo(ctx, cfg, ns, peerEvents, w)
 	default:
 		err = fmt.Errorf("unknown side %q", side)
 	}
@@ -504,7 +610,13 @@ func runChild(side, kubeconfig, ns string, qps float32, burst int) error {
 	for in.Scan() {
 		if in.Text() == "REPORT" {
 			fmt.Println("REQS", c.String())
+			fmt.Println("WORK", w.String())
 			printMem()
+			if profile != "" {
+				if err := writeHeapProfile(profile); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	cancel()
@@ -512,11 +624,25 @@ func runChild(side, kubeconfig, ns string, qps float32, burst int) error {
 }
 
 func printMem() {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
+	goruntime.GC()
+	goruntime.GC()
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
 	fmt.Printf("MEM heap_inuse=%d rss=%d\n", ms.HeapInuse, vmRSS())
+}
+
+// writeHeapProfile writes the heap profile; printMem has just run two GCs,
+// so its inuse figures are what is retained.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func vmRSS() uint64 {
@@ -535,9 +661,14 @@ func vmRSS() uint64 {
 
 // runKloop sets up samples/foo on a kloop.App and returns once its caches
 // have synced.
-func runKloop(ctx context.Context, cfg *rest.Config, ns string) (wait func() error, err error) {
+func runKloop(ctx context.Context, cfg *rest.Config, ns string, w *work, diagnose bool) (wait func() error, err error) {
+	w.reg, w.reconcileTimeName = prometheus.NewRegistry(), "controller_runtime_reconcile_time_seconds"
+	var log slog.Handler = slog.DiscardHandler
+	if diagnose {
+		log = waitCounter{w}
+	}
 	app, err := kloop.New(cfg, kloop.Options{Name: foo.ControllerName, Scheme: foo.Scheme(), Namespace: ns,
-		Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+		Logger: slog.New(log), Registry: w.reg})
 	if err != nil {
 		return nil, err
 	}
@@ -553,23 +684,46 @@ func runKloop(ctx context.Context, cfg *rest.Config, ns string) (wait func() err
 	return wait, nil
 }
 
-// runClientGo is the sample-controller way on client-go, with a dynamic
-// client and informer for Foos.
-func runClientGo(ctx context.Context, cfg *rest.Config, ns string) (wait func() error, err error) {
+// runClientGo is the sample-controller way on client-go: typed informers
+// (for Foos built as sample-controller's generated informer is, on a
+// typed client for samples/foo's v1alpha1 types), a rate-limited
+// workqueue, UpdateStatus on every sync, and, when events is true, a
+// Synced event on every successful sync through client-go's event
+// broadcaster (sample-controller's controller.go does both).
+func runClientGo(ctx context.Context, cfg *rest.Config, ns string, events bool, w *work) (wait func() error, err error) {
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	dc, err := dynamic.NewForConfig(cfg)
+	fc, err := newFooClient(cfg, ns)
 	if err != nil {
 		return nil, err
 	}
 	kf := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithNamespace(ns))
-	df := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dc, 0, ns, nil)
 	depInformer := kf.Apps().V1().Deployments()
 	depLister := depInformer.Lister()
-	fooInformer := df.ForResource(foos)
-	fooLister := fooInformer.Lister()
+	fooInformer := cgcache.NewSharedIndexInformer(&cgcache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return fc.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return fc.Watch(ctx, opts)
+		},
+	}, &v1alpha1.Foo{}, 0, cgcache.Indexers{cgcache.NamespaceIndex: cgcache.MetaNamespaceIndexFunc})
+	fooLister := cgcache.NewGenericLister(fooInformer.GetIndexer(), v1alpha1.Resource.GroupResource())
+
+	var recorder cgrecord.EventRecorder = nopRecorder{}
+	var broadcaster cgrecord.EventBroadcaster
+	if events {
+		sch := runtime.NewScheme()
+		if err := errors.Join(clientgoscheme.AddToScheme(sch), v1alpha1.AddToScheme(sch)); err != nil {
+			return nil, err
+		}
+		broadcaster = cgrecord.NewBroadcaster(cgrecord.WithContext(ctx))
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kc.CoreV1().Events("")})
+		recorder = broadcaster.NewRecorder(sch, corev1.EventSource{Component: "sample-controller"})
+	}
+
 	queue := cgworkqueue.NewTypedRateLimitingQueueWithConfig(
 		cgworkqueue.DefaultTypedControllerRateLimiter[cgcache.ObjectName](),
 		cgworkqueue.TypedRateLimitingQueueConfig[cgcache.ObjectName]{Name: "foos"})
@@ -578,7 +732,7 @@ func runClientGo(ctx context.Context, cfg *rest.Config, ns string) (wait func() 
 			queue.Add(ref)
 		}
 	}
-	if _, err := fooInformer.Informer().AddEventHandler(cgcache.ResourceEventHandlerFuncs{
+	if _, err := fooInformer.AddEventHandler(cgcache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
 	}); err != nil {
@@ -588,18 +742,13 @@ func runClientGo(ctx context.Context, cfg *rest.Config, ns string) (wait func() 
 		if t, ok := obj.(cgcache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
-		m, err := metav1.Object(nil), error(nil)
-		if d, ok := obj.(*appsv1.Deployment); ok {
-			m = d
-		} else {
-			err = errors.New("not a Deployment")
-		}
-		if err != nil {
+		d, ok := obj.(*appsv1.Deployment)
+		if !ok {
 			return
 		}
-		if ref := metav1.GetControllerOf(m); ref != nil && ref.Kind == "Foo" {
-			if _, err := fooLister.ByNamespace(m.GetNamespace()).Get(ref.Name); err == nil {
-				queue.Add(cgcache.ObjectName{Namespace: m.GetNamespace(), Name: ref.Name})
+		if ref := metav1.GetControllerOf(d); ref != nil && ref.Kind == "Foo" {
+			if _, err := fooLister.ByNamespace(d.Namespace).Get(ref.Name); err == nil {
+				queue.Add(cgcache.ObjectName{Namespace: d.Namespace, Name: ref.Name})
 			}
 		}
 	}
@@ -622,46 +771,50 @@ func runClientGo(ctx context.Context, cfg *rest.Config, ns string) (wait func() 
 		if err != nil {
 			return err
 		}
-		f := obj.(*unstructured.Unstructured)
-		name, _, _ := unstructured.NestedString(f.Object, "spec", "deploymentName")
+		f := obj.(*v1alpha1.Foo)
+		name := f.Spec.DeploymentName
 		if name == "" {
 			return nil // sample-controller logs and drops it
 		}
-		replicas, hasReplicas, _ := unstructured.NestedInt64(f.Object, "spec", "replicas")
 		dep, err := depLister.Deployments(ref.Namespace).Get(name)
 		if apierrors.IsNotFound(err) {
-			dep, err = kc.AppsV1().Deployments(ref.Namespace).Create(ctx, newDeployment(f, name, replicas, hasReplicas), metav1.CreateOptions{})
+			dep, err = kc.AppsV1().Deployments(ref.Namespace).Create(ctx, newDeployment(f), metav1.CreateOptions{})
 		}
 		if err != nil {
 			return err
 		}
 		if !metav1.IsControlledBy(dep, f) {
-			return fmt.Errorf(foo.MessageResourceExists, dep.Name)
+			msg := fmt.Sprintf(foo.MessageResourceExists, dep.Name)
+			recorder.Event(f, corev1.EventTypeWarning, foo.ErrResourceExists, msg)
+			return errors.New(msg)
 		}
-		if hasReplicas && (dep.Spec.Replicas == nil || int64(*dep.Spec.Replicas) != replicas) {
-			dep, err = kc.AppsV1().Deployments(ref.Namespace).Update(ctx, newDeployment(f, name, replicas, hasReplicas), metav1.UpdateOptions{})
+		if f.Spec.Replicas != nil && *f.Spec.Replicas != ptr.Deref(dep.Spec.Replicas, 1) {
+			dep, err = kc.AppsV1().Deployments(ref.Namespace).Update(ctx, newDeployment(f), metav1.UpdateOptions{})
 			if err != nil {
 				return err
 			}
 		}
 		cp := f.DeepCopy()
-		if err := unstructured.SetNestedField(cp.Object, int64(dep.Status.AvailableReplicas), "status", "availableReplicas"); err != nil {
+		cp.Status.AvailableReplicas = dep.Status.AvailableReplicas
+		if _, err := fc.UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
-		_, err = dc.Resource(foos).Namespace(ref.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{})
-		return err
+		recorder.Event(f, corev1.EventTypeNormal, foo.SuccessSynced, foo.MessageResourceSynced)
+		return nil
 	}
 	kf.Start(ctx.Done())
-	df.Start(ctx.Done())
+	go fooInformer.RunWithContext(ctx)
 	var wg sync.WaitGroup
 	wait = func() error {
 		queue.ShutDown()
 		wg.Wait()
 		kf.Shutdown()
-		df.Shutdown()
+		if broadcaster != nil {
+			broadcaster.Shutdown()
+		}
 		return nil
 	}
-	if !cgcache.WaitForCacheSync(ctx.Done(), depInformer.Informer().HasSynced, fooInformer.Informer().HasSynced) {
+	if !cgcache.WaitForCacheSync(ctx.Done(), depInformer.Informer().HasSynced, fooInformer.HasSynced) {
 		return nil, errors.Join(errors.New("client-go caches did not sync"), wait())
 	}
 	for range workers {
@@ -671,7 +824,10 @@ func runClientGo(ctx context.Context, cfg *rest.Config, ns string) (wait func() 
 				if shutdown {
 					return
 				}
-				if err := syncFoo(ctx, ref); err != nil {
+				began := time.Now()
+				err := syncFoo(ctx, ref)
+				w.sync(time.Since(began))
+				if err != nil {
 					queue.AddRateLimited(ref)
 				} else {
 					queue.Forget(ref)
@@ -683,16 +839,45 @@ func runClientGo(ctx context.Context, cfg *rest.Config, ns string) (wait func() 
 	return wait, nil
 }
 
+// newFooClient is what sample-controller's generated clientset gives for
+// Foos in ns: a typed client on a REST client of its own (so with its own
+// client rate limiter, as the generated clientset has).
+func newFooClient(cfg *rest.Config, ns string) (*gentype.ClientWithList[*v1alpha1.Foo, *v1alpha1.FooList], error) {
+	sch := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(sch); err != nil {
+		return nil, err
+	}
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &v1alpha1.SchemeGroupVersion
+	c.APIPath = "/apis"
+	c.NegotiatedSerializer = serializer.NewCodecFactory(sch).WithoutConversion()
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	rc, err := rest.RESTClientFor(c)
+	if err != nil {
+		return nil, err
+	}
+	return gentype.NewClientWithList[*v1alpha1.Foo, *v1alpha1.FooList]("foos", rc, runtime.NewParameterCodec(sch), ns,
+		func() *v1alpha1.Foo { return &v1alpha1.Foo{} }, func() *v1alpha1.FooList { return &v1alpha1.FooList{} }), nil
+}
+
+// nopRecorder records nothing (the peer with -peer-events=false).
+type nopRecorder struct{ cgrecord.EventRecorder }
+
+func (nopRecorder) Event(runtime.Object, string, string, string) {}
+
 // newDeployment is sample-controller's: nginx pods labelled app=nginx and
 // controller=<foo>, owned by the Foo.
-func newDeployment(f *unstructured.Unstructured, name string, replicas int64, hasReplicas bool) *appsv1.Deployment {
-	lbls := map[string]string{"app": "nginx", "controller": f.GetName()}
-	d := &appsv1.Deployment{
+func newDeployment(f *v1alpha1.Foo) *appsv1.Deployment {
+	lbls := map[string]string{"app": "nginx", "controller": f.Name}
+	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: f.GetNamespace(),
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(f, schema.GroupVersionKind{Group: foos.Group, Version: foos.Version, Kind: "Foo"})},
+			Name: f.Spec.DeploymentName, Namespace: f.Namespace,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(f, v1alpha1.Kind)},
 		},
 		Spec: appsv1.DeploymentSpec{
+			Replicas: f.Spec.Replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: lbls},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: lbls},
@@ -700,8 +885,4 @@ func newDeployment(f *unstructured.Unstructured, name string, replicas int64, ha
 			},
 		},
 	}
-	if hasReplicas {
-		d.Spec.Replicas = ptr.To(int32(replicas))
-	}
-	return d
 }

@@ -1,0 +1,181 @@
+package testlint
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// repoRoot is the repository's root, two levels up from this package.
+const repoRoot = "../.."
+
+// allowed are the waits the repository-wide check accepts, by
+// "file:function" (the file relative to the repository's root), each with
+// the reason. Keep it short: an entry is a wait that no event can drive.
+// (internal/await.Authorized, the one poll on API state, is not a test file.)
+var allowed = map[string]string{
+	"faults/silent_test.go:TestFault_SilentWatch_NoticedReconnectedAndCaughtUp": "holds the " +
+		"blackhole for the length of the fault under test; it waits for no goroutine and no state",
+}
+
+// TestRepo_NoWallClockWaitsInTests parses every _test.go file of the
+// repository (every module but bench/, whose programs are not tests) and
+// fails naming each wait that may run on the wall clock.
+func TestRepo_NoWallClockWaitsInTests(t *testing.T) {
+	fset := token.NewFileSet()
+	files := 0
+	used := map[string]bool{}
+	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(repoRoot, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if rel != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor" || rel == "bench") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		for _, w := range WallClockWaits(fset, f) {
+			key := filepath.ToSlash(rel) + ":" + w.Func
+			if _, ok := allowed[key]; ok {
+				used[key] = true
+				continue
+			}
+			t.Errorf("%s:%d: %s outside a synctest bubble (in %s): wait on a channel, a condition (internal/await), a fake clock or testing/synctest instead",
+				filepath.ToSlash(rel), w.Pos.Line, w.Call, w.Func)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A walk that found nothing would pass vacuously.
+	if files < 100 {
+		t.Fatalf("checked only %d test files under %s; is the repository root right?", files, repoRoot)
+	}
+	for key := range allowed {
+		if !used[key] {
+			t.Errorf("allowed %s waits no more (or moved): remove it from the list", key)
+		}
+	}
+}
+
+func check(t *testing.T, src string) []Finding {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "p_test.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return WallClockWaits(fset, f)
+}
+
+func TestWallClockWaits_ReportsOnlyWaitsOutsideABubble(t *testing.T) {
+	src := `package p
+
+import (
+	"testing"
+	st "testing/synctest"
+	clock "time"
+)
+
+func TestA(t *testing.T) {
+	clock.Sleep(1) // line 10: wall clock
+	st.Test(t, func(t *testing.T) {
+		clock.Sleep(1) // in the bubble
+		go func() { clock.Sleep(1) }() // a goroutine of the bubble
+		<-clock.After(1)
+		clock.NewTicker(1)
+	})
+	st.Run(func() { clock.Sleep(1) })
+	go func() {
+		clock.Sleep(1) // line 19: a goroutine outside any bubble
+	}()
+}
+
+func helper() { clock.Sleep(1) } // line 23: lexically outside
+
+func TestB(t *testing.T) {
+	st.Test(t, func(t *testing.T) { helper() })
+	f := func() { clock.Sleep(1) } // line 27: a literal not passed to synctest
+	st.Test(t, f)
+}
+`
+	var got []string
+	for _, f := range check(t, src) {
+		got = append(got, f.Func+":"+string(rune('0'+f.Pos.Line/10))+string(rune('0'+f.Pos.Line%10)))
+	}
+	if want := []string{"TestA:10", "TestA:19", "helper:23", "TestB:27"}; !slices.Equal(got, want) {
+		t.Errorf("reported %v, want %v", got, want)
+	}
+}
+
+func TestWallClockWaits_ReportsTickersAndBareAfterButNotADeadlineCase(t *testing.T) {
+	src := `package p
+
+import (
+	"testing"
+	"time"
+)
+
+type h struct{}
+
+func (*h) poll(ch chan int) {
+	tick := time.NewTicker(time.Millisecond) // line 11
+	for range time.Tick(1) {                 // line 12
+	}
+	<-time.After(time.Second) // line 14
+	select {
+	case <-ch:
+	case <-time.After(time.Second): // a deadline
+	}
+	_ = tick
+}
+`
+	var got []string
+	for _, f := range check(t, src) {
+		got = append(got, f.Call+" in "+f.Func)
+	}
+	if want := []string{"time.NewTicker in h.poll", "time.Tick in h.poll", "<-time.After in h.poll"}; !slices.Equal(got, want) {
+		t.Errorf("reported %v, want %v", got, want)
+	}
+}
+
+func TestWallClockWaits_IgnoresAFileThatDoesNotImportTime(t *testing.T) {
+	src := `package p
+
+import "testing"
+
+type clock struct{}
+
+func (clock) Sleep(int) {}
+
+var time clock
+
+func TestA(t *testing.T) { time.Sleep(1) }
+`
+	if got := check(t, src); len(got) != 0 {
+		t.Errorf("reported %v in a file that does not import time", got)
+	}
+}
