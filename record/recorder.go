@@ -136,10 +136,16 @@ type Recorder struct {
 	sink    sink
 	metrics *recorderMetrics
 
-	queue   chan pending
 	mu      sync.RWMutex // write-locked once, when Start stops accepting events
 	stopped bool
 	started atomic.Bool
+
+	// The queue: events waiting for Start, at most QueueSize. It holds
+	// memory only while events wait (Start takes the whole slice), rather
+	// than a buffer of QueueSize events for the recorder's life.
+	qmu    sync.Mutex
+	queued []pending
+	wake   chan struct{} // capacity 1: something was queued
 
 	// Owned by Start's goroutine.
 	recent  *lru
@@ -185,7 +191,7 @@ func newRecorder(s sink, opts Options) (*Recorder, error) {
 		opts:    opts,
 		sink:    s,
 		metrics: m,
-		queue:   make(chan pending, opts.QueueSize),
+		wake:    make(chan struct{}, 1),
 		recent:  newLRU(opts.CacheSize),
 	}, nil
 }
@@ -221,12 +227,30 @@ func (r *Recorder) Event(obj watcher.Object, eventType, reason, message string) 
 		r.metrics.dropped(reasonStopped)
 		return
 	}
-	select {
-	case r.queue <- p:
-	default:
+	r.qmu.Lock()
+	full := len(r.queued) >= r.opts.QueueSize
+	if !full {
+		r.queued = append(r.queued, p)
+	}
+	r.qmu.Unlock()
+	if full {
 		r.metrics.dropped(reasonQueueFull)
 		r.opts.Logger.Debug("event dropped: queue full", "reason", reason, "namespace", ref.Namespace, "name", ref.Name)
+		return
 	}
+	select {
+	case r.wake <- struct{}{}:
+	default: // Start is woken already
+	}
+}
+
+// take empties the queue and returns what it held, oldest first.
+func (r *Recorder) take() []pending {
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	ps := r.queued
+	r.queued = nil
+	return ps
 }
 
 // Eventf is Event with a fmt.Sprintf message.
@@ -246,20 +270,14 @@ func (r *Recorder) Start(ctx context.Context) error {
 	r.drainBy = time.Time{}
 	for {
 		select {
-		case p := <-r.queue:
-			r.writeBatch(ctx, r.batch(p))
+		case <-r.wake:
+			r.writeBatch(ctx, r.batch(r.take()))
 		case <-ctx.Done():
 			r.mu.Lock()
-			r.stopped = true
+			r.stopped = true // no event is queued after this
 			r.mu.Unlock()
-			for {
-				select {
-				case p := <-r.queue:
-					r.writeBatch(ctx, r.batch(p))
-				default:
-					return nil
-				}
-			}
+			r.writeBatch(ctx, r.batch(r.take()))
+			return nil
 		}
 	}
 }
@@ -294,9 +312,9 @@ type aggregate struct {
 	first time.Time
 }
 
-// batch takes p and whatever else is queued right now, and folds repeats of
-// one event into one aggregate, keeping the order of first appearance.
-func (r *Recorder) batch(p pending) []*aggregate {
+// batch folds repeats of one event in ps into one aggregate, keeping the
+// order of first appearance.
+func (r *Recorder) batch(ps []pending) []*aggregate {
 	var (
 		out   []*aggregate
 		byKey = map[eventKey]*aggregate{}
@@ -312,14 +330,8 @@ func (r *Recorder) batch(p pending) []*aggregate {
 		byKey[k] = a
 		out = append(out, a)
 	}
-	add(p)
-	for range cap(r.queue) {
-		select {
-		case p := <-r.queue:
-			add(p)
-		default:
-			return out
-		}
+	for _, p := range ps {
+		add(p)
 	}
 	return out
 }
