@@ -1,7 +1,6 @@
 package record
 
 import (
-	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
@@ -396,7 +395,7 @@ func (r *Recorder) write(ctx context.Context, a *aggregate) {
 		r.opts.Logger.Error("could not create event", "err", err, "reason", a.reason, "namespace", a.ref.Namespace, "name", a.ref.Name)
 		return
 	}
-	r.recent.put(k, &written{namespace: created.Namespace, name: created.Name, count: a.n})
+	r.recent.put(k, written{namespace: created.Namespace, name: created.Name, count: a.n})
 	r.metrics.written(resultCreated, int(a.n))
 }
 
@@ -467,20 +466,23 @@ type written struct {
 	count           int32
 }
 
-// lru remembers the most recently seen events, up to a size.
+// lru remembers the most recently seen events, up to a size: a map to
+// items that are themselves the links of the recency list (most recent at
+// the head), so that an event costs one item and its map entry.
 type lru struct {
-	size  int
-	order *list.List // of eventKey, most recent at the front
-	items map[eventKey]*lruItem
+	size       int
+	head, tail *lruItem
+	items      map[eventKey]*lruItem
 }
 
 type lruItem struct {
-	elem *list.Element
-	w    *written
+	key        eventKey
+	prev, next *lruItem
+	w          written
 }
 
 func newLRU(size int) *lru {
-	return &lru{size: size, order: list.New(), items: make(map[eventKey]*lruItem)}
+	return &lru{size: size, items: make(map[eventKey]*lruItem)}
 }
 
 func (l *lru) get(k eventKey) (*written, bool) {
@@ -488,29 +490,58 @@ func (l *lru) get(k eventKey) (*written, bool) {
 	if !ok {
 		return nil, false
 	}
-	l.order.MoveToFront(it.elem)
-	return it.w, true
+	l.unlink(it)
+	l.pushFront(it)
+	return &it.w, true
 }
 
-func (l *lru) put(k eventKey, w *written) {
+func (l *lru) put(k eventKey, w written) {
 	if it, ok := l.items[k]; ok {
 		it.w = w
-		l.order.MoveToFront(it.elem)
+		l.unlink(it)
+		l.pushFront(it)
 		return
 	}
-	l.items[k] = &lruItem{elem: l.order.PushFront(k), w: w}
-	for l.order.Len() > l.size {
-		last := l.order.Back()
-		l.order.Remove(last)
-		delete(l.items, last.Value.(eventKey))
+	it := &lruItem{key: k, w: w}
+	l.items[k] = it
+	l.pushFront(it)
+	for len(l.items) > l.size {
+		last := l.tail
+		l.unlink(last)
+		delete(l.items, last.key)
 	}
 }
 
 func (l *lru) remove(k eventKey) {
 	if it, ok := l.items[k]; ok {
-		l.order.Remove(it.elem)
+		l.unlink(it)
 		delete(l.items, k)
 	}
+}
+
+func (l *lru) pushFront(it *lruItem) {
+	it.prev, it.next = nil, l.head
+	if l.head != nil {
+		l.head.prev = it
+	}
+	l.head = it
+	if l.tail == nil {
+		l.tail = it
+	}
+}
+
+func (l *lru) unlink(it *lruItem) {
+	if it.prev != nil {
+		it.prev.next = it.next
+	} else if l.head == it {
+		l.head = it.next
+	}
+	if it.next != nil {
+		it.next.prev = it.prev
+	} else if l.tail == it {
+		l.tail = it.prev
+	}
+	it.prev, it.next = nil, nil
 }
 
 // Metric results and drop reasons.

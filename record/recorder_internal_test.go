@@ -236,3 +236,32 @@ func TestStart_DrainingAHungAPIServerEndsAfterDrainTimeout(t *testing.T) {
 		}
 	})
 }
+
+func TestLRU_ForgetsTheLeastRecentlySeen(t *testing.T) {
+	l := newLRU(2)
+	key := func(reason string) eventKey { return eventKey{name: "p", reason: reason} }
+	l.put(key("A"), written{name: "a"})
+	l.put(key("B"), written{name: "b"})
+	if w, ok := l.get(key("A")); !ok || w.name != "a" { // A is now the most recent
+		t.Fatalf("get A = %v, %v; want a", w, ok)
+	}
+	l.put(key("C"), written{name: "c"}) // evicts B
+	if _, ok := l.get(key("B")); ok {
+		t.Error("B is remembered; want it forgotten as the least recently seen")
+	}
+	for _, r := range []string{"A", "C"} {
+		if _, ok := l.get(key(r)); !ok {
+			t.Errorf("%s is forgotten; want it remembered", r)
+		}
+	}
+	l.remove(key("A"))
+	l.remove(key("C"))
+	if len(l.items) != 0 || l.head != nil || l.tail != nil {
+		t.Errorf("after removing all: %d items, head %p, tail %p; want an empty list", len(l.items), l.head, l.tail)
+	}
+	w, _ := func() (*written, bool) { l.put(key("D"), written{count: 1}); return l.get(key("D")) }()
+	w.count = 5
+	if got, _ := l.get(key("D")); got.count != 5 {
+		t.Errorf("count after changing the remembered event = %d, want 5 (get returns the item's own)", got.count)
+	}
+}

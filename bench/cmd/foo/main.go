@@ -613,6 +613,7 @@ func runChild(side, kubeconfig, ns string, qps float32, burst int, profile strin
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		if in.Text() == "REPORT" {
+			w.settle()
 			fmt.Println("REQS", c.String())
 			fmt.Println("WORK", w.String())
 			printMem()
@@ -667,6 +668,7 @@ func vmRSS() uint64 {
 // have synced.
 func runKloop(ctx context.Context, cfg *rest.Config, ns string, w *work, diagnose bool) (wait func() error, err error) {
 	w.reg, w.reconcileTimeName = prometheus.NewRegistry(), "controller_runtime_reconcile_time_seconds"
+	w.idle = func() bool { return gauges(w.reg, "workqueue_depth", "controller_runtime_active_workers") == 0 }
 	var log slog.Handler = slog.DiscardHandler
 	if diagnose {
 		log = waitCounter{w}
@@ -806,6 +808,8 @@ func runClientGo(ctx context.Context, cfg *rest.Config, ns string, events bool, 
 		recorder.Event(f, corev1.EventTypeNormal, foo.SuccessSynced, foo.MessageResourceSynced)
 		return nil
 	}
+	var inFlight atomic.Int64
+	w.idle = func() bool { return queue.Len() == 0 && inFlight.Load() == 0 }
 	kf.Start(ctx.Done())
 	go fooInformer.RunWithContext(ctx)
 	var wg sync.WaitGroup
@@ -829,7 +833,9 @@ func runClientGo(ctx context.Context, cfg *rest.Config, ns string, events bool, 
 					return
 				}
 				began := time.Now()
+				inFlight.Add(1)
 				err := syncFoo(ctx, ref)
+				inFlight.Add(-1)
 				w.sync(time.Since(began))
 				if err != nil {
 					queue.AddRateLimited(ref)
