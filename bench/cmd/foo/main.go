@@ -149,8 +149,8 @@ func main() {
 type measurement struct {
 	seconds float64
 	reqs    map[string]int64 // by verb
-	heap    uint64 // HeapInuse after GC
-	live    uint64 // HeapAlloc after GC: the bytes of live objects, pprof's inuse_space
+	heap    uint64           // HeapInuse after GC
+	live    uint64           // HeapAlloc after GC: the bytes of live objects, pprof's inuse_space
 	rss     uint64
 	phases  string // what the time is made of
 }
