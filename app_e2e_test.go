@@ -13,12 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/testenv"
@@ -95,13 +95,12 @@ func TestApp_ControllerReadsItsOwnWritesRecordsEventsAndServesItsMetrics(t *test
 		}
 	}
 	var events *corev1.EventList
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		events, err = kc.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Copied"})
-		return err == nil && len(events.Items) == 3, nil
+	copied := metav1.ListOptions{FieldSelector: "reason=Copied"}
+	await.Watched(t, "3 Copied events", kc.CoreV1().Events(ns), copied, func(ctx context.Context) (bool, error) {
+		var err error
+		events, err = kc.CoreV1().Events(ns).List(ctx, copied)
+		return err == nil && len(events.Items) == 3, err
 	})
-	if err != nil {
-		t.Fatalf("3 Copied events not within 30s: %v", err)
-	}
 	for _, e := range events.Items {
 		if e.Source.Component != "copier" {
 			t.Errorf("event source %q, want the App's name copier", e.Source.Component)

@@ -45,6 +45,7 @@ type objectsConfig struct {
 	gvr           schema.GroupVersionResource
 	clusterScoped bool
 	scope         informer.Scope
+	namespace     *string // InNamespace; nil: Options.Namespace
 }
 
 // WithResource names the kind's resource instead of asking the API server's
@@ -67,6 +68,14 @@ func WithSelectors(labelSelector, fieldSelector string) ObjectsOption {
 	return func(c *objectsConfig) {
 		c.scope.LabelSelector, c.scope.FieldSelector = labelSelector, fieldSelector
 	}
+}
+
+// InNamespace watches a namespaced kind in namespace ns ("" for every
+// namespace) instead of Options.Namespace: for a program whose objects'
+// namespace comes from elsewhere, such as a config file. It has no effect
+// on a cluster-scoped kind.
+func InNamespace(ns string) ObjectsOption {
+	return func(c *objectsConfig) { c.namespace = &ns }
 }
 
 // Objects returns the App's handle on the kind of T, which the App's scheme
@@ -137,9 +146,16 @@ func (h *Handle[T]) resolve(sample T, opts []ObjectsOption) error {
 	h.scope = cfg.scope
 	h.namespaced = namespaced
 	if namespaced {
-		h.scope.Namespace = a.opts.Namespace
+		h.scope.Namespace = cfg.namespaceOr(a.opts.Namespace)
 	}
 	return nil
+}
+
+func (c *objectsConfig) namespaceOr(def string) string {
+	if c.namespace != nil {
+		return *c.namespace
+	}
+	return def
 }
 
 // Err is the error Objects met, or nil.

@@ -11,12 +11,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/debug"
+	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
@@ -35,7 +38,16 @@ type fooRun struct {
 	reg  *prometheus.Registry
 	srv  *debug.Server
 	logs *syncbuf.Buffer
+	// changed is notified after every log line of the controller (each
+	// failed reconcile logs one) and every event its Deployment informer
+	// hands out: what moves the snapshot's counts.
+	changed await.Signal
 }
+
+// notifier is an io.Writer that only notifies sig.
+type notifier struct{ sig *await.Signal }
+
+func (n notifier) Write(p []byte) (int, error) { n.sig.Notify(); return len(p), nil }
 
 // Names of the Foo controller's informers and controller on the page.
 const (
@@ -66,13 +78,23 @@ func newFooRun(t *testing.T, env *testenv.Env, before ...string) *fooRun {
 	for _, name := range before {
 		r.createFoo(name, name)
 	}
-	log := slog.New(slog.NewTextHandler(r.logs, nil))
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(r.logs, notifier{&r.changed}), nil))
 	app, err := kloop.New(env.Config, kloop.Options{Name: foo.ControllerName, Scheme: foo.Scheme(), Namespace: r.ns, Logger: log, Registry: r.reg,
 		DebugAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := foo.Setup(app, foo.DefaultWorkers); err != nil {
+		t.Fatal(err)
+	}
+	// The Foo controller's own Deployment informer (the App shares one per
+	// resource): its handlers run once the cache has the change.
+	notify := func() { r.changed.Notify() }
+	if _, err := kloop.Objects[*appsv1.Deployment](app).Informer().AddHandler(informer.HandlerFuncs[*appsv1.Deployment]{
+		AddFunc:    func(*appsv1.Deployment, bool) { notify() },
+		UpdateFunc: func(_, _ *appsv1.Deployment) { notify() },
+		DeleteFunc: func(informer.Deleted[*appsv1.Deployment]) { notify() },
+	}, informer.HandlerOptions{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	r.srv = app.Debug()

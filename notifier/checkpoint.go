@@ -19,7 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/kloop-dev/kloop/client"
 )
 
 // Checkpoint types.
@@ -208,7 +209,7 @@ func (f *fileStore) save(_ context.Context, st *ckState) error {
 
 // configMapStore keeps the checkpoint in a ConfigMap's binaryData.
 type configMapStore struct {
-	kc              kubernetes.Interface
+	cms             *client.Resource[*corev1.ConfigMap]
 	namespace, name string
 	// rv is the resourceVersion last read or written, "" if the
 	// ConfigMap does not exist.
@@ -218,7 +219,7 @@ type configMapStore struct {
 func (c *configMapStore) where() string { return "ConfigMap " + c.namespace + "/" + c.name }
 
 func (c *configMapStore) load(ctx context.Context) (*ckState, error) {
-	cm, err := c.kc.CoreV1().ConfigMaps(c.namespace).Get(ctx, c.name, metav1.GetOptions{})
+	cm, err := c.cms.Get(ctx, c.namespace, c.name)
 	if apierrors.IsNotFound(err) {
 		c.rv = ""
 		return nil, nil
@@ -247,21 +248,20 @@ func (c *configMapStore) save(ctx context.Context, st *ckState) error {
 			Labels: map[string]string{"app.kubernetes.io/component": "notifier-checkpoint"}},
 		BinaryData: map[string][]byte{checkpointKey: b},
 	}
-	cms := c.kc.CoreV1().ConfigMaps(c.namespace)
 	var out *corev1.ConfigMap
 	if c.rv == "" {
-		out, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+		out, err = c.cms.Create(ctx, cm)
 		if apierrors.IsAlreadyExists(err) {
 			// Written by an earlier life of this notifier since the
 			// load: ours is newer.
 			var cur *corev1.ConfigMap
-			if cur, err = cms.Get(ctx, c.name, metav1.GetOptions{}); err == nil {
+			if cur, err = c.cms.Get(ctx, c.namespace, c.name); err == nil {
 				cm.ResourceVersion = cur.ResourceVersion
-				out, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+				out, err = c.cms.Update(ctx, cm)
 			}
 		}
 	} else {
-		out, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+		out, err = c.cms.Update(ctx, cm)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			// Someone else wrote it (or removed it): this process's
 			// state is what it notified, so it wins.

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -22,7 +23,7 @@ import (
 func runNotifier(t *testing.T, cfg Config, logs *logBuffer) (stop func()) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	n, err := New(controlPlane.Env(t).Config, cfg, Options{Logger: logs.Logger(), Registerer: reg, Gatherer: reg})
+	n, err := New(newApp(t, controlPlane.Env(t).Config, kloop.Options{Logger: logs.Logger(), Registry: reg}), cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
+
+	"github.com/kloop-dev/kloop"
 )
 
 func noEnv(string) (string, bool) { return "", false }
@@ -357,7 +359,7 @@ func TestValidate_BoundsTheQueueSize(t *testing.T) {
 		t.Errorf("ParseConfig with queuesize 1e9 = %v, want the bound named", err)
 	}
 	cfg := Config{Resources: []string{"pod"}, Sinks: []SinkConfig{{Type: SinkLog, QueueSize: 1 << 62}}}
-	if _, err := New(&rest.Config{Host: "http://127.0.0.1:1"}, cfg, Options{Registerer: prometheus.NewRegistry()}); err == nil || !strings.Contains(err.Error(), "queuesize") {
+	if _, err := New(newApp(t, &rest.Config{Host: "http://127.0.0.1:1"}, kloop.Options{Registry: prometheus.NewRegistry()}), cfg, Options{}); err == nil || !strings.Contains(err.Error(), "queuesize") {
 		t.Errorf("New with queuesize 1<<62 = %v, want a queuesize error", err)
 	}
 	if _, err := ParseConfig([]byte("resource: {pod: true}\nhandler: {log: {queuesize: 1000000}}\n"), noEnv); err != nil {

@@ -3,7 +3,6 @@ package notifier
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/metrics/metricstest"
 	"github.com/kloop-dev/kloop/testenv"
@@ -75,16 +75,13 @@ func TestNotifier_CustomResourcesThroughTheDynamicClientAndMetricsOnTheHTTPEndpo
 
 	recv := newReceiver(t)
 	reg := prometheus.NewRegistry()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &logBuffer{}
-	n, err := New(e.Config, Config{
+	app := newApp(t, e.Config, kloop.Options{Logger: logs.Logger(), Registry: reg, MetricsAddr: "127.0.0.1:0", HealthAddr: "127.0.0.1:0"})
+	n, err := New(app, Config{
 		Namespace:       ns,
 		CustomResources: []CustomResource{{Group: gadgets.Group, Version: gadgets.Version, Resource: gadgets.Resource}},
 		Sinks:           []SinkConfig{{Name: "hook", Type: SinkWebhook, URL: recv.URL + "/hook", IncludeObject: true, IncludeChanges: true}},
-	}, Options{Logger: logs.Logger(), Registerer: reg, Gatherer: reg, Listener: lis})
+	}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +113,7 @@ func TestNotifier_CustomResourcesThroughTheDynamicClientAndMetricsOnTheHTTPEndpo
 		t.Errorf("received:\n%s", got)
 	}
 
-	resp, err := http.Get("http://" + lis.Addr().String() + "/metrics")
+	resp, err := http.Get("http://" + app.Manager().MetricsAddr().String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

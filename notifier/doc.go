@@ -2,9 +2,21 @@
 // Kubernetes objects it watches: kubewatch, built on kloop.
 //
 // A Config (parsed from kubewatch's .kubewatch.yaml by ParseConfig) names
-// the resources, built-in or custom, and the sinks. New registers one
-// informer per resource on a single informer.Factory; Run runs them and the
-// sinks under a manager.Manager until its context is done.
+// the resources, built-in or custom, and the sinks. The notifier is
+// assembled on a kloop.App like every kloop program: the App gives the
+// logger, the metrics registry, /metrics and the probes, leader election
+// and the one informer factory; New asks that factory for one informer
+// per resource (kloop.Objects, or kloop.Unstructured for a custom
+// resource) and adds the notifier to the App, whose Run runs it:
+//
+//	app, err := kloop.New(restCfg, kloop.Options{Name: "notifier", MetricsAddr: ":2112"})
+//	...
+//	if _, err := notifier.New(app, cfg, notifier.Options{}); err != nil { ... }
+//	return app.Run(ctx)
+//
+// With leader election only the leader notifies: it loads the checkpoint
+// when it takes over (see Checkpoint), so a new leader notifies what
+// changed since the old one's last save.
 //
 // # What is notified
 //

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -48,14 +49,14 @@ func TestNotifier_StopDeliversWhatTheSinkHasQueued(t *testing.T) {
 	// A log sink after the slow one: an event is offered to the sinks in
 	// order, so its line for c means c is in the slow sink's queue.
 	lines := &lineSignal{want: "/c\n", seen: make(chan struct{})}
-	n, err := New(e.Config, Config{
+	n, err := New(newApp(t, e.Config, kloop.Options{Logger: logs.Logger(), Registry: reg}), Config{
 		Namespace: ns,
 		Resources: []string{"configmap"},
 		Sinks: []SinkConfig{
 			{Name: "slow", Type: SinkWebhook, URL: srv.URL},
 			{Name: "signal", Type: SinkLog},
 		},
-	}, Options{Logger: logs.Logger(), Registerer: reg, Gatherer: reg, Out: lines, DrainTimeout: time.Minute})
+	}, Options{Out: lines, DrainTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

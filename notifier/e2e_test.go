@@ -18,7 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/metrics/metricstest"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -138,7 +140,7 @@ func TestNotifier_NotifiesChangesAfterStartOnlyAndSuppressesNoOpAndStatusUpdates
 		},
 	}
 	logs := &logBuffer{}
-	n, err := New(e.Config, cfg, Options{Logger: logs.Logger(), Registerer: reg, Gatherer: reg})
+	n, err := New(newApp(t, e.Config, kloop.Options{Logger: logs.Logger(), Registry: reg}), cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +298,7 @@ func runSynced(t *testing.T, n *Notifier, logs *logBuffer) (done <-chan error, s
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
 	ch := make(chan error, 1)
-	go func() { ch <- n.Run(ctx) }()
+	go func() { ch <- n.app.Run(ctx) }()
 	select {
 	case <-n.Synced():
 	case err := <-ch:
@@ -305,4 +307,15 @@ func runSynced(t *testing.T, n *Notifier, logs *logBuffer) (done <-chan error, s
 		t.Fatalf("not synced within 60s; logs:\n%s", logs)
 	}
 	return ch, stop
+}
+
+// newApp is the App of one notifier under test: its own registry, no
+// server unless kopts asks for one.
+func newApp(t *testing.T, cfg *rest.Config, kopts kloop.Options) *kloop.App {
+	t.Helper()
+	app, err := kloop.New(cfg, kopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -54,8 +55,8 @@ func TestNotifier_AllTenHandlersGetEachChangeOnceAndNoSecretValue(t *testing.T) 
 
 	reg := prometheus.NewRegistry()
 	logs := &logBuffer{}
-	n, err := New(e.Config, Config{Namespace: ns, Resources: []string{"configmap", "secret"}, Sinks: sinks},
-		Options{Logger: logs.Logger(), Registerer: reg, Gatherer: reg})
+	n, err := New(newApp(t, e.Config, kloop.Options{Logger: logs.Logger(), Registry: reg}), Config{Namespace: ns, Resources: []string{"configmap", "secret"}, Sinks: sinks},
+		Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

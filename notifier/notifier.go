@@ -7,45 +7,28 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
+	"net/http"
 	"os"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
+	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/manager"
-	"github.com/kloop-dev/kloop/metrics/secure"
 )
 
-// Options configures a Notifier. The zero value works: logs to
-// slog.Default, metrics on the kloop registry, no HTTP server, log sinks
-// writing to stdout.
+// Options configures a Notifier. The zero value works: log sinks write to
+// stdout, kubewatch's drain and retry defaults. Logger, metrics registry,
+// HTTP servers and leader election are the App's (kloop.Options).
 type Options struct {
-	// Logger receives logs. Default slog.Default().
-	Logger *slog.Logger
-	// Registerer holds the metrics; Gatherer is what /metrics serves.
-	// Default: the kloop registry.
-	Registerer prometheus.Registerer
-	Gatherer   prometheus.Gatherer
-	// HTTPAddr, if set, serves /metrics, /healthz and /readyz there.
-	HTTPAddr string
-	// HealthAddr, if set, serves /healthz and /readyz there instead.
-	HealthAddr string
-	// SecureMetrics, if set, serves /metrics over TLS to callers the API
-	// server authenticates and authorizes (package metrics/secure).
-	SecureMetrics *secure.Options
-	// Listener, if set, is used instead of HTTPAddr; Run closes it.
-	Listener net.Listener
 	// Out receives the lines of log sinks. Default os.Stdout.
 	Out io.Writer
 	// DrainTimeout bounds how long a stopping notifier keeps delivering
-	// what its sinks have queued. Default 10s.
+	// what its sinks have queued. Default 10s. The App's ShutdownTimeout
+	// must be longer (New checks).
 	DrainTimeout time.Duration
 	// RetryBase is the wait after a sink's first failed attempt, doubled
 	// after each further one up to RetryMax. Defaults 500ms and 30s.
@@ -62,20 +45,21 @@ type Options struct {
 const DefaultCheckpointInterval = time.Second
 
 // Notifier watches the resources of a Config and sends a notification to
-// its sinks for every create, update and delete after its start.
+// its sinks for every create, update and delete after its start. It is a
+// runnable of a kloop.App: New adds it, the App's Run runs it.
 type Notifier struct {
-	cfg     Config
-	opts    Options
-	log     *slog.Logger
-	secure  *secure.Secure // for /metrics, if Options.SecureMetrics
-	m       *notifierMetrics
-	factory *informer.Factory
-	// regs are the notifier's handler registrations: Synced waits for
-	// them to have taken the initial list.
-	regs    []*informer.Registration
+	app  *kloop.App
+	cfg  Config
+	opts Options
+	log  *slog.Logger
+	m    *notifierMetrics
+	// watched are the notifier's informers, made in New on the App's
+	// factory; their handlers are added in Start, once the checkpoint is
+	// loaded.
+	watched []watched
 	sources []*source
 	// store keeps the checkpoint (nil: none); tracker is it in memory,
-	// from Run on.
+	// from Start on.
 	store      checkpointStore
 	tracker    *tracker
 	deliveries []*delivery
@@ -86,57 +70,58 @@ type Notifier struct {
 	started bool
 }
 
-// New builds a notifier: it validates cfg, creates the sinks and registers
-// an informer per resource on one shared factory. It starts nothing and
-// makes no request.
-func New(restCfg *rest.Config, cfg Config, opts Options) (*Notifier, error) {
+// watched is one informer of the notifier and the source it feeds.
+type watched struct {
+	src *source
+	inf informerOf
+}
+
+// New builds a notifier on app and adds it to app as a runnable: it
+// validates cfg, creates the sinks, and asks the App's factory for an
+// informer per resource (kloop.Objects for the built-in kinds,
+// kloop.Unstructured for custom resources), in cfg.Namespace whatever the
+// App's namespace. It starts nothing and makes no request; app.Run runs
+// it. Its metrics are registered on the App's registry, its logs go to the
+// App's logger, and its checkpoint ConfigMap is written through the App's
+// client.
+//
+// The notifier needs leadership: with the App's leader election only the
+// leader notifies, and it loads the checkpoint when it takes over, so a
+// new leader notifies what changed since the last one's last save. The
+// informers run on every replica, as the App's always do.
+func New(app *kloop.App, cfg Config, opts Options) (*Notifier, error) {
 	cfg.Sinks = append([]SinkConfig(nil), cfg.Sinks...)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
 	if opts.Out == nil {
 		opts.Out = os.Stdout
 	}
-	if opts.DrainTimeout <= 0 {
-		opts.DrainTimeout = DefaultDrainTimeout
-	}
-	if opts.RetryBase <= 0 {
-		opts.RetryBase = DefaultRetryBase
-	}
-	if opts.RetryMax <= 0 {
-		opts.RetryMax = DefaultRetryMax
-	}
+	opts.DrainTimeout = cmp.Or(max(opts.DrainTimeout, 0), DefaultDrainTimeout)
+	opts.RetryBase = cmp.Or(max(opts.RetryBase, 0), DefaultRetryBase)
+	opts.RetryMax = cmp.Or(max(opts.RetryMax, 0), DefaultRetryMax)
+	opts.CheckpointInterval = cmp.Or(max(opts.CheckpointInterval, 0), DefaultCheckpointInterval)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.CheckpointInterval <= 0 {
-		opts.CheckpointInterval = DefaultCheckpointInterval
+	if st := app.Options().ShutdownTimeout; st > 0 && st <= opts.DrainTimeout {
+		return nil, fmt.Errorf("notifier: the App's ShutdownTimeout (%v) must be longer than DrainTimeout (%v)", st, opts.DrainTimeout)
 	}
-	m, err := newMetrics(opts.Registerer)
+	m, err := newMetrics(app.Registry())
 	if err != nil {
 		return nil, fmt.Errorf("notifier: metrics: %w", err)
 	}
-	n := &Notifier{cfg: cfg, opts: opts, log: opts.Logger, m: m, synced: make(chan struct{})}
-	if so := opts.SecureMetrics; so != nil && (opts.HTTPAddr != "" || opts.Listener != nil) {
-		o := *so
-		o.Logger = cmp.Or(o.Logger, opts.Logger)
-		if n.secure, err = secure.New(restCfg, o); err != nil {
-			return nil, err
-		}
-	}
+	n := &Notifier{app: app, cfg: cfg, opts: opts, log: app.Logger(), m: m, synced: make(chan struct{})}
 	n.cfg.Checkpoint.defaults(cfg.Namespace, os.Getenv)
 	switch ck := n.cfg.Checkpoint; ck.Type {
 	case CheckpointFile:
 		n.store = &fileStore{path: ck.Path}
 	case CheckpointConfigMap:
-		kc, err := kubernetes.NewForConfig(restCfg)
+		cms, err := client.NewResource[*corev1.ConfigMap](app.Client(), corev1.SchemeGroupVersion.WithResource("configmaps"))
 		if err != nil {
 			return nil, fmt.Errorf("notifier: checkpoint: %w", err)
 		}
-		n.store = &configMapStore{kc: kc, namespace: ck.Namespace, name: ck.Name}
+		n.store = &configMapStore{cms: cms, namespace: ck.Namespace, name: ck.Name}
 	}
 	outMu := &sync.Mutex{}
 	for _, sc := range cfg.Sinks {
@@ -160,42 +145,43 @@ func New(restCfg *rest.Config, cfg Config, opts Options) (*Notifier, error) {
 		n.deliveries = append(n.deliveries, d)
 	}
 
-	n.factory = informer.NewFactory(restCfg, informer.FactoryOptions{Logger: opts.Logger, Registerer: opts.Registerer})
+	in := kloop.InNamespace(cfg.Namespace)
 	for _, name := range cfg.Resources {
 		r, _ := lookupResource(name)
-		scope := informer.Scope{}
-		if !r.clusterScoped {
-			scope.Namespace = cfg.Namespace
+		opts := []kloop.ObjectsOption{in}
+		ns := cfg.Namespace
+		if r.clusterScoped {
+			opts, ns = append(opts, kloop.ClusterScoped()), ""
 		}
-		src := n.newSource(r.name, r.kind, r.apiVersion, scope.Namespace, r.name == "configmap")
-		reg, err := r.watch(n.factory, scope, src.handler())
+		inf, err := r.watch(app, r.gvr(), opts)
 		if err != nil {
 			return nil, fmt.Errorf("notifier: watching %s: %w", r.name, err)
 		}
-		n.regs = append(n.regs, reg)
+		n.watched = append(n.watched, watched{n.newSource(r.name, r.kind, r.apiVersion, ns, r.name == "configmap"), inf})
 	}
 	for _, cr := range cfg.CustomResources {
 		gvr := schema.GroupVersionResource{Group: cr.Group, Version: cr.Version, Resource: cr.Resource}
-		scope := informer.Scope{}
-		if !cr.ClusterScoped {
-			scope.Namespace = cfg.Namespace
+		opts := []kloop.ObjectsOption{in}
+		ns := cfg.Namespace
+		if cr.ClusterScoped {
+			opts, ns = append(opts, kloop.ClusterScoped()), ""
 		}
-		inf, err := informer.OfUnstructured(n.factory, gvr, scope)
+		inf, err := kloop.Unstructured(app, gvr, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("notifier: watching %s: %w", gvr, err)
 		}
-		src := n.newSource(cr.Resource, cr.Resource, gvr.GroupVersion().String(), scope.Namespace, cr.Group == "" && cr.Resource == "configmaps")
-		h := src.handler()
-		reg, err := inf.AddHandler(informer.HandlerFuncs[*unstructured.Unstructured]{
-			AddFunc:    func(obj *unstructured.Unstructured, initial bool) { h.add(obj, initial) },
-			UpdateFunc: func(old, new *unstructured.Unstructured) { h.update(old, new) },
-			DeleteFunc: func(d informer.Deleted[*unstructured.Unstructured]) { h.del(d.Obj, d.FinalStateUnknown) },
-		}, informer.HandlerOptions{Name: "notifier"})
-		if err != nil {
-			return nil, fmt.Errorf("notifier: watching %s: %w", gvr, err)
-		}
-		n.regs = append(n.regs, reg)
+		src := n.newSource(cr.Resource, cr.Resource, gvr.GroupVersion().String(), ns, cr.Group == "" && cr.Resource == "configmaps")
+		n.watched = append(n.watched, watched{src, informerFor(inf)})
 	}
+	app.Manager().AddReadyzCheck("notifier", func(*http.Request) error {
+		select {
+		case <-n.synced:
+			return nil
+		default:
+			return errors.New("the notifier has not taken its initial lists yet")
+		}
+	})
+	app.Add(n)
 	return n, nil
 }
 
@@ -210,19 +196,21 @@ func (n *Notifier) newDelivery(sc SinkConfig, s sender, f *filter) *delivery {
 // Synced is closed once every informer has listed its resource and the
 // notifier has taken that initial list: changes from then on are notified
 // (objects that existed before are not). If the API server refuses an
-// informer (403), Synced stays open and Run returns that error at once,
-// naming the resource and the verb, rather than waiting for a permission
-// that may never come.
+// informer (403), Synced stays open and the App's Run returns that error
+// at once, naming the resource and the verb, rather than waiting for a
+// permission that may never come.
 func (n *Notifier) Synced() <-chan struct{} { return n.synced }
 
-// Run watches and notifies until ctx is done, then stops taking events,
-// delivers what the sinks have queued (for at most DrainTimeout) and
-// returns: nil after a stop through ctx. It can be called once.
-func (n *Notifier) Run(ctx context.Context) error {
+// Start is the notifier's life as the App's runnable (the App's Run calls
+// it, on the leader): it loads the checkpoint, takes the informers'
+// initial lists, and notifies until ctx is done; then it takes no new
+// events, delivers what the sinks have queued (for at most DrainTimeout),
+// saves the checkpoint and returns: nil after a stop through ctx.
+func (n *Notifier) Start(ctx context.Context) error {
 	n.mu.Lock()
 	if n.started {
 		n.mu.Unlock()
-		return errors.New("notifier: Run called twice")
+		return errors.New("notifier: started twice")
 	}
 	n.started = true
 	n.mu.Unlock()
@@ -253,102 +241,89 @@ func (n *Notifier) Run(ctx context.Context) error {
 		defer func() { _ = n.saveCheckpoint(context.WithoutCancel(ctx), true) }()
 	}
 
-	mopts := manager.Options{
-		MetricsAddr:     n.opts.HTTPAddr,
-		HealthAddr:      cmp.Or(n.opts.HealthAddr, n.opts.HTTPAddr),
-		MetricsListener: n.opts.Listener,
-		HealthListener:  n.opts.Listener,
-		Gatherer:        n.opts.Gatherer,
-		Logger:          n.log,
-		ShutdownTimeout: n.opts.DrainTimeout + 20*time.Second,
-	}
-	if n.secure != nil {
-		mopts.WrapMetrics, mopts.MetricsTLS = n.secure.Wrap, n.secure.TLSConfig()
-	}
-	mgr, err := manager.New(mopts)
-	if err != nil {
-		return err
-	}
-	if err := mgr.Add(n.factory); err != nil {
-		return err
-	}
+	n.log.Info("Starting notifier", "namespace", n.cfg.Namespace, "resources", n.cfg.Resources, "customResources", len(n.cfg.CustomResources))
+	defer n.log.Info("Notifier stopped")
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait() // the deliveries drain after ctx is done
+	defer cancel()
 	for _, d := range n.deliveries {
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			d.run(ctx, n.opts.DrainTimeout)
-			return nil
-		})); err != nil {
-			return err
-		}
+		wg.Go(func() { d.run(ctx, n.opts.DrainTimeout) })
 	}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		if err := n.factory.WaitForSync(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+	var regs []*informer.Registration
+	defer func() {
+		// No new event once stopping: what a handler is in the middle of
+		// is offered before the sinks stop taking events.
+		for _, r := range regs {
+			r.Remove()
 		}
-		// The caches are full, but a handler may not have taken all of
-		// its initial adds yet; a change to such an object would merge
-		// into its initial add and go unnotified.
-		for _, reg := range n.regs {
-			if err := reg.WaitForSync(ctx); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
+		for _, r := range regs {
+			<-r.Done()
 		}
-		// Objects in the checkpoint but not in the initial lists were
-		// deleted while the notifier was down.
-		for _, src := range n.sources {
-			src.sweep()
+	}()
+	for _, w := range n.watched {
+		reg, err := w.inf.attach(w.src.handler())
+		if err != nil {
+			return fmt.Errorf("notifier: watching %s: %w", w.src.resource, err)
 		}
-		// A checkpoint must exist before the first change is notified:
-		// a crash before the first periodic save would otherwise leave
-		// none, and the next start would take every change since as
-		// part of its initial list.
-		if n.tracker != nil {
-			if err := n.saveCheckpoint(ctx, false); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("notifier: saving the checkpoint to %s: %w", n.store.where(), err)
-			}
+		regs = append(regs, reg)
+	}
+	if err := n.sync(ctx, regs); err != nil {
+		if ctx.Err() != nil {
+			return nil
 		}
-		n.log.Info("Notifier synced: notifying changes from now on", "informers", len(n.factory.Names()), "sinks", len(n.deliveries))
-		close(n.synced)
-		return nil
-	})); err != nil {
 		return err
 	}
 	if n.tracker != nil {
-		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-			t := time.NewTicker(n.opts.CheckpointInterval)
-			defer t.Stop()
-			for {
-				select {
-				case <-t.C:
-					_ = n.saveCheckpoint(ctx, false) // logged; retried on the next tick
-				case <-ctx.Done():
-					return nil
-				}
+		t := time.NewTicker(n.opts.CheckpointInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				_ = n.saveCheckpoint(ctx, false) // logged; retried on the next tick
+			case <-ctx.Done():
+				return nil
 			}
-		})); err != nil {
+		}
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// sync waits until the informers have listed and the handlers have taken
+// those lists, notifies the deletes made while the notifier was down,
+// saves the first checkpoint and closes Synced.
+func (n *Notifier) sync(ctx context.Context, regs []*informer.Registration) error {
+	for _, w := range n.watched {
+		if err := w.inf.waitForSync(ctx); err != nil {
 			return err
 		}
 	}
-	n.log.Info("Starting notifier", "namespace", n.cfg.Namespace, "resources", n.cfg.Resources, "customResources", len(n.cfg.CustomResources))
-	defer n.log.Info("Notifier stopped")
-	return mgr.Start(ctx)
-}
-
-// Run is New followed by Run.
-func Run(ctx context.Context, restCfg *rest.Config, cfg Config, opts Options) error {
-	n, err := New(restCfg, cfg, opts)
-	if err != nil {
-		return err
+	// The caches are full, but a handler may not have taken all of its
+	// initial adds yet; a change to such an object would merge into its
+	// initial add and go unnotified.
+	for _, reg := range regs {
+		if err := reg.WaitForSync(ctx); err != nil {
+			return err
+		}
 	}
-	return n.Run(ctx)
+	// Objects in the checkpoint but not in the initial lists were deleted
+	// while the notifier was down.
+	for _, src := range n.sources {
+		src.sweep()
+	}
+	// A checkpoint must exist before the first change is notified: a
+	// crash before the first periodic save would otherwise leave none, and
+	// the next start would take every change since as part of its
+	// initial list.
+	if n.tracker != nil {
+		if err := n.saveCheckpoint(ctx, false); err != nil {
+			return fmt.Errorf("notifier: saving the checkpoint to %s: %w", n.store.where(), err)
+		}
+	}
+	n.log.Info("Notifier synced: notifying changes from now on", "informers", len(n.watched), "sinks", len(n.deliveries))
+	close(n.synced)
+	return nil
 }
 
 // saveCheckpoint saves the checkpoint if it changed. final: the stop's

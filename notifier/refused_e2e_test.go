@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -42,16 +43,16 @@ func TestNotifier_InformerRefusedForeverFailsRunInsteadOfHoldingUpSynced(t *test
 	}
 	reg := prometheus.NewRegistry()
 	logs := &logBuffer{}
-	n, err := New(cfg, Config{
+	n, err := New(newApp(t, cfg, kloop.Options{Logger: logs.Logger(), Registry: reg}), Config{
 		Namespace: ns,
 		Resources: []string{"configmap", "secret"},
 		Sinks:     []SinkConfig{{Type: SinkLog}},
-	}, Options{Logger: logs.Logger(), Registerer: reg, Gatherer: reg, Out: &logBuffer{}})
+	}, Options{Out: &logBuffer{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- n.Run(t.Context()) }()
+	go func() { done <- n.app.Run(t.Context()) }()
 	began := time.Now()
 	select {
 	case err = <-done:

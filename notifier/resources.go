@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"context"
 	"sort"
 	"strings"
 
@@ -11,7 +12,10 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/watcher"
 )
@@ -28,8 +32,8 @@ type resource struct {
 	apiVersion string
 	// clusterScoped kinds ignore the namespace setting, as in kubewatch.
 	clusterScoped bool
-	// watch registers a handler for the kind on the factory.
-	watch func(f *informer.Factory, scope informer.Scope, h objectHandler) (*informer.Registration, error)
+	// watch asks the App for the kind's informer.
+	watch func(app *kloop.App, gvr schema.GroupVersionResource, opts []kloop.ObjectsOption) (informerOf, error)
 	// env is kubewatch's environment toggle (KW_POD=true), if it has one.
 	env string
 }
@@ -96,20 +100,43 @@ type objectHandler struct {
 	del    func(obj watcher.Object, finalStateUnknown bool)
 }
 
-// typed watches the built-in type T through the factory's typed informer.
+// gvr is the resource's GroupVersionResource: its kind in lower case and
+// plural, which holds for every built-in kind here.
+func (r *resource) gvr() schema.GroupVersionResource {
+	gvr, _ := meta.UnsafeGuessKindToResource(schema.FromAPIVersionAndKind(r.apiVersion, r.kind))
+	return gvr
+}
+
+// informerOf is one of the App's informers, whatever its object type.
+type informerOf struct {
+	waitForSync func(context.Context) error
+	// attach adds the notifier's handler.
+	attach func(objectHandler) (*informer.Registration, error)
+}
+
+// typed is the App's typed informer of the built-in type T.
 func typed[T interface {
 	*E
 	watcher.Object
-}, E any](f *informer.Factory, scope informer.Scope, h objectHandler) (*informer.Registration, error) {
-	inf, err := informer.Of[T](f, scope)
-	if err != nil {
-		return nil, err
+}, E any](app *kloop.App, gvr schema.GroupVersionResource, opts []kloop.ObjectsOption) (informerOf, error) {
+	h := kloop.Objects[T](app, append(opts, kloop.WithResource(gvr))...)
+	if err := h.Err(); err != nil {
+		return informerOf{}, err
 	}
-	return inf.AddHandler(informer.HandlerFuncs[T]{
-		AddFunc:    func(obj T, initial bool) { h.add(obj, initial) },
-		UpdateFunc: func(old, new T) { h.update(old, new) },
-		DeleteFunc: func(d informer.Deleted[T]) { h.del(d.Obj, d.FinalStateUnknown) },
-	}, informer.HandlerOptions{Name: "notifier"})
+	return informerFor(h.Informer()), nil
+}
+
+func informerFor[T watcher.Object](inf *informer.Informer[T]) informerOf {
+	return informerOf{
+		waitForSync: inf.WaitForSync,
+		attach: func(h objectHandler) (*informer.Registration, error) {
+			return inf.AddHandler(informer.HandlerFuncs[T]{
+				AddFunc:    func(obj T, initial bool) { h.add(obj, initial) },
+				UpdateFunc: func(old, new T) { h.update(old, new) },
+				DeleteFunc: func(d informer.Deleted[T]) { h.del(d.Obj, d.FinalStateUnknown) },
+			}, informer.HandlerOptions{Name: "notifier"})
+		},
+	}
 }
 
 // ResourceName is the canonical name of a built-in resource given by its

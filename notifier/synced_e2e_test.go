@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/metrics/metricstest"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -32,11 +33,11 @@ func TestNotifier_SyncedMeansTheHandlersHaveTakenTheInitialList(t *testing.T) {
 	for range 5 {
 		reg := prometheus.NewRegistry()
 		logs := &logBuffer{}
-		n, err := New(e.Config, Config{
+		n, err := New(newApp(t, e.Config, kloop.Options{Logger: logs.Logger(), Registry: reg}), Config{
 			Namespace: ns,
 			Resources: []string{"configmap"},
 			Sinks:     []SinkConfig{{Type: SinkLog}},
-		}, Options{Logger: logs.Logger(), Registerer: reg, Gatherer: reg, Out: &logBuffer{}})
+		}, Options{Out: &logBuffer{}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,8 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/notifier"
 )
 
@@ -88,7 +90,11 @@ func TestConfigAdd_EachHandlerWritesAFileThatViewPrintsAndTheNotifierTakes(t *te
 		t.Errorf("resources %q, want configmap and pod", cfg.Resources)
 	}
 	cfg.Checkpoint.Type = notifier.CheckpointNone
-	if _, err := notifier.New(&rest.Config{Host: "https://127.0.0.1:1"}, *cfg, notifier.Options{}); err != nil {
+	app, err := kloop.New(&rest.Config{Host: "https://127.0.0.1:1"}, kloop.Options{Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := notifier.New(app, *cfg, notifier.Options{}); err != nil {
 		t.Errorf("the notifier does not take the file: %v", err)
 	}
 	// A second add of a handler changes it in place.

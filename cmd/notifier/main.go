@@ -38,10 +38,12 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/notifier"
@@ -83,38 +85,30 @@ func command(lookupEnv func(string) (string, bool)) *cobra.Command {
 			if err := flags.Validate(); err != nil {
 				return err
 			}
-			if d, _ := flags.Serving.Debug(); d != "" {
-				return cli.Usagef("--debug-bind-address: the notifier has no debug page until it runs on kloop.New")
-			}
-			log, err := flags.Logging.Setup(cmd)
-			if err != nil {
-				return err
-			}
+			// The config before the cluster: a missing file is the
+			// likelier mistake, and its error has a hint.
 			cfg, err := loadConfig(configPath, lookupEnv, getenv)
 			if err != nil {
 				return fmt.Errorf("loading the config: %w", err)
 			}
-			restCfg, err := flags.Cluster.RESTConfig()
+			restCfg, opts, err := flags.Config(cmd)
 			if err != nil {
 				return err
 			}
-			metrics, health, _ := flags.Serving.Addrs() // checked by Validate
-			sec, _ := flags.Serving.Secure()
-			return notifier.Run(cmd.Context(), restCfg, *cfg, notifier.Options{
-				Logger:        log,
-				HTTPAddr:      metrics,
-				HealthAddr:    health,
-				SecureMetrics: sec,
-				Out:           cmd.OutOrStdout(),
-				DrainTimeout:  drain,
-			})
+			opts.Namespace, opts.ShutdownTimeout = cfg.Namespace, drain+20*time.Second
+			app, err := kloop.New(restCfg, opts)
+			if err != nil {
+				return err
+			}
+			if _, err := notifier.New(app, *cfg, notifier.Options{Out: cmd.OutOrStdout(), DrainTimeout: drain}); err != nil {
+				return err
+			}
+			return app.Run(cmd.Context())
 		},
 	}
 	cmd.PersistentFlags().StringVar(&configPath, "config", "", "config file (default $KW_CONFIG/.kubewatch.yaml, else $HOME/.kubewatch.yaml)")
 	fs := cmd.Flags()
-	flags.Cluster.AddFlags(fs)
-	flags.Serving.AddFlags(fs)
-	flags.Logging.AddFlags(fs)
+	flags.AddFlags(fs)
 	fs.DurationVar(&drain, "drain-timeout", drain, "on SIGINT/SIGTERM, deliver queued notifications for at most this long")
 	cmd.AddCommand(configCommand(&configPath, lookupEnv, getenv), resourceCommand(&configPath, getenv))
 	return cmd

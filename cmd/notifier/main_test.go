@@ -225,7 +225,7 @@ func TestRun_BadFlagsAndEnvironment(t *testing.T) {
 		{[]string{"extra"}, nil, 2, `unknown command "extra" for "notifier"`},
 		{[]string{"--drain-timeout", "0s"}, nil, 2, `--drain-timeout "0s": want a positive duration`},
 		{[]string{"--metrics-cert-dir=/etc/certs"}, nil, 2, "--metrics-cert-dir"},
-		{[]string{"--debug-bind-address", "127.0.0.1:8082"}, nil, 2, "--debug-bind-address: the notifier has no debug page"},
+		{[]string{"--debug-bind-address", "0.0.0.0:8082"}, nil, 2, "--debug-bind-address"},
 		{[]string{"--drain-timeout", "-5s"}, nil, 2, `--drain-timeout "-5s": want a positive duration`},
 		{[]string{"config"}, nil, 2, "give a subcommand: notifier config add <handler> | view | sample | test | check | rbac"},
 		{[]string{"config", "edit"}, nil, 2, `unknown command "edit" for "notifier config"`},

@@ -2,6 +2,7 @@ package confighash_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -10,10 +11,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/samples/confighash"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -80,26 +81,16 @@ func TestConfigHash_StampsDeploymentsAndRestampsWhenAMountedConfigMapChanges(t *
 		}
 	})
 
-	hash := func(name string) string {
-		d, err := kc.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d.Spec.Template.Annotations[confighash.Annotation]
-	}
+	hash := func(d *appsv1.Deployment) string { return d.Spec.Template.Annotations[confighash.Annotation] }
 	// waitFor waits until the named Deployment's hash is set and differs
 	// from not, and returns it.
 	waitFor := func(name, not string) string {
 		t.Helper()
-		var got string
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			got = hash(name)
-			return got != "" && got != not, nil
-		})
-		if err != nil {
-			t.Fatalf("Deployment %s: no new hash within 30s (have %q, want one other than %q)", name, got, not)
-		}
-		return got
+		what := fmt.Sprintf("Deployment %s to get a hash other than %q", name, not)
+		return hash(await.Object(t, what, kc.AppsV1().Deployments(ns), name, func(d *appsv1.Deployment) bool {
+			h := hash(d)
+			return h != "" && h != not
+		}))
 	}
 
 	first := waitFor("web", "")
@@ -126,7 +117,11 @@ func TestConfigHash_StampsDeploymentsAndRestampsWhenAMountedConfigMapChanges(t *
 		t.Errorf("hash after restoring the data = %s, want the first %s", got, first)
 	}
 	// A Deployment that mounts no ConfigMap is never touched.
-	if h := hash("plain"); h != "" {
+	plain, err := kc.AppsV1().Deployments(ns).Get(ctx, "plain", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := hash(plain); h != "" {
 		t.Errorf("Deployment plain got hash %q, want none", h)
 	}
 }

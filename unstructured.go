@@ -1,0 +1,52 @@
+package kloop
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kloop-dev/kloop/informer"
+)
+
+// Unstructured returns the App's shared informer for the resource gvr,
+// with its objects as *unstructured.Unstructured: for kinds known only at
+// run time (named in a config file) or whose Go types the program does not
+// have (another project's CRD). The scheme need not know the kind and no
+// discovery request is made, so gvr must name the resource; it is taken to
+// be namespaced unless ClusterScoped is given, and a namespaced one is
+// watched in Options.Namespace unless InNamespace names another.
+// WithSelectors narrows it; WithResource is not needed and is ignored.
+//
+// The informer is the App's factory's, started by Run (at once if Run is
+// already running). It offers reads of the cache (Lister) and handlers
+// (AddHandler); writes go through a typed Handle (Objects), as the App's
+// client writes typed objects only. Its objects are the cache's: never
+// modify them. Unstructured informers are not sharded (Options.Sharding).
+//
+// An error (an empty resource name, a stopped App) is recorded in the App,
+// so Run returns it too, and returned.
+func Unstructured(app *App, gvr schema.GroupVersionResource, opts ...ObjectsOption) (*informer.Informer[*unstructured.Unstructured], error) {
+	var cfg objectsConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	scope := cfg.scope
+	if !cfg.clusterScoped {
+		scope.Namespace = cfg.namespaceOr(app.opts.Namespace)
+	}
+	var err error
+	var inf *informer.Informer[*unstructured.Unstructured]
+	if gvr.Resource == "" || gvr.Version == "" {
+		err = errors.New("name the resource and its version, for example {Group: \"example.com\", Version: \"v1\", Resource: \"widgets\"}")
+	} else {
+		inf, err = informer.OfUnstructured(app.Factory(), gvr, scope)
+	}
+	if err != nil {
+		err = fmt.Errorf("kloop.Unstructured %s: %w", gvr, err)
+		app.fail(err)
+		return nil, err
+	}
+	return inf, nil
+}
