@@ -47,6 +47,16 @@ type objectsConfig struct {
 	clusterScoped bool
 	scope         informer.Scope
 	namespace     *string // InNamespace; nil: Options.Namespace
+	transform     any     // WithTransform's func(T) T
+}
+
+// WithTransform gives the kind's shared informer a transform (see
+// informer.Informer.SetTransform): every object goes through fn before the
+// cache and the handlers see it, to keep only what the App reads. An
+// informer has one transform: a second handle on the same informer with a
+// transform of its own fails.
+func WithTransform[T watcher.Object](fn func(T) T) ObjectsOption {
+	return func(c *objectsConfig) { c.transform = fn }
 }
 
 // WithResource names the kind's resource instead of asking the API server's
@@ -101,6 +111,9 @@ func Objects[T interface {
 		h.inf, err = informer.OfResource[T](app.Factory(), h.gvr, h.scope)
 	}
 	if err == nil {
+		err = h.setTransform(opts)
+	}
+	if err == nil {
 		h.res, err = client.NewResource[T](app.client, h.gvr)
 	}
 	if err != nil {
@@ -110,6 +123,22 @@ func Objects[T interface {
 	}
 	h.reader = h.res.Cached(h.inf.Lister(), client.ReaderOptions{Logger: app.log})
 	return h
+}
+
+// setTransform sets the transform WithTransform gave, if any.
+func (h *Handle[T]) setTransform(opts []ObjectsOption) error {
+	var cfg objectsConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.transform == nil {
+		return nil
+	}
+	fn, ok := cfg.transform.(func(T) T)
+	if !ok {
+		return fmt.Errorf("WithTransform: %T is not a func(%T) %T", cfg.transform, *new(T), *new(T))
+	}
+	return h.inf.SetTransform(fn)
 }
 
 // resolve finds the handle's kind, resource and scope.

@@ -99,15 +99,9 @@ func Scheme() *runtime.Scheme { return kloop.NewScheme(v1alpha1.AddToScheme) }
 func Setup(app *kloop.App, workers int) error {
 	r := &Reconciler{
 		Foos:        kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource)),
-		Deployments: kloop.Objects[*appsv1.Deployment](app),
+		Deployments: kloop.Objects[*appsv1.Deployment](app, kloop.WithTransform(kloop.LeanDeployment)), // only what Reconcile reads
 		Recorder:    app.Recorder(),
 		Logger:      app.Logger().With("controller", ControllerName),
-	}
-	if r.Deployments.Err() == nil {
-		// The cache keeps only what Reconcile reads of a Deployment.
-		if err := r.Deployments.Informer().SetTransform(LeanDeployment); err != nil {
-			return err
-		}
 	}
 	_, err := kloop.NewController(app, ControllerName, r.Reconcile).
 		For(r.Foos).Owns(r.Deployments).Workers(workers).RateLimiter(RateLimiter()).Complete()
