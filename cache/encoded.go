@@ -32,7 +32,8 @@ import (
 // protoMessage is what the generated protobuf code of Kubernetes types
 // provides.
 type protoMessage interface {
-	Marshal() ([]byte, error)
+	Size() int
+	MarshalToSizedBuffer([]byte) (int, error)
 	Unmarshal([]byte) error
 }
 
@@ -67,7 +68,7 @@ func newCodec[T watcher.Object]() (*codec[T], error) {
 		return nil, fmt.Errorf("cache: Encoded needs a pointer to a struct type, not %v", t)
 	}
 	if _, ok := reflect.New(t.Elem()).Interface().(protoMessage); !ok {
-		return nil, fmt.Errorf("cache: Encoded needs a protobuf type (as the built-in types are); %v has no Marshal and Unmarshal", t)
+		return nil, fmt.Errorf("cache: Encoded needs a protobuf type (as the built-in types are); %v has no generated protobuf methods (Size, MarshalToSizedBuffer, Unmarshal)", t)
 	}
 	f, ok := t.Elem().FieldByName("ObjectMeta")
 	c := &codec[T]{elem: t.Elem()}
@@ -136,11 +137,11 @@ func (c *codec[T]) encode(obj T) entry {
 	msg := cp.Interface().(protoMessage)
 	name := obj.GetName()
 	prefix := binary.AppendUvarint(nil, uint64(len(name)))
-	size := msg.(interface{ Size() int }).Size()
+	size := msg.Size()
 	b := make([]byte, len(prefix)+len(name)+size)
 	copy(b, prefix)
 	copy(b[len(prefix):], name)
-	if _, err := msg.(interface{ MarshalToSizedBuffer([]byte) (int, error) }).MarshalToSizedBuffer(b[len(prefix)+len(name):]); err != nil {
+	if _, err := msg.MarshalToSizedBuffer(b[len(prefix)+len(name):]); err != nil {
 		// The generated Marshal fails only on a broken message type.
 		panic(fmt.Sprintf("cache: encoding %T %s: %v", obj, obj.GetName(), err))
 	}
