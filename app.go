@@ -11,12 +11,13 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/debug"
@@ -58,7 +59,8 @@ type App struct {
 	errs       []error
 	started    bool
 	factory    *informer.Factory
-	mapper     meta.RESTMapper
+	discovery  discovery.DiscoveryInterface
+	resources  map[schema.GroupVersion]*metav1.APIResourceList // discovered, by group and version
 	runnables  []manager.Runnable
 	member     *sharding.Member        // Options.Sharding
 	shardFlags map[string]*atomic.Bool // sharded informers (see sharding.go)
@@ -249,18 +251,49 @@ func (a *App) Client() *client.Client { return a.client }
 // when it is first asked for inside a reconcile.
 func (a *App) Recorder() *record.Recorder { return a.recorder }
 
-// restMapper returns the App's RESTMapper over cached discovery, made on
-// first use. Each API group is discovered once; a kind the cache does not
-// know makes it discover again (a CRD installed after the start).
-func (a *App) restMapperLocked() (meta.RESTMapper, error) {
-	if a.mapper == nil {
-		disc, err := discovery.NewDiscoveryClientForConfig(a.cfg)
-		if err != nil {
-			return nil, fmt.Errorf("kloop: discovery: %w", err)
+// resourceOf finds the resource serving gvk, and whether it is namespaced,
+// through discovery of gvk's group and version alone (one request, whose
+// answer is kept; a kind it does not list makes the next call ask again,
+// for a CRD installed after the start). Called with a.mu held.
+func (a *App) resourceOfLocked(gvk schema.GroupVersionKind) (_ schema.GroupVersionResource, namespaced bool, _ error) {
+	gv := gvk.GroupVersion()
+	find := func(l *metav1.APIResourceList) (metav1.APIResource, bool) {
+		if l == nil {
+			return metav1.APIResource{}, false
 		}
-		a.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+		for _, r := range l.APIResources {
+			if r.Kind == gvk.Kind && !strings.Contains(r.Name, "/") {
+				return r, true
+			}
+		}
+		return metav1.APIResource{}, false
 	}
-	return a.mapper, nil
+	l := a.resources[gv]
+	if _, found := find(l); !found {
+		if a.discovery == nil {
+			disc, err := discovery.NewDiscoveryClientForConfig(a.cfg)
+			if err != nil {
+				return schema.GroupVersionResource{}, false, fmt.Errorf("kloop: discovery: %w", err)
+			}
+			a.discovery = disc
+		}
+		fetched, err := a.discovery.ServerResourcesForGroupVersion(gv.String())
+		if apierrors.IsNotFound(err) {
+			fetched, err = &metav1.APIResourceList{GroupVersion: gv.String()}, nil
+		}
+		if err != nil {
+			return schema.GroupVersionResource{}, false, err
+		}
+		if a.resources == nil {
+			a.resources = map[schema.GroupVersion]*metav1.APIResourceList{}
+		}
+		a.resources[gv], l = fetched, fetched
+	}
+	r, found := find(l)
+	if !found {
+		return schema.GroupVersionResource{}, false, &meta.NoKindMatchError{GroupKind: gvk.GroupKind(), SearchedVersions: []string{gvk.Version}}
+	}
+	return gv.WithResource(r.Name), r.Namespaced, nil
 }
 
 // Add adds a runnable of your own (a server, a periodic job) to be run by

@@ -131,20 +131,15 @@ func (h *Handle[T]) resolve(sample T, opts []ObjectsOption) error {
 	namespaced := !cfg.clusterScoped
 	if cfg.gvr.Empty() {
 		a.mu.Lock()
-		mapper, err := a.restMapperLocked()
+		gvr, ns, err := a.resourceOfLocked(h.gvk)
 		a.mu.Unlock()
-		if err != nil {
-			return err
-		}
-		m, err := mapper.RESTMapping(h.gvk.GroupKind(), h.gvk.Version)
 		if err != nil {
 			if meta.IsNoMatchError(err) {
 				return fmt.Errorf("the API server serves no resource of kind %s: install its CRD, or name the resource with kloop.WithResource (%w)", h.gvk, err)
 			}
 			return fmt.Errorf("discover the resource of %s: %w", h.gvk, err)
 		}
-		h.gvr = m.Resource
-		namespaced = m.Scope.Name() == meta.RESTScopeNameNamespace
+		h.gvr, namespaced = gvr, ns
 	} else {
 		h.gvr = cfg.gvr
 	}

@@ -20,9 +20,11 @@
 //     resourceVersion applied (from events, bookmarks and relists), and
 //     WaitFor blocks until the store has seen a given resourceVersion for a
 //     key, which is how a caller reads its own write.
-//   - Lean memory. One map entry per object (grouped by namespace, which is
-//     also the namespace index), one set entry per value of each configured
-//     index, nothing else: no history, no per-object goroutines or closures.
+//   - Lean memory. One slot of a hash table per object, about 10–16 bytes
+//     (a table per namespace, which is also the namespace index, keyed by
+//     the name the object holds), one set entry per value of each
+//     configured index, nothing else: no history, no per-object goroutines
+//     or closures.
 //
 // # Non-guarantees
 //

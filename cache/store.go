@@ -85,12 +85,13 @@ type Lister[T watcher.Object] interface {
 // an object. It has exactly one Writer, returned by New, and any number of
 // concurrent readers through its Lister methods.
 //
-// Memory per object is one map entry keyed by name inside a per-namespace
-// map (the namespace index is that grouping), plus one set entry per value
-// of each configured index. The store keeps no history.
+// Memory per object is one slot of a per-namespace table keyed by the
+// object's name (the namespace index is that grouping; see table), plus
+// one set entry per value of each configured index. The store keeps no
+// history.
 type Store[T watcher.Object] struct {
 	mu      sync.RWMutex
-	objs    map[string]map[string]T // namespace → name → object
+	objs    map[string]*table[T] // namespace → name → object
 	count   int
 	indexes map[string]*index[T]
 	rv      string
@@ -155,7 +156,7 @@ func New[T watcher.Object](opts Options[T]) (*Store[T], *Writer[T], error) {
 		return nil, nil, err
 	}
 	s := &Store[T]{
-		objs:    make(map[string]map[string]T),
+		objs:    make(map[string]*table[T]),
 		indexes: make(map[string]*index[T], len(opts.Indexes)),
 		detect:  newDetector[T](),
 	}
@@ -174,7 +175,7 @@ func Copy[T watcher.Object](obj T) T {
 // Copy one before modifying it.
 func (s *Store[T]) Get(namespace, name string) (T, bool) {
 	s.mu.RLock()
-	obj, ok := s.objs[namespace][name]
+	obj, ok := s.objs[namespace].get(name)
 	s.mu.RUnlock()
 	return obj, ok
 }
@@ -200,7 +201,7 @@ func (s *Store[T]) ListInNamespace(namespace string, selector labels.Selector) [
 				if namespace != "" && k.Namespace != namespace {
 					continue
 				}
-				obj := s.objs[k.Namespace][k.Name]
+				obj, _ := s.objs[k.Namespace].get(k.Name)
 				if selector.Matches(labels.Set(obj.GetLabels())) {
 					out = append(out, obj)
 				}
@@ -209,8 +210,11 @@ func (s *Store[T]) ListInNamespace(namespace string, selector labels.Selector) [
 		}
 	}
 	var out []T
-	add := func(byName map[string]T) {
-		for _, obj := range byName {
+	add := func(byName *table[T]) {
+		if byName == nil {
+			return
+		}
+		for obj := range byName.all() {
 			if selector == nil || selector.Matches(labels.Set(obj.GetLabels())) {
 				out = append(out, obj)
 			}
@@ -218,7 +222,7 @@ func (s *Store[T]) ListInNamespace(namespace string, selector labels.Selector) [
 	}
 	if namespace != "" {
 		if selector == nil {
-			out = make([]T, 0, len(s.objs[namespace]))
+			out = make([]T, 0, s.objs[namespace].len())
 		}
 		add(s.objs[namespace])
 		return out
@@ -276,7 +280,8 @@ func (s *Store[T]) ByIndex(name, value string) ([]T, error) {
 	keys := ix.values[value]
 	out := make([]T, 0, len(keys))
 	for k := range keys {
-		out = append(out, s.objs[k.Namespace][k.Name])
+		obj, _ := s.objs[k.Namespace].get(k.Name)
+		out = append(out, obj)
 	}
 	return out, nil
 }
@@ -320,7 +325,7 @@ func (s *Store[T]) reachedLocked(key Key, rv string) bool {
 	if atOrAfter(s.rv, rv) {
 		return true
 	}
-	obj, ok := s.objs[key.Namespace][key.Name]
+	obj, ok := s.objs[key.Namespace].get(key.Name)
 	return ok && atOrAfter(obj.GetResourceVersion(), rv)
 }
 
@@ -357,11 +362,10 @@ func (w *Writer[T]) Apply(obj T) (old T, existed bool) {
 	s.mu.Lock()
 	byName := s.objs[k.Namespace]
 	if byName == nil {
-		byName = make(map[string]T)
+		byName = newTable[T](0)
 		s.objs[k.Namespace] = byName
 	}
-	old, existed = byName[k.Name]
-	byName[k.Name] = obj
+	old, existed = byName.put(obj)
 	if existed {
 		for _, ix := range s.indexes {
 			ix.update(k, old, obj)
@@ -388,8 +392,7 @@ func (w *Writer[T]) Delete(final T) (old T, existed bool) {
 	s := w.s
 	k := KeyOf(final)
 	s.mu.Lock()
-	byName := s.objs[k.Namespace]
-	old, existed = byName[k.Name]
+	old, existed = s.objs[k.Namespace].get(k.Name)
 	if existed {
 		s.removeLocked(k, old)
 	}
@@ -404,8 +407,8 @@ func (w *Writer[T]) Delete(final T) (old T, existed bool) {
 // removeLocked drops k from the maps and indexes. Caller holds mu.
 func (s *Store[T]) removeLocked(k Key, old T) {
 	byName := s.objs[k.Namespace]
-	delete(byName, k.Name)
-	if len(byName) == 0 {
+	byName.remove(k.Name)
+	if byName.len() == 0 {
 		delete(s.objs, k.Namespace)
 	}
 	s.count--
@@ -426,8 +429,8 @@ func (w *Writer[T]) AddIndex(name string, fn IndexFunc[T]) error {
 	}
 	ix := newIndex(fn, 0)
 	for ns, byName := range s.objs { // only the writer modifies s.objs
-		for n, obj := range byName {
-			ix.add(Key{Namespace: ns, Name: n}, obj)
+		for obj := range byName.all() {
+			ix.add(Key{Namespace: ns, Name: obj.GetName()}, obj)
 		}
 	}
 	indexes := make(map[string]*index[T], len(s.indexes)+1)
@@ -467,9 +470,9 @@ func (w *Writer[T]) Replace(objs []T, rv string) []Change[T] {
 	for _, obj := range objs {
 		sizes[obj.GetNamespace()]++
 	}
-	snap := &Snapshot[T]{objs: make(map[string]map[string]T, len(sizes))}
+	snap := &Snapshot[T]{objs: make(map[string]*table[T], len(sizes))}
 	for ns, n := range sizes {
-		snap.objs[ns] = make(map[string]T, n)
+		snap.objs[ns] = newTable[T](capFor(n))
 	}
 	for _, obj := range objs {
 		snap.Add(obj)
@@ -486,7 +489,7 @@ func (w *Writer[T]) Replace(objs []T, rv string) []Change[T] {
 // goroutine at a time. ReplaceWith takes it over, together with the objects
 // in it.
 type Snapshot[T watcher.Object] struct {
-	objs  map[string]map[string]T // namespace → name → object
+	objs  map[string]*table[T] // namespace → name → object
 	count int
 }
 
@@ -494,29 +497,34 @@ type Snapshot[T watcher.Object] struct {
 // replaces it.
 func (s *Snapshot[T]) Add(obj T) {
 	if s.objs == nil {
-		s.objs = make(map[string]map[string]T)
+		s.objs = make(map[string]*table[T])
 	}
 	ns := obj.GetNamespace()
 	byName := s.objs[ns]
 	if byName == nil {
-		byName = make(map[string]T)
+		byName = newTable[T](0)
 		s.objs[ns] = byName
 	}
-	n := len(byName)
-	byName[obj.GetName()] = obj
-	s.count += len(byName) - n
+	if _, replaced := byName.put(obj); !replaced {
+		s.count++
+	}
 }
 
 // Retain drops the objects for which keep returns false.
 func (s *Snapshot[T]) Retain(keep func(T) bool) {
+	var drop []string
 	for ns, byName := range s.objs {
-		for name, obj := range byName {
+		drop = drop[:0]
+		for obj := range byName.all() {
 			if !keep(obj) {
-				delete(byName, name)
-				s.count--
+				drop = append(drop, obj.GetName())
 			}
 		}
-		if len(byName) == 0 {
+		for _, name := range drop { // not while iterating: removing moves entries
+			byName.remove(name)
+			s.count--
+		}
+		if byName.len() == 0 {
 			delete(s.objs, ns)
 		}
 	}
@@ -529,7 +537,7 @@ func (s *Snapshot[T]) Len() int { return s.count }
 func (s *Snapshot[T]) All() iter.Seq[T] {
 	return func(yield func(T) bool) {
 		for _, byName := range s.objs {
-			for _, obj := range byName {
+			for obj := range byName.all() {
 				if !yield(obj) {
 					return
 				}
@@ -548,26 +556,29 @@ func (w *Writer[T]) ReplaceWith(snap *Snapshot[T], rv string) []Change[T] {
 	newObjs, count := snap.objs, snap.count
 	snap.objs, snap.count = nil, 0
 	if newObjs == nil {
-		newObjs = make(map[string]map[string]T)
+		newObjs = make(map[string]*table[T])
+	}
+	for _, byName := range newObjs {
+		byName.fit()
 	}
 
 	var deletes []Change[T]
 	for ns, byName := range s.objs {
-		for name, old := range byName {
-			obj, ok := newObjs[ns][name]
+		for old := range byName.all() {
+			obj, ok := newObjs[ns].get(old.GetName())
 			switch {
 			case !ok, old.GetUID() != obj.GetUID():
 				deletes = append(deletes, Change[T]{Kind: Deleted, Old: old})
 			case old.GetResourceVersion() == obj.GetResourceVersion():
-				newObjs[ns][name] = old // unchanged: keep the pointer readers may hold
+				newObjs[ns].put(old) // unchanged: keep the pointer readers may hold
 			}
 		}
 	}
 	changes := make([]Change[T], 0, len(deletes)+count)
 	changes = append(changes, deletes...)
 	for ns, byName := range newObjs {
-		for name, obj := range byName {
-			old, had := s.objs[ns][name]
+		for obj := range byName.all() {
+			old, had := s.objs[ns].get(obj.GetName())
 			switch {
 			case !had, old.GetUID() != obj.GetUID():
 				changes = append(changes, Change[T]{Kind: Added, New: obj})
@@ -580,8 +591,8 @@ func (w *Writer[T]) ReplaceWith(snap *Snapshot[T], rv string) []Change[T] {
 	for name, ix := range s.indexes {
 		nix := newIndex(ix.fn, len(ix.values))
 		for ns, byName := range newObjs {
-			for name, obj := range byName {
-				nix.add(Key{Namespace: ns, Name: name}, obj)
+			for obj := range byName.all() {
+				nix.add(Key{Namespace: ns, Name: obj.GetName()}, obj)
 			}
 		}
 		newIndexes[name] = nix
@@ -620,8 +631,8 @@ func (w *Writer[T]) CheckMutations() error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for ns, byName := range s.objs {
-		for name, obj := range byName {
-			k := Key{Namespace: ns, Name: name}
+		for obj := range byName.all() {
+			k := Key{Namespace: ns, Name: obj.GetName()}
 			if orig, ok := s.detect.copies[k]; ok {
 				if err := s.detect.compare(k, orig, obj); err != nil {
 					errs = append(errs, err)

@@ -1,7 +1,7 @@
 // Package cli is the command line every kloop command shares: one set of
-// flags for the API server, leader election, the HTTP servers and the
-// logs, a version subcommand, signal handling and exit codes. It is built
-// on spf13/cobra and spf13/pflag, as kubectl and kubewatch are.
+// flags for the API server, leader election, sharding, the HTTP servers
+// and the logs, a version subcommand, signal handling and exit codes. It is
+// built on spf13/cobra and spf13/pflag, as kubectl and kubewatch are.
 //
 // # A command in four steps
 //
@@ -33,8 +33,8 @@
 // SIGTERM cancels cmd.Context() for a graceful stop, a second exits 1 at
 // once. A command keeps its own flags and subcommands next to these (see
 // the Example); a command that needs only some groups registers those
-// (Cluster, LeaderElection, Serving, Logging each have AddFlags), and can
-// change any default before registering it.
+// (Cluster, LeaderElection, Sharding, Serving, Logging each have
+// AddFlags), and can change any default before registering it.
 //
 // # The flags
 //
@@ -61,6 +61,22 @@
 //
 // Informers run on every replica, so a standby has warm caches when it
 // takes over; controllers run on the leader only.
+//
+// Sharding (Sharding), instead of leader election (kloop.Sharding; the
+// README's "Scale out"):
+//
+//	--shard                          off by default; not with --leader-elect
+//	--shard-group NAME               the replicas that share the work; default <command>
+//	--shard-key namespace            or uid: the field whose hash places an object
+//	--shard-slots 64                 parts the work is cut into (1 to 4096)
+//	--shard-namespace NS             of the replicas' Leases; default: the watched namespace, else the pod's own
+//	--shard-lease-duration 15s       the others take a killed replica's share this long after its last renewal
+//	--shard-renew-deadline 10s       a replica that could not renew for this long gives its share up
+//	--shard-retry-period 2s          between renewals
+//	--shard-client-side-only         send no shard selector; keep this replica's share on the client
+//
+// Every replica of a group gives the same --shard-group, --shard-key and
+// --shard-slots.
 //
 // HTTP (Serving), controller-runtime's names:
 //

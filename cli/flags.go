@@ -8,7 +8,7 @@ import (
 	"github.com/kloop-dev/kloop"
 )
 
-// Flags are the conventions of a controller command, in four groups. Make
+// Flags are the conventions of a controller command, in five groups. Make
 // them with NewFlags, change the defaults the command wants, register them
 // with AddFlags, and after parsing turn them into a *rest.Config and
 // kloop.Options with Config.
@@ -18,18 +18,20 @@ type Flags struct {
 	Name           string
 	Cluster        Cluster
 	LeaderElection LeaderElection
+	Sharding       Sharding
 	Serving        Serving
 	Logging        Logging
 }
 
 // NewFlags returns kloop's defaults for the program name: client-go's
 // kubeconfig loading rules, no client-side throttling, no leader
-// election, no HTTP server, info logs as text.
+// election, no sharding, no HTTP server, info logs as text.
 func NewFlags(name string) *Flags {
 	return &Flags{
 		Name:           name,
 		Cluster:        NewCluster(),
 		LeaderElection: NewLeaderElection(name),
+		Sharding:       NewSharding(name),
 		Serving:        NewServing(),
 		Logging:        NewLogging(),
 	}
@@ -41,6 +43,7 @@ func NewFlags(name string) *Flags {
 func (f *Flags) AddFlags(fs *pflag.FlagSet) {
 	f.Cluster.AddFlags(fs)
 	f.LeaderElection.AddFlags(fs)
+	f.Sharding.AddFlags(fs)
 	f.Serving.AddFlags(fs)
 	f.Logging.AddFlags(fs)
 }
@@ -52,6 +55,12 @@ func (f *Flags) Validate() error {
 	}
 	if err := f.LeaderElection.Validate(); err != nil {
 		return err
+	}
+	if err := f.Sharding.Validate(); err != nil {
+		return err
+	}
+	if f.Sharding.Enabled && f.LeaderElection.Enabled {
+		return Usagef("--shard and --leader-elect: give one of them (sharding replaces leader election: every replica works, each on its share)")
 	}
 	if _, err := f.Serving.Secure(); err != nil {
 		return err
@@ -69,8 +78,8 @@ func (f *Flags) Validate() error {
 // (a bad one is a *FlagError), sets the logger up (Logging.Setup), loads
 // the client configuration (Cluster.RESTConfig) and returns it with the
 // Options for kloop.New: Name, Logger, MetricsAddr, HealthAddr,
-// SecureMetrics, DebugAddr and LeaderElection filled in. The command sets the rest (Scheme, Namespace,
-// ...) before calling kloop.New.
+// SecureMetrics, DebugAddr, LeaderElection and Sharding filled in. The
+// command sets the rest (Scheme, Namespace, ...) before calling kloop.New.
 func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) {
 	if err := f.Validate(); err != nil {
 		return nil, kloop.Options{}, err
@@ -80,6 +89,7 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 		return nil, kloop.Options{}, err
 	}
 	le, _ := f.LeaderElection.Options()
+	sh, _ := f.Sharding.Options()
 	metrics, health, _ := f.Serving.Addrs()
 	debugAddr, _ := f.Serving.Debug()
 	sec, _ := f.Serving.Secure()
@@ -95,5 +105,6 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 		SecureMetrics:  sec,
 		DebugAddr:      debugAddr,
 		LeaderElection: le,
+		Sharding:       sh,
 	}, nil
 }

@@ -2,16 +2,19 @@ package cli_test
 
 import (
 	"errors"
+	"io"
 	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cli"
+	"github.com/kloop-dev/kloop/sharding"
 )
 
 // parsed is what the flags of one command line come to.
@@ -19,6 +22,7 @@ type parsed struct {
 	qps    float32
 	burst  int
 	le     *kloop.LeaderElection
+	sh     *kloop.Sharding
 	metric string
 	health string
 	debug  string
@@ -43,6 +47,10 @@ func parse(args ...string) (parsed, error) {
 	if err != nil {
 		return parsed{}, err
 	}
+	sh, err := f.Sharding.Options()
+	if err != nil {
+		return parsed{}, err
+	}
 	m, h, err := f.Serving.Addrs()
 	if err != nil {
 		return parsed{}, err
@@ -55,12 +63,13 @@ func parse(args ...string) (parsed, error) {
 	if err != nil {
 		return parsed{}, err
 	}
-	return parsed{qps: f.Cluster.QPS, burst: f.Cluster.Burst, le: le, metric: m, health: h, debug: d, level: lvl, format: f.Logging.Format}, nil
+	return parsed{qps: f.Cluster.QPS, burst: f.Cluster.Burst, le: le, sh: sh, metric: m, health: h, debug: d, level: lvl, format: f.Logging.Format}, nil
 }
 
 func TestFlags_ParseToOptionsOrNameTheBadFlag(t *testing.T) {
 	defaults := parsed{qps: -1, burst: 30, format: "text"}
 	with := func(change func(*parsed)) parsed { p := defaults; change(&p); return p }
+	defaultShard := &kloop.Sharding{Group: "demo", Key: sharding.ByNamespace, Slots: 64, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 	defaultLE := &kloop.LeaderElection{ID: "demo-leader", LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 	for _, tc := range []struct {
 		name    string
@@ -93,6 +102,37 @@ func TestFlags_ParseToOptionsOrNameTheBadFlag(t *testing.T) {
 			wantErr: `--leader-elect-id "a/b": not a Lease name`},
 		{name: "duration without a unit", args: []string{"--leader-elect-lease-duration", "15"},
 			wantErr: `invalid argument "15" for "--leader-elect-lease-duration"`},
+
+		{name: "sharding with the defaults of leader election, grouped by the program's name", args: []string{"--shard"},
+			want: with(func(p *parsed) { p.sh = defaultShard })},
+		{name: "sharding in full",
+			args: []string{"--shard", "--shard-group", "foos", "--shard-key", "uid", "--shard-slots", "16", "--shard-namespace", "kube-system",
+				"--shard-lease-duration", "6s", "--shard-renew-deadline", "4s", "--shard-retry-period", "1s", "--shard-client-side-only"},
+			want: with(func(p *parsed) {
+				p.sh = &kloop.Sharding{Group: "foos", Key: sharding.ByUID, Slots: 16, Namespace: "kube-system",
+					LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second, ClientSideOnly: true}
+			})},
+		{name: "shard flags are ignored without --shard", args: []string{"--shard-key", "hash", "--shard-slots", "0"}, want: defaults},
+		{name: "sharding and leader election together", args: []string{"--shard", "--leader-elect"},
+			wantErr: "--shard and --leader-elect: give one of them"},
+		{name: "an unknown shard key", args: []string{"--shard", "--shard-key", "name"},
+			wantErr: `--shard-key "name": want namespace or uid`},
+		{name: "no slots", args: []string{"--shard", "--shard-slots", "0"},
+			wantErr: `--shard-slots "0": want a number from 1 to 4096`},
+		{name: "too many slots", args: []string{"--shard", "--shard-slots", "4097"},
+			wantErr: `--shard-slots "4097": want a number from 1 to 4096`},
+		{name: "a group that is no DNS label", args: []string{"--shard", "--shard-group", "Foo.Controller"},
+			wantErr: `--shard-group "Foo.Controller": not a DNS label`},
+		{name: "a bad Lease namespace", args: []string{"--shard", "--shard-namespace", "Not_Valid"},
+			wantErr: `--shard-namespace "Not_Valid": not a namespace name`},
+		{name: "a lease duration of part of a second", args: []string{"--shard", "--shard-lease-duration", "4500ms"},
+			wantErr: `--shard-lease-duration "4.5s": want whole seconds`},
+		{name: "a zero retry period", args: []string{"--shard", "--shard-retry-period", "0s"},
+			wantErr: `--shard-retry-period "0s": want a positive duration`},
+		{name: "shard renew deadline not below the lease duration", args: []string{"--shard", "--shard-renew-deadline", "15s"},
+			wantErr: `--shard-renew-deadline "15s": want less than --shard-lease-duration (15s)`},
+		{name: "shard retry period not below the renew deadline", args: []string{"--shard", "--shard-retry-period", "10s"},
+			wantErr: `--shard-retry-period "10s": want less than --shard-renew-deadline (10s)`},
 
 		{name: "metrics and probes on", args: []string{"--metrics-bind-address", ":8080", "--health-probe-bind-address", "127.0.0.1:8081"},
 			want: with(func(p *parsed) { p.metric, p.health = ":8080", "127.0.0.1:8081" })},
@@ -157,7 +197,7 @@ func TestFlags_ParseToOptionsOrNameTheBadFlag(t *testing.T) {
 				t.Fatalf("parse(%q): %v", tc.args, err)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("parse(%q)\n got %+v (le %+v)\nwant %+v (le %+v)", tc.args, got, got.le, tc.want, tc.want.le)
+				t.Errorf("parse(%q)\n got %+v (le %+v, sh %+v)\nwant %+v (le %+v, sh %+v)", tc.args, got, got.le, got.sh, tc.want, tc.want.le, tc.want.sh)
 			}
 		})
 	}
@@ -207,5 +247,44 @@ func TestServing_MetricsSecureTurnsSecuredMetricsOnAndCertDirNeedsIt(t *testing.
 		if err != nil || (so != nil) != tc.want || (so != nil && so.CertDir != tc.certDir) {
 			t.Errorf("%q: Secure() = %+v, %v; want secured %v with cert dir %q", tc.args, so, err, tc.want, tc.certDir)
 		}
+	}
+}
+
+// TestFlags_ConfigFillsShardingOrRefusesItWithLeaderElection runs a
+// command the way a program does (cli.Run) and checks that --shard reaches
+// kloop.Options.Sharding, and that --shard with --leader-elect is a usage
+// error (exit 2) before the command runs.
+func TestFlags_ConfigFillsShardingOrRefusesItWithLeaderElection(t *testing.T) {
+	run := func(args ...string) (kloop.Options, bool, int, string) {
+		flags := cli.NewFlags("demo")
+		var opts kloop.Options
+		ran := false
+		cmd := &cobra.Command{Use: "demo", RunE: func(cmd *cobra.Command, _ []string) error {
+			_, o, err := flags.Config(cmd)
+			opts, ran = o, err == nil
+			return err
+		}}
+		flags.AddFlags(cmd.Flags())
+		var stderr strings.Builder
+		code := cli.Run(t.Context(), cmd, append([]string{"--master", "https://127.0.0.1:6443"}, args...), io.Discard, &stderr)
+		return opts, ran, code, stderr.String()
+	}
+
+	opts, ran, code, stderr := run("--shard", "--shard-namespace", "foo-system", "--shard-key", "uid", "--shard-lease-duration", "6s",
+		"--shard-renew-deadline", "4s", "--shard-retry-period", "1s")
+	want := &kloop.Sharding{Group: "demo", Key: sharding.ByUID, Slots: 64, Namespace: "foo-system",
+		LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
+	if code != cli.ExitOK || !ran || !reflect.DeepEqual(opts.Sharding, want) || opts.LeaderElection != nil {
+		t.Errorf("--shard: exit %d (ran %v, stderr %q), Sharding %+v, LeaderElection %+v; want exit 0, Sharding %+v and no leader election",
+			code, ran, stderr, opts.Sharding, opts.LeaderElection, want)
+	}
+
+	if opts, _, code, _ := run(); opts.Sharding != nil || code != cli.ExitOK {
+		t.Errorf("no --shard: exit %d, Sharding %+v; want exit 0 and nil", code, opts.Sharding)
+	}
+
+	_, ran, code, stderr = run("--shard", "--leader-elect")
+	if code != cli.ExitUsage || ran || !strings.Contains(stderr, "--shard and --leader-elect: give one of them") {
+		t.Errorf("--shard --leader-elect: exit %d, ran %v, stderr %q; want exit 2 naming both flags", code, ran, stderr)
 	}
 }

@@ -69,12 +69,21 @@ type Client struct {
 	log          *slog.Logger
 
 	mu   sync.Mutex
-	rest map[schema.GroupVersion]*rest.RESTClient
+	rest map[restKey]*rest.RESTClient
+}
+
+// restKey names one of a client's REST clients: its group and version, and
+// whether it speaks protobuf.
+type restKey struct {
+	gv    schema.GroupVersion
+	proto bool
 }
 
 // New returns a client for the API server cfg points at. It copies cfg and
-// does no I/O. Requests and responses are JSON (custom resources have no
-// protobuf form), whatever cfg.ContentType says. Client-side rate limiting
+// does no I/O. Requests and responses are protobuf for the types that have
+// a protobuf encoding (the built-in ones, as client-go's generated clients
+// do), JSON for the others (custom resources), whatever cfg.ContentType
+// says. Client-side rate limiting
 // follows cfg (QPS and Burst, client-go's 5 and 10 when zero, none when QPS
 // is negative, or cfg.RateLimiter) and is shared by every resource of the
 // client.
@@ -111,7 +120,7 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 		codecs:       serializer.NewCodecFactory(opts.Scheme).WithoutConversion(),
 		fieldManager: opts.FieldManager,
 		log:          opts.Logger,
-		rest:         make(map[schema.GroupVersion]*rest.RESTClient),
+		rest:         make(map[restKey]*rest.RESTClient),
 	}
 	if !opts.DisableWriteTracking {
 		cl.tracker = NewWriteTracker(opts.Logger)
@@ -129,15 +138,21 @@ func (c *Client) Scheme() *runtime.Scheme { return c.scheme }
 // FieldManager returns the field manager the client writes as.
 func (c *Client) FieldManager() string { return c.fieldManager }
 
-// restFor returns the REST client for gv, creating it on first use. All of
-// them share one HTTP client, hence one connection pool.
-func (c *Client) restFor(gv schema.GroupVersion) (*rest.RESTClient, error) {
+// restFor returns the REST client for gv, speaking protobuf (with JSON
+// accepted too) when proto is true, creating it on first use. All of them
+// share one HTTP client, hence one connection pool.
+func (c *Client) restFor(gv schema.GroupVersion, proto bool) (*rest.RESTClient, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if rc, ok := c.rest[gv]; ok {
+	key := restKey{gv, proto}
+	if rc, ok := c.rest[key]; ok {
 		return rc, nil
 	}
 	cfg := rest.CopyConfig(c.cfg)
+	if proto {
+		cfg.ContentType = runtime.ContentTypeProtobuf
+		cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	}
 	cfg.GroupVersion = &gv
 	cfg.APIPath = "/apis"
 	if gv.Group == "" {
@@ -148,6 +163,6 @@ func (c *Client) restFor(gv schema.GroupVersion) (*rest.RESTClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.rest[gv] = rc
+	c.rest[key] = rc
 	return rc, nil
 }

@@ -3,6 +3,10 @@ package client_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,6 +82,9 @@ func TestAgainstAPIServer(t *testing.T) {
 
 	t.Run("BuiltInTypeRoundTripsThroughCreateGetListUpdatePatchDelete", func(t *testing.T) {
 		testBuiltInCRUD(t, env)
+	})
+	t.Run("BuiltInTypesTravelAsProtobufCustomResourcesAsJSON", func(t *testing.T) {
+		testContentTypes(t, env)
 	})
 	t.Run("CustomResourceRoundTripsWithStatusSubresource", func(t *testing.T) {
 		testCustomResourceCRUD(t, env)
@@ -299,5 +306,69 @@ func TestStaleError_MatchesErrCacheStale(t *testing.T) {
 	var se *client.StaleError
 	if !errors.As(errors.Join(errors.New("x"), err), &se) || se.Want != "5" {
 		t.Fatalf("errors.As did not find the StaleError")
+	}
+}
+
+// contentTypes records, per request, its method, the request's and the
+// response's Content-Type.
+type contentTypes struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	seen []string
+}
+
+func (c *contentTypes) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(r)
+	if err == nil {
+		c.mu.Lock()
+		c.seen = append(c.seen, r.Method+" "+r.Header.Get("Content-Type")+" -> "+resp.Header.Get("Content-Type"))
+		c.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (c *contentTypes) take() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.seen
+	c.seen = nil
+	return s
+}
+
+func testContentTypes(t *testing.T, env *testenv.Env) {
+	ctx := testCtx(t, time.Minute)
+	ct := &contentTypes{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { ct.next = rt; return ct })
+	c := newClient(t, cfg, client.Options{Scheme: widgetScheme(t)})
+	ns := newNamespace(t, c, "content-types")
+	ct.take()
+
+	cms := resource[*corev1.ConfigMap](t, c, configMapGVR)
+	cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}, Data: map[string]string{"k": "v"}})
+	if err != nil || cm.Data["k"] != "v" {
+		t.Fatalf("create ConfigMap: %v, %+v", err, cm)
+	}
+	if _, err := cms.Get(ctx, ns, "a"); err != nil {
+		t.Fatal(err)
+	}
+	proto := "application/vnd.kubernetes.protobuf"
+	if got, want := ct.take(), []string{"POST " + proto + " -> " + proto, "GET  -> " + proto}; !slices.Equal(got, want) {
+		t.Errorf("ConfigMap create and get went as %q, want %q", got, want)
+	}
+	// Delete reads the server's answer as JSON, so asks for JSON.
+	if err := cms.Delete(ctx, ns, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ct.take(); len(got) != 1 || !strings.HasPrefix(got[0], "DELETE application/json -> application/json") {
+		t.Errorf("ConfigMap delete went as %q, want JSON both ways", got)
+	}
+
+	widgets := resource[*Widget](t, c, widgetGVR)
+	if _, err := widgets.Create(ctx, &Widget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w"}, Spec: WidgetSpec{Size: 1}}); err != nil {
+		t.Fatalf("create widget: %v", err)
+	}
+	if got := ct.take(); len(got) != 1 || !strings.HasPrefix(got[0], "POST application/json -> application/json") {
+		t.Errorf("Widget create went as %q, want JSON both ways (custom resources have no protobuf form)", got)
 	}
 }

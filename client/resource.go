@@ -77,7 +77,12 @@ func NewResource[T interface {
 	if _, ok := list.(metav1.ListInterface); !ok {
 		return nil, fmt.Errorf("client.NewResource %s: list type %v has no list metadata", gvr, lt)
 	}
-	rc, err := c.restFor(gv)
+	_, proto := any(T(new(E))).(interface {
+		Reset()
+		Marshal() ([]byte, error)
+		Unmarshal([]byte) error
+	})
+	rc, err := c.restFor(gv, proto)
 	if err != nil {
 		return nil, fmt.Errorf("client.NewResource %s: %w", gvr, err)
 	}
@@ -249,7 +254,10 @@ func (r *Resource[T]) Apply(ctx context.Context, obj T, opts PatchOptions) (T, e
 // until the cache no longer holds the object with the deleted UID. A dry
 // run (opts.DryRun) is not recorded.
 func (r *Resource[T]) Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
-	raw, err := r.req("DELETE", namespace).Name(name).Body(mustJSON(opts)).Do(ctx).Raw()
+	// JSON both ways, whatever the resource's content type: the body is
+	// read below as JSON.
+	raw, err := r.req("DELETE", namespace).Name(name).Body(mustJSON(opts)).
+		SetHeader("Content-Type", runtime.ContentTypeJSON).SetHeader("Accept", runtime.ContentTypeJSON).Do(ctx).Raw()
 	if err != nil || len(opts.DryRun) > 0 {
 		return err // a dry run changed nothing for a cache to see
 	}

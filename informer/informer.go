@@ -57,10 +57,12 @@ type Memory struct {
 	KeepManagedFields bool
 	// Unshared gives every cached object its own copy of everything. By
 	// default, strings that repeat across objects (namespace, label and
-	// annotation keys, label values, type and owner information) and
-	// identical label sets and owner-reference lists are stored once and
-	// shared by every object that has them, which saves hundreds of bytes
-	// per object. That is safe because cached objects are read-only; it
+	// annotation keys, label values, type and owner information, the keys
+	// of a ConfigMap's or Secret's data) and identical label sets and
+	// owner-reference lists are stored once and shared by every object
+	// that has them, which saves hundreds of bytes per object, and each
+	// object's own name, generateName, UID and resourceVersion are packed
+	// into one allocation. That is safe because cached objects are read-only; it
 	// also means that a program that breaks that rule and modifies a
 	// cached object's labels in place changes them for other objects too.
 	Unshared bool

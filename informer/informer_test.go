@@ -812,7 +812,14 @@ func TestInformer_SharesRepeatedMetadataBetweenCachedObjectsUnlessDisabled(t *te
 		o.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "rs-1"}}
 		// Each object its own key string, as decoding gives them.
 		o.Annotations = map[string]string{strings.Clone("example.com/note"): "for " + name}
+		o.Data = map[string]string{strings.Clone("config"): "for " + name}
 		return o
+	}
+	dataKey := func(o *corev1.ConfigMap) *byte {
+		for k := range o.Data {
+			return unsafe.StringData(k)
+		}
+		return nil
 	}
 	annotationKey := func(o *corev1.ConfigMap) *byte {
 		for k := range o.Annotations {
@@ -848,6 +855,21 @@ func TestInformer_SharesRepeatedMetadataBetweenCachedObjectsUnlessDisabled(t *te
 				}
 				if reflect.ValueOf(a.Annotations).UnsafePointer() != decodedAnnotations {
 					t.Error("the cached object has a new annotations map, want the decoded one kept (no copy per object)")
+				}
+				// So are the keys of Data, and the object's own strings
+				// are packed in one allocation.
+				if a.Data["config"] != "for a" || b.Data["config"] != "for b" || len(a.Data) != 1 {
+					t.Fatalf("cached data changed: %v %v", a.Data, b.Data)
+				}
+				if sameKey := dataKey(a) == dataKey(b); sameKey == disable {
+					t.Errorf("data keys shared=%v; want %v", sameKey, !disable)
+				}
+				if a.Name != "a" || a.UID != "1" || a.ResourceVersion != "1" {
+					t.Fatalf("cached metadata changed: %q %q %q", a.Name, a.UID, a.ResourceVersion)
+				}
+				packed := unsafe.Add(unsafe.Pointer(unsafe.StringData(a.Name)), len(a.Name)) == unsafe.Pointer(unsafe.StringData(string(a.UID)))
+				if packed == disable {
+					t.Errorf("name and UID in one allocation=%v; want %v", packed, !disable)
 				}
 			})
 		})

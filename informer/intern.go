@@ -2,9 +2,12 @@ package informer
 
 import (
 	"slices"
+	"unsafe"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kloop-dev/kloop/watcher"
 )
@@ -84,6 +87,47 @@ func (in *interner) object(obj watcher.Object) {
 			f[i] = in.str(f[i])
 		}
 	}
+	// The keys of a ConfigMap's or Secret's data repeat across objects as
+	// label keys do; they are swapped in place, as annotation keys are.
+	switch o := any(obj).(type) {
+	case *corev1.ConfigMap:
+		for k, v := range o.Data {
+			o.Data[in.str(k)] = v
+		}
+		for k, v := range o.BinaryData {
+			o.BinaryData[in.str(k)] = v
+		}
+	case *corev1.Secret:
+		for k, v := range o.Data {
+			o.Data[in.str(k)] = v
+		}
+	}
+	packMeta(obj)
+}
+
+// packMeta moves the strings of obj's metadata that are its own, unlike
+// the shared ones (name, generateName, UID and resourceVersion), into one
+// allocation. Decoded, each is an allocation of its own, rounded up to the
+// allocator's size class: a 36-byte UID takes 48. Together they take 8–16
+// bytes less per object. Strings are immutable, so the object reads the
+// same; the old copies become garbage.
+func packMeta(obj watcher.Object) {
+	name, gen, uid, rv := obj.GetName(), obj.GetGenerateName(), string(obj.GetUID()), obj.GetResourceVersion()
+	buf := make([]byte, 0, len(name)+len(gen)+len(uid)+len(rv))
+	put := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		at := len(buf)
+		buf = append(buf, s...)
+		// buf never grows past its capacity and is not written again, so
+		// the string can share its bytes.
+		return unsafe.String(&buf[at], len(s))
+	}
+	obj.SetName(put(name))
+	obj.SetGenerateName(put(gen))
+	obj.SetUID(types.UID(put(uid)))
+	obj.SetResourceVersion(put(rv))
 }
 
 func (in *interner) labelSet(l map[string]string) map[string]string {

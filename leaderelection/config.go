@@ -61,10 +61,13 @@ type Config struct {
 	// stop (see the package documentation on fencing). Default 10s.
 	RenewDeadline time.Duration
 
-	// RetryPeriod is the interval between attempts: a candidate's attempts
-	// to acquire (stretched by up to 20% at random, so that candidates
-	// spread out) and the leader's renewals. Must be less than
-	// RenewDeadline. Default 2s.
+	// RetryPeriod is the interval between the starts of attempts: the
+	// leader's renewals, and a candidate's attempts to acquire (shortened
+	// by up to 20% at random, so that candidates spread out, never
+	// lengthened). A candidate also tries at the moment the lease it waits
+	// for expires, so it takes over within LeaseDuration + RetryPeriod of
+	// the holder's last renewal, plus the latency of a read and a write.
+	// Must be less than RenewDeadline. Default 2s.
 	RetryPeriod time.Duration
 
 	// KeepLeaseOnCancel leaves the lease held when Run's context is

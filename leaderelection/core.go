@@ -44,9 +44,19 @@ func (a action) String() string {
 // feeds it.
 //
 // Expiry is judged on this process's clock only: a lease held by another is
-// valid until LeaseDuration after the moment this process last saw it change
-// (its resourceVersion), never by the timestamps written in it, so clock skew
-// between candidates does not matter.
+// valid until its LeaseDuration has passed since the moment this process
+// last saw it change (its resourceVersion), never by the timestamps written
+// in it. Those were read from another machine's clock, which may be set
+// minutes apart from ours; the change of resourceVersion is the only thing
+// the two processes agree on. What does matter is the rate at which clocks
+// run: if ours ran faster than the holder's by more than the ratio of
+// LeaseDuration to RenewDeadline, we could count a lease out that its holder
+// still believes it holds (see the package documentation on fencing).
+//
+// The moment of a change is when the read that showed it was answered, the
+// latest the change can have happened. Taking the start of the request
+// instead would let a renewal that started after it, and so a holder that
+// stops leading later, slip inside the LeaseDuration we wait.
 type core struct {
 	id            string
 	leaseDuration time.Duration // ours, written into the lease
@@ -65,26 +75,54 @@ func newCore(id string, leaseDuration, renewDeadline time.Duration) *core {
 	return &core{id: id, leaseDuration: leaseDuration, renewDeadline: renewDeadline}
 }
 
-// observe records the lease as read at now. A lease seen for the first time
-// or with a new resourceVersion restarts its expiry clock.
-func (c *core) observe(now time.Time, rv string, rec record) {
-	if !c.seen || rv != c.rv {
+// observe records the lease as read at now, and reports whether it changed:
+// a lease seen for the first time or with a new resourceVersion restarts
+// its expiry clock.
+func (c *core) observe(now time.Time, rv string, rec record) bool {
+	changed := !c.seen || rv != c.rv
+	if changed {
 		c.observedAt = now
 	}
 	c.seen, c.rv, c.rec = true, rv, rec
+	return changed
 }
 
-// heldByOther reports whether another candidate holds a lease that has not
-// expired at now.
-func (c *core) heldByOther(now time.Time) bool {
+// expiry returns when the lease as last observed expires on our clock, and
+// false when it is not held by another (absent, released or ours).
+func (c *core) expiry() (time.Time, bool) {
 	if !c.seen || c.rec.Holder == "" || c.rec.Holder == c.id {
-		return false
+		return time.Time{}, false
 	}
 	d := c.rec.LeaseDuration
 	if d <= 0 {
 		d = c.leaseDuration // a lease without a duration: assume ours
 	}
-	return now.Before(c.observedAt.Add(d))
+	return c.observedAt.Add(d), true
+}
+
+// heldByOther reports whether another candidate holds a lease that has not
+// expired at now.
+func (c *core) heldByOther(now time.Time) bool {
+	exp, ok := c.expiry()
+	return ok && now.Before(exp)
+}
+
+// nextAttempt returns when a candidate that is not leading tries again,
+// after an attempt that started at start: one period later (the shell
+// passes RetryPeriod, shortened by its jitter, never lengthened), but no
+// later than the moment the lease held by another expires. So a standby
+// reads the lease at least every RetryPeriod, and sees the holder's last
+// renewal at most RetryPeriod (plus one read) after it was made; and it
+// acquires at the expiry itself, not at the first attempt after it. That
+// puts a takeover within LeaseDuration + RetryPeriod of the holder's last
+// renewal, plus the latency of two requests. The attempt at expiry is
+// never early: expiry counts LeaseDuration from the last change seen.
+func (c *core) nextAttempt(start time.Time, period time.Duration) time.Time {
+	next := start.Add(period)
+	if exp, ok := c.expiry(); ok && exp.Before(next) {
+		next = exp
+	}
+	return next
 }
 
 // next decides, at now, what to write given whether the lease exists (as

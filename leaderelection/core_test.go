@@ -3,6 +3,7 @@ package leaderelection
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -184,6 +185,138 @@ func TestConfig_ZeroDurationsTakeDefaultsAndBadOnesAreRejected(t *testing.T) {
 	for i, b := range bad {
 		if _, err := b.withDefaults(); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("config %d (%+v): got %v, want ErrInvalidConfig", i, b, err)
+		}
+	}
+}
+
+func TestCore_ObserveReportsAChangeOnlyForANewResourceVersion(t *testing.T) {
+	c := newCore("a", 15*time.Second, 10*time.Second)
+	other := record{Holder: "b", LeaseDuration: 4 * time.Second}
+	if !c.observe(at(0), "1", other) {
+		t.Fatal("first sight of a lease not reported as a change")
+	}
+	if c.observe(at(time.Second), "1", other) {
+		t.Fatal("the same resourceVersion reported as a change")
+	}
+	if exp, _ := c.expiry(); !exp.Equal(at(4 * time.Second)) {
+		t.Fatalf("expiry %v after an unchanged read, want 4s after the first sight", exp.Sub(t0))
+	}
+	if !c.observe(at(2*time.Second), "2", other) {
+		t.Fatal("a new resourceVersion not reported as a change")
+	}
+	if exp, _ := c.expiry(); !exp.Equal(at(6 * time.Second)) {
+		t.Fatalf("expiry %v after a change at 2s, want 6s", exp.Sub(t0))
+	}
+}
+
+func TestCore_NextAttemptIsOnePeriodLaterButNoLaterThanTheLeaseExpires(t *testing.T) {
+	const (
+		lease  = 4 * time.Second
+		period = 500 * time.Millisecond
+	)
+	tests := []struct {
+		name  string
+		seen  []observation
+		start time.Duration
+		want  time.Duration
+	}{
+		{name: "nothing seen: one period after the start", start: time.Second, want: 1500 * time.Millisecond},
+		{
+			name: "held by another, far from expiry: one period after the start",
+			seen: []observation{{0, "1", record{Holder: "b", LeaseDuration: lease}}}, start: time.Second, want: 1500 * time.Millisecond,
+		},
+		{
+			name: "held by another, expiring within the period: at the expiry, not after",
+			seen: []observation{{0, "1", record{Holder: "b", LeaseDuration: lease}}}, start: 3800 * time.Millisecond, want: lease,
+		},
+		{
+			name:  "expiry counts from the last change seen, not the last read",
+			seen:  []observation{{0, "1", record{Holder: "b", LeaseDuration: lease}}, {3 * time.Second, "1", record{Holder: "b", LeaseDuration: lease}}},
+			start: 3700 * time.Millisecond, want: lease,
+		},
+		{
+			name: "a lease without a duration expires after ours",
+			seen: []observation{{0, "1", record{Holder: "b"}}}, start: 3700 * time.Millisecond, want: lease,
+		},
+		{
+			name: "released: one period after the start",
+			seen: []observation{{0, "1", record{LeaseDuration: time.Second}}}, start: 3800 * time.Millisecond, want: 4300 * time.Millisecond,
+		},
+		{
+			name: "ours: one period after the start",
+			seen: []observation{{0, "1", record{Holder: "a", LeaseDuration: lease}}}, start: 3800 * time.Millisecond, want: 4300 * time.Millisecond,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCore("a", lease, 3*time.Second)
+			for _, o := range tt.seen {
+				c.observe(at(o.at), o.rv, o.rec)
+			}
+			if got := c.nextAttempt(at(tt.start), period); !got.Equal(at(tt.want)) {
+				t.Fatalf("nextAttempt = %v, want %v", got.Sub(t0), tt.want)
+			}
+		})
+	}
+}
+
+// TestCore_StandbyTakesOverWithinLeaseDurationPlusPeriodOfTheLastRenewal
+// drives a standby's core by its own schedule against a holder that renews
+// every period and stops at many different moments, with instant requests:
+// the takeover comes no sooner than LeaseDuration and no later than
+// LeaseDuration + period after the holder's last renewal, whatever the
+// phase of the two schedules and the standby's (downward) jitter.
+func TestCore_StandbyTakesOverWithinLeaseDurationPlusPeriodOfTheLastRenewal(t *testing.T) {
+	const (
+		lease  = 4 * time.Second
+		period = 500 * time.Millisecond
+		step   = 7 * time.Millisecond // phases of the holder's schedule against the standby's
+	)
+	jitters := []float64{1, 0.8, 0.93}
+	for phase := time.Duration(0); phase < period; phase += step {
+		for stopAfter := 1; stopAfter <= 12; stopAfter++ {
+			jit := jitters[(stopAfter+int(phase/step))%len(jitters)]
+			// The holder renews at phase, phase+period, ...; its last
+			// renewal is number stopAfter.
+			lastRenewal := phase + time.Duration(stopAfter)*period
+			rvAt := func(now time.Duration) string { // the lease's resourceVersion at now
+				n := 0
+				for r := phase; r <= now && r <= lastRenewal; r += period {
+					n++
+				}
+				return strconv.Itoa(n)
+			}
+			c := newCore("a", lease, 3*time.Second)
+			now := time.Duration(0)
+			var took time.Duration
+			for i := 0; ; i++ {
+				if i > 1000 {
+					t.Fatalf("phase %v, stop after %d: no takeover in 1000 attempts", phase, stopAfter)
+				}
+				// An attempt: a write when the lease as last seen is
+				// expired (it succeeds if unchanged, as the precondition
+				// would have it), else a read.
+				if c.seen && !c.heldByOther(at(now)) {
+					if c.rv == rvAt(now) {
+						took = now - lastRenewal
+						break
+					}
+				}
+				c.observe(at(now), rvAt(now), record{Holder: "b", LeaseDuration: lease})
+				if !c.heldByOther(at(now)) {
+					took = now - lastRenewal
+					break
+				}
+				next := c.nextAttempt(at(now), time.Duration(float64(period)*jit)).Sub(t0)
+				if next <= now {
+					t.Fatalf("phase %v, stop after %d: next attempt at %v, not after %v", phase, stopAfter, next, now)
+				}
+				now = next
+			}
+			if took < lease || took > lease+period {
+				t.Fatalf("phase %v, stop after %d, jitter %v: took over %v after the last renewal, want within [%v, %v]",
+					phase, stopAfter, jit, took, lease, lease+period)
+			}
 		}
 	}
 }

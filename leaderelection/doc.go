@@ -4,13 +4,36 @@
 //
 // # How it works
 //
-// Every candidate (an Elector with its own Identity) reads the Lease every
-// RetryPeriod. A candidate takes the lease when nobody holds it, when it was
-// released, or when it has not changed for the holder's LeaseDuration as
-// measured on the candidate's own clock from when it last saw the lease
-// change (never from the timestamps written in it, so clock skew between
-// machines does not matter). The leader renews every RetryPeriod, with a
-// resourceVersion precondition, so two candidates cannot both win a write.
+// Every candidate (an Elector with its own Identity) reads the Lease at
+// least every RetryPeriod. A candidate takes the lease when nobody holds it,
+// when it was released, or when it has not changed for the holder's
+// LeaseDuration as measured on the candidate's own clock from when it last
+// saw the lease change; it tries at that moment, not at its next periodic
+// attempt. The leader renews every RetryPeriod. Every write carries a
+// resourceVersion precondition, so two candidates cannot both win one, and
+// a candidate's write at expiry succeeds only if the lease is still as it
+// last saw it.
+//
+// So after the leader's last renewal, a candidate sees it within one
+// RetryPeriod (and one read), and takes over LeaseDuration after it saw it
+// (plus one write): within LeaseDuration + RetryPeriod of the renewal, plus
+// the latency of those two requests. It never takes over sooner than
+// LeaseDuration after the renewal, since it cannot have seen it earlier.
+//
+// # Clocks
+//
+// A candidate never reads the timestamps written in the lease: they come
+// from the holder's clock, which may be set far from its own. It uses them
+// only through their effect, a new resourceVersion, and times expiry on its
+// own clock from the answer to the read that showed the change (the latest
+// moment the change can have happened). Clocks that are set apart therefore
+// do not matter; clocks that run at different rates do. The leader stops by
+// RenewDeadline after its last renewal started, a candidate waits
+// LeaseDuration after it saw it, so the election tolerates a candidate's
+// clock running up to LeaseDuration/RenewDeadline times as fast as the
+// leader's (1.5 with the defaults), less the time the leader's work needs
+// to stop. Synchronized clocks are not required, but clocks that drift by
+// more than that are outside what the package guarantees.
 //
 // The decisions (take, renew, wait, give up) are a pure core, tested with
 // explicit times; Run is the shell that performs the requests and waits.

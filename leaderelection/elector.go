@@ -159,15 +159,25 @@ type run struct {
 	lease    *coordinationv1.Lease // as last read or written; nil when absent
 	reported string                // holder last passed to OnNewLeader
 	started  bool                  // OnNewLeader has been called at least once
+
+	// For the log of an acquisition: the holder before our last write, how
+	// long that write took, and how long the read took that last showed the
+	// lease change (its answer started the wait for expiry).
+	previous   string
+	wrote      time.Duration
+	changeRead time.Duration
 }
 
-// acquire tries every RetryPeriod (with jitter) until this candidate holds
-// the lease, and reports whether it does. It returns false when ctx ended;
+// acquire makes attempts until this candidate holds the lease, and reports
+// whether it does. Attempts start RetryPeriod apart (less up to 20% at
+// random, so that candidates spread out), or sooner when the lease held by
+// another expires (see core.nextAttempt). It returns false when ctx ended;
 // a lease acquired just as ctx ended is released again.
 func (r *run) acquire(ctx context.Context) bool {
 	clk := r.cfg.Clock
 	r.log.Info("competing for leadership")
 	for {
+		start := clk.Now()
 		actx, cancel := context.WithTimeout(ctx, r.cfg.RenewDeadline)
 		ok, err := r.tryAcquireOrRenew(actx)
 		cancel()
@@ -181,8 +191,8 @@ func (r *run) acquire(ctx context.Context) bool {
 		if err != nil && ctx.Err() == nil {
 			r.log.Info("could not acquire lease; retrying", "err", err)
 		}
-		wait := time.Duration(float64(r.cfg.RetryPeriod) * (1 + 0.2*rand.Float64()))
-		t := clk.NewTimer(wait)
+		period := time.Duration(float64(r.cfg.RetryPeriod) * (1 - 0.2*rand.Float64()))
+		t := clk.NewTimer(max(0, r.core.nextAttempt(start, period).Sub(clk.Now())))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -196,7 +206,8 @@ func (r *run) acquire(ctx context.Context) bool {
 func (r *run) lead(ctx context.Context) error {
 	clk, e := r.cfg.Clock, r.e
 	r.setLeading(true)
-	r.log.Info("started leading")
+	r.log.Info("started leading", "previousHolder", r.previous,
+		"acquireRequest", r.wrote, "changeRead", r.changeRead)
 
 	leadCtx, cancelLead := context.WithCancelCause(ctx)
 	defer cancelLead(nil)
@@ -239,6 +250,7 @@ loop:
 			r.log.Info("context done: stopping the leader's work", "cause", context.Cause(ctx))
 			cancelLead(context.Cause(ctx))
 		case <-retryC:
+			start := clk.Now()
 			rctx, cancel := context.WithTimeout(reqCtx, r.core.deadline().Sub(clk.Now()))
 			ok, err := r.tryAcquireOrRenew(rctx)
 			cancel()
@@ -260,7 +272,8 @@ loop:
 				loseLeadership()
 				continue
 			}
-			retry.Reset(r.cfg.RetryPeriod)
+			// Renewals start RetryPeriod apart, however long each took.
+			retry.Reset(max(0, start.Add(r.cfg.RetryPeriod).Sub(clk.Now())))
 		case <-deadlineC:
 			if r.core.lost(clk.Now()) {
 				loseLeadership()
@@ -300,19 +313,25 @@ var errWorkReturned = errors.New("leaderelection: OnStartedLeading returned")
 // candidate holds a valid lease.
 func (r *run) tryAcquireOrRenew(ctx context.Context) (bool, error) {
 	clk := r.cfg.Clock
-	// A leader renews without reading first; a conflict means the lease
-	// changed behind its back, and it reads it like everyone else.
-	if r.core.leading && r.lease != nil {
+	// When the lease as last seen is ours to write (we lead, it was
+	// released, or it expired on our clock), write without reading first:
+	// the resourceVersion precondition makes the write succeed only if the
+	// lease is still as we saw it, which is all a read would have checked.
+	// A conflict means it changed behind our back, and we read it like
+	// everyone else.
+	if r.lease != nil {
 		start := clk.Now()
-		_, rec := r.core.next(start, true)
-		err := r.write(ctx, start, rec)
-		if err == nil {
-			return true, nil
-		}
-		if !apierrors.IsConflict(err) {
-			return false, err
+		if act, rec := r.core.next(start, true); act == actUpdate {
+			err := r.write(ctx, start, rec)
+			if err == nil {
+				return true, nil
+			}
+			if !apierrors.IsConflict(err) {
+				return false, err
+			}
 		}
 	}
+	readStart := clk.Now()
 	l, err := r.e.leases.Get(ctx, r.cfg.Namespace, r.cfg.Name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -321,7 +340,10 @@ func (r *run) tryAcquireOrRenew(ctx context.Context) (bool, error) {
 		return false, err
 	default:
 		r.lease = l
-		r.core.observe(clk.Now(), l.ResourceVersion, recordOf(l))
+		now := clk.Now()
+		if r.core.observe(now, l.ResourceVersion, recordOf(l)) {
+			r.changeRead = now.Sub(readStart)
+		}
 		r.report()
 	}
 	start := clk.Now()
@@ -339,14 +361,16 @@ func (r *run) tryAcquireOrRenew(ctx context.Context) (bool, error) {
 // start.
 func (r *run) write(ctx context.Context, start time.Time, rec record) error {
 	var (
-		out *coordinationv1.Lease
-		err error
+		out  *coordinationv1.Lease
+		err  error
+		prev string
 	)
 	if r.lease == nil {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: r.cfg.Namespace, Name: r.cfg.Name}}
 		setRecord(l, rec)
 		out, err = r.e.leases.Create(ctx, l)
 	} else {
+		prev = r.core.rec.Holder
 		l := r.lease.DeepCopy()
 		setRecord(l, rec)
 		out, err = r.e.leases.Update(ctx, l)
@@ -355,7 +379,9 @@ func (r *run) write(ctx context.Context, start time.Time, rec record) error {
 		return err
 	}
 	r.lease = out
-	r.core.wrote(start, r.cfg.Clock.Now(), out.ResourceVersion, recordOf(out))
+	now := r.cfg.Clock.Now()
+	r.previous, r.wrote = prev, now.Sub(start)
+	r.core.wrote(start, now, out.ResourceVersion, recordOf(out))
 	r.report()
 	return nil
 }

@@ -1,7 +1,6 @@
 package record
 
 import (
-	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
@@ -136,10 +135,16 @@ type Recorder struct {
 	sink    sink
 	metrics *recorderMetrics
 
-	queue   chan pending
 	mu      sync.RWMutex // write-locked once, when Start stops accepting events
 	stopped bool
 	started atomic.Bool
+
+	// The queue: events waiting for Start, at most QueueSize. It holds
+	// memory only while events wait (Start takes the whole slice), rather
+	// than a buffer of QueueSize events for the recorder's life.
+	qmu    sync.Mutex
+	queued []pending
+	wake   chan struct{} // capacity 1: something was queued
 
 	// Owned by Start's goroutine.
 	recent  *lru
@@ -185,7 +190,7 @@ func newRecorder(s sink, opts Options) (*Recorder, error) {
 		opts:    opts,
 		sink:    s,
 		metrics: m,
-		queue:   make(chan pending, opts.QueueSize),
+		wake:    make(chan struct{}, 1),
 		recent:  newLRU(opts.CacheSize),
 	}, nil
 }
@@ -221,12 +226,30 @@ func (r *Recorder) Event(obj watcher.Object, eventType, reason, message string) 
 		r.metrics.dropped(reasonStopped)
 		return
 	}
-	select {
-	case r.queue <- p:
-	default:
+	r.qmu.Lock()
+	full := len(r.queued) >= r.opts.QueueSize
+	if !full {
+		r.queued = append(r.queued, p)
+	}
+	r.qmu.Unlock()
+	if full {
 		r.metrics.dropped(reasonQueueFull)
 		r.opts.Logger.Debug("event dropped: queue full", "reason", reason, "namespace", ref.Namespace, "name", ref.Name)
+		return
 	}
+	select {
+	case r.wake <- struct{}{}:
+	default: // Start is woken already
+	}
+}
+
+// take empties the queue and returns what it held, oldest first.
+func (r *Recorder) take() []pending {
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	ps := r.queued
+	r.queued = nil
+	return ps
 }
 
 // Eventf is Event with a fmt.Sprintf message.
@@ -246,20 +269,14 @@ func (r *Recorder) Start(ctx context.Context) error {
 	r.drainBy = time.Time{}
 	for {
 		select {
-		case p := <-r.queue:
-			r.writeBatch(ctx, r.batch(p))
+		case <-r.wake:
+			r.writeBatch(ctx, r.batch(r.take()))
 		case <-ctx.Done():
 			r.mu.Lock()
-			r.stopped = true
+			r.stopped = true // no event is queued after this
 			r.mu.Unlock()
-			for {
-				select {
-				case p := <-r.queue:
-					r.writeBatch(ctx, r.batch(p))
-				default:
-					return nil
-				}
-			}
+			r.writeBatch(ctx, r.batch(r.take()))
+			return nil
 		}
 	}
 }
@@ -294,9 +311,9 @@ type aggregate struct {
 	first time.Time
 }
 
-// batch takes p and whatever else is queued right now, and folds repeats of
-// one event into one aggregate, keeping the order of first appearance.
-func (r *Recorder) batch(p pending) []*aggregate {
+// batch folds repeats of one event in ps into one aggregate, keeping the
+// order of first appearance.
+func (r *Recorder) batch(ps []pending) []*aggregate {
 	var (
 		out   []*aggregate
 		byKey = map[eventKey]*aggregate{}
@@ -312,14 +329,8 @@ func (r *Recorder) batch(p pending) []*aggregate {
 		byKey[k] = a
 		out = append(out, a)
 	}
-	add(p)
-	for range cap(r.queue) {
-		select {
-		case p := <-r.queue:
-			add(p)
-		default:
-			return out
-		}
+	for _, p := range ps {
+		add(p)
 	}
 	return out
 }
@@ -384,7 +395,7 @@ func (r *Recorder) write(ctx context.Context, a *aggregate) {
 		r.opts.Logger.Error("could not create event", "err", err, "reason", a.reason, "namespace", a.ref.Namespace, "name", a.ref.Name)
 		return
 	}
-	r.recent.put(k, &written{namespace: created.Namespace, name: created.Name, count: a.n})
+	r.recent.put(k, written{namespace: created.Namespace, name: created.Name, count: a.n})
 	r.metrics.written(resultCreated, int(a.n))
 }
 
@@ -455,20 +466,23 @@ type written struct {
 	count           int32
 }
 
-// lru remembers the most recently seen events, up to a size.
+// lru remembers the most recently seen events, up to a size: a map to
+// items that are themselves the links of the recency list (most recent at
+// the head), so that an event costs one item and its map entry.
 type lru struct {
-	size  int
-	order *list.List // of eventKey, most recent at the front
-	items map[eventKey]*lruItem
+	size       int
+	head, tail *lruItem
+	items      map[eventKey]*lruItem
 }
 
 type lruItem struct {
-	elem *list.Element
-	w    *written
+	key        eventKey
+	prev, next *lruItem
+	w          written
 }
 
 func newLRU(size int) *lru {
-	return &lru{size: size, order: list.New(), items: make(map[eventKey]*lruItem)}
+	return &lru{size: size, items: make(map[eventKey]*lruItem)}
 }
 
 func (l *lru) get(k eventKey) (*written, bool) {
@@ -476,29 +490,58 @@ func (l *lru) get(k eventKey) (*written, bool) {
 	if !ok {
 		return nil, false
 	}
-	l.order.MoveToFront(it.elem)
-	return it.w, true
+	l.unlink(it)
+	l.pushFront(it)
+	return &it.w, true
 }
 
-func (l *lru) put(k eventKey, w *written) {
+func (l *lru) put(k eventKey, w written) {
 	if it, ok := l.items[k]; ok {
 		it.w = w
-		l.order.MoveToFront(it.elem)
+		l.unlink(it)
+		l.pushFront(it)
 		return
 	}
-	l.items[k] = &lruItem{elem: l.order.PushFront(k), w: w}
-	for l.order.Len() > l.size {
-		last := l.order.Back()
-		l.order.Remove(last)
-		delete(l.items, last.Value.(eventKey))
+	it := &lruItem{key: k, w: w}
+	l.items[k] = it
+	l.pushFront(it)
+	for len(l.items) > l.size {
+		last := l.tail
+		l.unlink(last)
+		delete(l.items, last.key)
 	}
 }
 
 func (l *lru) remove(k eventKey) {
 	if it, ok := l.items[k]; ok {
-		l.order.Remove(it.elem)
+		l.unlink(it)
 		delete(l.items, k)
 	}
+}
+
+func (l *lru) pushFront(it *lruItem) {
+	it.prev, it.next = nil, l.head
+	if l.head != nil {
+		l.head.prev = it
+	}
+	l.head = it
+	if l.tail == nil {
+		l.tail = it
+	}
+}
+
+func (l *lru) unlink(it *lruItem) {
+	if it.prev != nil {
+		it.prev.next = it.next
+	} else if l.head == it {
+		l.head = it.next
+	}
+	if it.next != nil {
+		it.next.prev = it.prev
+	} else if l.tail == it {
+		l.tail = it.prev
+	}
+	it.prev, it.next = nil, nil
 }
 
 // Metric results and drop reasons.

@@ -109,8 +109,8 @@ func TestEvent_InvalidTypeOrObjectIsDroppedAndCounted(t *testing.T) {
 	if got := testutil.ToFloat64(r.metrics.drops.WithLabelValues(DefaultComponent, reasonInvalid)); got != 3 {
 		t.Fatalf("dropped (invalid) = %v, want 3", got)
 	}
-	if len(r.queue) != 0 {
-		t.Fatalf("%d invalid events were queued", len(r.queue))
+	if q := r.take(); len(q) != 0 {
+		t.Fatalf("%d invalid events were queued", len(q))
 	}
 }
 
@@ -135,20 +135,20 @@ func TestWrite_RepeatsAddToCountAndAnExpiredEventIsCreatedAnew(t *testing.T) {
 		r.Event(pod("p"), Warning, "Failed", "it broke")
 	}
 	r.Event(pod("p"), Warning, "Failed", "something else") // another message: another event
-	r.writeBatch(t.Context(), r.batch(<-r.queue))
+	r.writeBatch(t.Context(), r.batch(r.take()))
 	if len(s.created) != 2 || s.created[0].Count != 3 || s.created[1].Count != 1 {
 		t.Fatalf("created %+v, want counts 3 and 1", counts(s.created))
 	}
 	// A later repeat patches the count.
 	r.Event(pod("p"), Warning, "Failed", "it broke")
-	r.writeBatch(t.Context(), r.batch(<-r.queue))
+	r.writeBatch(t.Context(), r.batch(r.take()))
 	if len(s.patches) != 1 || s.patches[0] != s.created[0].Name+" 4" {
 		t.Fatalf("patches %v, want %s to count 4", s.patches, s.created[0].Name)
 	}
 	// The Event expired in the API server: the next repeat creates a new one.
 	s.gone[s.created[0].Name] = true
 	r.Event(pod("p"), Warning, "Failed", "it broke")
-	r.writeBatch(t.Context(), r.batch(<-r.queue))
+	r.writeBatch(t.Context(), r.batch(r.take()))
 	if len(s.created) != 3 || s.created[2].Count != 1 || s.created[2].Message != "it broke" {
 		t.Fatalf("after expiry created %v, want a third event with count 1", counts(s.created))
 	}
@@ -159,7 +159,7 @@ func TestWrite_ForgottenEventIsCreatedAgain(t *testing.T) {
 	r := newTestRecorder(t, s, Options{CacheSize: 1})
 	for _, reason := range []string{"A", "B", "A"} {
 		r.Event(pod("p"), Normal, reason, "m")
-		r.writeBatch(t.Context(), r.batch(<-r.queue))
+		r.writeBatch(t.Context(), r.batch(r.take()))
 	}
 	if len(s.created) != 3 || len(s.patches) != 0 {
 		t.Fatalf("created %d, patched %d; want A forgotten after B (cache of 1), so 3 creates", len(s.created), len(s.patches))
@@ -235,4 +235,33 @@ func TestStart_DrainingAHungAPIServerEndsAfterDrainTimeout(t *testing.T) {
 			t.Fatalf("failed %v, dropped %v; want the write in flight failed and the other two dropped", failed, dropped)
 		}
 	})
+}
+
+func TestLRU_ForgetsTheLeastRecentlySeen(t *testing.T) {
+	l := newLRU(2)
+	key := func(reason string) eventKey { return eventKey{name: "p", reason: reason} }
+	l.put(key("A"), written{name: "a"})
+	l.put(key("B"), written{name: "b"})
+	if w, ok := l.get(key("A")); !ok || w.name != "a" { // A is now the most recent
+		t.Fatalf("get A = %v, %v; want a", w, ok)
+	}
+	l.put(key("C"), written{name: "c"}) // evicts B
+	if _, ok := l.get(key("B")); ok {
+		t.Error("B is remembered; want it forgotten as the least recently seen")
+	}
+	for _, r := range []string{"A", "C"} {
+		if _, ok := l.get(key(r)); !ok {
+			t.Errorf("%s is forgotten; want it remembered", r)
+		}
+	}
+	l.remove(key("A"))
+	l.remove(key("C"))
+	if len(l.items) != 0 || l.head != nil || l.tail != nil {
+		t.Errorf("after removing all: %d items, head %p, tail %p; want an empty list", len(l.items), l.head, l.tail)
+	}
+	w, _ := func() (*written, bool) { l.put(key("D"), written{count: 1}); return l.get(key("D")) }()
+	w.count = 5
+	if got, _ := l.get(key("D")); got.count != 5 {
+		t.Errorf("count after changing the remembered event = %d, want 5 (get returns the item's own)", got.count)
+	}
 }

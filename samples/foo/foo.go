@@ -113,6 +113,12 @@ func Setup(app *kloop.App, workers int) error {
 		Recorder:    app.Recorder(),
 		Logger:      app.Logger().With("controller", ControllerName),
 	}
+	if r.Deployments.Err() == nil {
+		// The cache keeps only what Reconcile reads of a Deployment.
+		if err := r.Deployments.Informer().SetTransform(LeanDeployment); err != nil {
+			return err
+		}
+	}
 	_, err := kloop.NewController(app, ControllerName, r.Reconcile).
 		For(r.Foos).Owns(r.Deployments).Workers(workers).RateLimiter(RateLimiter()).Complete()
 	return err

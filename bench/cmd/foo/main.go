@@ -149,7 +149,8 @@ func main() {
 type measurement struct {
 	seconds float64
 	reqs    map[string]int64 // by verb
-	heap    uint64
+	heap    uint64           // HeapInuse after GC
+	live    uint64           // HeapAlloc after GC: the bytes of live objects, pprof's inuse_space
 	rss     uint64
 	phases  string // what the time is made of
 }
@@ -226,7 +227,7 @@ func runParent(n, rounds int, qps float32, burst int, settings []string, plane c
 	if err != nil {
 		return err
 	}
-	fmt.Printf("  baseline (this binary, nothing running) heap in use %.1f MiB\n", float64(base.heap)/(1<<20))
+	fmt.Printf("  baseline (this binary, nothing running) heap in use %.1f MiB, live %.1f MiB\n", float64(base.heap)/(1<<20), float64(base.live)/(1<<20))
 
 	round := 0
 	for _, setting := range settings {
@@ -259,8 +260,8 @@ func runParent(n, rounds int, qps float32, burst int, settings []string, plane c
 			if err != nil {
 				return fmt.Errorf("%s, round %d (%s): %w", setting, i+1, side, err)
 			}
-			fmt.Printf("  %s: %-9s converged %6.2fs  requests %5d (%d to events) %v  heap in use %6.1f MiB  VmRSS %6.1f MiB\n",
-				label, side, m.seconds, m.total(), m.events(), m.reqs, float64(m.heap)/(1<<20), float64(m.rss)/(1<<20))
+			fmt.Printf("  %s: %-9s converged %6.2fs  requests %5d (%d to events) %v  heap in use %6.1f MiB  live %6.1f MiB  VmRSS %6.1f MiB\n",
+				label, side, m.seconds, m.total(), m.events(), m.reqs, float64(m.heap)/(1<<20), float64(m.live)/(1<<20), float64(m.rss)/(1<<20))
 			fmt.Printf("    %s\n", m.phases)
 			results[side] = append(results[side], m)
 			if err := deleteNamespace(ctx, kc, ns); err != nil {
@@ -278,6 +279,8 @@ func runParent(n, rounds int, qps float32, burst int, settings []string, plane c
 		sec := func(m measurement) float64 { return m.seconds }
 		req := func(m measurement) float64 { return float64(m.total()) }
 		heap := func(m measurement) float64 { return float64(m.heap) - float64(base.heap) }
+		live := func(m measurement) float64 { return float64(m.live) - float64(base.live) }
+		noEvents := func(m measurement) float64 { return float64(m.total() - m.events()) }
 		suffix := ""
 		if setting == "defaults" {
 			suffix = "-defaults"
@@ -285,11 +288,12 @@ func runParent(n, rounds int, qps float32, burst int, settings []string, plane c
 		for _, r := range []struct {
 			name, unit string
 			f          func(measurement) float64
-		}{{"foo-converge-seconds", "s", sec}, {"foo-api-requests", "requests", req}, {"foo-rss-bytes", "B", heap}} {
+		}{{"foo-converge-seconds", "s", sec}, {"foo-api-requests", "requests", req}, {"foo-api-requests-without-events", "requests", noEvents},
+			{"foo-rss-bytes", "B", heap}, {"foo-heap-live-bytes", "B", live}} {
 			k, p := med("kloop", r.f), med("client-go", r.f)
 			fmt.Printf("RESULT %s%s kloop=%.3f peer=%.3f ratio=%.2f unit=%s peer_name=client-go-sample-controller\n", r.name, suffix, k, p, k/p, r.unit)
 		}
-		fmt.Printf("# %s; foo-rss-bytes is retained Go heap (heap in use after GC at convergence, minus the baseline child's)\n", label)
+		fmt.Printf("# %s; medians over %d round(s) a side; foo-rss-bytes is the Go heap in use (HeapInuse: spans holding live objects) and foo-heap-live-bytes the live objects' bytes (HeapAlloc), both after GC at convergence minus the baseline child's\n", label, rounds)
 	}
 	return nil
 }
@@ -331,7 +335,7 @@ func measureBaseline() (measurement, error) {
 			return measurement{}, fmt.Errorf("baseline child: %w", err)
 		}
 		var m measurement
-		if _, err := fmt.Sscanf(strings.TrimSpace(string(out)), "MEM heap_inuse=%d rss=%d", &m.heap, &m.rss); err != nil {
+		if _, err := fmt.Sscanf(strings.TrimSpace(string(out)), "MEM heap_inuse=%d heap_alloc=%d rss=%d", &m.heap, &m.live, &m.rss); err != nil {
 			return measurement{}, fmt.Errorf("baseline child said %q: %w", out, err)
 		}
 		if i == 0 || m.heap < best.heap {
@@ -430,7 +434,7 @@ func runRound(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface
 		}
 		m.reqs[verb] = c
 	}
-	if _, err := fmt.Sscanf(mem, "heap_inuse=%d rss=%d", &m.heap, &m.rss); err != nil {
+	if _, err := fmt.Sscanf(mem, "heap_inuse=%d heap_alloc=%d rss=%d", &m.heap, &m.live, &m.rss); err != nil {
 		return measurement{}, fmt.Errorf("parse %q: %w", mem, err)
 	}
 	return m, nil
@@ -609,6 +613,7 @@ func runChild(side, kubeconfig, ns string, qps float32, burst int, profile strin
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		if in.Text() == "REPORT" {
+			w.settle()
 			fmt.Println("REQS", c.String())
 			fmt.Println("WORK", w.String())
 			printMem()
@@ -628,7 +633,7 @@ func printMem() {
 	goruntime.GC()
 	var ms goruntime.MemStats
 	goruntime.ReadMemStats(&ms)
-	fmt.Printf("MEM heap_inuse=%d rss=%d\n", ms.HeapInuse, vmRSS())
+	fmt.Printf("MEM heap_inuse=%d heap_alloc=%d rss=%d\n", ms.HeapInuse, ms.HeapAlloc, vmRSS())
 }
 
 // writeHeapProfile writes the heap profile; printMem has just run two GCs,
@@ -663,6 +668,7 @@ func vmRSS() uint64 {
 // have synced.
 func runKloop(ctx context.Context, cfg *rest.Config, ns string, w *work, diagnose bool) (wait func() error, err error) {
 	w.reg, w.reconcileTimeName = prometheus.NewRegistry(), "controller_runtime_reconcile_time_seconds"
+	w.idle = func() bool { return gauges(w.reg, "workqueue_depth", "controller_runtime_active_workers") == 0 }
 	var log slog.Handler = slog.DiscardHandler
 	if diagnose {
 		log = waitCounter{w}
@@ -802,6 +808,8 @@ func runClientGo(ctx context.Context, cfg *rest.Config, ns string, events bool, 
 		recorder.Event(f, corev1.EventTypeNormal, foo.SuccessSynced, foo.MessageResourceSynced)
 		return nil
 	}
+	var inFlight atomic.Int64
+	w.idle = func() bool { return queue.Len() == 0 && inFlight.Load() == 0 }
 	kf.Start(ctx.Done())
 	go fooInformer.RunWithContext(ctx)
 	var wg sync.WaitGroup
@@ -825,7 +833,9 @@ func runClientGo(ctx context.Context, cfg *rest.Config, ns string, events bool, 
 					return
 				}
 				began := time.Now()
+				inFlight.Add(1)
 				err := syncFoo(ctx, ref)
+				inFlight.Add(-1)
 				w.sync(time.Since(began))
 				if err != nil {
 					queue.AddRateLimited(ref)

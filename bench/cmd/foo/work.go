@@ -21,6 +21,44 @@ type work struct {
 	waited            time.Duration
 	reg               *prometheus.Registry // kloop's: syncs and busy come from its reconcile histogram
 	reconcileTimeName string
+	idle              func() bool // nothing queued, no sync running
+	settled           time.Duration
+}
+
+// settle waits until the controller has been idle for half a second
+// (checked every 100 ms), for at most a minute: at convergence it may
+// still be working through syncs its last writes caused, whose garbage
+// and bookkeeping are not what it retains.
+func (w *work) settle() {
+	began := time.Now()
+	for quiet := 0; quiet < 5 && time.Since(began) < time.Minute; {
+		time.Sleep(100 * time.Millisecond)
+		if w.idle() {
+			quiet++
+		} else {
+			quiet = 0
+		}
+	}
+	w.settled = time.Since(began)
+}
+
+// gauges sums the values of the named gauges in reg.
+func gauges(reg *prometheus.Registry, names ...string) float64 {
+	fams, err := reg.Gather()
+	if err != nil {
+		return -1
+	}
+	var sum float64
+	for _, f := range fams {
+		for _, n := range names {
+			if f.GetName() == n {
+				for _, m := range f.GetMetric() {
+					sum += m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return sum
 }
 
 func (w *work) sync(d time.Duration) {
@@ -55,7 +93,7 @@ func (w *work) String() string {
 	if w.syncs > 0 {
 		mean = w.busy.Seconds() * 1000 / float64(w.syncs)
 	}
-	s := fmt.Sprintf("syncs=%d busy=%.2fs mean=%.1fms", w.syncs, w.busy.Seconds(), mean)
+	s := fmt.Sprintf("syncs=%d busy=%.2fs mean=%.1fms settled-after=%.1fs", w.syncs, w.busy.Seconds(), mean, w.settled.Seconds())
 	if w.waits > 0 {
 		s += fmt.Sprintf(" own-write-waits=%d waited=%.2fs", w.waits, w.waited.Seconds())
 	}
