@@ -316,6 +316,24 @@ func (a *App) fail(err error) {
 	a.mu.Unlock()
 }
 
+// Run makes an App from cfg and opts, lets each setup declare what it
+// holds (handles, controllers), and runs it until ctx is done: New, the
+// setups and App.Run in one call, for a program's main or a sample's Run.
+// It returns the first error of New or of a setup without starting
+// anything, else what App.Run returns.
+func Run(ctx context.Context, cfg *rest.Config, opts Options, setup ...func(*App) error) error {
+	app, err := New(cfg, opts)
+	if err != nil {
+		return err
+	}
+	for _, s := range setup {
+		if err := s(app); err != nil {
+			return err
+		}
+	}
+	return app.Run(ctx)
+}
+
 // Err returns the declaration errors so far, joined, or nil.
 func (a *App) Err() error {
 	a.mu.Lock()

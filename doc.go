@@ -11,7 +11,7 @@
 // cli turns the standard command-line flags (--kubeconfig,
 // --leader-elect, --metrics-bind-address, --log-level, ...) into both.
 //
-//	app, err := kloop.New(cfg, kloop.Options{Name: "foo-controller", Scheme: scheme})
+//	app, err := kloop.New(cfg, kloop.Options{Name: "foo-controller", Scheme: kloop.NewScheme(v1alpha1.AddToScheme)})
 //
 // Then a handle per kind the controller reads or writes. Reads (Get, List)
 // come from the App's shared informer cache, after waiting until the cache
@@ -44,7 +44,26 @@
 //
 // Run starts the informers (on every replica, so a standby has warm
 // caches), the event recorder, and the controllers (with leader election,
-// only on the leader), and returns once all have stopped.
+// only on the leader), and returns once all have stopped. kloop.Run does
+// New, the declarations (a setup function) and Run in one call.
+//
+// # What a reconcile needs, written once
+//
+// A reconciler that writes only what changed needs the same few things
+// whatever its kind, and the builder has them:
+//
+//   - Handle.WriteStatus writes a status only when it differs from the
+//     cached one, and reports whether it wrote. It remembers its last
+//     write per object, so a CRD whose schema prunes status fields is not
+//     rewritten in a loop; Handle.WroteStatus tells a reconcile woken by
+//     its own status write.
+//   - SetCondition sets a metav1.Condition stamped with the object's
+//     generation, moving lastTransitionTime only when the status changes.
+//   - Drifted tells whether a server-side apply of what the controller owns
+//     would change the live object (fields others own are not compared),
+//     so an object in place costs no request.
+//   - Handle.DeleteControlledBy deletes what an owner controls under names
+//     it no longer wants (after a rename).
 //
 // # Complete programs
 //

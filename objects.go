@@ -34,6 +34,7 @@ type Handle[T watcher.Object] struct {
 	res        *client.Resource[T]
 	reader     *client.CachedReader[T]
 	status     statusSubresource
+	writes     statusWrites
 	namespaced bool
 	err        error
 }

@@ -7,25 +7,67 @@ import (
 	"reflect"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/discovery"
+
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/informer"
 )
 
 // errStatusIgnored is the error of an update of a whole object that did not
 // change its status: the resource has gained a status subresource.
 var errStatusIgnored = errors.New("the API server kept the old status: the resource has a status subresource now; retrying through it")
 
-// WriteStatus writes obj's status, whether or not the resource has a status
-// subresource: through it when discovery says it is served, otherwise by an
-// update of the whole object (a CRD without the subresource, such as
-// sample-controller's plain crd.yaml). Discovery is asked once, and again
-// when its answer proves wrong under a running program (a 404 from
-// /status, or an update that kept the old status, which is then retried
-// through the subresource).
-func (h *Handle[T]) WriteStatus(ctx context.Context, obj T) (T, error) {
+// WriteStatus writes obj's status unless there is nothing to write, and
+// reports whether it wrote. obj is a copy of a cached object with its
+// status changed; the rest of it is not written (use Update for that).
+//
+// There is nothing to write when obj's status is the one cached for the
+// object, or when it is the status this handle last wrote for the object
+// and the object has not changed since. The second case is a CRD whose
+// schema prunes status fields (sample-controller's, for fields added
+// later): the server keeps less than was written, and writing the same
+// again would change nothing but the resourceVersion, which would wake the
+// controller to write it again, for ever. Skipped, WriteStatus returns the
+// cached object.
+//
+// It writes through the status subresource when discovery says the
+// resource has one, otherwise by an update of the whole object (a CRD
+// without the subresource, such as sample-controller's plain crd.yaml).
+// Discovery is asked once, and again when its answer proves wrong under a
+// running program (a 404 from /status, or an update that kept the old
+// status, which is then retried through the subresource).
+func (h *Handle[T]) WriteStatus(ctx context.Context, obj T) (T, bool, error) {
 	if h.err != nil {
-		return obj, h.err
+		return obj, false, h.err
 	}
+	key := cache.KeyOf(obj)
+	want := statusOf(obj)
+	if cur, ok := h.inf.Lister().Get(key.Namespace, key.Name); ok {
+		last, wrote := h.writes.last(key)
+		if equality.Semantic.DeepEqual(statusOf(cur), want) ||
+			wrote && last.rv == cur.GetResourceVersion() && equality.Semantic.DeepEqual(last.status, want) {
+			return cur, false, nil
+		}
+	}
+	got, err := h.writeStatus(ctx, obj)
+	if err != nil {
+		return got, false, fmt.Errorf("write status of %s %s: %w", h.gvk.Kind, key, err)
+	}
+	h.writes.remember(key, got.GetResourceVersion(), want, h.forgetDeleted)
+	return got, true, nil
+}
+
+// WroteStatus reports whether obj is, unchanged, what this handle's last
+// WriteStatus of it stored: its resourceVersion is the one that write
+// returned. A reconcile woken only by its own status write may stop there.
+func (h *Handle[T]) WroteStatus(obj T) bool {
+	last, ok := h.writes.last(cache.KeyOf(obj))
+	return ok && last.rv == obj.GetResourceVersion()
+}
+
+func (h *Handle[T]) writeStatus(ctx context.Context, obj T) (T, error) {
 	sub, err := h.hasStatus(ctx)
 	if err != nil {
 		return obj, err
@@ -40,9 +82,53 @@ func (h *Handle[T]) WriteStatus(ctx context.Context, obj T) (T, error) {
 	got, err := h.res.Update(ctx, obj)
 	if err == nil && !reflect.DeepEqual(statusOf(got), statusOf(obj)) {
 		h.forgetStatus()
-		return got, fmt.Errorf("write status of %s %s/%s: %w", h.gvk.Kind, obj.GetNamespace(), obj.GetName(), errStatusIgnored)
+		return got, errStatusIgnored
 	}
 	return got, err
+}
+
+// statusWrites remembers, per object, the last status a Handle wrote and
+// the resourceVersion the write returned. An object's entry goes when the
+// informer reports it deleted.
+type statusWrites struct {
+	mu      sync.Mutex
+	byKey   map[cache.Key]statusWrite
+	watched bool
+}
+
+type statusWrite struct {
+	rv     string
+	status any
+}
+
+func (w *statusWrites) last(k cache.Key) (statusWrite, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	sw, ok := w.byKey[k]
+	return sw, ok
+}
+
+// remember records a write; the first one subscribes to the deletes of the
+// handle's objects.
+func (w *statusWrites) remember(k cache.Key, rv string, status any, subscribe func(forget func(cache.Key)) error) {
+	w.mu.Lock()
+	if w.byKey == nil {
+		w.byKey = map[cache.Key]statusWrite{}
+	}
+	w.byKey[k] = statusWrite{rv: rv, status: status}
+	first := !w.watched
+	w.watched = true
+	w.mu.Unlock()
+	if first && subscribe(w.forget) != nil {
+		// The informer has stopped: no more writes will come either.
+		return
+	}
+}
+
+func (w *statusWrites) forget(k cache.Key) {
+	w.mu.Lock()
+	delete(w.byKey, k)
+	w.mu.Unlock()
 }
 
 // statusOf returns the Status field of a typed object, or nil.
@@ -101,4 +187,13 @@ func (h *Handle[T]) forgetStatus() {
 	h.status.mu.Lock()
 	h.status.known = false
 	h.status.mu.Unlock()
+}
+
+// forgetDeleted drops the status writes of objects the informer reports
+// deleted.
+func (h *Handle[T]) forgetDeleted(forget func(cache.Key)) error {
+	_, err := h.inf.AddHandler(informer.HandlerFuncs[T]{
+		DeleteFunc: func(d informer.Deleted[T]) { forget(cache.KeyOf(d.Obj)) },
+	}, informer.HandlerOptions{Name: "kloop-status-writes"})
+	return err
 }

@@ -1,7 +1,6 @@
 package deploy_test
 
 import (
-	"crypto/tls"
 	"io"
 	"net/http"
 	"slices"
@@ -15,33 +14,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kloop-dev/kloop/internal/authtest"
 	"github.com/kloop-dev/kloop/internal/await"
 )
 
 func scrape(t *testing.T, url, token string) (int, string) {
 	t.Helper()
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	c := authtest.InsecureClient()
 	defer c.CloseIdleConnections()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return authtest.Get(t, c, url, token)
 }
 
 // saTokenFor creates a ServiceAccount in ns and returns a token for it.
 func saTokenFor(t *testing.T, c *fooCluster, ns, name string) string {
 	t.Helper()
-	if _, err := c.cs.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return tokenOf(t, saKubeconfig(t, c.e, ns, name))
+	return authtest.ServiceAccount(t, c.cs, ns, name)
 }
 
 func TestFooController_MetricsSecure401WithoutToken403WithoutRBAC200WithItPlainHTTPWithout(t *testing.T) {

@@ -49,20 +49,8 @@ func e2eContext(t *testing.T, d time.Duration, what string) context.Context {
 // runFactory starts f and stops it (waiting for Start to return) when the
 // test ends.
 func runFactory(t *testing.T, f *informer.Factory) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("factory Start: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("factory Start did not return 30s after its context ended: an informer goroutine is stuck")
-		}
-	})
+	t.Helper()
+	await.Run(t, "factory Start", f.Start)
 }
 
 func TestE2E(t *testing.T) {

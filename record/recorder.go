@@ -128,6 +128,16 @@ type sink interface {
 
 var _ sink = (*client.Resource[*corev1.Event])(nil)
 
+// EventRecorder is what code that records events needs of a Recorder:
+// a reconciler holding one can be given a Recorder in production and
+// anything else (a recorder that drops or collects events) where Events
+// are not wanted.
+type EventRecorder interface {
+	Event(obj watcher.Object, eventType, reason, message string)
+}
+
+var _ EventRecorder = (*Recorder)(nil)
+
 // Recorder writes core/v1 Events about objects. Event may be called from any
 // goroutine and never blocks on the API server; Start writes the events.
 type Recorder struct {

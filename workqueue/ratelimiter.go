@@ -25,10 +25,16 @@ type RateLimiter[K comparable] interface {
 // overall token bucket of 10 retries per second with a burst of 100. A nil
 // clock means the real clock.
 func DefaultRateLimiter[K comparable](clk clock.PassiveClock) RateLimiter[K] {
-	return NewMaxOfRateLimiter(
-		NewExponentialRateLimiter[K](5*time.Millisecond, 1000*time.Second),
-		NewBucketRateLimiter[K](10, 100, clk),
-	)
+	return NewControllerRateLimiter[K](5*time.Millisecond, 1000*time.Second, 10, 100, clk)
+}
+
+// NewControllerRateLimiter is DefaultRateLimiter's shape with other
+// numbers: the larger of a per-key exponential back-off from base doubling
+// up to max, and an overall token bucket of qps retries per second with a
+// burst of burst. sample-controller, for example, uses 5 ms, 1000 s, 50
+// and 300. A nil clock means the real clock.
+func NewControllerRateLimiter[K comparable](base, max time.Duration, qps float64, burst int, clk clock.PassiveClock) RateLimiter[K] {
+	return NewMaxOfRateLimiter(NewExponentialRateLimiter[K](base, max), NewBucketRateLimiter[K](qps, burst, clk))
 }
 
 // ExponentialRateLimiter delays a key base·2^n, where n is the number of

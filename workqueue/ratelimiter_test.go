@@ -149,6 +149,31 @@ func TestDefaultRateLimiter_IsExponentialFrom5msCappedByAnOverallBucket(t *testi
 	}
 }
 
+// sample-controller's numbers: 5 ms to 1000 s per key, 50 qps burst 300.
+func TestNewControllerRateLimiter_TakesTheBackOffAndTheBucketsNumbers(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	r := NewControllerRateLimiter[int](5*time.Millisecond, 1000*time.Second, 50, 300, clk)
+	for i, w := range []time.Duration{5, 10, 20} {
+		if d := r.When(-1); d != w*time.Millisecond {
+			t.Fatalf("retry %d: When = %v, want %v", i+1, d, w*time.Millisecond)
+		}
+	}
+	// The burst had 3 tokens taken: 297 more keys fit, the next waits
+	// 1/50 s.
+	for k := range 297 {
+		if d := r.When(k); d != 5*time.Millisecond {
+			t.Fatalf("key %d: When = %v, want 5ms", k, d)
+		}
+	}
+	if d := r.When(1000); d != 20*time.Millisecond {
+		t.Fatalf("301st retry in a burst: When = %v, want 20ms from the 50 qps bucket", d)
+	}
+	r.Forget(-1)
+	if n := r.NumRequeues(-1); n != 0 {
+		t.Fatalf("NumRequeues after Forget = %d, want 0", n)
+	}
+}
+
 func TestQueue_AddRateLimitedBacksOffAndForgetResets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := New(Config[string]{RateLimiter: NewExponentialRateLimiter[string](time.Second, time.Minute)})

@@ -44,14 +44,7 @@ func command() *cobra.Command {
 				return err
 			}
 			opts.Scheme, opts.Namespace = foo.Scheme(), namespace
-			app, err := kloop.New(cfg, opts)
-			if err == nil {
-				err = foo.Setup(app, workers)
-			}
-			if err != nil {
-				return err
-			}
-			return app.Run(cmd.Context())
+			return kloop.Run(cmd.Context(), cfg, opts, func(app *kloop.App) error { return foo.Setup(app, workers) })
 		},
 	}
 	fs := cmd.Flags()

@@ -29,18 +29,22 @@
 //     Deployment.
 //  5. Repairs drift: when replicas (if spec.replicas is set), the selector
 //     or template labels, or the nginx container's image differ from what
-//     the Foo asks, it applies them with server-side apply (field manager
+//     the Foo asks (kloop.Drifted compares what it applies with the live
+//     Deployment), it applies them with server-side apply (field manager
 //     foo-controller, forced, guarded by the resourceVersion it checked);
 //     fields others added (annotations, env vars, sidecars) stay.
 //  6. After a rename of spec.deploymentName, deletes the Deployments this
-//     Foo controls under other names once the new one is available.
+//     Foo controls under other names once the new one is available
+//     (kloop.Handle.DeleteControlledBy).
 //  7. Writes the status: availableReplicas (always present, 0 included),
 //     observedGeneration and the Ready condition (DeploymentAvailable or
 //     DeploymentProgressing), unless it is already so. With the status
 //     subresource when the CRD has one, else by an update (sample-
 //     controller's crd.yaml); with sample-controller's CRDs, whose schemas
 //     prune the new fields, only availableReplicas is kept, and the last
-//     write is remembered so a pruned status is not written over and over.
+//     write is remembered (kloop.Handle.WriteStatus) so a pruned status is
+//     not written over and over. The Ready condition carries the
+//     generation it describes too (kloop.SetCondition).
 //  8. Records a Normal event Synced, "Foo synced successfully", if the
 //     sync changed something: created, repaired or deleted a Deployment,
 //     or wrote the status (the recorder folds repeats into one Event with

@@ -1,29 +1,27 @@
 package foo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/record"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
-	"github.com/kloop-dev/kloop/watcher"
 	"github.com/kloop-dev/kloop/workqueue"
 )
 
@@ -73,20 +71,9 @@ func (e *ResourceExistsError) Error() string { return fmt.Sprintf(MessageResourc
 // controller's sync timeout, naming the Foo informer and the API server's
 // answer.
 func Run(ctx context.Context, cfg *rest.Config, opts kloop.Options) error {
-	if opts.Name == "" {
-		opts.Name = ControllerName
-	}
-	if opts.Scheme == nil {
-		opts.Scheme = Scheme()
-	}
-	app, err := kloop.New(cfg, opts)
-	if err != nil {
-		return err
-	}
-	if err := Setup(app, DefaultWorkers); err != nil {
-		return err
-	}
-	return app.Run(ctx)
+	opts.Name = cmp.Or(opts.Name, ControllerName)
+	opts.Scheme = cmp.Or(opts.Scheme, Scheme())
+	return kloop.Run(ctx, cfg, opts, func(app *kloop.App) error { return Setup(app, DefaultWorkers) })
 }
 
 // The rights the Foo controller needs, for controller-gen's RBAC generator
@@ -103,6 +90,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts kloop.Options) error {
 // +kubebuilder:rbac:groups=samplecontroller.k8s.io,resources=foos/status,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Scheme returns a new scheme with the built-in types and Foo.
+func Scheme() *runtime.Scheme { return kloop.NewScheme(v1alpha1.AddToScheme) }
 
 // Setup declares the Foo controller, with workers workers, in app, whose
 // scheme must hold Foo (Scheme() does). app.Run runs it.
@@ -127,15 +117,7 @@ func Setup(app *kloop.App, workers int) error {
 // RateLimiter is sample-controller's: per-key back-off from 5 ms to
 // 1000 s, and 50 retries a second overall (burst 300).
 func RateLimiter() workqueue.RateLimiter[cache.Key] {
-	return workqueue.NewMaxOfRateLimiter[cache.Key](
-		workqueue.NewExponentialRateLimiter[cache.Key](5*time.Millisecond, 1000*time.Second),
-		workqueue.NewBucketRateLimiter[cache.Key](50, 300, clock.RealClock{}),
-	)
-}
-
-// Recorder records events; *record.Recorder is one.
-type Recorder interface {
-	Event(obj watcher.Object, eventType, reason, message string)
+	return workqueue.NewControllerRateLimiter[cache.Key](5*time.Millisecond, 1000*time.Second, 50, 300, nil)
 }
 
 // Reconciler syncs one Foo (see the package documentation). Its fields are
@@ -145,10 +127,8 @@ type Reconciler struct {
 	// own writes, and write to the API server.
 	Foos        *kloop.Handle[*v1alpha1.Foo]
 	Deployments *kloop.Handle[*appsv1.Deployment]
-	Recorder    Recorder
+	Recorder    record.EventRecorder
 	Logger      *slog.Logger
-
-	written sync.Map // cache.Key → written
 }
 
 // Reasons of the Ready condition.
@@ -163,22 +143,18 @@ const (
 func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.Result, error) {
 	log := r.Logger.With("key", key.String())
 	foo, err := r.Foos.Get(ctx, key.Namespace, key.Name)
-	if apierrors.IsNotFound(err) {
-		log.Debug("Foo no longer exists; its Deployment goes with it")
+	if apierrors.IsNotFound(err) || err == nil && foo.DeletionTimestamp != nil {
+		// Its Deployment is being (or has been) garbage-collected: one
+		// made now would only be collected again, and would hold up a
+		// foreground deletion of the Foo.
+		log.Debug("Foo gone or being deleted; its Deployment is left to the garbage collector")
 		return controller.Result{}, nil
 	}
 	if err != nil {
 		return controller.Result{}, err
 	}
-	if foo.DeletionTimestamp != nil {
-		// Its Deployment is being (or has been) garbage-collected: one
-		// made now would only be collected again, and would hold up a
-		// foreground deletion of the Foo.
-		log.Debug("Foo is being deleted; leaving its Deployment to the garbage collector")
-		return controller.Result{}, nil
-	}
 	name := foo.Spec.DeploymentName
-	if w, ok := r.written.Load(key); ok && name == "" && w.(written).rv == foo.ResourceVersion {
+	if name == "" && r.Foos.WroteStatus(foo) {
 		return controller.Result{}, nil // woken by its own report of the missing name
 	}
 	if name == "" {
@@ -186,12 +162,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 		return controller.Result{}, r.fail(ctx, foo, ReasonDeploymentNameMissing, ReasonDeploymentNameMissing, ErrNoDeploymentName, controller.TerminalError(err))
 	}
 
-	changed := false // a Deployment created, repaired or deleted, or the status written
 	dep, err := r.Deployments.Get(ctx, foo.Namespace, name)
-	if apierrors.IsNotFound(err) {
-		dep, err = r.Deployments.Create(ctx, NewDeployment(foo))
-		changed = err == nil
-		if changed {
+	changed := apierrors.IsNotFound(err) // also a Deployment repaired or deleted, or the status written
+	if changed {
+		if dep, err = r.Deployments.Create(ctx, NewDeployment(foo)); err == nil {
 			log.Info("Created Deployment", "deployment", name, "replicas", ptr.Deref(dep.Spec.Replicas, 0))
 		}
 	}
@@ -202,7 +176,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 		err := &ResourceExistsError{Name: dep.Name}
 		return controller.Result{}, r.fail(ctx, foo, ErrResourceExists, ReasonDeploymentNotOwned, err, err)
 	}
-	if want := NewDeployment(foo); drifted(dep, want) {
+	if want := NewDeployment(foo); kloop.Drifted(dep, want) {
 		// Server-side apply restores what the controller owns and leaves
 		// what others added; the resourceVersion makes sure it applies to
 		// the Deployment found to be this Foo's.
@@ -213,23 +187,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 		}
 		changed = true
 	}
-	deleted, err := r.deleteRenamed(ctx, foo, dep)
-	if err != nil {
-		return controller.Result{}, err
+	deleted := 0
+	if available(dep) {
+		// After a rename of spec.deploymentName, the Deployments of the
+		// old names go once the new one is available.
+		if deleted, err = r.Deployments.DeleteControlledBy(ctx, foo, dep.Name); err != nil {
+			return controller.Result{}, err
+		}
 	}
 	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: ReasonDeploymentProgressing,
 		Message: fmt.Sprintf("%d of %d replicas available", dep.Status.AvailableReplicas, ptr.Deref(dep.Spec.Replicas, 1))}
 	if available(dep) {
 		ready.Status, ready.Reason = metav1.ConditionTrue, ReasonDeploymentAvailable
 	}
-	wrote, err := r.updateStatus(ctx, foo, dep.Status.AvailableReplicas, ready)
+	wrote, err := r.writeStatus(ctx, foo, dep.Status.AvailableReplicas, ready)
 	if err != nil {
 		return controller.Result{}, err
 	}
 	// Synced only after a change: a sync that finds everything in place
 	// writes nothing at all, not even an Event patch (sample-controller
 	// records it on every sync).
-	changed = changed || deleted || wrote
+	changed = changed || deleted > 0 || wrote
 	log.Debug("Foo synced", "rv", foo.ResourceVersion, "changed", changed)
 	if changed {
 		r.Recorder.Event(foo, corev1.EventTypeNormal, SuccessSynced, MessageResourceSynced)
@@ -242,27 +220,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 func (r *Reconciler) fail(ctx context.Context, foo *v1alpha1.Foo, event, reason string, problem, err error) error {
 	r.Recorder.Event(foo, corev1.EventTypeWarning, event, problem.Error())
 	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: reason, Message: problem.Error()}
-	_, serr := r.updateStatus(ctx, foo, foo.Status.AvailableReplicas, ready)
+	_, serr := r.writeStatus(ctx, foo, foo.Status.AvailableReplicas, ready)
 	return errors.Join(err, serr)
-}
-
-// drifted reports whether dep lacks what want sets: replicas, the
-// selector and template labels, the nginx container's image.
-func drifted(dep, want *appsv1.Deployment) bool {
-	if want.Spec.Replicas != nil && ptr.Deref(dep.Spec.Replicas, 1) != *want.Spec.Replicas {
-		return true
-	}
-	for k, v := range want.Spec.Template.Labels {
-		if dep.Spec.Template.Labels[k] != v || dep.Spec.Selector == nil || dep.Spec.Selector.MatchLabels[k] != v {
-			return true
-		}
-	}
-	for _, c := range dep.Spec.Template.Spec.Containers {
-		if c.Name == want.Spec.Template.Spec.Containers[0].Name {
-			return c.Image != want.Spec.Template.Spec.Containers[0].Image
-		}
-	}
-	return true
 }
 
 // available reports whether all of dep's replicas are available in its
@@ -272,59 +231,16 @@ func available(dep *appsv1.Deployment) bool {
 		dep.Status.UpdatedReplicas >= ptr.Deref(dep.Spec.Replicas, 1)
 }
 
-// deleteRenamed deletes the Deployments this Foo controls under another
-// name than spec.deploymentName (it was renamed), once dep, the current
-// one, is available. It reports whether it deleted one.
-func (r *Reconciler) deleteRenamed(ctx context.Context, foo *v1alpha1.Foo, dep *appsv1.Deployment) (bool, error) {
-	all, err := r.Deployments.List(ctx, foo.Namespace, nil)
-	if err != nil {
-		return false, err
-	}
-	deleted := false
-	for _, old := range all {
-		if old.Name != dep.Name && metav1.IsControlledBy(old, foo) && available(dep) {
-			r.Logger.Info("Deleting the Deployment of the Foo's old name", "foo", foo.Name, "deployment", old.Name)
-			if err := r.Deployments.Delete(ctx, old.Namespace, old.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return deleted, err
-			}
-			deleted = true
-		}
-	}
-	return deleted, nil
-}
-
-// updateStatus writes the Foo's status (available replicas, observed
-// generation, the Ready condition) unless it is already there. Written
-// once at least for every Foo. A CRD whose schema prunes the fields
-// (sample-controller's) keeps only availableReplicas: the last write is
-// remembered so that a pruned status is not written again and again.
-// It reports whether it wrote.
-func (r *Reconciler) updateStatus(ctx context.Context, foo *v1alpha1.Foo, availableReplicas int32, ready metav1.Condition) (bool, error) {
-	want := *foo.Status.DeepCopy()
-	want.AvailableReplicas, want.ObservedGeneration = availableReplicas, foo.Generation
-	meta.SetStatusCondition(&want.Conditions, ready)
-	key := cache.KeyOf(foo)
-	if w, ok := r.written.Load(key); ok && w.(written).rv == foo.ResourceVersion && equality.Semantic.DeepEqual(w.(written).status, want) {
-		return false, nil
-	}
-	if equality.Semantic.DeepEqual(foo.Status, want) {
-		return false, nil
-	}
+// writeStatus writes the Foo's status (available replicas, observed
+// generation, the Ready condition) unless it is already so, and reports
+// whether it wrote (see kloop.Handle.WriteStatus: a status the CRD's
+// schema pruned is not written again).
+func (r *Reconciler) writeStatus(ctx context.Context, foo *v1alpha1.Foo, availableReplicas int32, ready metav1.Condition) (bool, error) {
 	changed := cache.Copy(foo)
-	changed.Status = want
-	got, err := r.Foos.WriteStatus(ctx, changed)
-	if err != nil {
-		return false, fmt.Errorf("update status of Foo %s/%s: %w", foo.Namespace, foo.Name, err)
-	}
-	r.written.Store(key, written{rv: got.ResourceVersion, status: want})
-	return true, nil
-}
-
-// written is the last status this controller wrote for a Foo, and the
-// resourceVersion the write returned.
-type written struct {
-	rv     string
-	status v1alpha1.FooStatus
+	changed.Status.AvailableReplicas, changed.Status.ObservedGeneration = availableReplicas, foo.Generation
+	kloop.SetCondition(&changed.Status.Conditions, foo, ready)
+	_, wrote, err := r.Foos.WriteStatus(ctx, changed)
+	return wrote, err
 }
 
 // NewDeployment returns the Deployment a Foo asks for: named
@@ -334,10 +250,6 @@ type written struct {
 // labels its selector matches.
 func NewDeployment(foo *v1alpha1.Foo) *appsv1.Deployment {
 	labels := map[string]string{"app": "nginx", "controller": foo.Name}
-	var replicas *int32
-	if foo.Spec.Replicas != nil {
-		replicas = ptr.To(*foo.Spec.Replicas)
-	}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            foo.Spec.DeploymentName,
@@ -345,7 +257,7 @@ func NewDeployment(foo *v1alpha1.Foo) *appsv1.Deployment {
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(foo, v1alpha1.Kind)},
 		},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: replicas,
+			Replicas: foo.Spec.DeepCopy().Replicas, // not the cached Foo's own pointer
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},

@@ -18,13 +18,8 @@ var Resource = SchemeGroupVersion.WithResource("foos")
 // Kind is Foo's group, version and kind, as owner references name it.
 var Kind = SchemeGroupVersion.WithKind("Foo")
 
-var (
-	schemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
-	// AddToScheme registers Foo and FooList in a scheme.
-	AddToScheme = schemeBuilder.AddToScheme
-)
-
-func addKnownTypes(s *runtime.Scheme) error {
+// AddToScheme registers Foo and FooList in a scheme.
+func AddToScheme(s *runtime.Scheme) error {
 	s.AddKnownTypes(SchemeGroupVersion, &Foo{}, &FooList{})
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil

@@ -1,0 +1,110 @@
+package kloop
+
+import (
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Drifted reports whether a server-side apply of applied would change live:
+// whether a field that applied sets has another value in live, or is
+// missing there. Fields that live has and applied does not set (those
+// other field managers own, and the server's defaults) are not compared,
+// nor are fields applied sets to null or to an empty object or list,
+// which set nothing. Lists of objects are matched by their "name" field
+// when every item has one (containers, env vars, owner references), item
+// by item otherwise; a list of anything else must be equal.
+//
+// A reconciler that applies what it owns calls it first, so that an object
+// already as it wants makes no request:
+//
+//	if want := NewDeployment(foo); kloop.Drifted(dep, want) {
+//		dep, err = deployments.Apply(ctx, want, client.PatchOptions{Force: true})
+//	}
+//
+// live and applied are typed objects (pointers to structs) or
+// unstructured content; one that cannot be converted counts as drifted,
+// so that the apply reports why.
+func Drifted(live, applied any) bool {
+	l, err := toUnstructured(live)
+	if err != nil {
+		return true
+	}
+	a, err := toUnstructured(applied)
+	if err != nil {
+		return true
+	}
+	return !contains(l, a)
+}
+
+func toUnstructured(obj any) (map[string]any, error) {
+	if u, ok := obj.(runtime.Unstructured); ok {
+		return u.UnstructuredContent(), nil
+	}
+	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+}
+
+// contains reports whether live holds every value want sets. A missing
+// live value is nil.
+func contains(live, want any) bool {
+	switch w := want.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok && live != nil {
+			return false
+		}
+		for k, v := range w {
+			if !contains(l[k], v) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		if len(w) == 0 {
+			return true
+		}
+		l, ok := live.([]any)
+		if !ok {
+			return false
+		}
+		if byName, ok := names(w); ok {
+			liveByName, _ := names(l)
+			for n, v := range byName {
+				if lv, found := liveByName[n]; !found || !contains(lv, v) {
+					return false
+				}
+			}
+			return true
+		}
+		if len(l) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !contains(l[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(live, want)
+}
+
+// names indexes a list of objects by their "name" field, if every item has
+// one.
+func names(list []any) (map[string]any, bool) {
+	m := make(map[string]any, len(list))
+	for _, item := range list {
+		o, ok := item.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		n, ok := o["name"].(string)
+		if !ok {
+			return nil, false
+		}
+		m[n] = o
+	}
+	return m, true
+}
