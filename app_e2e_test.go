@@ -27,20 +27,7 @@ import (
 // runApp runs app until the test ends and checks that Run returns nil.
 func runApp(t *testing.T, app *kloop.App) {
 	t.Helper()
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run after stop = %v, want nil", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("Run did not return within 60s of the stop")
-		}
-	})
+	await.Run(t, "App.Run", app.Run)
 }
 
 func TestApp_ControllerReadsItsOwnWritesRecordsEventsAndServesItsMetrics(t *testing.T) {

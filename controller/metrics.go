@@ -36,38 +36,31 @@ type controllerMetrics struct {
 }
 
 func newControllerMetrics(name string, reg prometheus.Registerer) (*controllerMetrics, error) {
-	var firstErr error
-	register := func(c prometheus.Collector) prometheus.Collector {
-		got, err := kmetrics.RegisterOrGet(reg, c)
-		if err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("registering controller metrics: %w", err)
-		}
-		return got
-	}
+	r := kmetrics.NewRegistrar(reg)
 	counter := func(metric, help string, labels ...string) *prometheus.CounterVec {
-		return register(prometheus.NewCounterVec(prometheus.CounterOpts{Name: metric, Help: help}, labels)).(*prometheus.CounterVec)
+		return r.CounterVec(prometheus.CounterOpts{Name: metric, Help: help}, labels...)
 	}
 	gauge := func(metric, help string) *prometheus.GaugeVec {
-		return register(prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metric, Help: help}, []string{"controller"})).(*prometheus.GaugeVec)
+		return r.GaugeVec(prometheus.GaugeOpts{Name: metric, Help: help}, "controller")
 	}
 	total := counter("controller_runtime_reconcile_total", "Total number of reconciliations per controller", "controller", "result")
 	errs := counter("controller_runtime_reconcile_errors_total", "Total number of reconciliation errors per controller", "controller")
 	terminal := counter("controller_runtime_terminal_reconcile_errors_total", "Total number of terminal reconciliation errors per controller", "controller")
 	panics := counter("controller_runtime_reconcile_panics_total", "Total number of reconciliation panics per controller", "controller")
 	timeouts := counter("controller_runtime_reconcile_timeouts_total", "Total number of reconciliations that hit the per-reconcile timeout per controller", "controller")
-	duration := register(prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	duration := kmetrics.Register(r, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:                            "controller_runtime_reconcile_time_seconds",
 		Help:                            "Length of time per reconciliation per controller",
 		Buckets:                         reconcileTimeBuckets,
 		NativeHistogramBucketFactor:     1.1,
 		NativeHistogramMaxBucketNumber:  100,
 		NativeHistogramMinResetDuration: time.Hour,
-	}, []string{"controller"})).(*prometheus.HistogramVec)
+	}, []string{"controller"}))
 	skipped := counter("kloop_controller_keys_not_admitted_total", "Keys dropped unreconciled because the controller was restricted away from them (see Controller.Restrict), per controller", "controller")
 	workers := gauge("controller_runtime_max_concurrent_reconciles", "Maximum number of concurrent reconciles per controller")
 	active := gauge("controller_runtime_active_workers", "Number of currently used workers per controller")
-	if firstErr != nil {
-		return nil, firstErr
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("registering controller metrics: %w", err)
 	}
 	m := &controllerMetrics{
 		success:      total.WithLabelValues(name, resultSuccess),

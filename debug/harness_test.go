@@ -98,23 +98,12 @@ func newFooRun(t *testing.T, env *testenv.Env, before ...string) *fooRun {
 		t.Fatal(err)
 	}
 	r.srv = app.Debug()
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(runCtx) }()
 	t.Cleanup(func() {
-		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("manager returned %v after a stop, want nil", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Errorf("manager did not stop within 60s")
-		}
-		if t.Failed() {
+		if t.Failed() { // after the stop below: the logs are complete
 			t.Logf("controller logs:\n%s", r.logs)
 		}
 	})
+	await.Run(t, "App.Run", app.Run)
 	select {
 	case <-r.srv.AddrReady():
 	case <-time.After(30 * time.Second):

@@ -2,22 +2,17 @@ package debug_test
 
 import (
 	"context"
-	"crypto/tls"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop/debug"
+	"github.com/kloop-dev/kloop/internal/authtest"
 	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/metrics/secure"
@@ -44,7 +39,7 @@ func TestServer_SecuredLikeMetrics_ServesOnlyCallersTheAPIServerAuthorizes(t *te
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	viewer, stranger := saToken(t, cs, ns, "viewer"), saToken(t, cs, ns, "stranger")
+	viewer, stranger := authtest.ServiceAccount(t, cs, ns, "viewer"), authtest.ServiceAccount(t, cs, ns, "stranger")
 	await.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:" + ns + ":viewer",
 		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: debug.SnapshotPath, Verb: "get"}}, true)
 
@@ -76,20 +71,11 @@ func TestServer_SecuredLikeMetrics_ServesOnlyCallersTheAPIServerAuthorizes(t *te
 
 	// The certificate is self-signed: the test trusts it as a scraper
 	// configured with insecure_skip_verify does.
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	c := authtest.InsecureClient()
+	defer c.CloseIdleConnections()
 	call := func(url, token string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("GET %s: %v", url, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return authtest.Get(t, c, url, token)
 	}
 	for _, url := range []string{srv.URL(), srv.SnapshotURL()} {
 		if code, _ := call(url, ""); code != http.StatusUnauthorized {
@@ -113,20 +99,4 @@ func TestServer_SecuredLikeMetrics_ServesOnlyCallersTheAPIServerAuthorizes(t *te
 			t.Errorf("plain HTTP to the secured page answered 200")
 		}
 	}
-}
-
-// saToken creates a ServiceAccount and returns a token for it from the
-// TokenRequest API, as a kubelet mounts one.
-func saToken(t *testing.T, cs kubernetes.Interface, ns, name string) string {
-	t.Helper()
-	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr.Status.Token
 }

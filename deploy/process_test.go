@@ -11,16 +11,14 @@ import (
 	"sync"
 	"testing"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 
 	appsv1 "k8s.io/api/apps/v1"
 
+	"github.com/kloop-dev/kloop/internal/authtest"
 	"github.com/kloop-dev/kloop/internal/reexec"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -54,16 +52,10 @@ func binary(t *testing.T, name string) string {
 // kubelet mounts one into the pod, and returns its path.
 func saKubeconfig(t *testing.T, e *testenv.Env, ns, name string) string {
 	t.Helper()
-	cs := kubernetes.NewForConfigOrDie(e.Config)
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("TokenRequest for %s/%s: %v", ns, name, err)
-	}
+	token := authtest.Token(t, kubernetes.NewForConfigOrDie(e.Config), ns, name)
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["kloop"] = &clientcmdapi.Cluster{Server: e.APIServerURL, CertificateAuthorityData: e.Config.CAData}
-	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: token}
 	kc.Contexts["sa"] = &clientcmdapi.Context{Cluster: "kloop", AuthInfo: "sa", Namespace: ns}
 	kc.CurrentContext = "sa"
 	p := filepath.Join(t.TempDir(), name+".kubeconfig")

@@ -11,11 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/await"
 )
 
 // deadline bounds a phase of a test; when it is hit the cause says what was
@@ -38,26 +42,6 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
-}
-
-// start runs fn until the test ends, then cancels it and checks that it
-// returned in time and without error.
-func start(t *testing.T, what string, fn func(ctx context.Context) error) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fn(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s: %v", what, err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Errorf("%s did not return within 60s of its stop", what)
-		}
-	})
 }
 
 // serverView is what a fresh LIST of the configmaps in ns returns: name →
@@ -156,6 +140,62 @@ func (o *observed) waitUntil(ctx context.Context, cond func(map[string]string) b
 		case <-ch:
 		case <-ctx.Done():
 			return fmt.Errorf("%w; last seen: %s", context.Cause(ctx), last)
+		}
+	}
+}
+
+// mirrored is a ConfigMap informer with a handler that mirrors its view
+// (name → resourceVersion) and a controller whose reconciles record, per
+// key, the resourceVersion they read from the cache ("" when the object
+// was gone): what the fault tests compare with a fresh LIST.
+type mirrored struct {
+	inf              *informer.Informer[*corev1.ConfigMap]
+	view, reconciled *observed
+}
+
+// runMirrored makes the informer of f for ns and the controller called
+// name (two workers), runs f and the controller until the test ends and
+// waits for the sync until setup ends.
+func runMirrored(t *testing.T, setup context.Context, f *informer.Factory, ns, name string, reg prometheus.Registerer) *mirrored {
+	t.Helper()
+	inf, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &mirrored{inf: inf, view: newObserved(), reconciled: newObserved()}
+	if _, err := inf.AddHandler(m.view.mirror(), informer.HandlerOptions{Name: "mirror"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := controller.New(controller.ReconcilerFunc[cache.Key](func(ctx context.Context, k cache.Key) (controller.Result, error) {
+		rv := ""
+		if cm, ok := inf.Lister().Get(k.Namespace, k.Name); ok {
+			rv = cm.ResourceVersion
+		}
+		m.reconciled.set(k.Name, rv)
+		return controller.Result{}, nil
+	}), controller.Options[cache.Key]{Name: name, Workers: 2, Registerer: reg, Logger: logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Watch(controller.For[*corev1.ConfigMap](inf)); err != nil {
+		t.Fatal(err)
+	}
+	await.Run(t, "factory", f.Start)
+	await.Run(t, "controller", c.Start)
+	if err := f.WaitForSync(setup); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// createConfigMaps creates cm-0 … cm-(n-1) in ns with data v.
+func createConfigMaps(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, n int, v string) {
+	t.Helper()
+	for i := range n {
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}, Data: map[string]string{"v": v},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/metrics"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -53,13 +54,7 @@ func TestFault_SlowAndSheddingServer_BackOffNoRelistConverge(t *testing.T) {
 	admin := kubernetes.NewForConfigOrDie(e.Config)
 	ns := testenv.NewNamespace(t, admin, "shed")
 	setup := deadline(t, 30*time.Second, "setup")
-	for i := range shedObjects {
-		if _, err := admin.CoreV1().ConfigMaps(ns).Create(setup, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}, Data: map[string]string{"v": "1"},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(setup, t, admin, ns, shedObjects, "1")
 	if _, err := admin.RbacV1().ClusterRoleBindings().Create(setup, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: shedUser},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
@@ -121,8 +116,8 @@ func TestFault_SlowAndSheddingServer_BackOffNoRelistConverge(t *testing.T) {
 			sumSeries(t, "kloop_rest_client_request_retries_total", "", "")
 	}
 	answersBefore, retriesBefore := shed429()
-	start(t, "factory", f.Start)
-	start(t, "controller", c.Start)
+	await.Run(t, "factory", f.Start)
+	await.Run(t, "controller", c.Start)
 
 	// Under pressure for a while: the values change once more midway.
 	pressure := deadline(t, 90*time.Second, "the controller under pressure")

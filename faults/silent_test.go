@@ -14,8 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kloop-dev/kloop/cache"
-	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/watcher"
@@ -49,13 +47,7 @@ func TestFault_SilentWatch_NoticedReconnectedAndCaughtUp(t *testing.T) {
 	admin := kubernetes.NewForConfigOrDie(e.Config)
 	ns := testenv.NewNamespace(t, admin, "silent")
 	setup := deadline(t, 30*time.Second, "setup")
-	for i := range 10 {
-		if _, err := admin.CoreV1().ConfigMaps(ns).Create(setup, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}, Data: map[string]string{"v": "0"},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createConfigMaps(setup, t, admin, ns, 10, "0")
 
 	// The informer and the controller reach the API server only through
 	// the proxy. A user of its own gets a transport of its own (client-go
@@ -84,36 +76,8 @@ func TestFault_SilentWatch_NoticedReconnectedAndCaughtUp(t *testing.T) {
 		},
 		Registerer: reg, Logger: logger(t),
 	})
-	inf, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	view := newObserved()
-	if _, err := inf.AddHandler(view.mirror(), informer.HandlerOptions{Name: "mirror"}); err != nil {
-		t.Fatal(err)
-	}
-	// The controller records, per key, the resourceVersion its reconcile
-	// read from the cache ("" when the object was gone).
-	reconciled := newObserved()
-	c, err := controller.New(controller.ReconcilerFunc[cache.Key](func(ctx context.Context, k cache.Key) (controller.Result, error) {
-		rv := ""
-		if cm, ok := inf.Lister().Get(k.Namespace, k.Name); ok {
-			rv = cm.ResourceVersion
-		}
-		reconciled.set(k.Name, rv)
-		return controller.Result{}, nil
-	}), controller.Options[cache.Key]{Name: "silent", Workers: 2, Registerer: reg, Logger: logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Watch(controller.For[*corev1.ConfigMap](inf)); err != nil {
-		t.Fatal(err)
-	}
-	start(t, "factory", f.Start)
-	start(t, "controller", c.Start)
-	if err := f.WaitForSync(setup); err != nil {
-		t.Fatal(err)
-	}
+	m := runMirrored(t, setup, f, ns, "silent", reg)
+	inf, view, reconciled := m.inf, m.view, m.reconciled
 
 	// Silence. Meanwhile the world changes (through the admin's own path).
 	now := time.Now()

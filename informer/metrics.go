@@ -1,8 +1,6 @@
 package informer
 
 import (
-	"strconv"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kloop-dev/kloop/metrics"
@@ -53,40 +51,21 @@ type informerMetrics struct {
 // newInformerMetrics registers (or reuses) the metric families on reg. A
 // registration error leaves working but unexported metrics.
 func newInformerMetrics(reg prometheus.Registerer, name string) (*informerMetrics, error) {
-	var firstErr error
-	keep := func(err error) {
-		if err != nil && firstErr == nil {
-			firstErr = err
-		}
-	}
-	gauge := func(opts prometheus.GaugeOpts, labels ...string) *prometheus.GaugeVec {
-		v, err := metrics.RegisterOrGet(reg, prometheus.NewGaugeVec(opts, labels))
-		keep(err)
-		return v
-	}
-	counter := func(opts prometheus.CounterOpts, labels ...string) *prometheus.CounterVec {
-		v, err := metrics.RegisterOrGet(reg, prometheus.NewCounterVec(opts, labels))
-		keep(err)
-		return v
-	}
-	changes := counter(changesOpts, "informer", "type")
+	r := metrics.NewRegistrar(reg)
+	changes := r.CounterVec(changesOpts, "informer", "type")
 	m := &informerMetrics{
-		objects:        gauge(objectsOpts, "informer").WithLabelValues(name),
-		storeRV:        gauge(storeRVOpts, "informer").WithLabelValues(name),
-		queueDepth:     gauge(queueDepthOpts, "informer").WithLabelValues(name),
+		objects:        r.GaugeVec(objectsOpts, "informer").WithLabelValues(name),
+		storeRV:        r.GaugeVec(storeRVOpts, "informer").WithLabelValues(name),
+		queueDepth:     r.GaugeVec(queueDepthOpts, "informer").WithLabelValues(name),
 		adds:           changes.WithLabelValues(name, "add"),
 		updates:        changes.WithLabelValues(name, "update"),
 		deletes:        changes.WithLabelValues(name, "delete"),
 		deletesUnknown: changes.WithLabelValues(name, "delete_final_state_unknown"),
-		filtered:       counter(filteredOpts, "informer").WithLabelValues(name),
-		handlerDepth:   gauge(handlerDepthOpts, "informer", "handler"),
-		handlerPanics:  counter(handlerPanicsOpts, "informer", "handler"),
+		filtered:       r.CounterVec(filteredOpts, "informer").WithLabelValues(name),
+		handlerDepth:   r.GaugeVec(handlerDepthOpts, "informer", "handler"),
+		handlerPanics:  r.CounterVec(handlerPanicsOpts, "informer", "handler"),
 	}
-	return m, firstErr
+	return m, r.Err()
 }
 
-func (m *informerMetrics) setRV(rv string) {
-	if v, err := strconv.ParseUint(rv, 10, 64); err == nil {
-		m.storeRV.Set(float64(v))
-	}
-}
+func (m *informerMetrics) setRV(rv string) { metrics.SetResourceVersion(m.storeRV, rv) }

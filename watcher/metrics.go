@@ -1,8 +1,6 @@
 package watcher
 
 import (
-	"strconv"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kloop-dev/kloop/metrics"
@@ -42,33 +40,18 @@ var (
 // newReflectorMetrics registers (or reuses) the metric families on reg. A
 // registration error leaves the reflector with working but unexported metrics.
 func newReflectorMetrics(reg prometheus.Registerer, name string) (*reflectorMetrics, error) {
-	var firstErr error
-	vec := func(opts prometheus.CounterOpts, labels ...string) *prometheus.CounterVec {
-		v, err := metrics.RegisterOrGet(reg, prometheus.NewCounterVec(opts, labels))
-		if err != nil && firstErr == nil {
-			firstErr = err
-		}
-		return v
-	}
-	events := vec(eventsDesc, "reflector", "type")
-	lastRV, err := metrics.RegisterOrGet(reg, prometheus.NewGaugeVec(lastRVDesc, []string{"reflector"}))
-	if err != nil && firstErr == nil {
-		firstErr = err
-	}
+	r := metrics.NewRegistrar(reg)
+	events := r.CounterVec(eventsDesc, "reflector", "type")
 	m := &reflectorMetrics{
-		lists:   vec(listsDesc, "reflector").WithLabelValues(name),
-		watches: vec(watchesDesc, "reflector").WithLabelValues(name),
-		errors:  vec(errorsDesc, "reflector").WithLabelValues(name),
-		lastRV:  lastRV.WithLabelValues(name),
+		lists:   r.CounterVec(listsDesc, "reflector").WithLabelValues(name),
+		watches: r.CounterVec(watchesDesc, "reflector").WithLabelValues(name),
+		errors:  r.CounterVec(errorsDesc, "reflector").WithLabelValues(name),
+		lastRV:  r.GaugeVec(lastRVDesc, "reflector").WithLabelValues(name),
 	}
 	for t := Added; t <= RelistDone; t++ {
 		m.events[t] = events.WithLabelValues(name, t.String())
 	}
-	return m, firstErr
+	return m, r.Err()
 }
 
-func (m *reflectorMetrics) setLastRV(rv string) {
-	if v, err := strconv.ParseUint(rv, 10, 64); err == nil {
-		m.lastRV.Set(float64(v))
-	}
-}
+func (m *reflectorMetrics) setLastRV(rv string) { metrics.SetResourceVersion(m.lastRV, rv) }

@@ -171,3 +171,31 @@ func TestExited_ReturnsWhenAProcessEndsAndAtOnceForOneGone(t *testing.T) {
 	<-reaped
 	await.Exited(t, "a reaped process", pid) // gone: returns at once
 }
+
+func TestRun_StopsFnWhenTheTestEndsAndReportsItsError(t *testing.T) {
+	var stopped atomic.Bool
+	ft := &fakeTB{TB: t}
+	t.Run("inner", func(inner *testing.T) {
+		ft.TB = inner
+		await.Run(ft, "the loop", func(ctx context.Context) error {
+			<-ctx.Done()
+			stopped.Store(true)
+			return errors.New("boom")
+		})
+	})
+	if !stopped.Load() {
+		t.Fatal("fn still runs after the test ended")
+	}
+	if ft.errors != 1 {
+		t.Errorf("%d errors reported, want 1 (fn's error after the stop)", ft.errors)
+	}
+}
+
+// fakeTB counts Errorf calls instead of failing the test.
+type fakeTB struct {
+	testing.TB
+	errors int
+}
+
+func (f *fakeTB) Errorf(string, ...any) { f.errors++ }
+func (f *fakeTB) Helper()               {}

@@ -9,7 +9,8 @@
 //   - time.Sleep call;
 //   - time.NewTicker or time.Tick call (a test that ticks is polling);
 //   - statement that only receives from time.After (a sleep by another
-//     name).
+//     name);
+//   - call of a Poll function of k8s.io/apimachinery/pkg/util/wait.
 //
 // A call is inside a bubble when it is lexically inside a function literal
 // passed to synctest.Test or synctest.Run: there a sleep advances virtual
@@ -20,6 +21,6 @@
 //
 // time.After as one case of a select, the deadline of a wait on a channel,
 // is not reported. The check is lexical and needs no type information:
-// "time" and "testing/synctest" are recognised by their import paths,
-// under whatever name a file imports them.
+// "time", "testing/synctest" and apimachinery's wait are recognised by
+// their import paths, under whatever name a file imports them.
 package testlint

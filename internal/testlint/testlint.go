@@ -10,8 +10,8 @@ import (
 // Finding is one wait the check reports.
 type Finding struct {
 	Pos token.Position
-	// Call is what waits: "time.Sleep", "time.NewTicker", "time.Tick" or
-	// "<-time.After".
+	// Call is what waits: "time.Sleep", "time.NewTicker", "time.Tick",
+	// "<-time.After" or "wait.Poll..." (apimachinery's).
 	Call string
 	// Func is the name of the top-level function (or method, as
 	// "Type.Method") the call is in, "" outside any.
@@ -24,8 +24,9 @@ func (f Finding) String() string { return f.Pos.String() + ": " + f.Call + " in 
 // those not inside a function literal passed to synctest.Test or
 // synctest.Run.
 func WallClockWaits(fset *token.FileSet, f *ast.File) []Finding {
-	c := checker{fset: fset, time: importName(f, "time"), synctest: importName(f, "testing/synctest")}
-	if c.time == "" {
+	c := checker{fset: fset, time: importName(f, "time"), synctest: importName(f, "testing/synctest"),
+		wait: importName(f, "k8s.io/apimachinery/pkg/util/wait")}
+	if c.time == "" && c.wait == "" {
 		return nil
 	}
 	for _, decl := range f.Decls {
@@ -39,10 +40,10 @@ func WallClockWaits(fset *token.FileSet, f *ast.File) []Finding {
 }
 
 type checker struct {
-	fset           *token.FileSet
-	time, synctest string // the names the file imports them under
-	fn             string
-	out            []Finding
+	fset                 *token.FileSet
+	time, synctest, wait string // the names the file imports them under ("" if not)
+	fn                   string
+	out                  []Finding
 }
 
 func (c *checker) visit(n ast.Node) bool {
@@ -59,9 +60,12 @@ func (c *checker) visit(n ast.Node) bool {
 			return false
 		}
 		for _, name := range []string{"Sleep", "NewTicker", "Tick"} {
-			if isCall(n, c.time, name) {
+			if c.time != "" && isCall(n, c.time, name) {
 				c.report(n, "time."+name)
 			}
+		}
+		if sel, ok := n.Fun.(*ast.SelectorExpr); ok && c.wait != "" && strings.HasPrefix(sel.Sel.Name, "Poll") && isCall(n, c.wait, sel.Sel.Name) {
+			c.report(n, "wait."+sel.Sel.Name)
 		}
 	case *ast.CommClause:
 		// A receive from time.After as a select case is a deadline: check
@@ -72,7 +76,7 @@ func (c *checker) visit(n ast.Node) bool {
 		return false
 	case *ast.ExprStmt:
 		if u, ok := n.X.(*ast.UnaryExpr); ok && u.Op == token.ARROW {
-			if call, ok := u.X.(*ast.CallExpr); ok && isCall(call, c.time, "After") {
+			if call, ok := u.X.(*ast.CallExpr); ok && c.time != "" && isCall(call, c.time, "After") {
 				c.report(n, "<-time.After")
 				return false
 			}

@@ -9,7 +9,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
-	"io"
 	"log/slog"
 	"math/big"
 	"net"
@@ -23,16 +22,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop/internal/authtest"
 	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/metrics/secure"
 	"github.com/kloop-dev/kloop/testenv"
@@ -68,8 +65,8 @@ func setup(t *testing.T) *cluster {
 	mustCreateClusterRole(t, cs, "metrics-reader-"+ns, []rbacv1.PolicyRule{
 		{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}},
 	}, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "scraper"})
-	c.scraper = saToken(t, cs, ns, "scraper")
-	c.stranger = saToken(t, cs, ns, "stranger")
+	c.scraper = authtest.ServiceAccount(t, cs, ns, "scraper")
+	c.stranger = authtest.ServiceAccount(t, cs, ns, "stranger")
 
 	await.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: filterUser,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "authorization.k8s.io", Resource: "subjectaccessreviews", Verb: "create"}}, true)
@@ -91,23 +88,6 @@ func mustCreateClusterRole(t *testing.T, cs kubernetes.Interface, name string, r
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// saToken creates a ServiceAccount and returns a token for it from the
-// TokenRequest API, as a kubelet mounts one.
-func saToken(t *testing.T, cs kubernetes.Interface, ns, name string) string {
-	t.Helper()
-	ctx := t.Context()
-	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr.Status.Token
 }
 
 // serve runs h behind s on a TLS listener on loopback until the test ends
@@ -147,17 +127,7 @@ func client(pool *x509.CertPool) *http.Client {
 
 func get(t *testing.T, c *http.Client, url, token string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	return authtest.Get(t, c, url, token)
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }

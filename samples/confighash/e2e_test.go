@@ -1,11 +1,9 @@
 package confighash_test
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
@@ -66,20 +64,7 @@ func TestConfigHash_StampsDeploymentsAndRestampsWhenAMountedConfigMapChanges(t *
 	if err := confighash.Setup(app); err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run after stop = %v, want nil", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("Run did not return within 60s of the stop")
-		}
-	})
+	await.Run(t, "App.Run", app.Run)
 
 	hash := func(d *appsv1.Deployment) string { return d.Spec.Template.Annotations[confighash.Annotation] }
 	// waitFor waits until the named Deployment's hash is set and differs

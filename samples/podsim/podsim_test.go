@@ -43,22 +43,9 @@ func namespaceWithServiceAccount(t *testing.T, kc kubernetes.Interface, prefix s
 // cleanly.
 func runPodsim(t *testing.T, e *testenv.Env, opts podsim.Options) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	opts.Logger = slog.New(slog.DiscardHandler)
 	opts.Registry = prometheus.NewRegistry()
-	go func() { done <- podsim.Run(ctx, e.Config, opts) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("podsim.Run = %v, want nil after a stop", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("podsim.Run did not return within 60s of the stop")
-		}
-	})
+	await.Run(t, "podsim.Run", func(ctx context.Context) error { return podsim.Run(ctx, e.Config, opts) })
 }
 
 func pod(name, scheduler string) *corev1.Pod {
