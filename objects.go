@@ -50,12 +50,13 @@ type objectsConfig struct {
 	transform     any     // WithTransform's func(T) T
 }
 
-// WithTransform gives the kind's shared informer a transform (see
-// informer.Informer.SetTransform): every object goes through fn before the
-// cache and the handlers see it, to keep only what the App reads. An
-// informer has one transform: a second handle on the same informer with a
-// transform of its own fails.
-func WithTransform[T watcher.Object](fn func(T) T) ObjectsOption {
+// WithTransform sets the transform of the handle's informer (see
+// informer.Informer.SetTransform): fn gets each object before the cache
+// keeps it and may drop in place what the program never reads, so that
+// the cache holds less. fn must be a func(T) T for the handle's T, for
+// example func(*appsv1.Deployment) *appsv1.Deployment; the informer is
+// shared, so only one handle on it may set a transform.
+func WithTransform(fn any) ObjectsOption {
 	return func(c *objectsConfig) { c.transform = fn }
 }
 
@@ -111,10 +112,10 @@ func Objects[T interface {
 		h.inf, err = informer.OfResource[T](app.Factory(), h.gvr, h.scope)
 	}
 	if err == nil {
-		err = h.setTransform(opts)
+		h.res, err = client.NewResource[T](app.client, h.gvr)
 	}
 	if err == nil {
-		h.res, err = client.NewResource[T](app.client, h.gvr)
+		err = h.setTransform(opts)
 	}
 	if err != nil {
 		h.err = fmt.Errorf("kloop.Objects[%T]: %w", T(nil), err)
@@ -125,7 +126,7 @@ func Objects[T interface {
 	return h
 }
 
-// setTransform sets the transform WithTransform gave, if any.
+// setTransform sets WithTransform's function, if any, on the informer.
 func (h *Handle[T]) setTransform(opts []ObjectsOption) error {
 	var cfg objectsConfig
 	for _, o := range opts {
@@ -136,7 +137,7 @@ func (h *Handle[T]) setTransform(opts []ObjectsOption) error {
 	}
 	fn, ok := cfg.transform.(func(T) T)
 	if !ok {
-		return fmt.Errorf("WithTransform: %T is not a func(%T) %T", cfg.transform, *new(T), *new(T))
+		return fmt.Errorf("WithTransform takes a func(%T) %T, not a %T", *new(T), *new(T), cfg.transform)
 	}
 	return h.inf.SetTransform(fn)
 }

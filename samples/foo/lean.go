@@ -1,4 +1,4 @@
-package kloop
+package foo
 
 import (
 	"maps"
@@ -8,11 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// LeanDeployment is a transform (WithTransform) for the Deployments of a
-// controller that makes them and reads back only their spine, as
-// samples/foo does: it keeps in d what Drifted needs to compare with the
-// Deployment such a controller applies, and what an availability check
-// reads, and drops the rest, in place, before the cache keeps d. Kept: the metadata that names and
+// LeanDeployment is the transform of the controller's Deployment informer
+// (Setup sets it): it keeps in d what Reconcile reads, and drops the rest,
+// in place, before the cache keeps d. Kept: the metadata that names and
 // owns it (name, namespace, UID, resourceVersion, generation, owner
 // references, labels, creation and deletion timestamps), spec.replicas,
 // the selector and the pod template's labels (one shared map when they are
