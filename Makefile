@@ -75,6 +75,7 @@ RBAC := \
 	foo-controller/rbac:foo-controller:role.yaml:./samples/foo \
 	foo-controller/rbac:foo-controller-leader-election:leader_election_role.yaml:./leaderelection \
 	foo-controller/rbac:foo-controller-metrics-auth:metrics_auth_role.yaml:./metrics/secure \
+	overlays/foo-controller-sharded/rbac:foo-controller-sharding:sharding_role.yaml:./sharding \
 	podwatch/rbac:podwatch:role.yaml:./samples/podwatch \
 	podwatch/rbac:podwatch-metrics-auth:metrics_auth_role.yaml:./metrics/secure \
 	notifier/rbac:notifier-metrics-auth:metrics_auth_role.yaml:./metrics/secure
@@ -101,7 +102,7 @@ check-generated:
 	if ! diff -u $(DEEPCOPY) $$tmp/object/zz_generated.deepcopy.go || ! diff -ru -x kustomization.yaml $(CRD_DIR) $$tmp/crd; then \
 		echo "generated files are stale: run make generate"; exit 1; fi; \
 	$(MAKE) -s gen-deploy-into DIR=$$tmp/deploy; \
-	for d in foo-controller podwatch notifier; do \
+	for d in foo-controller overlays/foo-controller-sharded podwatch notifier; do \
 		if ! diff -ru deploy/$$d/rbac $$tmp/deploy/$$d/rbac; then echo "deploy/$$d/rbac is stale: run make generate"; exit 1; fi; done; \
 	echo "generated files are up to date"
 

@@ -62,7 +62,7 @@ func (a *App) newMember(s Sharding) (*sharding.Member, error) {
 	}
 	ns := a.leaseNamespace(s.Namespace)
 	if ns == "" {
-		return nil, errors.New("kloop.New: sharding needs the namespace of its Leases: set Sharding.Namespace; it defaults to Options.Namespace, or the pod's namespace in a cluster")
+		return nil, errors.New("kloop.New: sharding needs the namespace of its Leases: set Sharding.Namespace (--shard-namespace); it defaults to Options.Namespace, or the pod's namespace in a cluster")
 	}
 	group := s.Group
 	if group == "" {

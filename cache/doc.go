@@ -24,7 +24,8 @@
 //     (a table per namespace, which is also the namespace index, keyed by
 //     the name the object holds), one set entry per value of each
 //     configured index, nothing else: no history, no per-object goroutines
-//     or closures.
+//     or closures. With Options.Encoded an object is kept as its protobuf
+//     encoding instead and decoded on every read, each read a new object.
 //
 // # Non-guarantees
 //

@@ -3,12 +3,17 @@ package cache_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kloop-dev/kloop/cache"
@@ -167,5 +172,88 @@ func TestList_UsesLabelIndexAndStillAppliesTheWholeSelector(t *testing.T) {
 	}
 	if got := s.ListInNamespace("ns", sel); len(got) != 1 || got[0] != a {
 		t.Errorf("ListInNamespace(ns, app=x,tier=web) = %v, want [ns/a]", got)
+	}
+}
+func TestEncoded_ReadsDecodeAFreshCopyOfWhatWasStoredWithoutManagedFields(t *testing.T) {
+	s, w := newStore(t, cache.Options[*corev1.ConfigMap]{Encoded: true, Indexes: map[string]cache.IndexFunc[*corev1.ConfigMap]{
+		cache.IndexLabel: cache.LabelIndexFunc[*corev1.ConfigMap],
+	}})
+	in := cm("ns", "a", "u1", "5")
+	in.Labels = map[string]string{"app": "web"}
+	in.Data = map[string]string{"payload": "value"}
+	in.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+	if _, existed := w.Apply(in); existed {
+		t.Fatal("Apply into an empty store reported an object it replaced")
+	}
+	if len(in.ManagedFields) != 1 || in.Namespace != "ns" {
+		t.Fatalf("Apply changed the object it was given: %+v", in.ObjectMeta)
+	}
+	want := in.DeepCopy()
+	want.ManagedFields = nil
+
+	got, ok := s.Get("ns", "a")
+	if !ok || !equality.Semantic.DeepEqual(got, want) {
+		t.Fatalf("Get = %v, %v; want %v", got, ok, want)
+	}
+	again, _ := s.Get("ns", "a")
+	if again == got {
+		t.Error("two Gets of an encoded store returned one object; each read must decode its own")
+	}
+	// The strings are read from the stored entry in place, not copied per read.
+	if unsafe.StringData(again.Data["payload"]) != unsafe.StringData(got.Data["payload"]) || unsafe.StringData(again.Name) != unsafe.StringData(got.Name) {
+		t.Error("two Gets of an encoded store copied the object's strings; want them read from the stored entry")
+	}
+	again.Data["payload"] = "changed" // not shared: the cache stays as it was
+	if l := s.List(labels.SelectorFromSet(labels.Set{"app": "web"})); len(l) != 1 || !equality.Semantic.DeepEqual(l[0], want) {
+		t.Errorf("List(app=web) after a reader changed its object = %v, want [%v]", l, want)
+	}
+
+	upd := cm("ns", "a", "u1", "6")
+	old, existed := w.Apply(upd)
+	if !existed || !equality.Semantic.DeepEqual(old, want) {
+		t.Errorf("Apply of an update returned %v, %v; want the decoded previous state %v", old, existed, want)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := s.WaitFor(ctx, cache.Key{Namespace: "ns", Name: "a"}, "6"); err != nil {
+		t.Errorf("WaitFor the stored resourceVersion: %v", err)
+	}
+	if objs, _ := s.ByIndex(cache.IndexLabel, "app=web"); len(objs) != 0 {
+		t.Errorf("label index still lists %v after the labels went", objs)
+	}
+	old, existed = w.Delete(cm("ns", "a", "u1", "7"))
+	if !existed || old.ResourceVersion != "6" || s.Len() != 0 {
+		t.Errorf("Delete returned %v, %v and left %d objects; want the state at 6 and an empty store", old, existed, s.Len())
+	}
+}
+
+func TestEncoded_NeedsAProtobufType(t *testing.T) {
+	if _, _, err := cache.New(cache.Options[*unstructured.Unstructured]{Encoded: true}); err == nil {
+		t.Fatal("an encoded store of unstructured objects, which have no protobuf encoding, was accepted")
+	}
+}
+
+func TestEncoded_SharedLabelSetsAreCheckedByTheMutationDetector(t *testing.T) {
+	var reports []error
+	restore := cache.SetMutationHandler(func(err error) { reports = append(reports, err) })
+	defer restore()
+	s, w := newStore(t, cache.Options[*corev1.ConfigMap]{Encoded: true})
+	for _, name := range []string{"a", "b"} {
+		o := cm("ns", name, "u-"+name, "1")
+		o.Labels = map[string]string{"app": "web"}
+		w.Apply(o)
+	}
+	a, _ := s.Get("ns", "a")
+	b, _ := s.Get("ns", "b")
+	if a.Labels["app"] != "web" || b.Labels["app"] != "web" {
+		t.Fatalf("labels decoded as %v and %v", a.Labels, b.Labels)
+	}
+	if len(reports) != 0 {
+		t.Fatalf("reports before any mutation: %v", reports)
+	}
+	a.Labels["app"] = "db" // breaks the read-only rule: the set is shared
+	s.Get("ns", "b")
+	if len(reports) == 0 || !strings.Contains(reports[0].Error(), "modified in place") {
+		t.Fatalf("a shared label set modified by a reader was not reported (reports %v)", reports)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"hash/maphash"
 	"iter"
 	"math/bits"
-
-	"github.com/kloop-dev/kloop/watcher"
 )
 
 // table holds the objects of one namespace, by name. It is an
@@ -22,7 +20,7 @@ import (
 // Only one goroutine writes a table; readers hold the store's read lock
 // while the writer holds its write lock for changes, as with the maps
 // before.
-type table[T watcher.Object] struct {
+type table[T named] struct {
 	tags  []uint8 // 0: empty slot; otherwise the tag of the slot's name
 	slots []T
 	n     int
@@ -35,7 +33,11 @@ const (
 	tableLoadDen = 8
 )
 
-func newTable[T watcher.Object](capacity int) *table[T] {
+// named is what a table holds: objects, or the entries of an encoded
+// store, each knowing its name.
+type named interface{ GetName() string }
+
+func newTable[T named](capacity int) *table[T] {
 	t := &table[T]{seed: maphash.MakeSeed()}
 	t.alloc(capacity)
 	return t

@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ var kustomizations = []string{
 	"podwatch",
 	"overlays/foo-controller-namespaced",
 	"overlays/foo-controller-cluster-wide",
+	"overlays/foo-controller-sharded",
 }
 
 func as[T any](t *testing.T, u *unstructured.Unstructured) *T {
@@ -104,8 +106,12 @@ func TestKustomizations_RenderHardenedDeployments(t *testing.T) {
 				t.Errorf("metrics Service targets %v, want the container's metrics port", got.Spec.Ports[0].TargetPort)
 			}
 			if d.Name == "foo-controller" {
-				if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 || !slices.Contains(c.Args, "--leader-elect") {
-					t.Errorf("foo-controller: %v replicas, args %q; want 2 replicas with --leader-elect", d.Spec.Replicas, c.Args)
+				replicas, mode, other := int32(2), "--leader-elect", "--shard"
+				if dir == "overlays/foo-controller-sharded" {
+					replicas, mode, other = 3, "--shard", "--leader-elect"
+				}
+				if d.Spec.Replicas == nil || *d.Spec.Replicas != replicas || !slices.Contains(c.Args, mode) || slices.Contains(c.Args, other) {
+					t.Errorf("foo-controller: %v replicas, args %q; want %d replicas with %s and without %s", d.Spec.Replicas, c.Args, replicas, mode, other)
 				}
 				find(t, objs, "CustomResourceDefinition", "foos.samplecontroller.k8s.io")
 			}
@@ -134,7 +140,9 @@ func TestKustomizations_RBACIsLeastPrivilegeAndBindsTheServiceAccount(t *testing
 				for _, r := range rules {
 					for _, field := range [][]string{r.Verbs, r.APIGroups, r.Resources, r.NonResourceURLs, r.ResourceNames} {
 						for _, v := range field {
-							if strings.Contains(v, "*") {
+							// "/debug/*" is a path prefix, the one way to
+							// grant the debug page's paths below /debug/.
+							if strings.Contains(v, "*") && !(v == "/debug/*" && slices.Equal(r.NonResourceURLs, debugURLs)) {
 								t.Errorf("%s: rule %+v has a wildcard", key, r)
 							}
 						}
@@ -179,7 +187,8 @@ func TestKustomizations_RBACIsLeastPrivilegeAndBindsTheServiceAccount(t *testing
 				}
 			}
 			for key, rules := range roles {
-				reader := len(rules) == 1 && slices.Equal(rules[0].NonResourceURLs, []string{"/metrics"})
+				reader := len(rules) == 1 && slices.Equal(rules[0].Verbs, []string{"get"}) && len(rules[0].Resources) == 0 &&
+					(slices.Equal(rules[0].NonResourceURLs, []string{"/metrics"}) || slices.Equal(rules[0].NonResourceURLs, debugURLs))
 				if !bound[key] && !reader {
 					t.Errorf("%s is rendered but not bound", key)
 				}
@@ -189,6 +198,48 @@ func TestKustomizations_RBACIsLeastPrivilegeAndBindsTheServiceAccount(t *testing
 			}
 		})
 	}
+}
+
+// debugURLs are what a reader of the debug page needs (package debug).
+var debugURLs = []string{"/debug", "/debug/*"}
+
+// TestKustomizations_DebugReaderGrantsTheDebugPageOnly checks the reader
+// role of each base whose command serves the debug page: get on /debug and
+// below, nothing else, bound to no one (the operator binds it).
+func TestKustomizations_DebugReaderGrantsTheDebugPageOnly(t *testing.T) {
+	for _, base := range []string{"foo-controller", "podwatch"} {
+		objs := render(t, base)
+		role := as[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", base+"-debug-reader"))
+		if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].NonResourceURLs, debugURLs) || !slices.Equal(role.Rules[0].Verbs, []string{"get"}) ||
+			len(role.Rules[0].Resources) > 0 || len(role.Rules[0].APIGroups) > 0 {
+			t.Errorf("%s: ClusterRole %s rules %+v; want get on %v only", base, role.Name, role.Rules, debugURLs)
+		}
+	}
+}
+
+// TestFooShardedOverlay_GrantsTheShardLeasesInsteadOfTheLeaderLease checks
+// what the sharded overlay changes: the replicas shard instead of electing,
+// the leader-election Role and its binding are gone, and a Role for the
+// shard group's Leases (exactly the verbs package sharding uses) is bound
+// to the controller's ServiceAccount in its namespace.
+func TestFooShardedOverlay_GrantsTheShardLeasesInsteadOfTheLeaderLease(t *testing.T) {
+	objs := render(t, "overlays/foo-controller-sharded")
+	for _, o := range objs {
+		if strings.Contains(o.GetName(), "leader-election") {
+			t.Errorf("%s is rendered; the sharded replicas elect no leader", describe(o))
+		}
+	}
+	role := as[rbacv1.Role](t, find(t, objs, "Role", "foo-controller-sharding"))
+	want := rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create", "delete", "get", "list", "update", "watch"}}
+	if role.Namespace != fooNS || len(role.Rules) != 1 || !reflect.DeepEqual(role.Rules[0], want) {
+		t.Errorf("Role foo-controller-sharding in %q with rules %+v; want in %s exactly %+v", role.Namespace, role.Rules, fooNS, want)
+	}
+	b := as[rbacv1.RoleBinding](t, find(t, objs, "RoleBinding", "foo-controller-sharding"))
+	if b.Namespace != fooNS || b.RoleRef.Kind != "Role" || b.RoleRef.Name != role.Name || len(b.Subjects) != 1 ||
+		b.Subjects[0].Name != "foo-controller" || b.Subjects[0].Namespace != fooNS {
+		t.Errorf("RoleBinding foo-controller-sharding: %+v; want the Role bound to ServiceAccount %s/foo-controller", b, fooNS)
+	}
+	find(t, objs, "ClusterRole", "foo-controller") // the controller's own rights are the base's
 }
 
 func TestFooNamespacedOverlay_GrantsTheControllerARoleInItsNamespaceOnly(t *testing.T) {

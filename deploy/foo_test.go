@@ -37,12 +37,19 @@ type fooCluster struct {
 
 func newFooCluster(t *testing.T) *fooCluster {
 	t.Helper()
+	return newFooClusterFrom(t, "foo-controller")
+}
+
+// newFooClusterFrom is newFooCluster with the kustomization in dir (the
+// base or an overlay of it) applied.
+func newFooClusterFrom(t *testing.T, dir string) *fooCluster {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("needs a control plane")
 	}
 	e := testenv.StartT(t, testenv.Options{ControllerManager: true})
 	c := &fooCluster{e: e, cs: kubernetes.NewForConfigOrDie(e.Config), dyn: dynamic.NewForConfigOrDie(e.Config), a: newApplier(t, e.Config)}
-	c.objs = render(t, "foo-controller")
+	c.objs = render(t, dir)
 	c.a.apply(t, c.objs)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -61,9 +68,11 @@ func newFooCluster(t *testing.T) *fooCluster {
 func (c *fooCluster) startFoo(t *testing.T, name string, extra ...string) *proc {
 	t.Helper()
 	args, metrics, health := containerArgs(t, find(t, c.objs, "Deployment", "foo-controller"))
-	// In a pod the Lease's namespace is the ServiceAccount's, read from
-	// the mounted token's directory; here it is given.
-	args = append(args, "--kubeconfig="+saKubeconfig(t, c.e, fooNS, "foo-controller"), "--leader-elect-namespace="+fooNS)
+	// In a pod the Leases' namespace is the ServiceAccount's, read from
+	// the mounted token's directory; here it is given (for leader election
+	// or sharding, whichever the args turn on).
+	args = append(args, "--kubeconfig="+saKubeconfig(t, c.e, fooNS, "foo-controller"),
+		"--leader-elect-namespace="+fooNS, "--shard-namespace="+fooNS)
 	args = append(args, extra...)
 	p := start(t, name, binary(t, "foo-controller"), nil, args...)
 	p.metrics, p.health = metrics, health

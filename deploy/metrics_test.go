@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -62,6 +63,41 @@ func TestFooController_MetricsSecure401WithoutToken403WithoutRBAC200WithItPlainH
 	code, body := scrape(t, url, prometheus)
 	if code != http.StatusOK || !strings.Contains(body, "leader_election_master_status") && !strings.Contains(body, "go_goroutines") {
 		t.Errorf("the Prometheus token: %d, want 200 and metrics; body starts %.200q", code, body)
+	}
+
+	// The debug page, behind the same guard: a reader needs the
+	// debug-reader ClusterRole (deploy/foo-controller/debug_reader_role.yaml);
+	// the metrics reader's rights do not reach it.
+	debugger := saTokenFor(t, c, ns, "debugger")
+	if _, err := c.cs.RbacV1().ClusterRoleBindings().Create(t.Context(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "debugger-foo-controller-debug"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "foo-controller-debug-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "debugger"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/debug", "/debug/api/v1/snapshot"} {
+		await.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(ns, "debugger"),
+			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: "get"}}, true)
+	}
+	debugAddr := freeAddr(t)
+	dp := c.startFoo(t, "foo-controller-debug", "--debug-bind-address="+debugAddr)
+	dp.stderr.WaitFor(t, "the debug page served", regexp.MustCompile(`msg="Serving the debug page"`))
+	snapshot := "https://" + debugAddr + "/debug/api/v1/snapshot"
+	if code, body := scrape(t, snapshot, ""); code != http.StatusUnauthorized {
+		t.Errorf("debug snapshot, no token: %d %q, want 401", code, body)
+	}
+	if code, body := scrape(t, snapshot, prometheus); code != http.StatusForbidden {
+		t.Errorf("debug snapshot with the metrics reader's token: %d %q, want 403", code, body)
+	}
+	if code, body := scrape(t, snapshot, debugger); code != http.StatusOK || !strings.HasPrefix(strings.TrimSpace(body), "{") {
+		t.Errorf("debug snapshot with the debug reader's token: %d, want 200 and JSON; body starts %.200q", code, body)
+	}
+	if code, body := scrape(t, "https://"+debugAddr+"/debug/", debugger); code != http.StatusOK {
+		t.Errorf("debug page with the debug reader's token: %d %.200q, want 200", code, body)
+	}
+	if code, body := scrape(t, url, debugger); code != http.StatusForbidden {
+		t.Errorf("/metrics with the debug reader's token: %d %.200q, want 403", code, body)
 	}
 
 	// Each rule of the metrics-auth ClusterRole is needed: without it a

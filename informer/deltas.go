@@ -25,6 +25,9 @@ import (
 type deltaQueue[T watcher.Object] struct {
 	relisting bool
 	relist    *cache.Snapshot[T] // the snapshot being received
+	// newSnapshot makes the snapshot a relist is collected in (one that
+	// suits the store, see cache.Writer.NewSnapshot); nil: a zero Snapshot.
+	newSnapshot func() *cache.Snapshot[T]
 
 	snapshot *snapshot[T] // complete snapshot not yet popped
 	deltas   keyedFIFO[delta[T]]
@@ -70,7 +73,11 @@ func (q *deltaQueue[T]) push(ev watcher.Event[T]) (protocolError bool) {
 	switch ev.Type {
 	case watcher.RelistStart:
 		q.relisting = true
-		q.relist = &cache.Snapshot[T]{}
+		if q.newSnapshot != nil {
+			q.relist = q.newSnapshot()
+		} else {
+			q.relist = &cache.Snapshot[T]{}
+		}
 		q.relistFrom = q.epoch
 	case watcher.RelistItem:
 		if !q.relisting {

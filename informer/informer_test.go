@@ -206,9 +206,15 @@ func storeView(inf *Informer[*corev1.ConfigMap]) string {
 }
 
 func TestInformer_DeliversTheInitialListThenEachChange(t *testing.T) {
+	for _, mem := range []Memory{{}, {Encoded: true}} {
+		t.Run(fmt.Sprintf("Encoded=%v", mem.Encoded), func(t *testing.T) { testDeliversTheInitialListThenEachChange(t, mem) })
+	}
+}
+
+func testDeliversTheInitialListThenEachChange(t *testing.T, mem Memory) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
-		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) { add(t, inf, rec, HandlerOptions{}) })
+		h := start(t, Options[*corev1.ConfigMap]{Memory: mem}, func(inf *Informer[*corev1.ConfigMap]) { add(t, inf, rec, HandlerOptions{}) })
 		defer h.stop()
 
 		h.src.relist("2", cm("a", "1", "1"), cm("b", "2", "2"))

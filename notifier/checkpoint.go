@@ -304,6 +304,10 @@ type pending struct {
 	remaining  atomic.Int32
 	finished   bool
 	abandoned  bool
+	// carried: a sink merged this change into a later one of its object
+	// (a full queue: see overflow), so it is never committed alone; the
+	// later one commits the object's state.
+	carried bool
 }
 
 func newTracker(max int, restored *ckState) *tracker {
@@ -367,7 +371,9 @@ func (t *tracker) finish(p *pending, delivered bool) {
 	ck := p.scope + "\x00" + p.key
 	chain := t.chains[ck]
 	for len(chain) > 0 && chain[0].finished && !chain[0].abandoned {
-		t.commit(chain[0])
+		if !chain[0].carried {
+			t.commit(chain[0])
+		}
 		chain = chain[1:]
 	}
 	if len(chain) == 0 {
@@ -375,6 +381,19 @@ func (t *tracker) finish(p *pending, delivered bool) {
 	} else {
 		t.chains[ck] = chain
 	}
+}
+
+// carry marks p as merged into a later change of its object: once
+// finished it leaves the chain without being committed, which leaves the
+// checkpoint at an earlier state of the object until that later change is
+// committed (a crash meanwhile sends the change again: at least once).
+func (t *tracker) carry(p *pending) {
+	if t == nil || p == nil {
+		return
+	}
+	t.mu.Lock()
+	p.carried = true
+	t.mu.Unlock()
 }
 
 func (t *tracker) commit(p *pending) {

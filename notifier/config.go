@@ -149,8 +149,10 @@ type SinkConfig struct {
 	Filter FilterConfig
 	// MaxAttempts bounds delivery attempts of one notification. Default 5.
 	MaxAttempts int
-	// QueueSize bounds the notifications waiting for delivery; more are
-	// dropped and counted. Default 1000, at most MaxQueueSize.
+	// QueueSize bounds the notifications waiting for delivery. Changes
+	// beyond it are not dropped: they wait per object, merged into one
+	// notification of its latest state, until the queue has room (see the
+	// package doc, Full queues). Default 1000, at most MaxQueueSize.
 	QueueSize int
 }
 

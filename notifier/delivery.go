@@ -34,7 +34,11 @@ type delivery struct {
 
 	mu     sync.Mutex
 	closed bool
-	queue  chan *Event
+	// queue is the bounded queue; over holds, per object, what it had
+	// no room for (see overflow). Sends to queue happen under mu, so
+	// len(queue) < cap(queue) under mu means a send cannot block.
+	queue chan *Event
+	over  overflow
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -48,8 +52,11 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// offer queues ev if it passes the filter. It never blocks: when the queue
-// is full, or the sink is stopping, the event is dropped and counted.
+// offer queues ev if it passes the filter. It never blocks, and a full
+// queue loses nothing: ev is set aside with its object's other waiting
+// changes (merged, see coalesce) and queued as soon as the queue has room.
+// Only a stopping sink refuses events (they are sent again after a
+// restart: the checkpoint does not pass them).
 func (d *delivery) offer(ev *Event) {
 	if !d.filter.match(ev) || (d.advanced && !advancedPass(ev)) {
 		return
@@ -63,14 +70,47 @@ func (d *delivery) offer(ev *Event) {
 		return
 	}
 	ev.hold()
+	d.pumpLocked()
+	if d.over.len() == 0 && len(d.queue) < cap(d.queue) {
+		d.queue <- ev
+		return
+	}
+	if d.over.len() == 0 {
+		d.log.Warn("Sink queue full: setting notifications aside, to send each object's latest state when the queue has room",
+			"sink", d.name, "queueSize", cap(d.queue), "kind", ev.Kind, "namespace", ev.Namespace, "name", ev.Name, "event", ev.Type)
+	}
+	d.m.overflowed.WithLabelValues(d.name).Inc()
+	for _, c := range d.over.add(ev) {
+		c.carried()
+		d.m.merged.WithLabelValues(d.name).Inc()
+	}
+	d.m.overflowObjects.WithLabelValues(d.name).Set(float64(d.over.len()))
+}
+
+// pumpLocked moves set-aside events to the queue while it has room.
+func (d *delivery) pumpLocked() {
+	if d.over.len() == 0 {
+		return
+	}
+	for d.over.len() > 0 && len(d.queue) < cap(d.queue) {
+		ev, _ := d.over.pop()
+		d.queue <- ev
+	}
+	d.m.overflowObjects.WithLabelValues(d.name).Set(float64(d.over.len()))
+}
+
+// next takes the next event to deliver, refilling the queue from what was
+// set aside; ok is false when there is none.
+func (d *delivery) next() (ev *Event, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.pumpLocked()
 	select {
-	case d.queue <- ev:
+	case ev = <-d.queue:
+		d.pumpLocked()
+		return ev, true
 	default:
-		// Counted as done: a full queue loses the notification.
-		ev.finish(true)
-		d.m.failed.WithLabelValues(d.name, failQueue).Inc()
-		d.log.Error("Sink queue full: dropping a notification", "sink", d.name, "queueSize", cap(d.queue),
-			"kind", ev.Kind, "namespace", ev.Namespace, "name", ev.Name, "event", ev.Type)
+		return nil, false
 	}
 }
 
@@ -103,23 +143,25 @@ func (d *delivery) run(ctx context.Context, drain time.Duration) {
 	for {
 		select {
 		case ev := <-d.queue:
+			d.mu.Lock()
+			d.pumpLocked()
+			d.mu.Unlock()
 			d.deliver(hard, ev)
 			continue
 		case <-ctx.Done():
 		}
 		d.mu.Lock()
 		d.closed = true
-		d.mu.Unlock()
-		if n := len(d.queue); n > 0 {
-			d.log.Info("Draining sink queue", "sink", d.name, "queued", n, "drainTimeout", drain)
+		if n := len(d.queue) + d.over.len(); n > 0 {
+			d.log.Info("Draining sink queue", "sink", d.name, "queued", len(d.queue), "setAside", d.over.len(), "drainTimeout", drain)
 		}
+		d.mu.Unlock()
 		for {
-			select {
-			case ev := <-d.queue:
-				d.deliver(hard, ev)
-			default:
+			ev, ok := d.next()
+			if !ok {
 				return
 			}
+			d.deliver(hard, ev)
 		}
 	}
 }

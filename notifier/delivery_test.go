@@ -3,6 +3,7 @@ package notifier
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -212,19 +213,146 @@ func TestDelivery_DelayIsCappedAtRetryMax(t *testing.T) {
 	}
 }
 
-func TestDelivery_FullQueueDropsAndCounts(t *testing.T) {
-	td := newTestDelivery(t, "http://127.0.0.1:1/", 1, 2)
-	for range 3 {
-		td.offer(createEvent())
+// A full queue loses nothing: what it cannot take is set aside per object,
+// merged with the object's later changes, and queued as the worker makes
+// room; the checkpoint commits each object's state only once the sink
+// delivered it (merged changes with the change that carries them).
+func TestDelivery_FullQueueSetsChangesAsideAndLosesNone(t *testing.T) {
+	td := newTestDelivery(t, "http://127.0.0.1:1/", 1, 1)
+	tr := newTracker(100, nil)
+	offer := func(typ EventType, name, rv string, changes ...string) {
+		ev := &Event{Type: typ, Kind: "ConfigMap", Resource: "configmap", Namespace: "ns", Name: name, Changes: changes, ResourceVersion: rv}
+		var entry *ckEntry
+		if typ != Delete {
+			entry = &ckEntry{UID: name, RV: rv}
+		}
+		ev.tr, ev.pend = tr, tr.begin("cm@ns", "ns/"+name, entry)
+		td.offer(ev)
+		ev.finish(true) // the source's reference
 	}
-	if len(td.queue) != 2 {
-		t.Errorf("queue holds %d, want 2", len(td.queue))
+	offer(Create, "a", "1") // queued
+	offer(Create, "b", "2") // set aside
+	offer(Update, "b", "3", "data.x")
+	offer(Update, "b", "4", "data.y")
+	offer(Create, "c", "5")
+	offer(Delete, "c", "6") // cancels c's create
+	offer(Update, "a", "7", "data.z")
+	if len(td.queue) != 1 || td.over.len() != 2 {
+		t.Fatalf("queued %d, set aside %d objects; want 1 and 2 (b, a)", len(td.queue), td.over.len())
 	}
-	if v := td.failed(t, failQueue); v != 1 {
-		t.Errorf("failed{reason=queue_full} = %v, want 1", v)
+	if v := metricstest.Value(t, td.reg, MetricOverflowed, "sink", "hook"); v != 6 {
+		t.Errorf("overflowed = %v, want 6", v)
 	}
-	if !strings.Contains(td.logs.String(), "Sink queue full") {
-		t.Errorf("no log of the drop:\n%s", td.logs)
+	if v := metricstest.Value(t, td.reg, MetricMerged, "sink", "hook"); v != 4 {
+		t.Errorf("merged = %v, want 4 (b's two updates, c's create and delete)", v)
+	}
+	if _, ok := committed(tr, "cm@ns", "ns/b"); ok {
+		t.Error("b committed before the sink sent it")
+	}
+	// The worker takes them in order; each take refills the queue.
+	var got []string
+	for {
+		ev, ok := td.next()
+		if !ok {
+			break
+		}
+		got = append(got, fmt.Sprintf("%s %s rv%s %v", ev.Type, ev.Name, ev.ResourceVersion, ev.Changes))
+		ev.finish(true) // delivered
+	}
+	want := []string{"create a rv1 []", "create b rv4 []", "update a rv7 [data.z]"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("delivered %q, want %q", got, want)
+	}
+	for name, rv := range map[string]string{"a": "7", "b": "4"} {
+		if e, _ := committed(tr, "cm@ns", "ns/"+name); e.RV != rv {
+			t.Errorf("%s committed at rv %q, want %s", name, e.RV, rv)
+		}
+	}
+	if _, ok := committed(tr, "cm@ns", "ns/c"); ok {
+		t.Error("c, created and deleted while set aside, is in the checkpoint")
+	}
+	if v := metricstest.Value(t, td.reg, MetricOverflowObjects, "sink", "hook"); v != 0 {
+		t.Errorf("overflow objects = %v after the drain, want 0", v)
+	}
+	if n := len(tr.chains); n != 0 {
+		t.Errorf("%d chains left in the tracker, want 0", n)
+	}
+}
+
+// What a stop leaves set aside is not committed: the next start sends it.
+func TestDelivery_SetAsideChangesLeftAtTheStopAreSentAfterTheRestart(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // a receiver that hangs
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	td := newTestDelivery(t, srv.URL, 5, 1)
+	tr := newTracker(100, nil)
+	for _, name := range []string{"a", "b", "c"} {
+		ev := createEvent()
+		ev.Name = name
+		ev.tr, ev.pend = tr, tr.begin("pod@default", "default/"+name, &ckEntry{UID: name, RV: "1"})
+		td.offer(ev)
+		ev.finish(true)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	td.run(ctx, 50*time.Millisecond)
+	if v := td.failed(t, failShutdown); v != 3 {
+		t.Errorf("failed{reason=shutdown} = %v, want 3", v)
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		if e, ok := committed(tr, "pod@default", "default/"+name); ok {
+			t.Errorf("%s committed (%+v) though never delivered", name, e)
+		}
+	}
+}
+
+func TestCoalesce_OneNotificationPerObjectTellsWhatTheChangesDid(t *testing.T) {
+	ev := func(typ EventType, rv string, changes ...string) *Event {
+		return &Event{Type: typ, ResourceVersion: rv, Changes: changes, OldObject: map[string]any{"rv": rv}}
+	}
+	render := func(evs []*Event) string {
+		var b strings.Builder
+		for _, e := range evs {
+			fmt.Fprintf(&b, "%s@%s%v old=%v;", e.Type, e.ResourceVersion, e.Changes, e.OldObject["rv"])
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name    string
+		in      []*Event
+		want    string
+		carried int
+	}{
+		{"create+update", []*Event{ev(Create, "1"), ev(Update, "2", "data.a")}, "create@2[] old=<nil>;", 1},
+		{"update+update", []*Event{ev(Update, "1", "data.b"), ev(Update, "2", "data.a", "data.b")}, "update@2[data.a data.b] old=1;", 1},
+		{"update+update capped", []*Event{ev(Update, "1", "a", "..."), ev(Update, "2", "b")}, "update@2[a b ...] old=1;", 1},
+		{"create+delete", []*Event{ev(Create, "1"), ev(Delete, "2")}, "", 2},
+		{"update+delete", []*Event{ev(Update, "1", "x"), ev(Delete, "2")}, "delete@2[] old=2;", 1},
+		{"delete+delete", []*Event{ev(Delete, "1"), ev(Delete, "2")}, "delete@1[] old=1;", 1},
+		{"delete+create+update", []*Event{ev(Delete, "1"), ev(Create, "2"), ev(Update, "3", "x")}, "delete@1[] old=1;create@3[] old=<nil>;", 1},
+		{"delete+create+delete", []*Event{ev(Delete, "1"), ev(Create, "2"), ev(Delete, "3")}, "delete@1[] old=1;", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var evs []*Event
+			carried := 0
+			for _, e := range tc.in {
+				var c []*Event
+				evs, c = coalesce(evs, e)
+				carried += len(c)
+			}
+			if got := render(evs); got != tc.want || carried != tc.carried {
+				t.Errorf("got %q carrying %d, want %q carrying %d", got, carried, tc.want, tc.carried)
+			}
+			if len(evs) > 2 {
+				t.Errorf("%d events waiting for one object, want at most 2", len(evs))
+			}
+		})
 	}
 }
 

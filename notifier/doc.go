@@ -76,6 +76,29 @@
 // reply) is not retried. Every give-up is logged and counted in
 // kubewatch_events_failed_total{sink,reason}.
 //
+// # Full queues
+//
+// A full queue drops nothing. A change it cannot take is set aside with
+// the other waiting changes of its object, and queued as soon as the
+// worker makes room, objects in the order they first overflowed. While
+// set aside, the changes of one object merge into one notification of its
+// latest state: a create and its updates are one create; updates are one
+// update naming the changed fields of all and the old object of the
+// first; an update and a delete are the delete; a create and a delete
+// (the receiver never heard of the object) are nothing; a delete and the
+// create of a new object of the same name stay two. So a sink whose
+// receiver is down holds at most two notifications per watched object
+// beside its queue: memory is bounded by the objects watched, not by the
+// changes they make. The checkpoint does not pass a change that a sink
+// set aside until the sink delivered the notification that carries it, so
+// what is still set aside at a stop or a crash is sent again by the next
+// start. kubewatch_events_overflowed_total{sink} counts the changes that
+// found the queue full, kubewatch_events_merged_total{sink} those merged
+// into a later one, and kubewatch_sink_overflow_objects{sink} the objects
+// waiting now. A receiver that stays down holds the checkpoint back for
+// every sink: each restart then sends the other sinks again what it has
+// not delivered (at least once).
+//
 // # Stricter than kubewatch, on purpose
 //
 //   - A taken metrics port is an error at start (kubewatch ran on without
@@ -90,9 +113,11 @@
 // # Guarantees
 //
 //   - Events of one sink are delivered one at a time, in the order they
-//     were queued.
-//   - Nothing is lost across a restart, and nothing notified is sent
-//     again (see Checkpoint below); delivery is at least once.
+//     were queued; the changes of one object in the order they were made.
+//   - Nothing is lost across a restart or to a full queue, and nothing
+//     notified is sent again (see Checkpoint and Full queues); delivery
+//     is at least once. A sink gives up on a notification only after
+//     MaxAttempts, or when its receiver refuses it.
 //   - Run returns only after every goroutine it started has: on stop it
 //     takes no new events and delivers what is queued for at most
 //     DrainTimeout, counting the rest as failed with reason shutdown
@@ -105,8 +130,9 @@
 // not worth a notification), in a ConfigMap (the default:
 // kubewatch-checkpoint in the watched namespace, else the pod's; binaryData,
 // gzipped JSON) or a file. A state enters the checkpoint only once every
-// sink that took its notification delivered it or gave up on it (retries
-// exhausted, refused, or dropped by a full queue), and never ahead of an
+// sink that took its notification delivered it (alone or merged into a
+// later one, see Full queues) or gave up on it (retries exhausted,
+// refused), and never ahead of an
 // earlier change of the same object still in flight; the checkpoint is
 // saved every Options.CheckpointInterval (1s) while it changes, and once
 // more at the stop.
@@ -132,7 +158,8 @@
 //
 // # Not guaranteed
 //
-//   - Every intermediate state: an informer that falls behind merges the
+//   - Every intermediate state: a full queue merges the changes of one
+//     object (see Full queues), and an informer that falls behind merges the
 //     changes to one object (an add then an update is one add of the
 //     latest state; an add then a delete is nothing at all), and a
 //     restart sees only the latest state of what changed while down.
@@ -144,6 +171,7 @@
 // kubewatch_events_total{resourceType,eventType} (changes seen),
 // kubewatch_events_sent_total{resourceType,eventType,sink},
 // kubewatch_events_failed_total{sink,reason},
-// kubewatch_events_suppressed_total{resourceType,reason} and
-// kubewatch_checkpoint_objects.
+// kubewatch_events_suppressed_total{resourceType,reason},
+// kubewatch_events_overflowed_total{sink}, kubewatch_events_merged_total{sink},
+// kubewatch_sink_overflow_objects{sink} and kubewatch_checkpoint_objects.
 package notifier

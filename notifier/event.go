@@ -102,6 +102,13 @@ func (e *Event) hold() { e.pend.hold() }
 // (false: the next start sends it again).
 func (e *Event) finish(delivered bool) { e.tr.finish(e.pend, delivered) }
 
+// carried is called by a sink that merged the event into a later one of
+// its object instead of sending it (see overflow).
+func (e *Event) carried() {
+	e.tr.carry(e.pend)
+	e.tr.finish(e.pend, true)
+}
+
 // Reason is kubewatch's reason: Created, Updated, Deleted (Tested for the
 // event of `config test`).
 func (e *Event) Reason() string {

@@ -13,6 +13,13 @@ const (
 	MetricSent       = "kubewatch_events_sent_total"
 	MetricFailed     = "kubewatch_events_failed_total"
 	MetricSuppressed = "kubewatch_events_suppressed_total"
+	// MetricOverflowed counts the changes a sink's full queue could not
+	// take at once: set aside per object and sent (merged with the
+	// object's later changes, counted in MetricMerged) once it had room.
+	MetricOverflowed = "kubewatch_events_overflowed_total"
+	MetricMerged     = "kubewatch_events_merged_total"
+	// MetricOverflowObjects is the objects a sink has set aside now.
+	MetricOverflowObjects = "kubewatch_sink_overflow_objects"
 	// MetricCheckpointObjects is this notifier's: the size of its
 	// checkpoint.
 	MetricCheckpointObjects = "kubewatch_checkpoint_objects"
@@ -20,10 +27,9 @@ const (
 
 // Reasons of MetricFailed.
 const (
-	failAttempts = "attempts"   // retryable errors until MaxAttempts
-	failRejected = "rejected"   // the receiver refused (4xx but 429)
-	failQueue    = "queue_full" // the sink's queue was full
-	failShutdown = "shutdown"   // still queued or retrying when the drain ended
+	failAttempts = "attempts" // retryable errors until MaxAttempts
+	failRejected = "rejected" // the receiver refused (4xx but 429)
+	failShutdown = "shutdown" // still queued or retrying when the drain ended
 )
 
 type notifierMetrics struct {
@@ -31,6 +37,11 @@ type notifierMetrics struct {
 	sent       *prometheus.CounterVec // resourceType, eventType, sink
 	failed     *prometheus.CounterVec // sink, reason
 	suppressed *prometheus.CounterVec // resourceType, reason
+	// overflowed, merged and overflowObjects: a sink's full queue (see
+	// overflow), by sink.
+	overflowed      *prometheus.CounterVec
+	merged          *prometheus.CounterVec
+	overflowObjects *prometheus.GaugeVec
 	// checkpointObjects is the objects in the last saved checkpoint, -1
 	// once it overflowed.
 	checkpointObjects prometheus.Gauge
@@ -53,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) (*notifierMetrics, error) {
 	}
 	if m.failed, err = metrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricFailed,
-		Help: "Notifications a sink gave up on, by reason: attempts, rejected, queue_full, shutdown.",
+		Help: "Notifications a sink gave up on, by reason: attempts, rejected, shutdown (sent again after the restart).",
 	}, []string{"sink", "reason"})); err != nil {
 		return nil, err
 	}
@@ -61,6 +72,24 @@ func newMetrics(reg prometheus.Registerer) (*notifierMetrics, error) {
 		Name: MetricSuppressed,
 		Help: "Changes not notified, by reason: initial (part of the initial list), unchanged, noop, status, metadata.",
 	}, []string{"resourceType", "reason"})); err != nil {
+		return nil, err
+	}
+	if m.overflowed, err = metrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricOverflowed,
+		Help: "Changes a sink's full queue could not take at once: set aside per object and sent with its latest state once the queue had room.",
+	}, []string{"sink"})); err != nil {
+		return nil, err
+	}
+	if m.merged, err = metrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricMerged,
+		Help: "Set-aside changes merged into a later change of the same object (one notification of the latest state).",
+	}, []string{"sink"})); err != nil {
+		return nil, err
+	}
+	if m.overflowObjects, err = metrics.RegisterOrGet(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricOverflowObjects,
+		Help: "Objects whose changes a sink has set aside, waiting for room in its queue.",
+	}, []string{"sink"})); err != nil {
 		return nil, err
 	}
 	if m.checkpointObjects, err = metrics.RegisterOrGet(reg, prometheus.NewGauge(prometheus.GaugeOpts{

@@ -119,7 +119,7 @@ handler:
 #     labelselector: "app=web,tier!=cache"
 #     resources: [pod, configmap]
 #   maxattempts: 5                 # network errors, 5xx and 429 are retried
-#   queuesize: 1000                # beyond it notifications are dropped and counted
+#   queuesize: 1000                # beyond it changes wait per object, merged, and are sent as it has room
 #
 # More sinks, several of one type if need be:
 # sinks:

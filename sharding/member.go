@@ -176,6 +176,14 @@ func defaultIdentity() string {
 	return host + "-" + hex.EncodeToString(b)
 }
 
+// The rights a member needs on the group's Leases, in their namespace: its
+// own Lease (get, create, update, and delete when it leaves), the others'
+// (list and watch, and delete of a member gone for good). controller-gen's RBAC
+// generator turns these into a Role there ("system" is a placeholder that
+// kustomize replaces with the deployable's namespace; see deploy/).
+//
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete,namespace=system
+
 // Member is one replica of a shard group. It holds a Lease among the
 // group's, takes its share of the slots, and scopes the informers (through
 // the factory's Sharder: Shard) and controllers (Gate) it is given to the

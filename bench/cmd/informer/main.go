@@ -27,6 +27,12 @@
 //   - informer-transform-bytes-per-object: the same for kloop's informer
 //     with a transform (Informer.SetTransform) that keeps what a controller
 //     reading names, labels and the keys of Data needs: the Data values go.
+//   - informer-encoded-bytes-per-object: the same for kloop's informer
+//     with the encoded cache (informer.Memory.Encoded), and
+//     informer-encoded-get-ns / informer-encoded-list-ms its reads against
+//     the default (decoded) cache's: a Get of a random object, a List of
+//     all. The CPU time of the Gets is printed too (a comment): steadier
+//     than their wall time on a loaded machine.
 //   - informer-sync-vs-wire: kloop's sync against the bare initial stream,
 //     the "wire" side: the same streaming list kloop's reflector opens
 //     (sendInitialEvents, resourceVersionMatch=NotOlderThan, bookmarks)
@@ -234,14 +240,26 @@ func run(sizes []int, rounds, updates int, only string) error {
 			fmt.Printf("RESULT informer-transform-bytes-per-object%s kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=client-go\n", suffix, k, p, k/p)
 			fmt.Printf("# kloop-transform sync %.3fs\n", syncOf("kloop-transform"))
 		}
+		if have("kloop-encoded", "client-go") {
+			k, p := bytesOf("kloop-encoded"), bytesOf("client-go")
+			fmt.Printf("RESULT informer-encoded-bytes-per-object%s kloop=%.0f peer=%.0f ratio=%.3f unit=B peer_name=client-go\n", suffix, k, p, k/p)
+			fmt.Printf("# kloop-encoded sync %.3fs\n", syncOf("kloop-encoded"))
+		}
 		readsOf := func(side string, f func(measurement) time.Duration) float64 {
 			return median(results[side], func(m measurement) float64 { return float64(f(m)) })
 		}
 		get := func(m measurement) time.Duration { return m.get }
+		getCPU := func(m measurement) time.Duration { return m.getCPU }
 		list := func(m measurement) time.Duration { return m.list }
-		for _, name := range []string{"kloop", "kloop-transform", "client-go"} {
+		if have("kloop-encoded", "kloop") {
+			k, p := readsOf("kloop-encoded", get), readsOf("kloop", get)
+			fmt.Printf("RESULT informer-encoded-get-ns%s kloop=%.0f peer=%.0f ratio=%.1f unit=ns peer_name=kloop-decoded\n", suffix, k, p, k/p)
+			k, p = readsOf("kloop-encoded", list), readsOf("kloop", list)
+			fmt.Printf("RESULT informer-encoded-list-ms%s kloop=%.2f peer=%.2f ratio=%.1f unit=ms peer_name=kloop-decoded\n", suffix, k/1e6, p/1e6, k/p)
+		}
+		for _, name := range []string{"kloop", "kloop-encoded", "kloop-transform", "client-go"} {
 			if have(name) {
-				fmt.Printf("# %s reads: Get %.0f ns, List of %d %.2f ms\n", name, readsOf(name, get), n, readsOf(name, list)/1e6)
+				fmt.Printf("# %s reads: Get %.0f ns (CPU %.0f ns), List of %d %.2f ms\n", name, readsOf(name, get), readsOf(name, getCPU), n, readsOf(name, list)/1e6)
 			}
 		}
 	}
@@ -347,6 +365,7 @@ var allSides = []side{
 	{name: "client-go", start: runClientGo},
 	{name: "kloop-metadata", start: runKloopMetadata},
 	{name: "kloop-transform", start: runKloopTransform},
+	{name: "kloop-encoded", start: runKloopEncoded},
 	{name: "wire", wire: true, start: runWire},
 	{name: "wire-kloop", wire: true, start: runWireKloop},
 }
@@ -381,6 +400,7 @@ type measurement struct {
 	// Reads, for sides that time them: a Get of one object and a List of
 	// all of them.
 	get, list time.Duration
+	getCPU    time.Duration // CPU time of this process per Get
 }
 
 func (m measurement) bytesPerObject(n int) float64 { return float64(m.heap) / float64(n) }
@@ -486,7 +506,7 @@ func measure(ctx context.Context, cfg *rest.Config, s side, n int) (measurement,
 	runtime.KeepAlive(r.live)
 	m := measurement{sync: took, cpu: cpu, heap: int64(after) - int64(before)}
 	if r.get != nil {
-		m.get, m.list, err = timeReads(r, n)
+		m.get, m.getCPU, m.list, err = timeReads(r, n)
 	}
 	if serr := r.stop(); err == nil {
 		err = serr
@@ -497,33 +517,35 @@ func measure(ctx context.Context, cfg *rest.Config, s side, n int) (measurement,
 // timeReads times Gets of objects picked at random, and Lists of all
 // objects, after the memory was measured; each figure is the median of a
 // few batches.
-func timeReads(r *running, n int) (get, list time.Duration, err error) {
+func timeReads(r *running, n int) (get, getCPU, list time.Duration, err error) {
 	rng := mrand.New(mrand.NewPCG(1, 2))
 	names := make([]string, 4096)
 	for i := range names {
 		names[i] = fmt.Sprintf("cm-%06d", rng.IntN(n))
 	}
 	const batch = 50000
-	var gets, lists []time.Duration
+	var gets, cpus, lists []time.Duration
 	for range 5 {
-		began := time.Now()
+		began, cpu0 := time.Now(), cpuTime()
 		for i := range batch {
 			if !r.get(names[i%len(names)]) {
-				return 0, 0, fmt.Errorf("get %s: not cached", names[i%len(names)])
+				return 0, 0, 0, fmt.Errorf("get %s: not cached", names[i%len(names)])
 			}
 		}
 		gets = append(gets, time.Since(began)/batch)
+		cpus = append(cpus, (cpuTime()-cpu0)/batch)
 	}
 	for range 3 {
 		began := time.Now()
 		if got := r.list(); got != n {
-			return 0, 0, fmt.Errorf("list: %d objects, want %d", got, n)
+			return 0, 0, 0, fmt.Errorf("list: %d objects, want %d", got, n)
 		}
 		lists = append(lists, time.Since(began))
 	}
 	slices.Sort(gets)
+	slices.Sort(cpus)
 	slices.Sort(lists)
-	return gets[len(gets)/2], lists[len(lists)/2], nil
+	return gets[len(gets)/2], cpus[len(cpus)/2], lists[len(lists)/2], nil
 }
 
 func runKloop(cfg *rest.Config, _ int) (*running, error) {
@@ -540,6 +562,14 @@ func runKloopTransform(cfg *rest.Config, _ int) (*running, error) {
 		}
 		return cm
 	})
+}
+
+// runKloopEncoded is kloop's informer with the encoded cache
+// (informer.Memory.Encoded).
+func runKloopEncoded(cfg *rest.Config, _ int) (*running, error) {
+	opts := kloopOptions()
+	opts.Memory.Encoded = true
+	return runKloopWith(cfg, opts, nil)
 }
 
 func runKloopWith(cfg *rest.Config, opts informer.FactoryOptions, transform func(*corev1.ConfigMap) *corev1.ConfigMap) (*running, error) {
