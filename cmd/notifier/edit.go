@@ -92,11 +92,12 @@ type handlerFlag struct {
 // handlerFlags are kubewatch's flags of each `config add` command (with
 // its bugs fixed: msteams is msteams, slackwebhook's flags are its own,
 // hipchat's --url is used), plus flags for what kubewatch left to editing
-// the file (smtp, msteams' card).
+// the file (smtp, msteams' card, slack's apiurl, smtp's cert).
 var handlerFlags = map[string][]handlerFlag{
 	notifier.SinkSlack: {
 		{"channel", "c", "channel", "Slack channel", false}, {"token", "t", "token", "Slack bot token", false},
 		{"title", "", "title", "message title (default kubewatch)", false},
+		{"apiurl", "", "apiurl", "Slack Web API base URL, for an API-compatible server (default https://slack.com/api/)", false},
 	},
 	notifier.SinkSlackWebhook: {
 		{"channel", "c", "channel", "Slack channel", false}, {"username", "n", "username", "Slack username", false},
@@ -129,6 +130,7 @@ var handlerFlags = map[string][]handlerFlag{
 		{"hello", "", "hello", "EHLO name", false},
 		{"username", "", "auth.username", "AUTH user", false}, {"password", "", "auth.password", "PLAIN and LOGIN password", false},
 		{"identity", "", "auth.identity", "PLAIN identity", false}, {"secret", "", "auth.secret", "CRAM-MD5 secret", false},
+		{"cert", "", "cert", "PEM file of CAs to trust for the server's TLS certificate", false},
 	},
 }
 

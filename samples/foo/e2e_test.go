@@ -432,7 +432,7 @@ func TestFoo_AFooBeingDeletedInTheForegroundDoesNotGetItsDeploymentBack(t *testi
 
 	created := 0
 	for l := range strings.Lines(h.logs.String()) {
-		if strings.Contains(l, "Created Deployment") && strings.Contains(l, "deployment=leaving-deploy") {
+		if strings.Contains(l, `msg="Created Deployment"`) && strings.Contains(l, " name=leaving-deploy") {
 			created++
 		}
 	}
