@@ -274,6 +274,9 @@ func runParent(n, rounds int, qps float32, burst int, settings []string, plane c
 				v = append(v, f(m))
 			}
 			slices.Sort(v)
+			if len(v)%2 == 0 {
+				return (v[len(v)/2-1] + v[len(v)/2]) / 2
+			}
 			return v[len(v)/2]
 		}
 		sec := func(m measurement) float64 { return m.seconds }
