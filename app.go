@@ -162,8 +162,10 @@ func addrOn(addr string) bool { return addr != "" && addr != "0" }
 // is off. Once Run has bound it, its URL is the page's address.
 func (a *App) Debug() *debug.Server { return a.debug }
 
-func (a *App) newElector(le LeaderElection) (*manager.LeaseElector, error) {
-	ns := le.Namespace
+// leaseNamespace is where the App's Leases go: ns when set, else
+// Options.Namespace, else the pod's own namespace in a cluster; "" when
+// none is known.
+func (a *App) leaseNamespace(ns string) string {
 	if ns == "" {
 		ns = a.opts.Namespace
 	}
@@ -172,6 +174,11 @@ func (a *App) newElector(le LeaderElection) (*manager.LeaseElector, error) {
 			ns = strings.TrimSpace(string(b))
 		}
 	}
+	return ns
+}
+
+func (a *App) newElector(le LeaderElection) (*manager.LeaseElector, error) {
+	ns := a.leaseNamespace(le.Namespace)
 	if ns == "" {
 		return nil, errors.New("kloop.New: leader election needs the namespace of its Lease: set LeaderElection.Namespace (--leader-elect-namespace); it defaults to Options.Namespace, or the pod's namespace in a cluster")
 	}

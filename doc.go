@@ -62,8 +62,12 @@
 //   - Drifted tells whether a server-side apply of what the controller owns
 //     would change the live object (fields others own are not compared),
 //     so an object in place costs no request.
+//     Handle.Repair applies only then, guarded by the resourceVersion it
+//     checked; Handle.GetOrCreate creates what the cache does not hold.
 //   - Handle.DeleteControlledBy deletes what an owner controls under names
 //     it no longer wants (after a rename).
+//   - WithTransform trims each object before the cache keeps it, so the
+//     cache holds only what the reconcile reads.
 //
 // # Complete programs
 //

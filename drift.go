@@ -11,12 +11,13 @@ import (
 // missing there. Fields that live has and applied does not set (those
 // other field managers own, and the server's defaults) are not compared,
 // nor are fields applied sets to null or to an empty object or list,
-// which set nothing. Lists of objects are matched by their "name" field
-// when every item has one (containers, env vars, owner references), item
-// by item otherwise; a list of anything else must be equal.
+// which set nothing, nor apiVersion and kind. Lists of objects are matched
+// by their "name" field when every item has one (containers, env vars,
+// owner references), item by item otherwise; a list of anything else must
+// be equal.
 //
 // A reconciler that applies what it owns calls it first, so that an object
-// already as it wants makes no request:
+// already as it wants makes no request; Handle.Repair does that:
 //
 //	if want := NewDeployment(foo); kloop.Drifted(dep, want) {
 //		dep, err = deployments.Apply(ctx, want, client.PatchOptions{Force: true})
@@ -34,7 +35,15 @@ func Drifted(live, applied any) bool {
 	if err != nil {
 		return true
 	}
-	return !contains(l, a)
+	// apiVersion and kind say what the object is, not its state: a typed
+	// object from a cache has none.
+	fields := make(map[string]any, len(a))
+	for k, v := range a {
+		if k != "apiVersion" && k != "kind" {
+			fields[k] = v
+		}
+	}
+	return !contains(l, fields)
 }
 
 func toUnstructured(obj any) (map[string]any, error) {

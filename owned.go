@@ -6,6 +6,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kloop-dev/kloop/client"
 )
 
 // DeleteControlledBy deletes the objects in owner's namespace whose
@@ -37,4 +39,40 @@ func (h *Handle[T]) DeleteControlledBy(ctx context.Context, owner metav1.Object,
 		deleted++
 	}
 	return deleted, nil
+}
+
+// GetOrCreate returns the object named like want (its namespace and name)
+// from the cache, waiting for this App's own writes as Get does, and
+// creates want when there is none. It reports whether it created, and logs
+// a create. An error is the read's or the create's (AlreadyExists when
+// someone else created it meanwhile: retry).
+func (h *Handle[T]) GetOrCreate(ctx context.Context, want T) (T, bool, error) {
+	obj, err := h.Get(ctx, want.GetNamespace(), want.GetName())
+	if !apierrors.IsNotFound(err) {
+		return obj, false, err
+	}
+	if obj, err = h.Create(ctx, want); err != nil {
+		return obj, false, err
+	}
+	h.app.log.Info("Created "+h.gvk.Kind, "namespace", obj.GetNamespace(), "name", obj.GetName())
+	return obj, true, nil
+}
+
+// Repair applies want, the fields this App owns of the object live, with
+// server-side apply when Drifted(live, want), and reports whether it
+// applied; an object in place costs no request. The apply is forced (the
+// App takes those fields back from other field managers) and guarded by
+// live's resourceVersion, so it changes only the object that was checked
+// (a Conflict otherwise: retry). It logs each repair.
+func (h *Handle[T]) Repair(ctx context.Context, live, want T) (T, bool, error) {
+	if !Drifted(live, want) {
+		return live, false, nil
+	}
+	h.app.log.Info("Repairing "+h.gvk.Kind, "namespace", live.GetNamespace(), "name", live.GetName())
+	want.SetResourceVersion(live.GetResourceVersion())
+	got, err := h.Apply(ctx, want, client.PatchOptions{Force: true})
+	if err != nil {
+		return live, false, err
+	}
+	return got, true, nil
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -62,15 +60,7 @@ func (a *App) newMember(s Sharding) (*sharding.Member, error) {
 	if a.opts.LeaderElection != nil {
 		return nil, errors.New("kloop.New: Sharding and LeaderElection together: sharding replaces leader election (every replica works, each on its share); give one")
 	}
-	ns := s.Namespace
-	if ns == "" {
-		ns = a.opts.Namespace
-	}
-	if ns == "" {
-		if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
-			ns = strings.TrimSpace(string(b))
-		}
-	}
+	ns := a.leaseNamespace(s.Namespace)
 	if ns == "" {
 		return nil, errors.New("kloop.New: sharding needs the namespace of its Leases: set Sharding.Namespace (--shard-namespace); it defaults to Options.Namespace, or the pod's namespace in a cluster")
 	}

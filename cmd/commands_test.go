@@ -538,7 +538,7 @@ func testLeaderElection(r *runner) {
 		}
 	}
 	created := func(name string) *regexp.Regexp {
-		return regexp.MustCompile(`msg="Created Deployment".* deployment=` + name + `( |$)`)
+		return regexp.MustCompile(`msg="Created Deployment".* name=` + name + `( |$)`)
 	}
 
 	createFoo("first")

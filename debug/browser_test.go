@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/kloop-dev/kloop/debug"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/testenv"
@@ -218,16 +219,8 @@ func TestPage_InChromium_ShowsTheShardTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Start(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Start = %v after a stop", err)
-		}
-	})
-	<-srv.AddrReady()
+	await.Run(t, "the debug server's Start", srv.Start)
+	await.Closed(t, "the debug server to bind", srv.AddrReady())
 	if err := chromedp.Do(tab, chromedp.Navigate(srv.URL())); err != nil {
 		t.Fatalf("open %s: %v", srv.URL(), err)
 	}

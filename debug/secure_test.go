@@ -1,7 +1,6 @@
 package debug_test
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -55,16 +54,8 @@ func TestServer_SecuredLikeMetrics_ServesOnlyCallersTheAPIServerAuthorizes(t *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Start(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Start = %v after a stop", err)
-		}
-	})
-	<-srv.AddrReady()
+	await.Run(t, "the debug server's Start", srv.Start)
+	await.Closed(t, "the debug server to bind", srv.AddrReady())
 	if !strings.HasPrefix(srv.URL(), "https://127.0.0.1:") {
 		t.Fatalf("URL() = %q, want https on loopback", srv.URL())
 	}

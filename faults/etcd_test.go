@@ -35,7 +35,7 @@ func TestFault_EtcdRestart_NothingLostCacheEqualsAFreshList(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	f := informer.NewFactory(e.Config, informer.FactoryOptions{Registerer: reg, Logger: logger(t)})
 	m := runMirrored(t, setup, f, ns, "etcd-restart", reg)
-	inf, view, reconciled := m.inf, m.view, m.reconciled
+	reconciled := m.reconciled
 
 	// write changes cm-i, retrying while etcd is away; the API server
 	// answers 5xx or times out meanwhile.
@@ -81,17 +81,7 @@ func TestFault_EtcdRestart_NothingLostCacheEqualsAFreshList(t *testing.T) {
 	if len(want) != 9 {
 		t.Fatalf("fresh LIST has %d objects, want 9: %s", len(want), render(want))
 	}
-	if err := view.waitUntil(catchUp, func(got map[string]string) bool { return maps.Equal(got, want) }); err != nil {
-		t.Fatalf("the handler's view never matched a fresh LIST %s: %v", render(want), err)
-	}
-	took := time.Since(back)
-	t.Logf("caught up %v after etcd was back (bound %v)", took.Round(time.Millisecond), etcdRecoveryBound)
-	if took > etcdRecoveryBound {
-		t.Errorf("caught up %v after etcd was back, want within %v", took, etcdRecoveryBound)
-	}
-	if got := cacheView(inf); !maps.Equal(got, want) {
-		t.Errorf("cache %s, fresh LIST %s", render(got), render(want))
-	}
+	m.caughtUp(catchUp, t, want, back, "etcd was back", etcdRecoveryBound)
 	want["cm-0"] = "" // reconciled as gone
 	if err := reconciled.waitUntil(catchUp, func(got map[string]string) bool { return maps.Equal(got, want) }); err != nil {
 		t.Fatalf("not every object was reconciled at its final state (want %s): %v", render(want), err)

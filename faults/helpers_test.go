@@ -188,6 +188,24 @@ func runMirrored(t *testing.T, setup context.Context, f *informer.Factory, ns, n
 	return m
 }
 
+// caughtUp waits until the handler's view equals want (a fresh LIST),
+// fails if that took longer than bound after since (when the fault
+// ended, the event named after), and checks that the cache equals want.
+func (m *mirrored) caughtUp(ctx context.Context, t *testing.T, want map[string]string, since time.Time, after string, bound time.Duration) {
+	t.Helper()
+	if err := m.view.waitUntil(ctx, func(got map[string]string) bool { return maps.Equal(got, want) }); err != nil {
+		t.Fatalf("the handler's view never matched a fresh LIST %s: %v", render(want), err)
+	}
+	took := time.Since(since)
+	t.Logf("caught up %v after %s (bound %v)", took.Round(time.Millisecond), after, bound)
+	if took > bound {
+		t.Errorf("caught up %v after %s, want within %v", took, after, bound)
+	}
+	if got := cacheView(m.inf); !maps.Equal(got, want) {
+		t.Errorf("cache %s, fresh LIST %s", render(got), render(want))
+	}
+}
+
 // createConfigMaps creates cm-0 … cm-(n-1) in ns with data v.
 func createConfigMaps(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, n int, v string) {
 	t.Helper()

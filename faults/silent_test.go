@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -124,17 +123,7 @@ func TestFault_SilentWatch_NoticedReconnectedAndCaughtUp(t *testing.T) {
 	passed := time.Now()
 	catchUp := deadline(t, catchUpBound+15*time.Second, "catching up after the blackhole")
 	want := serverView(catchUp, t, admin, ns)
-	if err := view.waitUntil(catchUp, func(got map[string]string) bool { return maps.Equal(got, want) }); err != nil {
-		t.Fatalf("the handler's view never matched a fresh LIST %s: %v", render(want), err)
-	}
-	took := time.Since(passed)
-	t.Logf("caught up %v after the path returned (bound %v)", took.Round(time.Millisecond), catchUpBound)
-	if took > catchUpBound {
-		t.Errorf("caught up %v after the path returned, want within %v", took, catchUpBound)
-	}
-	if got := cacheView(inf); !maps.Equal(got, want) {
-		t.Errorf("cache %s, fresh LIST %s", render(got), render(want))
-	}
+	m.caughtUp(catchUp, t, want, passed, "the path returned", catchUpBound)
 	// Every object changed meanwhile was reconciled at its new state (a
 	// deleted one with the object gone).
 	if err := reconciled.waitUntil(catchUp, func(got map[string]string) bool {

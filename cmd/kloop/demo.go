@@ -78,20 +78,15 @@ func demo(dataDir, binDir, namespace, debugAddr string, log, cpLog *slog.Logger,
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 
-	env, err := testenv.Start(ctx, testenv.Options{
+	env, code := startControlPlane(ctx, in, "kloop demo", testenv.Options{
 		DataDir:           dataDir,
 		ControllerManager: true,
 		BinDir:            binDir,
 		Logger:            cpLog,
-	})
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
-		return 1
+	}, stderr)
+	if env == nil {
+		return code
 	}
-	in.controlPlane(env, dataDir == "")
 	defer func() {
 		env.Stop()
 		in.forget()
@@ -99,11 +94,7 @@ func demo(dataDir, binDir, namespace, debugAddr string, log, cpLog *slog.Logger,
 	out.printf("# control plane ready at %s; point kubectl at it with:\nexport KUBECONFIG=%s\n", env.APIServerURL, env.KubeconfigPath)
 
 	if err := kloop.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
-		if ctx.Err() != nil {
-			return 0
-		}
-		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
-		return 1
+		return exitCode(ctx, "kloop demo", err, stderr)
 	}
 	out.printf("# installed CRD foos.samplecontroller.k8s.io; starting podsim (node %s) and the Foo controller\n", podsim.DefaultNodeName)
 
@@ -157,7 +148,7 @@ func demo(dataDir, binDir, namespace, debugAddr string, log, cpLog *slog.Logger,
 	fmt.Fprintln(stderr, "stopping")
 	wg.Wait()
 	close(failed)
-	code := 0
+	code = 0
 	for err := range failed {
 		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
 		code = 1

@@ -114,20 +114,15 @@ func dev(dataDir, binDir string, kcm bool, log *slog.Logger, stdout, stderr io.W
 	ctx, in := notifyInterrupts(stderr)
 	defer in.stop()
 
-	env, err := testenv.Start(ctx, testenv.Options{
+	env, code := startControlPlane(ctx, in, "kloop dev", testenv.Options{
 		DataDir:           dataDir,
 		ControllerManager: kcm,
 		BinDir:            binDir,
 		Logger:            log,
-	})
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "kloop dev: %v\n", err)
-		return 1
+	}, stderr)
+	if env == nil {
+		return code
 	}
-	in.controlPlane(env, dataDir == "")
 	fmt.Fprintf(stdout, "# control plane ready at %s; point kubectl at it with:\nexport KUBECONFIG=%s\n", env.APIServerURL, env.KubeconfigPath)
 	if f, ok := stdout.(*os.File); ok {
 		_ = f.Sync()
@@ -144,3 +139,26 @@ func dev(dataDir, binDir string, kcm bool, log *slog.Logger, stdout, stderr io.W
 // tests of this package hold the stop there, so that their second signal
 // finds it under way whatever the machine's speed.
 var holdStop = func() {}
+
+// startControlPlane starts the local control plane for the command name
+// ("kloop dev") and hands it to in, so that a second signal kills it. When
+// it does not start it returns nil and the exit code (see exitCode).
+func startControlPlane(ctx context.Context, in *interrupts, name string, opts testenv.Options, stderr io.Writer) (*testenv.Env, int) {
+	env, err := testenv.Start(ctx, opts)
+	if err != nil {
+		return nil, exitCode(ctx, name, err, stderr)
+	}
+	in.controlPlane(env, opts.DataDir == "")
+	return env, 0
+}
+
+// exitCode is the exit code of the command name after a step failed with
+// err: 0 when a signal ended ctx first (the step only stopped), else 1,
+// after printing err.
+func exitCode(ctx context.Context, name string, err error, stderr io.Writer) int {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return 0
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	return 1
+}

@@ -49,6 +49,35 @@ func command(ctx context.Context, args ...string) *exec.Cmd {
 	return reexec.Command(ctx, args...)
 }
 
+// startLines starts cmd with its stdout lines on the returned channel
+// (closed at its end) and its stderr in the buffer; the process is killed
+// and reaped when the test ends.
+func startLines(t *testing.T, cmd *exec.Cmd) (<-chan string, *syncbuf.Buffer) {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncbuf.Buffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	lines := make(chan string, 1000)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return lines, stderr
+}
+
 var pidRE = regexp.MustCompile(`pid=(\d+)`)
 
 func TestDev_PrintsKubeconfigServesKubectlAndStopsCleanlyOnSIGINT(t *testing.T) {
@@ -144,27 +173,7 @@ func TestDemo_ExampleFooBecomesAvailableThroughPodsimAndSIGINTExitsZero(t *testi
 		t.Skip("needs a control plane")
 	}
 	cmd := command(context.Background(), "demo")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := &syncbuf.Buffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	lines := make(chan string, 1000)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	lines, stderr := startLines(t, cmd)
 
 	// What the demo must show, in any order, before the Foo is available.
 	want := map[string]*regexp.Regexp{

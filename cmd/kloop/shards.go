@@ -70,34 +70,21 @@ func shardDemo(dataDir, binDir, debugAddr string, o shardDemoOptions, log, cpLog
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 
-	env, err := testenv.Start(ctx, testenv.Options{DataDir: dataDir, BinDir: binDir, Logger: cpLog})
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
-		return 1
+	env, code := startControlPlane(ctx, in, "kloop demo", testenv.Options{DataDir: dataDir, BinDir: binDir, Logger: cpLog}, stderr)
+	if env == nil {
+		return code
 	}
-	in.controlPlane(env, dataDir == "")
 	defer func() {
 		env.Stop()
 		in.forget()
 	}()
 	out.printf("# control plane ready at %s (sharded list and watch on); point kubectl at it with:\nexport KUBECONFIG=%s\n", env.APIServerURL, env.KubeconfigPath)
 	if err := kloop.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
-		if ctx.Err() != nil {
-			return 0
-		}
-		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
-		return 1
+		return exitCode(ctx, "kloop demo", err, stderr)
 	}
 	total, err := createDemoFoos(ctx, env.Config, o)
 	if err != nil {
-		if ctx.Err() != nil {
-			return 0
-		}
-		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
-		return 1
+		return exitCode(ctx, "kloop demo", err, stderr)
 	}
 	out.printf("# %d Foos in %d namespaces; starting %d Foo-controller replicas in shard group %s (Leases in namespace %s)\n", total, o.namespaces, o.replicas, shardDemoGroup, shardDemoGroup)
 

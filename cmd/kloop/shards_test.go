@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/kloop-dev/kloop/internal/syncbuf"
 )
 
 // kloop demo --replicas 3: three replicas split the Foos, every Foo gets its
@@ -23,27 +20,7 @@ func TestDemo_ThreeReplicasShareTheFoosAndHandOverWhenOneStops(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	cmd := command(ctx, "demo", "--replicas", "3", "--namespaces", "15", "--handover-every", "8s")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stderr := &syncbuf.Buffer{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	lines := make(chan string, 1000)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	lines, stderr := startLines(t, cmd)
 	var seen []string
 	next := func(what string, re *regexp.Regexp) []string {
 		t.Helper()

@@ -34,7 +34,7 @@ func (h *harness) ready(ctx context.Context, name string) (*metav1.Condition, *v
 func (h *harness) waitReady(name string, status metav1.ConditionStatus, reason string) *v1alpha1.Foo {
 	h.t.Helper()
 	var f *v1alpha1.Foo
-	h.eventually(60*time.Second, fmt.Sprintf("Foo %s Ready=%s %s", name, status, reason), func(ctx context.Context) (bool, string, error) {
+	h.until(60*time.Second, fmt.Sprintf("Foo %s Ready=%s %s", name, status, reason), func(ctx context.Context) (bool, string, error) {
 		c, got, err := h.ready(ctx, name)
 		if err != nil || c == nil {
 			return false, "no Ready condition", err
@@ -50,7 +50,7 @@ func TestFoo_AMissingDeploymentNameShowsInTheReadyConditionAndAWarningUntilItIsS
 	h := newHarness(t)
 	h.createFoo(newFoo("nameless", "", ptr.To[int32](1)))
 	h.waitReady("nameless", metav1.ConditionFalse, foo.ReasonDeploymentNameMissing)
-	h.eventually(30*time.Second, "Warning DeploymentNameMissing event", func(ctx context.Context) (bool, string, error) {
+	h.until(30*time.Second, "Warning DeploymentNameMissing event", func(ctx context.Context) (bool, string, error) {
 		evs, err := h.events(ctx, "nameless", foo.ReasonDeploymentNameMissing)
 		return err == nil && len(evs) == 1 && evs[0].Type == corev1.EventTypeWarning, fmt.Sprintf("%d events", len(evs)), err
 	})
@@ -100,7 +100,7 @@ func TestFoo_DriftInWhatTheControllerSetsIsRepairedAndWhatOthersAddSurvives(t *t
 	if _, err := h.kc.AppsV1().Deployments(h.ns).Patch(ctx, "steady", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "someone-else"}); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually(30*time.Second, "drift repaired, additions kept", func(ctx context.Context) (bool, string, error) {
+	h.until(30*time.Second, "drift repaired, additions kept", func(ctx context.Context) (bool, string, error) {
 		d, err := h.deployment(ctx, "steady")
 		if err != nil {
 			return false, "", err
@@ -123,7 +123,7 @@ func TestFoo_RenamingTheDeploymentDeletesTheOldOneOnceTheNewOneIsAvailable(t *te
 		t.Fatal(err)
 	}
 	h.waitReady("mover", metav1.ConditionTrue, foo.ReasonDeploymentAvailable)
-	h.eventually(60*time.Second, "old Deployment deleted", func(ctx context.Context) (bool, string, error) {
+	h.until(60*time.Second, "old Deployment deleted", func(ctx context.Context) (bool, string, error) {
 		_, err := h.deployment(ctx, "first")
 		return apierrors.IsNotFound(err), fmt.Sprintf("get first: %v", err), nil
 	})
@@ -149,7 +149,7 @@ func TestFoo_EachDeletionPropagationPolicyDoesWhatItSays(t *testing.T) {
 	}
 	for _, p := range policies {
 		name := "del-" + strings.ToLower(string(p))
-		h.eventually(60*time.Second, fmt.Sprintf("%s deletion of Foo %s", p, name), func(ctx context.Context) (bool, string, error) {
+		h.until(60*time.Second, fmt.Sprintf("%s deletion of Foo %s", p, name), func(ctx context.Context) (bool, string, error) {
 			_, ferr := h.foos.Get(ctx, h.ns, name)
 			d, derr := h.deployment(ctx, name)
 			if p == metav1.DeletePropagationOrphan {

@@ -29,8 +29,8 @@
 //     Deployment.
 //  5. Repairs drift: when replicas (if spec.replicas is set), the selector
 //     or template labels, or the nginx container's image differ from what
-//     the Foo asks (kloop.Drifted compares what it applies with the live
-//     Deployment), it applies them with server-side apply (field manager
+//     the Foo asks (kloop.Handle.Repair compares what it applies with the
+//     live Deployment), it applies them with server-side apply (field manager
 //     foo-controller, forced, guarded by the resourceVersion it checked);
 //     fields others added (annotations, env vars, sidecars) stay.
 //  6. After a rename of spec.deploymentName, deletes the Deployments this

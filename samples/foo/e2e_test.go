@@ -12,22 +12,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/samples/podsim"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // harness is one namespace of the shared control plane with the Foo CRD,
@@ -39,6 +42,11 @@ type harness struct {
 	foos *client.Resource[*v1alpha1.Foo]
 	ns   string
 	logs *syncbuf.Buffer
+	// changes is notified on every change of the namespace's Foos,
+	// Deployments, Pods and Events, as the informers of an App of the
+	// harness's own see them (they relist after a watch ends, as when the
+	// Foo CRD changes).
+	changes *await.Signal
 }
 
 func newHarness(t *testing.T) *harness {
@@ -64,7 +72,8 @@ func newHarnessWithCRD(t *testing.T, crd []byte) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, env: e, kc: kc, foos: foos, ns: testenv.NewNamespace(t, kc, "foo"), logs: &syncbuf.Buffer{}}
+	h := &harness{t: t, env: e, kc: kc, foos: foos, ns: testenv.NewNamespace(t, kc, "foo"), logs: &syncbuf.Buffer{}, changes: &await.Signal{}}
+	h.observe()
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h.run("podsim", func(ctx context.Context) error {
 		return podsim.Run(ctx, e.Config, podsim.Options{
@@ -102,18 +111,64 @@ func (h *harness) run(what string, fn func(ctx context.Context) error) {
 	})
 }
 
-// eventually polls cond until it holds, failing the test with what and the
-// last state cond described after timeout.
-func (h *harness) eventually(timeout time.Duration, what string, cond func(ctx context.Context) (ok bool, state string, err error)) {
+// observe runs the App whose informers notify h.changes.
+func (h *harness) observe() {
 	h.t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(h.t.Context(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ok, state, err := cond(ctx)
-		last = state
-		return ok, err
-	})
+	app, err := kloop.New(h.env.Config, kloop.Options{Name: "observer", Scheme: foo.Scheme(), Namespace: h.ns,
+		Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
 	if err != nil {
-		h.t.Fatalf("%s: not within %v (%v); last seen: %s", what, timeout, err, last)
+		h.t.Fatal(err)
+	}
+	notifyOn(h.t, kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource)), h.changes)
+	notifyOn(h.t, kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(appsv1.SchemeGroupVersion.WithResource("deployments"))), h.changes)
+	notifyOn(h.t, kloop.Objects[*corev1.Pod](app, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("pods"))), h.changes)
+	notifyOn(h.t, kloop.Objects[*corev1.Event](app, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("events"))), h.changes)
+	await.Run(h.t, "the harness's observer App", app.Run)
+}
+
+// notifyOn notifies sig of every add, update and delete h's informer
+// delivers.
+func notifyOn[T watcher.Object](t *testing.T, h *kloop.Handle[T], sig *await.Signal) {
+	t.Helper()
+	if h.Err() != nil {
+		t.Fatal(h.Err())
+	}
+	if _, err := h.Informer().AddHandler(informer.HandlerFuncs[T]{
+		AddFunc:    func(T, bool) { sig.Notify() },
+		UpdateFunc: func(T, T) { sig.Notify() },
+		DeleteFunc: func(informer.Deleted[T]) { sig.Notify() },
+	}, informer.HandlerOptions{Name: "harness"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// until waits until cond holds, checking it at once and again after every
+// change in the namespace (h.changes) and every line the controllers log.
+// It fails the test with what and the last state cond described if cond
+// does not hold within timeout, and at once with cond's error.
+func (h *harness) until(timeout time.Duration, what string, cond func(ctx context.Context) (ok bool, state string, err error)) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(h.t.Context(), timeout)
+	defer cancel()
+	var last string
+	for {
+		changed, logged := h.changes.Changed(), h.logs.Changed()
+		ok, state, err := cond(ctx)
+		if err != nil && ctx.Err() == nil {
+			h.t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if state != "" {
+			last = state
+		}
+		select {
+		case <-changed:
+		case <-logged:
+		case <-ctx.Done():
+			h.t.Fatalf("waiting for %s: not within %v (%v); last seen: %s", what, timeout, context.Cause(ctx), last)
+		}
 	}
 }
 
@@ -143,7 +198,7 @@ func (h *harness) deployment(ctx context.Context, name string) (*appsv1.Deployme
 func (h *harness) waitDeployment(name string) *appsv1.Deployment {
 	h.t.Helper()
 	var d *appsv1.Deployment
-	h.eventually(60*time.Second, "Deployment "+name+" created", func(ctx context.Context) (bool, string, error) {
+	h.until(60*time.Second, "Deployment "+name+" created", func(ctx context.Context) (bool, string, error) {
 		var err error
 		d, err = h.deployment(ctx, name)
 		if apierrors.IsNotFound(err) {
@@ -159,7 +214,7 @@ func (h *harness) waitDeployment(name string) *appsv1.Deployment {
 // all Running and Ready on the harness's node.
 func (h *harness) waitAvailable(fooName, deployment string, n int32) {
 	h.t.Helper()
-	h.eventually(90*time.Second, fmt.Sprintf("Foo %s with %d available replicas", fooName, n), func(ctx context.Context) (bool, string, error) {
+	h.until(90*time.Second, fmt.Sprintf("Foo %s with %d available replicas", fooName, n), func(ctx context.Context) (bool, string, error) {
 		f, err := h.foos.Get(ctx, h.ns, fooName)
 		if err != nil {
 			return false, "", err
@@ -235,7 +290,7 @@ func TestFoo_ExampleFooGetsAnOwnedDeploymentWhosePodsBecomeAvailableAndFollowSpe
 	}
 	h.waitAvailable("example-foo", "example-foo", 1)
 
-	h.eventually(30*time.Second, "Normal Synced event on the Foo", func(ctx context.Context) (bool, string, error) {
+	h.until(30*time.Second, "Normal Synced event on the Foo", func(ctx context.Context) (bool, string, error) {
 		evs, err := h.events(ctx, "example-foo", foo.SuccessSynced)
 		if err != nil || len(evs) == 0 {
 			return false, "no event", err
@@ -257,7 +312,7 @@ func TestFoo_ExampleFooGetsAnOwnedDeploymentWhosePodsBecomeAvailableAndFollowSpe
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.eventually(60*time.Second, "Deployment replicas set back to the Foo's 2", func(ctx context.Context) (bool, string, error) {
+	h.until(60*time.Second, "Deployment replicas set back to the Foo's 2", func(ctx context.Context) (bool, string, error) {
 		d, err := h.deployment(ctx, "example-foo")
 		if err != nil {
 			return false, "", err
@@ -269,7 +324,7 @@ func TestFoo_ExampleFooGetsAnOwnedDeploymentWhosePodsBecomeAvailableAndFollowSpe
 	if err := h.kc.AppsV1().Deployments(h.ns).Delete(ctx, "example-foo", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually(60*time.Second, "deleted Deployment recreated", func(ctx context.Context) (bool, string, error) {
+	h.until(60*time.Second, "deleted Deployment recreated", func(ctx context.Context) (bool, string, error) {
 		nd, err := h.deployment(ctx, "example-foo")
 		if apierrors.IsNotFound(err) {
 			return false, "not found", nil
@@ -302,7 +357,7 @@ func TestFoo_RefusesADeploymentItDoesNotOwnWithAWarningEventAndLeavesItAlone(t *
 	}
 	// Its pods available first, so that a Foo wrongly taking it over would
 	// show available replicas.
-	h.eventually(90*time.Second, "unowned Deployment available", func(ctx context.Context) (bool, string, error) {
+	h.until(90*time.Second, "unowned Deployment available", func(ctx context.Context) (bool, string, error) {
 		d, err := h.deployment(ctx, "taken")
 		if err != nil {
 			return false, "", err
@@ -314,7 +369,7 @@ func TestFoo_RefusesADeploymentItDoesNotOwnWithAWarningEventAndLeavesItAlone(t *
 	wantMsg := `Resource "taken" already exists and is not managed by Foo`
 	// The sync fails and is retried with back-off; the recorder folds the
 	// repeated warnings into one Event whose count grows.
-	h.eventually(60*time.Second, "repeated Warning ErrResourceExists event on the Foo", func(ctx context.Context) (bool, string, error) {
+	h.until(60*time.Second, "repeated Warning ErrResourceExists event on the Foo", func(ctx context.Context) (bool, string, error) {
 		evs, err := h.events(ctx, "thief", foo.ErrResourceExists)
 		if err != nil || len(evs) == 0 {
 			return false, "no event", err
@@ -356,7 +411,7 @@ func TestFoo_DeletingTheFooGarbageCollectsItsDeploymentAndPods(t *testing.T) {
 	if err := h.foos.Delete(ctx, h.ns, "doomed", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually(90*time.Second, "Deployment and pods garbage-collected", func(ctx context.Context) (bool, string, error) {
+	h.until(90*time.Second, "Deployment and pods garbage-collected", func(ctx context.Context) (bool, string, error) {
 		_, err := h.deployment(ctx, "doomed-deploy")
 		if err != nil && !apierrors.IsNotFound(err) {
 			return false, "", err
@@ -374,7 +429,7 @@ func TestFoo_MissingDeploymentNameIsLoggedOnceAndNotRetried(t *testing.T) {
 	h := newHarness(t)
 	h.createFoo(newFoo("nameless", "", ptr.To[int32](1)))
 	key := "key=" + h.ns + "/nameless"
-	h.eventually(30*time.Second, "terminal error logged for the Foo without deploymentName", func(context.Context) (bool, string, error) {
+	h.until(30*time.Second, "terminal error logged for the Foo without deploymentName", func(context.Context) (bool, string, error) {
 		return strings.Contains(h.logs.String(), "spec.deploymentName is empty"), "not logged", nil
 	})
 	// A Foo created after it is synced; had the first been retried, its
@@ -412,7 +467,7 @@ func TestFoo_AFooBeingDeletedInTheForegroundDoesNotGetItsDeploymentBack(t *testi
 	if err := h.foos.Delete(ctx, h.ns, "leaving", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually(90*time.Second, "Foo and Deployment gone", func(ctx context.Context) (bool, string, error) {
+	h.until(90*time.Second, "Foo and Deployment gone", func(ctx context.Context) (bool, string, error) {
 		_, ferr := h.foos.Get(ctx, h.ns, "leaving")
 		if ferr != nil && !apierrors.IsNotFound(ferr) {
 			return false, "", ferr
@@ -432,7 +487,7 @@ func TestFoo_AFooBeingDeletedInTheForegroundDoesNotGetItsDeploymentBack(t *testi
 
 	created := 0
 	for l := range strings.Lines(h.logs.String()) {
-		if strings.Contains(l, "Created Deployment") && strings.Contains(l, "deployment=leaving-deploy") {
+		if strings.Contains(l, `msg="Created Deployment"`) && strings.Contains(l, " name=leaving-deploy") {
 			created++
 		}
 	}
@@ -458,19 +513,20 @@ func TestFoo_StatusKeepsFollowingWhenThePlainCRDGainsTheStatusSubresource(t *tes
 	if err := kloop.InstallCRD(ctx, h.env.Config, foo.CRDYAML); err != nil {
 		t.Fatal(err)
 	}
-	// From now on an update of the whole Foo leaves its status as it was.
-	h.eventually(30*time.Second, "foos/status served", func(ctx context.Context) (bool, string, error) {
-		list, err := h.kc.Discovery().ServerResourcesForGroupVersion(v1alpha1.SchemeGroupVersion.String())
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		for _, r := range list.APIResources {
-			if r.Name == "foos/status" {
-				return true, "", nil
+	// From now on an update of the whole Foo leaves its status as it was:
+	// the API server serves the status subresource once the CRD that has
+	// it is established. (Discovery follows; the controller finds out from
+	// an update that kept the old status, or from discovery.)
+	ext := apiextensions.NewForConfigOrDie(h.env.Config)
+	await.Object(t, "the Foo CRD established with the status subresource", ext.ApiextensionsV1().CustomResourceDefinitions(), "foos."+v1alpha1.GroupName,
+		func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+			for _, v := range crd.Spec.Versions {
+				if v.Name == v1alpha1.SchemeGroupVersion.Version && (v.Subresources == nil || v.Subresources.Status == nil) {
+					return false
+				}
 			}
-		}
-		return false, "not in discovery", nil
-	})
+			return await.CRDEstablished(crd)
+		})
 	h.scaleFoo("upgraded", 2)
 	h.waitAvailable("upgraded", "upgraded", 2)
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
-	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/record"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
@@ -56,10 +55,8 @@ var ErrNoDeploymentName = errors.New("spec.deploymentName is empty, so there is 
 
 // ResourceExistsError is the error of a sync of a Foo whose Deployment
 // exists but is controlled by something else. Its text is the Warning
-// event's message.
-type ResourceExistsError struct {
-	Name string // the Deployment's
-}
+// event's message. Name is the Deployment's.
+type ResourceExistsError struct{ Name string }
 
 func (e *ResourceExistsError) Error() string { return fmt.Sprintf(MessageResourceExists, e.Name) }
 
@@ -99,15 +96,9 @@ func Scheme() *runtime.Scheme { return kloop.NewScheme(v1alpha1.AddToScheme) }
 func Setup(app *kloop.App, workers int) error {
 	r := &Reconciler{
 		Foos:        kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource)),
-		Deployments: kloop.Objects[*appsv1.Deployment](app),
+		Deployments: kloop.Objects[*appsv1.Deployment](app, kloop.WithTransform(LeanDeployment)),
 		Recorder:    app.Recorder(),
 		Logger:      app.Logger().With("controller", ControllerName),
-	}
-	if r.Deployments.Err() == nil {
-		// The cache keeps only what Reconcile reads of a Deployment.
-		if err := r.Deployments.Informer().SetTransform(LeanDeployment); err != nil {
-			return err
-		}
 	}
 	_, err := kloop.NewController(app, ControllerName, r.Reconcile).
 		For(r.Foos).Owns(r.Deployments).Workers(workers).RateLimiter(RateLimiter()).Complete()
@@ -153,22 +144,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 	if err != nil {
 		return controller.Result{}, err
 	}
-	name := foo.Spec.DeploymentName
-	if name == "" && r.Foos.WroteStatus(foo) {
+	if foo.Spec.DeploymentName == "" && r.Foos.WroteStatus(foo) {
 		return controller.Result{}, nil // woken by its own report of the missing name
 	}
-	if name == "" {
+	if foo.Spec.DeploymentName == "" {
 		err := fmt.Errorf("Foo %s: %w", key, ErrNoDeploymentName)
 		return controller.Result{}, r.fail(ctx, foo, ReasonDeploymentNameMissing, ReasonDeploymentNameMissing, ErrNoDeploymentName, controller.TerminalError(err))
 	}
 
-	dep, err := r.Deployments.Get(ctx, foo.Namespace, name)
-	changed := apierrors.IsNotFound(err) // also a Deployment repaired or deleted, or the status written
-	if changed {
-		if dep, err = r.Deployments.Create(ctx, NewDeployment(foo)); err == nil {
-			log.Info("Created Deployment", "deployment", name, "replicas", ptr.Deref(dep.Spec.Replicas, 0))
-		}
-	}
+	dep, created, err := r.Deployments.GetOrCreate(ctx, NewDeployment(foo))
 	if err != nil {
 		return controller.Result{}, err
 	}
@@ -176,38 +160,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 		err := &ResourceExistsError{Name: dep.Name}
 		return controller.Result{}, r.fail(ctx, foo, ErrResourceExists, ReasonDeploymentNotOwned, err, err)
 	}
-	if want := NewDeployment(foo); kloop.Drifted(dep, want) {
-		// Server-side apply restores what the controller owns and leaves
-		// what others added; the resourceVersion makes sure it applies to
-		// the Deployment found to be this Foo's.
-		log.Info("Repairing Deployment", "deployment", name)
-		want.ResourceVersion = dep.ResourceVersion
-		if dep, err = r.Deployments.Apply(ctx, want, client.PatchOptions{Force: true}); err != nil {
-			return controller.Result{}, err
-		}
-		changed = true
+	// Server-side apply restores what the controller owns and leaves what
+	// others added, on the Deployment found to be this Foo's.
+	dep, repaired, err := r.Deployments.Repair(ctx, dep, NewDeployment(foo))
+	if err != nil {
+		return controller.Result{}, err
 	}
+	ready, reason := metav1.ConditionFalse, ReasonDeploymentProgressing
 	deleted := 0
 	if available(dep) {
+		ready, reason = metav1.ConditionTrue, ReasonDeploymentAvailable
 		// After a rename of spec.deploymentName, the Deployments of the
 		// old names go once the new one is available.
 		if deleted, err = r.Deployments.DeleteControlledBy(ctx, foo, dep.Name); err != nil {
 			return controller.Result{}, err
 		}
 	}
-	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: ReasonDeploymentProgressing,
-		Message: fmt.Sprintf("%d of %d replicas available", dep.Status.AvailableReplicas, ptr.Deref(dep.Spec.Replicas, 1))}
-	if available(dep) {
-		ready.Status, ready.Reason = metav1.ConditionTrue, ReasonDeploymentAvailable
-	}
-	wrote, err := r.writeStatus(ctx, foo, dep.Status.AvailableReplicas, ready)
+	msg := fmt.Sprintf("%d of %d replicas available", dep.Status.AvailableReplicas, ptr.Deref(dep.Spec.Replicas, 1))
+	wrote, err := r.writeStatus(ctx, foo, dep.Status.AvailableReplicas, ready, reason, msg)
 	if err != nil {
 		return controller.Result{}, err
 	}
 	// Synced only after a change: a sync that finds everything in place
 	// writes nothing at all, not even an Event patch (sample-controller
 	// records it on every sync).
-	changed = changed || deleted > 0 || wrote
+	changed := created || repaired || deleted > 0 || wrote
 	log.Debug("Foo synced", "rv", foo.ResourceVersion, "changed", changed)
 	if changed {
 		r.Recorder.Event(foo, corev1.EventTypeNormal, SuccessSynced, MessageResourceSynced)
@@ -219,8 +196,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 // reason, in the status. It returns err.
 func (r *Reconciler) fail(ctx context.Context, foo *v1alpha1.Foo, event, reason string, problem, err error) error {
 	r.Recorder.Event(foo, corev1.EventTypeWarning, event, problem.Error())
-	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: reason, Message: problem.Error()}
-	_, serr := r.writeStatus(ctx, foo, foo.Status.AvailableReplicas, ready)
+	_, serr := r.writeStatus(ctx, foo, foo.Status.AvailableReplicas, metav1.ConditionFalse, reason, problem.Error())
 	return errors.Join(err, serr)
 }
 
@@ -235,10 +211,10 @@ func available(dep *appsv1.Deployment) bool {
 // generation, the Ready condition) unless it is already so, and reports
 // whether it wrote (see kloop.Handle.WriteStatus: a status the CRD's
 // schema pruned is not written again).
-func (r *Reconciler) writeStatus(ctx context.Context, foo *v1alpha1.Foo, availableReplicas int32, ready metav1.Condition) (bool, error) {
+func (r *Reconciler) writeStatus(ctx context.Context, foo *v1alpha1.Foo, availableReplicas int32, ready metav1.ConditionStatus, reason, message string) (bool, error) {
 	changed := cache.Copy(foo)
 	changed.Status.AvailableReplicas, changed.Status.ObservedGeneration = availableReplicas, foo.Generation
-	kloop.SetCondition(&changed.Status.Conditions, foo, ready)
+	kloop.SetCondition(&changed.Status.Conditions, foo, metav1.Condition{Type: "Ready", Status: ready, Reason: reason, Message: message})
 	_, wrote, err := r.Foos.WriteStatus(ctx, changed)
 	return wrote, err
 }
@@ -261,9 +237,7 @@ func NewDeployment(foo *v1alpha1.Foo) *appsv1.Deployment {
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{Name: "nginx", Image: NginxImage}},
-				},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: NginxImage}}},
 			},
 		},
 	}

@@ -1,8 +1,6 @@
 package v1alpha1
 
-import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // Foo asks for a Deployment of nginx pods named Spec.DeploymentName with
 // Spec.Replicas replicas, and reports how many of them are available.
