@@ -55,7 +55,14 @@ func (h *Handle[T]) WriteStatus(ctx context.Context, obj T) (T, bool, error) {
 	if err != nil {
 		return got, false, fmt.Errorf("write status of %s %s: %w", h.gvk.Kind, key, err)
 	}
-	h.writes.remember(key, got.GetResourceVersion(), want, h.forgetDeleted)
+	kept := want
+	if equality.Semantic.DeepEqual(statusOf(got), want) {
+		// The server stored the status as written: once the cache holds
+		// this write it holds this status, which the first check above
+		// finds, so only the resourceVersion (for WroteStatus) is kept.
+		kept = nil
+	}
+	h.writes.remember(key, got.GetResourceVersion(), kept, h.forgetDeleted)
 	return got, true, nil
 }
 
@@ -87,8 +94,9 @@ func (h *Handle[T]) writeStatus(ctx context.Context, obj T) (T, error) {
 	return got, err
 }
 
-// statusWrites remembers, per object, the last status a Handle wrote and
-// the resourceVersion the write returned. An object's entry goes when the
+// statusWrites remembers, per object, the resourceVersion the last status
+// write of a Handle returned, and the status it wrote when the server kept
+// less of it (pruned fields). An object's entry goes when the
 // informer reports it deleted.
 type statusWrites struct {
 	mu      sync.Mutex
