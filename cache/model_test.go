@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -237,22 +238,12 @@ func sortedKeys(objs map[cache.Key]*corev1.ConfigMap) []cache.Key {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b cache.Key) int {
-		if c := cmpStr(a.Namespace, b.Namespace); c != 0 {
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
 			return c
 		}
-		return cmpStr(a.Name, b.Name)
+		return strings.Compare(a.Name, b.Name)
 	})
 	return keys
-}
-
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // checkChanges verifies the diff Replace reported against the model.

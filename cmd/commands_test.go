@@ -121,7 +121,7 @@ func testHelp(t *testing.T, path func(string) string) {
 	}{
 		{[]string{"foo-controller", "--help"}, [][]string{clusterFlags, leaderFlags, shardFlags, servingFlags, loggingFlags, {"--namespace", "--workers"}}},
 		{[]string{"podwatch", "--help"}, [][]string{clusterFlags, leaderFlags, shardFlags, servingFlags, loggingFlags, {"--namespace", "--workers"}}},
-		{[]string{"notifier", "--help"}, [][]string{clusterFlags, servingFlags, loggingFlags, {"--config", "--drain-timeout"}}},
+		{[]string{"notifier", "--help"}, [][]string{clusterFlags, leaderFlags, servingFlags, loggingFlags, {"--config", "--drain-timeout"}}},
 		{[]string{"kloop", "dev", "--help"}, [][]string{loggingFlags, {"--data-dir", "--bin-dir", "--no-controller-manager"}}},
 		{[]string{"kloop", "demo", "--help"}, [][]string{loggingFlags, {"--data-dir", "--bin-dir", "--namespace"}}},
 	} {
@@ -488,6 +488,27 @@ const (
 // durations of the API calls it took.
 var startedLeading = regexp.MustCompile(`msg="started leading".* acquireRequest=\S+ changeRead=\S+`)
 
+// schedulingSlack is what the leader-election test allows beyond the
+// elector's bound for timers firing late and goroutines waiting for a core
+// when the test machine is loaded (2 cores running other tests' control
+// planes): the bound itself has no slack.
+const schedulingSlack = 200 * time.Millisecond
+
+// timeField returns the time= of a text log line (slog's RFC 3339 with
+// milliseconds).
+func timeField(t *testing.T, line string) time.Time {
+	t.Helper()
+	m := regexp.MustCompile(`(?:^| )time=(\S+)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no time= in the log line %s", line)
+	}
+	at, err := time.Parse(time.RFC3339Nano, m[1])
+	if err != nil {
+		t.Fatalf("time=%s in the log line %s: %v", m[1], line, err)
+	}
+	return at
+}
+
 // durationField returns the duration logged as key=value in a text log
 // line.
 func durationField(t *testing.T, line, key string) time.Duration {
@@ -556,7 +577,6 @@ func testLeaderElection(r *runner) {
 		t.Fatal(err)
 	}
 	standby.stderr.WaitFor(t, "the standby taking over", became)
-	took := time.Since(killed)
 	// The standby reads the Lease at least every retry period, so it sees
 	// the leader's last renewal (made before the kill) at most a retry
 	// period after it, and takes over at the moment the lease expires,
@@ -564,13 +584,20 @@ func testLeaderElection(r *runner) {
 	// only the two API calls of the takeover: the read whose answer showed
 	// the last renewal (expiry counts from the answer) and the write that
 	// acquired the lease. The standby logs how long both took.
+	// The takeover's moment is the time the standby logged it at
+	// (millisecond precision), not when this test read the line from its
+	// pipe. What a loaded machine adds beyond that — the standby's expiry
+	// timer firing late, its goroutines waiting for a core — is allowed
+	// for by schedulingSlack and logged apart, so that a failure says which
+	// part grew.
 	acquired := standby.stderr.WaitFor(t, "the standby's log of its acquisition", startedLeading)
+	took := timeField(t, acquired).Sub(killed)
 	latency := durationField(t, acquired, "changeRead") + durationField(t, acquired, "acquireRequest")
 	bound := testLeaseDuration + testRetryPeriod + latency
-	t.Logf("takeover %v after SIGKILL of the leader (lease %v, retry period %v, API calls of the takeover %v, bound %v)",
-		took.Round(time.Millisecond), testLeaseDuration, testRetryPeriod, latency, bound)
-	if took > bound {
-		t.Errorf("the standby took over %v after the leader's SIGKILL, want at most lease + retry period + its two API calls = %v", took, bound)
+	t.Logf("takeover %v after SIGKILL of the leader (lease %v, retry period %v, API calls of the takeover %v, bound %v + %v for scheduling)",
+		took.Round(time.Millisecond), testLeaseDuration, testRetryPeriod, latency, bound, schedulingSlack)
+	if took > bound+schedulingSlack {
+		t.Errorf("the standby took over %v after the leader's SIGKILL, want at most lease + retry period + its two API calls = %v (+ %v for scheduling on a loaded machine)", took, bound, schedulingSlack)
 	}
 	// The leader's last renewal came at most a retry period (and its
 	// request) before the kill, and the standby waits LeaseDuration after

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -77,18 +78,8 @@ func (r *keyRecorder) take() []cache.Key {
 	defer r.mu.Unlock()
 	k := r.keys
 	r.keys = nil
-	slices.SortFunc(k, func(a, b cache.Key) int { return cmpStr(a.String(), b.String()) })
+	slices.SortFunc(k, func(a, b cache.Key) int { return strings.Compare(a.String(), b.String()) })
 	return k
-}
-
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func keys(names ...string) []cache.Key {
