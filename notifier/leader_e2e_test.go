@@ -2,6 +2,8 @@ package notifier
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"testing"
 	"time"
 
@@ -28,15 +30,16 @@ func TestNotifier_WithLeaderElectionOnlyTheLeaderNotifiesAndTheOtherTakesOver(t 
 	}()
 	type replica struct {
 		path string
+		app  *kloop.App
 		n    *Notifier
 		stop context.CancelFunc
 		done chan error
 	}
 	var replicas []*replica
 	for _, name := range []string{"one", "two"} {
-		app := newApp(t, e.Config, kloop.Options{Name: "notifier", Namespace: ns, Logger: logs.Logger().With("replica", name), Registry: prometheus.NewRegistry(),
+		app := newApp(t, e.Config, kloop.Options{Name: "notifier", Namespace: ns, HealthAddr: "127.0.0.1:0", Logger: logs.Logger().With("replica", name), Registry: prometheus.NewRegistry(),
 			LeaderElection: &kloop.LeaderElection{Identity: name, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond}})
-		r := &replica{path: "/" + name, done: make(chan error, 1)}
+		r := &replica{path: "/" + name, app: app, done: make(chan error, 1)}
 		var err error
 		r.n, err = New(app, Config{Namespace: ns, Resources: []string{"configmap"},
 			Sinks: []SinkConfig{{Name: "hook", Type: SinkWebhook, URL: recv.URL + r.path}}}, Options{})
@@ -82,6 +85,24 @@ func TestNotifier_WithLeaderElectionOnlyTheLeaderNotifiesAndTheOtherTakesOver(t 
 	case <-standby.n.Synced():
 		t.Fatal("the standby notifier started while the other leads")
 	default:
+	}
+	// The standby is ready (warm caches, waiting for the lease), so that a
+	// rollout of two replicas is not held up by the one that waits.
+	select {
+	case <-standby.app.Manager().Synced():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the standby's caches did not sync within 60s")
+	}
+	for _, r := range []*replica{leader, standby} {
+		resp, err := http.Get("http://" + r.app.Manager().HealthAddr().String() + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: /readyz = %d, want 200:\n%s", r.path, resp.StatusCode, body)
+		}
 	}
 
 	stopped(leader)

@@ -173,13 +173,17 @@ func New(app *kloop.App, cfg Config, opts Options) (*Notifier, error) {
 		src := n.newSource(cr.Resource, cr.Resource, gvr.GroupVersion().String(), ns, cr.Group == "" && cr.Resource == "configmaps")
 		n.watched = append(n.watched, watched{src, informerFor(inf)})
 	}
-	app.Manager().AddReadyzCheck("notifier", func(*http.Request) error {
+	mgr := app.Manager()
+	mgr.AddReadyzCheck("notifier", func(*http.Request) error {
 		select {
 		case <-n.synced:
 			return nil
 		default:
-			return errors.New("the notifier has not taken its initial lists yet")
 		}
+		if mgr.LeaderElection() != nil && !mgr.IsLeader() {
+			return nil // a standby: ready once its caches are, which the manager's own check reports
+		}
+		return errors.New("the notifier has not taken its initial lists yet")
 	})
 	app.Add(n)
 	return n, nil
