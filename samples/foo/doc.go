@@ -46,9 +46,10 @@
 //     not written over and over. The Ready condition carries the
 //     generation it describes too (kloop.SetCondition).
 //  8. Records a Normal event Synced, "Foo synced successfully", if the
-//     sync changed something: created, repaired or deleted a Deployment,
-//     or wrote the status (the recorder folds repeats into one Event with
-//     a count).
+//     sync acted on a Deployment: created, repaired or deleted one (the
+//     recorder folds repeats into one Event with a count). A sync that
+//     only wrote the status records none: the status and the Ready
+//     condition's lastTransitionTime already tell it.
 //
 // kloop's CRD (samples/foo/crd) has printer columns: deployment, desired,
 // available, ready, age.
@@ -57,10 +58,12 @@
 //
 //   - No status write when the status is already right; no Deployment
 //     write unless something drifted.
-//   - Synced only after a change. sample-controller records it on every
-//     successful sync, which with aggregation is one Event create or patch
-//     per sync (most of its API requests when many Foos are in place); a
-//     sync here that finds everything in place writes nothing at all. A
+//   - Synced only after a Deployment was acted on. sample-controller
+//     records it on every successful sync, which with aggregation is one
+//     Event create or patch per sync (most of its API requests when many
+//     Foos are in place); a sync here that finds everything in place
+//     writes nothing at all, and one that only changes the status writes
+//     just the status. A
 //     sync that changed nothing is logged at debug level ("Foo synced",
 //     changed=false).
 //   - A sync right after the controller's own write reads that write back

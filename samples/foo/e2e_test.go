@@ -582,8 +582,9 @@ func (h *harness) waitSync(name, rv string) string {
 }
 
 // sample-controller records Synced on every sync; kloop's Foo controller
-// only on a sync that changed something, so one that finds everything in
-// place writes nothing, not even an Event patch.
+// only on a sync that created, repaired or deleted a Deployment, so one
+// that finds everything in place writes nothing, not even an Event patch,
+// and one that only writes the status writes just that.
 func TestFoo_RecordsSyncedOnlyWhenASyncChangedSomething(t *testing.T) {
 	h := newHarness(t)
 	ctx := t.Context()
@@ -593,6 +594,11 @@ func TestFoo_RecordsSyncedOnlyWhenASyncChangedSomething(t *testing.T) {
 	before := h.waitSyncedWritten("quiet")
 	if before.Count < 1 || before.Type != corev1.EventTypeNormal || before.Message != foo.MessageResourceSynced {
 		t.Fatalf("Synced Event after the Deployment was created: %s %q count %d, want Normal %q", before.Type, before.Message, before.Count, foo.MessageResourceSynced)
+	}
+	// The status went from 0 to 1 available replicas after the create:
+	// written, but not Synced again.
+	if before.Count != 1 {
+		t.Errorf("Synced count %d once the Foo is available, want 1 (the create; status writes record none)", before.Count)
 	}
 
 	// An annotation nobody acts on: the Foo is synced again, and nothing

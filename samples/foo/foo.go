@@ -32,7 +32,8 @@ const (
 	ControllerName = "foo-controller"
 
 	// SuccessSynced is the reason of the Normal event recorded after a
-	// successful sync that changed something, with MessageResourceSynced.
+	// successful sync that created, repaired or deleted a Deployment, with
+	// MessageResourceSynced.
 	SuccessSynced         = "Synced"
 	MessageResourceSynced = "Foo synced successfully"
 
@@ -181,12 +182,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 	if err != nil {
 		return controller.Result{}, err
 	}
-	// Synced only after a change: a sync that finds everything in place
-	// writes nothing at all, not even an Event patch (sample-controller
-	// records it on every sync).
+	// Synced only after the sync acted on a Deployment (sample-controller
+	// records it on every sync); a status change shows in the status.
 	changed := created || repaired || deleted > 0 || wrote
 	log.Debug("Foo synced", "rv", foo.ResourceVersion, "changed", changed)
-	if changed {
+	if created || repaired || deleted > 0 {
 		r.Recorder.Event(foo, corev1.EventTypeNormal, SuccessSynced, MessageResourceSynced)
 	}
 	return controller.Result{}, nil
