@@ -17,6 +17,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/metrics/metricstest"
 	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/testenv"
@@ -34,28 +35,7 @@ type replica struct {
 
 	mu        sync.Mutex
 	reconcile map[string]int
-	note      *notifier // poked at each reconcile
-}
-
-// notifier is a broadcast: wait returns a channel closed at the next poke.
-type notifier struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func newNotifier() *notifier { return &notifier{ch: make(chan struct{})} }
-
-func (n *notifier) wait() <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.ch
-}
-
-func (n *notifier) poke() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	close(n.ch)
-	n.ch = make(chan struct{})
+	note      *await.Signal // poked at each reconcile
 }
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -65,7 +45,7 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func startReplica(t *testing.T, cfg *rest.Config, leaseNS, id, run string, clientSide bool, note *notifier) *replica {
+func startReplica(t *testing.T, cfg *rest.Config, leaseNS, id, run string, clientSide bool, note *await.Signal) *replica {
 	t.Helper()
 	r := &replica{id: id, reconcile: map[string]int{}, note: note}
 	reg := prometheus.NewRegistry()
@@ -96,7 +76,7 @@ func startReplica(t *testing.T, cfg *rest.Config, leaseNS, id, run string, clien
 		r.mu.Lock()
 		r.reconcile[k.String()]++
 		r.mu.Unlock()
-		r.note.poke()
+		r.note.Notify()
 		return controller.Result{}, nil
 	}), controller.Options[cache.Key]{Name: "cm-" + id, Logger: log, Registerer: reg})
 	if err != nil {
@@ -135,7 +115,7 @@ func (r *replica) stop() {
 func waitReconciled(t *testing.T, ctx context.Context, want map[string]bool, rs ...*replica) {
 	t.Helper()
 	for {
-		ch := rs[0].note.wait()
+		ch := rs[0].note.Changed()
 		missing := 0
 		for k := range want {
 			found := false
@@ -242,7 +222,7 @@ func TestMember_ReplicasSplitTheObjectsAndHandOverWhenOneLeaves(t *testing.T) {
 			for i, ns := range nss {
 				want[fmt.Sprintf("%s/cm-%d", ns, i)] = true
 			}
-			note := newNotifier()
+			note := &await.Signal{}
 			a := startReplica(t, env.Config, leaseNS, "a", run, mode.clientSide, note)
 			b := startReplica(t, env.Config, leaseNS, "b", run, mode.clientSide, note)
 			c := startReplica(t, env.Config, leaseNS, "c", run, mode.clientSide, note)

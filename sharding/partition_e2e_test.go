@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -22,7 +23,7 @@ func TestMember_PartitionedMemberStopsBeforeTheTakeoverAndRejoins(t *testing.T) 
 	leaseNS := testenv.NewNamespace(t, cs, "leases")
 	makeConfigMaps(t, ctx, cs, run, 20)
 	proxy := env.APIServerProxy(t)
-	note := newNotifier()
+	note := &await.Signal{}
 	a := startReplica(t, env.Config, leaseNS, "a", run, false, note)
 	b := startReplica(t, proxy.RESTConfig(env.Config), leaseNS, "b", run, false, note)
 	waitSettled(t, ctx, 2, a, b)

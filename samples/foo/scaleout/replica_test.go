@@ -22,6 +22,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/watcher"
@@ -116,7 +117,7 @@ func replicaMain() int {
 	}
 
 	// cacheChanged is poked whenever a cache or the member changes.
-	cacheChanged := newNotifier()
+	cacheChanged := &await.Signal{}
 	for _, add := range []func() error{
 		func() error {
 			_, err := r.Foos.Informer().AddHandler(changes[*v1alpha1.Foo](cacheChanged), informer.HandlerOptions{Name: "test"})
@@ -139,7 +140,7 @@ func replicaMain() int {
 	mux.HandleFunc("/cache", func(w http.ResponseWriter, req *http.Request) {
 		m := app.Member()
 		for {
-			ch, mch := cacheChanged.wait(), m.StatusChanged()
+			ch, mch := cacheChanged.Changed(), m.StatusChanged()
 			if m.Status().Settled && complete(r) {
 				break
 			}
@@ -198,11 +199,11 @@ func complete(r *foo.Reconciler) bool {
 	return true
 }
 
-func changes[T watcher.Object](n *notifier) informer.Handler[T] {
+func changes[T watcher.Object](n *await.Signal) informer.Handler[T] {
 	return informer.HandlerFuncs[T]{
-		AddFunc:    func(T, bool) { n.poke() },
-		UpdateFunc: func(_, _ T) { n.poke() },
-		DeleteFunc: func(informer.Deleted[T]) { n.poke() },
+		AddFunc:    func(T, bool) { n.Notify() },
+		UpdateFunc: func(_, _ T) { n.Notify() },
+		DeleteFunc: func(informer.Deleted[T]) { n.Notify() },
 	}
 }
 

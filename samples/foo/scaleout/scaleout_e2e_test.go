@@ -35,6 +35,7 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/sharding"
@@ -236,7 +237,7 @@ type cluster struct {
 
 	leases      *informer.Informer[*coordinationv1.Lease]
 	deployments *informer.Informer[*appsv1.Deployment]
-	changed     *notifier
+	changed     *await.Signal
 
 	mu     sync.Mutex
 	procs  map[string]*replicaProc
@@ -258,7 +259,7 @@ func newCluster(t *testing.T, ctx context.Context, env *testenv.Env) *cluster {
 		group:   fmt.Sprintf("scaleout-%d", time.Now().UnixNano()%1e9),
 		dir:     t.TempDir(),
 		kc:      kubernetes.NewForConfigOrDie(env.Config),
-		changed: newNotifier(),
+		changed: &await.Signal{},
 		procs:   map[string]*replicaProc{},
 		killed:  map[string]time.Time{},
 	}
@@ -285,10 +286,10 @@ func newCluster(t *testing.T, ctx context.Context, env *testenv.Env) *cluster {
 	if c.deployments, err = informer.Of[*appsv1.Deployment](f, informer.Scope{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.leases.AddHandler(c.changed.handler(), informer.HandlerOptions{}); err != nil {
+	if _, err := c.leases.AddHandler(changes[*coordinationv1.Lease](c.changed), informer.HandlerOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.deployments.AddHandler(c.changedDeployments(), informer.HandlerOptions{}); err != nil {
+	if _, err := c.deployments.AddHandler(changes[*appsv1.Deployment](c.changed), informer.HandlerOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	fctx, stop := context.WithCancel(context.Background())
@@ -321,14 +322,6 @@ func newCluster(t *testing.T, ctx context.Context, env *testenv.Env) *cluster {
 		}
 	})
 	return c
-}
-
-func (c *cluster) changedDeployments() informer.Handler[*appsv1.Deployment] {
-	return informer.HandlerFuncs[*appsv1.Deployment]{
-		AddFunc:    func(*appsv1.Deployment, bool) { c.changed.poke() },
-		UpdateFunc: func(_, _ *appsv1.Deployment) { c.changed.poke() },
-		DeleteFunc: func(informer.Deleted[*appsv1.Deployment]) { c.changed.poke() },
-	}
 }
 
 // scenarios counts the scenarios of this process, to name their
@@ -566,7 +559,7 @@ func holderOf(held map[string]sharding.Set, slot int, ids ...string) string {
 func (c *cluster) waitLeases(ctx context.Context, what string, cond func(map[string]sharding.Set) bool) time.Time {
 	c.t.Helper()
 	for {
-		ch := c.changed.wait()
+		ch := c.changed.Changed()
 		h := c.held()
 		if cond(h) {
 			return time.Now()
@@ -608,7 +601,7 @@ func (c *cluster) waitConverged(ctx context.Context, ids ...string) {
 func (c *cluster) waitDeployments(ctx context.Context, match func(*appsv1.Deployment) bool, n int, what string) {
 	c.t.Helper()
 	for {
-		ch := c.changed.wait()
+		ch := c.changed.Changed()
 		got := 0
 		for _, d := range c.deployments.Lister().List(nil) {
 			if match(d) {
@@ -681,36 +674,6 @@ func (c *cluster) records(final bool) map[string][]interval {
 		}
 	}
 	return out
-}
-
-// notifier wakes waiters after any change the informers saw.
-type notifier struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func newNotifier() *notifier { return &notifier{ch: make(chan struct{})} }
-
-// wait returns a channel closed at the next change.
-func (n *notifier) wait() <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.ch
-}
-
-func (n *notifier) poke() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	close(n.ch)
-	n.ch = make(chan struct{})
-}
-
-func (n *notifier) handler() informer.Handler[*coordinationv1.Lease] {
-	return informer.HandlerFuncs[*coordinationv1.Lease]{
-		AddFunc:    func(*coordinationv1.Lease, bool) { n.poke() },
-		UpdateFunc: func(_, _ *coordinationv1.Lease) { n.poke() },
-		DeleteFunc: func(informer.Deleted[*coordinationv1.Lease]) { n.poke() },
-	}
 }
 
 func tail(path string, n int) string {
