@@ -29,7 +29,7 @@ func TestNotifier_AdvancedFilterPassesEachRestartOnceAndNoLaterStatusUpdate(t *t
 		Sinks: []SinkConfig{
 			{Name: "advanced", Type: SinkWebhook, URL: recv.URL + "/advanced", AdvancedFilter: true},
 			{Name: "all", Type: SinkWebhook, URL: recv.URL + "/all"},
-		}}, logs)
+		}}, Options{}, logs)
 	defer stop()
 	pods := kc.CoreV1().Pods(ns)
 	p, err := pods.Create(ctx, newPod("restarter"), metav1.CreateOptions{})

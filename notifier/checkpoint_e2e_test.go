@@ -17,13 +17,12 @@ import (
 	"github.com/kloop-dev/kloop/testenv"
 )
 
-// runNotifier starts a notifier on ConfigMaps of ns sending every change
-// to recv under path, and waits until it is synced; stop stops it and
-// waits for Run to return.
-func runNotifier(t *testing.T, cfg Config, logs *logBuffer) (stop func()) {
+// runNotifier starts a notifier with cfg and opts, logging to logs, and
+// waits until it is synced; stop stops it and waits for Run to return.
+func runNotifier(t *testing.T, cfg Config, opts Options, logs *logBuffer) (stop func()) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	n, err := New(newApp(t, controlPlane.Env(t).Config, kloop.Options{Logger: logs.Logger(), Registry: reg}), cfg, Options{})
+	n, err := New(newApp(t, controlPlane.Env(t).Config, kloop.Options{Logger: logs.Logger(), Registry: reg}), cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +71,7 @@ func TestNotifier_ChangesWhileStoppedAreNotifiedOnceAfterTheRestart(t *testing.T
 			if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "old"}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			stop := runNotifier(t, cfg("/first"), logs)
+			stop := runNotifier(t, cfg("/first"), Options{}, logs)
 			const n = 50
 			for i := range n {
 				for _, prefix := range []string{"keep", "change", "drop"} {
@@ -122,7 +121,7 @@ func TestNotifier_ChangesWhileStoppedAreNotifiedOnceAfterTheRestart(t *testing.T
 				t.Fatal(err)
 			}
 
-			stop = runNotifier(t, cfg("/second"), logs)
+			stop = runNotifier(t, cfg("/second"), Options{}, logs)
 			defer stop()
 			// A marker after the restart: once it arrived, every
 			// notification of the restart has (one sink, in order).

@@ -167,24 +167,7 @@ func TestNotifier_AChangeAFullQueueHeldAtTheStopIsSentAfterTheRestart(t *testing
 	}()
 	cfg := overflowConfig(ns, slowURL, recv.URL)
 	start := func() func() {
-		reg := prometheus.NewRegistry()
-		n, err := New(newApp(t, e.Config, kloop.Options{Logger: logs.Logger(), Registry: reg}), cfg,
-			Options{RetryBase: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond, DrainTimeout: 100 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		done, cancel := runSynced(t, n, logs)
-		return func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run = %v", err)
-				}
-			case <-time.After(60 * time.Second):
-				t.Fatal("Run did not return within 60s of the stop")
-			}
-		}
+		return runNotifier(t, cfg, Options{RetryBase: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond, DrainTimeout: 100 * time.Millisecond}, logs)
 	}
 
 	stop := start()
