@@ -33,7 +33,6 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"errors"
@@ -64,6 +63,7 @@ import (
 	cgworkqueue "k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/kloop-dev/kloop/bench/internal/childproc"
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/debug"
@@ -252,34 +252,12 @@ func runRound(ctx context.Context, kc kubernetes.Interface, kubeconfig, side, ch
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return measurement{}, err
 	}
-	cmd := exec.Command(os.Args[0], "-child", side, "-kubeconfig", kubeconfig, "-namespace", ns, "-n", strconv.Itoa(n), "-memprofile", memProfile, "-cpuprofile", cpuProfile, "-debug", childDebug)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	child, err := childproc.Start("-child", side, "-kubeconfig", kubeconfig, "-namespace", ns, "-n", strconv.Itoa(n), "-memprofile", memProfile, "-cpuprofile", cpuProfile, "-debug", childDebug)
 	if err != nil {
 		return measurement{}, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return measurement{}, err
-	}
-	if err := cmd.Start(); err != nil {
-		return measurement{}, err
-	}
-	defer func() {
-		stdin.Close() // the child exits on EOF
-		_ = cmd.Wait()
-	}()
-	lines := bufio.NewScanner(stdout)
-	expect := func(prefix string) (string, error) {
-		if !lines.Scan() {
-			return "", fmt.Errorf("child ended before %q: %v", prefix, lines.Err())
-		}
-		l := lines.Text()
-		if !strings.HasPrefix(l, prefix) {
-			return "", fmt.Errorf("child said %q, want %q", l, prefix)
-		}
-		return strings.TrimSpace(strings.TrimPrefix(l, prefix)), nil
-	}
+	defer child.Close() // the child exits on EOF
+	expect := child.Expect
 	if _, err := expect("READY"); err != nil {
 		return measurement{}, err
 	}

@@ -52,7 +52,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -92,6 +91,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/bench/internal/childproc"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/samples/podsim"
@@ -361,35 +361,13 @@ func runRound(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface
 			qps, burst = kloopDefaultQPS, kloopDefaultBurst
 		}
 	}
-	cmd := exec.Command(os.Args[0], "-child", side, "-kubeconfig", kubeconfig, "-namespace", ns,
+	child, err := childproc.Start("-child", side, "-kubeconfig", kubeconfig, "-namespace", ns,
 		"-qps", strconv.FormatFloat(float64(qps), 'f', -1, 32), "-burst", strconv.Itoa(burst), "-profile", profile, "-peer-events="+strconv.FormatBool(peerEvents), "-diagnose="+strconv.FormatBool(diagnose))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return measurement{}, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return measurement{}, err
-	}
-	if err := cmd.Start(); err != nil {
-		return measurement{}, err
-	}
-	defer func() {
-		stdin.Close() // the child exits on EOF
-		_ = cmd.Wait()
-	}()
-	lines := bufio.NewScanner(stdout)
-	expect := func(prefix string) (string, error) {
-		if !lines.Scan() {
-			return "", fmt.Errorf("child ended before %q: %v", prefix, lines.Err())
-		}
-		l := lines.Text()
-		if !strings.HasPrefix(l, prefix) {
-			return "", fmt.Errorf("child said %q, want %q", l, prefix)
-		}
-		return strings.TrimSpace(strings.TrimPrefix(l, prefix)), nil
-	}
+	defer child.Close() // the child exits on EOF
+	expect := child.Expect
 	if _, err := expect("READY"); err != nil {
 		return measurement{}, err
 	}
@@ -413,7 +391,7 @@ func runRound(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface
 	case err := <-watchErr:
 		return measurement{}, fmt.Errorf("waiting for convergence: %w", err)
 	}
-	if _, err := io.WriteString(stdin, "REPORT\n"); err != nil {
+	if err := child.Send("REPORT"); err != nil {
 		return measurement{}, err
 	}
 	reqs, err := expect("REQS")
