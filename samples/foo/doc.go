@@ -21,7 +21,12 @@
 //  2. A Foo without spec.deploymentName gets Ready=False with reason
 //     DeploymentNameMissing and a Warning event, and a terminal error is
 //     logged once per change of the Foo (not retried: retrying cannot help).
-//  3. Creates the Deployment if it does not exist (see NewDeployment).
+//  3. Creates the Deployment if it does not exist (see NewDeployment),
+//     records Synced and ends the sync: a Deployment just created needs no
+//     repair and has no status yet. The next sync, woken by the first
+//     status kube-controller-manager writes to the Deployment (or
+//     StatusAfterCreate later, if none comes), goes on from step 4 and
+//     writes the Foo's first status.
 //  4. If a Deployment of that name exists and is not controlled by this
 //     Foo: a Warning event ErrResourceExists with sample-controller's
 //     message, Ready=False with reason DeploymentNotOwned, and the same
@@ -46,7 +51,7 @@
 //     not written over and over. The Ready condition carries the
 //     generation it describes too (kloop.SetCondition).
 //  8. Records a Normal event Synced, "Foo synced successfully", if the
-//     sync acted on a Deployment: created, repaired or deleted one (the
+//     sync acted on a Deployment: created (step 3), repaired or deleted one (the
 //     recorder folds repeats into one Event with a count). A sync that
 //     only wrote the status records none: the status and the Ready
 //     condition's lastTransitionTime already tell it.
@@ -66,6 +71,13 @@
 //     just the status. A
 //     sync that changed nothing is logged at debug level ("Foo synced",
 //     changed=false).
+//   - The first status is written by the sync after the one that created
+//     the Deployment, not by the same sync: that one could only say "0
+//     available" of a Deployment nobody has looked at yet. Alone, the next
+//     sync follows within milliseconds and writes that; when many Foos
+//     wait in the queue, the Deployment is often available by the time the
+//     Foo's turn comes, and one status write says so (sample-controller
+//     makes one status write per sync, three per Foo in such a burst).
 //   - A sync right after the controller's own write reads that write back
 //     (kloop.Handle), so a slow cache never makes it create a Deployment
 //     twice or act on a Foo it has just changed.

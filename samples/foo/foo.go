@@ -46,6 +46,10 @@ const (
 
 	// DefaultWorkers is sample-controller's number of workers.
 	DefaultWorkers = 2
+	// StatusAfterCreate is how long after creating a Deployment a sync
+	// writes the Foo's status at the latest, if no change of the
+	// Deployment wakes it sooner.
+	StatusAfterCreate = time.Second
 	// NginxImage is the image of the Deployments' only container.
 	NginxImage = "nginx:latest"
 )
@@ -133,13 +137,12 @@ const (
 
 // Reconcile syncs the Foo at key.
 func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.Result, error) {
-	log := r.Logger.With("key", key.String())
 	foo, err := r.Foos.Get(ctx, key.Namespace, key.Name)
 	if apierrors.IsNotFound(err) || err == nil && foo.DeletionTimestamp != nil {
 		// Its Deployment is being (or has been) garbage-collected: one
 		// made now would only be collected again, and would hold up a
 		// foreground deletion of the Foo.
-		log.Debug("Foo gone or being deleted; its Deployment is left to the garbage collector")
+		r.Logger.Debug("Foo gone or being deleted; its Deployment is left to the garbage collector", "key", key.String())
 		return controller.Result{}, nil
 	}
 	if err != nil {
@@ -157,6 +160,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 	if err != nil {
 		return controller.Result{}, err
 	}
+	if created {
+		// Nothing to repair, and nothing yet observed to report: the next
+		// sync, woken by the Deployment's first status (or StatusAfterCreate
+		// later), writes the Foo's status.
+		r.Recorder.Event(foo, corev1.EventTypeNormal, SuccessSynced, MessageResourceSynced)
+		return controller.Result{RequeueAfter: StatusAfterCreate}, nil
+	}
 	if !metav1.IsControlledBy(dep, foo) {
 		err := &ResourceExistsError{Name: dep.Name}
 		return controller.Result{}, r.fail(ctx, foo, ErrResourceExists, ReasonDeploymentNotOwned, err, err)
@@ -167,8 +177,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 	if err != nil {
 		return controller.Result{}, err
 	}
-	ready, reason := metav1.ConditionFalse, ReasonDeploymentProgressing
-	deleted := 0
+	ready, reason, deleted := metav1.ConditionFalse, ReasonDeploymentProgressing, 0
 	if available(dep) {
 		ready, reason = metav1.ConditionTrue, ReasonDeploymentAvailable
 		// After a rename of spec.deploymentName, the Deployments of the
@@ -184,9 +193,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 	}
 	// Synced only after the sync acted on a Deployment (sample-controller
 	// records it on every sync); a status change shows in the status.
-	changed := created || repaired || deleted > 0 || wrote
-	log.Debug("Foo synced", "rv", foo.ResourceVersion, "changed", changed)
-	if created || repaired || deleted > 0 {
+	r.Logger.Debug("Foo synced", "key", key.String(), "rv", foo.ResourceVersion, "changed", repaired || deleted > 0 || wrote)
+	if repaired || deleted > 0 {
 		r.Recorder.Event(foo, corev1.EventTypeNormal, SuccessSynced, MessageResourceSynced)
 	}
 	return controller.Result{}, nil

@@ -27,11 +27,10 @@ func LeanDeployment(d *appsv1.Deployment) *appsv1.Deployment {
 	if s := d.Spec.Selector; s != nil && len(s.MatchExpressions) == 0 && maps.Equal(s.MatchLabels, tpl.Labels) {
 		s.MatchLabels = tpl.Labels
 	}
-	containers := tpl.Spec.Containers
-	for i, c := range containers {
-		containers[i] = corev1.Container{Name: c.Name, Image: c.Image}
+	for i, c := range tpl.Spec.Containers {
+		tpl.Spec.Containers[i] = corev1.Container{Name: c.Name, Image: c.Image}
 	}
-	tpl.Spec = corev1.PodSpec{Containers: containers}
+	tpl.Spec = corev1.PodSpec{Containers: tpl.Spec.Containers}
 	d.Status.Conditions, d.Status.CollisionCount = nil, nil
 	return d
 }
