@@ -14,17 +14,22 @@ import (
 // controller reference is owner, except those named in keep, and returns
 // how many it deleted: what a controller does with the objects it made
 // under names it no longer wants (after a rename, or when fewer are
-// asked for). It reads them from the cache (waiting for this App's own
-// writes, like List) and logs each delete. One already gone is not
-// counted; any other failure stops it and is returned.
+// asked for). It reads them from the cache, after waiting for this App's
+// own writes of objects owner controls or controlled (not for every write
+// in the namespace, as List does: see client.CachedReader.ListControlledBy),
+// and logs each delete. One already gone is not counted; any other failure
+// stops it and is returned.
 func (h *Handle[T]) DeleteControlledBy(ctx context.Context, owner metav1.Object, keep ...string) (int, error) {
-	objs, err := h.List(ctx, owner.GetNamespace(), nil)
+	if h.err != nil {
+		return 0, h.err
+	}
+	objs, err := h.reader.ListControlledBy(ctx, owner.GetNamespace(), owner.GetUID())
 	if err != nil {
 		return 0, err
 	}
 	deleted := 0
 	for _, obj := range objs {
-		if !metav1.IsControlledBy(obj, owner) || slices.Contains(keep, obj.GetName()) {
+		if slices.Contains(keep, obj.GetName()) {
 			continue
 		}
 		h.app.log.Info("Deleting an object its controller no longer wants", "kind", h.gvk.Kind,

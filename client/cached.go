@@ -8,8 +8,10 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/watcher"
@@ -128,6 +130,38 @@ func (r *CachedReader[T]) List(ctx context.Context, namespace string, selector l
 		return nil, err
 	}
 	return r.cache.ListInNamespace(namespace, selector), nil
+}
+
+// ListControlledBy returns the objects in namespace whose controller
+// reference has the UID owner, once the cache has seen each write of this
+// client that can change that answer: a write of an object controlled by
+// owner, or of an unknown controller (Record), and any write of a key the
+// cache holds controlled by owner. Writes of other owners' objects, which a
+// List in the namespace would wait for, are not waited for. The objects
+// are read-only.
+func (r *CachedReader[T]) ListControlledBy(ctx context.Context, namespace string, owner types.UID) ([]T, error) {
+	controlled := func(obj T) bool {
+		ref := metav1.GetControllerOfNoCopy(obj)
+		return ref != nil && ref.UID == owner
+	}
+	ws := r.tracker.PendingIn(r.gr, namespace)
+	relevant := ws[:0]
+	for _, w := range ws {
+		cached, ok := r.cache.Get(w.Key.Namespace, w.Key.Name)
+		if !w.Gone && (!w.ControllerKnown || w.Controller == owner) || ok && controlled(cached) {
+			relevant = append(relevant, w)
+		}
+	}
+	if err := r.wait(ctx, relevant); err != nil {
+		return nil, err
+	}
+	var out []T
+	for _, obj := range r.cache.ListInNamespace(namespace, nil) {
+		if controlled(obj) {
+			out = append(out, obj)
+		}
+	}
+	return out, nil
 }
 
 // wait blocks until the cache has seen every write in ws, for at most

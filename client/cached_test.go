@@ -289,3 +289,91 @@ func testCachedGetStale(t *testing.T, env *testenv.Env) {
 		t.Fatalf("cached get after release: %v, %+v", err, got)
 	}
 }
+
+type listResult struct {
+	objs []*corev1.ConfigMap
+	err  error
+}
+
+func names(objs []*corev1.ConfigMap) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.Name)
+	}
+	return out
+}
+
+// ListControlledBy waits for the writes that can change which objects an
+// owner controls, and for no other write in the namespace.
+func testCachedListControlledBy(t *testing.T, env *testenv.Env) {
+	ctx := testCtx(t, time.Minute)
+	c := newClient(t, env.Config, client.Options{})
+	ns := newNamespace(t, c, "ryw-owned")
+	cms := resource[*corev1.ConfigMap](t, c, configMapGVR)
+	owners := map[string]*corev1.ConfigMap{}
+	for _, name := range []string{"owner-a", "owner-b"} {
+		o, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners[name] = o
+	}
+	controlledBy := func(name, owner string) *corev1.ConfigMap {
+		ref := metav1.NewControllerRef(owners[owner], corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, OwnerReferences: []metav1.OwnerReference{*ref}}}
+	}
+	hc := startConfigMapCache(t, env, ns)
+	reader := cms.Cached(hc, client.ReaderOptions{MaxWait: 30 * time.Second})
+	a := owners["owner-a"].UID
+	list := func() <-chan listResult {
+		res := make(chan listResult, 1)
+		go func() {
+			objs, err := reader.ListControlledBy(ctx, ns, a)
+			res <- listResult{objs, err}
+		}()
+		return res
+	}
+
+	// Another owner's object, written and not yet in the cache: no wait.
+	hc.hold()
+	if _, err := cms.Create(ctx, controlledBy("of-b", "owner-b")); err != nil {
+		t.Fatal(err)
+	}
+	got := recv(t, list(), "ListControlledBy with only another owner's write pending")
+	if got.err != nil || len(got.objs) != 0 {
+		t.Fatalf("ListControlledBy(owner-a) = %v, %v; want none, at once", names(got.objs), got.err)
+	}
+	select {
+	case <-hc.waiting:
+		t.Fatal("ListControlledBy(owner-a) waited for owner-b's write")
+	default:
+	}
+
+	// The owner's own object: waited for, then listed.
+	mine, err := cms.Create(ctx, controlledBy("of-a", "owner-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := list()
+	recv(t, hc.waiting, "ListControlledBy to wait for owner-a's new object")
+	hc.release()
+	got = recv(t, res, "ListControlledBy after the cache caught up")
+	if got.err != nil || len(got.objs) != 1 || got.objs[0].Name != "of-a" {
+		t.Fatalf("ListControlledBy(owner-a) = %v, %v; want [of-a]", names(got.objs), got.err)
+	}
+
+	// A write that takes the object from the owner: the cache still has it
+	// controlled, so the list waits and then leaves it out.
+	hc.hold()
+	orphan := cache.Copy(mine)
+	orphan.OwnerReferences = nil
+	if _, err := cms.Update(ctx, orphan); err != nil {
+		t.Fatal(err)
+	}
+	res = list()
+	recv(t, hc.waiting, "ListControlledBy to wait for the write that orphaned of-a")
+	hc.release()
+	if got = recv(t, res, "ListControlledBy after the orphaning reached the cache"); got.err != nil || len(got.objs) != 0 {
+		t.Fatalf("ListControlledBy(owner-a) = %v, %v; want none once of-a is orphaned", names(got.objs), got.err)
+	}
+}

@@ -104,6 +104,9 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("CachedGetReturnsErrCacheStaleWhenCacheStaysBehind", func(t *testing.T) {
 		testCachedGetStale(t, env)
 	})
+	t.Run("CachedListControlledByWaitsOnlyForWritesThatCanChangeIt", func(t *testing.T) {
+		testCachedListControlledBy(t, env)
+	})
 }
 
 func testBuiltInCRUD(t *testing.T, env *testenv.Env) {

@@ -285,7 +285,7 @@ func (r *Resource[T]) Delete(ctx context.Context, namespace, name string, opts m
 }
 
 func (r *Resource[T]) track(obj T) {
-	r.c.tracker.Record(r.gvr.GroupResource(), cache.KeyOf(obj), obj.GetResourceVersion())
+	r.c.tracker.RecordObject(r.gvr.GroupResource(), obj)
 }
 
 // mustJSON encodes DeleteOptions with its kind, as the API server expects in

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -39,6 +40,11 @@ type PendingWrite struct {
 	ResourceVersion string    // "" when Gone
 	Gone            bool      // a completed delete with no resourceVersion to wait for
 	UID             types.UID // with Gone: the deleted object's UID, "" when unknown
+	// Controller is the UID of the written object's controller (its owner
+	// reference with controller true), "" for none, when ControllerKnown:
+	// a write recorded with its object (RecordObject).
+	Controller      types.UID
+	ControllerKnown bool
 }
 
 // NewWriteTracker returns an empty tracker. Clients make their own; a
@@ -66,6 +72,27 @@ func (t *WriteTracker) Record(gr schema.GroupResource, key cache.Key, rv string)
 		return
 	}
 	t.put(gr, PendingWrite{Key: key, ResourceVersion: rv})
+}
+
+// RecordObject notes that obj, of resource gr, was written as it is (its
+// resourceVersion is the write's), and who its controller is, so that
+// CachedReader.ListControlledBy waits only for the writes that can change
+// its answer. A resourceVersion that is not an integer is treated as by
+// Record.
+func (t *WriteTracker) RecordObject(gr schema.GroupResource, obj metav1.Object) {
+	if t == nil {
+		return
+	}
+	key, rv := cache.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}, obj.GetResourceVersion()
+	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
+		t.Record(gr, key, rv) // logs it
+		return
+	}
+	w := PendingWrite{Key: key, ResourceVersion: rv, ControllerKnown: true}
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
+		w.Controller = ref.UID
+	}
+	t.put(gr, w)
 }
 
 // RecordGone notes that key of resource gr was deleted, with no
