@@ -48,6 +48,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -67,6 +68,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -381,6 +384,10 @@ func runRound(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface
 	go func() { watchErr <- watchConverged(wctx, dc, ns, n, tl, converged) }()
 	go func() { watchErr <- watchDeployments(wctx, kc, ns, tl) }()
 
+	before, err := serverRequests(ctx, kc)
+	if err != nil {
+		return measurement{}, err
+	}
 	first := time.Now()
 	if err := createFoos(ctx, dc, ns, n, tl); err != nil {
 		return measurement{}, err
@@ -390,6 +397,10 @@ func runRound(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface
 	case at = <-converged:
 	case err := <-watchErr:
 		return measurement{}, fmt.Errorf("waiting for convergence: %w", err)
+	}
+	after, err := serverRequests(ctx, kc)
+	if err != nil {
+		return measurement{}, err
 	}
 	if err := child.Send("REPORT"); err != nil {
 		return measurement{}, err
@@ -406,7 +417,8 @@ func runRound(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface
 	if err != nil {
 		return measurement{}, err
 	}
-	m := measurement{seconds: at.Sub(first).Seconds(), reqs: map[string]int64{}, phases: tl.summary(first) + "\n    workers: " + wk}
+	m := measurement{seconds: at.Sub(first).Seconds(), reqs: map[string]int64{}, phases: tl.summary(first) + "\n    workers: " + wk +
+		"\n    API server, everyone's requests until convergence: " + serverDelta(before, after, at.Sub(first))}
 	for _, f := range strings.Fields(reqs) {
 		verb, count, _ := strings.Cut(f, "=")
 		c, err := strconv.ParseInt(count, 10, 64)
@@ -419,6 +431,49 @@ func runRound(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface
 		return measurement{}, fmt.Errorf("parse %q: %w", mem, err)
 	}
 	return m, nil
+}
+
+// serverRequests returns the API server's apiserver_request_total by verb
+// (all clients: the writers, both controllers, kube-controller-manager,
+// podsim), watches left out.
+func serverRequests(ctx context.Context, kc kubernetes.Interface) (map[string]float64, error) {
+	raw, err := kc.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("API server metrics: %w", err)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("API server metrics: %w", err)
+	}
+	out := map[string]float64{}
+	for _, m := range fams["apiserver_request_total"].GetMetric() {
+		verb := ""
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "verb" {
+				verb = l.GetValue()
+			}
+		}
+		if verb != "WATCH" {
+			out[verb] += m.GetCounter().GetValue()
+		}
+	}
+	return out, nil
+}
+
+// serverDelta says how many requests the API server answered between two
+// serverRequests, by verb, and how many a second.
+func serverDelta(before, after map[string]float64, d time.Duration) string {
+	var total float64
+	var s []string
+	for verb, v := range after {
+		if n := v - before[verb]; n > 0 {
+			total += n
+			s = append(s, fmt.Sprintf("%s=%.0f", verb, n))
+		}
+	}
+	slices.Sort(s)
+	return fmt.Sprintf("%.0f (%.0f/s) %s", total, total/d.Seconds(), strings.Join(s, " "))
 }
 
 // watchConverged sends the time at which every one of n Foos in ns has
@@ -497,6 +552,7 @@ type counter struct {
 	next http.RoundTripper
 	mu   sync.Mutex
 	n    map[string]int64
+	took map[string]time.Duration // until the response's headers, watches excluded
 }
 
 func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -504,10 +560,27 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 	if strings.Contains(r.URL.Path, "/events") {
 		v = "event-" + v // counted apart: Events are the recorders' writes
 	}
+	began := time.Now()
+	resp, err := c.next.RoundTrip(r)
 	c.mu.Lock()
 	c.n[v]++
+	if v != "watch" {
+		c.took[v] += time.Since(began)
+	}
 	c.mu.Unlock()
-	return c.next.RoundTrip(r)
+	return resp, err
+}
+
+// latencies is the mean time to a response's headers by verb, in ms.
+func (c *counter) latencies() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var s []string
+	for v, d := range c.took {
+		s = append(s, fmt.Sprintf("%s=%.1f", v, d.Seconds()*1000/float64(c.n[v])))
+	}
+	slices.Sort(s)
+	return "mean-ms-to-answer{" + strings.Join(s, " ") + "}"
 }
 
 func (c *counter) String() string {
@@ -573,7 +646,7 @@ func runChild(side, kubeconfig, ns string, qps float32, burst int, profile strin
 		return err
 	}
 	cfg.QPS, cfg.Burst = qps, burst
-	c := &counter{n: map[string]int64{}}
+	c := &counter{n: map[string]int64{}, took: map[string]time.Duration{}}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { c.next = rt; return c })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -596,7 +669,7 @@ func runChild(side, kubeconfig, ns string, qps float32, burst int, profile strin
 		if in.Text() == "REPORT" {
 			w.settle()
 			fmt.Println("REQS", c.String())
-			fmt.Println("WORK", w.String())
+			fmt.Println("WORK", w.String(), c.latencies())
 			printMem()
 			if profile != "" {
 				if err := writeHeapProfile(profile); err != nil {
