@@ -64,6 +64,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"sync/atomic"
 	"time"
 
@@ -669,7 +670,7 @@ func runChild(side, kubeconfig, ns string, qps float32, burst int, profile strin
 		if in.Text() == "REPORT" {
 			w.settle()
 			fmt.Println("REQS", c.String())
-			fmt.Println("WORK", w.String(), c.latencies())
+			fmt.Println("WORK", w.String(), c.latencies(), cpuTime())
 			printMem()
 			if profile != "" {
 				if err := writeHeapProfile(profile); err != nil {
@@ -702,6 +703,18 @@ func writeHeapProfile(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// cpuTime is the CPU this process has used (user and system) since it
+// started, which on this machine the API server, etcd and the rest did
+// not have.
+func cpuTime() string {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return "cpu=?"
+	}
+	d := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return fmt.Sprintf("cpu=%.2fs", d.Seconds())
 }
 
 func vmRSS() uint64 {
