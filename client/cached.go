@@ -140,27 +140,29 @@ func (r *CachedReader[T]) List(ctx context.Context, namespace string, selector l
 // List in the namespace would wait for, are not waited for. The objects
 // are read-only.
 func (r *CachedReader[T]) ListControlledBy(ctx context.Context, namespace string, owner types.UID) ([]T, error) {
-	controlled := func(obj T) bool {
-		ref := metav1.GetControllerOfNoCopy(obj)
-		return ref != nil && ref.UID == owner
-	}
-	ws := r.tracker.PendingIn(r.gr, namespace)
-	relevant := ws[:0]
-	for _, w := range ws {
-		cached, ok := r.cache.Get(w.Key.Namespace, w.Key.Name)
-		if !w.Gone && (!w.ControllerKnown || w.Controller == owner) || ok && controlled(cached) {
-			relevant = append(relevant, w)
+	list := func() (out []T, names map[string]bool) {
+		for _, obj := range r.cache.ListInNamespace(namespace, nil) {
+			if ref := metav1.GetControllerOfNoCopy(obj); ref != nil && ref.UID == owner {
+				out = append(out, obj)
+				if names == nil {
+					names = map[string]bool{}
+				}
+				names[obj.GetName()] = true
+			}
 		}
+		return out, names
 	}
-	if err := r.wait(ctx, relevant); err != nil {
+	out, held := list()
+	ws := r.tracker.pendingWhere(r.gr, namespace, func(w PendingWrite) bool {
+		return !w.Gone && (!w.ControllerKnown || w.Controller == owner) || held[w.Key.Name]
+	})
+	if len(ws) == 0 {
+		return out, nil
+	}
+	if err := r.wait(ctx, ws); err != nil {
 		return nil, err
 	}
-	var out []T
-	for _, obj := range r.cache.ListInNamespace(namespace, nil) {
-		if controlled(obj) {
-			out = append(out, obj)
-		}
-	}
+	out, _ = list()
 	return out, nil
 }
 

@@ -136,13 +136,19 @@ func (t *WriteTracker) Pending(gr schema.GroupResource, key cache.Key) (PendingW
 // namespaces): deletes without a resourceVersion first, then the others
 // newest first. The slice is the caller's.
 func (t *WriteTracker) PendingIn(gr schema.GroupResource, namespace string) []PendingWrite {
+	return t.pendingWhere(gr, namespace, nil)
+}
+
+// pendingWhere is PendingIn of the writes keep (nil: all) keeps. keep runs
+// under the tracker's lock: it must not call the tracker.
+func (t *WriteTracker) pendingWhere(gr schema.GroupResource, namespace string, keep func(PendingWrite) bool) []PendingWrite {
 	if t == nil {
 		return nil
 	}
 	t.mu.Lock()
 	var out []PendingWrite
 	for k, w := range t.pending[gr] {
-		if namespace == "" || k.Namespace == namespace {
+		if (namespace == "" || k.Namespace == namespace) && (keep == nil || keep(w)) {
 			out = append(out, w)
 		}
 	}
@@ -155,7 +161,7 @@ func (t *WriteTracker) PendingIn(gr schema.GroupResource, namespace string) []Pe
 			return 1
 		}
 		c, _ := resourceversion.CompareResourceVersion(b.ResourceVersion, a.ResourceVersion)
-		return cmp.Or(c, cmp.Compare(a.Key.String(), b.Key.String()))
+		return cmp.Or(c, cmp.Compare(a.Key.Namespace, b.Key.Namespace), cmp.Compare(a.Key.Name, b.Key.Name))
 	})
 	return out
 }
