@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -179,4 +180,35 @@ func unstructuredInt(obj map[string]any, path ...string) (int64, bool, error) {
 		return int64(v), true, nil
 	}
 	return 0, true, fmt.Errorf("%v is a %T", cur, cur)
+}
+
+// The first status is written by the sync after the one that created the
+// Deployment; it must come even when the Deployment never becomes
+// available (here no pod may be created in the namespace).
+func TestFoo_AFooWhoseDeploymentNeverBecomesAvailableStillGetsItsStatus(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-pods"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}},
+	}
+	if _, err := h.kc.CoreV1().ResourceQuotas(h.ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.createFoo(newFoo("starved", "starved", ptr.To[int32](1)))
+	h.waitReady("starved", metav1.ConditionFalse, foo.ReasonDeploymentProgressing)
+	u, err := dynamic.NewForConfigOrDie(h.env.Config).Resource(v1alpha1.Resource).Namespace(h.ns).Get(ctx, "starved", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, found, err := unstructuredInt(u.Object, "status", "availableReplicas"); err != nil || !found || v != 0 {
+		t.Errorf("status.availableReplicas = %v (found %v, %v), want present and 0", v, found, err)
+	}
+	d, err := h.kc.AppsV1().Deployments(h.ns).Get(ctx, "starved", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status.AvailableReplicas != 0 {
+		t.Errorf("Deployment starved has %d available replicas; the quota should keep it at 0", d.Status.AvailableReplicas)
+	}
 }
