@@ -63,15 +63,7 @@ func NewWriteTracker(logger *slog.Logger) *WriteTracker {
 // that is not an integer cannot be compared with a cache's, so it is not
 // recorded (reads of key then do not wait) and a warning is logged.
 func (t *WriteTracker) Record(gr schema.GroupResource, key cache.Key, rv string) {
-	if t == nil {
-		return
-	}
-	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
-		t.log.Warn("resourceVersion is not an integer; reads of this write will not wait for the cache",
-			"resource", gr.String(), "namespace", key.Namespace, "name", key.Name, "rv", rv)
-		return
-	}
-	t.put(gr, PendingWrite{Key: key, ResourceVersion: rv})
+	t.record(gr, PendingWrite{Key: key, ResourceVersion: rv})
 }
 
 // RecordObject notes that obj, of resource gr, was written as it is (its
@@ -80,17 +72,23 @@ func (t *WriteTracker) Record(gr schema.GroupResource, key cache.Key, rv string)
 // its answer. A resourceVersion that is not an integer is treated as by
 // Record.
 func (t *WriteTracker) RecordObject(gr schema.GroupResource, obj metav1.Object) {
+	w := PendingWrite{Key: cache.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}, ResourceVersion: obj.GetResourceVersion(), ControllerKnown: true}
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
+		w.Controller = ref.UID
+	}
+	t.record(gr, w)
+}
+
+// record puts w, a write at a resourceVersion, unless that is not an
+// integer (then it warns).
+func (t *WriteTracker) record(gr schema.GroupResource, w PendingWrite) {
 	if t == nil {
 		return
 	}
-	key, rv := cache.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}, obj.GetResourceVersion()
-	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
-		t.Record(gr, key, rv) // logs it
+	if _, err := resourceversion.CompareResourceVersion(w.ResourceVersion, w.ResourceVersion); err != nil {
+		t.log.Warn("resourceVersion is not an integer; reads of this write will not wait for the cache",
+			"resource", gr.String(), "namespace", w.Key.Namespace, "name", w.Key.Name, "rv", w.ResourceVersion)
 		return
-	}
-	w := PendingWrite{Key: key, ResourceVersion: rv, ControllerKnown: true}
-	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
-		w.Controller = ref.UID
 	}
 	t.put(gr, w)
 }
