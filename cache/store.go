@@ -88,6 +88,12 @@ type Lister[T watcher.Object] interface {
 	// ends first. Resource versions are compared as the integers the
 	// API server issues; an unparsable rv is reached only by equality.
 	WaitFor(ctx context.Context, key Key, rv string) error
+	// Changed returns a channel that is closed the next time the store
+	// applies anything: an event, a bookmark or a relist. To wait for a
+	// condition on the store, take the channel first, then check the
+	// condition, then wait on the channel: a change that lands between the
+	// check and the wait still wakes the waiter. WaitFor is that loop.
+	Changed() <-chan struct{}
 }
 
 // Store is a thread-safe, indexed map from Key to the latest known state of
@@ -106,9 +112,11 @@ type Store[T watcher.Object] struct {
 	count   int
 	indexes map[string]*index[T]
 	rv      string
-	// advanced is closed, and set to nil, when the store moves forward. It
-	// exists only while some WaitFor is waiting.
-	advanced chan struct{}
+	// changed is closed, and set to nil, when the store applies anything.
+	// It exists only while someone waits on it (Changed). Its own mutex
+	// lets waiters take it without the store's write lock.
+	changedMu sync.Mutex
+	changed   chan struct{}
 
 	detect *detector[T] // nil unless the mutation detector is on
 }
@@ -333,22 +341,29 @@ func (s *Store[T]) ResourceVersion() string {
 // WaitFor implements Lister.
 func (s *Store[T]) WaitFor(ctx context.Context, key Key, rv string) error {
 	for {
-		s.mu.Lock()
-		if s.reachedLocked(key, rv) {
-			s.mu.Unlock()
+		changed := s.Changed()
+		s.mu.RLock()
+		ok, cur := s.reachedLocked(key, rv), s.rv
+		s.mu.RUnlock()
+		if ok {
 			return nil
 		}
-		if s.advanced == nil {
-			s.advanced = make(chan struct{})
-		}
-		ch, cur := s.advanced, s.rv
-		s.mu.Unlock()
 		select {
-		case <-ch:
+		case <-changed:
 		case <-ctx.Done():
 			return fmt.Errorf("cache: waiting for %s at resourceVersion %s (store is at %q): %w", key, rv, cur, context.Cause(ctx))
 		}
 	}
+}
+
+// Changed implements Lister.
+func (s *Store[T]) Changed() <-chan struct{} {
+	s.changedMu.Lock()
+	defer s.changedMu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
 }
 
 func (s *Store[T]) reachedLocked(key Key, rv string) bool {
@@ -380,10 +395,12 @@ func (s *Store[T]) advanceLocked(rv string, relist bool) {
 	if rv != "" && (relist || !atOrAfter(s.rv, rv)) {
 		s.rv = rv
 	}
-	if s.advanced != nil {
-		close(s.advanced)
-		s.advanced = nil
+	s.changedMu.Lock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
 	}
+	s.changedMu.Unlock()
 }
 
 // Store returns the store this writer writes to.

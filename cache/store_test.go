@@ -257,3 +257,37 @@ func TestEncoded_SharedLabelSetsAreCheckedByTheMutationDetector(t *testing.T) {
 		t.Fatalf("a shared label set modified by a reader was not reported (reports %v)", reports)
 	}
 }
+
+func TestChanged_ClosesOnEveryKindOfChangeAndNotBefore(t *testing.T) {
+	_, w := newStore(t, cache.Options[*corev1.ConfigMap]{})
+	s := w.Store()
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	for _, step := range []struct {
+		what  string
+		apply func()
+	}{
+		{"an apply", func() { w.Apply(cm("ns", "a", "u1", "5")) }},
+		{"a bookmark", func() { w.Bookmark("6") }},
+		{"a delete", func() { w.Delete(cm("ns", "a", "u1", "7")) }},
+		{"a relist", func() { w.Replace(nil, "8") }},
+	} {
+		ch := s.Changed()
+		if closed(ch) {
+			t.Fatalf("Changed was closed before %s", step.what)
+		}
+		if again := s.Changed(); again != ch {
+			t.Fatalf("two Changed calls with no change between gave two channels")
+		}
+		step.apply()
+		if !closed(ch) {
+			t.Fatalf("Changed was not closed by %s", step.what)
+		}
+	}
+}

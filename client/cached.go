@@ -46,16 +46,17 @@ func (e *StaleError) Error() string {
 func (e *StaleError) Is(target error) bool { return target == ErrCacheStale }
 
 // Cache is what a CachedReader needs of a cache: reads, the resourceVersion
-// it has caught up with, and a way to wait for a resourceVersion.
+// it has caught up with, and a channel closed at its next change.
 // cache.Lister (a *cache.Store) provides it.
 type Cache[T watcher.Object] interface {
 	Get(namespace, name string) (T, bool)
 	ListInNamespace(namespace string, selector labels.Selector) []T
 	ResourceVersion() string
-	// WaitFor blocks until the cache has seen resourceVersion rv for key
-	// (the object at key is at rv or later, or the whole cache has reached
-	// rv), or ctx ends, returning an error wrapping context.Cause(ctx).
-	WaitFor(ctx context.Context, key cache.Key, rv string) error
+	// Changed returns a channel closed the next time the cache applies
+	// anything (cache.Lister.Changed). A CachedReader takes it before each
+	// check of a write, so a change between the check and the wait is not
+	// missed.
+	Changed() <-chan struct{}
 }
 
 // ReaderOptions configure a CachedReader. The zero value works.
@@ -168,33 +169,37 @@ func (r *CachedReader[T]) ListControlledBy(ctx context.Context, namespace string
 
 // wait blocks until the cache has seen every write in ws, for at most
 // MaxWait in all, and clears each write it confirms.
+//
+// Each check takes the cache's Changed channel before it looks: a change
+// applied between the look and the wait (a delete's event, say) closes the
+// channel, and the write is looked at again. There is no resourceVersion to
+// compute for a delete and so none to miss.
 func (r *CachedReader[T]) wait(ctx context.Context, ws []PendingWrite) error {
 	var (
 		began time.Time
 		wctx  context.Context
 	)
 	for _, w := range ws {
-		for !r.reached(w) {
+		for {
+			changed := r.cache.Changed()
+			if r.reached(w) {
+				break
+			}
 			if wctx == nil {
 				began = time.Now()
 				var cancel context.CancelFunc
 				wctx, cancel = context.WithTimeoutCause(ctx, r.maxWait, errMaxWait)
 				defer cancel()
 			}
-			target := w.ResourceVersion
-			if w.Gone {
-				// No resourceVersion to wait for: wait for the cache to
-				// move at all, then look again.
-				target = nextRV(r.cache.ResourceVersion())
-			}
-			if err := r.cache.WaitFor(wctx, w.Key, target); err != nil {
+			select {
+			case <-changed:
+			case <-wctx.Done():
+				err := context.Cause(wctx)
 				if errors.Is(err, errMaxWait) {
 					return &StaleError{Resource: r.gr, Key: w.Key, Want: w.want(), Have: r.cache.ResourceVersion(), Waited: time.Since(began)}
 				}
-				return fmt.Errorf("client: waiting for the cache of %s to reach %s at %s: %w", r.gr, w.Key, w.want(), err)
-			}
-			if !w.Gone {
-				break // WaitFor's condition is reached's
+				return fmt.Errorf("client: waiting for the cache of %s to reach %s at %s (cache is at %q): %w",
+					r.gr, w.Key, w.want(), r.cache.ResourceVersion(), err)
 			}
 		}
 		if wctx != nil {
@@ -220,23 +225,6 @@ func (w PendingWrite) want() string {
 		return "deletion of uid " + string(w.UID)
 	}
 	return "resourceVersion " + w.ResourceVersion
-}
-
-// nextRV returns the integer resourceVersion after rv, or "1" when rv is not
-// an integer (a cache that has not synced yet).
-func nextRV(rv string) string {
-	if !rvAtOrAfter(rv, "1") {
-		return "1"
-	}
-	b := []byte(rv)
-	for i := len(b) - 1; i >= 0; i-- {
-		if b[i] < '9' {
-			b[i]++
-			return string(b)
-		}
-		b[i] = '0'
-	}
-	return "1" + string(b)
 }
 
 var errMaxWait = errors.New("client: MaxWait elapsed")

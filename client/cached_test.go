@@ -26,18 +26,26 @@ import (
 // cache that lags), and a signal when a reader starts waiting on it.
 type heldCache[T watcher.Object] struct {
 	*cache.Store[T]
-	waiting chan struct{} // gets a value when WaitFor is entered
+	// waiting gets a value when a reader takes Changed while the cache is
+	// held: it is about to look at its write and, the cache being held,
+	// will wait. (Tests without a reflector hold too, to get the signal.)
+	waiting chan struct{}
 
 	mu   sync.Mutex
 	gate chan struct{} // non-nil: events wait until it is closed
 }
 
-func (h *heldCache[T]) WaitFor(ctx context.Context, key cache.Key, rv string) error {
-	select {
-	case h.waiting <- struct{}{}:
-	default:
+func (h *heldCache[T]) Changed() <-chan struct{} {
+	h.mu.Lock()
+	held := h.gate != nil
+	h.mu.Unlock()
+	if held {
+		select {
+		case h.waiting <- struct{}{}:
+		default:
+		}
 	}
-	return h.Store.WaitFor(ctx, key, rv)
+	return h.Store.Changed()
 }
 
 // hold makes the cache stop applying events until release.

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -99,6 +101,7 @@ func TestCachedReader_GetWaitsForTrackedWriteThenReturnsIt(t *testing.T) {
 	tr := client.NewWriteTracker(nil)
 	tr.Record(cmGR, key("ns", "a"), "8")
 	sc := &heldCache[*corev1.ConfigMap]{Store: store, waiting: make(chan struct{}, 1)}
+	sc.hold() // no reflector here: only to get the waiting signal
 	r := client.NewCachedReader[*corev1.ConfigMap](sc, tr, cmGR, client.ReaderOptions{MaxWait: 30 * time.Second})
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -220,6 +223,7 @@ func TestCachedReader_GetAfterDeleteWithoutResourceVersionWaitsUntilObjectGone(t
 	tr.RecordGone(cmGR, key("ns", "a"), "u-a")
 	tr.RecordGone(cmGR, key("ns", "b"), "u-b")
 	sc := &heldCache[*corev1.ConfigMap]{Store: store, waiting: make(chan struct{}, 1)}
+	sc.hold() // no reflector here: only to get the waiting signal
 	r := client.NewCachedReader[*corev1.ConfigMap](sc, tr, cmGR, client.ReaderOptions{MaxWait: 30 * time.Second})
 
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -243,5 +247,68 @@ func TestCachedReader_GetAfterDeleteWithoutResourceVersionWaitsUntilObjectGone(t
 	}
 	if tr.Len() != 0 {
 		t.Fatalf("tracker still holds %d writes", tr.Len())
+	}
+}
+
+// racyCache is a real cache.Store that applies a scripted change right after
+// the reader's first look at it: the change lands between the reader's check
+// of its write and its wait, the window a wait must not lose.
+type racyCache struct {
+	*cache.Store[*corev1.ConfigMap]
+	once    sync.Once
+	between func()
+}
+
+func (c *racyCache) Get(namespace, name string) (*corev1.ConfigMap, bool) {
+	obj, ok := c.Store.Get(namespace, name)
+	c.once.Do(c.between)
+	return obj, ok
+}
+
+func TestCachedReader_AChangeBetweenTheCheckAndTheWaitIsNotMissed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// record the write in tr; between applies its event to w.
+		record  func(tr *client.WriteTracker)
+		between func(w *cache.Writer[*corev1.ConfigMap])
+		wantErr func(error) bool
+	}{{
+		// The delete's event is the last event in a quiet namespace:
+		// nothing else would move the cache for MaxWait.
+		name:    "delete",
+		record:  func(tr *client.WriteTracker) { tr.RecordGone(cmGR, key("ns", "a"), "u-a") },
+		between: func(w *cache.Writer[*corev1.ConfigMap]) { w.Delete(cm("ns", "a", "11")) },
+		wantErr: apierrors.IsNotFound,
+	}, {
+		name:    "update",
+		record:  func(tr *client.WriteTracker) { tr.Record(cmGR, key("ns", "a"), "11") },
+		between: func(w *cache.Writer[*corev1.ConfigMap]) { w.Apply(cm("ns", "a", "11")) },
+		wantErr: func(err error) bool { return err == nil },
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				store, w, err := cache.New(cache.Options[*corev1.ConfigMap]{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.Replace([]*corev1.ConfigMap{cm("ns", "a", "10")}, "10")
+				tr := client.NewWriteTracker(nil)
+				tc.record(tr)
+				rc := &racyCache{Store: store, between: func() { tc.between(w) }}
+				r := client.NewCachedReader[*corev1.ConfigMap](rc, tr, cmGR, client.ReaderOptions{})
+				began := time.Now()
+				_, err = r.Get(t.Context(), "ns", "a")
+				if !tc.wantErr(err) {
+					t.Fatalf("Get after its write's event landed between check and wait: %v", err)
+				}
+				// Virtual time: any wait for MaxWait shows here, not on the clock.
+				if waited := time.Since(began); waited != 0 {
+					t.Fatalf("Get waited %v for an event the cache had already applied", waited)
+				}
+				if tr.Len() != 0 {
+					t.Fatalf("the write is still pending after Get confirmed it")
+				}
+			})
+		})
 	}
 }
