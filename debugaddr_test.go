@@ -65,6 +65,14 @@ func TestApp_DebugAddrServesTheAppsControllersAndInformers(t *testing.T) {
 	if got := await.Receive(t, "a reconcile", seen); got != "one" {
 		t.Fatalf("reconciled %q, want one", got)
 	}
+	// The one worker counts a reconcile after it returns: once it is in
+	// the next one, the first is on the page.
+	if _, err := kc.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "two"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := await.Receive(t, "a second reconcile", seen); got != "two" {
+		t.Fatalf("reconciled %q, want two", got)
+	}
 	await.Closed(t, "the debug page's address", app.Debug().AddrReady())
 	resp, err := http.Get(app.Debug().SnapshotURL())
 	if err != nil {
