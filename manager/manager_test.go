@@ -254,7 +254,9 @@ func TestManager_RunsLeaderRunnablesOnlyWhileLeadingAndReleasesAfterTheyReturn(t
 		t.Fatal("leader-needing runnable started before leading")
 	default:
 	}
-	// A standby replica with synced (no) caches is ready.
+	// A standby replica with synced (no) caches is ready (once the
+	// manager has noted that they synced).
+	await.Closed(t, "the manager's caches to sync", m.Synced())
 	if code, body := get(t, base+"/readyz"); code != 200 {
 		t.Errorf("/readyz on a standby = %d %q, want 200", code, body)
 	}
