@@ -1,0 +1,3 @@
+// Package cronjob is the CronJob controller of the kubebuilder book, done
+// the kloop way.
+package cronjob
