@@ -369,6 +369,10 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) {
 		ctx, cancel = context.WithTimeoutCause(ctx, c.opts.ReconcileTimeout, ErrReconcileTimeout)
 		defer cancel()
 	}
+	// The failure logs below carry the reconcile's id too, so that they can
+	// be matched with what the reconcile logged.
+	log := c.log.With(append(keyAttrs(key), "reconcileID", newReconcileID())...)
+	ctx = WithLogger(ctx, log)
 	start := time.Now()
 	res, err := c.call(ctx, key)
 	c.m.duration.Observe(time.Since(start).Seconds())
@@ -393,7 +397,6 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) {
 	retries := c.queue.NumRequeues(key)
 	terminal := errors.Is(err, ErrTerminal)
 	c.recent.add(ReconcileError{Time: time.Now(), Key: keyString(key), Error: err.Error(), Terminal: terminal, Retries: retries})
-	log := c.log.With(keyAttrs(key)...)
 	var pe *PanicError
 	if errors.As(err, &pe) {
 		c.m.panics.Inc()

@@ -61,4 +61,6 @@
 //     help, Result{RequeueAfter} to look again later.
 //  3. Honour ctx in Reconcile: it carries the per-reconcile timeout and the
 //     stop.
+//  4. Log through LoggerFrom(ctx): its lines carry the controller, the key
+//     and an id of the Reconcile call.
 package controller
