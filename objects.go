@@ -346,36 +346,14 @@ func (w watched[T]) ownsSource(owner schema.GroupKind) controller.Source[cache.K
 }
 
 // Lister reads the handle's cache directly, without waiting for this
-// App's writes (see Get). Nil if Objects failed.
+// App's writes (see Get): the escape hatch for code that must not block,
+// such as a MapTo function. Its ByIndex takes, for a namespaced kind, the
+// value as IndexValue scopes it (see AddIndex). Nil if Objects failed.
 func (h *Handle[T]) Lister() cache.Lister[T] {
 	if h.inf == nil {
 		return nil
 	}
 	return h.inf.Lister()
-}
-
-// AddIndex adds an index to the handle's cache, for ByIndex; add it before
-// Run. A failure is also returned by Run.
-func (h *Handle[T]) AddIndex(name string, fn cache.IndexFunc[T]) error {
-	err := h.err
-	if err == nil {
-		err = h.inf.AddIndex(name, fn)
-	}
-	if err != nil {
-		err = fmt.Errorf("kloop: AddIndex %q on %s: %w", name, h.gvk.Kind, err)
-		h.app.fail(err)
-	}
-	return err
-}
-
-// ByIndex returns the cached objects indexed under value in the named
-// index (see AddIndex). Like Lister, it does not wait for this App's
-// writes.
-func (h *Handle[T]) ByIndex(index, value string) ([]T, error) {
-	if h.err != nil {
-		return nil, h.err
-	}
-	return h.inf.Lister().ByIndex(index, value)
 }
 
 // MapTo is a source for a controller's Watches: each change of h's objects

@@ -2,6 +2,7 @@ package kloop
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,20 +11,49 @@ import (
 	"github.com/kloop-dev/kloop/client"
 )
 
-// DeleteControlledBy deletes the objects in owner's namespace whose
-// controller reference is owner, except those named in keep, and returns
-// how many it deleted: what a controller does with the objects it made
-// under names it no longer wants (after a rename, or when fewer are
-// asked for). It reads them from the cache, after waiting for this App's
-// own writes of objects owner controls or controlled (not for every write
-// in the namespace, as List does: see client.CachedReader.ListControlledBy),
-// and logs each delete. One already gone is not counted; any other failure
-// stops it and is returned.
-func (h *Handle[T]) DeleteControlledBy(ctx context.Context, owner metav1.Object, keep ...string) (int, error) {
+// ListControlledBy returns the cached objects whose controller reference
+// is owner (in owner's namespace; in every namespace for a cluster-scoped
+// owner), after waiting for this App's own writes of objects owner
+// controls or controlled, not for every write in the namespace as List
+// does (see client.CachedReader.ListControlledBy). The objects are
+// read-only.
+func (h *Handle[T]) ListControlledBy(ctx context.Context, owner metav1.Object) ([]T, error) {
 	if h.err != nil {
-		return 0, h.err
+		return nil, h.err
 	}
-	objs, err := h.reader.ListControlledBy(ctx, owner.GetNamespace(), owner.GetUID())
+	if owner == nil || owner.GetUID() == "" {
+		return nil, fmt.Errorf("kloop: ListControlledBy on %s: the owner has no UID; pass the owner as read from the API server or a cache", h.gvk.Kind)
+	}
+	return h.reader.ListControlledBy(ctx, owner.GetNamespace(), owner.GetUID())
+}
+
+// DeleteControlledBy deletes the objects whose controller reference is
+// owner (see ListControlledBy), except those named in keep, and returns how
+// many it deleted: what a controller does with the objects it made under
+// names it no longer wants (after a rename, or when fewer are asked for).
+// It logs each delete. One already gone is not counted; any other failure
+// stops it and is returned.
+//
+// The deletes propagate in the background: the garbage collector deletes
+// what the deleted objects own in turn (a Job's Pods, which a Job's
+// default, orphan, would leave behind). DeleteControlledByWith chooses
+// another propagation.
+func (h *Handle[T]) DeleteControlledBy(ctx context.Context, owner metav1.Object, keep ...string) (int, error) {
+	return h.DeleteControlledByWith(ctx, owner, metav1.DeletePropagationBackground, keep...)
+}
+
+// DeleteControlledByWith is DeleteControlledBy with the deletes'
+// propagation policy: metav1.DeletePropagationForeground (each object is
+// gone only after what it owns), DeletePropagationBackground, or
+// DeletePropagationOrphan (what it owns is left, without the reference).
+func (h *Handle[T]) DeleteControlledByWith(ctx context.Context, owner metav1.Object, propagation metav1.DeletionPropagation, keep ...string) (int, error) {
+	switch propagation {
+	case metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan:
+	default:
+		return 0, fmt.Errorf("kloop: DeleteControlledByWith on %s: propagation %q is none of %s, %s, %s", h.gvk.Kind, propagation,
+			metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan)
+	}
+	objs, err := h.ListControlledBy(ctx, owner)
 	if err != nil {
 		return 0, err
 	}
@@ -33,8 +63,8 @@ func (h *Handle[T]) DeleteControlledBy(ctx context.Context, owner metav1.Object,
 			continue
 		}
 		h.app.log.Info("Deleting an object its controller no longer wants", "kind", h.gvk.Kind,
-			"namespace", obj.GetNamespace(), "name", obj.GetName(), "controller", owner.GetName())
-		err := h.Delete(ctx, obj.GetNamespace(), obj.GetName(), metav1.DeleteOptions{})
+			"namespace", obj.GetNamespace(), "name", obj.GetName(), "controller", owner.GetName(), "propagation", propagation)
+		err := h.Delete(ctx, obj.GetNamespace(), obj.GetName(), metav1.DeleteOptions{PropagationPolicy: &propagation})
 		if apierrors.IsNotFound(err) {
 			continue
 		}

@@ -133,6 +133,13 @@ func (r *CachedReader[T]) List(ctx context.Context, namespace string, selector l
 	return r.cache.ListInNamespace(namespace, selector), nil
 }
 
+// WaitForWrites returns once the cache has seen every write this client
+// made in namespace ("" means all), as List does before it reads: for a
+// read of the cache that does not go through the reader, such as an index.
+func (r *CachedReader[T]) WaitForWrites(ctx context.Context, namespace string) error {
+	return r.wait(ctx, r.tracker.PendingIn(r.gr, namespace))
+}
+
 // ListControlledBy returns the objects in namespace whose controller
 // reference has the UID owner, once the cache has seen each write of this
 // client that can change that answer: a write of an object controlled by

@@ -36,8 +36,8 @@ const Annotation = "kloop.dev/config-hash"
 // ControllerName names the controller in logs and metrics.
 const ControllerName = "confighash"
 
-// byConfigMap indexes Deployments by the namespace/name of each ConfigMap
-// their pods mount.
+// byConfigMap indexes Deployments by the name of each ConfigMap their pods
+// mount (the App keeps the values per namespace).
 const byConfigMap = "configmap"
 
 // Setup declares the controller in app.
@@ -46,7 +46,7 @@ func Setup(app *kloop.App) error {
 		Deployments: kloop.Objects[*appsv1.Deployment](app),
 		ConfigMaps:  kloop.Objects[*corev1.ConfigMap](app),
 	}
-	if err := r.Deployments.AddIndex(byConfigMap, mountedConfigMaps); err != nil {
+	if err := r.Deployments.AddIndex(byConfigMap, configMapNames); err != nil {
 		return err
 	}
 	_, err := kloop.NewController(app, ControllerName, r.Reconcile).
@@ -99,22 +99,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 	return controller.Result{}, err
 }
 
-// deploymentsMounting maps a ConfigMap to the Deployments that mount it.
+// deploymentsMounting maps a ConfigMap to the Deployments that mount it. A
+// map function must not block, so it reads the index through the Lister,
+// which does not wait for the App's own writes.
 func (r *Reconciler) deploymentsMounting(cm *corev1.ConfigMap) []cache.Key {
-	deps, _ := r.Deployments.ByIndex(byConfigMap, cm.Namespace+"/"+cm.Name)
+	deps, _ := r.Deployments.Lister().ByIndex(byConfigMap, kloop.IndexValue(cm.Namespace, cm.Name))
 	keys := make([]cache.Key, 0, len(deps))
 	for _, d := range deps {
 		keys = append(keys, cache.KeyOf(d))
 	}
 	return keys
-}
-
-func mountedConfigMaps(dep *appsv1.Deployment) []string {
-	names := configMapNames(dep)
-	for i, n := range names {
-		names[i] = dep.Namespace + "/" + n
-	}
-	return names
 }
 
 // configMapNames lists the ConfigMaps the Deployment's pods mount, sorted.
