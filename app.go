@@ -64,6 +64,7 @@ type App struct {
 	runnables  []manager.Runnable
 	member     *sharding.Member        // Options.Sharding
 	shardFlags map[string]*atomic.Bool // sharded informers (see sharding.go)
+	webhooks   *webhooks               // Options.WebhookAddr, WebhookLocal (see webhook.go)
 }
 
 // New returns an App talking to the API server at cfg. It validates opts
@@ -150,6 +151,9 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 		if err := mgr.Add(a.debug); err != nil {
 			return nil, err
 		}
+	}
+	if a.webhooks, err = a.newWebhooks(); err != nil {
+		return nil, err
 	}
 	return a, nil
 }
@@ -350,9 +354,9 @@ func (a *App) Err() error {
 
 // Run starts everything the App holds and blocks until ctx is done and
 // everything has stopped (within Options.ShutdownTimeout): the informers
-// (on every replica), the event recorder, the controllers (with leader
-// election, only while this replica leads) and the runnables added with
-// Add. It returns nil after a clean stop through ctx. If a declaration
+// (on every replica), the event recorder, the webhook server (on every
+// replica), the controllers (with leader election, only while this replica
+// leads) and the runnables added with Add. It returns nil after a clean stop through ctx. If a declaration
 // failed it starts nothing and returns every declaration error.
 func (a *App) Run(ctx context.Context) error {
 	a.mu.Lock()
@@ -370,6 +374,9 @@ func (a *App) Run(ctx context.Context) error {
 		runs = append(runs, a.factory)
 	}
 	runs = append(runs, a.recorder)
+	if a.webhooks != nil {
+		runs = append(runs, a.webhooks.runnable(a))
+	}
 	runs = append(runs, a.runnables...)
 	a.mu.Unlock()
 	for _, r := range runs {

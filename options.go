@@ -59,6 +59,25 @@ type Options struct {
 	// off. It may equal MetricsAddr: then one server serves all three.
 	HealthAddr string
 
+	// WebhookAddr is where the webhook server (package webhook) listens
+	// for the API server, such as ":9443"; "" or "0" means off unless
+	// WebhookLocal is set. NewWebhook declares what it serves. It needs
+	// WebhookCertDir.
+	WebhookAddr string
+	// WebhookCertDir holds the webhook server's tls.crt and tls.key, such
+	// as a mounted cert-manager Secret; they are read again when they
+	// change. With WebhookLocal it is where the generated CA and
+	// certificate are written ("" for a temporary directory).
+	WebhookCertDir string
+	// WebhookLocal is local development mode, for a program run outside
+	// the cluster: the webhook server listens on 127.0.0.1 (at
+	// WebhookAddr's port, else a free one) with a certificate of its own
+	// CA, and while Run runs the App installs webhook configurations named
+	// Name+"-local" and the CRDs' conversion, pointing there (limited to
+	// Namespace, if set), and removes them at the stop. WebhooksReady is
+	// closed once the API server calls them.
+	WebhookLocal bool
+
 	// LeaderElection, if set, runs controllers only while this replica
 	// holds a coordination.k8s.io Lease. Informers run on every replica,
 	// so a standby has warm caches when it takes over.

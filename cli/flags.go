@@ -71,6 +71,9 @@ func (f *Flags) Validate() error {
 	if _, err := f.Serving.Debug(); err != nil {
 		return err
 	}
+	if _, err := f.Serving.Webhook(); err != nil {
+		return err
+	}
 	return f.Cluster.Validate()
 }
 
@@ -78,7 +81,8 @@ func (f *Flags) Validate() error {
 // (a bad one is a *FlagError), sets the logger up (Logging.Setup), loads
 // the client configuration (Cluster.RESTConfig) and returns it with the
 // Options for kloop.New: Name, Logger, MetricsAddr, HealthAddr,
-// SecureMetrics, DebugAddr, LeaderElection and Sharding filled in. The
+// SecureMetrics, DebugAddr, the Webhook options, LeaderElection and
+// Sharding filled in. The
 // command sets the rest (Scheme, Namespace, ...) before calling kloop.New.
 func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) {
 	if err := f.Validate(); err != nil {
@@ -93,6 +97,7 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 	metrics, health, _ := f.Serving.Addrs()
 	debugAddr, _ := f.Serving.Debug()
 	sec, _ := f.Serving.Secure()
+	webhookAddr, _ := f.Serving.Webhook()
 	cfg, err := f.Cluster.RESTConfig()
 	if err != nil {
 		return nil, kloop.Options{}, err
@@ -104,6 +109,9 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 		HealthAddr:     health,
 		SecureMetrics:  sec,
 		DebugAddr:      debugAddr,
+		WebhookAddr:    webhookAddr,
+		WebhookCertDir: f.Serving.WebhookCertDir,
+		WebhookLocal:   f.Serving.WebhookLocal,
 		LeaderElection: le,
 		Sharding:       sh,
 	}, nil

@@ -288,3 +288,44 @@ func TestFlags_ConfigFillsShardingOrRefusesItWithLeaderElection(t *testing.T) {
 		t.Errorf("--shard --leader-elect: exit %d, ran %v, stderr %q; want exit 2 naming both flags", code, ran, stderr)
 	}
 }
+
+// The webhook flags reach kloop.Options as given, and a webhook address
+// without a certificate directory (or local mode) is refused, naming the
+// flag and what to add.
+func TestFlags_WebhookFlagsReachOptionsOrNameWhatIsMissing(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want kloop.Options // only the webhook fields
+		bad  string
+	}{
+		{args: nil},
+		{args: []string{"--webhook-bind-address", ":9443", "--webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs"},
+			want: kloop.Options{WebhookAddr: ":9443", WebhookCertDir: "/tmp/k8s-webhook-server/serving-certs"}},
+		{args: []string{"--webhook-local"}, want: kloop.Options{WebhookLocal: true}},
+		{args: []string{"--webhook-local", "--webhook-bind-address", "127.0.0.1:9443"}, want: kloop.Options{WebhookLocal: true, WebhookAddr: "127.0.0.1:9443"}},
+		{args: []string{"--webhook-bind-address", ":9443"}, bad: "--webhook-bind-address"},
+		{args: []string{"--webhook-cert-dir", "/certs"}, bad: "--webhook-cert-dir"},
+		{args: []string{"--webhook-bind-address", "9443", "--webhook-local"}, bad: "--webhook-bind-address"},
+	} {
+		flags := cli.NewFlags("demo")
+		var opts kloop.Options
+		cmd := &cobra.Command{Use: "demo", RunE: func(cmd *cobra.Command, _ []string) error {
+			_, o, err := flags.Config(cmd)
+			opts = o
+			return err
+		}}
+		flags.AddFlags(cmd.Flags())
+		var stderr strings.Builder
+		code := cli.Run(t.Context(), cmd, append([]string{"--master", "https://127.0.0.1:6443"}, tc.args...), io.Discard, &stderr)
+		if tc.bad != "" {
+			if code != cli.ExitUsage || !strings.Contains(stderr.String(), tc.bad) {
+				t.Errorf("%q: exit %d, stderr %q; want a usage error naming %s", tc.args, code, stderr.String(), tc.bad)
+			}
+			continue
+		}
+		got := kloop.Options{WebhookAddr: opts.WebhookAddr, WebhookCertDir: opts.WebhookCertDir, WebhookLocal: opts.WebhookLocal}
+		if code != cli.ExitOK || got != tc.want {
+			t.Errorf("%q: exit %d (stderr %q), webhook options %+v; want exit 0 and %+v", tc.args, code, stderr.String(), got, tc.want)
+		}
+	}
+}

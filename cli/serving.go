@@ -25,18 +25,29 @@ const Off = "0"
 // --debug-bind-address serves the live debug page (package debug). It is
 // plain HTTP on a loopback address only, unless --metrics-secure is on:
 // then it has /metrics' TLS and authorization and may listen anywhere.
+//
+// --webhook-bind-address serves the admission and conversion webhooks
+// (package webhook) with the tls.crt and tls.key of --webhook-cert-dir;
+// --webhook-local serves them on 127.0.0.1 with a certificate of its own
+// and installs their configurations while the program runs (local
+// development).
 type Serving struct {
 	MetricsAddr    string
 	HealthAddr     string
 	MetricsSecure  bool
 	MetricsCertDir string
 	DebugAddr      string
+	WebhookAddr    string
+	WebhookCertDir string
+	WebhookLocal   bool
 }
 
 // NewServing returns kloop's defaults: both off, so that nothing listens
 // unless asked. deploy/'s manifests pass :8443 (with --metrics-secure)
 // and :8081.
-func NewServing() Serving { return Serving{MetricsAddr: Off, HealthAddr: Off, DebugAddr: Off} }
+func NewServing() Serving {
+	return Serving{MetricsAddr: Off, HealthAddr: Off, DebugAddr: Off, WebhookAddr: Off}
+}
 
 // AddFlags registers the flags on fs, with s's fields as defaults.
 func (s *Serving) AddFlags(fs *pflag.FlagSet) {
@@ -50,6 +61,29 @@ func (s *Serving) AddFlags(fs *pflag.FlagSet) {
 		"with --metrics-secure: the directory holding tls.crt and tls.key to serve /metrics with (default: a self-signed certificate)")
 	fs.StringVar(&s.DebugAddr, "debug-bind-address", s.DebugAddr,
 		`serve the live debug page (informers, queues, reconciles, leader, shards) at /debug/ on this host:port, for example "127.0.0.1:8082"; a loopback address unless --metrics-secure is on, which gives it /metrics' TLS and authorization; 0 turns it off`)
+	fs.StringVar(&s.WebhookAddr, "webhook-bind-address", s.WebhookAddr,
+		`serve the admission and conversion webhooks over TLS at this host:port, for example ":9443"; 0 turns them off`)
+	fs.StringVar(&s.WebhookCertDir, "webhook-cert-dir", s.WebhookCertDir,
+		"the directory holding the webhook server's tls.crt and tls.key (read again when they change); with --webhook-local, where its generated CA and certificate go (default: a temporary directory)")
+	fs.BoolVar(&s.WebhookLocal, "webhook-local", s.WebhookLocal,
+		"local development: serve the webhooks on 127.0.0.1 (at --webhook-bind-address's port, else a free one) with a certificate of a CA of its own, and install webhook configurations and CRD conversions pointing there while the program runs")
+}
+
+// Webhook validates the webhook flags and returns the address, "" for off
+// (or, with --webhook-local, for a free port).
+func (s *Serving) Webhook() (string, error) {
+	addr, err := bindAddr("--webhook-bind-address", s.WebhookAddr)
+	if err != nil {
+		return "", err
+	}
+	if addr != "" && !s.WebhookLocal && s.WebhookCertDir == "" {
+		return "", &FlagError{Flag: "--webhook-bind-address", Value: s.WebhookAddr,
+			Want: "--webhook-cert-dir as well, the directory holding tls.crt and tls.key (a mounted Secret), or --webhook-local for a certificate of its own"}
+	}
+	if addr == "" && !s.WebhookLocal && s.WebhookCertDir != "" {
+		return "", &FlagError{Flag: "--webhook-cert-dir", Value: s.WebhookCertDir, Want: "--webhook-bind-address or --webhook-local as well (without them no webhook is served)"}
+	}
+	return addr, nil
 }
 
 // Debug validates --debug-bind-address and returns it, "" for off. Without

@@ -317,7 +317,9 @@ func (l *Local) configurations(base string, hooks Hooks, crds []*apiextensionsv1
 		nsSel = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpIn, Values: []string{hooks.Namespace}}}}
 	}
 	notProbe := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: probeLabel, Operator: metav1.LabelSelectorOpDoesNotExist}}}
-	probeOf := func(v string) *metav1.LabelSelector { return &metav1.LabelSelector{MatchLabels: map[string]string{probeLabel: v}} }
+	probeOf := func(v string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{probeLabel: v}}
+	}
 	client := func(path string) admissionregistrationv1.WebhookClientConfig {
 		return admissionregistrationv1.WebhookClientConfig{URL: ptr(base + path), CABundle: l.ca}
 	}
@@ -511,6 +513,5 @@ func createOrUpdate[T interface{ GetName() string }](ctx context.Context, c conf
 }
 
 func ptr[V any](v V) *V { return &v }
-
 
 func jsonEncode(w http.ResponseWriter, v any) error { return json.NewEncoder(w).Encode(v) }

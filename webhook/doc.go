@@ -1,0 +1,31 @@
+// Package webhook serves the API server's webhooks for a controller
+// program: admission (defaulting and validation of a kind) and CRD
+// conversion between versions.
+//
+// A Server serves them over TLS with a certificate from a directory,
+// usually a mounted kubernetes.io/tls Secret that cert-manager renews; the
+// files are read again when they change, and a broken new pair leaves the
+// old one in service. It runs on every replica (no leader election).
+//
+// Handlers are typed: Mutating calls a Defaulter[T] with the decoded object
+// and computes the JSON patch itself; Validating calls a Validator[T]. A
+// returned apierrors.APIStatus error (apierrors.NewInvalid with field
+// errors) reaches the client as that status; any other error is a 403
+// refusal with its message; a panic is a refusal with code 500, never a
+// crash. RequestFrom gives the admission request itself. The paths
+// (MutatePath, ValidatePath, ConvertPath) are controller-runtime's, so the
+// manifests kubebuilder's markers make match.
+//
+// Conversion follows controller-runtime's hub-and-spoke contract: one
+// version of a kind is the Hub, the others are Convertible to and from it.
+//
+// Local (local development mode) runs a program outside the cluster with
+// its webhooks: a CA and a certificate of its own, URL-based webhook
+// configurations and CRD conversions pointing at a loopback address while
+// it runs, removed at the stop. It returns only once the API server
+// calls the webhooks.
+//
+// Most programs use the webhook server through the kloop package's
+// NewWebhook builder and Options.WebhookAddr; this package is for the
+// handlers alone or a server of one's own.
+package webhook
