@@ -1,12 +1,15 @@
 package cronjob
 
 import (
+	"context"
+
 	"github.com/robfig/cron/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	batch "github.com/kloop-dev/kloop/samples/cronjob/apis/batch/v1"
+	"github.com/kloop-dev/kloop/webhook"
 )
 
 // The book's defaults.
@@ -81,4 +84,29 @@ func ValidateUpdateOf(old, cj *batch.CronJob) (warnings []string, err error) {
 		}
 	}
 	return warnings, err
+}
+
+// Default is the defaulting webhook: SetDefaults.
+func Default(_ context.Context, cj *batch.CronJob) error {
+	SetDefaults(cj)
+	return nil
+}
+
+// Validator is the validating webhook: Validate on create,
+// ValidateUpdateOf on update; a delete is always allowed.
+type Validator struct{}
+
+// ValidateCreate validates a new CronJob.
+func (Validator) ValidateCreate(_ context.Context, cj *batch.CronJob) (webhook.Warnings, error) {
+	return Validate(cj)
+}
+
+// ValidateUpdate validates an update from old to cj.
+func (Validator) ValidateUpdate(_ context.Context, old, cj *batch.CronJob) (webhook.Warnings, error) {
+	return ValidateUpdateOf(old, cj)
+}
+
+// ValidateDelete allows every delete.
+func (Validator) ValidateDelete(context.Context, *batch.CronJob) (webhook.Warnings, error) {
+	return nil, nil
 }

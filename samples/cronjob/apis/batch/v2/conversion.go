@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	v1 "github.com/kloop-dev/kloop/samples/cronjob/apis/batch/v1"
+	"github.com/kloop-dev/kloop/webhook"
 )
 
 // Conversion to and from v1, the hub. The schedule is the one field whose
@@ -170,4 +171,22 @@ func deleteAnnotation(m *map[string]string, k string) {
 // CronJob.
 func errNotHub(got any) error {
 	return fmt.Errorf("conversion of a v2 CronJob needs a *v1.CronJob as the hub, got %T", got)
+}
+
+// ConvertTo converts cj to dst, which must be a *v1.CronJob (the hub).
+func (cj *CronJob) ConvertTo(dst webhook.Hub) error {
+	hub, ok := dst.(*v1.CronJob)
+	if !ok {
+		return errNotHub(dst)
+	}
+	return cj.ConvertToHub(hub)
+}
+
+// ConvertFrom fills cj from src, which must be a *v1.CronJob (the hub).
+func (cj *CronJob) ConvertFrom(src webhook.Hub) error {
+	hub, ok := src.(*v1.CronJob)
+	if !ok {
+		return errNotHub(src)
+	}
+	return cj.ConvertFromHub(hub)
 }

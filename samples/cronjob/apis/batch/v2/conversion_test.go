@@ -1,6 +1,7 @@
 package v2_test
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -9,6 +10,7 @@ import (
 
 	v1 "github.com/kloop-dev/kloop/samples/cronjob/apis/batch/v1"
 	v2 "github.com/kloop-dev/kloop/samples/cronjob/apis/batch/v2"
+	"github.com/kloop-dev/kloop/webhook"
 )
 
 func field(s string) *v2.CronField { f := v2.CronField(s); return &f }
@@ -134,3 +136,23 @@ func TestConversion_AnUnexpressibleScheduleIsKeptUntilTheFieldsAreSet(t *testing
 		t.Errorf("schedule %q, want the fields' \"* * * * *\"", back.Spec.Schedule)
 	}
 }
+
+// Both versions meet webhook's hub-and-spoke contract.
+var (
+	_ webhook.Hub         = &v1.CronJob{}
+	_ webhook.Convertible = &v2.CronJob{}
+)
+
+func TestConvertTo_RefusesAnythingButTheHub(t *testing.T) {
+	var cj v2.CronJob
+	if err := cj.ConvertTo(&notHub{}); err == nil || !strings.Contains(err.Error(), "*v1.CronJob") {
+		t.Errorf("ConvertTo(other) = %v, want an error naming the hub type", err)
+	}
+	if err := cj.ConvertFrom(&notHub{}); err == nil {
+		t.Error("ConvertFrom(other) = nil, want an error")
+	}
+}
+
+type notHub struct{ v1.CronJob }
+
+func (*notHub) Hub() {}
