@@ -7,10 +7,14 @@ import (
 )
 
 // controlPlane is the one control plane of this package's end-to-end tests,
-// with kube-controller-manager running the Job controller (so Jobs get
-// pods and finish) and the garbage collector. Each test works in a
+// with kube-controller-manager running testenv's controllers and the Job
+// controller (so Jobs get pods and finish). Each test works in a
 // namespace of its own.
-var controlPlane = testenv.Shared{Options: testenv.Options{ControllerManager: true}}
+var controlPlane = testenv.Shared{Options: testenv.Options{
+	ControllerManager: true,
+	ControllerManagerFlags: []string{"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller," +
+		"namespace-controller,serviceaccount-controller,serviceaccount-token-controller,job-controller"},
+}}
 
 func TestMain(m *testing.M) {
 	controlPlane.Main(m)

@@ -119,14 +119,15 @@ func ScheduledTime(j *batchv1.Job) (time.Time, bool) {
 	return t, err == nil
 }
 
-// startTime orders Jobs for pruning: the run's start, else its scheduled
-// time, else its creation.
+// startTime orders Jobs for pruning: the run's scheduled time (the order
+// of the runs, on the controller's clock), else its start, else its
+// creation.
 func startTime(j *batchv1.Job) time.Time {
-	if j.Status.StartTime != nil {
-		return j.Status.StartTime.Time
-	}
 	if t, ok := ScheduledTime(j); ok {
 		return t
+	}
+	if j.Status.StartTime != nil {
+		return j.Status.StartTime.Time
 	}
 	return j.CreationTimestamp.Time
 }
