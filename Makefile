@@ -52,7 +52,7 @@ test-short:
 ## image: OCI images of the commands (linux/amd64 + linux/arm64) into bin/images, without a Docker daemon
 # An OCI layout per command (bin/images/<command>) and a `docker load`-able
 # tarball per platform (bin/images/<command>-<arch>.tar); see tools/image.
-IMAGE_COMMANDS ?= foo-controller,notifier,podwatch
+IMAGE_COMMANDS ?= foo-controller,cronjob-controller,notifier,podwatch
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 IMAGE_REPOSITORY ?= kloop.local
 IMAGE_TAG ?= dev
@@ -79,6 +79,9 @@ RBAC := \
 	foo-controller/rbac:foo-controller:role.yaml:./samples/foo \
 	foo-controller/rbac:foo-controller-leader-election:leader_election_role.yaml:./leaderelection \
 	foo-controller/rbac:foo-controller-metrics-auth:metrics_auth_role.yaml:./metrics/secure \
+	cronjob-controller/rbac:cronjob-controller:role.yaml:./samples/cronjob \
+	cronjob-controller/rbac:cronjob-controller-leader-election:leader_election_role.yaml:./leaderelection \
+	cronjob-controller/rbac:cronjob-controller-metrics-auth:metrics_auth_role.yaml:./metrics/secure \
 	overlays/foo-controller-sharded/rbac:foo-controller-sharding:sharding_role.yaml:./sharding \
 	podwatch/rbac:podwatch:role.yaml:./samples/podwatch \
 	podwatch/rbac:podwatch-metrics-auth:metrics_auth_role.yaml:./metrics/secure \
@@ -112,7 +115,7 @@ check-generated:
 		if ! diff -ru -x kustomization.yaml -x Kustomization $$dir/crd $$tmp/$$dir/crd; then \
 			echo "$$dir/crd is stale: run make generate"; exit 1; fi; done; \
 	$(MAKE) -s gen-deploy-into DIR=$$tmp/deploy; \
-	for d in foo-controller overlays/foo-controller-sharded podwatch notifier; do \
+	for d in foo-controller cronjob-controller overlays/foo-controller-sharded podwatch notifier; do \
 		if ! diff -ru deploy/$$d/rbac $$tmp/deploy/$$d/rbac; then echo "deploy/$$d/rbac is stale: run make generate"; exit 1; fi; done; \
 	echo "generated files are up to date"
 

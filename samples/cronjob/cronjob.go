@@ -39,15 +39,19 @@ const (
 // The rights the CronJob controller needs, for controller-gen's RBAC
 // generator (make generate writes them to
 // deploy/cronjob-controller/rbac/role.yaml): its informers list and watch
-// CronJobs and Jobs; it adds and removes its finalizer (update), writes the
-// status through the subresource, creates Jobs and deletes those beyond the
-// history limits, those Replace replaces and, at deletion, all of a
-// CronJob's. Reads go to the caches, so no get.
+// CronJobs and Jobs; it adds and removes its finalizer (a JSON patch),
+// writes the status through the subresource, creates Jobs (whose
+// controller reference blocks the CronJob's deletion: update on
+// cronjobs/finalizers, where the API server checks that) and deletes those
+// beyond the history limits, those Replace replaces and, at deletion, all
+// of a CronJob's. A failed clean-up is recorded as a Warning Event. Reads
+// go to the caches, so no get.
 //
-// +kubebuilder:rbac:groups=batch.tutorial.kubebuilder.io,resources=cronjobs,verbs=list;watch;update;patch
+// +kubebuilder:rbac:groups=batch.tutorial.kubebuilder.io,resources=cronjobs,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=batch.tutorial.kubebuilder.io,resources=cronjobs/status,verbs=update
 // +kubebuilder:rbac:groups=batch.tutorial.kubebuilder.io,resources=cronjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Scheme returns a new scheme with the built-in types and both versions
 // of CronJob.
