@@ -65,9 +65,29 @@
 //     Handle.Repair applies only then, guarded by the resourceVersion it
 //     checked; Handle.GetOrCreate creates what the cache does not hold.
 //   - Handle.DeleteControlledBy deletes what an owner controls under names
-//     it no longer wants (after a rename).
+//     it no longer wants (after a rename), in the background so that what
+//     those own goes too; Handle.ListControlledBy lists what it controls.
 //   - WithTransform trims each object before the cache keeps it, so the
 //     cache holds only what the reconcile reads.
+//
+// # Operators
+//
+// A controller that manages more than one owner-reference tree (an
+// operator) needs a few more things, each one call:
+//
+//   - App.SetControllerReference and App.SetOwnerReference set owner
+//     references with the kind from the App's scheme (objects read from a
+//     cache have no TypeMeta), refusing a second controller and references
+//     across namespaces; App.ObjectReference makes a corev1.ObjectReference.
+//   - Handle.Finalize runs a reconcile under a finalizer: it adds the
+//     finalizer before the first apply, and on deletion runs the cleanup
+//     and removes the finalizer only once the cleanup succeeded.
+//   - Handle.AddIndex and Handle.ByIndex index a kind by values of your own,
+//     kept per namespace for a namespaced kind; ByIndex waits for the App's
+//     own writes as List does, Lister().ByIndex reads without waiting.
+//   - controller.LoggerFrom(ctx) is the reconcile's logger: its lines carry
+//     the controller, the key (namespace and name) and a reconcileID that
+//     tells one reconcile's lines from another's.
 //
 // # Complete programs
 //

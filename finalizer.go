@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,8 +59,10 @@ func (h *Handle[T]) Finalize(ctx context.Context, obj T, name string, apply, cle
 	if h.err != nil {
 		return controller.Result{}, h.err
 	}
-	if errs := apivalidation.ValidateFinalizerName(name, field.NewPath("finalizer")); len(errs) > 0 {
-		return controller.Result{}, fmt.Errorf("kloop: Finalize %s: finalizer name %q: %w; use a qualified name such as example.com/cleanup", h.gvk.Kind, name, errs.ToAggregate())
+	// The API server rejects (built-in kinds) or warns about (custom ones)
+	// a finalizer without a domain.
+	if errs := apivalidation.ValidateFinalizerName(name, field.NewPath("finalizer")); len(errs) > 0 || !strings.Contains(name, "/") {
+		return controller.Result{}, fmt.Errorf("kloop: Finalize %s: finalizer name %q is not a domain-qualified name: use one such as example.com/cleanup", h.gvk.Kind, name)
 	}
 	if apply == nil || cleanup == nil {
 		return controller.Result{}, fmt.Errorf("kloop: Finalize %s with finalizer %s: apply and cleanup must not be nil", h.gvk.Kind, name)

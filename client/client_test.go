@@ -107,6 +107,42 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("CachedListControlledByWaitsOnlyForWritesThatCanChangeIt", func(t *testing.T) {
 		testCachedListControlledBy(t, env)
 	})
+	t.Run("RemovingTheLastFinalizerOfADeletingObjectIsTrackedAsItsDelete", func(t *testing.T) {
+		testLastFinalizerRemoval(t, env)
+	})
+}
+
+func testLastFinalizerRemoval(t *testing.T, env *testenv.Env) {
+	ctx := testCtx(t, time.Minute)
+	c := newClient(t, env.Config, client.Options{})
+	ns := newNamespace(t, c, "last-finalizer")
+	cms := resource[*corev1.ConfigMap](t, c, configMapGVR)
+	created, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "held", Finalizers: []string{"kloop.dev/a", "kloop.dev/b"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.Delete(ctx, ns, "held", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	key := cache.Key{Namespace: ns, Name: "held"}
+	remove := []byte(`[{"op":"remove","path":"/metadata/finalizers/0"}]`)
+	// One finalizer left: the object stays, at a new resourceVersion.
+	if _, err := cms.Patch(ctx, ns, "held", types.JSONPatchType, remove, client.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := c.Tracker().Pending(configMapGVR.GroupResource(), key); !ok || w.Gone {
+		t.Fatalf("pending write after removing one of two finalizers %+v (%v), want an update", w, ok)
+	}
+	// The last one: the API server deletes the object.
+	if _, err := cms.Patch(ctx, ns, "held", types.JSONPatchType, remove, client.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := c.Tracker().Pending(configMapGVR.GroupResource(), key); !ok || !w.Gone || w.UID != created.UID {
+		t.Errorf("pending write after removing the last finalizer %+v (%v), want the deletion of uid %s", w, ok, created.UID)
+	}
+	if _, err := cms.Get(ctx, ns, "held"); !apierrors.IsNotFound(err) {
+		t.Errorf("Get after removing the last finalizer = %v, want NotFound", err)
+	}
 }
 
 func testBuiltInCRUD(t *testing.T, env *testenv.Env) {

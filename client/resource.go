@@ -285,6 +285,14 @@ func (r *Resource[T]) Delete(ctx context.Context, namespace, name string, opts m
 }
 
 func (r *Resource[T]) track(obj T) {
+	// A write that takes the last finalizer off an object being deleted
+	// (with no grace period left) deletes it, and the API server returns it
+	// at its last resourceVersion, which the cache holds already: wait for
+	// it to be gone instead.
+	if g := obj.GetDeletionGracePeriodSeconds(); obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 && (g == nil || *g == 0) {
+		r.c.tracker.RecordGone(r.gvr.GroupResource(), cache.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}, obj.GetUID())
+		return
+	}
 	r.c.tracker.RecordObject(r.gvr.GroupResource(), obj)
 }
 
