@@ -367,6 +367,9 @@ func (a *App) Run(ctx context.Context) error {
 	a.started = true
 	if err := errors.Join(a.errs...); err != nil {
 		a.mu.Unlock()
+		if a.webhooks != nil && a.webhooks.local != nil {
+			_ = a.webhooks.local.Close() // its temporary certificates
+		}
 		return err
 	}
 	var runs []manager.Runnable

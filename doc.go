@@ -96,6 +96,21 @@
 // Deployments that mount it, with an index and MapTo) are whole programs of
 // this shape, each run against a real API server by its tests.
 //
+// # Webhooks
+//
+// An operator's admission and conversion webhooks are declared per kind
+// like its controllers, and served by the App on a TLS address of its own
+// (Options.WebhookAddr, WebhookCertDir; package webhook):
+//
+//	err := kloop.NewWebhook(app, cronJobs).
+//		Defaulter(defaultCronJob).Validator(cronJobValidator{}).Conversion().Complete()
+//
+// The paths are controller-runtime's, so kubebuilder's webhook markers
+// and manifests fit. Options.WebhookLocal (--webhook-local) runs them
+// outside the cluster: a certificate of its own CA on 127.0.0.1, and
+// webhook configurations and CRD conversions pointing there while Run
+// runs.
+//
 // # Errors
 //
 // Declarations do not return an error each: a mistake (a type missing from

@@ -75,7 +75,10 @@ type Options struct {
 	// CA, and while Run runs the App installs webhook configurations named
 	// Name+"-local" and the CRDs' conversion, pointing there (limited to
 	// Namespace, if set), and removes them at the stop. WebhooksReady is
-	// closed once the API server calls them.
+	// closed once the API server calls them. Their failurePolicy is Fail:
+	// a process killed without a clean stop leaves them refusing requests
+	// until the next start replaces them, or until they are deleted
+	// (kubectl delete mutatingwebhookconfiguration,validatingwebhookconfiguration <Name>-local).
 	WebhookLocal bool
 
 	// LeaderElection, if set, runs controllers only while this replica

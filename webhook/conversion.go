@@ -152,6 +152,10 @@ func (c *converter) convertOne(raw []byte, to schema.GroupVersion) (out []byte, 
 
 // convert goes from src to dst through the Hub of their kind.
 func convert(scheme *runtime.Scheme, src, dst runtime.Object, from, to schema.GroupVersionKind) error {
+	hub, err := HubOf(scheme, from.GroupKind())
+	if err != nil {
+		return err
+	}
 	if h, ok := src.(Hub); ok {
 		d, ok := dst.(Convertible)
 		if !ok {
@@ -175,10 +179,6 @@ func convert(scheme *runtime.Scheme, src, dst runtime.Object, from, to schema.Gr
 	d, ok := dst.(Convertible)
 	if !ok {
 		return fmt.Errorf("%s (%T) is neither the Hub nor Convertible: give it ConvertTo and ConvertFrom", to, dst)
-	}
-	hub, err := HubOf(scheme, from.GroupKind())
-	if err != nil {
-		return err
 	}
 	if err := s.ConvertTo(hub); err != nil {
 		return fmt.Errorf("convert %s to the hub %s: %w", from, hub.GetObjectKind().GroupVersionKind(), err)

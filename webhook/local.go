@@ -38,6 +38,8 @@ const (
 	// probeEvery is how often a probe asks again: the API server loads a
 	// configuration through an informer, and nothing says when it has.
 	probeEvery = 100 * time.Millisecond
+	// installTimeout bounds Install's wait for the API server to call.
+	installTimeout = 2 * time.Minute
 	// uninstallTimeout bounds the removal at the stop.
 	uninstallTimeout = 30 * time.Second
 )
@@ -174,19 +176,29 @@ func (l *Local) Serve(ctx context.Context, cfg *rest.Config, srv *Server, hooks 
 		stop()
 		return errors.Join(<-served, l.Close())
 	}
-	if err = l.Install(ctx, cfg, srv, hooks); err == nil {
+	var serveErr error
+	ictx, cancel := context.WithTimeout(ctx, installTimeout)
+	err = l.Install(ictx, cfg, srv, hooks)
+	cancel()
+	if err == nil {
 		close(l.installed)
 		select {
 		case <-ctx.Done():
-		case err = <-served:
-			served <- err
+		case serveErr = <-served:
+			served = nil
 		}
 	}
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), uninstallTimeout)
 	defer cancel()
 	uerr := l.Uninstall(uctx, cfg)
 	stop()
-	return errors.Join(err, uerr, <-served, l.Close())
+	if served != nil {
+		serveErr = <-served
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		err = nil // stopped while installing: not a failure
+	}
+	return errors.Join(err, uerr, serveErr, l.Close())
 }
 
 // Install creates or updates the configurations "<Name>-local" that send
@@ -244,7 +256,7 @@ func (l *Local) Install(ctx context.Context, cfg *rest.Config, srv *Server, hook
 			return err
 		}
 	}
-	return l.probe(ctx, cfg, cs, srv, hooks, crds, len(mut.Webhooks) > 0, len(val.Webhooks) > 0)
+	return l.probe(ctx, cfg, cs, srv, base, hooks, crds, len(mut.Webhooks) > 0, len(val.Webhooks) > 0)
 }
 
 // Uninstall deletes the configurations Install made and sets the CRDs'
@@ -387,7 +399,7 @@ func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
 
 // probe waits until the API server calls each configuration's probe
 // webhook and, for each CRD, the conversion webhook.
-func (l *Local) probe(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, srv *Server, hooks Hooks, crds []*apiextensionsv1.CustomResourceDefinition, mutating, validating bool) error {
+func (l *Local) probe(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, srv *Server, base string, hooks Hooks, crds []*apiextensionsv1.CustomResourceDefinition, mutating, validating bool) error {
 	ns := hooks.Namespace
 	if ns == "" {
 		ns = metav1.NamespaceDefault
@@ -457,18 +469,13 @@ func (l *Local) probe(ctx context.Context, cfg *rest.Config, cs kubernetes.Inter
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("webhook: waiting for the API server to call the webhooks of %s-local: %w", hooks.Name, context.Cause(ctx))
+				return fmt.Errorf("webhook: waiting for the API server to call the webhooks of %s-local at %s (it must be able to reach that address): %w", hooks.Name, base, context.Cause(ctx))
 			case <-tick.C:
 			}
 		}
 	}
-	l.log.Info("Installed the local webhook configurations; the API server calls them", "name", hooks.Name+"-local", "url", "https://"+net.JoinHostPort(l.opts.Host, portOf(srv.Addr())))
+	l.log.Info("Installed the local webhook configurations; the API server calls them", "name", hooks.Name+"-local", "url", base)
 	return nil
-}
-
-func portOf(addr string) string {
-	_, p, _ := net.SplitHostPort(addr)
-	return p
 }
 
 // serveProbe refuses every request with probeMessage: the probes are

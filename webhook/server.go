@@ -121,8 +121,8 @@ func (s *Server) Handle(path string, h http.Handler) {
 	c := &calls{changed: make(chan struct{})}
 	s.paths[path] = c
 	s.mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.add() // on arrival: the caller may see the answer before h returns
 		h.ServeHTTP(w, r)
-		c.add()
 	}))
 }
 
