@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -287,5 +289,33 @@ func TestCronJob_DeletionDeletesItsJobsAndPodsBeforeTheFinalizerLetsItGo(t *test
 	await.Watched(t, "the Job's pod gone", h.kc.CoreV1().Pods(h.ns), pods, func(ctx context.Context) (bool, error) {
 		l, err := h.kc.CoreV1().Pods(h.ns).List(ctx, pods)
 		return err == nil && len(l.Items) == 0, err
+	})
+}
+
+func TestCronJob_ForbidSkipsARunWhileAJobIsActiveAndReplaceDeletesIt(t *testing.T) {
+	h := newHarness(t)
+	cj := newCronJobSpec("overlap", "* * * * *", podJob())
+	cj.Spec.ConcurrencyPolicy = batch.ForbidConcurrent
+	cj = h.create(cj)
+	run := firstRun(cj)
+	h.runAt(cj.Name, run)
+	first := cronjob.JobName(cj, run)
+	h.untilJobs("the first run's Job", cj, func(jobs map[string]*batchv1.Job) bool { return jobs[first] != nil })
+
+	h.runAt(cj.Name, run.Add(time.Minute))
+	await.Until(t, "the second run skipped", h.logs.Changed, func() bool {
+		return strings.Contains(h.logs.String(), "Skipping a run: concurrency policy Forbid")
+	})
+	if jobs, err := h.jobsOf(t.Context(), cj); err != nil || len(jobs) != 1 || jobs[first] == nil {
+		t.Errorf("Jobs after the skipped run: %v (%v), want only %s", slices.Collect(maps.Keys(jobs)), err, first)
+	}
+
+	if _, err := h.cjs.Patch(t.Context(), h.ns, cj.Name, types.MergePatchType, []byte(`{"spec":{"concurrencyPolicy":"Replace"}}`), client.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	third := cronjob.JobName(cj, run.Add(2*time.Minute))
+	h.runAt(cj.Name, run.Add(2*time.Minute))
+	h.untilJobs("the first run's Job replaced by the third's", cj, func(jobs map[string]*batchv1.Job) bool {
+		return len(jobs) == 1 && jobs[third] != nil
 	})
 }
