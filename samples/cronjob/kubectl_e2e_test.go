@@ -66,6 +66,12 @@ func TestCronJob_ThroughKubectlWithTheAppsWebhooksInLocalMode(t *testing.T) {
 	h.run(kloop.Options{Name: "cronjob-" + h.ns, WebhookLocal: true}, func(app *kloop.App) { ready <- app.WebhooksReady() })
 	await.Closed(t, "the webhooks called by the API server", await.Receive(t, "the App's setup", ready))
 
+	// The generated CRD directory applies as it is (client-side apply
+	// keeps the whole CRD in an annotation, which must fit).
+	if out, _ := h.mustKubectl("", "apply", "-f", "crd/"); !strings.Contains(out, "cronjobs.batch.tutorial.kubebuilder.io") {
+		t.Errorf("kubectl apply -f crd/ printed %q, want the CRD named", out)
+	}
+
 	// The validator refuses a bad schedule, naming the field and saying why.
 	_, errOut, err := h.kubectl(v1CronJob("bad", "every minute", ""), "apply", "-f", "-")
 	if err == nil || !strings.Contains(errOut, "spec.schedule") || !strings.Contains(errOut, "not a cron schedule") || !strings.Contains(errOut, `"every minute"`) {
