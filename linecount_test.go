@@ -106,7 +106,7 @@ func TestCodeLines_CountsCodeNotCommentsOrBlankLines(t *testing.T) {
 
 // The CronJob controller's hand-written Go — both API versions, their
 // conversion, the webhooks, scheduling, reconcile, wiring and the command
-// — 684 lines when written (the Foo controller is 250), guarded against
+// — 689 lines when written (the Foo controller is 250), guarded against
 // growth.
 func TestCronJobController_HandWrittenGoIsAtMost700LinesOfCode(t *testing.T) {
 	files := handWritten(t, "samples/cronjob/*.go", "samples/cronjob/apis/batch/*/*.go", "cmd/cronjob-controller/*.go")

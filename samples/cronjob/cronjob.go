@@ -198,10 +198,17 @@ func (r *Reconciler) sync(ctx context.Context, cj *batch.CronJob) (controller.Re
 	if err := r.App.SetControllerReference(cj, job); err != nil {
 		return controller.Result{}, err
 	}
-	if _, err := r.Jobs.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+	_, err = r.Jobs.Create(ctx, job)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		// Started already (by an earlier process whose Job the cache has
+		// not shown yet): the name makes the create idempotent.
+		log.Debug("The Job of the run exists already", "job", job.Name, "scheduled", runs.Missed)
+	case err != nil:
 		return controller.Result{}, fmt.Errorf("create Job %s for the run scheduled at %s: %w", job.Name, runs.Missed.Format(time.RFC3339), err)
+	default:
+		log.Info("Created the Job of a run", "job", job.Name, "scheduled", runs.Missed)
 	}
-	log.Info("Created the Job of a run", "job", job.Name, "scheduled", runs.Missed)
 	return next, nil
 }
 
