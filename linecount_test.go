@@ -111,7 +111,8 @@ func TestCodeLines_CountsCodeNotCommentsOrBlankLines(t *testing.T) {
 // growth.
 func TestCronJobController_HandWrittenGoIsAtMost700LinesOfCode(t *testing.T) {
 	files := handWritten(t, "samples/cronjob/*.go", "samples/cronjob/apis/batch/*/*.go", "cmd/cronjob-controller/*.go")
-	if n := codeLines(t, files); n > 700 {
+	n := codeLines(t, files)
+	if n > 700 {
 		t.Errorf("the CronJob controller is %d lines of code, want at most 700", n)
 	} else {
 		t.Logf("the CronJob controller is %d lines of code", n)
