@@ -15,7 +15,7 @@ type webhooks struct {
 	srv   *webhook.Server
 	local *webhook.Local      // Options.WebhookLocal
 	self  *webhook.SelfSigned // Options.WebhookSelfSigned
-	hooks webhook.Hooks  // for local mode's configurations
+	hooks webhook.Hooks       // for local mode's configurations
 	paths map[string]bool
 }
 
