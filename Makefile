@@ -11,10 +11,14 @@ TEST_TIMEOUT ?= 30m
 # controller-gen, pinned; run from the module proxy so that it stays out of
 # the main module's dependencies.
 CONTROLLER_GEN ?= $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
-# The API packages with kubebuilder markers, and where their CRDs go.
-API_PATHS := ./samples/foo/apis/...
-CRD_DIR := samples/foo/crd
-DEEPCOPY := samples/foo/apis/samplecontroller/v1alpha1/zz_generated.deepcopy.go
+# The API packages with kubebuilder markers: SAMPLE:APIS:CRD-OPTIONS, one CRD
+# directory (SAMPLE/crd) per sample, and each API version's package for its
+# deepcopy. The CronJob CRD embeds a pod template in two versions: without
+# descriptions it stays under the 256 KiB that `kubectl apply` (client side)
+# may keep in its last-applied annotation.
+API_SAMPLES := samples/foo:./samples/foo/apis/...:crdVersions=v1 \
+	samples/cronjob:./samples/cronjob/apis/...:crdVersions=v1,maxDescLen=0
+API_PACKAGES := samples/foo/apis/samplecontroller/v1alpha1 samples/cronjob/apis/batch/v1 samples/cronjob/apis/batch/v2
 
 all: build
 
@@ -48,7 +52,7 @@ test-short:
 ## image: OCI images of the commands (linux/amd64 + linux/arm64) into bin/images, without a Docker daemon
 # An OCI layout per command (bin/images/<command>) and a `docker load`-able
 # tarball per platform (bin/images/<command>-<arch>.tar); see tools/image.
-IMAGE_COMMANDS ?= foo-controller,notifier,podwatch
+IMAGE_COMMANDS ?= foo-controller,cronjob-controller,notifier,podwatch
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 IMAGE_REPOSITORY ?= kloop.local
 IMAGE_TAG ?= dev
@@ -75,6 +79,9 @@ RBAC := \
 	foo-controller/rbac:foo-controller:role.yaml:./samples/foo \
 	foo-controller/rbac:foo-controller-leader-election:leader_election_role.yaml:./leaderelection \
 	foo-controller/rbac:foo-controller-metrics-auth:metrics_auth_role.yaml:./metrics/secure \
+	cronjob-controller/rbac:cronjob-controller:role.yaml:./samples/cronjob \
+	cronjob-controller/rbac:cronjob-controller-leader-election:leader_election_role.yaml:./leaderelection \
+	cronjob-controller/rbac:cronjob-controller-metrics-auth:metrics_auth_role.yaml:./metrics/secure \
 	overlays/foo-controller-sharded/rbac:foo-controller-sharding:sharding_role.yaml:./sharding \
 	podwatch/rbac:podwatch:role.yaml:./samples/podwatch \
 	podwatch/rbac:podwatch-metrics-auth:metrics_auth_role.yaml:./metrics/secure \
@@ -92,17 +99,23 @@ endef
 
 ## generate: deepcopy methods, CRD manifests and deploy/'s RBAC from the kubebuilder markers (controller-gen)
 generate:
-	$(CONTROLLER_GEN) object paths=$(API_PATHS) crd:crdVersions=v1 output:crd:artifacts:config=$(CRD_DIR)
+	@set -e; for s in $(API_SAMPLES); do IFS=: read -r dir apis crd <<<"$$s"; \
+		$(CONTROLLER_GEN) object paths=$$apis crd:$$crd output:crd:artifacts:config=$$dir/crd; done
 	$(call gen-deploy,deploy)
 
 ## check-generated: fail when the generated files differ from what `make generate` would write
 check-generated:
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	$(CONTROLLER_GEN) object paths=$(API_PATHS) output:object:dir=$$tmp/object crd:crdVersions=v1 output:crd:artifacts:config=$$tmp/crd; \
-	if ! diff -u $(DEEPCOPY) $$tmp/object/zz_generated.deepcopy.go || ! diff -ru -x kustomization.yaml $(CRD_DIR) $$tmp/crd; then \
-		echo "generated files are stale: run make generate"; exit 1; fi; \
+	for p in $(API_PACKAGES); do \
+		$(CONTROLLER_GEN) object paths=./$$p output:object:dir=$$tmp/object/$$p; \
+		if ! diff -u $$p/zz_generated.deepcopy.go $$tmp/object/$$p/zz_generated.deepcopy.go; then \
+			echo "$$p/zz_generated.deepcopy.go is stale: run make generate"; exit 1; fi; done; \
+	for s in $(API_SAMPLES); do IFS=: read -r dir apis crd <<<"$$s"; \
+		$(CONTROLLER_GEN) crd:$$crd paths=$$apis output:crd:artifacts:config=$$tmp/$$dir/crd; \
+		if ! diff -ru -x kustomization.yaml -x Kustomization $$dir/crd $$tmp/$$dir/crd; then \
+			echo "$$dir/crd is stale: run make generate"; exit 1; fi; done; \
 	$(MAKE) -s gen-deploy-into DIR=$$tmp/deploy; \
-	for d in foo-controller overlays/foo-controller-sharded podwatch notifier; do \
+	for d in foo-controller cronjob-controller overlays/foo-controller-sharded podwatch notifier; do \
 		if ! diff -ru deploy/$$d/rbac $$tmp/deploy/$$d/rbac; then echo "deploy/$$d/rbac is stale: run make generate"; exit 1; fi; done; \
 	echo "generated files are up to date"
 

@@ -49,10 +49,11 @@ const ReasonFinalizerFailed = "FinalizerFailed"
 //   - being deleted, without the finalizer: nothing (another controller's
 //     finalizer holds the object).
 //
-// Both patches are JSON patches guarded by a test of the object's
-// resourceVersion (and, for the removal, of the finalizer at its index), so
-// they change only the object that was looked at; one that lost a race
-// returns an error and the controller tries again on the newer object.
+// Both patches are JSON patches that carry the object's resourceVersion,
+// so the API server applies them only to the object that was looked at
+// (the finalizer's index included); one that lost a race is a Conflict
+// (apierrors.IsConflict) and the controller tries again on the newer
+// object.
 // It works for cluster-scoped kinds as for namespaced ones. obj is not
 // modified.
 func (h *Handle[T]) Finalize(ctx context.Context, obj T, name string, apply, cleanup func(ctx context.Context, obj T) (controller.Result, error)) (controller.Result, error) {
@@ -98,7 +99,7 @@ func (h *Handle[T]) Finalize(ctx context.Context, obj T, name string, apply, cle
 		return res, fmt.Errorf("kloop: finalizer %s of %s %s: cleanup: %w", name, h.gvk.Kind, objectName(obj), err)
 	}
 	path := fmt.Sprintf("/metadata/finalizers/%d", at)
-	ops := []jsonPatchOp{{Op: "test", Path: path, Value: name}, {Op: "remove", Path: path}}
+	ops := []jsonPatchOp{{Op: "remove", Path: path}}
 	if err := h.patchGuarded(ctx, obj, ops); err != nil {
 		return controller.Result{}, fmt.Errorf("kloop: remove finalizer %s from %s %s after its cleanup: %w", name, h.gvk.Kind, objectName(obj), err)
 	}
@@ -113,10 +114,13 @@ type jsonPatchOp struct {
 	Value any    `json:"value,omitempty"`
 }
 
-// patchGuarded applies ops to obj after a test that the object is still at
-// obj's resourceVersion.
+// patchGuarded applies ops to obj only if the object is still at obj's
+// resourceVersion. The patch sets the resourceVersion it read: the API
+// server treats that as the update's precondition and answers a Conflict
+// when the object has moved on (a "test" op would fail as Invalid, which
+// controllers do not take for the race it is).
 func (h *Handle[T]) patchGuarded(ctx context.Context, obj T, ops []jsonPatchOp) error {
-	guard := jsonPatchOp{Op: "test", Path: "/metadata/resourceVersion", Value: obj.GetResourceVersion()}
+	guard := jsonPatchOp{Op: "replace", Path: "/metadata/resourceVersion", Value: obj.GetResourceVersion()}
 	data, err := json.Marshal(append([]jsonPatchOp{guard}, ops...))
 	if err != nil {
 		return err

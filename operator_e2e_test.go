@@ -274,8 +274,8 @@ func TestHandle_FinalizeWorksOnAClusterScopedKindAndRefusesAStaleObject(t *testi
 	}
 	step() // adds the finalizer
 	// A stale object (an older resourceVersion) changes nothing.
-	if _, err := roles.Finalize(ctx, created, "kloop.dev/other", apply, cleanup); err == nil || !apierrors.IsInvalid(err) {
-		t.Errorf("Finalize of a stale object = nil, want the patch's failed test")
+	if _, err := roles.Finalize(ctx, created, "kloop.dev/other", apply, cleanup); err == nil || !apierrors.IsConflict(err) {
+		t.Errorf("Finalize of a stale object = %v, want a Conflict", err)
 	}
 	step() // applies
 	if err := roles.Delete(ctx, "", name, metav1.DeleteOptions{}); err != nil {

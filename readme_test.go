@@ -46,3 +46,50 @@ func TestREADME_QuotesTheFooControllersWiringAsItStands(t *testing.T) {
 		t.Errorf("the Foo controller's wiring is %d lines, want at most 25", wiring)
 	}
 }
+
+// The README's "Write an operator" section quotes the CronJob operator's
+// webhook, controller and finalizer declarations; every line must stand in
+// samples/cronjob/cronjob.go as quoted, and the per-kind webhook and
+// controller wiring stays within 15 lines.
+func TestREADME_QuotesTheCronJobOperatorsDeclarationsAsTheyStand(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## Write an operator")
+	if !ok {
+		t.Fatal(`README.md has no "## Write an operator" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	src, err := os.ReadFile("samples/cronjob/cronjob.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := 0
+	for rest := section; ; blocks++ {
+		var block string
+		var found bool
+		if _, rest, found = strings.Cut(rest, "```go\n"); !found {
+			break
+		}
+		if block, rest, found = strings.Cut(rest, "```"); !found {
+			t.Fatal("a go code block in the section is not closed")
+		}
+		lines := 0
+		for _, l := range strings.Split(block, "\n") {
+			if strings.TrimSpace(l) == "" {
+				continue
+			}
+			lines++
+			if !strings.Contains(string(src), l+"\n") {
+				t.Errorf("README line not in samples/cronjob/cronjob.go: %q", l)
+			}
+		}
+		if blocks == 0 && lines > 15 {
+			t.Errorf("the CronJob's webhook and controller wiring is %d lines, want at most 15", lines)
+		}
+	}
+	if blocks != 2 {
+		t.Errorf("the section has %d go blocks, want 2 (the declarations, the finalizer call)", blocks)
+	}
+}

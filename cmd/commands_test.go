@@ -45,7 +45,7 @@ const (
 )
 
 // commands are the packages under cmd/, by binary name.
-var commands = []string{"foo-controller", "podwatch", "notifier", "kloop"}
+var commands = []string{"foo-controller", "cronjob-controller", "podwatch", "notifier", "kloop"}
 
 // build builds every command into dir with the link-time version set, as
 // an image build without VCS information would.
@@ -65,7 +65,7 @@ func build(t *testing.T, dir string) {
 	}
 }
 
-// TestCommands_FollowTheConventions builds the four commands once and
+// TestCommands_FollowTheConventions builds the commands once and
 // checks each convention on them, one subtest per convention.
 func TestCommands_FollowTheConventions(t *testing.T) {
 	if testing.Short() {
@@ -120,6 +120,8 @@ func testHelp(t *testing.T, path func(string) string) {
 		flags [][]string
 	}{
 		{[]string{"foo-controller", "--help"}, [][]string{clusterFlags, leaderFlags, shardFlags, servingFlags, loggingFlags, {"--namespace", "--workers"}}},
+		{[]string{"cronjob-controller", "--help"}, [][]string{clusterFlags, leaderFlags, shardFlags, servingFlags, loggingFlags,
+			{"--namespace", "--workers", "--webhook-bind-address", "--webhook-cert-dir", "--webhook-local"}}},
 		{[]string{"podwatch", "--help"}, [][]string{clusterFlags, leaderFlags, shardFlags, servingFlags, loggingFlags, {"--namespace", "--workers"}}},
 		{[]string{"notifier", "--help"}, [][]string{clusterFlags, leaderFlags, servingFlags, loggingFlags, {"--config", "--drain-timeout"}}},
 		{[]string{"kloop", "dev", "--help"}, [][]string{loggingFlags, {"--data-dir", "--bin-dir", "--no-controller-manager"}}},

@@ -19,6 +19,7 @@ import (
 // kustomizations are every base and overlay under deploy/.
 var kustomizations = []string{
 	"foo-controller",
+	"cronjob-controller",
 	"notifier",
 	"podwatch",
 	"overlays/foo-controller-namespaced",
@@ -115,6 +116,12 @@ func TestKustomizations_RenderHardenedDeployments(t *testing.T) {
 				}
 				find(t, objs, "CustomResourceDefinition", "foos.samplecontroller.k8s.io")
 			}
+			if d.Name == "cronjob-controller" {
+				if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 || !slices.Contains(c.Args, "--leader-elect") {
+					t.Errorf("cronjob-controller: %v replicas, args %q; want 2 replicas with --leader-elect", d.Spec.Replicas, c.Args)
+				}
+				find(t, objs, "CustomResourceDefinition", "cronjobs.batch.tutorial.kubebuilder.io")
+			}
 			ns := find(t, objs, "Namespace", d.Namespace)
 			if ns.GetLabels()["pod-security.kubernetes.io/enforce"] != "restricted" {
 				t.Errorf("namespace %s labels %v: want the restricted Pod Security Standard enforced", d.Namespace, ns.GetLabels())
@@ -207,7 +214,7 @@ var debugURLs = []string{"/debug", "/debug/*"}
 // role of each base whose command serves the debug page: get on /debug and
 // below, nothing else, bound to no one (the operator binds it).
 func TestKustomizations_DebugReaderGrantsTheDebugPageOnly(t *testing.T) {
-	for _, base := range []string{"foo-controller", "podwatch"} {
+	for _, base := range []string{"foo-controller", "cronjob-controller", "podwatch"} {
 		objs := render(t, base)
 		role := as[rbacv1.ClusterRole](t, find(t, objs, "ClusterRole", base+"-debug-reader"))
 		if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].NonResourceURLs, debugURLs) || !slices.Equal(role.Rules[0].Verbs, []string{"get"}) ||
