@@ -83,21 +83,30 @@ RBAC := \
 	cronjob-controller/rbac:cronjob-controller-leader-election:leader_election_role.yaml:./leaderelection \
 	cronjob-controller/rbac:cronjob-controller-metrics-auth:metrics_auth_role.yaml:./metrics/secure \
 	overlays/foo-controller-sharded/rbac:foo-controller-sharding:sharding_role.yaml:./sharding \
+	overlays/cronjob-controller-self-signed/rbac:cronjob-controller-webhook-certs:webhook_certs_role.yaml:./webhook \
 	podwatch/rbac:podwatch:role.yaml:./samples/podwatch \
 	podwatch/rbac:podwatch-metrics-auth:metrics_auth_role.yaml:./metrics/secure \
 	notifier/rbac:notifier-metrics-auth:metrics_auth_role.yaml:./metrics/secure
 # The notifier's read-only ClusterRole comes from its config, not from markers.
 NOTIFIER_CONFIG := deploy/notifier/kubewatch.yaml
 
-# gen-deploy DIR: write the generated RBAC of deploy/ into DIR.
+# Webhook configurations, one controller-gen run per deployable:
+# DIR:PACKAGES; DIR/manifests.yaml is written from the packages'
+# +kubebuilder:webhook markers.
+WEBHOOKS := cronjob-controller/webhook:./samples/cronjob
+
+# gen-deploy DIR: write the generated RBAC and webhook configurations of
+# deploy/ into DIR.
 define gen-deploy
 	@set -e; for r in $(RBAC); do IFS=: read -r dir role file pkgs <<<"$$r"; \
 		$(CONTROLLER_GEN) rbac:roleName=$$role,fileName=$$file paths=$$pkgs output:rbac:artifacts:config=$(1)/$$dir; done; \
+	for w in $(WEBHOOKS); do IFS=: read -r dir pkgs <<<"$$w"; \
+		$(CONTROLLER_GEN) webhook paths=$$pkgs output:webhook:artifacts:config=$(1)/$$dir; done; \
 	mkdir -p $(1)/notifier/rbac; \
 	$(GO) run ./cmd/notifier config rbac --config $(NOTIFIER_CONFIG) --name notifier > $(1)/notifier/rbac/role.yaml
 endef
 
-## generate: deepcopy methods, CRD manifests and deploy/'s RBAC from the kubebuilder markers (controller-gen)
+## generate: deepcopy methods, CRD manifests, deploy/'s RBAC and webhook configurations from the kubebuilder markers (controller-gen)
 generate:
 	@set -e; for s in $(API_SAMPLES); do IFS=: read -r dir apis crd <<<"$$s"; \
 		$(CONTROLLER_GEN) object paths=$$apis crd:$$crd output:crd:artifacts:config=$$dir/crd; done
@@ -115,8 +124,10 @@ check-generated:
 		if ! diff -ru -x kustomization.yaml -x Kustomization $$dir/crd $$tmp/$$dir/crd; then \
 			echo "$$dir/crd is stale: run make generate"; exit 1; fi; done; \
 	$(MAKE) -s gen-deploy-into DIR=$$tmp/deploy; \
-	for d in foo-controller cronjob-controller overlays/foo-controller-sharded podwatch notifier; do \
+	for d in foo-controller cronjob-controller overlays/foo-controller-sharded overlays/cronjob-controller-self-signed podwatch notifier; do \
 		if ! diff -ru deploy/$$d/rbac $$tmp/deploy/$$d/rbac; then echo "deploy/$$d/rbac is stale: run make generate"; exit 1; fi; done; \
+	for w in $(WEBHOOKS); do IFS=: read -r dir pkgs <<<"$$w"; \
+		if ! diff -u deploy/$$dir/manifests.yaml $$tmp/deploy/$$dir/manifests.yaml; then echo "deploy/$$dir/manifests.yaml is stale: run make generate"; exit 1; fi; done; \
 	echo "generated files are up to date"
 
 .PHONY: gen-deploy-into

@@ -174,11 +174,17 @@ func (a *App) leaseNamespace(ns string) string {
 		ns = a.opts.Namespace
 	}
 	if ns == "" {
-		if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
-			ns = strings.TrimSpace(string(b))
-		}
+		ns = podNamespace()
 	}
 	return ns
+}
+
+// podNamespace is the pod's own namespace in a cluster, else "".
+func podNamespace() string {
+	if b, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
+		return strings.TrimSpace(string(b))
+	}
+	return ""
 }
 
 func (a *App) newElector(le LeaderElection) (*manager.LeaseElector, error) {
@@ -369,6 +375,9 @@ func (a *App) Run(ctx context.Context) error {
 		a.mu.Unlock()
 		if a.webhooks != nil && a.webhooks.local != nil {
 			_ = a.webhooks.local.Close() // its temporary certificates
+		}
+		if a.webhooks != nil && a.webhooks.self != nil {
+			_ = a.webhooks.self.Close()
 		}
 		return err
 	}

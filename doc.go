@@ -109,7 +109,10 @@
 // and manifests fit. Options.WebhookLocal (--webhook-local) runs them
 // outside the cluster: a certificate of its own CA on 127.0.0.1, and
 // webhook configurations and CRD conversions pointing there while Run
-// runs.
+// runs. In a cluster the certificate comes from cert-manager (a mounted
+// Secret), or without it from Options.WebhookSelfSigned
+// (--webhook-self-signed-secret): a Secret the App writes, whose CA it
+// sets as the caBundle of the webhooks that call its Service.
 //
 // # Errors
 //

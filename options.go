@@ -80,6 +80,16 @@ type Options struct {
 	// until the next start replaces them, or until they are deleted
 	// (kubectl delete mutatingwebhookconfiguration,validatingwebhookconfiguration <Name>-local).
 	WebhookLocal bool
+	// WebhookSelfSigned, if set, is the in-cluster option without
+	// cert-manager: at each start the App keeps a CA and a serving
+	// certificate in a kubernetes.io/tls Secret (making them when the
+	// Secret is missing, not for the Service's names or ending within 30
+	// days), serves that certificate from WebhookCertDir ("" for a
+	// temporary directory), and sets the CA as the caBundle of every
+	// webhook whose clientConfig.service is the Service, in webhook
+	// configurations and CRD conversions (see webhook.SelfSigned). It needs
+	// WebhookAddr; not with WebhookLocal.
+	WebhookSelfSigned *SelfSignedWebhooks
 
 	// LeaderElection, if set, runs controllers only while this replica
 	// holds a coordination.k8s.io Lease. Informers run on every replica,
@@ -111,4 +121,20 @@ type LeaderElection struct {
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
+}
+
+// SelfSignedWebhooks names what Options.WebhookSelfSigned uses; every field
+// has a default.
+type SelfSignedWebhooks struct {
+	// Service is the Service in front of the webhook server. Default:
+	// Options.Name + "-webhook-service" (kubebuilder's "webhook-service"
+	// under a kustomize namePrefix of Name + "-").
+	Service string
+	// Namespace of the Service and the Secret. Default: the pod's own
+	// namespace in a cluster; New fails, saying so, outside one.
+	Namespace string
+	// Secret is the kubernetes.io/tls Secret that keeps the CA (ca.crt)
+	// and the serving certificate. Default: Options.Name +
+	// "-webhook-server-cert".
+	Secret string
 }

@@ -13,8 +13,9 @@ import (
 // webhooks is the App's webhook server and what is declared on it.
 type webhooks struct {
 	srv   *webhook.Server
-	local *webhook.Local // Options.WebhookLocal
-	hooks webhook.Hooks  // for local mode's configurations
+	local *webhook.Local      // Options.WebhookLocal
+	self  *webhook.SelfSigned // Options.WebhookSelfSigned
+	hooks webhook.Hooks       // for local mode's configurations
 	paths map[string]bool
 }
 
@@ -22,7 +23,13 @@ type webhooks struct {
 func (a *App) newWebhooks() (*webhooks, error) {
 	o := a.opts
 	if !o.WebhookLocal && !addrOn(o.WebhookAddr) {
+		if o.WebhookSelfSigned != nil {
+			return nil, errors.New("kloop.New: WebhookSelfSigned needs WebhookAddr (--webhook-bind-address), such as \":9443\", the port the Service sends to")
+		}
 		return nil, nil
+	}
+	if o.WebhookLocal && o.WebhookSelfSigned != nil {
+		return nil, errors.New("kloop.New: WebhookLocal and WebhookSelfSigned: give one (local mode is for a program outside the cluster, self-signed for one behind a Service in it)")
 	}
 	w := &webhooks{paths: map[string]bool{}}
 	sopts := webhook.ServerOptions{Addr: o.WebhookAddr, CertDir: o.WebhookCertDir, Logger: a.log}
@@ -41,6 +48,26 @@ func (a *App) newWebhooks() (*webhooks, error) {
 		w.local = l
 		sopts.Addr, sopts.CertDir = net.JoinHostPort(l.Host(), port), l.CertDir()
 		w.hooks = webhook.Hooks{Name: o.Name, Namespace: o.Namespace}
+	} else if ss := o.WebhookSelfSigned; ss != nil {
+		so := webhook.SelfSignedOptions{Service: ss.Service, Namespace: ss.Namespace, Secret: ss.Secret, Dir: o.WebhookCertDir, Logger: a.log}
+		if so.Service == "" {
+			so.Service = o.Name + "-webhook-service"
+		}
+		if so.Secret == "" {
+			so.Secret = o.Name + "-webhook-server-cert"
+		}
+		if so.Namespace == "" {
+			so.Namespace = podNamespace()
+		}
+		if so.Namespace == "" {
+			return nil, errors.New("kloop.New: WebhookSelfSigned needs the namespace of the webhook Service and Secret: set WebhookSelfSigned.Namespace (--webhook-service-namespace); it defaults to the pod's namespace in a cluster")
+		}
+		s, err := webhook.NewSelfSigned(so)
+		if err != nil {
+			return nil, fmt.Errorf("kloop.New: WebhookSelfSigned: %w", err)
+		}
+		w.self = s
+		sopts.CertDir = s.CertDir()
 	} else if o.WebhookCertDir == "" {
 		return nil, fmt.Errorf("kloop.New: WebhookAddr %q needs WebhookCertDir (--webhook-cert-dir), the directory holding the serving tls.crt and tls.key, or WebhookLocal (--webhook-local) to make them", o.WebhookAddr)
 	}
@@ -48,6 +75,9 @@ func (a *App) newWebhooks() (*webhooks, error) {
 	if err != nil {
 		if w.local != nil {
 			_ = w.local.Close()
+		}
+		if w.self != nil {
+			_ = w.self.Close()
 		}
 		return nil, fmt.Errorf("kloop.New: webhook server: %w", err)
 	}
@@ -58,6 +88,9 @@ func (a *App) newWebhooks() (*webhooks, error) {
 // runnable is what Run runs for the webhooks: the server, or in local
 // mode the server with its configurations installed.
 func (w *webhooks) runnable(a *App) webhookRunnable {
+	if w.self != nil {
+		return webhookRunnable{start: func(ctx context.Context) error { return w.self.Serve(ctx, a.cfg, w.srv) }}
+	}
 	if w.local == nil {
 		return webhookRunnable{start: w.srv.Start}
 	}
@@ -82,8 +115,10 @@ func (a *App) WebhookServer() *webhook.Server {
 	return a.webhooks.srv
 }
 
-// WebhooksReady is closed once Run serves the webhooks; with WebhookLocal,
-// once the API server calls them too. Nil (never ready) when they are off.
+// WebhooksReady is closed once Run serves the webhooks (with
+// WebhookSelfSigned, once the Secret is settled and the caBundles set);
+// with WebhookLocal, once the API server calls them too. Nil (never ready)
+// when they are off.
 func (a *App) WebhooksReady() <-chan struct{} {
 	switch {
 	case a.webhooks == nil:

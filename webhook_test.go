@@ -25,6 +25,31 @@ func TestNew_AWebhookAddressWithoutCertificatesSaysWhatToAdd(t *testing.T) {
 	}
 }
 
+func TestNew_SelfSignedWebhooksSayWhatIsMissing(t *testing.T) {
+	self := &kloop.SelfSignedWebhooks{Namespace: "system"}
+	for _, tc := range []struct {
+		name string
+		opts kloop.Options
+		want string
+	}{
+		{"no address", kloop.Options{WebhookSelfSigned: self}, "WebhookSelfSigned needs WebhookAddr"},
+		{"with local mode", kloop.Options{WebhookSelfSigned: self, WebhookLocal: true}, "give one"},
+		{"no namespace outside a cluster", kloop.Options{WebhookSelfSigned: &kloop.SelfSignedWebhooks{}, WebhookAddr: ":9443"}, "--webhook-service-namespace"},
+	} {
+		tc.opts.Logger = quiet()
+		if _, err := kloop.New(unreachable, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: New = %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+	app, err := kloop.New(unreachable, kloop.Options{Logger: quiet(), WebhookSelfSigned: self, WebhookAddr: ":9443", WebhookCertDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("New with an address and a namespace = %v, want it made (nothing is read from the API server before Run)", err)
+	}
+	if app.WebhookServer() == nil {
+		t.Error("WebhookServer = nil, want the self-signed server")
+	}
+}
+
 func TestNewWebhook_MistakesAreReturnedByCompleteAndRun(t *testing.T) {
 	noop := func(context.Context, *corev1.ConfigMap) error { return nil }
 	t.Run("no webhook server", func(t *testing.T) {

@@ -74,6 +74,9 @@ func (f *Flags) Validate() error {
 	if _, err := f.Serving.Webhook(); err != nil {
 		return err
 	}
+	if _, err := f.Serving.SelfSigned(); err != nil {
+		return err
+	}
 	return f.Cluster.Validate()
 }
 
@@ -98,21 +101,23 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 	debugAddr, _ := f.Serving.Debug()
 	sec, _ := f.Serving.Secure()
 	webhookAddr, _ := f.Serving.Webhook()
+	selfSigned, _ := f.Serving.SelfSigned()
 	cfg, err := f.Cluster.RESTConfig()
 	if err != nil {
 		return nil, kloop.Options{}, err
 	}
 	return cfg, kloop.Options{
-		Name:           f.Name,
-		Logger:         log,
-		MetricsAddr:    metrics,
-		HealthAddr:     health,
-		SecureMetrics:  sec,
-		DebugAddr:      debugAddr,
-		WebhookAddr:    webhookAddr,
-		WebhookCertDir: f.Serving.WebhookCertDir,
-		WebhookLocal:   f.Serving.WebhookLocal,
-		LeaderElection: le,
-		Sharding:       sh,
+		Name:              f.Name,
+		Logger:            log,
+		MetricsAddr:       metrics,
+		HealthAddr:        health,
+		SecureMetrics:     sec,
+		DebugAddr:         debugAddr,
+		WebhookAddr:       webhookAddr,
+		WebhookCertDir:    f.Serving.WebhookCertDir,
+		WebhookLocal:      f.Serving.WebhookLocal,
+		WebhookSelfSigned: selfSigned,
+		LeaderElection:    le,
+		Sharding:          sh,
 	}, nil
 }

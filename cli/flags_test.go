@@ -296,8 +296,16 @@ func TestFlags_WebhookFlagsReachOptionsOrNameWhatIsMissing(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want kloop.Options // only the webhook fields
+		self *kloop.SelfSignedWebhooks
 		bad  string
 	}{
+		{args: []string{"--webhook-bind-address", ":9443", "--webhook-self-signed-secret", "hooks-cert"},
+			want: kloop.Options{WebhookAddr: ":9443"}, self: &kloop.SelfSignedWebhooks{Secret: "hooks-cert"}},
+		{args: []string{"--webhook-bind-address", ":9443", "--webhook-self-signed-secret", "hooks-cert", "--webhook-service", "hooks", "--webhook-service-namespace", "system", "--webhook-cert-dir", "/certs"},
+			want: kloop.Options{WebhookAddr: ":9443", WebhookCertDir: "/certs"}, self: &kloop.SelfSignedWebhooks{Secret: "hooks-cert", Service: "hooks", Namespace: "system"}},
+		{args: []string{"--webhook-self-signed-secret", "hooks-cert"}, bad: "--webhook-self-signed-secret \"hooks-cert\": --webhook-bind-address as well"},
+		{args: []string{"--webhook-local", "--webhook-self-signed-secret", "hooks-cert"}, bad: "not with --webhook-local"},
+		{args: []string{"--webhook-bind-address", ":9443", "--webhook-cert-dir", "/certs", "--webhook-service", "hooks"}, bad: "--webhook-service"},
 		{args: nil},
 		{args: []string{"--webhook-bind-address", ":9443", "--webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs"},
 			want: kloop.Options{WebhookAddr: ":9443", WebhookCertDir: "/tmp/k8s-webhook-server/serving-certs"}},
@@ -324,6 +332,9 @@ func TestFlags_WebhookFlagsReachOptionsOrNameWhatIsMissing(t *testing.T) {
 			continue
 		}
 		got := kloop.Options{WebhookAddr: opts.WebhookAddr, WebhookCertDir: opts.WebhookCertDir, WebhookLocal: opts.WebhookLocal}
+		if (opts.WebhookSelfSigned == nil) != (tc.self == nil) || tc.self != nil && *opts.WebhookSelfSigned != *tc.self {
+			t.Errorf("%q: WebhookSelfSigned %+v, want %+v", tc.args, opts.WebhookSelfSigned, tc.self)
+		}
 		if code != cli.ExitOK || got != tc.want {
 			t.Errorf("%q: exit %d (stderr %q), webhook options %+v; want exit 0 and %+v", tc.args, code, stderr.String(), got, tc.want)
 		}

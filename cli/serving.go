@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/metrics/secure"
 )
 
@@ -31,6 +32,15 @@ const Off = "0"
 // --webhook-local serves them on 127.0.0.1 with a certificate of its own
 // and installs their configurations while the program runs (local
 // development).
+//
+// --webhook-self-signed-secret=NAME is the in-cluster option without
+// cert-manager (kloop.Options.WebhookSelfSigned): at each start the
+// program keeps a CA and a serving certificate in that kubernetes.io/tls
+// Secret, serves it from --webhook-cert-dir (default: a temporary
+// directory) and sets the CA as the caBundle of the webhooks that call the
+// Service --webhook-service (default: the program's name +
+// "-webhook-service") in --webhook-service-namespace (default: the pod's
+// namespace).
 type Serving struct {
 	MetricsAddr    string
 	HealthAddr     string
@@ -40,6 +50,11 @@ type Serving struct {
 	WebhookAddr    string
 	WebhookCertDir string
 	WebhookLocal   bool
+	// WebhookSelfSignedSecret, WebhookService and WebhookServiceNamespace
+	// are --webhook-self-signed-secret and the Service's flags.
+	WebhookSelfSignedSecret string
+	WebhookService          string
+	WebhookServiceNamespace string
 }
 
 // NewServing returns kloop's defaults: both off, so that nothing listens
@@ -67,6 +82,32 @@ func (s *Serving) AddFlags(fs *pflag.FlagSet) {
 		"the directory holding the webhook server's tls.crt and tls.key (read again when they change); with --webhook-local, where its generated CA and certificate go (default: a temporary directory)")
 	fs.BoolVar(&s.WebhookLocal, "webhook-local", s.WebhookLocal,
 		"local development: serve the webhooks on 127.0.0.1 (at --webhook-bind-address's port, else a free one) with a certificate of a CA of its own, and install webhook configurations and CRD conversions pointing there while the program runs")
+	fs.StringVar(&s.WebhookSelfSignedSecret, "webhook-self-signed-secret", s.WebhookSelfSignedSecret,
+		"in a cluster without cert-manager: keep a self-signed CA and serving certificate in this kubernetes.io/tls Secret (made or renewed at the start), serve it, and set the CA as the caBundle of the webhook configurations and CRD conversions that call --webhook-service")
+	fs.StringVar(&s.WebhookService, "webhook-service", s.WebhookService,
+		`with --webhook-self-signed-secret: the Service in front of the webhook server (default: the program's name + "-webhook-service")`)
+	fs.StringVar(&s.WebhookServiceNamespace, "webhook-service-namespace", s.WebhookServiceNamespace,
+		"with --webhook-self-signed-secret: the namespace of the Service and the Secret (default: the pod's namespace)")
+}
+
+// SelfSigned returns the self-signed webhook options
+// --webhook-self-signed-secret asks for, or nil.
+func (s *Serving) SelfSigned() (*kloop.SelfSignedWebhooks, error) {
+	if s.WebhookSelfSignedSecret == "" {
+		for flag, v := range map[string]string{"--webhook-service": s.WebhookService, "--webhook-service-namespace": s.WebhookServiceNamespace} {
+			if v != "" {
+				return nil, &FlagError{Flag: flag, Value: v, Want: "--webhook-self-signed-secret as well (the Service is named for the self-signed certificate)"}
+			}
+		}
+		return nil, nil
+	}
+	if s.WebhookLocal {
+		return nil, &FlagError{Flag: "--webhook-self-signed-secret", Value: s.WebhookSelfSignedSecret, Want: "not with --webhook-local: local mode is for a program outside the cluster, the self-signed Secret for one behind a Service in it"}
+	}
+	if addr, _ := bindAddr("--webhook-bind-address", s.WebhookAddr); addr == "" {
+		return nil, &FlagError{Flag: "--webhook-self-signed-secret", Value: s.WebhookSelfSignedSecret, Want: `--webhook-bind-address as well, such as ":9443" (the port the Service sends to)`}
+	}
+	return &kloop.SelfSignedWebhooks{Secret: s.WebhookSelfSignedSecret, Service: s.WebhookService, Namespace: s.WebhookServiceNamespace}, nil
 }
 
 // Webhook validates the webhook flags and returns the address, "" for off
@@ -76,9 +117,9 @@ func (s *Serving) Webhook() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if addr != "" && !s.WebhookLocal && s.WebhookCertDir == "" {
+	if addr != "" && !s.WebhookLocal && s.WebhookSelfSignedSecret == "" && s.WebhookCertDir == "" {
 		return "", &FlagError{Flag: "--webhook-bind-address", Value: s.WebhookAddr,
-			Want: "--webhook-cert-dir as well, the directory holding tls.crt and tls.key (a mounted Secret), or --webhook-local for a certificate of its own"}
+			Want: "--webhook-cert-dir as well, the directory holding tls.crt and tls.key (a mounted Secret), --webhook-self-signed-secret for a self-signed certificate kept in a Secret, or --webhook-local for a certificate of its own"}
 	}
 	if addr == "" && !s.WebhookLocal && s.WebhookCertDir != "" {
 		return "", &FlagError{Flag: "--webhook-cert-dir", Value: s.WebhookCertDir, Want: "--webhook-bind-address or --webhook-local as well (without them no webhook is served)"}

@@ -25,6 +25,17 @@
 // it runs, removed at the stop. It returns only once the API server
 // calls the webhooks.
 //
+// SelfSigned is the in-cluster option without cert-manager: a CA and a
+// serving certificate for a Service, kept in a kubernetes.io/tls Secret
+// that replicas starting together agree on (writes are guarded by the
+// resourceVersion), and its CA set as the caBundle of every webhook
+// configuration's webhook and CRD conversion whose clientConfig.service
+// is that Service. It checks the Secret at each start only: the
+// certificates last ten years and are replaced at a start within 30 days
+// of their end. Its end-to-end test runs against an API server that cannot
+// reach a Service in a cluster, so what it checks is the Secret, the
+// served certificate and the caBundles, not a call through the Service.
+//
 // Most programs use the webhook server through the kloop package's
 // NewWebhook builder and Options.WebhookAddr; this package is for the
 // handlers alone or a server of one's own.

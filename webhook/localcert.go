@@ -15,70 +15,117 @@ import (
 	"time"
 )
 
-// CAName is the file in which NewLocal writes its CA's certificate.
+// CAName is the file in which NewLocal writes its CA's certificate, and
+// the CA certificate's key in a kubernetes.io/tls Secret.
 const CAName = "ca.crt"
 
-// writeLocalCerts makes a CA and a certificate for host signed by it, and
-// writes the CA certificate (ca.crt), the serving certificate (tls.crt)
-// and its key (tls.key) to dir. It returns the CA certificate's PEM.
-func writeLocalCerts(dir, host string, now time.Time) ([]byte, error) {
+// localValidity is how long the local mode's CA and certificate last: a
+// development session, with margin.
+const localValidity = 30 * 24 * time.Hour
+
+// keyPair is a CA and a serving certificate it signed, PEM-encoded.
+type keyPair struct {
+	ca, cert, key []byte
+}
+
+// makeCerts makes a CA named caName and a certificate for hosts (IP
+// addresses or DNS names) signed by it, valid from an hour before now (for
+// clocks that lag) for validity. Local and SelfSigned both use it.
+func makeCerts(caName string, hosts []string, now time.Time, validity time.Duration) (keyPair, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, err
+		return keyPair{}, err
 	}
 	caTmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "kloop local webhook CA"},
+		Subject:               pkix.Name{CommonName: caName},
 		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(30 * 24 * time.Hour),
+		NotAfter:              now.Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
-		return nil, fmt.Errorf("webhook: local CA: %w", err)
+		return keyPair{}, fmt.Errorf("webhook: make a CA: %w", err)
 	}
 	ca, err := x509.ParseCertificate(caDER)
 	if err != nil {
-		return nil, err
+		return keyPair{}, err
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, err
+		return keyPair{}, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: host},
+		Subject:      pkix.Name{CommonName: hosts[0]},
 		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(30 * 24 * time.Hour),
+		NotAfter:     now.Add(validity),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	if ip := net.ParseIP(host); ip != nil {
-		tmpl.IPAddresses = []net.IP{ip}
-	} else {
-		tmpl.DNSNames = []string{host}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
-		return nil, fmt.Errorf("webhook: local serving certificate: %w", err)
+		return keyPair{}, fmt.Errorf("webhook: make a serving certificate: %w", err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return nil, err
+		return keyPair{}, err
 	}
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	for name, data := range map[string][]byte{
-		CAName:          caPEM,
-		DefaultCertName: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		DefaultKeyName:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			return nil, fmt.Errorf("webhook: write %s: %w", name, err)
+	return keyPair{
+		ca:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		key:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	}, nil
+}
+
+// writeFiles writes the CA certificate (ca.crt), the serving certificate
+// (tls.crt) and its key (tls.key) to dir. Each file is written aside and
+// renamed into place, so that a server reading the directory never sees
+// half a file.
+func (p keyPair) writeFiles(dir string) error {
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{CAName, p.ca}, {DefaultKeyName, p.key}, {DefaultCertName, p.cert}} {
+		tmp, err := os.CreateTemp(dir, "."+f.name+"-")
+		if err != nil {
+			return fmt.Errorf("webhook: write %s: %w", f.name, err)
+		}
+		_, err = tmp.Write(f.data)
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), filepath.Join(dir, f.name))
+		}
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+			return fmt.Errorf("webhook: write %s: %w", f.name, err)
 		}
 	}
-	return caPEM, nil
+	return nil
+}
+
+// writeLocalCerts makes a CA and a certificate for host signed by it, and
+// writes them to dir (writeFiles). It returns the CA certificate's PEM.
+func writeLocalCerts(dir, host string, now time.Time) ([]byte, error) {
+	p, err := makeCerts("kloop local webhook CA", []string{host}, now, localValidity)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.writeFiles(dir); err != nil {
+		return nil, err
+	}
+	return p.ca, nil
 }
 
 func serial() *big.Int {

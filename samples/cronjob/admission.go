@@ -86,6 +86,15 @@ func ValidateUpdateOf(old, cj *batch.CronJob) (warnings []string, err error) {
 	return warnings, err
 }
 
+// The webhooks' configurations, generated into deploy/cronjob-controller/
+// webhook (make generate). Their paths are webhook.MutatePath and
+// ValidatePath of the v1 CronJob, where Setup serves them (a test checks).
+// A delete is always allowed, so the validating webhook is not called for
+// one.
+//
+// +kubebuilder:webhook:path=/mutate-batch-tutorial-kubebuilder-io-v1-cronjob,mutating=true,failurePolicy=fail,sideEffects=None,groups=batch.tutorial.kubebuilder.io,resources=cronjobs,verbs=create;update,versions=v1,name=mcronjob-v1.kb.io,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-batch-tutorial-kubebuilder-io-v1-cronjob,mutating=false,failurePolicy=fail,sideEffects=None,groups=batch.tutorial.kubebuilder.io,resources=cronjobs,verbs=create;update,versions=v1,name=vcronjob-v1.kb.io,admissionReviewVersions=v1
+
 // Default is the defaulting webhook: SetDefaults.
 func Default(_ context.Context, cj *batch.CronJob) error {
 	SetDefaults(cj)
