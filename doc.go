@@ -67,7 +67,7 @@
 //   - Handle.DeleteControlledBy deletes what an owner controls under names
 //     it no longer wants (after a rename), in the background so that what
 //     those own goes too; Handle.ListControlledBy lists what it controls.
-//   - WithTransform trims each object before the cache keeps it, so the
+//   - Handle.WithTransform trims each object before the cache keeps it, so the
 //     cache holds only what the reconcile reads.
 //
 // # Operators

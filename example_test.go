@@ -64,3 +64,17 @@ func Example() {
 	// controller foo-notes for foos owning deployments
 	// kloop: controller "bad": Owns(Deployment) before For: give For first, Owns maps objects to owners of the For kind
 }
+
+// A transform trims each object before the cache keeps it. Its type is the
+// handle's, func(*appsv1.Deployment) *appsv1.Deployment here: one for
+// another kind does not compile.
+func ExampleHandle_WithTransform() {
+	app, err := kloop.New(&rest.Config{Host: "https://127.0.0.1:6443"}, kloop.Options{Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+	if err != nil {
+		panic(err)
+	}
+	deployments := kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(appsv1.SchemeGroupVersion.WithResource("deployments"))).
+		WithTransform(foo.LeanDeployment)
+	fmt.Println(deployments.GVR().Resource, deployments.Err())
+	// Output: deployments <nil>
+}
