@@ -131,11 +131,14 @@ func TestNewController_DeclarationMistakesNameWhatToFix(t *testing.T) {
 			_, err := kloop.NewController(app, "", nop).For(kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(cms))).Complete()
 			return err
 		}, "no name"},
-		{"for with another key type", func(app *kloop.App) error {
-			_, err := kloop.NewController(app, "c", func(context.Context, string) (controller.Result, error) { return controller.Result{}, nil }).
-				For(kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(cms))).Complete()
+		{"keyed, nothing watched", func(app *kloop.App) error {
+			_, err := kloop.NewKeyedController(app, "c", func(context.Context, string) (controller.Result, error) { return controller.Result{}, nil }).Complete()
 			return err
-		}, "use Watches"},
+		}, "give it Watches"},
+		{"keyed, Watches(nil)", func(app *kloop.App) error {
+			_, err := kloop.NewKeyedController(app, "c", func(context.Context, string) (controller.Result, error) { return controller.Result{}, nil }).Watches(nil).Complete()
+			return err
+		}, "Watches(nil)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			app := newApp(t, kloop.Options{Scheme: scheme})

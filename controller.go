@@ -14,30 +14,203 @@ import (
 	"github.com/kloop-dev/kloop/workqueue"
 )
 
-// ControllerBuilder declares one controller of an App, in one statement:
+// ControllerBuilder declares one controller of an App whose key is a
+// cache.Key, in one statement:
 //
 //	err := kloop.NewController(app, "foo-controller", r.Reconcile).
 //		For(foos).Owns(deployments).Workers(2).Complete()
 //
-// For and Owns enqueue a cache.Key, so they need a controller whose key is
-// cache.Key; Watches takes any controller.Source of the controller's key.
-type ControllerBuilder[K comparable] struct {
-	app       *App
-	reconcile func(ctx context.Context, key K) (controller.Result, error)
-	opts      controller.Options[K]
-	owner     *schema.GroupKind
-	forUID    func(cache.Key) (string, bool)
-	forKeys   func() []cache.Key
-	sources   []controller.Source[K]
-	errs      []error
+// A controller with a key of its own type is declared with
+// NewKeyedController instead.
+type ControllerBuilder struct {
+	b       builder[cache.Key]
+	owner   *schema.GroupKind
+	forUID  func(cache.Key) (string, bool)
+	forKeys func() []cache.Key
 }
 
 // NewController starts the declaration of a controller named name (its
 // logs, metrics and queue carry the name; give each controller of a
-// program its own) that calls reconcile for each key. Pass a method value
-// (r.Reconcile) or a function; the key type K follows from it.
-func NewController[K comparable](app *App, name string, reconcile func(ctx context.Context, key K) (controller.Result, error)) *ControllerBuilder[K] {
-	b := &ControllerBuilder[K]{app: app, reconcile: reconcile}
+// program its own) that calls reconcile for the key of each object that
+// For, Owns or Watches enqueues. Pass a method value (r.Reconcile) or a
+// function.
+func NewController(app *App, name string, reconcile func(ctx context.Context, key cache.Key) (controller.Result, error)) *ControllerBuilder {
+	return &ControllerBuilder{b: newBuilder(app, name, reconcile)}
+}
+
+// For reconciles the watched kind's objects themselves: each change
+// enqueues the object's own key. A controller has one For; Owns names its
+// kind as the owner.
+func (b *ControllerBuilder) For(w Watched) *ControllerBuilder {
+	if b.owner != nil {
+		b.b.errs = append(b.b.errs, errors.New("For given twice: a controller has one primary kind; use Watches for others"))
+		return b
+	}
+	info := w.handle()
+	gk := info.gvk.GroupKind()
+	b.owner = &gk
+	b.forUID, b.forKeys = info.uid, info.keys
+	if info.err == nil && b.b.app.shardsBy(sharding.ByUID) {
+		info.shard()
+	}
+	b.addSource("For", info, w.forSource)
+	return b
+}
+
+// Owns reconciles the owners of the watched kind's objects: each change
+// enqueues the key of the object's controller owner when that owner is of
+// the For kind (read from the object's owner references, deletes
+// included). Give For first.
+func (b *ControllerBuilder) Owns(w Watched) *ControllerBuilder {
+	info := w.handle()
+	if b.owner == nil {
+		b.b.errs = append(b.b.errs, fmt.Errorf("Owns(%s) before For: give For first, Owns maps objects to owners of the For kind", info.gvk.Kind))
+		return b
+	}
+	owner := *b.owner
+	b.addSource("Owns", info, func() controller.Source[cache.Key] { return w.ownsSource(owner) })
+	return b
+}
+
+func (b *ControllerBuilder) addSource(what string, info handleInfo, src func() controller.Source[cache.Key]) {
+	if info.err != nil {
+		b.b.errs = append(b.b.errs, fmt.Errorf("%s: %w", what, info.err))
+		return
+	}
+	b.b.sources = append(b.b.sources, src())
+}
+
+// Watches adds any source of keys, such as MapTo(h, mapKeys) for objects
+// related by something other than ownership.
+func (b *ControllerBuilder) Watches(src controller.Source[cache.Key]) *ControllerBuilder {
+	b.b.watches(src)
+	return b
+}
+
+// Workers sets how many keys are reconciled at once (never one key twice
+// at once). Default 1.
+func (b *ControllerBuilder) Workers(n int) *ControllerBuilder {
+	b.b.opts.Workers = n
+	return b
+}
+
+// RateLimiter sets how long a failed key waits before its retry. Default
+// workqueue.DefaultRateLimiter.
+func (b *ControllerBuilder) RateLimiter(rl workqueue.RateLimiter[cache.Key]) *ControllerBuilder {
+	b.b.opts.RateLimiter = rl
+	return b
+}
+
+// MaxRetries drops a key after n failed retries (0, the default: retry
+// until it succeeds or fails terminally).
+func (b *ControllerBuilder) MaxRetries(n int) *ControllerBuilder {
+	b.b.opts.MaxRetries = n
+	return b
+}
+
+// ReconcileTimeout bounds each reconcile (0, the default: no bound).
+func (b *ControllerBuilder) ReconcileTimeout(d time.Duration) *ControllerBuilder {
+	b.b.opts.ReconcileTimeout = d
+	return b
+}
+
+// WithOptions changes any other controller.Options field (Dropped,
+// SyncTimeout, DrainTimeout, SkipLeaderElection). Name, Logger and
+// Registerer are the App's.
+func (b *ControllerBuilder) WithOptions(change func(*controller.Options[cache.Key])) *ControllerBuilder {
+	change(&b.b.opts)
+	return b
+}
+
+// Complete makes the controller and adds it to the App, which runs it (on
+// the leader, with leader election). It returns the controller, for
+// Enqueue from elsewhere, and every mistake of the declaration; the App's
+// Run returns them too.
+func (b *ControllerBuilder) Complete() (*controller.Controller[cache.Key], error) {
+	return b.b.complete("it watches nothing: give it For, Owns or Watches", func(c *controller.Controller[cache.Key]) error {
+		return b.b.app.gate(c, b.forUID, b.forKeys)
+	})
+}
+
+// KeyedControllerBuilder declares one controller of an App whose key is
+// K, a type of the program's own: its sources are Watches that map
+// objects to K (MapTo, controller.Watches). For and Owns enqueue a
+// cache.Key, so only a ControllerBuilder has them.
+type KeyedControllerBuilder[K comparable] struct {
+	b builder[K]
+}
+
+// NewKeyedController starts the declaration of a controller named name
+// that calls reconcile for each key of type K its Watches enqueue, for
+// work that is not one object's, such as one key per namespace or per
+// node:
+//
+//	kloop.NewKeyedController(app, "per-namespace", r.Reconcile).
+//		Watches(kloop.MapTo(pods, func(p *corev1.Pod) []string { return []string{p.Namespace} })).Complete()
+//
+// K follows from reconcile. An App that shards runs only controllers from
+// NewController, whose For kind places the keys.
+func NewKeyedController[K comparable](app *App, name string, reconcile func(ctx context.Context, key K) (controller.Result, error)) *KeyedControllerBuilder[K] {
+	return &KeyedControllerBuilder[K]{b: newBuilder(app, name, reconcile)}
+}
+
+// Watches adds a source of keys, such as MapTo(h, mapKeys).
+func (b *KeyedControllerBuilder[K]) Watches(src controller.Source[K]) *KeyedControllerBuilder[K] {
+	b.b.watches(src)
+	return b
+}
+
+// Workers is ControllerBuilder.Workers.
+func (b *KeyedControllerBuilder[K]) Workers(n int) *KeyedControllerBuilder[K] {
+	b.b.opts.Workers = n
+	return b
+}
+
+// RateLimiter is ControllerBuilder.RateLimiter.
+func (b *KeyedControllerBuilder[K]) RateLimiter(rl workqueue.RateLimiter[K]) *KeyedControllerBuilder[K] {
+	b.b.opts.RateLimiter = rl
+	return b
+}
+
+// MaxRetries is ControllerBuilder.MaxRetries.
+func (b *KeyedControllerBuilder[K]) MaxRetries(n int) *KeyedControllerBuilder[K] {
+	b.b.opts.MaxRetries = n
+	return b
+}
+
+// ReconcileTimeout is ControllerBuilder.ReconcileTimeout.
+func (b *KeyedControllerBuilder[K]) ReconcileTimeout(d time.Duration) *KeyedControllerBuilder[K] {
+	b.b.opts.ReconcileTimeout = d
+	return b
+}
+
+// WithOptions is ControllerBuilder.WithOptions.
+func (b *KeyedControllerBuilder[K]) WithOptions(change func(*controller.Options[K])) *KeyedControllerBuilder[K] {
+	change(&b.b.opts)
+	return b
+}
+
+// Complete is ControllerBuilder.Complete.
+func (b *KeyedControllerBuilder[K]) Complete() (*controller.Controller[K], error) {
+	return b.b.complete("it watches nothing: give it Watches", func(*controller.Controller[K]) error {
+		if b.b.app.member != nil {
+			return errors.New("sharding needs a controller with a For kind, whose objects are what a replica takes over: declare it with NewController and a cache.Key")
+		}
+		return nil
+	})
+}
+
+// builder is what both builders share: the declaration and its mistakes.
+type builder[K comparable] struct {
+	app       *App
+	reconcile func(ctx context.Context, key K) (controller.Result, error)
+	opts      controller.Options[K]
+	sources   []controller.Source[K]
+	errs      []error
+}
+
+func newBuilder[K comparable](app *App, name string, reconcile func(ctx context.Context, key K) (controller.Result, error)) builder[K] {
+	b := builder[K]{app: app, reconcile: reconcile}
 	b.opts.Name = name
 	if name == "" {
 		b.errs = append(b.errs, errors.New("the controller has no name: give it one; it names its logs and metrics"))
@@ -48,106 +221,18 @@ func NewController[K comparable](app *App, name string, reconcile func(ctx conte
 	return b
 }
 
-func (b *ControllerBuilder[K]) addKeySource(what string, w Watched, src func() controller.Source[cache.Key]) {
-	info := w.handle()
-	if info.err != nil {
-		b.errs = append(b.errs, fmt.Errorf("%s: %w", what, info.err))
-		return
-	}
-	s, ok := any(src()).(controller.Source[K])
-	if !ok {
-		var k K
-		b.errs = append(b.errs, fmt.Errorf("%s(%s) enqueues a cache.Key but the controller's key is %T: use Watches with a mapping to %T", what, info.gvk.Kind, k, k))
-		return
-	}
-	b.sources = append(b.sources, s)
-}
-
-// For reconciles the watched kind's objects themselves: each change
-// enqueues the object's own key. A controller has one For; Owns names its
-// kind as the owner.
-func (b *ControllerBuilder[K]) For(w Watched) *ControllerBuilder[K] {
-	if b.owner != nil {
-		b.errs = append(b.errs, errors.New("For given twice: a controller has one primary kind; use Watches for others"))
-		return b
-	}
-	info := w.handle()
-	gk := info.gvk.GroupKind()
-	b.owner = &gk
-	b.forUID, b.forKeys = info.uid, info.keys
-	if info.err == nil && b.app.shardsBy(sharding.ByUID) {
-		info.shard()
-	}
-	b.addKeySource("For", w, w.forSource)
-	return b
-}
-
-// Owns reconciles the owners of the watched kind's objects: each change
-// enqueues the key of the object's controller owner when that owner is of
-// the For kind (read from the object's owner references, deletes
-// included). Give For first.
-func (b *ControllerBuilder[K]) Owns(w Watched) *ControllerBuilder[K] {
-	if b.owner == nil {
-		b.errs = append(b.errs, fmt.Errorf("Owns(%s) before For: give For first, Owns maps objects to owners of the For kind", w.handle().gvk.Kind))
-		return b
-	}
-	owner := *b.owner
-	b.addKeySource("Owns", w, func() controller.Source[cache.Key] { return w.ownsSource(owner) })
-	return b
-}
-
-// Watches adds any source of keys, such as controller.Watches(inf,
-// mapKeys) for objects related by something other than ownership.
-func (b *ControllerBuilder[K]) Watches(src controller.Source[K]) *ControllerBuilder[K] {
+func (b *builder[K]) watches(src controller.Source[K]) {
 	if src == nil {
 		b.errs = append(b.errs, errors.New("Watches(nil)"))
-		return b
+		return
 	}
 	b.sources = append(b.sources, src)
-	return b
 }
 
-// Workers sets how many keys are reconciled at once (never one key twice
-// at once). Default 1.
-func (b *ControllerBuilder[K]) Workers(n int) *ControllerBuilder[K] {
-	b.opts.Workers = n
-	return b
-}
-
-// RateLimiter sets how long a failed key waits before its retry. Default
-// workqueue.DefaultRateLimiter.
-func (b *ControllerBuilder[K]) RateLimiter(rl workqueue.RateLimiter[K]) *ControllerBuilder[K] {
-	b.opts.RateLimiter = rl
-	return b
-}
-
-// MaxRetries drops a key after n failed retries (0, the default: retry
-// until it succeeds or fails terminally).
-func (b *ControllerBuilder[K]) MaxRetries(n int) *ControllerBuilder[K] {
-	b.opts.MaxRetries = n
-	return b
-}
-
-// ReconcileTimeout bounds each reconcile (0, the default: no bound).
-func (b *ControllerBuilder[K]) ReconcileTimeout(d time.Duration) *ControllerBuilder[K] {
-	b.opts.ReconcileTimeout = d
-	return b
-}
-
-// WithOptions changes any other controller.Options field (Dropped,
-// SyncTimeout, DrainTimeout, SkipLeaderElection). Name, Logger and
-// Registerer are the App's.
-func (b *ControllerBuilder[K]) WithOptions(change func(*controller.Options[K])) *ControllerBuilder[K] {
-	change(&b.opts)
-	return b
-}
-
-// Complete makes the controller and adds it to the App, which runs it (on
-// the leader, with leader election). It returns the controller, for
-// Enqueue from elsewhere, and every mistake of the declaration; the App's
-// Run returns them too.
-func (b *ControllerBuilder[K]) Complete() (*controller.Controller[K], error) {
-	c, err := b.complete()
+// complete makes the controller, gates it (sharding) and adds it to the
+// App; nothing says what to give a controller that watches nothing.
+func (b *builder[K]) complete(nothing string, gate func(*controller.Controller[K]) error) (*controller.Controller[K], error) {
+	c, err := b.make(nothing, gate)
 	if err != nil {
 		err = fmt.Errorf("kloop: controller %q: %w", b.opts.Name, err)
 		b.app.fail(err)
@@ -157,9 +242,9 @@ func (b *ControllerBuilder[K]) Complete() (*controller.Controller[K], error) {
 	return c, nil
 }
 
-func (b *ControllerBuilder[K]) complete() (*controller.Controller[K], error) {
+func (b *builder[K]) make(nothing string, gate func(*controller.Controller[K]) error) (*controller.Controller[K], error) {
 	if len(b.sources) == 0 && len(b.errs) == 0 {
-		b.errs = append(b.errs, errors.New("it watches nothing: give it For, Owns or Watches"))
+		b.errs = append(b.errs, errors.New(nothing))
 	}
 	if err := errors.Join(b.errs...); err != nil {
 		return nil, err
@@ -175,7 +260,7 @@ func (b *ControllerBuilder[K]) complete() (*controller.Controller[K], error) {
 			return nil, err
 		}
 	}
-	if err := b.app.gate(c, b.forUID, b.forKeys); err != nil {
+	if err := gate(c); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -38,7 +38,9 @@
 //
 // returns controller.Result{RequeueAfter: d} to look again later, an error
 // to retry with back-off, or controller.TerminalError(err) for a failure
-// that retrying cannot fix. Finally:
+// that retrying cannot fix. A controller keyed by a type of the program's
+// own is NewKeyedController, with Watches only (For and Owns enqueue a
+// cache.Key). Finally:
 //
 //	return app.Run(ctx) // ctx from cli, or manager.SignalContext
 //
@@ -67,7 +69,7 @@
 //   - Handle.DeleteControlledBy deletes what an owner controls under names
 //     it no longer wants (after a rename), in the background so that what
 //     those own goes too; Handle.ListControlledBy lists what it controls.
-//   - WithTransform trims each object before the cache keeps it, so the
+//   - Handle.WithTransform trims each object before the cache keeps it, so the
 //     cache holds only what the reconcile reads.
 //
 // # Operators

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 
@@ -63,4 +64,39 @@ func Example() {
 	// Output:
 	// controller foo-notes for foos owning deployments
 	// kloop: controller "bad": Owns(Deployment) before For: give For first, Owns maps objects to owners of the For kind
+}
+
+// A transform trims each object before the cache keeps it. Its type is the
+// handle's, func(*appsv1.Deployment) *appsv1.Deployment here: one for
+// another kind does not compile.
+func ExampleHandle_WithTransform() {
+	app, err := kloop.New(&rest.Config{Host: "https://127.0.0.1:6443"}, kloop.Options{Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+	if err != nil {
+		panic(err)
+	}
+	deployments := kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(appsv1.SchemeGroupVersion.WithResource("deployments"))).
+		WithTransform(foo.LeanDeployment)
+	fmt.Println(deployments.GVR().Resource, deployments.Err())
+	// Output: deployments <nil>
+}
+
+// A controller keyed by a type of the program's own, here a team name
+// that a label of each ConfigMap gives: its sources are Watches that map
+// objects to the key.
+func ExampleNewKeyedController() {
+	app, err := kloop.New(&rest.Config{Host: "https://127.0.0.1:6443"}, kloop.Options{Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+	if err != nil {
+		panic(err)
+	}
+	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("configmaps")))
+	reconcile := func(ctx context.Context, team string) (controller.Result, error) {
+		return controller.Result{}, nil // the team's shared state
+	}
+	team := func(cm *corev1.ConfigMap) []string { return []string{cm.Labels["team"]} }
+	c, err := kloop.NewKeyedController(app, "teams", reconcile).Watches(kloop.MapTo(cms, team)).Complete()
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("controller", c.Name(), "keyed by team")
+	// Output: controller teams keyed by team
 }

@@ -6,14 +6,15 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
-
-	"github.com/kloop-dev/kloop/internal/await"
 )
 
 // Decode decodes one manifest (YAML or JSON) into T, which scheme must
@@ -68,12 +69,72 @@ func InstallCRD(ctx context.Context, cfg *rest.Config, manifest []byte) error {
 	if err != nil {
 		return fmt.Errorf("install CRD %s: %w", want.Name, err)
 	}
-	// A watch from the current state: it reports the CRD as it is now and
-	// then each change the API server makes to its status, so the wait
-	// ends on the update that sets Established.
-	_, err = await.ObjectContext(ctx, crds, want.Name, await.CRDEstablished)
-	if err != nil {
+	if err := waitEstablished(ctx, crds, want.Name); err != nil {
 		return fmt.Errorf("waiting for CRD %s to be Established: %w", want.Name, err)
 	}
 	return nil
+}
+
+// waitEstablished watches the CRD called name until it has the condition
+// Established or ctx ends. A watch without a resourceVersion starts with
+// the CRD as it is now, then reports each change the API server makes to
+// its status, so the wait ends on the update that sets Established; a
+// watch the server closes is opened again. The error carries the last
+// condition that was not True (NamesAccepted says which name is taken).
+func waitEstablished(ctx context.Context, crds apiextensionsclient.CustomResourceDefinitionInterface, name string) error {
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
+	var last string // the last condition seen that was not True
+	for {
+		w, err := crds.Watch(ctx, opts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%w%s", context.Cause(ctx), last)
+			}
+			return err
+		}
+		done, err := established(ctx, w, &last)
+		w.Stop()
+		if done || err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w%s", context.Cause(ctx), last)
+		}
+	}
+}
+
+// established reads w until the CRD is Established (done), the watch
+// ends, or ctx does; it records in last the conditions that are not True.
+func established(ctx context.Context, w watch.Interface, last *string) (done bool, _ error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case ev, open := <-w.ResultChan():
+			if !open {
+				return false, nil
+			}
+			if ev.Type == watch.Error {
+				// An expired watch is opened again; other errors end
+				// the wait rather than spin on them.
+				if err := apierrors.FromObject(ev.Object); !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+					return false, err
+				}
+				return false, nil
+			}
+			crd, ok := ev.Object.(*apiextensionsv1.CustomResourceDefinition)
+			if !ok || ev.Type == watch.Deleted {
+				continue
+			}
+			*last = ""
+			for _, c := range crd.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+				if c.Status != apiextensionsv1.ConditionTrue {
+					*last += fmt.Sprintf(" (%s %s: %s)", c.Type, c.Status, c.Message)
+				}
+			}
+		}
+	}
 }

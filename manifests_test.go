@@ -75,6 +75,9 @@ func TestInstallCRD_FailsNamingTheCRDWhenItIsNeverEstablished(t *testing.T) {
 	if !strings.Contains(err.Error(), "gizmos.install.kloop.dev") || !strings.Contains(err.Error(), "Established") {
 		t.Errorf("error %q does not name the CRD and what was awaited", err)
 	}
+	if !strings.Contains(err.Error(), "NamesAccepted False") {
+		t.Errorf("error %q does not carry the condition that says why (NamesAccepted)", err)
+	}
 	got, gerr := crds.Get(t.Context(), "gizmos.install.kloop.dev", metav1.GetOptions{})
 	if gerr != nil {
 		t.Fatal(gerr)

@@ -47,17 +47,6 @@ type objectsConfig struct {
 	clusterScoped bool
 	scope         informer.Scope
 	namespace     *string // InNamespace; nil: Options.Namespace
-	transform     any     // WithTransform's func(T) T
-}
-
-// WithTransform sets the transform of the handle's informer (see
-// informer.Informer.SetTransform): fn gets each object before the cache
-// keeps it and may drop in place what the program never reads, so that
-// the cache holds less. fn must be a func(T) T for the handle's T, for
-// example func(*appsv1.Deployment) *appsv1.Deployment; the informer is
-// shared, so only one handle on it may set a transform.
-func WithTransform(fn any) ObjectsOption {
-	return func(c *objectsConfig) { c.transform = fn }
 }
 
 // WithResource names the kind's resource instead of asking the API server's
@@ -114,9 +103,6 @@ func Objects[T interface {
 	if err == nil {
 		h.res, err = client.NewResource[T](app.client, h.gvr)
 	}
-	if err == nil {
-		err = h.setTransform(opts)
-	}
 	if err != nil {
 		h.err = fmt.Errorf("kloop.Objects[%T]: %w", T(nil), err)
 		app.fail(h.err)
@@ -126,20 +112,24 @@ func Objects[T interface {
 	return h
 }
 
-// setTransform sets WithTransform's function, if any, on the informer.
-func (h *Handle[T]) setTransform(opts []ObjectsOption) error {
-	var cfg objectsConfig
-	for _, o := range opts {
-		o(&cfg)
+// WithTransform sets the transform of the handle's informer (see
+// informer.Informer.SetTransform) and returns h, to follow Objects:
+//
+//	kloop.Objects[*appsv1.Deployment](app).WithTransform(LeanDeployment)
+//
+// fn gets each object before the cache keeps it and may drop in place what
+// the program never reads, so that the cache holds less. Call it before
+// Run; the informer is shared, so only one handle on it may set a
+// transform. A failure is recorded like Objects' own.
+func (h *Handle[T]) WithTransform(fn func(T) T) *Handle[T] {
+	if h.err != nil {
+		return h
 	}
-	if cfg.transform == nil {
-		return nil
+	if err := h.inf.SetTransform(fn); err != nil {
+		h.err = fmt.Errorf("kloop.Objects[%T].WithTransform: %w", *new(T), err)
+		h.app.fail(h.err)
 	}
-	fn, ok := cfg.transform.(func(T) T)
-	if !ok {
-		return fmt.Errorf("WithTransform takes a func(%T) %T, not a %T", *new(T), *new(T), cfg.transform)
-	}
-	return h.inf.SetTransform(fn)
+	return h
 }
 
 // resolve finds the handle's kind, resource and scope.

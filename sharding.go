@@ -135,13 +135,9 @@ func (a *App) shardObjects(gvr schema.GroupVersionResource, scope informer.Scope
 // gate keeps a controller to this replica's share of the keys. forUID
 // looks up the UID of the For kind's object by key (for ByUID); forKeys
 // lists the For kind's cached keys.
-func (a *App) gate(c any, forUID func(cache.Key) (string, bool), forKeys func() []cache.Key) error {
+func (a *App) gate(c *controller.Controller[cache.Key], forUID func(cache.Key) (string, bool), forKeys func() []cache.Key) error {
 	if a.member == nil {
 		return nil
-	}
-	gc, ok := c.(*controller.Controller[cache.Key])
-	if !ok {
-		return fmt.Errorf("sharding needs a controller keyed by cache.Key, not %T", c)
 	}
 	if forKeys == nil {
 		return errors.New("sharding needs a controller with a For kind: its objects are what a replica takes over")
@@ -153,7 +149,7 @@ func (a *App) gate(c any, forUID func(cache.Key) (string, bool), forKeys func() 
 		}
 		value = forUID
 	}
-	sharding.Gate(a.member, gc, value, forKeys)
+	sharding.Gate(a.member, c, value, forKeys)
 	return nil
 }
 

@@ -43,9 +43,9 @@ func TestNewController_ShardedNeedsACacheKeyAndAForKind(t *testing.T) {
 	}
 	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource))
 	deps := kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(appsv1.SchemeGroupVersion.WithResource("deployments")))
-	_, err := kloop.NewController(app, "strings", func(context.Context, string) (controller.Result, error) { return controller.Result{}, nil }).
-		Watches(controller.Watches[*appsv1.Deployment, string](deps.Informer(), func(*appsv1.Deployment) []string { return nil })).Complete()
-	if err == nil || !strings.Contains(err.Error(), "keyed by cache.Key") {
+	_, err := kloop.NewKeyedController(app, "strings", func(context.Context, string) (controller.Result, error) { return controller.Result{}, nil }).
+		Watches(kloop.MapTo(deps, func(*appsv1.Deployment) []string { return nil })).Complete()
+	if err == nil || !strings.Contains(err.Error(), "declare it with NewController and a cache.Key") {
 		t.Errorf("a string-keyed sharded controller: %v", err)
 	}
 	_, err = kloop.NewController(app, "no-for", func(context.Context, cache.Key) (controller.Result, error) { return controller.Result{}, nil }).

@@ -101,7 +101,7 @@ func Scheme() *runtime.Scheme { return kloop.NewScheme(v1alpha1.AddToScheme) }
 func Setup(app *kloop.App, workers int) error {
 	r := &Reconciler{
 		Foos:        kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource)),
-		Deployments: kloop.Objects[*appsv1.Deployment](app, kloop.WithTransform(LeanDeployment)),
+		Deployments: kloop.Objects[*appsv1.Deployment](app).WithTransform(LeanDeployment),
 		Recorder:    app.Recorder(),
 		Logger:      app.Logger().With("controller", ControllerName),
 	}
