@@ -64,8 +64,8 @@ type controlPlaneFlags struct {
 
 func (f *controlPlaneFlags) add(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.StringVar(&f.dataDir, "data-dir", "", "keep etcd data, certificates and the kubeconfig here across runs (default: a temporary directory removed on exit)")
-	fs.StringVar(&f.binDir, "bin-dir", "", "directory with etcd, kube-apiserver and kube-controller-manager (default: bin/ at the repository root; build with `make controlplane`)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "keep etcd data, certificates and the kubeconfig in this `dir` across runs (default: a temporary directory removed on exit)")
+	fs.StringVar(&f.binDir, "bin-dir", "", "`dir` holding etcd, kube-apiserver and kube-controller-manager (default: bin/ at the repository root, built by \"make controlplane\")")
 	f.logging.AddFlags(fs)
 }
 
