@@ -126,7 +126,7 @@ func testHelp(t *testing.T, path func(string) string) {
 			{"--namespace", "--workers", "--webhook-bind-address", "--webhook-cert-dir", "--webhook-local"}}},
 		{[]string{"podwatch", "--help"}, [][]string{clusterFlags, leaderFlags, shardFlags, servingFlags, loggingFlags, {"--namespace", "--workers"}}},
 		{[]string{"notifier", "--help"}, [][]string{clusterFlags, leaderFlags, servingFlags, loggingFlags, {"--config", "--drain-timeout"}}},
-		{[]string{"kloop", "dev", "--help"}, [][]string{loggingFlags, {"--data-dir", "--bin-dir", "--no-controller-manager"}}},
+		{[]string{"kloop", "dev", "--help"}, [][]string{loggingFlags, {"--data-dir", "--bin-dir", "--no-controller-manager", "--controllers", "--podsim", "--feature-gates"}}},
 		{[]string{"kloop", "demo", "--help"}, [][]string{loggingFlags, {"--data-dir", "--bin-dir", "--namespace"}}},
 	} {
 		out, err := exec.Command(path(tc.args[0]), tc.args[1:]...).Output()
