@@ -121,7 +121,7 @@ check-generated:
 			echo "$$p/zz_generated.deepcopy.go is stale: run make generate"; exit 1; fi; done; \
 	for s in $(API_SAMPLES); do IFS=: read -r dir apis crd <<<"$$s"; \
 		$(CONTROLLER_GEN) crd:$$crd paths=$$apis output:crd:artifacts:config=$$tmp/$$dir/crd; \
-		if ! diff -ru -x kustomization.yaml -x Kustomization $$dir/crd $$tmp/$$dir/crd; then \
+		if ! diff -ru -x Kustomization $$dir/crd $$tmp/$$dir/crd; then \
 			echo "$$dir/crd is stale: run make generate"; exit 1; fi; done; \
 	$(MAKE) -s gen-deploy-into DIR=$$tmp/deploy; \
 	for d in foo-controller cronjob-controller overlays/foo-controller-sharded overlays/cronjob-controller-self-signed podwatch notifier; do \

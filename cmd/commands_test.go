@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,6 +77,7 @@ func TestCommands_FollowTheConventions(t *testing.T) {
 	path := func(name string) string { return filepath.Join(bin, name) }
 
 	t.Run("help lists the flags", func(t *testing.T) { testHelp(t, path) })
+	t.Run("help value names are one word", func(t *testing.T) { testHelpValueNames(t, path) })
 	t.Run("version prints a version and a revision", func(t *testing.T) { testVersionOutput(t, path) })
 	t.Run("version reads the VCS stamp of a plain build", testVersionFromVCS)
 
@@ -124,7 +126,7 @@ func testHelp(t *testing.T, path func(string) string) {
 			{"--namespace", "--workers", "--webhook-bind-address", "--webhook-cert-dir", "--webhook-local"}}},
 		{[]string{"podwatch", "--help"}, [][]string{clusterFlags, leaderFlags, shardFlags, servingFlags, loggingFlags, {"--namespace", "--workers"}}},
 		{[]string{"notifier", "--help"}, [][]string{clusterFlags, leaderFlags, servingFlags, loggingFlags, {"--config", "--drain-timeout"}}},
-		{[]string{"kloop", "dev", "--help"}, [][]string{loggingFlags, {"--data-dir", "--bin-dir", "--no-controller-manager"}}},
+		{[]string{"kloop", "dev", "--help"}, [][]string{loggingFlags, {"--data-dir", "--bin-dir", "--no-controller-manager", "--controllers", "--podsim", "--feature-gates"}}},
 		{[]string{"kloop", "demo", "--help"}, [][]string{loggingFlags, {"--data-dir", "--bin-dir", "--namespace"}}},
 	} {
 		out, err := exec.Command(path(tc.args[0]), tc.args[1:]...).Output()
@@ -142,6 +144,58 @@ func testHelp(t *testing.T, path func(string) string) {
 		if tc.args[1] == "--help" && !regexp.MustCompile(`(?m)^\s+version\s+Print the version`).Match(out) {
 			t.Errorf("%s does not list the version subcommand:\n%s", strings.Join(tc.args, " "), out)
 		}
+	}
+}
+
+// flagLine is a flag's line in --help: pflag writes the flag, its value
+// name and, after at least two spaces, the usage.
+var flagLine = regexp.MustCompile(`^\s+(?:-\S, )?(--\S+)(.*?)(?:\s{2,}|$)`)
+
+// subcommandLine is a line of --help's "Available Commands:".
+var subcommandLine = regexp.MustCompile(`^  (\S+)\s{2,}\S`)
+
+// testHelpValueNames walks every command and subcommand's --help and
+// checks that each flag's value name is a single word: pflag takes the
+// first back-quoted words of a usage string as the value name, so a
+// quoted phrase there ("build with `make x`") reads as --flag make x.
+func testHelpValueNames(t *testing.T, path func(string) string) {
+	checked := 0
+	var walk func(args []string)
+	walk = func(args []string) {
+		out, err := exec.Command(path(args[0]), append(args[1:], "--help")...).Output()
+		if err != nil {
+			t.Errorf("%s --help: %v", strings.Join(args, " "), err)
+			return
+		}
+		inCommands := false
+		for line := range strings.Lines(string(out)) {
+			line = strings.TrimRight(line, "\n")
+			switch {
+			case strings.HasSuffix(line, ":") && !strings.HasPrefix(line, " "):
+				inCommands = line == "Available Commands:"
+				continue
+			case inCommands:
+				if m := subcommandLine.FindStringSubmatch(line); m != nil && m[1] != "help" && m[1] != "completion" {
+					walk(append(slices.Clone(args), m[1]))
+				}
+				continue
+			}
+			m := flagLine.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			checked++
+			if value := strings.TrimSpace(m[2]); strings.Contains(value, " ") {
+				t.Errorf("%s --help: flag %s has the value name %q, want one word (a back-quoted phrase in its usage?):\n%s", strings.Join(args, " "), m[1], value, line)
+			}
+		}
+	}
+	for _, c := range commands {
+		walk([]string{c})
+	}
+	// Every command has flags; finding few means the parsing broke.
+	if checked < 10*len(commands) {
+		t.Errorf("checked only %d flag lines in the --help of %v; the help format changed?", checked, commands)
 	}
 }
 

@@ -1,6 +1,9 @@
 package testenv
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestFeatureGatesFlag_DefaultsOnAndOverridable(t *testing.T) {
 	for _, tc := range []struct {
@@ -14,5 +17,18 @@ func TestFeatureGatesFlag_DefaultsOnAndOverridable(t *testing.T) {
 		if got := featureGatesFlag(tc.gates); got != tc.want {
 			t.Errorf("featureGatesFlag(%v) = %q, want %q", tc.gates, got, tc.want)
 		}
+	}
+}
+
+func TestControllersFlag_ExtrasComeBeforeTheDefaults(t *testing.T) {
+	if got, want := controllersFlag(nil), "--controllers="+strings.Join(DefaultControllers, ","); got != want {
+		t.Errorf("controllersFlag(nil) = %q, want %q", got, want)
+	}
+	// First: kube-controller-manager obeys the first entry naming a
+	// controller, so -deployment-controller must precede the default.
+	got := controllersFlag([]string{"job-controller", "-deployment-controller"})
+	want := "--controllers=job-controller,-deployment-controller," + strings.Join(DefaultControllers, ",")
+	if got != want {
+		t.Errorf("controllersFlag = %q, want %q", got, want)
 	}
 }

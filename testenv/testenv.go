@@ -48,14 +48,38 @@ func featureGatesFlag(gates map[string]bool) string {
 	return "--feature-gates=" + strings.Join(parts, ",")
 }
 
+// DefaultControllers are the kube-controller-manager controllers Start
+// runs with Options.ControllerManager: Deployments get ReplicaSets and Pods,
+// owned objects are garbage-collected, namespaces are finalized and get
+// their service account. Options.Controllers adds to them.
+var DefaultControllers = []string{
+	"deployment-controller", "replicaset-controller", "garbage-collector-controller",
+	"namespace-controller", "serviceaccount-controller", "serviceaccount-token-controller",
+}
+
+// controllersFlag is kube-controller-manager's --controllers value for
+// extra: its entries first, then DefaultControllers. The controller
+// manager takes the first entry that names a controller, so "-name" in
+// extra turns a default one off.
+func controllersFlag(extra []string) string {
+	return "--controllers=" + strings.Join(slices.Concat(extra, DefaultControllers), ",")
+}
+
 // Options configure Start. The zero value starts etcd and kube-apiserver on
 // free loopback ports in a temporary directory that Stop removes.
 type Options struct {
-	// ControllerManager also starts kube-controller-manager with the
-	// deployment, replicaset, garbage-collector, namespace, serviceaccount and
-	// serviceaccount-token controllers (so Deployments get Pods, owned objects
-	// are collected and namespaces are finalized). Default false.
+	// ControllerManager also starts kube-controller-manager with
+	// DefaultControllers (so Deployments get Pods, owned objects are
+	// collected and namespaces are finalized) and Controllers. Default false.
 	ControllerManager bool
+
+	// Controllers are more kube-controller-manager controllers to run, by
+	// the names of its --controllers flag (job-controller,
+	// cronjob-controller, ...), in addition to DefaultControllers; "-name"
+	// turns a default one off and "*" turns on all that are on by default
+	// in Kubernetes. Only with ControllerManager. An unknown name makes
+	// kube-controller-manager exit at start (see its log in Dir/logs).
+	Controllers []string
 
 	// DataDir keeps etcd data and certificates across runs. Empty means a new
 	// temporary directory, removed by Stop. A given DataDir is never removed.
@@ -236,7 +260,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 			logPath: filepath.Join(e.Dir, "logs", "kube-controller-manager.log"),
 			args: []string{
 				"--kubeconfig", e.KubeconfigPath,
-				"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller",
+				controllersFlag(opts.Controllers),
 				"--service-account-private-key-file", p.path("sa.key"),
 				"--root-ca-file", p.path("ca.crt"),
 				"--leader-elect=false",

@@ -467,3 +467,40 @@ func TestEnv_ChildrenDieWhenTheirParentIsKilled(t *testing.T) {
 		await.Exited(t, fmt.Sprintf("%s (pid %d) to die with its parent", name, pid), pid)
 	}
 }
+
+// pinnedKubernetesVersion is the k8s.io/kubernetes version that
+// tools/controlplane/go.mod builds the control plane from.
+func pinnedKubernetesVersion(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "tools", "controlplane", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "k8s.io/kubernetes" {
+			return f[1]
+		}
+	}
+	t.Fatal("tools/controlplane/go.mod requires no k8s.io/kubernetes")
+	return ""
+}
+
+func TestEnv_ServerVersionIsTheOneBuilt(t *testing.T) {
+	want := pinnedKubernetesVersion(t)
+	e := testenv.StartT(t, testenv.Options{})
+	// kubectl version parses gitVersion as semver: a control plane built
+	// without the link-time version reports v0.0.0-master+$Format:%H$.
+	v, err := clientset(t, e).Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.GitVersion != want {
+		t.Errorf("the API server reports gitVersion %q, want %q (tools/controlplane/go.mod's k8s.io/kubernetes; rebuild with make controlplane)", v.GitVersion, want)
+	}
+	if wantMinor := strings.Split(want, ".")[1]; v.Major != strings.TrimPrefix(strings.Split(want, ".")[0], "v") || v.Minor != wantMinor {
+		t.Errorf("the API server reports major %q minor %q, want them from %s", v.Major, v.Minor, want)
+	}
+	if v.GitTreeState != "clean" {
+		t.Errorf("the API server reports gitTreeState %q, want clean", v.GitTreeState)
+	}
+}

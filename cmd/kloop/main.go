@@ -1,10 +1,15 @@
 // Command kloop is kloop's developer tool.
 //
-//	kloop dev [--data-dir DIR] [--no-controller-manager] [--bin-dir DIR] [--log-level info]
+//	kloop dev [--data-dir DIR] [--no-controller-manager] [--controllers job-controller,...] [--podsim]
+//	          [--feature-gates Name=true,...] [--bin-dir DIR] [--log-level info]
 //
 // starts a local control plane (etcd, kube-apiserver and
 // kube-controller-manager on 127.0.0.1) in the foreground, writes an admin
-// kubeconfig and prints `export KUBECONFIG=<path>`. Ctrl-C stops everything
+// kubeconfig and prints `export KUBECONFIG=<path>`. --controllers adds
+// kube-controller-manager controllers to testenv's DefaultControllers;
+// --podsim also runs podsim (a simulated kubelet, as kloop demo does);
+// --feature-gates sets kube-apiserver feature gates on top of testenv's
+// DefaultFeatureGates. Ctrl-C stops everything
 // and exits 0; a second Ctrl-C kills the control plane, removes its
 // temporary directory and exits 1 at once.
 //
@@ -30,10 +35,15 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
+	"strconv"
+	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/kloop-dev/kloop/cli"
+	"github.com/kloop-dev/kloop/samples/podsim"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -64,8 +74,8 @@ type controlPlaneFlags struct {
 
 func (f *controlPlaneFlags) add(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.StringVar(&f.dataDir, "data-dir", "", "keep etcd data, certificates and the kubeconfig here across runs (default: a temporary directory removed on exit)")
-	fs.StringVar(&f.binDir, "bin-dir", "", "directory with etcd, kube-apiserver and kube-controller-manager (default: bin/ at the repository root; build with `make controlplane`)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "keep etcd data, certificates and the kubeconfig in this `dir` across runs (default: a temporary directory removed on exit)")
+	fs.StringVar(&f.binDir, "bin-dir", "", "`dir` holding etcd, kube-apiserver and kube-controller-manager (default: bin/ at the repository root, built by \"make controlplane\")")
 	f.logging.AddFlags(fs)
 }
 
@@ -83,56 +93,143 @@ func (f *controlPlaneFlags) loggers(cmd *cobra.Command) (log, controlPlane *slog
 	return log, controlPlane, err
 }
 
+// devFlags are kloop dev's own flags.
+type devFlags struct {
+	noKCM        bool
+	controllers  []string
+	podsim       bool
+	featureGates string
+}
+
 func devCommand() *cobra.Command {
 	f := &controlPlaneFlags{logging: cli.NewLogging()}
-	var noKCM bool
+	d := &devFlags{}
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run a local control plane in the foreground (Ctrl-C stops it)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, log, err := f.loggers(cmd)
+			opts, err := d.options(f)
 			if err != nil {
 				return err
 			}
-			if code := dev(f.dataDir, f.binDir, !noKCM, log, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
+			log, cpLog, err := f.loggers(cmd)
+			if err != nil {
+				return err
+			}
+			opts.Logger = cpLog
+			if code := dev(opts, d.podsim, log, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
 				return cli.ExitCode(code)
 			}
 			return nil
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().BoolVar(&noKCM, "no-controller-manager", false, "do not start kube-controller-manager")
+	fs := cmd.Flags()
+	fs.BoolVar(&d.noKCM, "no-controller-manager", false, "do not start kube-controller-manager")
+	fs.StringSliceVar(&d.controllers, "controllers", nil, "more kube-controller-manager `names`, comma-separated (job-controller, cronjob-controller, ...), started in addition to the default deployment, replicaset, garbage-collector, namespace and serviceaccount controllers; -name turns a default one off, * turns on all of Kubernetes' defaults")
+	fs.BoolVar(&d.podsim, "podsim", false, "also run podsim, the simulated kubelet of kloop demo: one Ready node that binds and runs pods and finishes the pods of Jobs")
+	fs.StringVar(&d.featureGates, "feature-gates", "", "kube-apiserver feature `gates`, Name=true or Name=false, comma-separated, on top of kloop's defaults (ShardedListAndWatch=true)")
 	return cmd
 }
 
-// dev runs the control plane, logging to log, until a signal and returns
-// the exit code.
-func dev(dataDir, binDir string, kcm bool, log *slog.Logger, stdout, stderr io.Writer) int {
+// controllerName is what kube-controller-manager's --controllers takes: a
+// controller's name, the name after "-" (off), or "*".
+var controllerName = regexp.MustCompile(`^(\*|-?[a-z0-9]([a-z0-9-]*[a-z0-9])?)$`)
+
+// options checks the flags and returns the control plane's options (all
+// but the logger).
+func (d *devFlags) options(f *controlPlaneFlags) (testenv.Options, error) {
+	opts := testenv.Options{DataDir: f.dataDir, BinDir: f.binDir, ControllerManager: !d.noKCM}
+	for _, c := range d.controllers {
+		if !controllerName.MatchString(c) {
+			return opts, &cli.FlagError{Flag: "--controllers", Value: c, Want: "not a kube-controller-manager controller name; give names such as job-controller, -deployment-controller (off) or *, comma-separated"}
+		}
+	}
+	if len(d.controllers) > 0 && d.noKCM {
+		return opts, cli.Usagef("--controllers names kube-controller-manager's controllers, and --no-controller-manager starts none: give one of them")
+	}
+	opts.Controllers = d.controllers
+	gates, err := parseFeatureGates(d.featureGates)
+	if err != nil {
+		return opts, err
+	}
+	opts.FeatureGates = gates
+	return opts, nil
+}
+
+// featureGateName is a Kubernetes feature gate's name (CamelCase).
+var featureGateName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*$`)
+
+// parseFeatureGates parses --feature-gates' "A=true,B=false"; empty
+// entries are skipped.
+func parseFeatureGates(s string) (map[string]bool, error) {
+	var gates map[string]bool
+	for entry := range strings.SplitSeq(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(entry, "=")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		on, err := strconv.ParseBool(value)
+		if !ok || err != nil || !featureGateName.MatchString(name) {
+			return nil, &cli.FlagError{Flag: "--feature-gates", Value: s, Want: fmt.Sprintf("the entry %q is not Name=true or Name=false (for example ShardedListAndWatch=false)", entry)}
+		}
+		if _, dup := gates[name]; dup {
+			return nil, &cli.FlagError{Flag: "--feature-gates", Value: s, Want: fmt.Sprintf("the gate %s is set twice; give it once", name)}
+		}
+		if gates == nil {
+			gates = map[string]bool{}
+		}
+		gates[name] = on
+	}
+	return gates, nil
+}
+
+// dev runs the control plane of opts, and podsim when asked, logging to
+// log, until a signal and returns the exit code.
+func dev(opts testenv.Options, withPodsim bool, log *slog.Logger, stdout, stderr io.Writer) int {
 
 	// The first signal stops the control plane; a second one kills it and
 	// ends the process at once (see interrupts).
 	ctx, in := notifyInterrupts(stderr)
 	defer in.stop()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 
-	env, code := startControlPlane(ctx, in, "kloop dev", testenv.Options{
-		DataDir:           dataDir,
-		ControllerManager: kcm,
-		BinDir:            binDir,
-		Logger:            log,
-	}, stderr)
+	env, code := startControlPlane(ctx, in, "kloop dev", opts, stderr)
 	if env == nil {
 		return code
 	}
 	fmt.Fprintf(stdout, "# control plane ready at %s; point kubectl at it with:\nexport KUBECONFIG=%s\n", env.APIServerURL, env.KubeconfigPath)
+	podsimDone := make(chan error, 1)
+	if withPodsim {
+		fmt.Fprintf(stdout, "# podsim runs node %s: it binds and runs pods, and finishes the pods of Jobs\n", podsim.DefaultNodeName)
+		go func() {
+			err := podsim.Run(ctx, env.Config, podsim.Options{Logger: log.With("component", "podsim"), Registry: prometheus.NewRegistry()})
+			if err != nil {
+				// Without it pods never run: stop rather than look fine.
+				stop()
+			}
+			podsimDone <- err
+		}()
+	} else {
+		podsimDone <- nil
+	}
 	if f, ok := stdout.(*os.File); ok {
 		_ = f.Sync()
 	}
 	<-ctx.Done()
-	log.Info("stopping control plane")
+	opts.Logger.Info("stopping control plane")
 	holdStop()
+	code = 0
+	if err := <-podsimDone; err != nil {
+		fmt.Fprintf(stderr, "kloop dev: podsim: %v\n", err)
+		code = 1
+	}
 	env.Stop()
 	in.forget()
-	return 0
+	return code
 }
 
 // holdStop runs between the signal and the stop of the control plane. The

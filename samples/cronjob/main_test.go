@@ -8,13 +8,9 @@ import (
 
 // controlPlane is the one control plane of this package's end-to-end tests,
 // with kube-controller-manager running testenv's controllers and the Job
-// controller (so Jobs get pods and finish). Each test works in a
+// controller (so Jobs get pods). Each test works in a
 // namespace of its own.
-var controlPlane = testenv.Shared{Options: testenv.Options{
-	ControllerManager: true,
-	ControllerManagerFlags: []string{"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller," +
-		"namespace-controller,serviceaccount-controller,serviceaccount-token-controller,job-controller"},
-}}
+var controlPlane = testenv.Shared{Options: testenv.Options{ControllerManager: true, Controllers: []string{"job-controller"}}}
 
 func TestMain(m *testing.M) {
 	controlPlane.Main(m)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -44,6 +45,10 @@ const (
 	NodeLeaseNamespace = corev1.NamespaceNodeLease
 	// nodeLeaseSeconds is the Lease's duration, the kubelet's default.
 	nodeLeaseSeconds = 40
+	// ExitCodeAnnotation on a Job's pod (put it on the Job's pod template)
+	// is the exit code its containers end with: a decimal from 0 to 255,
+	// "0" when absent. Anything but 0 makes the pod Failed.
+	ExitCodeAnnotation = "podsim.kloop.dev/exit-code"
 )
 
 // Options configures Run. The zero value simulates the Node "kloop-node"
@@ -284,6 +289,19 @@ func (k *kubelet) Reconcile(ctx context.Context, key cache.Key) (controller.Resu
 			return controller.Result{}, fmt.Errorf("start pod %s: %w", key, err)
 		}
 		log.Debug("Started pod")
+	case ownedByJob(pod):
+		// It ran (the write above brought it back here): its containers
+		// exit, so the Job controller can count it.
+		code, err := exitCode(pod)
+		if err != nil {
+			// The pod stays Running; fixing the annotation brings it back.
+			log.Error("Not finishing the Job's pod", "err", err)
+			return controller.Result{}, nil
+		}
+		if _, err := k.pods.UpdateStatus(ctx, finished(pod, code)); err != nil {
+			return controller.Result{}, fmt.Errorf("finish pod %s: %w", key, err)
+		}
+		log.Debug("Finished the Job's pod", "exitCode", code)
 	}
 	return controller.Result{}, nil
 }
@@ -340,6 +358,62 @@ func (k *kubelet) running(pod *corev1.Pod) *corev1.Pod {
 			Ready: true, Started: ptr.To(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 		})
+	}
+	return p
+}
+
+// ownedByJob reports whether a batch/v1 Job owns pod.
+func ownedByJob(pod *corev1.Pod) bool {
+	for _, o := range pod.OwnerReferences {
+		if o.Kind == "Job" && o.APIVersion == "batch/v1" {
+			return true
+		}
+	}
+	return false
+}
+
+// exitCode is the exit code ExitCodeAnnotation asks of pod's containers.
+func exitCode(pod *corev1.Pod) (int32, error) {
+	v, ok := pod.Annotations[ExitCodeAnnotation]
+	if !ok {
+		return 0, nil
+	}
+	code, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || code < 0 || code > 255 {
+		return 0, fmt.Errorf("annotation %s of pod %s/%s is %q: want an exit code from 0 to 255, 0 to succeed", ExitCodeAnnotation, pod.Namespace, pod.Name, v)
+	}
+	return int32(code), nil
+}
+
+// finished returns a copy of the running pod with the status of a pod
+// whose containers all exited with code: Succeeded for 0, else Failed
+// (podsim restarts no container, whatever the restart policy).
+func finished(pod *corev1.Pod, code int32) *corev1.Pod {
+	p := pod.DeepCopy()
+	now := metav1.Now()
+	st := &p.Status
+	reason := "Completed"
+	st.Phase = corev1.PodSucceeded
+	if code != 0 {
+		st.Phase, reason = corev1.PodFailed, "Error"
+	}
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		if (c.Type == corev1.PodReady || c.Type == corev1.ContainersReady) && c.Status != corev1.ConditionFalse {
+			// A kubelet's reason for the conditions of a finished pod.
+			c.Status, c.Reason, c.LastTransitionTime = corev1.ConditionFalse, "PodCompleted", now
+		}
+	}
+	for i := range st.ContainerStatuses {
+		c := &st.ContainerStatuses[i]
+		started := now
+		if c.State.Running != nil {
+			started = c.State.Running.StartedAt
+		}
+		c.Ready, c.Started = false, ptr.To(false)
+		c.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: code, Reason: reason, StartedAt: started, FinishedAt: now, ContainerID: c.ContainerID,
+		}}
 	}
 	return p
 }
