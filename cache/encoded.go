@@ -534,8 +534,8 @@ func (s *Store[T]) getEncoded(namespace, name string) (T, bool) {
 	return s.codec.decode(namespace, e), true
 }
 
-// applyEncoded is Apply for an encoded store.
-func (w *Writer[T]) applyEncoded(obj T) (old T, existed bool) {
+// applyEncoded is ApplyAt for an encoded store.
+func (w *Writer[T]) applyEncoded(obj T, rv string) (old T, existed bool) {
 	s := w.s
 	k := KeyOf(obj)
 	e := s.codec.encode(obj)
@@ -562,13 +562,13 @@ func (w *Writer[T]) applyEncoded(obj T) (old T, existed bool) {
 			ix.add(k, obj)
 		}
 	}
-	s.advanceLocked(obj.GetResourceVersion(), false)
+	s.advanceLocked(rv, false)
 	s.mu.Unlock()
 	return old, existed
 }
 
-// deleteEncoded is Delete for an encoded store.
-func (w *Writer[T]) deleteEncoded(final T) (old T, existed bool) {
+// deleteEncoded is DeleteAt for an encoded store.
+func (w *Writer[T]) deleteEncoded(final T, rv string) (old T, existed bool) {
 	s := w.s
 	k := KeyOf(final)
 	prev, existed := s.enc[k.Namespace].get(k.Name)
@@ -587,7 +587,7 @@ func (w *Writer[T]) deleteEncoded(final T) (old T, existed bool) {
 			ix.remove(k, old)
 		}
 	}
-	s.advanceLocked(final.GetResourceVersion(), false)
+	s.advanceLocked(rv, false)
 	s.mu.Unlock()
 	return old, existed
 }
