@@ -7,14 +7,14 @@ import (
 	"reflect"
 	"strconv"
 	"sync/atomic"
-	"testing"
 
 	"github.com/kloop-dev/kloop/watcher"
 )
 
 // MutationDetectorEnv names the environment variable that switches the
-// mutation detector on ("1", "true") or off ("0", "false") regardless of
-// whether the program is a test binary.
+// mutation detector on ("1", "true") or off ("0", "false") for the stores
+// of a whole process, read when the process starts. Test mains that call
+// testenv.DetectMutations set it for the processes their tests start.
 const MutationDetectorEnv = "KLOOP_CACHE_MUTATION_DETECTOR"
 
 // MutationError reports that a cached object was modified in place by
@@ -38,31 +38,32 @@ func (e *MutationError) Error() string {
 var mutationHandler atomic.Pointer[func(error)]
 
 func init() {
-	on := testing.Testing()
 	if v, ok := os.LookupEnv(MutationDetectorEnv); ok {
-		if b, err := strconv.ParseBool(v); err == nil {
-			on = b
+		if on, err := strconv.ParseBool(v); err == nil && on {
+			DetectMutations()
 		}
-	}
-	if on {
-		h := panicOnMutation
-		mutationHandler.Store(&h)
 	}
 }
 
 func panicOnMutation(err error) { panic(err) }
 
+// DetectMutations switches the mutation detector on for stores created from
+// now on: a mutation found panics with a *MutationError. It returns a
+// function that restores the previous setting.
+//
+// The detector keeps a deep copy of every stored object and compares the
+// two whenever the store replaces or drops the object, and when
+// Writer.CheckMutations is called (informers call it when they stop). It
+// doubles the memory and CPU of the cache, so it is off unless switched
+// on: by this function, which test mains call (testenv.DetectMutations,
+// and testenv's Shared.Main, do), by SetMutationHandler, or by
+// KLOOP_CACHE_MUTATION_DETECTOR=1.
+func DetectMutations() (restore func()) { return SetMutationHandler(panicOnMutation) }
+
 // SetMutationHandler switches the mutation detector on for stores created
 // from now on, with report called (from the writer's goroutine) for each
 // mutation found; report == nil switches it off. It returns a function that
-// restores the previous setting.
-//
-// The detector is on by default in test binaries (and wherever
-// KLOOP_CACHE_MUTATION_DETECTOR=1), where it panics with a *MutationError:
-// it keeps a deep copy of every stored object and compares the two whenever
-// the store replaces or drops the object, and when Writer.CheckMutations is
-// called (informers call it when they stop). It doubles the memory and CPU
-// of the cache, so it is off in normal programs.
+// restores the previous setting. See DetectMutations.
 func SetMutationHandler(report func(error)) (restore func()) {
 	var prev *func(error)
 	if report == nil {

@@ -34,6 +34,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	testenv.DetectMutations()
 	goleak.VerifyTestMain(m, testenv.GoleakIgnores()...)
 }
 

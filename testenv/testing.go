@@ -5,8 +5,21 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
+	"os"
 	"testing"
+
+	"github.com/kloop-dev/kloop/cache"
 )
+
+// DetectMutations switches cache's mutation detector on for the test
+// binary and, through cache.MutationDetectorEnv, for the processes its tests
+// start (a re-executed test binary, a command under test), so that code
+// that modifies a cached object fails its tests. Shared.Main calls it; a
+// TestMain that does without Shared calls it first.
+func DetectMutations() {
+	cache.DetectMutations()
+	_ = os.Setenv(cache.MutationDetectorEnv, "1")
+}
 
 // ErrShort is returned by Start in a test binary run with -short: the short
 // tier is the unit tests, and a control plane is what makes a test an
