@@ -44,7 +44,9 @@ type Sharding struct {
 	Namespace string
 	// Identity names this replica; default host name and a random suffix.
 	Identity string
-	// LeaseDuration, RenewDeadline and RetryPeriod: defaults 15s, 10s, 2s.
+	// LeaseDuration, RenewDeadline and RetryPeriod: defaults
+	// leaderelection.DefaultLeaseDuration, DefaultRenewDeadline and
+	// DefaultRetryPeriod.
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
