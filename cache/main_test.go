@@ -5,10 +5,10 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/testenv"
 )
 
 func TestMain(m *testing.M) {
-	cache.DetectMutations() // as every kloop test binary has it
+	testenv.DetectMutations() // as every kloop test binary has it
 	goleak.VerifyTestMain(m)
 }

@@ -13,8 +13,9 @@ import (
 
 // MutationDetectorEnv names the environment variable that switches the
 // mutation detector on ("1", "true") or off ("0", "false") for the stores
-// of a whole process, read when the process starts. Test mains that call
-// testenv.DetectMutations set it for the processes their tests start.
+// created from then on, unless the program says otherwise (DetectMutations,
+// SetMutationHandler). testenv.DetectMutations sets it for the test binary
+// and the processes its tests start.
 const MutationDetectorEnv = "KLOOP_CACHE_MUTATION_DETECTOR"
 
 // MutationError reports that a cached object was modified in place by
@@ -34,15 +35,27 @@ func (e *MutationError) Error() string {
 }
 
 // mutationHandler is non-nil when the detector is on. A store reads it once,
-// when it is created.
-var mutationHandler atomic.Pointer[func(error)]
+// when it is created. mutationSet says the program has set it (which
+// overrides MutationDetectorEnv).
+var (
+	mutationHandler atomic.Pointer[func(error)]
+	mutationSet     atomic.Bool
+)
 
-func init() {
+// handler returns the detector's report function for a store created now;
+// nil: the detector is off. MutationDetectorEnv is read here, not once at
+// start, so that a test main can set it for its own process too.
+func handler() *func(error) {
+	if mutationSet.Load() {
+		return mutationHandler.Load()
+	}
 	if v, ok := os.LookupEnv(MutationDetectorEnv); ok {
 		if on, err := strconv.ParseBool(v); err == nil && on {
-			DetectMutations()
+			h := panicOnMutation
+			return &h
 		}
 	}
+	return nil
 }
 
 func panicOnMutation(err error) { panic(err) }
@@ -66,12 +79,16 @@ func DetectMutations() (restore func()) { return SetMutationHandler(panicOnMutat
 // restores the previous setting. See DetectMutations.
 func SetMutationHandler(report func(error)) (restore func()) {
 	var prev *func(error)
+	wasSet := mutationSet.Swap(true)
 	if report == nil {
 		prev = mutationHandler.Swap(nil)
 	} else {
 		prev = mutationHandler.Swap(&report)
 	}
-	return func() { mutationHandler.Store(prev) }
+	return func() {
+		mutationHandler.Store(prev)
+		mutationSet.Store(wasSet)
+	}
 }
 
 // detector holds the pristine copies of a store's objects.
@@ -81,7 +98,7 @@ type detector[T watcher.Object] struct {
 }
 
 func newDetector[T watcher.Object]() *detector[T] {
-	h := mutationHandler.Load()
+	h := handler()
 	if h == nil {
 		return nil
 	}

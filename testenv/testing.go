@@ -7,19 +7,21 @@ import (
 	"log/slog"
 	"os"
 	"testing"
-
-	"github.com/kloop-dev/kloop/cache"
 )
 
-// DetectMutations switches cache's mutation detector on for the test
-// binary and, through cache.MutationDetectorEnv, for the processes its tests
-// start (a re-executed test binary, a command under test), so that code
-// that modifies a cached object fails its tests. Shared.Main calls it; a
-// TestMain that does without Shared calls it first.
+// DetectMutations switches the cache's mutation detector on, through
+// cache.MutationDetectorEnv, for the stores the test binary creates and for
+// the processes its tests start (a re-executed test binary, a command under
+// test), so that code that modifies a cached object fails its tests.
+// Shared.Main calls it; a TestMain that does without Shared calls it first.
+// (testenv does not import cache, whose tests use testenv.)
 func DetectMutations() {
-	cache.DetectMutations()
-	_ = os.Setenv(cache.MutationDetectorEnv, "1")
+	_ = os.Setenv(MutationDetectorEnv, "1")
 }
+
+// MutationDetectorEnv is cache.MutationDetectorEnv, which testenv cannot
+// import; a cache test checks that the two agree.
+const MutationDetectorEnv = "KLOOP_CACHE_MUTATION_DETECTOR"
 
 // ErrShort is returned by Start in a test binary run with -short: the short
 // tier is the unit tests, and a control plane is what makes a test an
