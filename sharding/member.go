@@ -319,18 +319,12 @@ func (c conditional) sharded() bool { return c.on() }
 // Only returns a Sharder that shards the informers pick accepts and leaves
 // the others whole.
 func (m *Member) Only(pick func(resource string, scope informer.Scope) bool) informer.Sharder {
-	return sharderFunc(func(resource string, scope informer.Scope) *informer.Shard {
+	return informer.SharderFunc(func(resource string, scope informer.Scope) *informer.Shard {
 		if !pick(resource, scope) {
 			return nil
 		}
 		return m.Shard(resource, scope)
 	})
-}
-
-type sharderFunc func(resource string, scope informer.Scope) *informer.Shard
-
-func (f sharderFunc) Shard(resource string, scope informer.Scope) *informer.Shard {
-	return f(resource, scope)
 }
 
 func (m *Member) attach(r informer.Resharder) {
