@@ -117,7 +117,9 @@ type LeaderElection struct {
 	// Identity names this replica in the Lease. Default: host name and a
 	// random suffix.
 	Identity string
-	// LeaseDuration, RenewDeadline and RetryPeriod: defaults 15s, 10s, 2s.
+	// LeaseDuration, RenewDeadline and RetryPeriod: defaults
+	// leaderelection.DefaultLeaseDuration, DefaultRenewDeadline and
+	// DefaultRetryPeriod.
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration

@@ -44,7 +44,9 @@ type Sharding struct {
 	Namespace string
 	// Identity names this replica; default host name and a random suffix.
 	Identity string
-	// LeaseDuration, RenewDeadline and RetryPeriod: defaults 15s, 10s, 2s.
+	// LeaseDuration, RenewDeadline and RetryPeriod: defaults
+	// leaderelection.DefaultLeaseDuration, DefaultRenewDeadline and
+	// DefaultRetryPeriod.
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
@@ -97,15 +99,9 @@ func (a *App) Member() *sharding.Member { return a.member }
 // sharder is the factory's Sharder: each informer is sharded once its flag
 // is set (see shardFlag), which happens before Run.
 func (a *App) sharder() informer.Sharder {
-	return sharderFunc(func(resource string, scope informer.Scope) *informer.Shard {
+	return informer.SharderFunc(func(resource string, scope informer.Scope) *informer.Shard {
 		return a.member.ShardWhen(a.shardFlag(resource, scope).Load)
 	})
-}
-
-type sharderFunc func(resource string, scope informer.Scope) *informer.Shard
-
-func (f sharderFunc) Shard(resource string, scope informer.Scope) *informer.Shard {
-	return f(resource, scope)
 }
 
 // shardFlag is the flag that says whether the informer of resource in

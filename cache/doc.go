@@ -36,8 +36,8 @@
 // # Your responsibilities
 //
 //  1. Treat every object a store hands out as read-only. It is shared by all
-//     readers. Use Copy and modify the copy. The mutation detector (on in
-//     every test binary, see SetMutationHandler) fails tests that break this.
+//     readers. Use Copy and modify the copy. The mutation detector (which
+//     test mains switch on, see DetectMutations) fails tests that break this.
 //  2. Call the Writer from one goroutine at a time, and do not modify an
 //     object after giving it to the Writer.
 //  3. Keep IndexFunc pure: the store calls it again on the same object when

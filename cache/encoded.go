@@ -2,7 +2,6 @@ package cache
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kloop-dev/kloop/internal/protowalk"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -306,60 +306,15 @@ func (c *codec[T]) labelSet(fields string) (map[string]string, error) {
 }
 
 // unmarshalExcept unmarshals the message b[start:end] into u, except the
-// length-delimited fields that take takes: take gets each one's number and
-// the offset and length of its payload in b, and reports whether it dealt
-// with it. The runs of fields in between go to u.Unmarshal in order, which
-// merges them into u, so that u ends as a full Unmarshal would leave it
-// but for the fields taken.
+// length-delimited fields that take takes (see protowalk.UnmarshalExcept),
+// with offsets in b.
 func unmarshalExcept(u protoMessage, b string, start, end int, take func(num uint64, off, n int) bool) error {
-	run := start
-	for i := start; i < end; {
-		tag, k := uvarint(b[i:end])
-		if k <= 0 {
-			return errMalformed
-		}
-		next := i + k
-		switch tag & 7 {
-		case 0:
-			_, k := uvarint(b[next:end])
-			if k <= 0 {
-				return errMalformed
-			}
-			next += k
-		case 1:
-			next += 8
-		case 5:
-			next += 4
-		case 2:
-			size, k := uvarint(b[next:end])
-			if k <= 0 || size > uint64(end-next-k) {
-				return errMalformed
-			}
-			off := next + k
-			next = off + int(size)
-			if take(tag>>3, off, int(size)) {
-				if run < i {
-					if err := u.Unmarshal(bytesOf(b[run:i])); err != nil {
-						return err
-					}
-				}
-				run = next
-			}
-		default:
-			return errMalformed
-		}
-		if next > end {
-			return errMalformed
-		}
-		i = next
-	}
-	if run < end {
-		return u.Unmarshal(bytesOf(b[run:end]))
-	}
-	return nil
+	return protowalk.UnmarshalExcept(u, bytesOf(b[start:end]), func(num uint64, off, n int) (bool, error) {
+		return take(num, start+off, n), nil
+	})
 }
 
-var errMalformed = errors.New("malformed protobuf")
+var errMalformed = protowalk.ErrMalformed
 
 // meta returns the UID and resourceVersion recorded in entry, as
 // substrings of it, without decoding the object.
@@ -534,8 +489,8 @@ func (s *Store[T]) getEncoded(namespace, name string) (T, bool) {
 	return s.codec.decode(namespace, e), true
 }
 
-// applyEncoded is Apply for an encoded store.
-func (w *Writer[T]) applyEncoded(obj T) (old T, existed bool) {
+// applyEncoded is ApplyAt for an encoded store.
+func (w *Writer[T]) applyEncoded(obj T, rv string) (old T, existed bool) {
 	s := w.s
 	k := KeyOf(obj)
 	e := s.codec.encode(obj)
@@ -562,13 +517,13 @@ func (w *Writer[T]) applyEncoded(obj T) (old T, existed bool) {
 			ix.add(k, obj)
 		}
 	}
-	s.advanceLocked(obj.GetResourceVersion(), false)
+	s.advanceLocked(rv, false)
 	s.mu.Unlock()
 	return old, existed
 }
 
-// deleteEncoded is Delete for an encoded store.
-func (w *Writer[T]) deleteEncoded(final T) (old T, existed bool) {
+// deleteEncoded is DeleteAt for an encoded store.
+func (w *Writer[T]) deleteEncoded(final T, rv string) (old T, existed bool) {
 	s := w.s
 	k := KeyOf(final)
 	prev, existed := s.enc[k.Namespace].get(k.Name)
@@ -587,7 +542,7 @@ func (w *Writer[T]) deleteEncoded(final T) (old T, existed bool) {
 			ix.remove(k, old)
 		}
 	}
-	s.advanceLocked(final.GetResourceVersion(), false)
+	s.advanceLocked(rv, false)
 	s.mu.Unlock()
 	return old, existed
 }

@@ -7,14 +7,15 @@ import (
 	"reflect"
 	"strconv"
 	"sync/atomic"
-	"testing"
 
 	"github.com/kloop-dev/kloop/watcher"
 )
 
 // MutationDetectorEnv names the environment variable that switches the
-// mutation detector on ("1", "true") or off ("0", "false") regardless of
-// whether the program is a test binary.
+// mutation detector on ("1", "true") or off ("0", "false") for the stores
+// created from then on, unless the program says otherwise (DetectMutations,
+// SetMutationHandler). testenv.DetectMutations sets it for the test binary
+// and the processes its tests start.
 const MutationDetectorEnv = "KLOOP_CACHE_MUTATION_DETECTOR"
 
 // MutationError reports that a cached object was modified in place by
@@ -34,43 +35,60 @@ func (e *MutationError) Error() string {
 }
 
 // mutationHandler is non-nil when the detector is on. A store reads it once,
-// when it is created.
-var mutationHandler atomic.Pointer[func(error)]
+// when it is created. mutationSet says the program has set it (which
+// overrides MutationDetectorEnv).
+var (
+	mutationHandler atomic.Pointer[func(error)]
+	mutationSet     atomic.Bool
+)
 
-func init() {
-	on := testing.Testing()
+// handler returns the detector's report function for a store created now;
+// nil: the detector is off. MutationDetectorEnv is read here, not once at
+// start, so that a test main can set it for its own process too.
+func handler() *func(error) {
+	if mutationSet.Load() {
+		return mutationHandler.Load()
+	}
 	if v, ok := os.LookupEnv(MutationDetectorEnv); ok {
-		if b, err := strconv.ParseBool(v); err == nil {
-			on = b
+		if on, err := strconv.ParseBool(v); err == nil && on {
+			h := panicOnMutation
+			return &h
 		}
 	}
-	if on {
-		h := panicOnMutation
-		mutationHandler.Store(&h)
-	}
+	return nil
 }
 
 func panicOnMutation(err error) { panic(err) }
 
+// DetectMutations switches the mutation detector on for stores created from
+// now on: a mutation found panics with a *MutationError. It returns a
+// function that restores the previous setting.
+//
+// The detector keeps a deep copy of every stored object and compares the
+// two whenever the store replaces or drops the object, and when
+// Writer.CheckMutations is called (informers call it when they stop). It
+// doubles the memory and CPU of the cache, so it is off unless switched
+// on: by this function, which test mains call (testenv.DetectMutations,
+// and testenv's Shared.Main, do), by SetMutationHandler, or by
+// KLOOP_CACHE_MUTATION_DETECTOR=1.
+func DetectMutations() (restore func()) { return SetMutationHandler(panicOnMutation) }
+
 // SetMutationHandler switches the mutation detector on for stores created
 // from now on, with report called (from the writer's goroutine) for each
 // mutation found; report == nil switches it off. It returns a function that
-// restores the previous setting.
-//
-// The detector is on by default in test binaries (and wherever
-// KLOOP_CACHE_MUTATION_DETECTOR=1), where it panics with a *MutationError:
-// it keeps a deep copy of every stored object and compares the two whenever
-// the store replaces or drops the object, and when Writer.CheckMutations is
-// called (informers call it when they stop). It doubles the memory and CPU
-// of the cache, so it is off in normal programs.
+// restores the previous setting. See DetectMutations.
 func SetMutationHandler(report func(error)) (restore func()) {
 	var prev *func(error)
+	wasSet := mutationSet.Swap(true)
 	if report == nil {
 		prev = mutationHandler.Swap(nil)
 	} else {
 		prev = mutationHandler.Swap(&report)
 	}
-	return func() { mutationHandler.Store(prev) }
+	return func() {
+		mutationHandler.Store(prev)
+		mutationSet.Store(wasSet)
+	}
 }
 
 // detector holds the pristine copies of a store's objects.
@@ -80,7 +98,7 @@ type detector[T watcher.Object] struct {
 }
 
 func newDetector[T watcher.Object]() *detector[T] {
-	h := mutationHandler.Load()
+	h := handler()
 	if h == nil {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/testenv"
 )
 
 // captureMutations swaps the detector's panic for a recorder for one test.
@@ -87,4 +88,34 @@ func TestMutationDetector_IsOnInTests(t *testing.T) {
 	obj, _ := s.Get("ns", "a")
 	obj.Labels = map[string]string{"mutated": "yes"}
 	w.Apply(cm("ns", "a", "u1", "2"))
+}
+
+// The environment variable, which testenv.DetectMutations sets for a test
+// binary and its children, switches the detector on for stores created
+// later, unless the program set the detector itself.
+func TestMutationDetectorEnv_SwitchesItOnUnlessTheProgramSaysOtherwise(t *testing.T) {
+	if testenv.MutationDetectorEnv != cache.MutationDetectorEnv {
+		t.Fatalf("testenv sets %s, the cache reads %s", testenv.MutationDetectorEnv, cache.MutationDetectorEnv)
+	}
+	mutate := func() (panicked bool) {
+		defer func() { panicked = recover() != nil }()
+		s, w := newStore(t, cache.Options[*corev1.ConfigMap]{})
+		w.Apply(cm("ns", "a", "u1", "1"))
+		obj, _ := s.Get("ns", "a")
+		obj.Labels = map[string]string{"mutated": "yes"}
+		w.Apply(cm("ns", "a", "u1", "2"))
+		return false
+	}
+	t.Setenv(cache.MutationDetectorEnv, "0")
+	if mutate() {
+		t.Fatal(cache.MutationDetectorEnv + "=0 left the detector on")
+	}
+	t.Setenv(cache.MutationDetectorEnv, "1")
+	if !mutate() {
+		t.Fatal(cache.MutationDetectorEnv + "=1 did not switch the detector on")
+	}
+	defer cache.SetMutationHandler(nil)()
+	if mutate() {
+		t.Fatal("the environment overrode the program switching the detector off")
+	}
 }

@@ -409,9 +409,18 @@ func (w *Writer[T]) Store() *Store[T] { return w.s }
 // Apply stores obj under its key and returns what it replaced. The store's
 // resourceVersion becomes obj's.
 func (w *Writer[T]) Apply(obj T) (old T, existed bool) {
+	return w.ApplyAt(obj, obj.GetResourceVersion())
+}
+
+// ApplyAt is Apply for a writer that applies changes out of the stream's
+// order (one key's coalesced changes at that key's first place in line):
+// the store's resourceVersion becomes rv, the point of the stream up to
+// which every change has been applied, which may be behind obj's own.
+// WaitFor relies on it: a store at rv holds every change up to rv.
+func (w *Writer[T]) ApplyAt(obj T, rv string) (old T, existed bool) {
 	s := w.s
 	if s.codec != nil {
-		return w.applyEncoded(obj)
+		return w.applyEncoded(obj, rv)
 	}
 	k := KeyOf(obj)
 	s.mu.Lock()
@@ -431,7 +440,7 @@ func (w *Writer[T]) Apply(obj T) (old T, existed bool) {
 			ix.add(k, obj)
 		}
 	}
-	s.advanceLocked(obj.GetResourceVersion(), false)
+	s.advanceLocked(rv, false)
 	s.mu.Unlock()
 	if existed {
 		_ = s.detect.released(k, old)
@@ -444,9 +453,15 @@ func (w *Writer[T]) Apply(obj T) (old T, existed bool) {
 // last state (as a watch Deleted event carries it), and returns what the
 // store held. The store's resourceVersion becomes final's.
 func (w *Writer[T]) Delete(final T) (old T, existed bool) {
+	return w.DeleteAt(final, final.GetResourceVersion())
+}
+
+// DeleteAt is Delete where the store's resourceVersion becomes rv, as for
+// ApplyAt.
+func (w *Writer[T]) DeleteAt(final T, rv string) (old T, existed bool) {
 	s := w.s
 	if s.codec != nil {
-		return w.deleteEncoded(final)
+		return w.deleteEncoded(final, rv)
 	}
 	k := KeyOf(final)
 	s.mu.Lock()
@@ -454,7 +469,7 @@ func (w *Writer[T]) Delete(final T) (old T, existed bool) {
 	if existed {
 		s.removeLocked(k, old)
 	}
-	s.advanceLocked(final.GetResourceVersion(), false)
+	s.advanceLocked(rv, false)
 	s.mu.Unlock()
 	if existed {
 		_ = s.detect.released(k, old)

@@ -150,6 +150,34 @@ func TestWaitFor_ReturnsOnceTheStoreReachesTheResourceVersion(t *testing.T) {
 	})
 }
 
+// ApplyAt and DeleteAt apply a change while the store records only how far
+// the stream is applied, behind the change's own resourceVersion, so
+// WaitFor does not take a change still waiting for the whole store's.
+func TestApplyAtAndDeleteAt_RecordTheGivenResourceVersion(t *testing.T) {
+	for _, encoded := range []bool{false, true} {
+		_, w := newStore(t, cache.Options[*corev1.ConfigMap]{Encoded: encoded})
+		s := w.Store()
+		w.ApplyAt(cm("ns", "a", "u1", "7"), "4")
+		if got, ok := s.Get("ns", "a"); !ok || got.ResourceVersion != "7" {
+			t.Fatalf("encoded=%v: a = %v, %v after ApplyAt; want it at 7", encoded, got, ok)
+		}
+		if rv := s.ResourceVersion(); rv != "4" {
+			t.Fatalf("encoded=%v: store at %s after ApplyAt(a@7, 4), want 4", encoded, rv)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if err := s.WaitFor(ctx, cache.Key{Namespace: "ns", Name: "b"}, "6"); err == nil {
+			t.Fatalf("encoded=%v: WaitFor(b, 6) returned with the store at 4", encoded)
+		}
+		if _, existed := w.DeleteAt(cm("ns", "a", "u1", "8"), "6"); !existed {
+			t.Fatalf("encoded=%v: DeleteAt did not find a", encoded)
+		}
+		if rv := s.ResourceVersion(); rv != "6" || s.Len() != 0 {
+			t.Fatalf("encoded=%v: store at %s with %d objects after DeleteAt(a@8, 6), want 6 and none", encoded, rv, s.Len())
+		}
+	}
+}
+
 func TestList_UsesLabelIndexAndStillAppliesTheWholeSelector(t *testing.T) {
 	s, w := newStore(t, cache.Options[*corev1.ConfigMap]{Indexes: map[string]cache.IndexFunc[*corev1.ConfigMap]{
 		cache.IndexLabel: cache.LabelIndexFunc[*corev1.ConfigMap],

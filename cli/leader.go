@@ -14,7 +14,7 @@ import (
 
 // LeaderElection is --leader-elect and its Lease: --leader-elect-namespace,
 // --leader-elect-id and the three timings, with controller-runtime's
-// defaults (15s, 10s, 2s). The fields hold the flag defaults until the
+// defaults (leaderelection.DefaultLeaseDuration and the others). The fields hold the flag defaults until the
 // flags are parsed.
 type LeaderElection struct {
 	Enabled bool

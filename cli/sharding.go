@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/sharding"
 )
 
@@ -36,15 +37,15 @@ type Sharding struct {
 
 // NewSharding returns the defaults for the program name: off, the group
 // named after the program, by namespace, 64 slots and the timings of
-// leader election (15s, 10s, 2s).
+// leader election (leaderelection.DefaultLeaseDuration and the others).
 func NewSharding(name string) Sharding {
 	return Sharding{
 		Group:         name,
 		Key:           sharding.ByNamespace.String(),
 		Slots:         sharding.DefaultSlots,
-		LeaseDuration: sharding.DefaultLeaseDuration,
-		RenewDeadline: sharding.DefaultRenewDeadline,
-		RetryPeriod:   sharding.DefaultRetryPeriod,
+		LeaseDuration: leaderelection.DefaultLeaseDuration,
+		RenewDeadline: leaderelection.DefaultRenewDeadline,
+		RetryPeriod:   leaderelection.DefaultRetryPeriod,
 	}
 }
 

@@ -35,6 +35,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	testenv.DetectMutations()
 	goleak.VerifyTestMain(m, testenv.GoleakIgnores()...)
 }
 

@@ -9,9 +9,18 @@ import (
 // every event as it arrives; the informer's processor pops at its own pace.
 //
 //   - Per key, order is kept: a key has at most one pending delta, its
-//     latest state, and the queue is in order of each key's latest change.
+//     latest state, and it keeps the place in line it took when it was
+//     queued, as in client-go's DeltaFIFO. So keys are applied in the order
+//     they first changed, and a key that keeps changing is applied after at
+//     most the keys that were ahead of it, never starved by them.
 //   - A slow consumer makes deltas coalesce instead of pile up: memory is
 //     bounded by the number of distinct keys changed, plus one snapshot.
+//   - Since a key's delta may carry changes newer than those of keys behind
+//     it, each popped delta says how far the stream has been applied once
+//     it is (op.rv): the resourceVersion just before the next key in line
+//     was queued, or the latest one when nothing is left. The store records
+//     that, not the object's, so its resourceVersion never claims a change
+//     still waiting in line.
 //   - A relist (RelistStart, RelistItem…, RelistDone) is collected as it
 //     arrives, into the maps the store will hold (a cache.Snapshot), and
 //     handed out as one snapshot, which supersedes every delta queued before
@@ -32,6 +41,7 @@ type deltaQueue[T watcher.Object] struct {
 	snapshot *snapshot[T] // complete snapshot not yet popped
 	deltas   keyedFIFO[delta[T]]
 	bookmark string // newest bookmark not yet popped
+	last     string // resourceVersion of the newest event pushed
 
 	// epoch stamps the snapshot that begins next (see Informer.Relist).
 	epoch      uint64
@@ -48,6 +58,9 @@ type snapshot[T watcher.Object] struct {
 type delta[T watcher.Object] struct {
 	obj     T
 	deleted bool
+	// after is the resourceVersion of the stream just before the key was
+	// queued: once everything ahead of it is applied, the store is there.
+	after string
 }
 
 // op is what the processor applies next.
@@ -55,6 +68,7 @@ type op[T watcher.Object] struct {
 	kind     opKind
 	snapshot *snapshot[T] // opSnapshot
 	delta    delta[T]     // opDelta
+	rv       string       // opDelta: the stream is applied up to rv once delta is
 	bookmark string       // opBookmark
 }
 
@@ -92,14 +106,29 @@ func (q *deltaQueue[T]) push(ev watcher.Event[T]) (protocolError bool) {
 		q.relisting, q.relist = false, nil
 		q.deltas.clear()
 		q.bookmark = ""
+		q.seen(ev.ResourceVersion)
 	case watcher.Added, watcher.Modified, watcher.Deleted:
 		protocolError = q.abortRelist()
-		q.deltas.push(cache.KeyOf(ev.Object), delta[T]{obj: ev.Object, deleted: ev.Type == watcher.Deleted})
+		k := cache.KeyOf(ev.Object)
+		d := delta[T]{obj: ev.Object, deleted: ev.Type == watcher.Deleted, after: q.last}
+		if p, queued := q.deltas.get(k); queued {
+			d.after = p.after
+		}
+		q.deltas.push(k, d)
+		q.seen(ev.Object.GetResourceVersion())
 	case watcher.Bookmark:
 		protocolError = q.abortRelist()
 		q.bookmark = ev.ResourceVersion
+		q.seen(ev.ResourceVersion)
 	}
 	return protocolError
+}
+
+// seen records how far the stream has come.
+func (q *deltaQueue[T]) seen(rv string) {
+	if rv != "" {
+		q.last = rv
+	}
 }
 
 func (q *deltaQueue[T]) abortRelist() bool {
@@ -118,7 +147,11 @@ func (q *deltaQueue[T]) pop() (op[T], bool) {
 		return op[T]{kind: opSnapshot, snapshot: s}, true
 	}
 	if _, d, ok := q.deltas.pop(); ok {
-		return op[T]{kind: opDelta, delta: d}, true
+		rv := q.last
+		if _, next, ok := q.deltas.peek(); ok {
+			rv = next.after
+		}
+		return op[T]{kind: opDelta, delta: d, rv: rv}, true
 	}
 	if rv := q.bookmark; rv != "" {
 		q.bookmark = ""

@@ -67,23 +67,116 @@ func TestDeltaQueue_KeepsStreamOrderWhenTheConsumerKeepsUp(t *testing.T) {
 	equal(t, drain(&q), []string{"set a@1", "set b@2", "del c@3"})
 }
 
-func TestDeltaQueue_CoalescesAKeyToItsLatestStateAtItsLatestPosition(t *testing.T) {
+func TestDeltaQueue_CoalescesAKeyToItsLatestStateAtItsFirstPosition(t *testing.T) {
 	var q deltaQueue[*corev1.ConfigMap]
 	q.push(ev(watcher.Added, cm("a", "1", "1")))
 	q.push(ev(watcher.Added, cm("b", "2", "2")))
 	q.push(ev(watcher.Modified, cm("a", "1", "3")))
 	q.push(ev(watcher.Modified, cm("b", "2", "4")))
 	q.push(ev(watcher.Deleted, cm("a", "1", "5")))
-	// One entry per key, in the order of each key's latest change, so that
-	// applying them never moves the cache's resourceVersion backwards.
-	equal(t, drain(&q), []string{"set b@4", "del a@5"})
+	// One entry per key, its latest state, in the order the keys first
+	// changed.
+	equal(t, drain(&q), []string{"del a@5", "set b@4"})
+}
+
+// Keys changed again while queued keep their place in line, and each
+// popped delta says how far the stream is applied once it is: never past
+// a change still waiting.
+func TestDeltaQueue_KeepsArrivalOrderForKeysChangedAgainWhileQueued(t *testing.T) {
+	var q deltaQueue[*corev1.ConfigMap]
+	q.push(ev(watcher.Added, cm("a", "1", "1")))
+	q.push(ev(watcher.Added, cm("b", "2", "2")))
+	q.push(ev(watcher.Added, cm("c", "3", "3")))
+	q.push(ev(watcher.Added, cm("d", "4", "4")))
+	q.push(ev(watcher.Modified, cm("c", "3", "5")))
+	q.push(ev(watcher.Modified, cm("a", "1", "6")))
+	q.push(ev(watcher.Added, cm("e", "5", "7")))
+	var got []string
+	for {
+		o, ok := q.pop()
+		if !ok {
+			break
+		}
+		got = append(got, o.delta.obj.Name+"@"+o.delta.obj.ResourceVersion+" store@"+o.rv)
+	}
+	// After a: b's change at 2 waits, so the store is at 1 (a's first
+	// change), not at 6 (a's latest); after d everything up to a@6 is in.
+	equal(t, got, []string{"a@6 store@1", "b@2 store@2", "c@5 store@3", "d@4 store@6", "e@7 store@7"})
+}
+
+// A key that changes on every step while other keys keep arriving faster
+// than the consumer pops is still popped: after at most the keys that were
+// ahead of it when it entered the queue. Meanwhile each pop's rv is exactly
+// the longest prefix of the stream that has been applied.
+func TestDeltaQueue_AHotKeyIsPoppedWithinTheKeysAheadOfIt(t *testing.T) {
+	for seed := range uint64(50) {
+		r := rand.New(rand.NewPCG(seed, 3))
+		var q deltaQueue[*corev1.ConfigMap]
+		type entered struct{ ahead, pops int }
+		waiting := map[string]entered{} // queued key → keys ahead when it entered, pops since
+		var stream []string             // key of each event; its rv is its index+1
+		lastSeq := map[string]int{}     // key → its newest event
+		applied := map[string]int{}     // key → its newest event applied
+		prefix := 0                     // events 1..prefix are all applied
+		push := func(name string) {
+			if _, ok := waiting[name]; !ok {
+				waiting[name] = entered{ahead: q.pending()}
+			}
+			stream = append(stream, name)
+			lastSeq[name] = len(stream)
+			q.push(ev(watcher.Modified, cm(name, name, strconv.Itoa(len(stream)))))
+		}
+		pop := func() {
+			o, ok := q.pop()
+			if !ok {
+				t.Fatalf("seed %d: nothing to pop with %d keys waiting", seed, len(waiting))
+			}
+			name := o.delta.obj.Name
+			applied[name] = lastSeq[name]
+			delete(waiting, name)
+			for k, e := range waiting {
+				e.pops++
+				if e.pops > e.ahead {
+					t.Fatalf("seed %d: %s still queued after %d pops; %d keys were ahead of it", seed, k, e.pops, e.ahead)
+				}
+				waiting[k] = e
+			}
+			for prefix < len(stream) && applied[stream[prefix]] > prefix {
+				prefix++
+			}
+			if o.rv != strconv.Itoa(prefix) {
+				t.Fatalf("seed %d: popped %s with store at %s; the stream is applied up to %d", seed, name, o.rv, prefix)
+			}
+		}
+		for range 500 {
+			push("hot")
+			push("k" + strconv.Itoa(r.IntN(40)))
+			if r.IntN(3) > 0 {
+				push("k" + strconv.Itoa(r.IntN(40)))
+			}
+			pop()
+		}
+		for q.pending() > 0 {
+			pop()
+		}
+		if prefix != len(stream) {
+			t.Fatalf("seed %d: drained with the stream applied up to %d of %d", seed, prefix, len(stream))
+		}
+	}
 }
 
 func TestDeltaQueue_MemoryIsBoundedByDistinctKeys(t *testing.T) {
 	var q deltaQueue[*corev1.ConfigMap]
 	r := rand.New(rand.NewPCG(1, 2))
+	var first []string            // keys in order of first change
+	latest := map[string]string{} // key → latest resourceVersion
 	for i := range 100_000 {
-		q.push(ev(watcher.Modified, cm("k"+strconv.Itoa(r.IntN(50)), "u", strconv.Itoa(i+1))))
+		name := "k" + strconv.Itoa(r.IntN(50))
+		if _, ok := latest[name]; !ok {
+			first = append(first, name)
+		}
+		latest[name] = strconv.Itoa(i + 1)
+		q.push(ev(watcher.Modified, cm(name, "u", latest[name])))
 	}
 	if q.pending() > 50 {
 		t.Fatalf("%d deltas pending for 50 keys", q.pending())
@@ -91,18 +184,11 @@ func TestDeltaQueue_MemoryIsBoundedByDistinctKeys(t *testing.T) {
 	if n := len(q.deltas.order) - q.deltas.head; n > 2*50+64 {
 		t.Fatalf("order slice holds %d slots for 50 keys: stale slots are not compacted", n)
 	}
-	got := drain(&q)
-	if len(got) != 50 {
-		t.Fatalf("drained %d entries, want 50", len(got))
+	var want []string // each key's latest state, in order of first change
+	for _, name := range first {
+		want = append(want, "set "+name+"@"+latest[name])
 	}
-	prev := 0
-	for _, s := range got { // in order of each key's latest change
-		rv, err := strconv.Atoi(s[strings.IndexByte(s, '@')+1:])
-		if err != nil || rv <= prev {
-			t.Fatalf("drained %q after resourceVersion %d", s, prev)
-		}
-		prev = rv
-	}
+	equal(t, drain(&q), want)
 }
 
 func TestDeltaQueue_RelistIsOneSnapshotThatSupersedesEarlierDeltas(t *testing.T) {

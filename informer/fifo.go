@@ -2,12 +2,14 @@ package informer
 
 import "github.com/kloop-dev/kloop/cache"
 
-// keyedFIFO is a queue of keys holding one value per key. Pushing a key that
-// is already queued replaces its value and moves it to the back, so the queue
-// holds at most one entry per key and stays in the order of each key's
-// latest change; set replaces the value and keeps the key's place. Either
-// way memory is bounded by the number of distinct keys, not by the number
-// of changes, however slow the consumer.
+// keyedFIFO is a queue of keys holding one value per key, in the order the
+// keys entered it. Pushing a key that is already queued replaces its value
+// and keeps its place, as client-go's delta queue does: a queued key is
+// popped after at most the keys that were ahead of it when it entered,
+// however often it or any other key changes meanwhile. (Moving it to the
+// back instead would starve a key that changes faster than the consumer
+// drains the queue.) Memory is bounded by the number of distinct keys, not
+// by the number of changes, however slow the consumer.
 //
 // It is a plain data structure: no locks, no goroutines.
 type keyedFIFO[V any] struct {
@@ -47,8 +49,13 @@ func (q *keyedFIFO[V]) reserve(n int) {
 	q.head = 0
 }
 
-// push queues v for k at the back, replacing (and moving) any queued value.
+// push queues v for k at the back, or replaces the value queued for k in
+// its place.
 func (q *keyedFIFO[V]) push(k cache.Key, v V) {
+	if _, ok := q.items[k]; ok {
+		q.set(k, v)
+		return
+	}
 	if q.items == nil {
 		q.items = make(map[cache.Key]fifoItem[V])
 	}
@@ -94,6 +101,19 @@ func (q *keyedFIFO[V]) pop() (cache.Key, V, bool) {
 	return cache.Key{}, zero, false
 }
 
+// peek returns the oldest entry without removing it.
+func (q *keyedFIFO[V]) peek() (cache.Key, V, bool) {
+	for ; q.head < len(q.order); q.head++ {
+		s := q.order[q.head]
+		if it, ok := q.items[s.key]; ok && it.gen == s.gen {
+			return s.key, it.v, true
+		}
+		q.order[q.head] = slot{}
+	}
+	var zero V
+	return cache.Key{}, zero, false
+}
+
 // each calls fn for every queued entry, oldest first.
 func (q *keyedFIFO[V]) each(fn func(k cache.Key, v V)) {
 	for _, s := range q.order[q.head:] {
@@ -120,8 +140,9 @@ func (q *keyedFIFO[V]) clear() {
 	*q = keyedFIFO[V]{gen: q.gen}
 }
 
-// compact keeps order from growing with stale slots when one key is pushed
-// again and again, and from keeping a consumed prefix alive.
+// compact keeps order from growing with stale slots when one key is
+// removed and pushed again and again, and from keeping a consumed prefix
+// alive.
 func (q *keyedFIFO[V]) compact() {
 	pending := len(q.order) - q.head
 	if pending < 64 || pending <= 2*len(q.items) {

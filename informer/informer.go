@@ -625,11 +625,11 @@ func (inf *Informer[T]) apply(o op[T]) {
 		d := o.delta
 		k := cache.KeyOf(d.obj)
 		if inf.filter != nil && !inf.filter(d.obj) {
-			inf.writer.Delete(d.obj) // out of view now: dropped, not deleted
+			inf.writer.DeleteAt(d.obj, o.rv) // out of view now: dropped, not deleted
 			break
 		}
 		if d.deleted {
-			old, existed := inf.writer.Delete(d.obj)
+			old, existed := inf.writer.DeleteAt(d.obj, o.rv)
 			switch {
 			case !existed:
 			case d.obj.GetUID() == "" || old.GetUID() == d.obj.GetUID():
@@ -641,7 +641,7 @@ func (inf *Informer[T]) apply(o op[T]) {
 			}
 			break
 		}
-		old, existed := inf.writer.Apply(d.obj)
+		old, existed := inf.writer.ApplyAt(d.obj, o.rv)
 		switch {
 		case !existed:
 			inf.metrics.adds.Inc()

@@ -367,6 +367,141 @@ func TestInformer_HotKeyIsNotStarvedBySlowHandler(t *testing.T) {
 	})
 }
 
+// holdBack holds back the informer's processor, the side that applies
+// queued deltas to the cache, by way of the Filter, which the informer
+// calls twice per event: on the reflector's goroutine as it queues the
+// event, then on the processor's as it applies it. The first call passes;
+// the second records the object and waits for a token on step (or for
+// step to be closed).
+type holdBack struct {
+	mu      sync.Mutex
+	queued  map[*corev1.ConfigMap]bool
+	applied []string
+	step    chan struct{}
+}
+
+func newHoldBack() *holdBack {
+	return &holdBack{queued: map[*corev1.ConfigMap]bool{}, step: make(chan struct{})}
+}
+
+func (h *holdBack) filter(o *corev1.ConfigMap) bool {
+	h.mu.Lock()
+	first := !h.queued[o]
+	h.queued[o] = true
+	h.mu.Unlock()
+	if first {
+		return true
+	}
+	<-h.step
+	h.mu.Lock()
+	h.applied = append(h.applied, o.Name+"@"+o.ResourceVersion)
+	h.mu.Unlock()
+	return true
+}
+
+func (h *holdBack) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.applied)
+}
+
+// While the cache falls behind, a key that changes again keeps its place
+// in line, so keys reach the cache in the order they first changed, and the
+// cache's resourceVersion never claims a change still waiting.
+func TestInformer_CacheFallingBehindAppliesKeysInArrivalOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hb := newHoldBack()
+		h := start(t, Options[*corev1.ConfigMap]{Filter: hb.filter})
+		defer h.stop()
+		released := false
+		defer func() {
+			if !released {
+				close(hb.step)
+			}
+		}()
+		h.src.relist("1")
+		h.src.send(ev(watcher.Added, cm("a", "a", "2")))
+		synctest.Wait() // the processor holds a@2
+		h.src.send(ev(watcher.Added, cm("b", "b", "3")), ev(watcher.Added, cm("c", "c", "4")),
+			ev(watcher.Modified, cm("b", "b", "5")), ev(watcher.Added, cm("d", "d", "6")),
+			ev(watcher.Modified, cm("a", "a", "7")))
+		var rvs []string
+		for range 5 {
+			hb.step <- struct{}{}
+			synctest.Wait()
+			rvs = append(rvs, h.inf.Lister().ResourceVersion())
+		}
+		equal(t, hb.take(), []string{"a@2", "b@5", "c@4", "d@6", "a@7"})
+		// After b@5 the cache holds every change up to b@3 but not c@4.
+		equal(t, rvs, []string{"2", "3", "5", "6", "7"})
+		close(hb.step)
+		released = true
+		if v := storeView(h.inf); v != "map[a:7 b:5 c:4 d:6]" {
+			t.Errorf("cache ended with %s", v)
+		}
+	})
+}
+
+// A key that changes on every step while the cache lags behind other keys
+// changing is still applied: after at most the keys ahead of it in line.
+// Were a changed key moved to the back, the hot key would always be last
+// and never reach the cache.
+func TestInformer_HotKeyReachesACacheThatFallsBehind(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hb := newHoldBack()
+		h := start(t, Options[*corev1.ConfigMap]{Filter: hb.filter})
+		defer h.stop()
+		released := false
+		defer func() {
+			if !released {
+				close(hb.step)
+			}
+		}()
+		const others, rounds = 5, 60
+		h.src.relist("1")
+		rv := 1
+		for i := range others {
+			rv++
+			h.src.send(ev(watcher.Added, cm(fmt.Sprintf("k%d", i), "k", fmt.Sprint(rv))))
+		}
+		rv++
+		h.src.send(ev(watcher.Added, cm("hot", "h", fmt.Sprint(rv))))
+		synctest.Wait() // the processor holds k0; k1…k4 and hot wait
+		for i := range rounds {
+			rv++
+			k := fmt.Sprintf("k%d", i%others)
+			h.src.send(ev(watcher.Modified, cm(k, "k", fmt.Sprint(rv))))
+			rv++
+			h.src.send(ev(watcher.Modified, cm("hot", "h", fmt.Sprint(rv))))
+			hb.step <- struct{}{} // apply one; the processor takes the next
+			synctest.Wait()
+		}
+		applied := hb.take()
+		// The bound: at most the other keys are applied before the hot key
+		// first, and between two of its applications.
+		hot, gap, maxGap := 0, 0, 0
+		for _, a := range applied {
+			if strings.HasPrefix(a, "hot@") {
+				hot++
+				gap = 0
+				continue
+			}
+			gap++
+			maxGap = max(maxGap, gap)
+		}
+		if hot < rounds/(others+1) || maxGap > others {
+			t.Fatalf("hot key applied %d times in %d applications, with up to %d others in a row; want at most %d\napplied: %q",
+				hot, len(applied), maxGap, others, applied)
+		}
+		close(hb.step)
+		released = true
+		synctest.Wait()
+		if got := h.inf.Lister().ResourceVersion(); got != fmt.Sprint(rv) {
+			t.Errorf("cache at resourceVersion %s after catching up, want %d", got, rv)
+		}
+	})
+}
+
 func queued(inf *Informer[*corev1.ConfigMap], handler string) int {
 	inf.dispatchMu.Lock()
 	defer inf.dispatchMu.Unlock()

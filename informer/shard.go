@@ -16,6 +16,12 @@ type Sharder interface {
 	Shard(resource string, scope Scope) *Shard
 }
 
+// SharderFunc is a function that is a Sharder.
+type SharderFunc func(resource string, scope Scope) *Shard
+
+// Shard implements Sharder.
+func (f SharderFunc) Shard(resource string, scope Scope) *Shard { return f(resource, scope) }
+
 // Shard is one informer's part of its objects, which may change while it
 // runs.
 type Shard struct {

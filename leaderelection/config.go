@@ -14,7 +14,9 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Defaults, as in client-go and controller-runtime.
+// Defaults, as in client-go and controller-runtime. They are kloop's one
+// declaration of the lease timings: sharding, the App's options and the cli
+// flags default to them too.
 const (
 	DefaultLeaseDuration = 15 * time.Second
 	DefaultRenewDeadline = 10 * time.Second

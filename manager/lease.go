@@ -24,7 +24,7 @@ var _ Elector = (*LeaseElector)(nil)
 // NewLeaseElector returns an Elector for the lease cfg names, talking to
 // the API server at restCfg. Leave cfg.OnStartedLeading unset: the manager
 // supplies the leader's work. Every other field of cfg keeps its meaning
-// and default (lease 15s, renew deadline 10s, retry 2s, released on stop).
+// and default (the leaderelection.Default… timings, released on stop).
 func NewLeaseElector(restCfg *rest.Config, cfg leaderelection.Config) (*LeaseElector, error) {
 	if cfg.OnStartedLeading != nil {
 		return nil, errors.New("manager: LeaseElector: OnStartedLeading is the manager's; leave it unset")

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -39,11 +40,8 @@ var everything = "shardRange(object.metadata.uid, '0x0000000000000000', '0x10000
 
 // Defaults of Config.
 const (
-	DefaultSlots         = 64
-	DefaultLeaseDuration = 15 * time.Second
-	DefaultRenewDeadline = 10 * time.Second
-	DefaultRetryPeriod   = 2 * time.Second
-	DefaultLeaveTimeout  = 30 * time.Second
+	DefaultSlots        = 64
+	DefaultLeaveTimeout = 30 * time.Second
 )
 
 // ErrInvalidConfig is wrapped by New's validation errors.
@@ -75,8 +73,9 @@ type Config struct {
 	// member's Lease change, before they count it gone and take its slots.
 	// RenewDeadline is how long this member keeps trying to renew before it
 	// gives everything up; the difference is the time its reconciles have
-	// to stop. RetryPeriod is the renewal interval. Defaults 15s, 10s, 2s,
-	// as for leader election.
+	// to stop. RetryPeriod is the renewal interval. Defaults: leader
+	// election's, leaderelection.DefaultLeaseDuration, DefaultRenewDeadline
+	// and DefaultRetryPeriod.
 	LeaseDuration time.Duration
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
@@ -107,13 +106,13 @@ func (c *Config) resolve() error {
 		c.Slots = DefaultSlots
 	}
 	if c.LeaseDuration == 0 {
-		c.LeaseDuration = DefaultLeaseDuration
+		c.LeaseDuration = leaderelection.DefaultLeaseDuration
 	}
 	if c.RenewDeadline == 0 {
-		c.RenewDeadline = DefaultRenewDeadline
+		c.RenewDeadline = leaderelection.DefaultRenewDeadline
 	}
 	if c.RetryPeriod == 0 {
-		c.RetryPeriod = DefaultRetryPeriod
+		c.RetryPeriod = leaderelection.DefaultRetryPeriod
 	}
 	if c.LeaveTimeout == 0 {
 		c.LeaveTimeout = DefaultLeaveTimeout
@@ -320,18 +319,12 @@ func (c conditional) sharded() bool { return c.on() }
 // Only returns a Sharder that shards the informers pick accepts and leaves
 // the others whole.
 func (m *Member) Only(pick func(resource string, scope informer.Scope) bool) informer.Sharder {
-	return sharderFunc(func(resource string, scope informer.Scope) *informer.Shard {
+	return informer.SharderFunc(func(resource string, scope informer.Scope) *informer.Shard {
 		if !pick(resource, scope) {
 			return nil
 		}
 		return m.Shard(resource, scope)
 	})
-}
-
-type sharderFunc func(resource string, scope informer.Scope) *informer.Shard
-
-func (f sharderFunc) Shard(resource string, scope informer.Scope) *informer.Shard {
-	return f(resource, scope)
 }
 
 func (m *Member) attach(r informer.Resharder) {

@@ -80,11 +80,13 @@ func skipUnderShort(re string) {
 	_ = flag.Set("test.skip", skip)
 }
 
-// Main runs the package's tests, stops the shared control plane (writing
+// Main switches the cache's mutation detector on (DetectMutations), runs
+// the package's tests, stops the shared control plane (writing
 // the tail of each process log to stderr when a test failed), checks that no
 // goroutine of ours leaked (with GoleakIgnores and the package's own
 // ignores, for goroutines a test peer leaves by design), and exits.
 func (s *Shared) Main(m *testing.M, ignore ...goleak.Option) {
+	DetectMutations()
 	if s.Examples != "" {
 		skipUnderShort(s.Examples)
 	}

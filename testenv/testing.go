@@ -5,8 +5,23 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
+	"os"
 	"testing"
 )
+
+// DetectMutations switches the cache's mutation detector on, through
+// cache.MutationDetectorEnv, for the stores the test binary creates and for
+// the processes its tests start (a re-executed test binary, a command under
+// test), so that code that modifies a cached object fails its tests.
+// Shared.Main calls it; a TestMain that does without Shared calls it first.
+// (testenv does not import cache, whose tests use testenv.)
+func DetectMutations() {
+	_ = os.Setenv(MutationDetectorEnv, "1")
+}
+
+// MutationDetectorEnv is cache.MutationDetectorEnv, which testenv cannot
+// import; a cache test checks that the two agree.
+const MutationDetectorEnv = "KLOOP_CACHE_MUTATION_DETECTOR"
 
 // ErrShort is returned by Start in a test binary run with -short: the short
 // tier is the unit tests, and a control plane is what makes a test an

@@ -3,7 +3,6 @@ package watcher
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"reflect"
 	"strings"
 	"sync"
@@ -12,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kloop-dev/kloop/internal/protowalk"
 )
 
 // This file is a faster decoding path for the protobuf watch stream of one
@@ -40,7 +41,7 @@ const (
 	wireFixed32 = 5
 )
 
-var errWire = errors.New("malformed protobuf")
+var errWire = protowalk.ErrMalformed
 
 // protoField reads the field at the start of b: its number, wire type, its
 // payload (for length-delimited fields) and its total length in b.
@@ -88,35 +89,18 @@ type unmarshaler interface {
 }
 
 // unmarshalExcept unmarshals msg into u, leaving out the length-delimited
-// fields skip says to skip, and handing those to visit (when not nil) instead.
-// The runs of fields in between are unmarshaled in place, in order, so the
-// result is what a full Unmarshal would give minus the skipped fields.
+// fields skip says to skip, and handing those to visit (when not nil)
+// instead (see protowalk.UnmarshalExcept).
 func unmarshalExcept(u unmarshaler, msg []byte, skip func(num uint64) bool, visit func(num uint64, payload []byte) error) error {
-	start := 0
-	for i := 0; i < len(msg); {
-		num, typ, payload, n, err := protoField(msg[i:])
-		if err != nil {
-			return err
+	return protowalk.UnmarshalExcept(u, msg, func(num uint64, off, n int) (bool, error) {
+		if !skip(num) {
+			return false, nil
 		}
-		if typ == wireBytes && skip(num) {
-			if start < i {
-				if err := u.Unmarshal(msg[start:i]); err != nil {
-					return err
-				}
-			}
-			if visit != nil {
-				if err := visit(num, payload); err != nil {
-					return err
-				}
-			}
-			start = i + n
+		if visit != nil {
+			return true, visit(num, msg[off:off+n])
 		}
-		i += n
-	}
-	if start < len(msg) {
-		return u.Unmarshal(msg[start:])
-	}
-	return nil
+		return true, nil
+	})
 }
 
 // Field numbers of the messages read here (see the protobuf tags of the Go

@@ -32,6 +32,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	testenv.DetectMutations()
 	// Re-executed by a test: behave as the cronjob-controller command itself.
 	reexec.Main(func(args []string) int {
 		os.Args = append([]string{"cronjob-controller"}, args...)

@@ -34,6 +34,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	testenv.DetectMutations()
 	// Re-executed by a test: behave as the foo-controller command itself.
 	reexec.Main(func(args []string) int {
 		os.Args = append([]string{"foo-controller"}, args...)

@@ -34,6 +34,7 @@ import (
 const holdStopEnv = "KLOOP_TEST_HOLD_STOP"
 
 func TestMain(m *testing.M) {
+	testenv.DetectMutations()
 	// Re-executed by a test: behave as the kloop command itself.
 	reexec.Main(func(args []string) int {
 		if os.Getenv(holdStopEnv) != "" {

@@ -22,6 +22,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	testenv.DetectMutations()
 	// Re-executed by a test: behave as the podwatch command itself.
 	reexec.Main(func(args []string) int {
 		os.Args = append([]string{"podwatch"}, args...)

@@ -2,7 +2,6 @@ package await
 
 import (
 	"context"
-	"testing"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -21,7 +20,7 @@ const authorizedEvery = 20 * time.Millisecond
 // early, so Authorized asks every 20 ms. It does not use t's context, so
 // that it also works in a cleanup, and fails t, naming spec, if the answer
 // is still not allowed after Timeout.
-func Authorized(t testing.TB, cs kubernetes.Interface, spec authorizationv1.SubjectAccessReviewSpec, allowed bool) {
+func Authorized(t TB, cs kubernetes.Interface, spec authorizationv1.SubjectAccessReviewSpec, allowed bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()

@@ -3,9 +3,20 @@ package await
 import (
 	"context"
 	"sync"
-	"testing"
 	"time"
 )
+
+// TB is the part of testing.TB the waits use; *testing.T and *testing.B
+// satisfy it. It is declared here so that library code using the ...Context
+// forms (kloop.InstallCRD) does not link package testing into programs.
+type TB interface {
+	Helper()
+	Context() context.Context
+	Cleanup(func())
+	Errorf(format string, args ...any)
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
 
 // Timeout bounds every wait of this package. It is long because the
 // machines tests run on may be slow and loaded; a wait that needs it all
@@ -46,7 +57,7 @@ func (s *Signal) Changed() <-chan struct{} {
 // returns a channel that is closed (or receives) at the next change, such
 // as Signal.Changed. Until fails t, naming what, if cond does not hold
 // within Timeout or before t's context ends.
-func Until(t testing.TB, what string, changed func() <-chan struct{}, cond func() bool) {
+func Until(t TB, what string, changed func() <-chan struct{}, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
 	defer cancel()
@@ -74,7 +85,7 @@ func UntilContext(ctx context.Context, changed func() <-chan struct{}, cond func
 
 // Closed waits up to Timeout for ch to be closed (or to receive). It fails
 // t, naming what, if that does not happen in time.
-func Closed[V any](t testing.TB, what string, ch <-chan V) {
+func Closed[V any](t TB, what string, ch <-chan V) {
 	t.Helper()
 	timer := time.NewTimer(Timeout)
 	defer timer.Stop()
@@ -89,7 +100,7 @@ func Closed[V any](t testing.TB, what string, ch <-chan V) {
 
 // Receive waits up to Timeout for a value from ch and returns it. It fails
 // t, naming what, if none comes in time or ch is closed.
-func Receive[V any](t testing.TB, what string, ch <-chan V) V {
+func Receive[V any](t TB, what string, ch <-chan V) V {
 	t.Helper()
 	timer := time.NewTimer(Timeout)
 	defer timer.Stop()

@@ -2,7 +2,6 @@ package await
 
 import (
 	"slices"
-	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -20,7 +19,7 @@ var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", V
 // APIService the API server registers for it is Available (requests for a
 // new group reach the handler only then). Until both, requests for the
 // resources can fail with 404.
-func CRDServed(t testing.TB, cfg *rest.Config, name string) {
+func CRDServed(t TB, cfg *rest.Config, name string) {
 	t.Helper()
 	ext, err := apiextensions.NewForConfig(cfg)
 	if err != nil {

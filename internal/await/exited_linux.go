@@ -2,7 +2,6 @@ package await
 
 import (
 	"errors"
-	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -12,7 +11,7 @@ import (
 // child of this one: the kernel tells through a pidfd, nothing polls. A
 // process already gone counts as terminated. Exited fails t, naming what,
 // if pid still runs after Timeout.
-func Exited(t testing.TB, what string, pid int) {
+func Exited(t TB, what string, pid int) {
 	t.Helper()
 	fd, err := unix.PidfdOpen(pid, 0)
 	if errors.Is(err, unix.ESRCH) {

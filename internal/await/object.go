@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -25,7 +24,7 @@ type Watcher interface {
 // starts (if it exists) and then every change the API server reports, in
 // a watch that is opened again if it ends; it is never called for a delete.
 // Object fails t, naming what, if cond does not hold within Timeout.
-func Object[T runtime.Object](t testing.TB, what string, w Watcher, name string, cond func(T) bool) T {
+func Object[T runtime.Object](t TB, what string, w Watcher, name string, cond func(T) bool) T {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
 	defer cancel()
@@ -100,7 +99,7 @@ func watchFor[T runtime.Object](ctx context.Context, wi watch.Interface, cond fu
 // first check, so no change is missed. Watched fails t, naming what, if
 // cond does not hold within Timeout; an error from cond ends the wait with
 // it.
-func Watched(t testing.TB, what string, w Watcher, opts metav1.ListOptions, cond func(ctx context.Context) (bool, error)) {
+func Watched(t TB, what string, w Watcher, opts metav1.ListOptions, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
 	defer cancel()
@@ -151,7 +150,7 @@ func watchedFor(ctx context.Context, wi watch.Interface, cond func(ctx context.C
 // state a condition reads is spread over several resources. A watch the
 // server ends is not reopened; conditions that wait longer than the
 // server's watch timeout (minutes) should use Watched.
-func Changes(t testing.TB, ws ...Watcher) *Signal {
+func Changes(t TB, ws ...Watcher) *Signal {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	sig := &Signal{}

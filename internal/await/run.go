@@ -2,7 +2,6 @@ package await
 
 import (
 	"context"
-	"testing"
 	"time"
 )
 
@@ -11,7 +10,7 @@ import (
 // what, if fn returns an error (after the stop or before it) or does not
 // return in time. For the Start or Run of whatever a test keeps running in
 // the background: a factory, a controller, an App.
-func Run(t testing.TB, what string, fn func(ctx context.Context) error) {
+func Run(t TB, what string, fn func(ctx context.Context) error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

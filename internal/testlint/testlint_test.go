@@ -203,3 +203,61 @@ func TestA(t *testing.T) { time.Sleep(1) }
 		t.Errorf("reported %v in a file that does not import time", got)
 	}
 }
+
+// testSupport are the packages, by directory, whose code is for tests and
+// may import package testing; every other package is library or program
+// code, which must not (it would link the testing package, and test-only
+// behaviour, into every program that uses it).
+var testSupport = map[string]string{
+	"testenv":             "the control plane tests run against; its helpers take a testing.TB",
+	"internal/authtest":   "RBAC fixtures for tests",
+	"internal/reexec":     "runs a test binary again as a command under test",
+	"metrics/metricstest": "reads metrics for test assertions",
+}
+
+// TestRepo_LibraryCodeDoesNotImportTesting parses every non-test Go file of
+// the repository (but bench/'s) and fails naming each one outside
+// testSupport that imports package testing.
+func TestRepo_LibraryCodeDoesNotImportTesting(t *testing.T) {
+	fset := token.NewFileSet()
+	files := 0
+	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(repoRoot, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if rel != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor" || rel == "bench") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		if _, ok := testSupport[filepath.ToSlash(filepath.Dir(rel))]; ok {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		files++
+		for _, imp := range f.Imports {
+			if imp.Path.Value == `"testing"` || strings.HasPrefix(imp.Path.Value, `"testing/`) {
+				t.Errorf("%s imports %s: library and program code must not; take what it needs as an interface (see internal/await.TB), or move it to a test-support package", filepath.ToSlash(rel), imp.Path.Value)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("checked only %d files: is repoRoot right?", files)
+	}
+}
