@@ -112,22 +112,11 @@ func TestEnv_DeploymentGetsPodsAndNamespaceIsFinalized(t *testing.T) {
 	e := testenv.StartT(t, testenv.Options{ControllerManager: true, ControllerManagerFlags: flags})
 	ctx := testCtx(t, 3*time.Minute)
 	cs := clientset(t, e)
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", e.PIDs()["kube-controller-manager"]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := strings.Split(string(cmdline), "\x00")
-	for _, f := range flags {
-		if !slices.Contains(args, f) {
-			t.Errorf("kube-controller-manager runs with %q, want %s among its arguments", args, f)
-		}
-	}
-
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	labels := map[string]string{"app": "web"}
-	_, err = cs.AppsV1().Deployments("apps").Create(ctx, &appsv1.Deployment{
+	_, err := cs.AppsV1().Deployments("apps").Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](2),
@@ -151,6 +140,18 @@ func TestEnv_DeploymentGetsPodsAndNamespaceIsFinalized(t *testing.T) {
 		pods, err := cs.CoreV1().Pods("apps").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 		return err == nil && len(pods.Items) == 2, err
 	})
+	// Read once it has made Pods: right after its start the process may
+	// still be inside execve, when /proc/PID/cmdline reads empty.
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", e.PIDs()["kube-controller-manager"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := strings.Split(string(cmdline), "\x00")
+	for _, f := range flags {
+		if !slices.Contains(args, f) {
+			t.Errorf("kube-controller-manager runs with %q, want %s among its arguments", args, f)
+		}
+	}
 
 	if err := cs.CoreV1().Namespaces().Delete(ctx, "apps", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
