@@ -2,42 +2,79 @@ package await
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
-// authorizedEvery is how often Authorized asks again.
-const authorizedEvery = 20 * time.Millisecond
+// askEvery is how often the waits of this file ask again.
+const askEvery = 20 * time.Millisecond
 
 // Authorized waits until the API server answers a SubjectAccessReview for
-// spec with allowed. It is the one wait of this package that asks again on
-// a timer: the RBAC authorizer reads roles and bindings from a cache of its
-// own, which catches up with a change some time after the change is
-// stored, and nothing tells when. A watch on the bindings would fire too
-// early, so Authorized asks every 20 ms. It does not use t's context, so
-// that it also works in a cleanup, and fails t, naming spec, if the answer
-// is still not allowed after Timeout.
+// spec with allowed. The RBAC authorizer reads roles and bindings from a
+// cache of its own, which catches up with a change some time after the
+// change is stored, and nothing tells when: a watch on the bindings would
+// fire too early. So Authorized asks again every 20 ms (with QuotaEnforced,
+// the only waits of this package that ask on a timer). It does not use t's
+// context, so that it also works in a cleanup, and fails t, naming spec, if
+// the answer is still not allowed after Timeout.
 func Authorized(t TB, cs kubernetes.Interface, spec authorizationv1.SubjectAccessReviewSpec, allowed bool) {
+	t.Helper()
+	ask(t, fmt.Sprintf("RBAC to answer allowed=%v for %+v", allowed, spec), func(ctx context.Context) (bool, any) {
+		sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		return sar.Status.Allowed == allowed, sar.Status
+	})
+}
+
+// QuotaEnforced waits until the API server refuses a Pod in namespace ns
+// for a ResourceQuota: until a dry-run create of a one-container Pod fails
+// with Forbidden, naming a quota. Quota admission enforces only the limits
+// in a quota's status, which kube-controller-manager's
+// resourcequota-controller fills in (without it, a quota is never
+// enforced), and reads quotas from a cache of its own that catches up some
+// time later; no watch tells when. Call it after creating a quota that
+// allows no Pods, before the test relies on Pods being refused.
+func QuotaEnforced(t TB, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "quota-probe-"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "probe"}}},
+	}
+	ask(t, "quota admission to refuse Pods in namespace "+ns, func(ctx context.Context) (bool, any) {
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			return false, "a dry-run Pod was admitted"
+		}
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "quota"), err
+	})
+}
+
+// ask calls try every askEvery until it reports done, and fails t with
+// try's last answer if that takes longer than Timeout.
+func ask(t TB, what string, try func(ctx context.Context) (done bool, last any)) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
 	defer cancel()
-	tick := time.NewTicker(authorizedEvery)
+	tick := time.NewTicker(askEvery)
 	defer tick.Stop()
 	for {
-		sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
-		if err == nil && sar.Status.Allowed == allowed {
+		done, last := try(ctx)
+		if done {
 			return
 		}
 		select {
 		case <-ctx.Done():
-			var last any = err
-			if err == nil {
-				last = sar.Status
-			}
-			t.Fatalf("waiting for RBAC to answer allowed=%v for %+v: not within %v (last answer: %v)", allowed, spec, Timeout, last)
+			t.Fatalf("waiting for %s: not within %v (last answer: %v)", what, Timeout, last)
+			return
 		case <-tick.C:
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os/exec"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -12,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -199,3 +202,34 @@ type fakeTB struct {
 
 func (f *fakeTB) Errorf(string, ...any) { f.errors++ }
 func (f *fakeTB) Helper()               {}
+
+func TestQuotaEnforced_ReturnsOnlyOnceAPodIsRefused(t *testing.T) {
+	e := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(e.Config)
+	ns := testenv.NewNamespace(t, kc, "await-quota")
+	// This control plane runs no kube-controller-manager: the test makes
+	// the service account Pods need and writes the quota's status itself.
+	if _, err := kc.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	none := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}
+	quota, err := kc.CoreV1().ResourceQuotas(ns).Create(t.Context(), &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-pods"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: none},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quota.Status = corev1.ResourceQuotaStatus{Hard: none, Used: none}
+	if _, err := kc.CoreV1().ResourceQuotas(ns).UpdateStatus(t.Context(), quota, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	await.QuotaEnforced(t, kc, ns)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c"}}},
+	}
+	if _, err := kc.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: no-pods") {
+		t.Fatalf("create right after QuotaEnforced: err = %v, want Forbidden for exceeding quota no-pods", err)
+	}
+}
