@@ -161,7 +161,7 @@ func TestPage_InChromium_ShowsTheFooControllerLive(t *testing.T) {
 	until(t, tab, 90*time.Second, "both informers watching again without error", fmt.Sprintf(
 		`%s.every(i => i && i.state === "watching" && i.error === "" && i.row === "ok") && %s.objects === 24`, both, foos), both)
 
-	// The README's picture: the page as it is now, sparklines and the
+	// The picture in README.md and docs/debug.md: the page as it is now, sparklines and the
 	// failing Foo included.
 	shot, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
 	if err != nil {

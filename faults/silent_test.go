@@ -18,8 +18,8 @@ import (
 	"github.com/kloop-dev/kloop/watcher"
 )
 
-// The bounds of the silent-watch test, stated where README.md's table
-// points.
+// The bounds of the silent-watch test, stated where the table of
+// docs/faults.md points.
 const (
 	// silentFor is how long the path to the API server stays blackholed.
 	silentFor = 2 * time.Minute

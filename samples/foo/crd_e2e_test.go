@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// TestCRDDirectory_AppliesWithKubectl applies samples/foo/crd/ as the
-// README says to install it: kubectl apply -f reads every .yaml file of
+// TestCRDDirectory_AppliesWithKubectl applies samples/foo/crd/ as
+// docs/local.md says to install it: kubectl apply -f reads every .yaml file of
 // the directory, so the kustomize file there must not be one.
 func TestCRDDirectory_AppliesWithKubectl(t *testing.T) {
 	kubectl, err := exec.LookPath("kubectl")
