@@ -11,8 +11,8 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/controller"
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // A controller keyed by a type of its own: Watches maps each ConfigMap to

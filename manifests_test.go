@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kloop-dev/kloop"
-	"github.com/kloop-dev/kloop/internal/await"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // crdManifest is a CRD of group install.kloop.dev with the given plural

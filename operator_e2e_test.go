@@ -24,9 +24,8 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
-	"github.com/kloop-dev/kloop/internal/await"
-	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 func TestHandle_DeleteControlledByPropagatesSoAJobsPodsAreCollected(t *testing.T) {
@@ -132,7 +131,7 @@ func TestHandle_FinalizeAddsTheFinalizerBeforeApplyAndRemovesItOnlyAfterACleanup
 	env := controlPlane.Env(t)
 	kc := kubernetes.NewForConfigOrDie(env.Config)
 	ns := testenv.NewNamespace(t, kc, "finalize")
-	logs := &syncbuf.Buffer{}
+	logs := &await.Buffer{}
 	app, err := kloop.New(env.Config, kloop.Options{Name: "finalizer", Namespace: ns, Registry: prometheus.NewRegistry(),
 		Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	if err != nil {

@@ -16,9 +16,9 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // prunedCRD serves Foo's Go types in a group of its own whose status

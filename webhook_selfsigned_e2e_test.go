@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kloop-dev/kloop"
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 	"github.com/kloop-dev/kloop/webhook"
 )
 

@@ -13,7 +13,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
-	"github.com/kloop-dev/kloop/internal/await"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // Widget is a custom resource defined by the tests, with a hand-written

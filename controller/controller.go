@@ -382,10 +382,12 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) {
 		c.queue.Forget(key)
 		c.queue.AddAfter(key, res.RequeueAfter)
 		c.m.requeueAfter.Inc()
+		log.Debug(reconciledMessage, "requeueAfter", res.RequeueAfter)
 		return
 	case err == nil:
 		c.queue.Forget(key)
 		c.m.success.Inc()
+		log.Debug(reconciledMessage)
 		return
 	}
 
@@ -424,6 +426,10 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) {
 	c.queue.AddRateLimited(key)
 	log.Error("Reconcile failed; will retry", "err", err, "retries", retries)
 }
+
+// reconciledMessage is logged at Debug level after every reconcile that
+// returned no error; tests wait for it (testenv/await.Reconciled).
+const reconciledMessage = "Reconciled"
 
 // call runs Reconcile, turning a panic into a *PanicError.
 func (c *Controller[K]) call(ctx context.Context, key K) (res Result, err error) {

@@ -15,10 +15,10 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/kloop-dev/kloop/debug"
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // ChromiumEnv overrides where the browser test finds Chromium (default

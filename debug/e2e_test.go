@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/samples/foo"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // series flattens a gather into "family{label=value,...}" → value; a

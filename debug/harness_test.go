@@ -19,11 +19,10 @@ import (
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/internal/await"
-	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // fooRun is the Foo controller in one namespace of a control plane, run
@@ -37,7 +36,7 @@ type fooRun struct {
 	ns   string
 	reg  *prometheus.Registry
 	srv  *debug.Server
-	logs *syncbuf.Buffer
+	logs *await.Buffer
 	// changed is notified after every log line of the controller (each
 	// failed reconcile logs one) and every event its Deployment informer
 	// hands out: what moves the snapshot's counts.
@@ -74,7 +73,7 @@ func newFooRun(t *testing.T, env *testenv.Env, before ...string) *fooRun {
 		t.Fatal(err)
 	}
 	kc := kubernetes.NewForConfigOrDie(env.Config)
-	r := &fooRun{t: t, env: env, kc: kc, foos: foos, ns: testenv.NewNamespace(t, kc, "debug"), reg: prometheus.NewRegistry(), logs: &syncbuf.Buffer{}}
+	r := &fooRun{t: t, env: env, kc: kc, foos: foos, ns: testenv.NewNamespace(t, kc, "debug"), reg: prometheus.NewRegistry(), logs: &await.Buffer{}}
 	for _, name := range before {
 		r.createFoo(name, name)
 	}

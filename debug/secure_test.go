@@ -12,10 +12,10 @@ import (
 
 	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/internal/authtest"
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/metrics/secure"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // The page behind --metrics-secure's guard: TLS, a bearer token the API

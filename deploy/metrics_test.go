@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kloop-dev/kloop/internal/authtest"
-	"github.com/kloop-dev/kloop/internal/await"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 func scrape(t *testing.T, url, token string) (int, string) {

@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/notifier"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // deployed is a control plane with one of deploy/'s bases applied.

@@ -19,7 +19,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/internal/await"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // deadline bounds a phase of a test; when it is hit the cause says what was

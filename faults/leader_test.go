@@ -19,10 +19,10 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // The lease timing of the partitioned-leader test and the bounds that
@@ -107,7 +107,7 @@ type leaderReplica struct {
 	name  string
 	proxy *testenv.Proxy
 	m     *manager.Manager
-	logs  *syncbuf.Buffer
+	logs  *await.Buffer
 	done  chan error
 	stop  context.CancelFunc
 	// exited: done has been received from.
@@ -131,7 +131,7 @@ func TestFault_PartitionedLeader_StopsBeforeTheTakeoverAndExits(t *testing.T) {
 	tl := &timeline{changed: make(chan struct{})}
 	var replicas []*leaderReplica
 	for _, name := range []string{"replica-a", "replica-b"} {
-		r := &leaderReplica{name: name, proxy: e.APIServerProxy(t), logs: &syncbuf.Buffer{}, done: make(chan error, 1)}
+		r := &leaderReplica{name: name, proxy: e.APIServerProxy(t), logs: &await.Buffer{}, done: make(chan error, 1)}
 		user, err := e.UserConfig("partition-"+name, "system:masters")
 		if err != nil {
 			t.Fatal(err)

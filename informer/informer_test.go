@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kloop-dev/kloop/cache"
-	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/metrics/metricstest"
+	"github.com/kloop-dev/kloop/testenv/await"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -94,14 +94,14 @@ type harness struct {
 	inf  *Informer[*corev1.ConfigMap]
 	src  *fakeSource
 	reg  *prometheus.Registry
-	logs *syncbuf.Buffer
+	logs *await.Buffer
 	stop func()
 }
 
 // start runs an informer over a fake source; call inside a synctest bubble.
 func start(t *testing.T, opts Options[*corev1.ConfigMap], before ...func(*Informer[*corev1.ConfigMap])) *harness {
 	t.Helper()
-	h := &harness{src: newFakeSource(), reg: prometheus.NewRegistry(), logs: &syncbuf.Buffer{}}
+	h := &harness{src: newFakeSource(), reg: prometheus.NewRegistry(), logs: &await.Buffer{}}
 	opts.Registerer = h.reg
 	opts.Logger = slog.New(slog.NewTextHandler(h.logs, nil))
 	inf, err := New[*corev1.ConfigMap](h.src, opts)

@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kloop-dev/kloop/controller"
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/manager"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 const helperEnv = "KLOOP_MANAGER_TEST_HELPER"

@@ -21,9 +21,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kloop-dev/kloop"
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/metrics/metricstest"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 var gadgets = schema.GroupVersionResource{Group: "notifier.kloop.dev", Version: "v1", Resource: "gadgets"}

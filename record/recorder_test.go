@@ -20,9 +20,9 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kloop-dev/kloop/client"
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/record"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // Gadget is a custom resource of the tests, with a hand-written deep copy.

@@ -17,10 +17,10 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/metrics/metricstest"
 	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // replica is one in-process member with a sharded ConfigMap informer and a

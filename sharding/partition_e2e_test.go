@@ -8,8 +8,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // A member cut off from the API server gives its slots up by its renew

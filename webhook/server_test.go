@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kloop-dev/kloop/internal/await"
+	"github.com/kloop-dev/kloop/testenv/await"
 	"github.com/kloop-dev/kloop/webhook"
 )
 

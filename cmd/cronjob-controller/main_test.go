@@ -24,11 +24,11 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/client"
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/internal/reexec"
 	"github.com/kloop-dev/kloop/samples/cronjob"
 	batch "github.com/kloop-dev/kloop/samples/cronjob/apis/batch/v1"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 func TestMain(m *testing.M) {

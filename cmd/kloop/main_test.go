@@ -23,10 +23,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/internal/reexec"
-	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // holdStopEnv, set for a re-executed kloop dev, makes it hold its graceful
@@ -53,13 +52,13 @@ func command(ctx context.Context, args ...string) *exec.Cmd {
 // startLines starts cmd with its stdout lines on the returned channel
 // (closed at its end) and its stderr in the buffer; the process is killed
 // and reaped when the test ends.
-func startLines(t *testing.T, cmd *exec.Cmd) (<-chan string, *syncbuf.Buffer) {
+func startLines(t *testing.T, cmd *exec.Cmd) (<-chan string, *await.Buffer) {
 	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &syncbuf.Buffer{}
+	stderr := &await.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -260,7 +259,7 @@ func TestDemo_AFailureToApplyTheExampleExits1AndStopsTheControlPlane(t *testing.
 	defer cancel()
 	// Not a valid namespace name: the namespace cannot be created.
 	cmd := command(ctx, "demo", "--namespace", "Not_Valid")
-	stderr := &syncbuf.Buffer{}
+	stderr := &await.Buffer{}
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	err := cmd.Run()
 	var exitErr *exec.ExitError
@@ -295,7 +294,7 @@ func TestDev_ASecondSIGINTKillsTheControlPlaneRemovesItsTemporaryDirectoryAndExi
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &syncbuf.Buffer{}
+	stderr := &await.Buffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

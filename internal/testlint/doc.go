@@ -2,7 +2,7 @@
 // the project does not allow, so that they cannot creep back once removed.
 //
 // A test waits for goroutines or for state through channels, conditions
-// (see internal/await), a fake clock or testing/synctest, never by sleeping
+// (see testenv/await), a fake clock or testing/synctest, never by sleeping
 // on the wall clock or by looking again every so often. WallClockWaits
 // finds, outside a synctest bubble, each
 //

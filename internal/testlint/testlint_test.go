@@ -20,7 +20,7 @@ const repoRoot = "../.."
 // allowed are the waits the repository-wide check accepts, by
 // "file:function" (the file relative to the repository's root), each with
 // the reason. Keep it short: an entry is a wait that no event can drive.
-// (internal/await.Authorized and QuotaEnforced, the polls on API caches, are not in test files.)
+// (testenv/await.Authorized and QuotaEnforced, the polls on API caches, are not in test files.)
 var allowed = map[string]string{
 	"faults/silent_test.go:TestFault_SilentWatch_NoticedReconnectedAndCaughtUp": "holds the " +
 		"blackhole for the length of the fault under test; it waits for no goroutine and no state",
@@ -62,7 +62,7 @@ func TestRepo_NoWallClockWaitsInTests(t *testing.T) {
 				used[key] = true
 				continue
 			}
-			t.Errorf("%s:%d: %s outside a synctest bubble (in %s): wait on a channel, a condition (internal/await), a fake clock or testing/synctest instead",
+			t.Errorf("%s:%d: %s outside a synctest bubble (in %s): wait on a channel, a condition (testenv/await), a fake clock or testing/synctest instead",
 				filepath.ToSlash(rel), w.Pos.Line, w.Call, w.Func)
 		}
 		return nil
@@ -249,7 +249,7 @@ func TestRepo_LibraryCodeDoesNotImportTesting(t *testing.T) {
 		files++
 		for _, imp := range f.Imports {
 			if imp.Path.Value == `"testing"` || strings.HasPrefix(imp.Path.Value, `"testing/`) {
-				t.Errorf("%s imports %s: library and program code must not; take what it needs as an interface (see internal/await.TB), or move it to a test-support package", filepath.ToSlash(rel), imp.Path.Value)
+				t.Errorf("%s imports %s: library and program code must not; take what it needs as an interface (see testenv/await.TB), or move it to a test-support package", filepath.ToSlash(rel), imp.Path.Value)
 			}
 		}
 		return nil

@@ -30,9 +30,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kloop-dev/kloop/internal/authtest"
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/metrics/secure"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // cluster is what each test sets up: a namespace, a user for the filter

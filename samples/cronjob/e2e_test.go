@@ -24,11 +24,10 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
-	"github.com/kloop-dev/kloop/internal/await"
-	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/samples/cronjob"
 	batch "github.com/kloop-dev/kloop/samples/cronjob/apis/batch/v1"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // harness is one namespace of the shared control plane with the CronJob
@@ -41,7 +40,7 @@ type harness struct {
 	dyn   dynamic.ResourceInterface // CronJobs (v1) of the namespace, to watch
 	ns    string
 	clock *clocktesting.FakeClock
-	logs  *syncbuf.Buffer
+	logs  *await.Buffer
 	pokes int
 }
 
@@ -72,7 +71,7 @@ func newCluster(t *testing.T) *harness {
 	}
 	ns := testenv.NewNamespace(t, kc, "cronjob")
 	h := &harness{
-		t: t, env: e, kc: kc, cjs: cjs, ns: ns, logs: &syncbuf.Buffer{},
+		t: t, env: e, kc: kc, cjs: cjs, ns: ns, logs: &await.Buffer{},
 		dyn:   dynamic.NewForConfigOrDie(e.Config).Resource(batch.Resource).Namespace(ns),
 		clock: clocktesting.NewFakeClock(time.Now()),
 	}

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kloop-dev/kloop"
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/samples/cronjob"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // kubectl runs kubectl on the harness's namespace with stdin, and returns

@@ -18,9 +18,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop/client"
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // ready returns the Foo's Ready condition, or nil.

@@ -24,12 +24,11 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/internal/await"
-	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/samples/podsim"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -41,7 +40,7 @@ type harness struct {
 	kc   kubernetes.Interface
 	foos *client.Resource[*v1alpha1.Foo]
 	ns   string
-	logs *syncbuf.Buffer
+	logs *await.Buffer
 	// changes is notified on every change of the namespace's Foos,
 	// Deployments, Pods and Events, as the informers of an App of the
 	// harness's own see them (they relist after a watch ends, as when the
@@ -72,7 +71,7 @@ func newHarnessWithCRD(t *testing.T, crd []byte) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, env: e, kc: kc, foos: foos, ns: testenv.NewNamespace(t, kc, "foo"), logs: &syncbuf.Buffer{}, changes: &await.Signal{}}
+	h := &harness{t: t, env: e, kc: kc, foos: foos, ns: testenv.NewNamespace(t, kc, "foo"), logs: &await.Buffer{}, changes: &await.Signal{}}
 	h.observe()
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h.run("podsim", func(ctx context.Context) error {

@@ -12,10 +12,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kloop-dev/kloop"
-	"github.com/kloop-dev/kloop/internal/await"
-	"github.com/kloop-dev/kloop/internal/syncbuf"
 	"github.com/kloop-dev/kloop/samples/podwatch"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // controlPlane serves the Example and the external tests, each in
@@ -36,7 +35,7 @@ func TestRun_PrintsOnlyPodsOfItsNamespaceAndReturnsNilOnStop(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	out := &syncbuf.Buffer{}
+	out := &await.Buffer{}
 	reg := prometheus.NewRegistry()
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -22,9 +22,9 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
+	"github.com/kloop-dev/kloop/testenv/await"
 	"github.com/kloop-dev/kloop/watcher"
 )
 

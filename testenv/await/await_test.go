@@ -3,6 +3,9 @@ package await_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
 	"os/exec"
 	"strings"
 	"sync/atomic"
@@ -21,8 +24,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kloop-dev/kloop/internal/await"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 var controlPlane testenv.Shared
@@ -231,5 +234,105 @@ func TestQuotaEnforced_ReturnsOnlyOnceAPodIsRefused(t *testing.T) {
 	}
 	if _, err := kc.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: no-pods") {
 		t.Fatalf("create right after QuotaEnforced: err = %v, want Forbidden for exceeding quota no-pods", err)
+	}
+}
+
+func TestLogs_KeepsGroupedAndAddedAttributesFlattened(t *testing.T) {
+	logs := await.NewLogs()
+	slog.New(logs).With("controller", "c").WithGroup("g").With("a", 1).Info("m", "b", 2, slog.Group("h", "c", true))
+	recs := logs.Records()
+	if len(recs) != 1 {
+		t.Fatalf("kept %d records, want 1", len(recs))
+	}
+	want := map[string]string{"controller": "c", "g.a": "1", "g.b": "2", "g.h.c": "true"}
+	if !maps.Equal(recs[0].Attrs, want) || recs[0].Message != "m" || recs[0].Level != slog.LevelInfo {
+		t.Errorf("record = %+v, want message m at Info with %v", recs[0], want)
+	}
+}
+
+// fatalTB records the first Fatalf message instead of failing the test.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	if f.msg == "" {
+		f.msg = fmt.Sprintf(format, args...)
+	}
+}
+func (f *fatalTB) Helper() {}
+
+func TestLogged_ReturnsTheFirstMatchAndOnTimeoutQuotesTheLatestRecords(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := await.NewLogs()
+		log := slog.New(logs)
+		go func() {
+			log.Info("starting")
+			log.Debug(await.ReconciledMessage, "controller", "c", "key", "ns/a")
+		}()
+		if r := await.Reconciled(t, logs, "c", "ns/a"); r.Attrs["key"] != "ns/a" {
+			t.Errorf("Reconciled returned %v", r)
+		}
+		ft := &fatalTB{TB: t}
+		await.Reconciled(ft, logs, "c", "ns/b")
+		for _, want := range []string{"waiting for controller c to reconcile ns/b", "the latest of 2 log records", `msg="starting"`, `key="ns/a"`} {
+			if !strings.Contains(ft.msg, want) {
+				t.Errorf("failure message %q does not contain %q", ft.msg, want)
+			}
+		}
+	})
+}
+
+func TestGone_ReturnsAtOnceForNoObjectAndOnceAFinalizedOneIsDeleted(t *testing.T) {
+	e := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(e.Config)
+	ns := testenv.NewNamespace(t, kc, "await-gone")
+	cms := kc.CoreV1().ConfigMaps(ns)
+	await.Gone(t, "a ConfigMap that never existed", cms, "never")
+
+	cm, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{"await.kloop.dev/hold"}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cms.Delete(t.Context(), cm.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Deleting only marks it: it must still be there when Gone starts.
+	held := await.Object(t, "the delete to be marked", cms, "held", func(c *corev1.ConfigMap) bool { return c.DeletionTimestamp != nil })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		await.Gone(t, "the held ConfigMap", cms, "held")
+	}()
+	held.Finalizers = nil
+	if _, err := cms.Update(t.Context(), held, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	await.Closed(t, "Gone to return", done)
+	if _, err := cms.Get(t.Context(), "held", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Get after Gone: %v, want NotFound", err)
+	}
+}
+
+func TestObjectContext_SaysWhatItLastSawWhenTheConditionNeverHolds(t *testing.T) {
+	e := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(e.Config)
+	ns := testenv.NewNamespace(t, kc, "await-last")
+	cms := kc.CoreV1().ConfigMaps(ns)
+	if _, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}, Data: map[string]string{"v": "seen-value"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	_, err := await.ObjectContext(ctx, cms, "c", func(*corev1.ConfigMap) bool { return false })
+	if err == nil || !strings.Contains(err.Error(), "seen-value") || !strings.Contains(err.Error(), "c last seen as") {
+		t.Errorf("ObjectContext error = %v, want the deadline with the object last seen", err)
+	}
+	ctx, cancel = context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	_, err = await.ObjectContext(ctx, cms, "missing", func(*corev1.ConfigMap) bool { return true })
+	if err == nil || !strings.Contains(err.Error(), "missing was never seen") {
+		t.Errorf("ObjectContext for a missing object: %v, want it to say it never saw it", err)
 	}
 }

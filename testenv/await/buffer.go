@@ -1,21 +1,17 @@
-// Package syncbuf has a text buffer that several goroutines may write to and
-// read at once: what tests give loggers and commands as their output, and
-// read while those still write.
-package syncbuf
+package await
 
 import (
 	"strings"
 	"sync"
-
-	"github.com/kloop-dev/kloop/internal/await"
 )
 
-// Buffer is an io.Writer whose String may be called while writes go on. The
-// zero value is empty and ready to use.
+// Buffer is an io.Writer that several goroutines may write to while others
+// read it: what a test gives a logger or a command as its output. The zero
+// value is empty and ready to use. Wait on it with Until, or with Output.
 type Buffer struct {
 	mu      sync.Mutex
 	b       strings.Builder
-	written await.Signal
+	written Signal
 }
 
 // Write appends p.

@@ -2,13 +2,16 @@ package await
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 )
 
 // Watcher is what Object needs of a client: the Watch method every
@@ -36,23 +39,25 @@ func Object[T runtime.Object](t TB, what string, w Watcher, name string, cond fu
 }
 
 // ObjectContext is Object for code that has no testing.TB: it returns
-// ctx's cause when ctx ends before cond holds.
+// ctx's cause when ctx ends before cond holds, with the last state of the
+// object it saw.
 func ObjectContext[T runtime.Object](ctx context.Context, w Watcher, name string, cond func(T) bool) (T, error) {
 	var zero T
 	var lastErr error
+	var last runtime.Object
 	for {
 		// No resourceVersion: the watch starts with the object's current
 		// state as an Added event, then reports every change.
 		wi, err := w.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
 		if err != nil {
 			if ctx.Err() != nil {
-				return zero, fmt.Errorf("%w (last error: %v)", context.Cause(ctx), err)
+				return zero, fmt.Errorf("%w (last error: %v; %s)", context.Cause(ctx), err, lastSeen(name, last))
 			}
 			// Nothing would tell when to try again: fail rather than
 			// spin.
 			return zero, fmt.Errorf("watch %s: %w", name, err)
 		}
-		obj, done, err := watchFor(ctx, wi, cond)
+		obj, done, err := watchFor(ctx, wi, cond, &last)
 		wi.Stop()
 		if done {
 			return obj, nil
@@ -62,15 +67,41 @@ func ObjectContext[T runtime.Object](ctx context.Context, w Watcher, name string
 		}
 		if ctx.Err() != nil {
 			if lastErr != nil {
-				return zero, fmt.Errorf("%w (last watch error: %v)", context.Cause(ctx), lastErr)
+				return zero, fmt.Errorf("%w (last watch error: %v; %s)", context.Cause(ctx), lastErr, lastSeen(name, last))
 			}
-			return zero, context.Cause(ctx)
+			return zero, fmt.Errorf("%w (%s)", context.Cause(ctx), lastSeen(name, last))
 		}
 	}
 }
 
+// lastSeenMax bounds how much of an object a failure message quotes.
+const lastSeenMax = 4 << 10
+
+// lastSeen says what a wait last saw of the object called name: its JSON
+// (cut at lastSeenMax), that it was deleted, or that it never existed.
+func lastSeen(name string, last runtime.Object) string {
+	switch {
+	case last == nil:
+		return fmt.Sprintf("%s was never seen", name)
+	case last == deleted:
+		return fmt.Sprintf("%s was last seen deleted", name)
+	}
+	b, err := json.Marshal(last)
+	if err != nil {
+		return fmt.Sprintf("%s last seen as %T (%v)", name, last, err)
+	}
+	if len(b) > lastSeenMax {
+		b = append(b[:lastSeenMax], "..."...)
+	}
+	return fmt.Sprintf("%s last seen as %s", name, b)
+}
+
+// deleted stands for "the object was deleted" in a wait's last state.
+var deleted runtime.Object = &metav1.Status{Reason: "Deleted"}
+
 // watchFor reads wi until cond holds (done), the watch ends or ctx does.
-func watchFor[T runtime.Object](ctx context.Context, wi watch.Interface, cond func(T) bool) (_ T, done bool, _ error) {
+// It keeps the latest state in *last.
+func watchFor[T runtime.Object](ctx context.Context, wi watch.Interface, cond func(T) bool, last *runtime.Object) (_ T, done bool, _ error) {
 	var zero T
 	for {
 		select {
@@ -82,11 +113,95 @@ func watchFor[T runtime.Object](ctx context.Context, wi watch.Interface, cond fu
 			}
 			switch ev.Type {
 			case watch.Added, watch.Modified:
+				*last = ev.Object
 				if obj, ok := ev.Object.(T); ok && cond(obj) {
 					return obj, true, nil
 				}
+			case watch.Deleted:
+				*last = deleted
 			case watch.Error:
 				return zero, false, fmt.Errorf("watch error: %v", ev.Object)
+			}
+		}
+	}
+}
+
+// Gone waits until the object called name that w serves does not exist:
+// at once if there is none, else when the API server reports its delete
+// (after its finalizers, if it has any, are removed). It fails t, naming
+// what and with the object's last state, if that takes longer than
+// Timeout.
+func Gone(t TB, what string, w Watcher, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
+	defer cancel()
+	if err := GoneContext(ctx, w, name); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// GoneContext is Gone for code that has no testing.TB: it returns ctx's
+// cause, with the object's last state, when ctx ends first.
+func GoneContext(ctx context.Context, w Watcher, name string) error {
+	var last runtime.Object
+	for {
+		// A watch that sends the current state first and then a bookmark
+		// marking its end: without it, "no such object" would look the
+		// same as "nothing happened yet".
+		wi, err := w.Watch(ctx, metav1.ListOptions{
+			FieldSelector:        fields.OneTermEqualSelector("metadata.name", name).String(),
+			SendInitialEvents:    ptr.To(true),
+			ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+			AllowWatchBookmarks:  true,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%w (last error: %v; %s)", context.Cause(ctx), err, lastSeen(name, last))
+			}
+			return fmt.Errorf("watch %s: %w", name, err)
+		}
+		done, err := goneIn(ctx, wi, &last)
+		wi.Stop()
+		switch {
+		case done:
+			return nil
+		case err != nil:
+			return err
+		case ctx.Err() != nil:
+			return fmt.Errorf("%w (%s)", context.Cause(ctx), lastSeen(name, last))
+		}
+	}
+}
+
+// goneIn reads wi until the object is known to be absent (done), the watch
+// ends or ctx does.
+func goneIn(ctx context.Context, wi watch.Interface, last *runtime.Object) (done bool, _ error) {
+	exists, listed := false, false
+	for {
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case ev, ok := <-wi.ResultChan():
+			if !ok {
+				return false, nil
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				exists, *last = true, ev.Object
+			case watch.Deleted:
+				if listed {
+					return true, nil
+				}
+				exists, *last = false, deleted
+			case watch.Bookmark:
+				if m, err := meta.Accessor(ev.Object); err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+					listed = true
+					if !exists {
+						return true, nil
+					}
+				}
+			case watch.Error:
+				return false, fmt.Errorf("watch error: %v", ev.Object)
 			}
 		}
 	}

@@ -1,0 +1,27 @@
+// Package await is how tests of controllers wait for something to happen,
+// kloop's own and its users': a condition is checked at once and again
+// every time its source says that something changed, never by sleeping and
+// looking again. Every wait has a deadline (Timeout, or the test's own) and
+// a test that runs out of it fails saying what it waited for and what it
+// last saw.
+//
+// The sources:
+//   - the API server's watch: Object ("eventually this object satisfies
+//     f"), Gone ("this object is gone"), Watched (a condition over several
+//     objects), Changes, CRDServed;
+//   - a controller's log: Logs is an slog.Handler that keeps records;
+//     Logged waits for a record, Reconciled for a controller to have
+//     reconciled a key;
+//   - the code under test: a Signal it notifies (Until), a channel (Closed,
+//     Receive), a Buffer of a command's output, a process's end (Exited).
+//
+// Two waits ask again on a timer, because nothing reports the state they
+// wait for: Authorized (the RBAC authorizer's cache) and QuotaEnforced
+// (quota admission's).
+//
+// The ...Context forms take no testing.TB and return an error instead:
+// they serve helper processes and library code.
+//
+// It is not named wait so that it does not shadow
+// k8s.io/apimachinery/pkg/util/wait.
+package await
