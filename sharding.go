@@ -19,7 +19,7 @@ import (
 // replicas (Options.Sharding): each replica caches and reconciles the
 // objects of its share of the hash space, shares move when replicas come
 // and go, and no object is reconciled by two replicas at once. See the
-// sharding package for how, and the README's "Scale out" section for when.
+// sharding package for how, and docs/scaling.md for when.
 //
 // With Key ByNamespace (the default) every namespaced kind's informer is
 // sharded by the objects' namespace, so a Foo and the Deployment it owns

@@ -62,8 +62,8 @@
 // Informers run on every replica, so a standby has warm caches when it
 // takes over; controllers run on the leader only.
 //
-// Sharding (Sharding), instead of leader election (kloop.Sharding; the
-// README's "Scale out"):
+// Sharding (Sharding), instead of leader election (kloop.Sharding; see
+// docs/scaling.md):
 //
 //	--shard                          off by default; not with --leader-elect
 //	--shard-group NAME               the replicas that share the work; default <command>

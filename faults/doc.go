@@ -3,7 +3,7 @@
 // trouble (through testenv's Proxy, API Priority and Fairness, restarts) and
 // check what informers, controllers and leader election promise under it.
 //
-// It has no API. The README's "What kloop survives" lists each fault, the
+// It has no API. docs/faults.md lists each fault, the
 // bound kloop keeps under it and the test here that shows it. The tests run
 // with `make test` and alone with `make test-faults`; under -short they are
 // skipped.

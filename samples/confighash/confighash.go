@@ -1,5 +1,5 @@
 // Package confighash is a second controller on kloop, written from the
-// README's "Write a controller" section: it stamps on every Deployment a
+// "Write a controller" in docs/controllers.md: it stamps on every Deployment a
 // hash of the data of the ConfigMaps its pods mount as volumes, in the pod
 // template's annotation Annotation, so that changing a mounted ConfigMap
 // rolls the Deployment's pods.
