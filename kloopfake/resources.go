@@ -40,8 +40,6 @@ type resource struct {
 	builtin    bool // a type of Kubernetes itself: strategic merge patches, Status on delete
 }
 
-func (r *resource) kindName() string { return r.gvk.Kind }
-
 // clusterScoped are the built-in kinds that are not namespaced; every other
 // kind the scheme knows is taken to be namespaced unless a Resource says
 // otherwise.

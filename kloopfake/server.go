@@ -63,6 +63,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	intercept func(Request) error
+	closeCh   chan struct{} // closed by Close: the watches open then end
 }
 
 // Request describes a request to a resource, for Intercept.
@@ -91,7 +92,7 @@ func NewServer(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{scheme: opts.Scheme, codecs: serializer.NewCodecFactory(opts.Scheme), res: res, store: newStore(opts.Clock)}
+	s := &Server{scheme: opts.Scheme, codecs: serializer.NewCodecFactory(opts.Scheme), res: res, store: newStore(opts.Clock), closeCh: make(chan struct{})}
 	if err := s.Add(opts.Objects...); err != nil {
 		return nil, err
 	}
@@ -163,9 +164,21 @@ func (s *Server) Intercept(fn func(Request) error) {
 	s.mu.Unlock()
 }
 
-// Close ends every open watch, as an API server going away does. The
-// server still answers other requests.
-func (s *Server) Close() { s.store.close() }
+// Close ends every open watch, as an API server going away does: clients
+// watch again, and the server answers them as before.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.closeCh)
+	s.closeCh = make(chan struct{})
+}
+
+// closing is closed by the next Close.
+func (s *Server) closing() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closeCh
+}
 
 func (s *Server) resourceOf(obj runtime.Object) (*resource, error) {
 	if _, ok := obj.(metav1.Object); !ok {

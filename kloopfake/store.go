@@ -36,7 +36,6 @@ type store struct {
 	objs    map[schema.GroupVersionResource]map[objKey]runtime.Object
 	events  []event       // every change, in resourceVersion order
 	changed chan struct{} // closed and replaced by every change
-	closed  bool
 }
 
 type objKey struct{ namespace, name string }
@@ -52,7 +51,8 @@ type event struct {
 }
 
 func newStore(c clock.PassiveClock) *store {
-	return &store{clock: c, objs: map[schema.GroupVersionResource]map[objKey]runtime.Object{}, changed: make(chan struct{})}
+	// The empty store is at resourceVersion 1: "0" means "any" to clients.
+	return &store{clock: c, rv: 1, objs: map[schema.GroupVersionResource]map[objKey]runtime.Object{}, changed: make(chan struct{})}
 }
 
 // commitLocked stores obj (nil: removes the key) as the change typ at the
@@ -76,15 +76,6 @@ func (s *store) commitLocked(r *resource, k objKey, typ watch.EventType, obj, ol
 	s.changed = make(chan struct{})
 }
 
-// close wakes every watcher for the last time: watches end.
-func (s *store) close() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closed {
-		s.closed = true
-		close(s.changed)
-	}
-}
 
 func (s *store) get(r *resource, ns, name string) (runtime.Object, error) {
 	s.mu.Lock()
@@ -168,9 +159,8 @@ func (s *store) list(r *resource, ns string, sel selector) ([]runtime.Object, ui
 }
 
 // since returns the events of gvr after resourceVersion rv, the current
-// resourceVersion, and a channel closed at the next change. closed is
-// true once the store is closed.
-func (s *store) since(gvr schema.GroupVersionResource, rv uint64) (evs []event, now uint64, changed <-chan struct{}, closed bool) {
+// resourceVersion, and a channel closed at the next change.
+func (s *store) since(gvr schema.GroupVersionResource, rv uint64) (evs []event, now uint64, changed <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := sort.Search(len(s.events), func(i int) bool { return s.events[i].rv > rv })
@@ -179,7 +169,7 @@ func (s *store) since(gvr schema.GroupVersionResource, rv uint64) (evs []event, 
 			evs = append(evs, ev)
 		}
 	}
-	return evs, s.rv, s.changed, s.closed
+	return evs, s.rv, s.changed
 }
 
 // snapshot returns the objects of gvr as they are (shared, not copied: for

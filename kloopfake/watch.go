@@ -46,7 +46,7 @@ func (s *Server) watch(req *http.Request, r *resource, ns string, opts metav1.Li
 		frames:    info.StreamSerializer.Framer.NewFrameWriter(pw),
 		bookmarks: opts.AllowWatchBookmarks,
 	}
-	go w.run(req.Context(), body.done, initial, opts.SendInitialEvents != nil && *opts.SendInitialEvents, from)
+	go w.run(req.Context(), body.done, s.closing(), initial, opts.SendInitialEvents != nil && *opts.SendInitialEvents, from)
 	resp := response(req, http.StatusOK, info.MediaType, nil)
 	resp.Body, resp.ContentLength = body, -1
 	return resp, nil
@@ -75,12 +75,13 @@ type watchStream struct {
 	bookmarks bool
 }
 
-func (w *watchStream) run(ctx context.Context, done <-chan struct{}, initial, endBookmark bool, from uint64) {
-	err := w.stream(ctx, done, initial, endBookmark, from)
+func (w *watchStream) run(ctx context.Context, done, closing <-chan struct{}, initial, endBookmark bool, from uint64) {
+	err := w.stream(ctx, done, closing, initial, endBookmark, from)
 	w.pw.CloseWithError(err) // nil: the client reads EOF, the watch ended
 }
 
-func (w *watchStream) stream(ctx context.Context, done <-chan struct{}, initial, endBookmark bool, cursor uint64) error {
+func (w *watchStream) stream(ctx context.Context, done, closing <-chan struct{}, initial, endBookmark bool, cursor uint64) error {
+	seen := cursor // the latest resourceVersion the client has been sent
 	if initial {
 		objs, rv := w.s.store.snapshot(w.r.gvr)
 		for _, obj := range objs {
@@ -95,11 +96,11 @@ func (w *watchStream) stream(ctx context.Context, done <-chan struct{}, initial,
 			if err := w.bookmark(rv, true); err != nil {
 				return err
 			}
+			seen = rv
 		}
 	}
 	for {
-		evs, now, changed, closed := w.s.store.since(w.r.gvr, cursor)
-		sent := false
+		evs, now, changed := w.s.store.since(w.r.gvr, cursor)
 		for _, ev := range evs {
 			typ, obj := w.translate(ev)
 			if typ == "" {
@@ -108,23 +109,23 @@ func (w *watchStream) stream(ctx context.Context, done <-chan struct{}, initial,
 			if err := w.send(typ, obj); err != nil {
 				return err
 			}
-			sent = true
+			seen = ev.rv
 		}
-		if !sent && now > cursor && w.bookmarks {
+		if seen < now && w.bookmarks {
 			// Progress the client cannot see otherwise (writes of other
-			// resources, or outside its selectors), as the API server's
-			// periodic bookmarks tell.
+			// resources, or outside its selectors, or a snapshot newer than
+			// its objects), as the API server's periodic bookmarks tell.
 			if err := w.bookmark(now, false); err != nil {
 				return err
 			}
+			seen = now
 		}
 		cursor = now
-		if closed {
-			return nil
-		}
 		select {
 		case <-changed:
 		case <-done:
+			return nil
+		case <-closing:
 			return nil
 		case <-ctx.Done():
 			return nil
