@@ -76,7 +76,6 @@ func (s *store) commitLocked(r *resource, k objKey, typ watch.EventType, obj, ol
 	s.changed = make(chan struct{})
 }
 
-
 func (s *store) get(r *resource, ns, name string) (runtime.Object, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
