@@ -42,8 +42,6 @@ func (s *Server) patch(r *resource, cur runtime.Object, name string, pt types.Pa
 		if patched, err = strategicpatch.StrategicMergePatch(orig, data, schemaObj); err != nil {
 			return nil, invalidPatch(r, name, err)
 		}
-	case types.ApplyPatchType, types.ApplyCBORPatchType:
-		return nil, errApply
 	default:
 		return nil, unsupportedMediaType(fmt.Sprintf("patch type %q is not one of %s, %s, %s", pt, types.JSONPatchType, types.MergePatchType, types.StrategicMergePatchType))
 	}
@@ -56,10 +54,6 @@ func (s *Server) patch(r *resource, cur runtime.Object, name string, pt types.Pa
 	}
 	return out, nil
 }
-
-// errApply answers server-side apply: see the package documentation.
-var errApply = unsupportedMediaType("server-side apply (types.ApplyPatchType, Handle.Apply, Handle.Repair) is not supported by the in-memory API server: " +
-	"it has no OpenAPI schemas to merge by and no field managers; test code that applies against testenv's real API server")
 
 func invalidPatch(r *resource, name string, err error) error {
 	return &apierrors.StatusError{ErrStatus: metav1.Status{

@@ -64,6 +64,7 @@ type Server struct {
 	mu        sync.Mutex
 	intercept func(Request) error
 	closeCh   chan struct{} // closed by Close: the watches open then end
+	managers  fieldManagers
 }
 
 // Request describes a request to a resource, for Intercept.
@@ -345,6 +346,10 @@ func (s *Server) serveResource(req *http.Request, p path, body []byte) (*http.Re
 			out, err = s.store.update(r, namespaceOf(r, p.namespace), p.name, p.sub, obj, dryRun)
 		}
 	case "patch":
+		if ir.PatchType == types.ApplyPatchType {
+			out, err = s.apply(r, namespaceOf(r, p.namespace), p.name, p.sub, body, q.Get("fieldManager"), q.Get("force") == "true", dryRun)
+			break
+		}
 		s.store.mu.Lock()
 		out, err = s.store.updateLocked(r, namespaceOf(r, p.namespace), p.name, p.sub, func(cur runtime.Object) (runtime.Object, error) {
 			return s.patch(r, cur, p.name, ir.PatchType, body)

@@ -423,9 +423,57 @@ func TestServer_Patches(t *testing.T) {
 	if code := statusCode(err); code != http.StatusUnsupportedMediaType {
 		t.Errorf("strategic merge patch of a custom resource: %v (code %d), want 415 as the API server answers", err, code)
 	}
-	_, err = e.deployments.Apply(ctx, deployment("web"), client.PatchOptions{Force: true})
-	if statusCode(err) != http.StatusUnsupportedMediaType || !strings.Contains(err.Error(), "server-side apply") {
-		t.Errorf("Apply: %v, want 415 saying server-side apply is not supported", err)
+}
+
+func TestServer_ServerSideApply(t *testing.T) {
+	e := newEnv(t, kloopfake.Options{})
+	ctx := t.Context()
+	want := deployment("web")
+	want.Labels = map[string]string{"owner": "test"}
+	made, err := e.deployments.Apply(ctx, want, client.PatchOptions{})
+	if err != nil {
+		t.Fatalf("Apply of a new object: %v", err)
+	}
+	if made.UID == "" || made.Generation != 1 || made.Labels["owner"] != "test" || len(made.ManagedFields) == 0 || made.ManagedFields[0].Manager != "test" {
+		t.Errorf("Apply created %+v, want a uid, generation 1, the label and the App's managed fields", made.ObjectMeta)
+	}
+
+	// Another field manager takes spec.replicas: the App's next apply of
+	// it conflicts unless forced.
+	other, err := client.New(e.srv.Config(), client.Options{Scheme: e.app.Options().Scheme, FieldManager: "other", DisableWriteTracking: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps, err := client.NewResource[*appsv1.Deployment](other, e.deployments.GVR())
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](4)}}
+	if _, err := deps.Apply(ctx, theirs, client.PatchOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.deployments.Apply(ctx, want, client.PatchOptions{}); !apierrors.IsConflict(err) {
+		t.Errorf("Apply of a field another manager owns: %v, want Conflict", err)
+	}
+	live, err := e.deployments.Resource().Get(ctx, ns, "web") // the cache need not have the other client's write yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Repair: a forced apply guarded by live's resourceVersion.
+	repaired, did, err := e.deployments.Repair(ctx, live, want.DeepCopy())
+	if err != nil || !did || *repaired.Spec.Replicas != 1 || repaired.Generation != live.Generation+1 {
+		t.Errorf("Repair: replicas %v, generation %d, %v, %v; want 1, %d", repaired.Spec.Replicas, repaired.Generation, did, err, live.Generation+1)
+	}
+	if _, _, err := e.deployments.Repair(ctx, live, want.DeepCopy()); !apierrors.IsConflict(err) {
+		t.Errorf("Repair at a stale resourceVersion: %v, want Conflict", err)
+	}
+
+	// Fields the App applied before and no longer applies go.
+	less := want.DeepCopy()
+	less.Labels = nil
+	got, err := e.deployments.Apply(ctx, less, client.PatchOptions{Force: true})
+	if err != nil || got.Labels["owner"] != "" {
+		t.Errorf("Apply without the label: labels %v, %v; want the label gone", got.Labels, err)
 	}
 }
 
