@@ -464,9 +464,8 @@ func mediaType(header string) string {
 }
 
 func (s *Server) objectResponse(req *http.Request, code int, r *resource, obj runtime.Object, info runtime.SerializerInfo) (*http.Response, error) {
-	obj.GetObjectKind().SetGroupVersionKind(r.gvk)
-	if l, ok := obj.(metav1.ListInterface); ok && l != nil {
-		obj.GetObjectKind().SetGroupVersionKind(r.gvk.GroupVersion().WithKind(r.gvk.Kind + "List"))
+	if _, isList := obj.(metav1.ListInterface); !isList { // a list has its kind from newList
+		obj.GetObjectKind().SetGroupVersionKind(r.gvk)
 	}
 	var buf bytes.Buffer
 	if err := info.Serializer.Encode(obj, &buf); err != nil {
