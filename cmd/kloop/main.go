@@ -21,6 +21,15 @@
 // sample-controller's example-foo.yaml and prints one line per change of the
 // namespace's Foos, Deployments, pods and events until Ctrl-C (exit 0).
 //
+//	kloop controlplane install [--from DIR] [--bin-dir DIR] [--kloop-dir DIR]
+//	kloop controlplane dir
+//
+// builds etcd, kube-apiserver and kube-controller-manager from
+// tools/controlplane of the kloop checkout the command was built from into
+// the per-user directory where testenv, kloop dev and projects made by
+// kloop init find them (testenv.UserBinDir), or copies them there from
+// --from; dir prints where they are looked up.
+//
 //	kloop version
 //
 // Both take kloop's logging flags (package cli): --log-level, --log-format
@@ -62,7 +71,7 @@ func rootCommand() *cobra.Command {
 		Use:   "kloop",
 		Short: "kloop's developer tool: a local control plane, and the Foo demo on it",
 	}
-	root.AddCommand(devCommand(), demoCommand())
+	root.AddCommand(devCommand(), demoCommand(), controlPlaneCommand())
 	return root
 }
 
@@ -75,7 +84,7 @@ type controlPlaneFlags struct {
 func (f *controlPlaneFlags) add(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.dataDir, "data-dir", "", "keep etcd data, certificates and the kubeconfig in this `dir` across runs (default: a temporary directory removed on exit)")
-	fs.StringVar(&f.binDir, "bin-dir", "", "`dir` holding etcd, kube-apiserver and kube-controller-manager (default: bin/ at the repository root, built by \"make controlplane\")")
+	fs.StringVar(&f.binDir, "bin-dir", "", "`dir` holding etcd, kube-apiserver and kube-controller-manager (default: $"+testenv.BinDirEnv+", else the per-user directory that \"kloop controlplane install\" fills; see \"kloop controlplane dir\")")
 	f.logging.AddFlags(fs)
 }
 
