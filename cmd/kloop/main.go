@@ -71,7 +71,7 @@ func rootCommand() *cobra.Command {
 		Use:   "kloop",
 		Short: "kloop's developer tool: a local control plane, and the Foo demo on it",
 	}
-	root.AddCommand(devCommand(), demoCommand(), controlPlaneCommand())
+	root.AddCommand(devCommand(), demoCommand(), controlPlaneCommand(), initCommand())
 	return root
 }
 
