@@ -25,7 +25,7 @@ import (
 
 // templates are the files of a new project, each ending in .tmpl (so that
 // neither go nor embed reads them as Go files or a module), with
-// __version__ and __name__ in paths standing for the API version and the
+// VERSION and NAME in paths standing for the API version and the
 // project's name.
 //
 //go:embed templates
@@ -238,7 +238,7 @@ func (p *project) render() (map[string][]byte, error) {
 			return err
 		}
 		out := strings.TrimSuffix(strings.TrimPrefix(name, "templates/"), ".tmpl")
-		out = strings.NewReplacer("__version__", p.Version, "__name__", p.Name).Replace(out)
+		out = strings.NewReplacer("VERSION", p.Version, "NAME", p.Name).Replace(out)
 		switch out {
 		case "gitignore":
 			out = ".gitignore"
