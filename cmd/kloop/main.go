@@ -2,6 +2,7 @@
 //
 //	kloop dev [--data-dir DIR] [--no-controller-manager] [--controllers job-controller,...] [--podsim]
 //	          [--feature-gates Name=true,...] [--bin-dir DIR] [--log-level info]
+//	          [--apply FILE|DIR]... [-- COMMAND [ARG...]]
 //
 // starts a local control plane (etcd, kube-apiserver and
 // kube-controller-manager on 127.0.0.1) in the foreground, writes an admin
@@ -9,7 +10,11 @@
 // kube-controller-manager controllers to testenv's DefaultControllers;
 // --podsim also runs podsim (a simulated kubelet, as kloop demo does);
 // --feature-gates sets kube-apiserver feature gates on top of testenv's
-// DefaultFeatureGates. Ctrl-C stops everything
+// DefaultFeatureGates; --apply installs the CRDs of the YAML files given
+// and server-side applies their other objects once the control plane is
+// ready; a COMMAND after -- then runs with KUBECONFIG set (a project's
+// make demo runs its controller so), and its exit ends kloop dev with its
+// status. Ctrl-C stops everything
 // and exits 0; a second Ctrl-C kills the control plane, removes its
 // temporary directory and exits 1 at once.
 //
@@ -30,9 +35,17 @@
 // kloop init find them (testenv.UserBinDir), or copies them there from
 // --from; dir prints where they are looked up.
 //
+//	kloop init [DIR] --module PATH --group GROUP --kind KIND [--version v1alpha1] [--kloop-dir DIR]
+//
+// creates a controller project of one's own in an empty directory: an API
+// type with kubebuilder markers, its controller on kloop's builder, a
+// command on package cli, unit and end-to-end tests, deploy/ and a
+// Makefile with make demo and make test (docs/project.md). Its go.mod
+// replaces kloop with the checkout this command was built from.
+//
 //	kloop version
 //
-// Both take kloop's logging flags (package cli): --log-level, --log-format
+// dev and demo take kloop's logging flags (package cli): --log-level, --log-format
 // and klog's -v. The control plane's own lines (its processes and their
 // pids) are logged at info whatever the level.
 package main
@@ -69,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kloop",
-		Short: "kloop's developer tool: a local control plane, and the Foo demo on it",
+		Short: "kloop's developer tool: a local control plane, the Foo demo on it, and new controller projects",
 	}
 	root.AddCommand(devCommand(), demoCommand(), controlPlaneCommand(), initCommand())
 	return root
@@ -124,7 +137,7 @@ func devCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dev [flags] [-- COMMAND [ARG...]]",
 		Short: "Run a local control plane in the foreground (Ctrl-C stops it), optionally with manifests applied and a command on it",
-		Args: cobra.ArbitraryArgs,
+		Args:  cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dash := cmd.ArgsLenAtDash(); len(args) > 0 && dash != 0 {
 				return cli.Usagef("kloop dev takes no argument %q: put the command to run after --, as in kloop dev --apply config/crd -- bin/my-controller", args[0])
