@@ -23,15 +23,15 @@ import (
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cli"
+	"github.com/kloop-dev/kloop/manifest"
 )
 
 // devFieldManager owns what kloop dev --apply applies.
 const devFieldManager = "kloop-dev"
 
-// manifest is one YAML document of a file given to --apply.
-type manifest struct {
+// document is one YAML document of a file given to --apply.
+type document struct {
 	source string // file and document number, for errors
 	raw    []byte
 	obj    *unstructured.Unstructured
@@ -39,8 +39,8 @@ type manifest struct {
 
 // readManifests reads the objects of paths: files, or the .yaml and .yml
 // files of directories in name order, skipping kustomize's own files.
-func readManifests(paths []string) ([]manifest, error) {
-	var out []manifest
+func readManifests(paths []string) ([]document, error) {
+	var out []document
 	for _, p := range paths {
 		files := []string{p}
 		st, err := os.Stat(p)
@@ -73,12 +73,12 @@ func readManifests(paths []string) ([]manifest, error) {
 	return out, nil
 }
 
-func readManifestFile(path string) ([]manifest, error) {
+func readManifestFile(path string) ([]document, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var out []manifest
+	var out []document
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for n := 1; ; n++ {
 		doc, err := r.Read()
@@ -103,17 +103,17 @@ func readManifestFile(path string) ([]manifest, error) {
 		if obj.GetName() == "" {
 			return nil, fmt.Errorf("%s: %s has no metadata.name", source, obj.GetKind())
 		}
-		out = append(out, manifest{source: source, raw: doc, obj: obj})
+		out = append(out, document{source: source, raw: doc, obj: obj})
 	}
 }
 
 // applyManifests installs the CustomResourceDefinitions among ms and waits
 // until they are served, then applies the other objects by server-side
 // apply (a namespaced one without a namespace goes to "default").
-func applyManifests(ctx context.Context, cfg *rest.Config, ms []manifest, out io.Writer) error {
+func applyManifests(ctx context.Context, cfg *rest.Config, ms []document, out io.Writer) error {
 	for _, m := range ms {
 		if m.obj.GetKind() == "CustomResourceDefinition" && m.obj.GroupVersionKind().Group == "apiextensions.k8s.io" {
-			if err := kloop.InstallCRD(ctx, cfg, m.raw); err != nil {
+			if err := manifest.InstallCRD(ctx, cfg, m.raw); err != nil {
 				return fmt.Errorf("%s: %w", m.source, err)
 			}
 			fmt.Fprintf(out, "# installed CustomResourceDefinition %s\n", m.obj.GetName())

@@ -127,7 +127,7 @@ type devFlags struct {
 // devRun is what kloop dev runs besides the control plane.
 type devRun struct {
 	podsim    bool
-	manifests []manifest // to apply once the control plane is ready
+	manifests []document // to apply once the control plane is ready
 	command   []string   // to run with KUBECONFIG set, after the manifests
 }
 
