@@ -79,7 +79,16 @@ func TestApp_DebugAddrServesTheAppsControllersAndInformers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var snap debug.Snapshot
+	var snap struct {
+		Controllers []struct {
+			Name       string
+			Reconciles struct{ Success int }
+		}
+		Informers []struct {
+			Resource string
+			Synced   bool
+		}
+	}
 	if err := json.NewDecoder(resp.Body).Decode(&snap); err != nil {
 		t.Fatal(err)
 	}

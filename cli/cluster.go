@@ -47,9 +47,9 @@ type Cluster struct {
 	Burst int
 }
 
-// NewCluster returns kloop's defaults: client-go's loading rules and no
+// newCluster returns kloop's defaults: client-go's loading rules and no
 // client-side throttling.
-func NewCluster() Cluster {
+func newCluster() Cluster {
 	return Cluster{QPS: DefaultQPS, Burst: DefaultBurst}
 }
 
@@ -77,9 +77,9 @@ func (c *Cluster) Validate() error {
 	return nil
 }
 
-// RESTConfig validates c and loads the configuration it names. A missing
+// restConfig validates c and loads the configuration it names. A missing
 // --kubeconfig file or an unknown --context is a *FlagError.
-func (c *Cluster) RESTConfig() (*rest.Config, error) {
+func (c *Cluster) restConfig() (*rest.Config, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

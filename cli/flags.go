@@ -29,10 +29,10 @@ type Flags struct {
 func NewFlags(name string) *Flags {
 	return &Flags{
 		Name:           name,
-		Cluster:        NewCluster(),
-		LeaderElection: NewLeaderElection(name),
-		Sharding:       NewSharding(name),
-		Serving:        NewServing(),
+		Cluster:        newCluster(),
+		LeaderElection: newLeaderElection(name),
+		Sharding:       newSharding(name),
+		Serving:        newServing(),
 		Logging:        NewLogging(),
 	}
 }
@@ -62,19 +62,19 @@ func (f *Flags) Validate() error {
 	if f.Sharding.Enabled && f.LeaderElection.Enabled {
 		return Usagef("--shard and --leader-elect: give one of them (sharding replaces leader election: every replica works, each on its share)")
 	}
-	if _, err := f.Serving.Secure(); err != nil {
+	if _, err := f.Serving.secureOptions(); err != nil {
 		return err
 	}
-	if _, _, err := f.Serving.Addrs(); err != nil {
+	if _, _, err := f.Serving.addrs(); err != nil {
 		return err
 	}
-	if _, err := f.Serving.Debug(); err != nil {
+	if _, err := f.Serving.debugAddr(); err != nil {
 		return err
 	}
-	if _, err := f.Serving.Webhook(); err != nil {
+	if _, err := f.Serving.webhookAddr(); err != nil {
 		return err
 	}
-	if _, err := f.Serving.SelfSigned(); err != nil {
+	if _, err := f.Serving.selfSignedOptions(); err != nil {
 		return err
 	}
 	return f.Cluster.Validate()
@@ -82,7 +82,7 @@ func (f *Flags) Validate() error {
 
 // Config is the one call a command's RunE makes: it validates every flag
 // (a bad one is a *FlagError), sets the logger up (Logging.Setup), loads
-// the client configuration (Cluster.RESTConfig) and returns it with the
+// the client configuration (the Cluster group) and returns it with the
 // Options for kloop.New: Name, Logger, MetricsAddr, HealthAddr,
 // SecureMetrics, DebugAddr, the Webhook options, LeaderElection and
 // Sharding filled in. The
@@ -95,14 +95,14 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 	if err != nil {
 		return nil, kloop.Options{}, err
 	}
-	le, _ := f.LeaderElection.Options()
-	sh, _ := f.Sharding.Options()
-	metrics, health, _ := f.Serving.Addrs()
-	debugAddr, _ := f.Serving.Debug()
-	sec, _ := f.Serving.Secure()
-	webhookAddr, _ := f.Serving.Webhook()
-	selfSigned, _ := f.Serving.SelfSigned()
-	cfg, err := f.Cluster.RESTConfig()
+	le, _ := f.LeaderElection.options()
+	sh, _ := f.Sharding.options()
+	metrics, health, _ := f.Serving.addrs()
+	debugAddr, _ := f.Serving.debugAddr()
+	sec, _ := f.Serving.secureOptions()
+	webhookAddr, _ := f.Serving.webhookAddr()
+	selfSigned, _ := f.Serving.selfSignedOptions()
+	cfg, err := f.Cluster.restConfig()
 	if err != nil {
 		return nil, kloop.Options{}, err
 	}

@@ -28,9 +28,9 @@ type LeaderElection struct {
 	RetryPeriod   time.Duration
 }
 
-// NewLeaderElection returns the defaults for the program name: off, a
+// newLeaderElection returns the defaults for the program name: off, a
 // Lease named name + "-leader", and controller-runtime's timings.
-func NewLeaderElection(name string) LeaderElection {
+func newLeaderElection(name string) LeaderElection {
 	return LeaderElection{
 		ID:            name + "-leader",
 		LeaseDuration: leaderelection.DefaultLeaseDuration,
@@ -90,9 +90,9 @@ func (l *LeaderElection) Validate() error {
 	return nil
 }
 
-// Options validates l and returns kloop's leader election, or nil when
+// options validates l and returns kloop's leader election, or nil when
 // Enabled is false.
-func (l *LeaderElection) Options() (*kloop.LeaderElection, error) {
+func (l *LeaderElection) options() (*kloop.LeaderElection, error) {
 	if err := l.Validate(); err != nil || !l.Enabled {
 		return nil, err
 	}

@@ -57,10 +57,10 @@ type Serving struct {
 	WebhookServiceNamespace string
 }
 
-// NewServing returns kloop's defaults: both off, so that nothing listens
+// newServing returns kloop's defaults: both off, so that nothing listens
 // unless asked. deploy/'s manifests pass :8443 (with --metrics-secure)
 // and :8081.
-func NewServing() Serving {
+func newServing() Serving {
 	return Serving{MetricsAddr: Off, HealthAddr: Off, DebugAddr: Off, WebhookAddr: Off}
 }
 
@@ -90,9 +90,9 @@ func (s *Serving) AddFlags(fs *pflag.FlagSet) {
 		"with --webhook-self-signed-secret: the namespace of the Service and the Secret (default: the pod's namespace)")
 }
 
-// SelfSigned returns the self-signed webhook options
+// selfSignedOptions returns the self-signed webhook options
 // --webhook-self-signed-secret asks for, or nil.
-func (s *Serving) SelfSigned() (*kloop.SelfSignedWebhooks, error) {
+func (s *Serving) selfSignedOptions() (*kloop.SelfSignedWebhooks, error) {
 	if s.WebhookSelfSignedSecret == "" {
 		for flag, v := range map[string]string{"--webhook-service": s.WebhookService, "--webhook-service-namespace": s.WebhookServiceNamespace} {
 			if v != "" {
@@ -110,9 +110,9 @@ func (s *Serving) SelfSigned() (*kloop.SelfSignedWebhooks, error) {
 	return &kloop.SelfSignedWebhooks{Secret: s.WebhookSelfSignedSecret, Service: s.WebhookService, Namespace: s.WebhookServiceNamespace}, nil
 }
 
-// Webhook validates the webhook flags and returns the address, "" for off
+// webhookAddr validates the webhook flags and returns the address, "" for off
 // (or, with --webhook-local, for a free port).
-func (s *Serving) Webhook() (string, error) {
+func (s *Serving) webhookAddr() (string, error) {
 	addr, err := bindAddr("--webhook-bind-address", s.WebhookAddr)
 	if err != nil {
 		return "", err
@@ -127,10 +127,10 @@ func (s *Serving) Webhook() (string, error) {
 	return addr, nil
 }
 
-// Debug validates --debug-bind-address and returns it, "" for off. Without
+// debugAddr validates --debug-bind-address and returns it, "" for off. Without
 // --metrics-secure the page has no authentication, so its address must be
 // a loopback one.
-func (s *Serving) Debug() (string, error) {
+func (s *Serving) debugAddr() (string, error) {
 	addr, err := bindAddr("--debug-bind-address", s.DebugAddr)
 	if err != nil || addr == "" || s.MetricsSecure {
 		return addr, err
@@ -143,9 +143,9 @@ func (s *Serving) Debug() (string, error) {
 	return addr, nil
 }
 
-// Secure returns the secured-metrics options --metrics-secure asks for,
+// secureOptions returns the secured-metrics options --metrics-secure asks for,
 // or nil for plain HTTP.
-func (s *Serving) Secure() (*secure.Options, error) {
+func (s *Serving) secureOptions() (*secure.Options, error) {
 	if !s.MetricsSecure {
 		if s.MetricsCertDir != "" {
 			return nil, &FlagError{Flag: "--metrics-cert-dir", Value: s.MetricsCertDir, Want: "--metrics-secure as well (without it /metrics is plain HTTP)"}
@@ -155,8 +155,8 @@ func (s *Serving) Secure() (*secure.Options, error) {
 	return &secure.Options{CertDir: s.MetricsCertDir}, nil
 }
 
-// Addrs validates the addresses and returns them, with "" for off.
-func (s *Serving) Addrs() (metrics, health string, err error) {
+// addrs validates the addresses and returns them, with "" for off.
+func (s *Serving) addrs() (metrics, health string, err error) {
 	if metrics, err = bindAddr("--metrics-bind-address", s.MetricsAddr); err != nil {
 		return "", "", err
 	}

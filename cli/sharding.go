@@ -35,10 +35,10 @@ type Sharding struct {
 	ClientSideOnly bool
 }
 
-// NewSharding returns the defaults for the program name: off, the group
+// newSharding returns the defaults for the program name: off, the group
 // named after the program, by namespace, 64 slots and the timings of
 // leader election (leaderelection.DefaultLeaseDuration and the others).
-func NewSharding(name string) Sharding {
+func newSharding(name string) Sharding {
 	return Sharding{
 		Group:         name,
 		Key:           sharding.ByNamespace.String(),
@@ -123,9 +123,9 @@ func (s *Sharding) key() (sharding.Key, error) {
 	return 0, &FlagError{Flag: "--shard-key", Value: s.Key, Want: "want namespace or uid"}
 }
 
-// Options validates s and returns kloop's sharding, or nil when Enabled is
+// options validates s and returns kloop's sharding, or nil when Enabled is
 // false.
-func (s *Sharding) Options() (*kloop.Sharding, error) {
+func (s *Sharding) options() (*kloop.Sharding, error) {
 	if err := s.Validate(); err != nil || !s.Enabled {
 		return nil, err
 	}

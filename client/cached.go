@@ -80,16 +80,16 @@ type ReaderOptions struct {
 // reader. Use cache.Copy before modifying one. It is safe for concurrent use.
 type CachedReader[T watcher.Object] struct {
 	cache   Cache[T]
-	tracker *WriteTracker
+	tracker *writeTracker
 	gr      schema.GroupResource
 	maxWait time.Duration
 	log     *slog.Logger
 }
 
-// NewCachedReader returns a reader of the cache c of resource gr that waits
-// for the writes recorded in tracker (nil: never waits). Resource.Cached is
-// the shorter way for a Resource's own client.
-func NewCachedReader[T watcher.Object](c Cache[T], tracker *WriteTracker, gr schema.GroupResource, opts ReaderOptions) *CachedReader[T] {
+// newCachedReader returns a reader of the cache c of resource gr that waits
+// for the writes recorded in tracker (nil: never waits); Resource.Cached
+// makes one for a Resource's own client.
+func newCachedReader[T watcher.Object](c Cache[T], tracker *writeTracker, gr schema.GroupResource, opts ReaderOptions) *CachedReader[T] {
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = DefaultMaxWait
 	}
@@ -102,7 +102,7 @@ func NewCachedReader[T watcher.Object](c Cache[T], tracker *WriteTracker, gr sch
 // Cached returns a CachedReader of c, which must cache this Resource's
 // objects, that waits for this client's writes.
 func (r *Resource[T]) Cached(c Cache[T], opts ReaderOptions) *CachedReader[T] {
-	return NewCachedReader(c, r.c.tracker, r.gvr.GroupResource(), opts)
+	return newCachedReader(c, r.c.tracker, r.gvr.GroupResource(), opts)
 }
 
 // Get returns namespace/name from the cache once the cache has seen this
@@ -112,7 +112,7 @@ func (r *CachedReader[T]) Get(ctx context.Context, namespace, name string) (T, e
 	var zero T
 	key := cache.Key{Namespace: namespace, Name: name}
 	if w, ok := r.tracker.Pending(r.gr, key); ok {
-		if err := r.wait(ctx, []PendingWrite{w}); err != nil {
+		if err := r.wait(ctx, []pendingWrite{w}); err != nil {
 			return zero, err
 		}
 	}
@@ -161,7 +161,7 @@ func (r *CachedReader[T]) ListControlledBy(ctx context.Context, namespace string
 		return out, names
 	}
 	out, held := list()
-	ws := r.tracker.pendingWhere(r.gr, namespace, func(w PendingWrite) bool {
+	ws := r.tracker.pendingWhere(r.gr, namespace, func(w pendingWrite) bool {
 		return !w.Gone && (!w.ControllerKnown || w.Controller == owner) || held[w.Key.Name]
 	})
 	if len(ws) == 0 {
@@ -181,7 +181,7 @@ func (r *CachedReader[T]) ListControlledBy(ctx context.Context, namespace string
 // applied between the look and the wait (a delete's event, say) closes the
 // channel, and the write is looked at again. There is no resourceVersion to
 // compute for a delete and so none to miss.
-func (r *CachedReader[T]) wait(ctx context.Context, ws []PendingWrite) error {
+func (r *CachedReader[T]) wait(ctx context.Context, ws []pendingWrite) error {
 	var (
 		began time.Time
 		wctx  context.Context
@@ -219,7 +219,7 @@ func (r *CachedReader[T]) wait(ctx context.Context, ws []PendingWrite) error {
 }
 
 // reached reports whether the cache has seen w.
-func (r *CachedReader[T]) reached(w PendingWrite) bool {
+func (r *CachedReader[T]) reached(w pendingWrite) bool {
 	obj, ok := r.cache.Get(w.Key.Namespace, w.Key.Name)
 	if w.Gone {
 		return !ok || (w.UID != "" && obj.GetUID() != w.UID)
@@ -227,7 +227,7 @@ func (r *CachedReader[T]) reached(w PendingWrite) bool {
 	return rvAtOrAfter(r.cache.ResourceVersion(), w.ResourceVersion) || (ok && rvAtOrAfter(obj.GetResourceVersion(), w.ResourceVersion))
 }
 
-func (w PendingWrite) want() string {
+func (w pendingWrite) want() string {
 	if w.Gone {
 		return "deletion of uid " + string(w.UID)
 	}

@@ -33,8 +33,8 @@ type Options struct {
 	// owner of the fields set by Apply. Default: DefaultFieldManager.
 	FieldManager string
 
-	// DisableWriteTracking stops the client from recording its writes, and
-	// makes Tracker return nil. Use it for clients whose writes are never
+	// DisableWriteTracking stops the client from recording its writes, so
+	// its CachedReaders never wait. Use it for clients whose writes are never
 	// read back through a cache (event recorders, leader election), so the
 	// tracker does not keep entries nobody clears.
 	DisableWriteTracking bool
@@ -65,7 +65,7 @@ type Client struct {
 	scheme       *runtime.Scheme
 	codecs       runtime.NegotiatedSerializer
 	fieldManager string
-	tracker      *WriteTracker
+	tracker      *writeTracker
 	log          *slog.Logger
 
 	mu   sync.Mutex
@@ -123,14 +123,10 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 		rest:         make(map[restKey]*rest.RESTClient),
 	}
 	if !opts.DisableWriteTracking {
-		cl.tracker = NewWriteTracker(opts.Logger)
+		cl.tracker = newWriteTracker(opts.Logger)
 	}
 	return cl, nil
 }
-
-// Tracker returns the record of this client's writes, for CachedReader. It
-// is nil when Options.DisableWriteTracking is set.
-func (c *Client) Tracker() *WriteTracker { return c.tracker }
 
 // Scheme returns the scheme the client encodes and decodes with.
 func (c *Client) Scheme() *runtime.Scheme { return c.scheme }

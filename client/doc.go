@@ -12,8 +12,8 @@
 //     merge, apply), Apply (server-side apply of a typed object) and Delete.
 //     Every call goes to the API server and returns its errors unchanged, so
 //     apierrors.IsNotFound, IsConflict and IsAlreadyExists work.
-//   - WriteTracker records, per client, the resourceVersion of each
-//     successful write.
+//   - Every Client records the resourceVersion of each of its successful
+//     writes, until a CachedReader sees its cache catch up.
 //   - CachedReader[T] reads a cache (a cache.Store, or anything with the
 //     Cache methods) after waiting until the cache has seen this client's
 //     writes of the keys read.

@@ -26,7 +26,7 @@ import (
 // the caller.
 //
 // Namespace arguments are "" for cluster-scoped resources. Every successful
-// write is recorded in the client's WriteTracker with the resourceVersion the
+// write is recorded by the client with the resourceVersion the
 // server returned (see CachedReader).
 type Resource[T watcher.Object] struct {
 	c       *Client

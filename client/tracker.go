@@ -14,28 +14,28 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 )
 
-// WriteTracker remembers, per resource and key, the resourceVersion of the
+// writeTracker remembers, per resource and key, the resourceVersion of the
 // latest write a client made that no cache reader has confirmed yet. A Client
 // records into its own tracker; CachedReaders consult it and clear the
 // entries their cache has caught up with. It is safe for concurrent use, and
-// a nil *WriteTracker records nothing and has nothing pending.
+// a nil *writeTracker records nothing and has nothing pending.
 //
 // Memory is one entry per key written and not yet read back through a
 // CachedReader of that resource. Keys written and never read back stay until
 // the program ends; a client whose writes are never read through a cache
 // should set Options.DisableWriteTracking.
-type WriteTracker struct {
+type writeTracker struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
-	pending map[schema.GroupResource]map[cache.Key]PendingWrite
+	pending map[schema.GroupResource]map[cache.Key]pendingWrite
 }
 
-// PendingWrite is a write a cache may not have seen yet: either a write at a
+// pendingWrite is a write a cache may not have seen yet: either a write at a
 // ResourceVersion, or a delete the server confirmed without returning the
 // object (Gone), which a cache has seen once it no longer holds the object
 // with UID under Key.
-type PendingWrite struct {
+type pendingWrite struct {
 	Key             cache.Key
 	ResourceVersion string    // "" when Gone
 	Gone            bool      // a completed delete with no resourceVersion to wait for
@@ -47,23 +47,22 @@ type PendingWrite struct {
 	ControllerKnown bool
 }
 
-// NewWriteTracker returns an empty tracker. Clients make their own; a
-// tracker of your own is for sharing one among several clients, or for
-// recording writes made by other means. logger receives a warning for each
+// newWriteTracker returns an empty tracker; each Client makes its own.
+// logger receives a warning for each
 // resourceVersion that is not an integer (nil means slog.Default()).
-func NewWriteTracker(logger *slog.Logger) *WriteTracker {
+func newWriteTracker(logger *slog.Logger) *writeTracker {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &WriteTracker{log: logger, pending: make(map[schema.GroupResource]map[cache.Key]PendingWrite)}
+	return &writeTracker{log: logger, pending: make(map[schema.GroupResource]map[cache.Key]pendingWrite)}
 }
 
 // Record notes that key of resource gr was written at resourceVersion rv.
 // An older rv than one already pending for key is ignored. A resourceVersion
 // that is not an integer cannot be compared with a cache's, so it is not
 // recorded (reads of key then do not wait) and a warning is logged.
-func (t *WriteTracker) Record(gr schema.GroupResource, key cache.Key, rv string) {
-	t.record(gr, PendingWrite{Key: key, ResourceVersion: rv})
+func (t *writeTracker) Record(gr schema.GroupResource, key cache.Key, rv string) {
+	t.record(gr, pendingWrite{Key: key, ResourceVersion: rv})
 }
 
 // RecordObject notes that obj, of resource gr, was written as it is (its
@@ -71,8 +70,8 @@ func (t *WriteTracker) Record(gr schema.GroupResource, key cache.Key, rv string)
 // CachedReader.ListControlledBy waits only for the writes that can change
 // its answer. A resourceVersion that is not an integer is treated as by
 // Record.
-func (t *WriteTracker) RecordObject(gr schema.GroupResource, obj metav1.Object) {
-	w := PendingWrite{Key: cache.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}, ResourceVersion: obj.GetResourceVersion(), ControllerKnown: true}
+func (t *writeTracker) RecordObject(gr schema.GroupResource, obj metav1.Object) {
+	w := pendingWrite{Key: cache.Key{Namespace: obj.GetNamespace(), Name: obj.GetName()}, ResourceVersion: obj.GetResourceVersion(), ControllerKnown: true}
 	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
 		w.Controller = ref.UID
 	}
@@ -81,7 +80,7 @@ func (t *WriteTracker) RecordObject(gr schema.GroupResource, obj metav1.Object) 
 
 // record puts w, a write at a resourceVersion, unless that is not an
 // integer (then it warns).
-func (t *WriteTracker) record(gr schema.GroupResource, w PendingWrite) {
+func (t *writeTracker) record(gr schema.GroupResource, w pendingWrite) {
 	if t == nil {
 		return
 	}
@@ -97,19 +96,19 @@ func (t *WriteTracker) record(gr schema.GroupResource, w PendingWrite) {
 // resourceVersion known (the API server answered the delete with a Status):
 // a cache has seen it when it no longer holds an object with uid under key
 // (any object, when uid is "").
-func (t *WriteTracker) RecordGone(gr schema.GroupResource, key cache.Key, uid types.UID) {
+func (t *writeTracker) RecordGone(gr schema.GroupResource, key cache.Key, uid types.UID) {
 	if t == nil {
 		return
 	}
-	t.put(gr, PendingWrite{Key: key, Gone: true, UID: uid})
+	t.put(gr, pendingWrite{Key: key, Gone: true, UID: uid})
 }
 
-func (t *WriteTracker) put(gr schema.GroupResource, w PendingWrite) {
+func (t *writeTracker) put(gr schema.GroupResource, w pendingWrite) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	byKey := t.pending[gr]
 	if byKey == nil {
-		byKey = make(map[cache.Key]PendingWrite)
+		byKey = make(map[cache.Key]pendingWrite)
 		t.pending[gr] = byKey
 	}
 	// A response that arrives after a newer one must not replace it.
@@ -120,9 +119,9 @@ func (t *WriteTracker) put(gr schema.GroupResource, w PendingWrite) {
 }
 
 // Pending returns the pending write of key, if any.
-func (t *WriteTracker) Pending(gr schema.GroupResource, key cache.Key) (PendingWrite, bool) {
+func (t *writeTracker) Pending(gr schema.GroupResource, key cache.Key) (pendingWrite, bool) {
 	if t == nil {
-		return PendingWrite{}, false
+		return pendingWrite{}, false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -133,25 +132,25 @@ func (t *WriteTracker) Pending(gr schema.GroupResource, key cache.Key) (PendingW
 // PendingIn returns the pending writes of gr in namespace ("" means all
 // namespaces): deletes without a resourceVersion first, then the others
 // newest first. The slice is the caller's.
-func (t *WriteTracker) PendingIn(gr schema.GroupResource, namespace string) []PendingWrite {
+func (t *writeTracker) PendingIn(gr schema.GroupResource, namespace string) []pendingWrite {
 	return t.pendingWhere(gr, namespace, nil)
 }
 
 // pendingWhere is PendingIn of the writes keep (nil: all) keeps. keep runs
 // under the tracker's lock: it must not call the tracker.
-func (t *WriteTracker) pendingWhere(gr schema.GroupResource, namespace string, keep func(PendingWrite) bool) []PendingWrite {
+func (t *writeTracker) pendingWhere(gr schema.GroupResource, namespace string, keep func(pendingWrite) bool) []pendingWrite {
 	if t == nil {
 		return nil
 	}
 	t.mu.Lock()
-	var out []PendingWrite
+	var out []pendingWrite
 	for k, w := range t.pending[gr] {
 		if (namespace == "" || k.Namespace == namespace) && (keep == nil || keep(w)) {
 			out = append(out, w)
 		}
 	}
 	t.mu.Unlock()
-	slices.SortFunc(out, func(a, b PendingWrite) int {
+	slices.SortFunc(out, func(a, b pendingWrite) int {
 		if a.Gone != b.Gone {
 			if a.Gone {
 				return -1
@@ -167,7 +166,7 @@ func (t *WriteTracker) pendingWhere(gr schema.GroupResource, namespace string, k
 // Forget clears the pending write of w.Key once a cache has seen w: the
 // pending write is w itself, or one at or before w.ResourceVersion. A newer
 // write stays pending.
-func (t *WriteTracker) Forget(gr schema.GroupResource, w PendingWrite) {
+func (t *writeTracker) Forget(gr schema.GroupResource, w pendingWrite) {
 	if t == nil {
 		return
 	}
@@ -187,7 +186,7 @@ func (t *WriteTracker) Forget(gr schema.GroupResource, w PendingWrite) {
 }
 
 // Len is the number of pending writes, over all resources.
-func (t *WriteTracker) Len() int {
+func (t *writeTracker) Len() int {
 	if t == nil {
 		return 0
 	}

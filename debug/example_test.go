@@ -50,7 +50,17 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var snap debug.Snapshot
+	// The snapshot is a JSON document (its fields are in the package
+	// documentation); decode the fields you need.
+	var snap struct {
+		Version     int
+		Level       string
+		Controllers []struct {
+			Name       string
+			Reconciles struct{ Total int }
+			Queue      struct{ Ready int }
+		}
+	}
 	if err := json.NewDecoder(resp.Body).Decode(&snap); err != nil {
 		log.Fatal(err)
 	}

@@ -85,7 +85,7 @@ type Server struct {
 	now  func() time.Time
 
 	mu      sync.Mutex
-	history []Sample
+	history []sample
 
 	addr      net.Addr
 	addrReady chan struct{}
@@ -243,7 +243,7 @@ func (s *Server) Handler() http.Handler {
 		if r.URL.Query().Has("pretty") {
 			enc.SetIndent("", "  ")
 		}
-		if err := enc.Encode(s.Snapshot()); err != nil {
+		if err := enc.Encode(s.snapshot()); err != nil {
 			s.log.Debug("debug: writing a snapshot", "err", err)
 		}
 	})
@@ -253,16 +253,16 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// Snapshot reads the manager's parts now and returns the document the
+// snapshot reads the manager's parts now and returns the document the
 // snapshot endpoint serves. It adds the moment to the history when the
 // newest sample is a second old or more.
-func (s *Server) Snapshot() Snapshot {
-	in := Gather(s.m)
+func (s *Server) snapshot() snapshot {
+	in := gather(s.m)
 	in.Time = s.now()
 	s.mu.Lock()
 	hist := s.history
 	if n := len(hist); n == 0 || in.Time.Sub(hist[n-1].Time) >= sampleEvery {
-		s.history = append(s.history, SampleOf(in))
+		s.history = append(s.history, sampleOf(in))
 		keep := max(s.opts.Window, s.opts.Series)
 		i := 0
 		for i < len(s.history) && in.Time.Sub(s.history[i].Time) > keep {
@@ -271,16 +271,16 @@ func (s *Server) Snapshot() Snapshot {
 		s.history = s.history[i:]
 	}
 	s.mu.Unlock()
-	return Build(in, hist, s.opts.Window, s.opts.Series)
+	return build(in, hist, s.opts.Window, s.opts.Series)
 }
 
-// Gather reads the state of m and of what it runs: the status of every
+// gather reads the state of m and of what it runs: the status of every
 // informer factory, controller and shard-group member among its runnables
 // (the types with a Status method returning []informer.Status,
 // controller.Status or sharding.Status) and of its elector. Time is left
 // zero.
-func Gather(m *manager.Manager) Input {
-	in := Input{Manager: m.Status()}
+func gather(m *manager.Manager) input {
+	in := input{Manager: m.Status()}
 	if el, ok := m.LeaderElection().(interface {
 		Status() leaderelection.Status
 	}); ok {

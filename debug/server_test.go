@@ -162,13 +162,13 @@ func TestServer_ServesThePageAndTheSnapshotOfTheManagersParts(t *testing.T) {
 		t.Errorf("GET /nothing-here: %d, want 404", resp.StatusCode)
 	}
 
-	snap := func() Snapshot {
+	snap := func() snapshot {
 		t.Helper()
 		resp, body := get(t, url+"api/v1/snapshot")
 		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" {
 			t.Fatalf("GET snapshot: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
-		var s Snapshot
+		var s snapshot
 		if err := json.Unmarshal([]byte(body), &s); err != nil {
 			t.Fatalf("snapshot is not JSON: %v\n%s", err, body)
 		}

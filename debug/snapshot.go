@@ -20,7 +20,7 @@ import (
 // any version.
 const SchemaVersion = 1
 
-// Levels of trouble, in Snapshot, Informer and Controller.
+// Levels of trouble, the "level" of the snapshot and of each of its parts.
 const (
 	LevelOK   = "ok"
 	LevelWarn = "warn"
@@ -40,9 +40,9 @@ const (
 	growthFloor = 10
 )
 
-// Snapshot is the JSON document of the snapshot endpoint. See the package
+// snapshot is the JSON document of the snapshot endpoint. See the package
 // documentation for each field's meaning.
-type Snapshot struct {
+type snapshot struct {
 	Version int       `json:"version"`
 	Time    time.Time `json:"time"`
 	// WindowSeconds is the span the rates, windowed quantiles and trouble
@@ -50,18 +50,18 @@ type Snapshot struct {
 	// is shorter, 0 when there is no earlier sample.
 	WindowSeconds float64 `json:"windowSeconds"`
 	// Level is the worst level of any informer or controller.
-	Level       string       `json:"level"`
-	Manager     Manager      `json:"manager"`
-	Leader      *Leader      `json:"leader"`
-	Informers   []Informer   `json:"informers"`
-	Controllers []Controller `json:"controllers"`
+	Level       string            `json:"level"`
+	Manager     managerState      `json:"manager"`
+	Leader      *leaderState      `json:"leader"`
+	Informers   []informerState   `json:"informers"`
+	Controllers []controllerState `json:"controllers"`
 	// Shards has one entry per shard group this replica is a member of;
 	// empty without sharding.
-	Shards []ShardGroup `json:"shards"`
+	Shards []shardGroup `json:"shards"`
 }
 
-// ShardGroup is this replica's view of its shard group: the shard table.
-type ShardGroup struct {
+// shardGroup is this replica's view of its shard group: the shard table.
+type shardGroup struct {
 	Group    string `json:"group"`
 	Identity string `json:"identity"`
 	Slots    int    `json:"slots"`
@@ -72,14 +72,14 @@ type ShardGroup struct {
 	// Scope lists this replica's slots ("0-5,9"); InScope counts them.
 	Scope     string          `json:"scope"`
 	InScope   int             `json:"inScope"`
-	Members   []ShardMember   `json:"members"`
-	Informers []ShardInformer `json:"informers"`
+	Members   []shardMember   `json:"members"`
+	Informers []shardInformer `json:"informers"`
 	Level     string          `json:"level"`
 	Trouble   []string        `json:"trouble"`
 }
 
-// ShardMember is one row of the shard table.
-type ShardMember struct {
+// shardMember is one row of the shard table.
+type shardMember struct {
 	Identity   string  `json:"identity"`
 	Self       bool    `json:"self"`
 	Live       bool    `json:"live"`
@@ -90,16 +90,16 @@ type ShardMember struct {
 	AgeSeconds float64 `json:"ageSeconds"`
 }
 
-// ShardInformer is a sharded informer and how it is filtered: "server",
+// shardInformer is a sharded informer and how it is filtered: "server",
 // "client" or "none".
-type ShardInformer struct {
+type shardInformer struct {
 	Name      string `json:"name"`
 	Objects   int    `json:"objects"`
 	Filtering string `json:"filtering"`
 }
 
-// Manager is the manager's own state.
-type Manager struct {
+// managerState is the manager's own state.
+type managerState struct {
 	Started        bool `json:"started"`
 	Synced         bool `json:"synced"`
 	LeaderElection bool `json:"leaderElection"`
@@ -108,8 +108,8 @@ type Manager struct {
 	Stopping       bool `json:"stopping"`
 }
 
-// Leader is the leader election's state; null without leader election.
-type Leader struct {
+// leaderState is the leader election's state; null without leader election.
+type leaderState struct {
 	Lease        string     `json:"lease"`
 	Identity     string     `json:"identity"`
 	Holder       string     `json:"holder"`
@@ -119,8 +119,8 @@ type Leader struct {
 	Renewals     uint64     `json:"renewals"`
 }
 
-// Informer is one informer.
-type Informer struct {
+// informerState is one informer.
+type informerState struct {
 	Name     string `json:"name"`
 	Resource string `json:"resource"`
 	Scope    string `json:"scope"`
@@ -134,54 +134,54 @@ type Informer struct {
 	ResourceVersion string     `json:"resourceVersion"`
 	LastEvent       *time.Time `json:"lastEvent"`
 	// Pending: events between the reflector and the cache.
-	Pending  int       `json:"pending"`
-	Lists    uint64    `json:"lists"`
-	Watches  uint64    `json:"watches"`
-	Relists  uint64    `json:"relists"`
-	Errors   uint64    `json:"errors"`
-	Changes  Changes   `json:"changes"`
-	Handlers []Handler `json:"handlers"`
-	Level    string    `json:"level"`
-	Trouble  []string  `json:"trouble"`
+	Pending  int            `json:"pending"`
+	Lists    uint64         `json:"lists"`
+	Watches  uint64         `json:"watches"`
+	Relists  uint64         `json:"relists"`
+	Errors   uint64         `json:"errors"`
+	Changes  changeCounts   `json:"changes"`
+	Handlers []handlerState `json:"handlers"`
+	Level    string         `json:"level"`
+	Trouble  []string       `json:"trouble"`
 }
 
-// Changes counts what the informer applied to its cache.
-type Changes struct {
+// changeCounts counts what the informer applied to its cache.
+type changeCounts struct {
 	Add                     uint64 `json:"add"`
 	Update                  uint64 `json:"update"`
 	Delete                  uint64 `json:"delete"`
 	DeleteFinalStateUnknown uint64 `json:"deleteFinalStateUnknown"`
 }
 
-// Handler is one registration on an informer.
-type Handler struct {
+// handlerState is one registration on an informer.
+type handlerState struct {
 	Name    string `json:"name"`
 	Pending int    `json:"pending"`
 	Synced  bool   `json:"synced"`
 }
 
-// Controller is one controller and its queue.
-type Controller struct {
-	Name       string     `json:"name"`
-	Workers    int        `json:"workers"`
-	Active     int        `json:"active"`
-	Reconciles Reconciles `json:"reconciles"`
+// controllerState is one controller and its queue.
+type controllerState struct {
+	Name       string          `json:"name"`
+	Workers    int             `json:"workers"`
+	Active     int             `json:"active"`
+	Reconciles reconcileCounts `json:"reconciles"`
 	// Rates are per second over the window; null when there is no
 	// earlier sample to compare with.
-	Rates *Rates `json:"rates"`
+	Rates *rates `json:"rates"`
 	// Duration quantiles, over the window when it saw reconciles, else
 	// over the controller's life.
-	Duration     Duration         `json:"duration"`
-	RecentErrors []ReconcileError `json:"recentErrors"`
-	Queue        Queue            `json:"queue"`
+	Duration     durations        `json:"duration"`
+	RecentErrors []reconcileError `json:"recentErrors"`
+	Queue        queueState       `json:"queue"`
 	Level        string           `json:"level"`
 	Trouble      []string         `json:"trouble"`
 	// Series are the samples of the last SeriesSeconds, for plots.
-	Series Series `json:"series"`
+	Series seriesArrays `json:"series"`
 }
 
-// Reconciles counts reconciles by result since the controller was made.
-type Reconciles struct {
+// reconcileCounts counts reconciles by result since the controller was made.
+type reconcileCounts struct {
 	Total        uint64 `json:"total"`
 	Success      uint64 `json:"success"`
 	Error        uint64 `json:"error"`
@@ -191,16 +191,16 @@ type Reconciles struct {
 	Timeouts     uint64 `json:"timeouts"`
 }
 
-// Rates are per second.
-type Rates struct {
+// rates are per second.
+type rates struct {
 	Reconciles float64 `json:"reconciles"`
 	Errors     float64 `json:"errors"`
 	Adds       float64 `json:"adds"`
 	Retries    float64 `json:"retries"`
 }
 
-// Duration summarizes reconcile durations, in seconds.
-type Duration struct {
+// durations summarizes reconcile durations, in seconds.
+type durations struct {
 	// Count is the number of reconciles the quantiles are over.
 	Count uint64 `json:"count"`
 	// Window: the quantiles are over the window (else the lifetime).
@@ -209,8 +209,8 @@ type Duration struct {
 	P99    float64 `json:"p99"`
 }
 
-// ReconcileError is one failed reconcile.
-type ReconcileError struct {
+// reconcileError is one failed reconcile.
+type reconcileError struct {
 	Time     time.Time `json:"time"`
 	Key      string    `json:"key"`
 	Error    string    `json:"error"`
@@ -218,8 +218,8 @@ type ReconcileError struct {
 	Retries  int       `json:"retries"`
 }
 
-// Queue is a controller's workqueue.
-type Queue struct {
+// queueState is a controller's workqueue.
+type queueState struct {
 	Ready                 int            `json:"ready"`
 	ReadyByPriority       map[string]int `json:"readyByPriority"`
 	Delayed               int            `json:"delayed"`
@@ -230,19 +230,19 @@ type Queue struct {
 	Retries               uint64         `json:"retries"`
 }
 
-// Series are parallel arrays, oldest first: the sample times (Unix
+// seriesArrays are parallel arrays, oldest first: the sample times (Unix
 // seconds), the ready keys then, and the reconciles and failed reconciles
 // per second since the sample before (the first point is 0).
-type Series struct {
+type seriesArrays struct {
 	Time       []float64 `json:"t"`
 	Ready      []int     `json:"ready"`
 	Reconciles []float64 `json:"reconciles"`
 	Errors     []float64 `json:"errors"`
 }
 
-// Input is what the manager's parts report at one moment: the argument of
-// Build. Server gathers it at request time.
-type Input struct {
+// input is what the manager's parts report at one moment: the argument of
+// build. Server gathers it at request time.
+type input struct {
 	Time        time.Time
 	Manager     manager.Status
 	Leader      *leaderelection.Status
@@ -251,25 +251,25 @@ type Input struct {
 	Shards      []sharding.Status
 }
 
-// Sample is the part of an Input kept in the history for rates and plots.
-type Sample struct {
+// sample is the part of an input kept in the history for rates and plots.
+type sample struct {
 	Time        time.Time
-	Controllers map[string]ControllerSample
+	Controllers map[string]controllerSample
 }
 
-// ControllerSample is one controller's counters at a sample.
-type ControllerSample struct {
+// controllerSample is one controller's counters at a sample.
+type controllerSample struct {
 	Reconciles, Failed, Adds, Retries uint64
 	Ready                             int
 	// Buckets are the cumulative counts of the duration histogram.
 	Buckets []uint64
 }
 
-// SampleOf keeps what the history needs of in.
-func SampleOf(in Input) Sample {
-	s := Sample{Time: in.Time, Controllers: make(map[string]ControllerSample, len(in.Controllers))}
+// sampleOf keeps what the history needs of in.
+func sampleOf(in input) sample {
+	s := sample{Time: in.Time, Controllers: make(map[string]controllerSample, len(in.Controllers))}
 	for _, c := range in.Controllers {
-		s.Controllers[c.Name] = ControllerSample{
+		s.Controllers[c.Name] = controllerSample{
 			Reconciles: c.Succeeded + c.Failed + c.RequeuedAfter,
 			Failed:     c.Failed,
 			Adds:       c.Queue.Adds,
@@ -281,27 +281,27 @@ func SampleOf(in Input) Sample {
 	return s
 }
 
-// Build turns what the parts reported into the snapshot document. history
+// build turns what the parts reported into the snapshot document. history
 // holds earlier samples, oldest first, and may be empty; the rates compare
 // in with the oldest sample no older than window, and the series span the
-// last seriesSpan. Build is a pure function.
-func Build(in Input, history []Sample, window, seriesSpan time.Duration) Snapshot {
-	s := Snapshot{
+// last seriesSpan. build is a pure function.
+func build(in input, history []sample, window, seriesSpan time.Duration) snapshot {
+	s := snapshot{
 		Version:     SchemaVersion,
 		Time:        in.Time,
-		Manager:     Manager(in.Manager),
-		Informers:   make([]Informer, 0, len(in.Informers)),
-		Controllers: make([]Controller, 0, len(in.Controllers)),
-		Shards:      make([]ShardGroup, 0, len(in.Shards)),
+		Manager:     managerState(in.Manager),
+		Informers:   make([]informerState, 0, len(in.Informers)),
+		Controllers: make([]controllerState, 0, len(in.Controllers)),
+		Shards:      make([]shardGroup, 0, len(in.Shards)),
 		Level:       LevelOK,
 	}
 	if l := in.Leader; l != nil {
-		s.Leader = &Leader{
+		s.Leader = &leaderState{
 			Lease: l.Lease, Identity: l.Identity, Holder: l.Leader, Leading: l.Leading,
 			LeadingSince: timePtr(l.LeadingSince), RenewedAt: timePtr(l.RenewedAt), Renewals: l.Renewals,
 		}
 	}
-	var base *Sample
+	var base *sample
 	for i := range history {
 		if h := &history[i]; h.Time.Before(in.Time) && in.Time.Sub(h.Time) <= window {
 			base = h
@@ -329,13 +329,13 @@ func Build(in Input, history []Sample, window, seriesSpan time.Duration) Snapsho
 	return s
 }
 
-func buildShards(st sharding.Status) ShardGroup {
-	g := ShardGroup{
+func buildShards(st sharding.Status) shardGroup {
+	g := shardGroup{
 		Group: st.Group, Identity: st.Identity, Slots: st.Slots, Key: st.Key.String(),
 		Joined: st.Joined, Blocked: st.Blocked, Leaving: st.Leaving,
 		Scope: st.Scope.String(), InScope: st.Scope.Len(),
-		Members:   make([]ShardMember, 0, len(st.Members)),
-		Informers: make([]ShardInformer, 0, len(st.Informers)),
+		Members:   make([]shardMember, 0, len(st.Members)),
+		Informers: make([]shardInformer, 0, len(st.Informers)),
 		Level:     LevelOK,
 		Trouble:   []string{},
 	}
@@ -352,7 +352,7 @@ func buildShards(st sharding.Status) ShardGroup {
 		trouble(LevelBad, "blocked: a live member runs with another slot count or key")
 	}
 	for _, m := range st.Members {
-		g.Members = append(g.Members, ShardMember{
+		g.Members = append(g.Members, shardMember{
 			Identity: m.Identity, Self: m.Self, Live: m.Live,
 			Held: m.Held.String(), HeldCount: m.Held.Len(), Draining: m.Draining.String(),
 			Assigned: m.Assigned, AgeSeconds: m.Age.Seconds(),
@@ -362,14 +362,14 @@ func buildShards(st sharding.Status) ShardGroup {
 		}
 	}
 	for _, i := range st.Informers {
-		g.Informers = append(g.Informers, ShardInformer(i))
+		g.Informers = append(g.Informers, shardInformer(i))
 	}
 	return g
 }
 
-func buildInformer(st informer.Status) Informer {
+func buildInformer(st informer.Status) informerState {
 	src := st.Source
-	inf := Informer{
+	inf := informerState{
 		Name:            st.Name,
 		Resource:        st.Resource,
 		Scope:           st.Scope.String(),
@@ -383,10 +383,10 @@ func buildInformer(st informer.Status) Informer {
 		Watches:         src.Watches,
 		Relists:         src.Snapshots,
 		Errors:          src.Errors,
-		Changes: Changes{
+		Changes: changeCounts{
 			Add: st.Adds, Update: st.Updates, Delete: st.Deletes, DeleteFinalStateUnknown: st.DeletesFinalStateUnknown,
 		},
-		Handlers: make([]Handler, 0, len(st.Handlers)),
+		Handlers: make([]handlerState, 0, len(st.Handlers)),
 		Level:    LevelOK,
 		Trouble:  []string{},
 	}
@@ -411,7 +411,7 @@ func buildInformer(st informer.Status) Informer {
 		trouble(LevelWarn, "error: %s", inf.Error)
 	}
 	for _, h := range st.Handlers {
-		inf.Handlers = append(inf.Handlers, Handler(h))
+		inf.Handlers = append(inf.Handlers, handlerState(h))
 		if h.Pending > HandlerBacklog {
 			trouble(LevelWarn, "handler %s has %d notifications waiting", h.Name, h.Pending)
 		}
@@ -419,19 +419,19 @@ func buildInformer(st informer.Status) Informer {
 	return inf
 }
 
-func buildController(now time.Time, st controller.Status, base *Sample, history []Sample, seriesSpan time.Duration) Controller {
+func buildController(now time.Time, st controller.Status, base *sample, history []sample, seriesSpan time.Duration) controllerState {
 	q := st.Queue
-	c := Controller{
+	c := controllerState{
 		Name:    st.Name,
 		Workers: st.Workers,
 		Active:  st.Active,
-		Reconciles: Reconciles{
+		Reconciles: reconcileCounts{
 			Total:   st.Succeeded + st.Failed + st.RequeuedAfter,
 			Success: st.Succeeded, Error: st.Failed, RequeueAfter: st.RequeuedAfter,
 			Terminal: st.Terminal, Panics: st.Panics, Timeouts: st.Timeouts,
 		},
-		RecentErrors: make([]ReconcileError, 0, len(st.RecentErrors)),
-		Queue: Queue{
+		RecentErrors: make([]reconcileError, 0, len(st.RecentErrors)),
+		Queue: queueState{
 			Ready:                 q.Ready,
 			ReadyByPriority:       map[string]int{},
 			Delayed:               q.Delayed,
@@ -448,32 +448,32 @@ func buildController(now time.Time, st controller.Status, base *Sample, history 
 		c.Queue.ReadyByPriority[strconv.Itoa(p)] = n
 	}
 	for _, e := range st.RecentErrors {
-		c.RecentErrors = append(c.RecentErrors, ReconcileError(e))
+		c.RecentErrors = append(c.RecentErrors, reconcileError(e))
 	}
 	trouble := func(level, format string, args ...any) {
 		c.Level = worse(c.Level, level)
 		c.Trouble = append(c.Trouble, fmt.Sprintf(format, args...))
 	}
 
-	c.Duration = Duration{Count: st.Duration.Count}
+	c.Duration = durations{Count: st.Duration.Count}
 	c.Duration.P50 = quantile(0.5, st.Duration.UpperBounds, st.Duration.Buckets)
 	c.Duration.P99 = quantile(0.99, st.Duration.UpperBounds, st.Duration.Buckets)
 
-	var old ControllerSample
+	var old controllerSample
 	var haveOld bool
 	if base != nil {
 		old, haveOld = base.Controllers[st.Name]
 	}
 	if haveOld && old.Reconciles <= c.Reconciles.Total {
 		dt := now.Sub(base.Time).Seconds()
-		c.Rates = &Rates{
+		c.Rates = &rates{
 			Reconciles: float64(c.Reconciles.Total-old.Reconciles) / dt,
 			Errors:     rate(st.Failed, old.Failed, dt),
 			Adds:       rate(q.Adds, old.Adds, dt),
 			Retries:    rate(q.Retries, old.Retries, dt),
 		}
 		if d, ok := delta(st.Duration.Buckets, old.Buckets); ok && d[len(d)-1] > 0 {
-			c.Duration = Duration{
+			c.Duration = durations{
 				Count:  d[len(d)-1],
 				Window: true,
 				P50:    quantile(0.5, st.Duration.UpperBounds, d),
@@ -503,11 +503,11 @@ func buildController(now time.Time, st controller.Status, base *Sample, history 
 
 // series are the controller's points over the last span, the current
 // state included.
-func series(now time.Time, st controller.Status, history []Sample, span time.Duration) Series {
-	var s Series
-	var prev *ControllerSample
+func series(now time.Time, st controller.Status, history []sample, span time.Duration) seriesArrays {
+	var s seriesArrays
+	var prev *controllerSample
 	var prevT time.Time
-	add := func(t time.Time, cs ControllerSample) {
+	add := func(t time.Time, cs controllerSample) {
 		r, e := 0.0, 0.0
 		if prev != nil && t.After(prevT) && cs.Reconciles >= prev.Reconciles {
 			dt := t.Sub(prevT).Seconds()
@@ -527,7 +527,7 @@ func series(now time.Time, st controller.Status, history []Sample, span time.Dur
 		}
 		add(h.Time, cs)
 	}
-	add(now, ControllerSample{
+	add(now, controllerSample{
 		Reconciles: st.Succeeded + st.Failed + st.RequeuedAfter,
 		Failed:     st.Failed,
 		Ready:      st.Queue.Ready,

@@ -39,7 +39,7 @@ func TestBuild_InformerLevelsAndTrouble(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.st.Name = "configmaps.v1 [all namespaces]"
-			s := Build(Input{Time: t0, Informers: []informer.Status{tc.st}}, nil, time.Minute, 5*time.Minute)
+			s := build(input{Time: t0, Informers: []informer.Status{tc.st}}, nil, time.Minute, 5*time.Minute)
 			inf := s.Informers[0]
 			if inf.Level != tc.level || s.Level != tc.level || inf.State != tc.wantState {
 				t.Errorf("level %q (snapshot %q), state %q; want %q, %q", inf.Level, s.Level, inf.State, tc.level, tc.wantState)
@@ -55,7 +55,7 @@ func TestBuild_InformerLevelsAndTrouble(t *testing.T) {
 }
 
 func TestBuild_CopiesInformerCountsAndScope(t *testing.T) {
-	s := Build(Input{Time: t0, Informers: []informer.Status{{
+	s := build(input{Time: t0, Informers: []informer.Status{{
 		Name: "foos [namespace=a]", Resource: "foos.v1alpha1.samplecontroller.k8s.io", Scope: informer.Scope{Namespace: "a"},
 		Synced: true, Objects: 3, ResourceVersion: "77", Pending: 1, Adds: 4, Updates: 5, Deletes: 1, DeletesFinalStateUnknown: 2,
 		Handlers: []informer.HandlerStatus{{Name: "h", Pending: 2, Synced: true}},
@@ -82,15 +82,15 @@ func ctl(n, failed uint64, ready int, buckets ...uint64) controller.Status {
 }
 
 func TestBuild_RatesAndQuantilesOverTheWindow(t *testing.T) {
-	history := []Sample{
-		SampleOf(Input{Time: t0.Add(-90 * time.Second), Controllers: []controller.Status{ctl(10, 0, 0, 10, 10, 10, 10)}}),
-		SampleOf(Input{Time: t0.Add(-40 * time.Second), Controllers: []controller.Status{ctl(100, 0, 2, 100, 100, 100, 100)}}),
-		SampleOf(Input{Time: t0.Add(-20 * time.Second), Controllers: []controller.Status{ctl(150, 10, 4, 140, 150, 150, 150)}}),
+	history := []sample{
+		sampleOf(input{Time: t0.Add(-90 * time.Second), Controllers: []controller.Status{ctl(10, 0, 0, 10, 10, 10, 10)}}),
+		sampleOf(input{Time: t0.Add(-40 * time.Second), Controllers: []controller.Status{ctl(100, 0, 2, 100, 100, 100, 100)}}),
+		sampleOf(input{Time: t0.Add(-20 * time.Second), Controllers: []controller.Status{ctl(150, 10, 4, 140, 150, 150, 150)}}),
 	}
 	// 40 s after the window's first sample: 200 more reconciles, 40 failed;
 	// of the 200, 100 took ≤0.1s, 100 in (0.2, 0.5].
 	now := ctl(300, 40, 30, 200, 200, 300, 300)
-	s := Build(Input{Time: t0, Controllers: []controller.Status{now}}, history, time.Minute, 5*time.Minute)
+	s := build(input{Time: t0, Controllers: []controller.Status{now}}, history, time.Minute, 5*time.Minute)
 	c := s.Controllers[0]
 	if s.WindowSeconds != 40 {
 		t.Fatalf("windowSeconds = %v, want 40 (the oldest sample within a minute)", s.WindowSeconds)
@@ -114,8 +114,8 @@ func TestBuild_RatesAndQuantilesOverTheWindow(t *testing.T) {
 }
 
 func TestBuild_MostlyFailingControllerIsBad_AndLifetimeQuantilesWithoutHistory(t *testing.T) {
-	history := []Sample{SampleOf(Input{Time: t0.Add(-10 * time.Second), Controllers: []controller.Status{ctl(10, 0, 0, 10, 10, 10, 10)}})}
-	s := Build(Input{Time: t0, Controllers: []controller.Status{ctl(20, 5, 0, 10, 10, 10, 10)}}, history, time.Minute, time.Minute)
+	history := []sample{sampleOf(input{Time: t0.Add(-10 * time.Second), Controllers: []controller.Status{ctl(10, 0, 0, 10, 10, 10, 10)}})}
+	s := build(input{Time: t0, Controllers: []controller.Status{ctl(20, 5, 0, 10, 10, 10, 10)}}, history, time.Minute, time.Minute)
 	if c := s.Controllers[0]; c.Level != LevelBad || s.Level != LevelBad || c.Trouble[0] != "5 of 10 reconciles failed in the last 10s" {
 		t.Errorf("level %q, trouble %q; want bad: half failed", c.Level, c.Trouble)
 	}
@@ -123,7 +123,7 @@ func TestBuild_MostlyFailingControllerIsBad_AndLifetimeQuantilesWithoutHistory(t
 	if d := s.Controllers[0].Duration; d.Window || d.Count != 10 || !near(d.P50, 0.05) {
 		t.Errorf("duration = %+v; want lifetime, 10, p50 0.05", d)
 	}
-	s = Build(Input{Time: t0, Controllers: []controller.Status{ctl(20, 5, 0, 10, 10, 10, 10)}}, nil, time.Minute, time.Minute)
+	s = build(input{Time: t0, Controllers: []controller.Status{ctl(20, 5, 0, 10, 10, 10, 10)}}, nil, time.Minute, time.Minute)
 	got, _ := json.Marshal(s)
 	if c := s.Controllers[0]; c.Rates != nil || c.Level != LevelOK || !strings.Contains(string(got), `"rates":null`) || !strings.Contains(string(got), `"leader":null`) {
 		t.Errorf("without history: %s; want rates null, ok, leader null", got)
@@ -136,7 +136,7 @@ func TestBuild_StuckKeysAndLeader(t *testing.T) {
 	c.Queue.LongestRunning = 90 * time.Second
 	c.RecentErrors = []controller.ReconcileError{{Time: t0, Key: "ns/a", Error: "boom", Retries: 3}}
 	leader := leaderelection.Status{Lease: "ns/l", Identity: "me", Leader: "me", Leading: true, LeadingSince: t0.Add(-time.Hour), Renewals: 7}
-	s := Build(Input{Time: t0, Manager: manager.Status{Started: true, Leading: true}, Leader: &leader, Controllers: []controller.Status{c}}, nil, time.Minute, time.Minute)
+	s := build(input{Time: t0, Manager: manager.Status{Started: true, Leading: true}, Leader: &leader, Controllers: []controller.Status{c}}, nil, time.Minute, time.Minute)
 	got := s.Controllers[0]
 	if got.Level != LevelWarn || len(got.Trouble) != 2 || got.Trouble[0] != "a ready key has waited 2m0s" || got.Trouble[1] != "a reconcile has run for 1m30s" {
 		t.Errorf("trouble %q", got.Trouble)
@@ -184,7 +184,7 @@ func TestBuild_ShardTable(t *testing.T) {
 		},
 		Informers: []sharding.InformerStatus{{Name: "foos [all namespaces]", Objects: 12, Filtering: "server"}},
 	}
-	s := Build(Input{Time: t0, Shards: []sharding.Status{st}}, nil, time.Minute, time.Minute)
+	s := build(input{Time: t0, Shards: []sharding.Status{st}}, nil, time.Minute, time.Minute)
 	got, _ := json.Marshal(s.Shards)
 	want := `[{"group":"foo","identity":"foo-a","slots":8,"key":"namespace","joined":true,"blocked":false,"leaving":false,` +
 		`"scope":"0-2,5","inScope":4,"members":[` +
@@ -196,10 +196,10 @@ func TestBuild_ShardTable(t *testing.T) {
 		t.Errorf("shards JSON:\n got  %s\n want %s", got, want)
 	}
 	st.Joined = false
-	if g := Build(Input{Time: t0, Shards: []sharding.Status{st}}, nil, time.Minute, time.Minute); g.Level != LevelBad || g.Shards[0].Trouble[0] != "not joined: its Lease is not written or not renewed in time" {
+	if g := build(input{Time: t0, Shards: []sharding.Status{st}}, nil, time.Minute, time.Minute); g.Level != LevelBad || g.Shards[0].Trouble[0] != "not joined: its Lease is not written or not renewed in time" {
 		t.Errorf("not joined: level %q, trouble %q", g.Level, g.Shards[0].Trouble)
 	}
-	if s := Build(Input{Time: t0}, nil, time.Minute, time.Minute); s.Shards == nil {
+	if s := build(input{Time: t0}, nil, time.Minute, time.Minute); s.Shards == nil {
 		t.Error("shards is null without sharding; want []")
 	}
 }

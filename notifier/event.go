@@ -26,8 +26,8 @@ const (
 
 var eventTypes = []EventType{Create, Update, Delete}
 
-// Reason is kubewatch's word for the event type: Created, Updated, Deleted.
-func (t EventType) Reason() string {
+// reason is kubewatch's word for the event type: Created, Updated, Deleted.
+func (t EventType) reason() string {
 	switch t {
 	case Create:
 		return "Created"
@@ -39,10 +39,10 @@ func (t EventType) Reason() string {
 	return string(t)
 }
 
-// Status is kubewatch's severity of the event type: Normal for a
+// status is kubewatch's severity of the event type: Normal for a
 // create, Warning for an update, Danger for a delete. Handlers pick their
 // colour from it.
-func (t EventType) Status() string {
+func (t EventType) status() string {
 	switch t {
 	case Create:
 		return "Normal"
@@ -115,7 +115,7 @@ func (e *Event) Reason() string {
 	if e.Test {
 		return "Tested"
 	}
-	return e.Type.Reason()
+	return e.Type.reason()
 }
 
 // Status is kubewatch's severity: Normal, Warning or Danger.
@@ -123,7 +123,7 @@ func (e *Event) Status() string {
 	if e.Test {
 		return "Normal"
 	}
-	return e.Type.Status()
+	return e.Type.status()
 }
 
 // Message is kubewatch's text, byte for byte:
@@ -154,17 +154,17 @@ var ignoredPaths = map[string]bool{
 	"metadata.managedFields":   true,
 }
 
-// Diff returns the sorted paths of the fields that differ between old and
+// diff returns the sorted paths of the fields that differ between old and
 // new (JSON-like values), ignoring resourceVersion, generation and
 // managedFields. Maps are descended into; a list is reported by index when
 // both sides have the same length, else as a whole. Keys that are not
 // plain identifiers are quoted: metadata.labels["app.kubernetes.io/name"].
 // At most 50 paths are returned, the last being "..." when there were more.
-func Diff(old, new map[string]any) []string {
+func diff(old, new map[string]any) []string {
 	return capChanges(diffAll(old, new))
 }
 
-// diffAll is Diff without the cap.
+// diffAll is diff without the cap.
 func diffAll(old, new map[string]any) []string {
 	var out []string
 	diffValue("", old, new, &out)

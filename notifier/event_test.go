@@ -34,9 +34,9 @@ func TestDiff_ReportsChangedFieldPaths(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Diff(jsonMap(t, tc.old), jsonMap(t, tc.new))
+			got := diff(jsonMap(t, tc.old), jsonMap(t, tc.new))
 			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("Diff = %q, want %q", got, tc.want)
+				t.Errorf("diff = %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -48,9 +48,9 @@ func TestDiff_CapsThePaths(t *testing.T) {
 		old[strings.Repeat("k", i+1)] = 1
 		new[strings.Repeat("k", i+1)] = 2
 	}
-	got := Diff(old, new)
+	got := diff(old, new)
 	if len(got) != maxChanges || got[len(got)-1] != "..." {
-		t.Errorf("Diff of 80 changes: %d paths ending %q, want %d ending \"...\"", len(got), got[len(got)-1], maxChanges)
+		t.Errorf("diff of 80 changes: %d paths ending %q, want %d ending \"...\"", len(got), got[len(got)-1], maxChanges)
 	}
 }
 

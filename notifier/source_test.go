@@ -191,7 +191,7 @@ func TestSource_RedactsASecretsLastAppliedConfiguration(t *testing.T) {
 	}
 }
 
-// Diff caps the paths it reports with "...": the status-only and
+// diff caps the paths it reports with "...": the status-only and
 // metadata-only policies must judge all of them, not the capped list.
 func TestSource_StatusOnlyUpdateWithManyChangedFieldsIsSuppressed(t *testing.T) {
 	node := func(rv string, heartbeat string) *corev1.Node {

@@ -15,14 +15,14 @@ type SinkResult struct {
 	Err error
 }
 
-// TestEvent is kubewatch's `config test` event: kind testKind, namespace
+// testEvent is kubewatch's `config test` event: kind testKind, namespace
 // testNamespace, name testResource, reason Tested, status Normal.
-func TestEvent(now time.Time, cluster string) *Event {
+func testEvent(now time.Time, cluster string) *Event {
 	return &Event{Type: Create, Test: true, Kind: "testKind", APIVersion: "v1", Namespace: "testNamespace", Name: "testResource",
 		Cluster: cluster, Time: now}
 }
 
-// SendTestEvent sends TestEvent once (no retries) to every sink of cfg,
+// SendTestEvent sends testEvent once (no retries) to every sink of cfg,
 // with the sink's own payload, template and transport, and returns each
 // sink's outcome in config order. It watches nothing and needs no API
 // server. The error is for a config that does not validate.
@@ -38,7 +38,7 @@ func SendTestEvent(ctx context.Context, cfg Config, opts Options) ([]SinkResult,
 	if opts.Now != nil {
 		now = opts.Now()
 	}
-	ev := TestEvent(now, cfg.ClusterName)
+	ev := testEvent(now, cfg.ClusterName)
 	out := make([]SinkResult, len(cfg.Sinks))
 	var wg sync.WaitGroup
 	outMu := &sync.Mutex{}

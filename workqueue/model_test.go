@@ -350,8 +350,8 @@ func runModel(t *testing.T, b []byte) {
 		case op < 9:
 			d := modelDelays[r.next(len(modelDelays))]
 			p := modelPrios[r.next(len(modelPrios))]
-			trace = append(trace, fmt.Sprintf("AddAfterWithPriority(%d, %v, %d)", k, d, p))
-			q.AddAfterWithPriority(k, d, int(p))
+			trace = append(trace, fmt.Sprintf("addAfter(%d, %v, %d)", k, d, p))
+			q.addAfter(k, d, int(p))
 			m.addAfter(k, d, p)
 		case op < 10:
 			trace = append(trace, fmt.Sprintf("AddRateLimited(%d)", k))

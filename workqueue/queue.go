@@ -267,17 +267,18 @@ func (q *Queue[K]) addLocked(e *entry[K], p int64, t int64) {
 	}
 }
 
-// AddAfter adds k at priority 0 once d has passed. See AddAfterWithPriority.
-func (q *Queue[K]) AddAfter(k K, d time.Duration) { q.AddAfterWithPriority(k, d, 0) }
+// AddAfter adds k at priority 0 once d has passed; a d <= 0 is Add. If k is
+// already delayed, the sooner of the two times wins; if k is already ready,
+// or in flight and added again, it stays as it is. If k is in flight and not
+// added again, it is delayed and, if still in flight when d has passed,
+// handed out again after its Done. Delays are kept in one heap and served by
+// at most one timer, held by a goroutine blocked in Get. After ShutDown,
+// AddAfter does nothing.
+func (q *Queue[K]) AddAfter(k K, d time.Duration) { q.addAfter(k, d, 0) }
 
-// AddAfterWithPriority adds k with the given priority once d has passed; a
-// d <= 0 is AddWithPriority. If k is already delayed, the sooner of the two
-// times wins; if k is already ready, or in flight and added again, it only
-// takes the higher priority. If k is in flight and not added again, it is
-// delayed and, if still in flight when d has passed, handed out again after
-// its Done. Delays are kept in one heap and served by at most one timer, held
-// by a goroutine blocked in Get. After ShutDown, AddAfter does nothing.
-func (q *Queue[K]) AddAfterWithPriority(k K, d time.Duration, priority int) {
+// addAfter is AddAfter at a priority: a key already ready, or in flight and
+// added again, takes the higher of the two priorities.
+func (q *Queue[K]) addAfter(k K, d time.Duration, priority int) {
 	if d <= 0 {
 		q.AddWithPriority(k, priority)
 		return

@@ -37,9 +37,9 @@ func NewControllerRateLimiter[K comparable](base, max time.Duration, qps float64
 	return NewMaxOfRateLimiter(NewExponentialRateLimiter[K](base, max), NewBucketRateLimiter[K](qps, burst, clk))
 }
 
-// ExponentialRateLimiter delays a key base·2^n, where n is the number of
+// exponentialRateLimiter delays a key base·2^n, where n is the number of
 // retries counted for it, capped at max.
-type ExponentialRateLimiter[K comparable] struct {
+type exponentialRateLimiter[K comparable] struct {
 	base, max time.Duration
 
 	mu       sync.Mutex
@@ -48,12 +48,12 @@ type ExponentialRateLimiter[K comparable] struct {
 
 // NewExponentialRateLimiter returns a per-key exponential back-off from base
 // up to max.
-func NewExponentialRateLimiter[K comparable](base, max time.Duration) *ExponentialRateLimiter[K] {
-	return &ExponentialRateLimiter[K]{base: base, max: max, failures: make(map[K]int)}
+func NewExponentialRateLimiter[K comparable](base, max time.Duration) RateLimiter[K] {
+	return &exponentialRateLimiter[K]{base: base, max: max, failures: make(map[K]int)}
 }
 
 // When returns base·2^n for the n-th retry of k (n from 0), at most max.
-func (r *ExponentialRateLimiter[K]) When(k K) time.Duration {
+func (r *exponentialRateLimiter[K]) When(k K) time.Duration {
 	r.mu.Lock()
 	n := r.failures[k]
 	r.failures[k] = n + 1
@@ -73,22 +73,22 @@ func backoff(base, max time.Duration, n int) time.Duration {
 }
 
 // Forget resets k's back-off.
-func (r *ExponentialRateLimiter[K]) Forget(k K) {
+func (r *exponentialRateLimiter[K]) Forget(k K) {
 	r.mu.Lock()
 	delete(r.failures, k)
 	r.mu.Unlock()
 }
 
 // NumRequeues reports the retries counted for k.
-func (r *ExponentialRateLimiter[K]) NumRequeues(k K) int {
+func (r *exponentialRateLimiter[K]) NumRequeues(k K) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.failures[k]
 }
 
-// FastSlowRateLimiter delays a key by fast for its first maxFast retries and
+// fastSlowRateLimiter delays a key by fast for its first maxFast retries and
 // by slow afterwards.
-type FastSlowRateLimiter[K comparable] struct {
+type fastSlowRateLimiter[K comparable] struct {
 	fast, slow time.Duration
 	maxFast    int
 
@@ -98,12 +98,12 @@ type FastSlowRateLimiter[K comparable] struct {
 
 // NewFastSlowRateLimiter returns a limiter that retries maxFast times after
 // fast, then after slow.
-func NewFastSlowRateLimiter[K comparable](fast, slow time.Duration, maxFast int) *FastSlowRateLimiter[K] {
-	return &FastSlowRateLimiter[K]{fast: fast, slow: slow, maxFast: maxFast, failures: make(map[K]int)}
+func NewFastSlowRateLimiter[K comparable](fast, slow time.Duration, maxFast int) RateLimiter[K] {
+	return &fastSlowRateLimiter[K]{fast: fast, slow: slow, maxFast: maxFast, failures: make(map[K]int)}
 }
 
 // When returns fast for the first maxFast retries of k, then slow.
-func (r *FastSlowRateLimiter[K]) When(k K) time.Duration {
+func (r *fastSlowRateLimiter[K]) When(k K) time.Duration {
 	r.mu.Lock()
 	n := r.failures[k] + 1
 	r.failures[k] = n
@@ -115,24 +115,24 @@ func (r *FastSlowRateLimiter[K]) When(k K) time.Duration {
 }
 
 // Forget resets k's count.
-func (r *FastSlowRateLimiter[K]) Forget(k K) {
+func (r *fastSlowRateLimiter[K]) Forget(k K) {
 	r.mu.Lock()
 	delete(r.failures, k)
 	r.mu.Unlock()
 }
 
 // NumRequeues reports the retries counted for k.
-func (r *FastSlowRateLimiter[K]) NumRequeues(k K) int {
+func (r *fastSlowRateLimiter[K]) NumRequeues(k K) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.failures[k]
 }
 
-// BucketRateLimiter limits retries of all keys together with a token bucket:
+// bucketRateLimiter limits retries of all keys together with a token bucket:
 // qps tokens a second, at most burst saved up. A retry takes a token, waiting
 // for it when the bucket is empty; waits queue up, so n retries at once on an
 // empty bucket are spread n/qps seconds apart.
-type BucketRateLimiter[K comparable] struct {
+type bucketRateLimiter[K comparable] struct {
 	qps   float64
 	burst float64
 	clock clock.PassiveClock
@@ -143,18 +143,19 @@ type BucketRateLimiter[K comparable] struct {
 }
 
 // NewBucketRateLimiter returns an overall token bucket of qps per second and
-// the given burst (at least 1). qps <= 0 means no limit. A nil clock means
-// the real clock.
-func NewBucketRateLimiter[K comparable](qps float64, burst int, clk clock.PassiveClock) *BucketRateLimiter[K] {
+// the given burst (at least 1): n retries at once on an empty bucket are
+// spread n/qps seconds apart; keys are not tracked. qps <= 0 means no
+// limit. A nil clock means the real clock.
+func NewBucketRateLimiter[K comparable](qps float64, burst int, clk clock.PassiveClock) RateLimiter[K] {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
 	b := float64(max(burst, 1))
-	return &BucketRateLimiter[K]{qps: qps, burst: b, clock: clk, tokens: b, last: clk.Now()}
+	return &bucketRateLimiter[K]{qps: qps, burst: b, clock: clk, tokens: b, last: clk.Now()}
 }
 
 // When takes a token and returns how long until it is available.
-func (r *BucketRateLimiter[K]) When(K) time.Duration {
+func (r *bucketRateLimiter[K]) When(K) time.Duration {
 	if r.qps <= 0 {
 		return 0
 	}
@@ -173,25 +174,26 @@ func (r *BucketRateLimiter[K]) When(K) time.Duration {
 }
 
 // Forget does nothing: the bucket does not track keys.
-func (r *BucketRateLimiter[K]) Forget(K) {}
+func (r *bucketRateLimiter[K]) Forget(K) {}
 
 // NumRequeues is always 0: the bucket does not track keys.
-func (r *BucketRateLimiter[K]) NumRequeues(K) int { return 0 }
+func (r *bucketRateLimiter[K]) NumRequeues(K) int { return 0 }
 
-// MaxOfRateLimiter combines limiters: the delay is the longest any of them
+// maxOfRateLimiter combines limiters: the delay is the longest any of them
 // gives, NumRequeues the highest, and Forget reaches all of them.
-type MaxOfRateLimiter[K comparable] struct {
+type maxOfRateLimiter[K comparable] struct {
 	limiters []RateLimiter[K]
 }
 
-// NewMaxOfRateLimiter combines limiters; every When asks all of them, so each
-// counts every retry.
-func NewMaxOfRateLimiter[K comparable](limiters ...RateLimiter[K]) *MaxOfRateLimiter[K] {
-	return &MaxOfRateLimiter[K]{limiters: limiters}
+// NewMaxOfRateLimiter combines limiters: the delay is the longest any of
+// them gives, NumRequeues the highest, and Forget reaches all of them.
+// Every When asks all of them, so each counts every retry.
+func NewMaxOfRateLimiter[K comparable](limiters ...RateLimiter[K]) RateLimiter[K] {
+	return &maxOfRateLimiter[K]{limiters: limiters}
 }
 
 // When returns the longest delay of the combined limiters.
-func (r *MaxOfRateLimiter[K]) When(k K) time.Duration {
+func (r *maxOfRateLimiter[K]) When(k K) time.Duration {
 	var d time.Duration
 	for _, l := range r.limiters {
 		d = max(d, l.When(k))
@@ -200,14 +202,14 @@ func (r *MaxOfRateLimiter[K]) When(k K) time.Duration {
 }
 
 // Forget forgets k in every combined limiter.
-func (r *MaxOfRateLimiter[K]) Forget(k K) {
+func (r *maxOfRateLimiter[K]) Forget(k K) {
 	for _, l := range r.limiters {
 		l.Forget(k)
 	}
 }
 
 // NumRequeues returns the highest count of the combined limiters.
-func (r *MaxOfRateLimiter[K]) NumRequeues(k K) int {
+func (r *maxOfRateLimiter[K]) NumRequeues(k K) int {
 	n := 0
 	for _, l := range r.limiters {
 		n = max(n, l.NumRequeues(k))

@@ -1,0 +1,5 @@
+package lib
+
+func TestOnly() {}
+
+type TestType struct{}
