@@ -577,7 +577,7 @@ func (inf *Informer[T]) apply(o op[T]) {
 		}
 		changes := inf.writer.ReplaceWith(o.snapshot.objs, o.snapshot.rv)
 		if inf.filter != nil {
-			changes = slices.DeleteFunc(changes, func(c cache.Change[T]) bool {
+			changes = slices.DeleteFunc(changes, func(c cache.Event[T]) bool {
 				return c.Kind == cache.Deleted && !inf.filter(c.Old) // out of view, not deleted (see Refilter)
 			})
 		}

@@ -70,7 +70,7 @@ func (l *listener[T]) push(k cache.Key, n note[T]) {
 // pushChanges queues the notifications of a snapshot's changes (see
 // cache.Writer.Replace) in one go: one lock and one wake-up for all of
 // them. initial marks adds as part of the informer's initial list.
-func (l *listener[T]) pushChanges(changes []cache.Change[T], initial bool) {
+func (l *listener[T]) pushChanges(changes []cache.Event[T], initial bool) {
 	if len(changes) == 0 {
 		return
 	}
