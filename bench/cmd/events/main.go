@@ -6,7 +6,7 @@
 // worker goroutines). The workload, the same for both:
 //
 //	M ConfigMaps (default 2,000) in the initial list, then W waves (default
-//	20) of M updates, one per ConfigMap, each a new resourceVersion; a wave
+//	50) of M updates, one per ConfigMap, each a new resourceVersion; a wave
 //	is sent once every key of the one before has been reconciled with its
 //	new state. The reconciler reads the object from the cache.
 //
@@ -25,7 +25,7 @@
 //     costs once running: the process's goroutines with 9 sources on one
 //     informer minus those with 1, divided by 8.
 //
-// Each figure comes from R rounds (default 3), kloop and client-go back to
+// Each figure comes from R rounds (default 5), kloop and client-go back to
 // back, alternating which goes first; a RESULT line gives each side's
 // median.
 //
@@ -71,8 +71,8 @@ const (
 
 func main() {
 	keys := flag.Int("keys", 2000, "ConfigMaps (M)")
-	waves := flag.Int("waves", 20, "waves of one update per ConfigMap (W)")
-	rounds := flag.Int("rounds", 3, "rounds (each runs kloop and client-go once)")
+	waves := flag.Int("waves", 50, "waves of one update per ConfigMap (W)")
+	rounds := flag.Int("rounds", 5, "rounds (each runs kloop and client-go once)")
 	flag.Parse()
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
 	if *keys < 1 || *waves < 1 || *rounds < 1 {
