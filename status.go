@@ -198,10 +198,13 @@ func (h *Handle[T]) forgetStatus() {
 }
 
 // forgetDeleted drops the status writes of objects the informer reports
-// deleted.
+// deleted. forget only takes a short lock, so it runs inline, on the
+// informer's goroutine.
 func (h *Handle[T]) forgetDeleted(forget func(cache.Key)) error {
-	_, err := h.inf.AddHandler(informer.HandlerFuncs[T]{
-		DeleteFunc: func(d informer.Deleted[T]) { forget(cache.KeyOf(d.Obj)) },
-	}, informer.HandlerOptions{Name: "kloop-status-writes"})
+	_, err := h.inf.AddHandler(informer.HandlerFunc[T](func(e cache.Event[T]) {
+		if e.Kind == cache.Deleted {
+			forget(e.Key())
+		}
+	}), informer.HandlerOptions{Name: "kloop-status-writes", Inline: true})
 	return err
 }

@@ -11,8 +11,8 @@
 //   - One writer. New returns the store's only Writer, so no two sources can
 //     interleave writes to one store.
 //   - Atomic relists. Writer.Replace swaps a whole snapshot in under one lock
-//     and returns the difference (adds, updates, deletes, and a delete plus an
-//     add where a key now holds a different UID). A reader never sees half of
+//     and returns the difference as Events (adds, updates, deletes, and a
+//     delete plus an add where a key now holds a different UID). A reader never sees half of
 //     a relist.
 //   - Stable identity. An object that a relist did not change keeps the
 //     pointer readers already hold.

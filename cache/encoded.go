@@ -550,7 +550,7 @@ func (w *Writer[T]) deleteEncoded(final T, rv string) (old T, existed bool) {
 // replaceEncoded is ReplaceWith for an encoded store. The snapshot's
 // decoded objects are what the changes carry and what the indexes are
 // built from; its encodings are what the store keeps.
-func (w *Writer[T]) replaceEncoded(snap *Snapshot[T], rv string) []Change[T] {
+func (w *Writer[T]) replaceEncoded(snap *Snapshot[T], rv string) []Event[T] {
 	s := w.s
 	newObjs, newEnc, count := snap.objs, snap.enc, snap.count
 	if snap.codec == nil { // a zero Snapshot: encode now
@@ -571,7 +571,7 @@ func (w *Writer[T]) replaceEncoded(snap *Snapshot[T], rv string) []Change[T] {
 		byName.fit()
 	}
 
-	var deletes []Change[T]
+	var deletes []Event[T]
 	for ns, byName := range s.enc { // only the writer changes s.enc
 		for e := range byName.all() {
 			name := e.GetName()
@@ -579,13 +579,13 @@ func (w *Writer[T]) replaceEncoded(snap *Snapshot[T], rv string) []Change[T] {
 			uid, erv := meta(e)
 			switch {
 			case !ok, uid != string(obj.GetUID()):
-				deletes = append(deletes, Change[T]{Kind: Deleted, Old: s.codec.decode(ns, e)})
+				deletes = append(deletes, Event[T]{Kind: Deleted, Old: s.codec.decode(ns, e), FinalStateUnknown: true})
 			case erv == obj.GetResourceVersion():
 				newEnc[ns].put(e) // unchanged: keep the entry, drop the snapshot's copy
 			}
 		}
 	}
-	changes := make([]Change[T], 0, len(deletes)+count)
+	changes := make([]Event[T], 0, len(deletes)+count)
 	changes = append(changes, deletes...)
 	for ns, byName := range newObjs {
 		for obj := range byName.all() {
@@ -593,9 +593,9 @@ func (w *Writer[T]) replaceEncoded(snap *Snapshot[T], rv string) []Change[T] {
 			uid, erv := meta(e)
 			switch {
 			case !had, uid != string(obj.GetUID()):
-				changes = append(changes, Change[T]{Kind: Added, New: obj})
+				changes = append(changes, Event[T]{Kind: Added, New: obj})
 			case erv != obj.GetResourceVersion():
-				changes = append(changes, Change[T]{Kind: Updated, Old: s.codec.decode(ns, e), New: obj})
+				changes = append(changes, Event[T]{Kind: Updated, Old: s.codec.decode(ns, e), New: obj})
 			}
 		}
 	}

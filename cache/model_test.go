@@ -189,7 +189,7 @@ func runModel(t *testing.T, encoded bool, ops opReader, steps int, more func() b
 			}
 			rv++
 			desc = fmt.Sprintf("replace with %d objects", len(snap))
-			var changes []cache.Change[*corev1.ConfigMap]
+			var changes []cache.Event[*corev1.ConfigMap]
 			if ops.next(2) == 0 {
 				changes = w.Replace(snap, strconv.Itoa(rv))
 			} else {
@@ -247,7 +247,7 @@ func sortedKeys(objs map[cache.Key]*corev1.ConfigMap) []cache.Key {
 }
 
 // checkChanges verifies the diff Replace reported against the model.
-func checkChanges(t *testing.T, step int, before, after map[cache.Key]*corev1.ConfigMap, changes []cache.Change[*corev1.ConfigMap]) {
+func checkChanges(t *testing.T, step int, before, after map[cache.Key]*corev1.ConfigMap, changes []cache.Event[*corev1.ConfigMap]) {
 	t.Helper()
 	var want, got []string
 	for k, o := range before {

@@ -130,44 +130,6 @@ type Writer[T watcher.Object] struct {
 	s *Store[T]
 }
 
-// ChangeKind says what happened to an object: it appeared, changed or went
-// away. It is kloop's one enum for these events: a Writer reports its
-// Changes with it, and controller.Event carries it for the same changes as
-// a handler hears them. Two other enums are different things on purpose:
-// watcher.EventType names the steps of the list/watch stream (Bookmark
-// and the relist markers included), and notifier.EventType is kubewatch's
-// spelling (create, update, delete) that the notifier's configuration,
-// metrics and messages use.
-type ChangeKind uint8
-
-const (
-	// Added: New was stored under a key that held nothing.
-	Added ChangeKind = iota + 1
-	// Updated: New replaced Old, an earlier state of the same object (same UID).
-	Updated
-	// Deleted: Old was removed. New is the zero value.
-	Deleted
-)
-
-func (k ChangeKind) String() string {
-	switch k {
-	case Added:
-		return "Added"
-	case Updated:
-		return "Updated"
-	case Deleted:
-		return "Deleted"
-	}
-	return fmt.Sprintf("ChangeKind(%d)", uint8(k))
-}
-
-// Change is one effect of Writer.Replace. Old is the zero value for Added,
-// New for Deleted.
-type Change[T watcher.Object] struct {
-	Kind     ChangeKind
-	Old, New T
-}
-
 // New returns an empty store and its only writer. It fails only when opts
 // is invalid.
 func New[T watcher.Object](opts Options[T]) (*Store[T], *Writer[T], error) {
@@ -534,15 +496,16 @@ func (w *Writer[T]) Bookmark(rv string) {
 // Replace makes the store hold exactly objs, a consistent snapshot at rv,
 // and returns the difference from what it held before: Added for new keys,
 // Updated for objects whose resourceVersion changed, Deleted for keys the
-// snapshot lacks. An object whose key now holds a different UID was deleted
-// and re-created: that is a Deleted followed by an Added. All Deleted
-// changes come first. Readers see either the old or the new contents,
+// snapshot lacks (with FinalStateUnknown: the snapshot only shows that they
+// are gone). An object whose key now holds a different UID was deleted and
+// re-created: that is a Deleted followed by an Added. All Deleted events
+// come first. Readers see either the old or the new contents,
 // never a mixture.
 //
 // An object whose resourceVersion did not change keeps its stored pointer,
 // so readers that hold it see no churn and the snapshot's duplicate is
 // released. When objs has two objects with one key, the later one wins.
-func (w *Writer[T]) Replace(objs []T, rv string) []Change[T] {
+func (w *Writer[T]) Replace(objs []T, rv string) []Event[T] {
 	// Counting first sizes each map exactly instead of leaving growth slack.
 	sizes := make(map[string]int, len(w.s.objs)+1)
 	for _, obj := range objs {
@@ -650,7 +613,7 @@ func (s *Snapshot[T]) All() iter.Seq[T] {
 // ReplaceWith makes the store hold exactly the objects of snap, a
 // consistent snapshot at rv, as Replace does, and takes snap over: the
 // caller must not use it afterwards.
-func (w *Writer[T]) ReplaceWith(snap *Snapshot[T], rv string) []Change[T] {
+func (w *Writer[T]) ReplaceWith(snap *Snapshot[T], rv string) []Event[T] {
 	s := w.s
 	if s.codec != nil {
 		return w.replaceEncoded(snap, rv)
@@ -666,28 +629,28 @@ func (w *Writer[T]) ReplaceWith(snap *Snapshot[T], rv string) []Change[T] {
 		byName.fit()
 	}
 
-	var deletes []Change[T]
+	var deletes []Event[T]
 	for ns, byName := range s.objs {
 		for old := range byName.all() {
 			obj, ok := newObjs[ns].get(old.GetName())
 			switch {
 			case !ok, old.GetUID() != obj.GetUID():
-				deletes = append(deletes, Change[T]{Kind: Deleted, Old: old})
+				deletes = append(deletes, Event[T]{Kind: Deleted, Old: old, FinalStateUnknown: true})
 			case old.GetResourceVersion() == obj.GetResourceVersion():
 				newObjs[ns].put(old) // unchanged: keep the pointer readers may hold
 			}
 		}
 	}
-	changes := make([]Change[T], 0, len(deletes)+count)
+	changes := make([]Event[T], 0, len(deletes)+count)
 	changes = append(changes, deletes...)
 	for ns, byName := range newObjs {
 		for obj := range byName.all() {
 			old, had := s.objs[ns].get(obj.GetName())
 			switch {
 			case !had, old.GetUID() != obj.GetUID():
-				changes = append(changes, Change[T]{Kind: Added, New: obj})
+				changes = append(changes, Event[T]{Kind: Added, New: obj})
 			case old.GetResourceVersion() != obj.GetResourceVersion():
-				changes = append(changes, Change[T]{Kind: Updated, Old: old, New: obj})
+				changes = append(changes, Event[T]{Kind: Updated, Old: old, New: obj})
 			}
 		}
 	}

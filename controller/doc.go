@@ -1,13 +1,16 @@
 // Package controller is kloop's reconcile runtime: it turns informer
-// notifications into keys, keys into Reconcile calls, and Reconcile results
+// events (cache.Event) into keys, keys into Reconcile calls, and Reconcile results
 // into retries, delays or nothing.
 //
 // A Controller[K] owns a workqueue of keys of type K. Sources feed it: For
 // (the primary type, keyed by its own namespace/name as a cache.Key), Owns
 // (objects mapped to their controller owner's key through ownerReferences)
 // and Watches (any type, through a function from object to keys).
-// Predicates decide which notifications count. Workers take keys from the
-// queue and call the Reconciler.
+// Predicates decide which events count. A source's predicates and key
+// mapping run on the informer's own goroutine as it applies each change,
+// and add keys to the queue there: no queue or goroutine per source between
+// the informer and the workqueue (so they must be quick and never block).
+// Workers take keys from the queue and call the Reconciler.
 //
 // # Guarantees
 //
@@ -49,7 +52,7 @@
 //     resourceVersion a write returned (cache.Lister.WaitFor), before
 //     deciding that something you created is missing.
 //   - Deletes are seen at most once and may be missed while a watch is down;
-//     they then arrive from the next relist, with Event.FinalStateUnknown
+//     they then arrive from the next relist, with cache.Event.FinalStateUnknown
 //     set, and still map to owners. Use finalizers for cleanup that must
 //     happen.
 //

@@ -110,7 +110,7 @@ func TestOwns_EndToEnd_EnqueuesOwnerOfChangedDeletedAndRelistDeletedObjects(t *t
 		t.Fatal(err)
 	}
 	var tombstones atomic.Int32
-	countTombstones := func(ev controller.Event[*corev1.Secret]) bool {
+	countTombstones := func(ev cache.Event[*corev1.Secret]) bool {
 		if ev.Kind == cache.Deleted && ev.FinalStateUnknown {
 			tombstones.Add(1)
 		}

@@ -9,35 +9,13 @@ import (
 	"github.com/kloop-dev/kloop/watcher"
 )
 
-// Event is one notification a source received, before it is mapped to keys.
-// Predicates look at it to decide whether the keys are enqueued at all.
-// The objects are the cache's: read-only.
-//
-// Kind is the same enum as the informer's cache changes (cache.Added,
-// cache.Updated, cache.Deleted): a source's events are those changes as
-// one handler hears them. A periodic replay of the cache shows up as
-// cache.Updated with Old == Object.
-type Event[T watcher.Object] struct {
-	Kind cache.ChangeKind
-	// Object is the new state (Added, Updated) or the last known one
-	// (Deleted).
-	Object T
-	// Old is the previous state; set for Updated only.
-	Old T
-	// InInitialList is true for an Added that is part of the state the
-	// source started from.
-	InInitialList bool
-	// FinalStateUnknown is true for a Deleted the informer inferred from a
-	// relist rather than saw; Object may be older than the final state.
-	FinalStateUnknown bool
-}
-
-// Predicate decides whether an event is worth enqueueing its keys. Every
-// predicate given to a source must pass for the event to count.
+// Predicate decides whether an informer's event is worth enqueueing its
+// keys. Every predicate given to a source must pass for the event to count.
+// The event's objects are the cache's: read-only.
 //
 // Predicates are plain functions, so a generic one can be passed without
 // naming its type argument: controller.For(inf, controller.GenerationChanged).
-type Predicate[T watcher.Object] func(e Event[T]) bool
+type Predicate[T watcher.Object] func(e cache.Event[T]) bool
 
 // GenerationChanged passes an Update only when metadata.generation changed,
 // which for most built-in and custom resources with a status subresource
@@ -45,39 +23,39 @@ type Predicate[T watcher.Object] func(e Event[T]) bool
 //
 // Objects that do not use generation (ConfigMaps, for example, keep it at 0)
 // never pass an Update through this predicate.
-func GenerationChanged[T watcher.Object](e Event[T]) bool {
+func GenerationChanged[T watcher.Object](e cache.Event[T]) bool {
 	if e.Kind != cache.Updated {
 		return true
 	}
-	return e.Old.GetGeneration() != e.Object.GetGeneration()
+	return e.Old.GetGeneration() != e.New.GetGeneration()
 }
 
 // ResourceVersionChanged passes an Update only when the resourceVersion
 // changed, which filters out periodic replays of an unchanged cache. Adds and
 // Deletes pass.
-func ResourceVersionChanged[T watcher.Object](e Event[T]) bool {
+func ResourceVersionChanged[T watcher.Object](e cache.Event[T]) bool {
 	if e.Kind != cache.Updated {
 		return true
 	}
-	return e.Old.GetResourceVersion() != e.Object.GetResourceVersion()
+	return e.Old.GetResourceVersion() != e.New.GetResourceVersion()
 }
 
 // LabelsChanged passes an Update only when the labels changed. Adds and
 // Deletes pass.
-func LabelsChanged[T watcher.Object](e Event[T]) bool {
+func LabelsChanged[T watcher.Object](e cache.Event[T]) bool {
 	if e.Kind != cache.Updated {
 		return true
 	}
-	return !maps.Equal(e.Old.GetLabels(), e.Object.GetLabels())
+	return !maps.Equal(e.Old.GetLabels(), e.New.GetLabels())
 }
 
 // AnnotationsChanged passes an Update only when the annotations changed.
 // Adds and Deletes pass.
-func AnnotationsChanged[T watcher.Object](e Event[T]) bool {
+func AnnotationsChanged[T watcher.Object](e cache.Event[T]) bool {
 	if e.Kind != cache.Updated {
 		return true
 	}
-	return !maps.Equal(e.Old.GetAnnotations(), e.Object.GetAnnotations())
+	return !maps.Equal(e.Old.GetAnnotations(), e.New.GetAnnotations())
 }
 
 // MatchLabels passes events for objects whose labels match sel. An Update
@@ -88,8 +66,8 @@ func MatchLabels[T watcher.Object](sel labels.Selector) Predicate[T] {
 	if sel == nil {
 		sel = labels.Everything()
 	}
-	return func(e Event[T]) bool {
-		if sel.Matches(labels.Set(e.Object.GetLabels())) {
+	return func(e cache.Event[T]) bool {
+		if sel.Matches(labels.Set(e.Object().GetLabels())) {
 			return true
 		}
 		return e.Kind == cache.Updated && sel.Matches(labels.Set(e.Old.GetLabels()))
@@ -99,13 +77,13 @@ func MatchLabels[T watcher.Object](sel labels.Selector) Predicate[T] {
 // Filter passes events whose object satisfies keep: the new state for an
 // Update, the last known state for a Delete.
 func Filter[T watcher.Object](keep func(obj T) bool) Predicate[T] {
-	return func(e Event[T]) bool { return keep(e.Object) }
+	return func(e cache.Event[T]) bool { return keep(e.Object()) }
 }
 
 // And passes an event when every predicate passes it (and when there are
 // none). It stops at the first that does not.
 func And[T watcher.Object](preds ...Predicate[T]) Predicate[T] {
-	return func(e Event[T]) bool {
+	return func(e cache.Event[T]) bool {
 		for _, p := range preds {
 			if !p(e) {
 				return false
@@ -118,7 +96,7 @@ func And[T watcher.Object](preds ...Predicate[T]) Predicate[T] {
 // Or passes an event when at least one predicate passes it (so never when
 // there are none). It stops at the first that does.
 func Or[T watcher.Object](preds ...Predicate[T]) Predicate[T] {
-	return func(e Event[T]) bool {
+	return func(e cache.Event[T]) bool {
 		for _, p := range preds {
 			if p(e) {
 				return true
@@ -130,5 +108,5 @@ func Or[T watcher.Object](preds ...Predicate[T]) Predicate[T] {
 
 // Not passes an event exactly when p does not.
 func Not[T watcher.Object](p Predicate[T]) Predicate[T] {
-	return func(e Event[T]) bool { return !p(e) }
+	return func(e cache.Event[T]) bool { return !p(e) }
 }

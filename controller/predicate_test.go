@@ -49,11 +49,11 @@ func ownedBy(apiVersion, kind, name string, isController bool) cmOpt {
 	}
 }
 
-type E = controller.Event[*corev1.ConfigMap]
+type E = cache.Event[*corev1.ConfigMap]
 
-func upd(old, new *corev1.ConfigMap) E { return E{Kind: cache.Updated, Old: old, Object: new} }
-func add(o *corev1.ConfigMap) E        { return E{Kind: cache.Added, Object: o} }
-func del(o *corev1.ConfigMap) E        { return E{Kind: cache.Deleted, Object: o} }
+func upd(old, new *corev1.ConfigMap) E { return E{Kind: cache.Updated, Old: old, New: new} }
+func add(o *corev1.ConfigMap) E        { return E{Kind: cache.Added, New: o} }
+func del(o *corev1.ConfigMap) E        { return E{Kind: cache.Deleted, Old: o} }
 
 func TestPredicates_PassOnlyTheChangesTheyNameAndLetAddsAndDeletesThrough(t *testing.T) {
 	sel := labels.SelectorFromSet(labels.Set{"app": "web"})

@@ -11,10 +11,11 @@ import (
 	"github.com/kloop-dev/kloop/watcher"
 )
 
-// LowPriority is the workqueue priority of keys enqueued for objects of an
-// informer's initial list and for periodic replays: work that only confirms
-// the state is queued behind keys for real changes (the workqueue's aging
-// still gets it done).
+// LowPriority is the workqueue priority of keys enqueued for events that
+// re-deliver state rather than report a change (cache.Event.Replay: an
+// informer's initial list, periodic replays): work that only confirms the
+// state is queued behind keys for real changes (the workqueue's aging still
+// gets it done).
 const LowPriority = -100
 
 // Queue is the part of the workqueue a Source feeds. *workqueue.Queue[K]
@@ -33,7 +34,9 @@ type Source[K comparable] interface {
 	// Register subscribes q to the source's events. name identifies the
 	// subscription in logs and metrics. It must not block and starts no
 	// goroutine of its own; the events flow from goroutines the source's
-	// owner (usually an informer) runs.
+	// owner (usually an informer) runs. The sources of this package add
+	// to q on the informer's own goroutine, as it applies each change, so
+	// q's Add methods must not block (a *workqueue.Queue's never do).
 	Register(name string, q Queue[K]) (Subscription, error)
 }
 
@@ -65,8 +68,8 @@ func For[T watcher.Object](inf Informer[T], preds ...Predicate[T]) Source[cache.
 		inf:   inf,
 		role:  "for",
 		preds: preds,
-		keys: func(e Event[T], add func(cache.Key)) {
-			add(cache.KeyOf(e.Object))
+		keys: func(e cache.Event[T], add func(cache.Key)) {
+			add(e.Key())
 		},
 	}
 }
@@ -82,8 +85,8 @@ func Owns[T watcher.Object](inf Informer[T], owner schema.GroupKind, preds ...Pr
 		inf:   inf,
 		role:  "owns-" + owner.String(),
 		preds: preds,
-		keys: func(e Event[T], add func(cache.Key)) {
-			k, ok := ControllerOwnerKey(e.Object, owner)
+		keys: func(e cache.Event[T], add func(cache.Key)) {
+			k, ok := ControllerOwnerKey(e.Object(), owner)
 			if ok {
 				add(k)
 			}
@@ -99,60 +102,54 @@ func Owns[T watcher.Object](inf Informer[T], owner schema.GroupKind, preds ...Pr
 // Watches is the source for any other type: every event of an object that
 // passes all preds enqueues the keys mapKeys returns for it (for an update,
 // for the new state). mapKeys must be quick and must not block: it runs on
-// the informer's delivery goroutine for this subscription.
+// the informer's goroutine, as the informer applies each change, and the
+// cache and the informer's other handlers wait for it.
 func Watches[T watcher.Object, K comparable](inf Informer[T], mapKeys func(obj T) []K, preds ...Predicate[T]) Source[K] {
 	return &eventSource[T, K]{
 		inf:   inf,
 		role:  "watches",
 		preds: preds,
-		keys: func(e Event[T], add func(K)) {
-			for _, k := range mapKeys(e.Object) {
+		keys: func(e cache.Event[T], add func(K)) {
+			for _, k := range mapKeys(e.Object()) {
 				add(k)
 			}
 		},
 	}
 }
 
-// eventSource turns an informer's notifications into events, filters them
-// and maps them to keys.
+// eventSource filters an informer's events and maps them to keys.
 type eventSource[T watcher.Object, K comparable] struct {
 	inf   Informer[T]
 	role  string
 	preds []Predicate[T]
-	keys  func(e Event[T], add func(K))
+	keys  func(e cache.Event[T], add func(K))
 }
 
+// Register subscribes an inline handler (informer.HandlerOptions.Inline):
+// the informer calls it as it applies each change, and it adds the event's
+// keys to q at once. q de-duplicates and never blocks, so a queue and a
+// goroutine of the subscription's own would only add a hand-over per event.
 func (s *eventSource[T, K]) Register(name string, q Queue[K]) (Subscription, error) {
-	e := &enqueuer[K]{q: q}
+	e := &enqueuer[T, K]{src: s, q: q}
 	e.add = e.enqueue // made once: a method value made per event would be allocated per event
-	h := informer.HandlerFuncs[T]{
-		AddFunc: func(obj T, initial bool) {
-			s.deliver(e, Event[T]{Kind: cache.Added, Object: obj, InInitialList: initial})
-		},
-		UpdateFunc: func(old, obj T) {
-			s.deliver(e, Event[T]{Kind: cache.Updated, Object: obj, Old: old})
-		},
-		DeleteFunc: func(d informer.Deleted[T]) {
-			s.deliver(e, Event[T]{Kind: cache.Deleted, Object: d.Obj, FinalStateUnknown: d.FinalStateUnknown})
-		},
-	}
-	reg, err := s.inf.AddHandler(h, informer.HandlerOptions{Name: name + "/" + s.role})
+	reg, err := s.inf.AddHandler(e, informer.HandlerOptions{Name: name + "/" + s.role, Inline: true})
 	if err != nil {
 		return nil, err
 	}
 	return reg, nil
 }
 
-// enqueuer adds a subscription's keys to its queue. The informer calls a
-// handler from one goroutine, one notification at a time, so one enqueuer
-// per subscription serves every event.
-type enqueuer[K comparable] struct {
+// enqueuer is one subscription's handler: it filters events and adds their
+// keys to the queue. The informer calls an inline handler one event at a
+// time, so low needs no lock.
+type enqueuer[T watcher.Object, K comparable] struct {
+	src *eventSource[T, K]
 	q   Queue[K]
 	low bool // the current event only confirms state: enqueue at LowPriority
 	add func(K)
 }
 
-func (e *enqueuer[K]) enqueue(k K) {
+func (e *enqueuer[T, K]) enqueue(k K) {
 	if e.low {
 		e.q.AddWithPriority(k, LowPriority)
 	} else {
@@ -160,14 +157,15 @@ func (e *enqueuer[K]) enqueue(k K) {
 	}
 }
 
-func (s *eventSource[T, K]) deliver(q *enqueuer[K], e Event[T]) {
-	for _, p := range s.preds {
-		if !p(e) {
+// OnEvent implements informer.Handler.
+func (e *enqueuer[T, K]) OnEvent(ev cache.Event[T]) {
+	for _, p := range e.src.preds {
+		if !p(ev) {
 			return
 		}
 	}
-	// The initial list and replays (old == new) only confirm state the
-	// controller may already have acted on; real changes go first.
-	q.low = e.InInitialList || (e.Kind == cache.Updated && any(e.Old) == any(e.Object))
-	s.keys(e, q.add)
+	// Replays only confirm state the controller may already have acted
+	// on; real changes go first.
+	e.low = ev.Replay
+	e.src.keys(ev, e.add)
 }

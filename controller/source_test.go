@@ -2,12 +2,15 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -178,7 +181,7 @@ func TestOwns_MapsADeleteSeenOnlyThroughARelist(t *testing.T) {
 			mu        sync.Mutex
 			tombstone bool
 		)
-		sawTombstone := controller.Predicate[*corev1.ConfigMap](func(e controller.Event[*corev1.ConfigMap]) bool {
+		sawTombstone := controller.Predicate[*corev1.ConfigMap](func(e cache.Event[*corev1.ConfigMap]) bool {
 			if e.Kind == cache.Deleted && e.FinalStateUnknown {
 				mu.Lock()
 				tombstone = true
@@ -251,6 +254,91 @@ func TestWatches_EnqueuesMappedKeys(t *testing.T) {
 		synctest.Wait()
 		if got := rec.take(); !slices.Equal(got, keys("t1", "t2")) {
 			t.Errorf("enqueued %v, want t1 and t2", got)
+		}
+	})
+}
+
+// addRecorder is a controller.Queue that records each add with its
+// priority, and whether the informer's cache already held the object's
+// state when the add came.
+type addRecorder struct {
+	lister cache.Lister[*corev1.ConfigMap]
+	mu     sync.Mutex
+	adds   []string
+}
+
+func (q *addRecorder) record(k cache.Key, priority int) {
+	rv := "absent"
+	if o, ok := q.lister.Get(k.Namespace, k.Name); ok {
+		rv = o.ResourceVersion
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.adds = append(q.adds, fmt.Sprintf("%s prio=%d cache@%s", k.Name, priority, rv))
+}
+
+func (q *addRecorder) Add(k cache.Key)                       { q.record(k, 0) }
+func (q *addRecorder) AddWithPriority(k cache.Key, p int)    { q.record(k, p) }
+func (q *addRecorder) AddAfter(k cache.Key, _ time.Duration) { q.record(k, 0) }
+
+func (q *addRecorder) take() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.adds
+	q.adds = nil
+	slices.Sort(out)
+	return out
+}
+
+func TestFor_EnqueuesOnTheInformersGoroutineReplaysAtLowPriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &scripted{initial: []*corev1.ConfigMap{cm("a", rv("1"))}, events: make(chan []watcher.Event[*corev1.ConfigMap])}
+		inf, err := informer.New[*corev1.ConfigMap](src, informer.Options[*corev1.ConfigMap]{Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- inf.Start(ctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("informer Start: %v", err)
+			}
+		}()
+		synctest.Wait()
+
+		q := &addRecorder{lister: inf.Lister()}
+		before := runtime.NumGoroutine()
+		sub, err := controller.For(inf).Register("test", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The informer had synced: its cache reaches the queue before
+		// Register returns, as replays.
+		if got, want := q.take(), []string{fmt.Sprintf("a prio=%d cache@1", controller.LowPriority)}; !slices.Equal(got, want) {
+			t.Errorf("registering enqueued %v, want %v", got, want)
+		}
+		if err := sub.WaitForSync(t.Context()); err != nil {
+			t.Errorf("WaitForSync: %v", err)
+		}
+		synctest.Wait()
+		if after := runtime.NumGoroutine(); after != before {
+			t.Errorf("a source started %d goroutines, want none", after-before)
+		}
+
+		src.events <- ev(watcher.Modified, cm("a", rv("2")))
+		src.events <- ev(watcher.Added, cm("b", rv("3")))
+		synctest.Wait()
+		if got, want := q.take(), []string{"a prio=0 cache@2", "b prio=0 cache@3"}; !slices.Equal(got, want) {
+			t.Errorf("changes enqueued %v, want %v: at normal priority, once the cache holds them", got, want)
+		}
+		sub.Remove()
+		<-sub.Done()
+		src.events <- ev(watcher.Modified, cm("a", rv("4")))
+		synctest.Wait()
+		if got := q.take(); len(got) != 0 {
+			t.Errorf("a removed source enqueued %v", got)
 		}
 	})
 }

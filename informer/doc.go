@@ -9,9 +9,11 @@
 //     watcher.Reflector in practice), applies it to a cache.Store[T] through a
 //     delta queue, and fans every change out to its handlers. Lister gives
 //     read access to the cache.
-//   - Handler[T] (or HandlerFuncs[T]) receives OnAdd, OnUpdate and OnDelete
-//     with typed objects; a delete carries Deleted[T]{Obj, FinalStateUnknown}
-//     instead of a tombstone of another type.
+//   - Handler[T] receives every change as a cache.Event[T]: its Kind
+//     (Added, Updated, Deleted), Old and New typed objects, Replay for state
+//     re-delivered rather than changed, and FinalStateUnknown for a delete
+//     inferred from a relist, instead of a tombstone of another type.
+//     HandlerFuncs[T] splits events into one function per kind.
 //   - Factory shares informers: one per Go type, resource and Scope
 //     (namespace, label and field selector). Of, OfResource, OfMetadata,
 //     OfUnstructured and OfListerWatcher create them on first use.
@@ -27,11 +29,14 @@
 //     Lister().WaitFor(ctx, key, rv) after a write reads your own write.
 //   - Each handler has its own queue and goroutine: a slow or stuck handler
 //     holds up neither the cache nor any other handler. Its queue merges
-//     notifications per key (an add then updates is one add of the latest
-//     state; an add then a delete is nothing), so it stays bounded by the
-//     number of keys, and a handler always sees a consistent history:
-//     OnUpdate's old is what it saw last, OnDelete is for an object it was
-//     told about.
+//     events per key (an add then updates is one add of the latest state;
+//     an add then a delete is nothing), so it stays bounded by the number
+//     of keys, and a handler always sees a consistent history: an update's
+//     Old is what it saw last, a delete is for an object it was told about.
+//     The exception is an inline handler (HandlerOptions.Inline, what
+//     controller sources use): the informer calls it as it applies each
+//     change, with no queue or goroutine of its own, so it must never
+//     block.
 //   - No key starves behind a slow handler: a key that changes again while
 //     it is queued keeps its place, so a change waits for at most the
 //     notifications that were queued ahead of its key when the key entered
@@ -39,11 +44,11 @@
 //     key or others change meanwhile.
 //   - A handler is called from one goroutine, one call at a time.
 //   - A handler added after the informer synced first gets every cached
-//     object as OnAdd(obj, true). Registration.Synced closes once the
-//     handler has returned from every notification of the state it started
-//     from.
+//     object as an Added event with Replay set. Registration.Synced closes
+//     once the handler has returned from every event of the state it
+//     started from.
 //   - A panicking handler is recovered, logged with log/slog and counted in
-//     kloop_informer_handler_panics_total; the notification is dropped and
+//     kloop_informer_handler_panics_total; the event is dropped and
 //     everything else goes on.
 //   - Registration.Remove never waits, so it may be called from the handler
 //     itself: no callback begins after it returns, and Registration.Done
@@ -58,7 +63,7 @@
 //     objects it accepts are cached and notified. Refilter drops objects it
 //     no longer accepts without telling handlers (they were not deleted);
 //     Relist takes a new snapshot, whose newly accepted objects reach
-//     handlers as OnAdd(obj, true). A snapshot never reports an object the
+//     handlers as Added events with Replay set. A snapshot never reports an object the
 //     Filter rejects as deleted.
 //   - managedFields are stripped before objects are queued or cached
 //     (Memory.KeepManagedFields to keep them).
@@ -70,8 +75,8 @@
 //   - Order across keys for a handler that falls behind: its queue is in the
 //     order in which each key's pending change first arrived.
 //   - Deletes while the watch was down are seen only through the next
-//     snapshot, as Deleted{FinalStateUnknown: true} with the last state the
-//     informer knew. Use finalizers when a delete must never be missed.
+//     snapshot, as a Deleted event with FinalStateUnknown and the last state
+//     the informer knew as Old. Use finalizers when a delete must never be missed.
 //   - Freshness: the cache is eventually consistent with the API server.
 //
 // # Your responsibilities
@@ -109,6 +114,6 @@
 // the fields the controller reads.
 //
 // ReplayInterval (HandlerOptions) is what client-go calls resync: it
-// re-delivers cached objects to one handler as OnUpdate(obj, obj); it never
-// relists from the API server.
+// re-delivers cached objects to one handler as Updated events with
+// Old == New and Replay set; it never relists from the API server.
 package informer

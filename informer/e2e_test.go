@@ -273,6 +273,11 @@ func (c *counter) saw(name, rv string) {
 	}
 }
 
+// OnEvent implements informer.Handler through the per-kind methods below.
+func (c *counter) OnEvent(e cache.Event[*corev1.ConfigMap]) {
+	informer.HandlerFuncs[*corev1.ConfigMap]{AddFunc: c.OnAdd, UpdateFunc: c.OnUpdate, DeleteFunc: c.OnDelete}.OnEvent(e)
+}
+
 func (c *counter) OnAdd(obj *corev1.ConfigMap, _ bool) {
 	defer c.changed.Notify()
 	c.mu.Lock()

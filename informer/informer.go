@@ -144,10 +144,14 @@ type Informer[T watcher.Object] struct {
 	// out, and while a handler is added or replayed to, so that each handler
 	// sees the cache's history as one consistent sequence.
 	dispatchMu sync.Mutex
-	listeners  []*listener[T]
+	subs       []subscriber[T] // registration order
 	synced     bool
-	syncedCh   chan struct{}
-	stoppedCh  chan struct{} // closed when Start returns
+	// pruneSubs: an inline registration was removed; it is dropped from
+	// subs the next time the lock is taken to apply a change. Its Remove
+	// cannot take dispatchMu: it may be called from the handler itself.
+	pruneSubs atomic.Bool
+	syncedCh  chan struct{}
+	stoppedCh chan struct{} // closed when Start returns
 
 	// Lifecycle.
 	mu      sync.Mutex
@@ -326,8 +330,10 @@ func (inf *Informer[T]) Start(ctx context.Context) error {
 	defer cancel()
 	inf.state, inf.runCtx = stateRunning, runCtx
 	inf.dispatchMu.Lock()
-	for _, l := range inf.listeners {
-		inf.startLocked(l)
+	for _, sub := range inf.subs {
+		if l, ok := sub.(*listener[T]); ok {
+			inf.startLocked(l)
+		}
 	}
 	inf.dispatchMu.Unlock()
 	inf.wg.Go(func() { inf.process(runCtx) })
@@ -341,9 +347,14 @@ func (inf *Informer[T]) Start(ctx context.Context) error {
 	inf.mu.Unlock()
 	inf.wg.Wait()
 	close(inf.stoppedCh)
+	inf.dispatchMu.Lock() // a Refilter may still write
+	for _, sub := range inf.subs {
+		if in, ok := sub.(*inline[T]); ok {
+			in.informerStopped()
+		}
+	}
 	// Every cached object gets one last look from the mutation detector
 	// (which is on in tests only).
-	inf.dispatchMu.Lock() // a Refilter may still write
 	_ = inf.writer.CheckMutations()
 	inf.dispatchMu.Unlock()
 	if err != nil && ctx.Err() == nil {
@@ -566,6 +577,7 @@ func (inf *Informer[T]) process(ctx context.Context) {
 func (inf *Informer[T]) apply(o op[T]) {
 	inf.dispatchMu.Lock()
 	defer inf.dispatchMu.Unlock()
+	inf.pruneLocked()
 	switch o.kind {
 	case opSnapshot:
 		initial := !inf.synced
@@ -575,10 +587,10 @@ func (inf *Informer[T]) apply(o op[T]) {
 		if inf.filter != nil {
 			o.snapshot.objs.Retain(inf.filter)
 		}
-		changes := inf.writer.ReplaceWith(o.snapshot.objs, o.snapshot.rv)
+		events := inf.writer.ReplaceWith(o.snapshot.objs, o.snapshot.rv)
 		if inf.filter != nil {
-			changes = slices.DeleteFunc(changes, func(c cache.Change[T]) bool {
-				return c.Kind == cache.Deleted && !inf.filter(c.Old) // out of view, not deleted (see Refilter)
+			events = slices.DeleteFunc(events, func(e cache.Event[T]) bool {
+				return e.Kind == cache.Deleted && !inf.filter(e.Old) // out of view, not deleted (see Refilter)
 			})
 		}
 		if initial {
@@ -590,10 +602,13 @@ func (inf *Informer[T]) apply(o op[T]) {
 			inf.logger.Debug("informer synced", "informer", inf.name, "objects", inf.store.Len(), "rv", o.snapshot.rv)
 		}
 		var adds, updates, deletes int
-		for _, c := range changes {
-			switch c.Kind {
+		for i, e := range events {
+			switch e.Kind {
 			case cache.Added:
 				adds++
+				// The state handlers start from, or objects coming into
+				// view: not new to them.
+				events[i].Replay = initial || replay
 			case cache.Updated:
 				updates++
 			case cache.Deleted:
@@ -603,10 +618,10 @@ func (inf *Informer[T]) apply(o op[T]) {
 		inf.metrics.adds.Add(float64(adds))
 		inf.metrics.updates.Add(float64(updates))
 		inf.metrics.deletesUnknown.Add(float64(deletes))
-		for _, l := range inf.listeners {
-			l.pushChanges(changes, initial || replay)
+		for _, sub := range inf.subs {
+			sub.notifyAll(events)
 			if initial {
-				l.markSynced()
+				sub.markSynced()
 			}
 		}
 		if o.snapshot.epoch > inf.appliedEpoch {
@@ -623,7 +638,6 @@ func (inf *Informer[T]) apply(o op[T]) {
 		inf.relistMu.Unlock()
 	case opDelta:
 		d := o.delta
-		k := cache.KeyOf(d.obj)
 		if inf.filter != nil && !inf.filter(d.obj) {
 			inf.writer.DeleteAt(d.obj, o.rv) // out of view now: dropped, not deleted
 			break
@@ -634,10 +648,10 @@ func (inf *Informer[T]) apply(o op[T]) {
 			case !existed:
 			case d.obj.GetUID() == "" || old.GetUID() == d.obj.GetUID():
 				inf.metrics.deletes.Inc()
-				inf.fanOut(k, note[T]{kind: noteDelete, old: d.obj})
+				inf.fanOut(cache.Event[T]{Kind: cache.Deleted, Old: d.obj})
 			default: // the key held an incarnation whose delete we never saw
 				inf.metrics.deletesUnknown.Inc()
-				inf.fanOut(k, note[T]{kind: noteDelete, old: old, fsu: true})
+				inf.fanOut(cache.Event[T]{Kind: cache.Deleted, Old: old, FinalStateUnknown: true})
 			}
 			break
 		}
@@ -645,15 +659,15 @@ func (inf *Informer[T]) apply(o op[T]) {
 		switch {
 		case !existed:
 			inf.metrics.adds.Inc()
-			inf.fanOut(k, note[T]{kind: noteAdd, obj: d.obj})
+			inf.fanOut(cache.Event[T]{Kind: cache.Added, New: d.obj})
 		case old.GetUID() == d.obj.GetUID():
 			inf.metrics.updates.Inc()
-			inf.fanOut(k, note[T]{kind: noteUpdate, old: old, obj: d.obj})
+			inf.fanOut(cache.Event[T]{Kind: cache.Updated, Old: old, New: d.obj})
 		default: // deleted and re-created while the deletion was coalesced away
 			inf.metrics.deletesUnknown.Inc()
 			inf.metrics.adds.Inc()
-			inf.fanOut(k, note[T]{kind: noteDelete, old: old, fsu: true})
-			inf.fanOut(k, note[T]{kind: noteAdd, obj: d.obj})
+			inf.fanOut(cache.Event[T]{Kind: cache.Deleted, Old: old, FinalStateUnknown: true})
+			inf.fanOut(cache.Event[T]{Kind: cache.Added, New: d.obj})
 		}
 	case opBookmark:
 		inf.writer.Bookmark(o.bookmark)
@@ -662,21 +676,34 @@ func (inf *Informer[T]) apply(o op[T]) {
 	inf.metrics.setRV(inf.store.ResourceVersion())
 }
 
-// fanOut queues n for every handler. Caller holds dispatchMu.
-func (inf *Informer[T]) fanOut(k cache.Key, n note[T]) {
-	for _, l := range inf.listeners {
-		l.push(k, n)
+// fanOut hands e to every registration: queued for a listener, called for
+// an inline handler. Caller holds dispatchMu.
+func (inf *Informer[T]) fanOut(e cache.Event[T]) {
+	for _, sub := range inf.subs {
+		sub.notify(e)
+	}
+}
+
+// pruneLocked drops removed inline registrations from subs. Caller holds
+// dispatchMu.
+func (inf *Informer[T]) pruneLocked() {
+	if inf.pruneSubs.Swap(false) {
+		inf.subs = slices.DeleteFunc(inf.subs, subscriber[T].gone)
 	}
 }
 
 // AddHandler subscribes h to the informer. If the informer has synced, h
-// first gets the current contents of the cache as OnAdd(obj, true);
-// otherwise it gets the first snapshot like every other handler. It can be
-// called before or while the informer runs, and fails with ErrStopped after
-// Start has returned.
+// first gets the current contents of the cache as Added events with Replay
+// set; otherwise it gets the first snapshot like every other handler. It
+// can be called before or while the informer runs, and fails with
+// ErrStopped after Start has returned. With HandlerOptions.Inline, the
+// contents of the cache are handed to h before AddHandler returns.
 func (inf *Informer[T]) AddHandler(h Handler[T], opts HandlerOptions) (*Registration, error) {
 	if h == nil {
 		return nil, errors.New("informer: nil Handler")
+	}
+	if opts.Inline && opts.ReplayInterval > 0 {
+		return nil, fmt.Errorf("informer %s: HandlerOptions.ReplayInterval needs a handler with a goroutine of its own: drop Inline or the interval", inf.name)
 	}
 	inf.mu.Lock()
 	defer inf.mu.Unlock()
@@ -688,28 +715,42 @@ func (inf *Informer[T]) AddHandler(h Handler[T], opts HandlerOptions) (*Registra
 	if name == "" {
 		name = "handler-" + strconv.Itoa(inf.handled)
 	}
-	l := newListener(inf, h, name, opts.ReplayInterval)
+	var (
+		sub subscriber[T]
+		reg registrant
+		l   *listener[T]
+	)
+	if opts.Inline {
+		in := newInline(inf, h, name)
+		sub, reg = in, in
+	} else {
+		l = newListener(inf, h, name, opts.ReplayInterval)
+		sub, reg = l, l
+	}
 
 	inf.dispatchMu.Lock()
-	inf.listeners = append(inf.listeners, l)
+	inf.pruneLocked()
+	inf.subs = append(inf.subs, sub)
 	if inf.synced {
+		events := make([]cache.Event[T], 0, inf.store.Len())
 		for _, obj := range inf.store.List(nil) {
-			l.push(cache.KeyOf(obj), note[T]{kind: noteAdd, obj: obj, initial: true})
+			events = append(events, cache.Event[T]{Kind: cache.Added, New: obj, Replay: true})
 		}
-		l.markSynced()
+		sub.notifyAll(events)
+		sub.markSynced()
 	}
 	inf.dispatchMu.Unlock()
 
-	if inf.state == stateRunning {
+	if l != nil && inf.state == stateRunning {
 		inf.startLocked(l)
 	}
-	return &Registration{r: l}, nil
+	return &Registration{r: reg}, nil
 }
 
 // removeListener unsubscribes l; see Registration.Remove.
 func (inf *Informer[T]) removeListener(l *listener[T]) {
 	inf.dispatchMu.Lock()
-	inf.listeners = slices.DeleteFunc(inf.listeners, func(x *listener[T]) bool { return x == l })
+	inf.subs = slices.DeleteFunc(inf.subs, func(x subscriber[T]) bool { return x == subscriber[T](l) })
 	inf.dispatchMu.Unlock()
 
 	inf.mu.Lock()
@@ -719,7 +760,8 @@ func (inf *Informer[T]) removeListener(l *listener[T]) {
 	l.remove(started)
 }
 
-// replayTo queues every cached object to l as OnUpdate(obj, obj).
+// replayTo queues every cached object to l as an Updated event with
+// Old == New and Replay set.
 func (inf *Informer[T]) replayTo(l *listener[T]) {
 	inf.dispatchMu.Lock()
 	defer inf.dispatchMu.Unlock()
@@ -727,7 +769,7 @@ func (inf *Informer[T]) replayTo(l *listener[T]) {
 		return
 	}
 	for _, obj := range inf.store.List(nil) {
-		l.push(cache.KeyOf(obj), note[T]{kind: noteUpdate, old: obj, obj: obj})
+		l.push(cache.KeyOf(obj), note[T]{kind: noteUpdate, old: obj, obj: obj, replay: true})
 	}
 }
 
@@ -743,10 +785,10 @@ func (inf *Informer[T]) AddIndex(name string, fn cache.IndexFunc[T]) error {
 // from before this process (a checkpoint, or what a previous run handled).
 // The first snapshot from the API server is then compared with the seed
 // instead of with an empty cache, so handlers get only the difference: an
-// OnAdd(obj, true) for each object the seed lacks, an OnUpdate(seeded,
-// listed) for each whose resourceVersion differs, and an
-// OnDelete(Deleted{FinalStateUnknown: true}) for each seeded object that is
-// gone; seeded objects that are unchanged are not notified. Seeded objects
+// Added event with Replay set for each object the seed lacks, an Updated
+// (Old: seeded, New: listed) for each whose resourceVersion differs, and a
+// Deleted with FinalStateUnknown for each seeded object that is gone;
+// seeded objects that are unchanged are not notified. Seeded objects
 // are not notified before that snapshot. Seed fails once Start has been
 // called.
 func (inf *Informer[T]) Seed(objs ...T) error {

@@ -164,6 +164,11 @@ func (r *recorder) OnDelete(d Deleted[*corev1.ConfigMap]) {
 	delete(r.view, d.Obj.Name)
 }
 
+// OnEvent implements Handler through the per-kind methods above.
+func (r *recorder) OnEvent(e cache.Event[*corev1.ConfigMap]) {
+	HandlerFuncs[*corev1.ConfigMap]{AddFunc: r.OnAdd, UpdateFunc: r.OnUpdate, DeleteFunc: r.OnDelete}.OnEvent(e)
+}
+
 func (r *recorder) take() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -505,8 +510,8 @@ func TestInformer_HotKeyReachesACacheThatFallsBehind(t *testing.T) {
 func queued(inf *Informer[*corev1.ConfigMap], handler string) int {
 	inf.dispatchMu.Lock()
 	defer inf.dispatchMu.Unlock()
-	for _, l := range inf.listeners {
-		if l.name == handler {
+	for _, sub := range inf.subs {
+		if l, ok := sub.(*listener[*corev1.ConfigMap]); ok && l.name == handler {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			return l.q.len()

@@ -13,8 +13,8 @@ import (
 	"github.com/kloop-dev/kloop/watcher"
 )
 
-// listener is one registration: its own queue and goroutine, so that a slow
-// or stuck handler delays nobody but itself.
+// listener is one registration with a queue and a goroutine of its own, so
+// that a slow or stuck handler delays nobody but itself.
 type listener[T watcher.Object] struct {
 	inf     *Informer[T]
 	name    string
@@ -53,7 +53,11 @@ func newListener[T watcher.Object](inf *Informer[T], h Handler[T], name string, 
 	}
 }
 
-// push queues a notification. It never blocks on the handler.
+// notify queues e. It never blocks on the handler.
+func (l *listener[T]) notify(e cache.Event[T]) {
+	l.push(e.Key(), noteOf(e))
+}
+
 func (l *listener[T]) push(k cache.Key, n note[T]) {
 	l.mu.Lock()
 	l.q.push(k, n)
@@ -67,24 +71,16 @@ func (l *listener[T]) push(k cache.Key, n note[T]) {
 	}
 }
 
-// pushChanges queues the notifications of a snapshot's changes (see
-// cache.Writer.Replace) in one go: one lock and one wake-up for all of
-// them. initial marks adds as part of the informer's initial list.
-func (l *listener[T]) pushChanges(changes []cache.Change[T], initial bool) {
-	if len(changes) == 0 {
+// notifyAll queues events (a snapshot's, see cache.Writer.Replace) in one
+// go: one lock and one wake-up for all of them.
+func (l *listener[T]) notifyAll(events []cache.Event[T]) {
+	if len(events) == 0 {
 		return
 	}
 	l.mu.Lock()
-	l.q.reserve(len(changes))
-	for _, c := range changes {
-		switch c.Kind {
-		case cache.Added:
-			l.q.push(cache.KeyOf(c.New), note[T]{kind: noteAdd, obj: c.New, initial: initial})
-		case cache.Updated:
-			l.q.push(cache.KeyOf(c.New), note[T]{kind: noteUpdate, old: c.Old, obj: c.New})
-		case cache.Deleted:
-			l.q.push(cache.KeyOf(c.Old), note[T]{kind: noteDelete, old: c.Old, fsu: true})
-		}
+	l.q.reserve(len(events))
+	for _, e := range events {
+		l.q.push(e.Key(), noteOf(e))
 	}
 	l.checkSyncedLocked()
 	depth := l.q.len()
@@ -102,6 +98,14 @@ func (l *listener[T]) markSynced() {
 	l.q.mark()
 	l.checkSyncedLocked()
 	l.mu.Unlock()
+}
+
+func (l *listener[T]) gone() bool { return false } // removeListener drops it at once
+
+func (l *listener[T]) handlerStatus() HandlerStatus {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return HandlerStatus{Name: l.name, Pending: l.q.len(), Synced: l.isSynced}
 }
 
 func (l *listener[T]) checkSyncedLocked() {
@@ -153,40 +157,47 @@ func (l *listener[T]) run(ctx context.Context) {
 	}
 }
 
+// deliver hands the handler the events n stands for: one, or a delete and
+// then an add.
 func (l *listener[T]) deliver(n note[T]) {
 	switch n.kind {
 	case noteAdd:
-		l.call("OnAdd", n.obj, func() { l.handler.OnAdd(n.obj, n.initial) })
+		l.call(cache.Event[T]{Kind: cache.Added, New: n.obj, Replay: n.replay})
 	case noteUpdate:
-		l.call("OnUpdate", n.obj, func() { l.handler.OnUpdate(n.old, n.obj) })
+		l.call(cache.Event[T]{Kind: cache.Updated, Old: n.old, New: n.obj, Replay: n.replay})
 	case noteDelete:
-		l.call("OnDelete", n.old, func() { l.handler.OnDelete(Deleted[T]{Obj: n.old, FinalStateUnknown: n.fsu}) })
+		l.call(cache.Event[T]{Kind: cache.Deleted, Old: n.old, FinalStateUnknown: n.fsu})
 	case noteDeleteThenAdd:
-		l.call("OnDelete", n.old, func() { l.handler.OnDelete(Deleted[T]{Obj: n.old, FinalStateUnknown: n.fsu}) })
-		l.call("OnAdd", n.obj, func() { l.handler.OnAdd(n.obj, n.initial) })
+		l.call(cache.Event[T]{Kind: cache.Deleted, Old: n.old, FinalStateUnknown: n.fsu})
+		l.call(cache.Event[T]{Kind: cache.Added, New: n.obj, Replay: n.replay})
 	}
 }
 
-// call runs one callback, unless the registration has been removed (also
-// between the two calls of a delete-then-add), turning a panic into a log
-// line and a metric so that one broken handler does not take the informer
-// down with it.
-func (l *listener[T]) call(method string, obj T, fn func()) {
+// call hands e to the handler, unless the registration has been removed
+// (also between the two events of a delete-then-add), turning a panic into
+// a log line and a metric so that one broken handler does not take the
+// informer down with it.
+func (l *listener[T]) call(e cache.Event[T]) {
 	select {
 	case <-l.stop:
 		return
 	default:
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			l.panics.Inc()
-			l.inf.logger.Error("informer: handler panicked; notification dropped",
-				"informer", l.inf.name, "handler", l.name, "method", method,
-				"namespace", obj.GetNamespace(), "name", obj.GetName(), "rv", obj.GetResourceVersion(),
-				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-		}
-	}()
-	fn()
+	defer l.inf.recoverHandler(l.name, l.panics, e)
+	l.handler.OnEvent(e)
+}
+
+// recoverHandler, deferred around a handler's call, logs and counts its
+// panic, if any.
+func (inf *Informer[T]) recoverHandler(name string, panics prometheus.Counter, e cache.Event[T]) {
+	if r := recover(); r != nil {
+		panics.Inc()
+		obj := e.Object()
+		inf.logger.Error("informer: handler panicked; event dropped",
+			"informer", inf.name, "handler", name, "event", e.Kind.String(),
+			"namespace", obj.GetNamespace(), "name", obj.GetName(), "rv", obj.GetResourceVersion(),
+			"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+	}
 }
 
 // remove stops the listener without waiting for it. started says whether

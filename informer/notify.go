@@ -16,14 +16,27 @@ const (
 	noteDeleteThenAdd
 )
 
-// note is one pending notification for one key.
+// note is one pending notification for one key: one event, or, merged,
+// a delete and an add (noteDeleteThenAdd).
 type note[T watcher.Object] struct {
 	kind    noteKind
 	old     T    // noteUpdate: the previous state; noteDelete, noteDeleteThenAdd: the deleted object
 	obj     T    // noteAdd, noteUpdate, noteDeleteThenAdd: the current state
-	fsu     bool // noteDelete, noteDeleteThenAdd: Deleted.FinalStateUnknown
-	initial bool // noteAdd, noteDeleteThenAdd: inInitialList of the add
+	fsu     bool // noteDelete, noteDeleteThenAdd: the delete's FinalStateUnknown
+	replay  bool // noteAdd, noteDeleteThenAdd: the add's Replay; noteUpdate: the update's
 	preSync bool // part of the state the registration must see before it is synced
+}
+
+// noteOf is the note of one event.
+func noteOf[T watcher.Object](e cache.Event[T]) note[T] {
+	switch e.Kind {
+	case cache.Added:
+		return note[T]{kind: noteAdd, obj: e.New, replay: e.Replay}
+	case cache.Updated:
+		return note[T]{kind: noteUpdate, old: e.Old, obj: e.New, replay: e.Replay}
+	default:
+		return note[T]{kind: noteDelete, old: e.Old, fsu: e.FinalStateUnknown}
+	}
 }
 
 // merge folds n, the newer notification, into p, the pending one for the
@@ -38,14 +51,15 @@ func merge[T watcher.Object](p, n note[T]) (_ note[T], keep bool) {
 		case noteDelete:
 			return note[T]{}, false
 		case noteUpdate, noteAdd:
-			out = note[T]{kind: noteAdd, obj: n.obj, initial: p.initial}
+			out = note[T]{kind: noteAdd, obj: n.obj, replay: p.replay}
 		case noteDeleteThenAdd:
-			out = note[T]{kind: noteAdd, obj: n.obj, initial: n.initial}
+			out = note[T]{kind: noteAdd, obj: n.obj, replay: n.replay}
 		}
 	case noteUpdate:
 		switch n.kind {
 		case noteUpdate, noteAdd:
-			out = note[T]{kind: noteUpdate, old: p.old, obj: n.obj}
+			// Still a replay only if nothing but replays was merged.
+			out = note[T]{kind: noteUpdate, old: p.old, obj: n.obj, replay: p.replay && n.replay}
 		case noteDelete:
 			out = n
 		case noteDeleteThenAdd:
@@ -54,16 +68,16 @@ func merge[T watcher.Object](p, n note[T]) (_ note[T], keep bool) {
 	case noteDelete:
 		switch n.kind {
 		case noteAdd:
-			out = note[T]{kind: noteDeleteThenAdd, old: p.old, fsu: p.fsu, obj: n.obj, initial: n.initial}
+			out = note[T]{kind: noteDeleteThenAdd, old: p.old, fsu: p.fsu, obj: n.obj, replay: n.replay}
 		case noteUpdate, noteDeleteThenAdd:
-			out = note[T]{kind: noteDeleteThenAdd, old: p.old, fsu: p.fsu, obj: n.obj, initial: n.initial}
+			out = note[T]{kind: noteDeleteThenAdd, old: p.old, fsu: p.fsu, obj: n.obj, replay: n.replay && n.kind != noteUpdate}
 		case noteDelete:
 			out = p // the handler knows only p's object; a second delete adds nothing
 		}
 	case noteDeleteThenAdd:
 		switch n.kind {
 		case noteAdd, noteUpdate, noteDeleteThenAdd:
-			out = note[T]{kind: noteDeleteThenAdd, old: p.old, fsu: p.fsu, obj: n.obj, initial: p.initial}
+			out = note[T]{kind: noteDeleteThenAdd, old: p.old, fsu: p.fsu, obj: n.obj, replay: p.replay}
 		case noteDelete:
 			out = note[T]{kind: noteDelete, old: p.old, fsu: p.fsu}
 		}

@@ -38,7 +38,8 @@ type Status struct {
 // HandlerStatus is one registration's state.
 type HandlerStatus struct {
 	Name string
-	// Pending notifications not yet delivered to the handler.
+	// Pending events not yet delivered to the handler (always 0 for an
+	// inline handler, which has no queue).
 	Pending int
 	// Synced: the handler has been given the informer's initial state.
 	Synced bool
@@ -76,13 +77,12 @@ func (inf *Informer[T]) Status() Status {
 		s.Deletes, s.DeletesFinalStateUnknown = metrics.Count(m.deletes), metrics.Count(m.deletesUnknown)
 	}
 	inf.dispatchMu.Lock()
-	ls := append([]*listener[T](nil), inf.listeners...)
+	subs := append([]subscriber[T](nil), inf.subs...)
 	inf.dispatchMu.Unlock()
-	for _, l := range ls {
-		l.mu.Lock()
-		h := HandlerStatus{Name: l.name, Pending: l.q.len(), Synced: l.isSynced}
-		l.mu.Unlock()
-		s.Handlers = append(s.Handlers, h)
+	for _, sub := range subs {
+		if !sub.gone() {
+			s.Handlers = append(s.Handlers, sub.handlerStatus())
+		}
 	}
 	return s
 }

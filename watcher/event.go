@@ -17,9 +17,9 @@ type Object interface {
 
 // EventType is the closed set of things a reflector reports: the steps of
 // the list/watch stream, mirroring the API server's watch event types plus
-// the relist markers. What those steps do to a cache is a different enum,
-// cache.ChangeKind (Added, Updated, Deleted), which is also what handlers
-// and controllers see.
+// the relist markers. What those steps do to a cache is a different type,
+// cache.Event (of kind Added, Updated or Deleted), which is what handlers,
+// predicates and controller sources see.
 type EventType uint8
 
 const (

@@ -66,6 +66,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -772,16 +773,18 @@ func latency(ctx context.Context, cfg *rest.Config, kc kubernetes.Interface, n, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, err := kinf.AddHandler(informer.HandlerFuncs[*corev1.ConfigMap]{
+	kreg, err := kinf.AddHandler(informer.HandlerFuncs[*corev1.ConfigMap]{
 		UpdateFunc: func(_, cm *corev1.ConfigMap) { observe(kr, cm.Annotations) },
-	}, informer.HandlerOptions{}); err != nil {
+	}, informer.HandlerOptions{})
+	if err != nil {
 		return nil, nil, err
 	}
 	pf := informers.NewSharedInformerFactoryWithOptions(kc, 0, informers.WithNamespace(namespace))
 	pinf := pf.Core().V1().ConfigMaps().Informer()
-	if _, err := pinf.AddEventHandler(cgcache.ResourceEventHandlerFuncs{
+	preg, err := pinf.AddEventHandler(cgcache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) { observe(pr, obj.(*corev1.ConfigMap).Annotations) },
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, nil, err
 	}
 	stopK := startFactory(kf)
@@ -789,8 +792,16 @@ func latency(ctx context.Context, cfg *rest.Config, kc kubernetes.Interface, n, 
 	pctx, pcancel := context.WithCancel(ctx)
 	pf.StartWithContext(pctx)
 	defer func() { pcancel(); pf.Shutdown() }()
-	<-kinf.Synced()
-	<-pinf.HasSyncedChecker().Done()
+	// Both handlers have been through the initial list before the first
+	// write: a kloop handler still busy with it would get a write to an
+	// object whose add it has not yet been given merged into that add, and
+	// never see it as an update.
+	if err := kreg.WaitForSync(ctx); err != nil {
+		return nil, nil, err
+	}
+	if !cgcache.WaitForCacheSync(ctx.Done(), preg.HasSynced) {
+		return nil, nil, errors.New("client-go handler did not sync")
+	}
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
