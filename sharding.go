@@ -96,12 +96,10 @@ func (a *App) newMember(s Sharding) (*sharding.Member, error) {
 // Member is the App's shard group member, nil without Options.Sharding.
 func (a *App) Member() *sharding.Member { return a.member }
 
-// sharder is the factory's Sharder: each informer is sharded once its flag
-// is set (see shardFlag), which happens before Run.
-func (a *App) sharder() informer.Sharder {
-	return informer.SharderFunc(func(resource string, scope informer.Scope) *informer.Shard {
-		return a.member.ShardWhen(a.shardFlag(resource, scope).Load)
-	})
+// shardInformer is the factory's Restrict: each informer is sharded once
+// its flag is set (see shardFlag), which happens before Run.
+func (a *App) shardInformer(resource string, scope informer.Scope) *informer.Restriction {
+	return a.member.ShardWhen(a.shardFlag(resource, scope).Load)
 }
 
 // shardFlag is the flag that says whether the informer of resource in

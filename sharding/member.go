@@ -185,7 +185,7 @@ func defaultIdentity() string {
 
 // Member is one replica of a shard group. It holds a Lease among the
 // group's, takes its share of the slots, and scopes the informers (through
-// the factory's Sharder: Shard) and controllers (Gate) it is given to the
+// the factory's Restrict: Shard) and controllers (Gate) it is given to the
 // slots it holds. Start runs it; see the package documentation.
 type Member struct {
 	cfg    Config
@@ -203,7 +203,7 @@ type Member struct {
 	started atomic.Bool
 
 	mu        sync.Mutex
-	informers []informer.Resharder
+	informers []informer.Restricted
 	gates     []gate
 	status    Status        // latest, for Status
 	statusCh  chan struct{} // closed when status is next replaced
@@ -276,17 +276,19 @@ func (m *Member) selector() string {
 	return Selector(m.cfg.Key, *m.scope.Load())
 }
 
-// Shard implements informer.Sharder: every informer the factory creates
-// (pass the member as FactoryOptions.Sharder) follows this replica's
-// slots. Shard only the informers whose objects carry the key: for
-// ByNamespace the namespaced kinds, for ByUID the kinds reconciled on their
-// own; a factory that also holds others needs a Sharder that picks (see
-// Only).
-func (m *Member) Shard(resource string, scope informer.Scope) *informer.Shard {
-	return &informer.Shard{
-		Selector: m.selector,
-		Keep:     func(obj watcher.Object) bool { return m.Owns(obj) },
-		Attach:   m.attach,
+// listOptions adds the shard selector of the current scope to a request.
+func (m *Member) listOptions(opts *metav1.ListOptions) { opts.ShardSelector = m.selector() }
+
+// Shard restricts an informer to this replica's slots: pass it as
+// informer.FactoryOptions.Restrict, and every informer the factory creates
+// follows them. Shard only the informers whose objects carry the key: for
+// ByNamespace the namespaced kinds, for ByUID the kinds reconciled on
+// their own; a factory that also holds others needs a choice (see Only).
+func (m *Member) Shard(resource string, scope informer.Scope) *informer.Restriction {
+	return &informer.Restriction{
+		ListOptions: m.listOptions,
+		Keep:        func(obj watcher.Object) bool { return m.Owns(obj) },
+		Attach:      m.attach,
 	}
 }
 
@@ -295,39 +297,38 @@ func (m *Member) Shard(resource string, scope informer.Scope) *informer.Shard {
 // its primary kind): while on reports false the informer sends no
 // selector, keeps every object and is not told of handovers. on must give
 // its final answer before the informer starts.
-func (m *Member) ShardWhen(on func() bool) *informer.Shard {
-	return &informer.Shard{
-		Selector: func() string {
-			if !on() {
-				return ""
+func (m *Member) ShardWhen(on func() bool) *informer.Restriction {
+	return &informer.Restriction{
+		ListOptions: func(opts *metav1.ListOptions) {
+			if on() {
+				m.listOptions(opts)
 			}
-			return m.selector()
 		},
 		Keep:   func(obj watcher.Object) bool { return !on() || m.Owns(obj) },
-		Attach: func(r informer.Resharder) { m.attach(conditional{r, on}) },
+		Attach: func(r informer.Restricted) { m.attach(conditional{r, on}) },
 	}
 }
 
-// conditional is a Resharder that moves only while on says so.
+// conditional is an informer that moves only while on says so.
 type conditional struct {
-	informer.Resharder
+	informer.Restricted
 	on func() bool
 }
 
 func (c conditional) sharded() bool { return c.on() }
 
-// Only returns a Sharder that shards the informers pick accepts and leaves
-// the others whole.
-func (m *Member) Only(pick func(resource string, scope informer.Scope) bool) informer.Sharder {
-	return informer.SharderFunc(func(resource string, scope informer.Scope) *informer.Shard {
+// Only returns a FactoryOptions.Restrict that shards the informers pick
+// accepts and leaves the others whole.
+func (m *Member) Only(pick func(resource string, scope informer.Scope) bool) func(resource string, scope informer.Scope) *informer.Restriction {
+	return func(resource string, scope informer.Scope) *informer.Restriction {
 		if !pick(resource, scope) {
 			return nil
 		}
 		return m.Shard(resource, scope)
-	})
+	}
 }
 
-func (m *Member) attach(r informer.Resharder) {
+func (m *Member) attach(r informer.Restricted) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.informers = append(m.informers, r)
@@ -389,10 +390,10 @@ func Gate[K comparable](m *Member, c Gated[K], value func(K) (string, bool), key
 }
 
 // snapshot returns the informers that are sharded now, and the gates.
-func (m *Member) snapshot() ([]informer.Resharder, []gate) {
+func (m *Member) snapshot() ([]informer.Restricted, []gate) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	infs := make([]informer.Resharder, 0, len(m.informers))
+	infs := make([]informer.Restricted, 0, len(m.informers))
 	for _, r := range m.informers {
 		if c, ok := r.(conditional); ok && !c.sharded() {
 			continue
@@ -930,7 +931,7 @@ func (r *run) report(now time.Time) {
 			is.Filtering = "none"
 		case m.cfg.ClientSideOnly:
 			is.Filtering = "client"
-		case inf.ShardInfo() != nil:
+		case inf.ListMeta().ShardInfo != nil:
 			is.Filtering = "server"
 		default:
 			// Lists of custom resources carry no ShardInfo: go by what
