@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/watcher"
@@ -253,9 +254,11 @@ func (m *Member) Owns(obj metav1.Object) bool { return m.OwnsValue(m.cfg.Key.Val
 
 // OwnsValue reports whether an object whose key field (namespace or UID)
 // is value is in this replica's slots now.
-func (m *Member) OwnsValue(value string) bool {
-	return m.scope.Load().Has(SlotOf(Hash(value), m.cfg.Slots))
-}
+func (m *Member) OwnsValue(value string) bool { return m.scope.Load().Has(m.slotOf(value)) }
+
+// slotOf is the slot of an object whose key field is value: the one place
+// a replica places objects and keys.
+func (m *Member) slotOf(value string) int { return SlotOf(Hash(value), m.cfg.Slots) }
 
 // Scope is the set of slots whose objects this replica caches now: the
 // slots it works on, and those it is starting (whose caches are filling).
@@ -264,9 +267,7 @@ func (m *Member) Scope() Set { return *m.scope.Load() }
 // Active is the set of slots whose keys this replica reconciles now.
 func (m *Member) Active() Set { return *m.active.Load() }
 
-func (m *Member) activeValue(value string) bool {
-	return m.active.Load().Has(SlotOf(Hash(value), m.cfg.Slots))
-}
+func (m *Member) activeValue(value string) bool { return m.active.Load().Has(m.slotOf(value)) }
 
 // selector is the shard selector of the current scope.
 func (m *Member) selector() string {
@@ -378,7 +379,7 @@ func Gate[K comparable](m *Member, c Gated[K], value func(K) (string, bool), key
 				return
 			}
 			for _, k := range keys() {
-				if v, ok := value(k); ok && slots.Has(SlotOf(Hash(v), m.cfg.Slots)) {
+				if v, ok := value(k); ok && slots.Has(m.slotOf(v)) {
 					c.Enqueue(k)
 				}
 			}
@@ -387,6 +388,27 @@ func Gate[K comparable](m *Member, c Gated[K], value func(K) (string, bool), key
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.gates = append(m.gates, g)
+}
+
+// GateKeys is Gate for a controller keyed by cache.Key, placing each key
+// as the member's Key says: by the key's namespace (ByNamespace), or by
+// uid(key), the UID of the primary kind's cached object (ByUID). keys
+// lists the primary kind's cached keys. Both come from the controller's
+// primary kind, which sharding needs: its objects are what a replica takes
+// over.
+func GateKeys(m *Member, c Gated[cache.Key], uid func(cache.Key) (string, bool), keys func() []cache.Key) error {
+	if keys == nil {
+		return errors.New("sharding needs a controller with a For kind: its objects are what a replica takes over")
+	}
+	value := func(k cache.Key) (string, bool) { return k.Namespace, true }
+	if m.cfg.Key == ByUID {
+		if uid == nil {
+			return errors.New("sharding by UID needs a For kind: its objects' UIDs place the keys")
+		}
+		value = uid
+	}
+	Gate(m, c, value, keys)
+	return nil
 }
 
 // snapshot returns the informers that are sharded now, and the gates.
