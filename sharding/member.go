@@ -18,7 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
@@ -190,7 +190,8 @@ func defaultIdentity() string {
 // slots it holds. Start runs it; see the package documentation.
 type Member struct {
 	cfg    Config
-	leases coordclient.LeaseInterface
+	leases leaseClient
+	lw     watcher.ListerWatcher[*coordinationv1.Lease] // the group's Leases
 	log    *slog.Logger
 	m      *memberMetrics
 	name   string // our Lease's name
@@ -216,17 +217,33 @@ func New(cfg *rest.Config, c Config) (*Member, error) {
 	if err := c.resolve(); err != nil {
 		return nil, err
 	}
-	cs, err := coordclient.NewForConfig(cfg)
+	// The Lease client and timings of leader election: one Lease
+	// mechanism for both.
+	leases, err := leaderelection.NewLeaseClient(cfg, c.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("sharding: %w", err)
 	}
-	return newMember(cs.Leases(c.Namespace), c)
+	lw, err := watcher.FromResource[*coordinationv1.Lease](cfg, clientgoscheme.Scheme, coordinationv1.SchemeGroupVersion.WithResource("leases"),
+		watcher.Options{Namespace: c.Namespace, LabelSelector: GroupLabel + "=" + c.Group})
+	if err != nil {
+		return nil, fmt.Errorf("sharding: %w", err)
+	}
+	return newMember(leases, lw, c)
 }
 
-func newMember(leases coordclient.LeaseInterface, c Config) (*Member, error) {
+// leaseClient is what a member does with Leases one by one: its own
+// (through a leaderelection.HeldLease), and deleting those members left
+// behind.
+type leaseClient interface {
+	leaderelection.LeaseClient
+	Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
+}
+
+func newMember(leases leaseClient, lw watcher.ListerWatcher[*coordinationv1.Lease], c Config) (*Member, error) {
 	m := &Member{
 		cfg:    c,
 		leases: leases,
+		lw:     lw,
 		log:    c.Logger.With("shardGroup", c.Group, "member", c.Identity),
 		name:   leaseName(c.Group, c.Identity),
 	}
@@ -447,7 +464,7 @@ func (m *Member) Start(ctx context.Context) error {
 	}
 	c := newCore(m.cfg.Identity, m.cfg.Slots, m.cfg.Key, m.cfg.RenewDeadline)
 	c.joinDelay = m.cfg.RetryPeriod
-	r := &run{m: m, c: c, clk: m.cfg.Clock}
+	r := &run{m: m, c: c, clk: m.cfg.Clock, own: leaderelection.NewHeldLease(m.leases, m.cfg.Namespace, m.name)}
 	return r.loop(ctx)
 }
 
@@ -458,9 +475,9 @@ type run struct {
 	c   *core
 	clk clock.Clock
 
-	own          *coordinationv1.Lease // our Lease as last written or read; nil if unknown
-	lastWriteErr string                // the last failed write's error, logged once
-	written      string                // held/draining as last written
+	own          *leaderelection.HeldLease // our Lease as last written or read
+	lastWriteErr string                    // the last failed write's error, logged once
+	written      string                    // held/draining as last written
 	nextRenew    time.Time
 
 	changed     chan struct{}
@@ -506,8 +523,7 @@ func (r *run) loop(ctx context.Context) error {
 	defer r.background.Wait()
 	defer close(r.stop)
 
-	lw := watcher.FromClient[*coordinationv1.Lease](m.leases, watcher.Options{LabelSelector: GroupLabel + "=" + m.cfg.Group})
-	linf, err := informer.NewForListerWatcher(lw, watcher.Config{
+	linf, err := informer.NewForListerWatcher(m.lw, watcher.Config{
 		Name:       "shard group " + m.cfg.Group,
 		Logger:     m.cfg.Logger,
 		Registerer: prometheus.NewRegistry(), // the group's Leases are not worth a series of their own
@@ -684,29 +700,9 @@ func (r *run) write(ctx context.Context) bool {
 		Duration: m.cfg.LeaseDuration,
 	}
 	text := r.heldText()
-	var (
-		got *coordinationv1.Lease
-		err error
-	)
-	if r.own == nil {
-		got, err = m.leases.Get(ctx, m.name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: m.cfg.Namespace}}
-			writeRecord(l, m.cfg.Group, rec, start)
-			got, err = m.leases.Create(ctx, l, metav1.CreateOptions{})
-		case err == nil:
-			l := got.DeepCopy()
-			writeRecord(l, m.cfg.Group, rec, start)
-			got, err = m.leases.Update(ctx, l, metav1.UpdateOptions{})
-		}
-	} else {
-		l := r.own.DeepCopy()
-		writeRecord(l, m.cfg.Group, rec, start)
-		got, err = m.leases.Update(ctx, l, metav1.UpdateOptions{})
-	}
+	_, err := r.own.ReadAndWrite(ctx, func(l *coordinationv1.Lease) { writeRecord(l, m.cfg.Group, rec, start) })
 	if err != nil {
-		r.own = nil // read it again next time
+		r.own.Forget() // read it again next time
 		m.m.renewFailures.Inc()
 		if msg := err.Error(); msg != r.lastWriteErr {
 			r.lastWriteErr = msg
@@ -721,7 +717,6 @@ func (r *run) write(ctx context.Context) bool {
 		r.nextRenew = r.clk.Now().Add(m.cfg.RetryPeriod / 4)
 		return false
 	}
-	r.own = got
 	r.written = text
 	if r.lastWriteErr != "" {
 		r.lastWriteErr = ""
@@ -740,10 +735,10 @@ func (r *run) claim(ctx context.Context, claim Set) {
 	ok := r.write(ctx)
 	if ok {
 		lctx, cancel := context.WithTimeout(ctx, r.bound())
-		list, err := m.leases.List(lctx, metav1.ListOptions{LabelSelector: GroupLabel + "=" + m.cfg.Group, ShardSelector: everything})
+		list, err := m.lw.List(lctx, metav1.ListOptions{ShardSelector: everything})
 		cancel()
 		if err == nil {
-			if list.ShardInfo != nil {
+			if list.ListMeta.ShardInfo != nil {
 				m.serverSharding.Store(shardingOn)
 			} else {
 				m.serverSharding.Store(shardingOff)
@@ -753,11 +748,7 @@ func (r *run) claim(ctx context.Context, claim Set) {
 			m.log.Warn("Reading the group's Leases to confirm a claim failed", "err", err)
 			ok = false
 		} else {
-			leases := make([]*coordinationv1.Lease, len(list.Items))
-			for i := range list.Items {
-				leases[i] = &list.Items[i]
-			}
-			r.c.observe(r.clk.Now(), r.records(leases))
+			r.c.observe(r.clk.Now(), r.records(list.Items))
 		}
 	}
 	if !ok {
@@ -896,7 +887,7 @@ func (r *run) collect(ctx context.Context, now time.Time) {
 		r.collected[rec.Name] = rec.RV
 		ctx, cancel := context.WithTimeout(ctx, r.bound())
 		rv := rec.RV
-		err := r.m.leases.Delete(ctx, rec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		err := r.m.leases.Delete(ctx, r.m.cfg.Namespace, rec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 		cancel()
 		switch {
 		case err == nil:
@@ -911,12 +902,7 @@ func (r *run) collect(ctx context.Context, now time.Time) {
 func (r *run) deleteLease(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, r.m.cfg.RenewDeadline)
 	defer cancel()
-	var opts metav1.DeleteOptions
-	if r.own != nil {
-		rv := r.own.ResourceVersion
-		opts.Preconditions = &metav1.Preconditions{ResourceVersion: &rv}
-	}
-	if err := r.m.leases.Delete(ctx, r.m.name, opts); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.m.leases.Delete(ctx, r.m.cfg.Namespace, r.m.name, r.own.Preconditions()); err != nil && !apierrors.IsNotFound(err) {
 		r.m.log.Warn("Deleting the member Lease failed; it will expire", "err", err)
 	}
 }
