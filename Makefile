@@ -22,9 +22,12 @@ API_PACKAGES := samples/foo/apis/samplecontroller/v1alpha1 samples/cronjob/apis/
 
 all: build
 
-## controlplane: build etcd, kube-apiserver and kube-controller-manager into bin/ (idempotent)
+## controlplane: build etcd, kube-apiserver and kube-controller-manager into the per-user cache dir (kloop controlplane install; idempotent), linked from bin/
+# testenv finds them in the cache dir (~/.cache/kloop/controlplane/VERSION);
+# bin/ keeps links to them for KLOOP_CONTROLPLANE_BIN=bin users.
 controlplane:
-	@tools/controlplane/build.sh
+	@set -e; d=$$($(GO) run ./cmd/kloop controlplane install); mkdir -p bin; rm -f bin/.controlplane-stamp; \
+	for b in etcd kube-apiserver kube-controller-manager; do ln -sfn "$$d/$$b" "bin/$$b"; done
 
 build:
 	$(GO) build $(PKGS)

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/manifest"
 )
 
 // ListControlledBy returns the cached objects whose controller reference
@@ -94,13 +95,13 @@ func (h *Handle[T]) GetOrCreate(ctx context.Context, want T) (T, bool, error) {
 }
 
 // Repair applies want, the fields this App owns of the object live, with
-// server-side apply when Drifted(live, want), and reports whether it
+// server-side apply when manifest.Drifted(live, want), and reports whether it
 // applied; an object in place costs no request. The apply is forced (the
 // App takes those fields back from other field managers) and guarded by
 // live's resourceVersion, so it changes only the object that was checked
 // (a Conflict otherwise: retry). It logs each repair.
 func (h *Handle[T]) Repair(ctx context.Context, live, want T) (T, bool, error) {
-	if !Drifted(live, want) {
+	if !manifest.Drifted(live, want) {
 		return live, false, nil
 	}
 	h.app.log.Info("Repairing "+h.gvk.Kind, "namespace", live.GetNamespace(), "name", live.GetName())

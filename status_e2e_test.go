@@ -15,7 +15,9 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/conditions"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/testenv/await"
@@ -76,7 +78,7 @@ func startApp(t *testing.T, app *kloop.App) {
 func TestHandle_WriteStatusSkipsAStatusAlreadyThereOrPrunedAfterItsOwnWrite(t *testing.T) {
 	env := controlPlane.Env(t)
 	ctx := t.Context()
-	if err := kloop.InstallCRD(ctx, env.Config, []byte(prunedCRD)); err != nil {
+	if err := manifest.InstallCRD(ctx, env.Config, []byte(prunedCRD)); err != nil {
 		t.Fatal(err)
 	}
 	await.CRDServed(t, env.Config, "foos.pruned.kloop.dev")
@@ -116,7 +118,7 @@ func TestHandle_WriteStatusSkipsAStatusAlreadyThereOrPrunedAfterItsOwnWrite(t *t
 	// A status with fields the schema prunes: written once ...
 	want := cache.Copy(cached)
 	want.Status.AvailableReplicas = 1
-	kloop.SetCondition(&want.Status.Conditions, want, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Done"})
+	conditions.Set(&want.Status.Conditions, want, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Done"})
 	stored, wrote, err := foos.WriteStatus(ctx, want)
 	if err != nil || !wrote {
 		t.Fatalf("first WriteStatus: wrote %v, err %v; want written", wrote, err)

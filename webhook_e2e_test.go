@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/testenv/await"
 	"github.com/kloop-dev/kloop/webhook"
@@ -295,7 +296,7 @@ func TestWebhook_LocalModeConvertsACustomResourceBetweenVersions(t *testing.T) {
 	ctx := t.Context()
 	admin := kubernetes.NewForConfigOrDie(env.Config)
 	ns := testenv.NewNamespace(t, admin, "convert")
-	if err := kloop.InstallCRD(ctx, env.Config, []byte(widgetCRD)); err != nil {
+	if err := manifest.InstallCRD(ctx, env.Config, []byte(widgetCRD)); err != nil {
 		t.Fatal(err)
 	}
 	await.CRDServed(t, env.Config, "widgets.webhooks.kloop.dev")

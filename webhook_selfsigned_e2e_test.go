@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/testenv/await"
 	"github.com/kloop-dev/kloop/webhook"
@@ -87,7 +88,7 @@ func TestWebhook_SelfSignedReplicasAgreeOnOneSecretAndInjectTheCA(t *testing.T) 
 	if _, err := reg.ValidatingWebhookConfigurations().Create(ctx, val, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := kloop.InstallCRD(ctx, env.Config, []byte(strings.ReplaceAll(gadgetCRD, "NS", ns))); err != nil {
+	if err := manifest.InstallCRD(ctx, env.Config, []byte(strings.ReplaceAll(gadgetCRD, "NS", ns))); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -26,9 +26,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/internal/reexec"
+	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/testenv"
@@ -86,7 +86,7 @@ func TestCommands_FollowTheConventions(t *testing.T) {
 		env := testenv.StartT(t, testenv.Options{})
 		installCtx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 		defer cancel()
-		if err := kloop.InstallCRD(installCtx, env.Config, foo.CRDYAML); err != nil {
+		if err := manifest.InstallCRD(installCtx, env.Config, foo.CRDYAML); err != nil {
 			t.Fatal(err)
 		}
 		run := func(t *testing.T) *runner { return &runner{t: t, bin: bin, env: env} }
@@ -606,7 +606,7 @@ func testLeaderElection(r *runner) {
 	}
 	createFoo := func(name string) {
 		t.Helper()
-		f, err := kloop.Decode[*v1alpha1.Foo](foo.Scheme(), foo.ExampleFooYAML)
+		f, err := manifest.Decode[*v1alpha1.Foo](foo.Scheme(), foo.ExampleFooYAML)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,11 +1,14 @@
 // Package testenv runs a real Kubernetes control plane on loopback for tests,
 // benchmarks and local development: etcd and kube-apiserver, and optionally
 // kube-controller-manager, built from their official Go modules by
-// `make controlplane` into bin/ at the repository root.
+// `kloop controlplane install` (or `make controlplane` in kloop's
+// repository) into a per-user directory, UserBinDir. Projects of one's own
+// find them there with no flag or environment variable; Options.BinDir and
+// $KLOOP_CONTROLPLANE_BIN override it (see BinDir).
 //
 // Guarantees:
 //   - Start returns only once the API server answers /readyz, or an error that
-//     says what to fix: a missing binary ("run make controlplane"), a port in
+//     says what to fix: a missing binary (run `kloop controlplane install`), a port in
 //     use, or a process that exited early, with the last lines of its log.
 //   - Stop ends every child and removes the temporary directory. Children are
 //     in their own process group and get SIGKILL when the process that

@@ -2,11 +2,9 @@ package testenv
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -113,40 +111,4 @@ func tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return string(bytes.Join(lines, []byte("\n")))
-}
-
-// ErrBinaryMissing is returned when a control-plane binary is not where
-// testenv looks for it.
-var ErrBinaryMissing = errors.New("control-plane binary missing")
-
-func findBinary(dir, name string) (string, error) {
-	p := filepath.Join(dir, name)
-	st, err := os.Stat(p)
-	if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-		return "", fmt.Errorf("testenv: %s not found in %s: run `make controlplane` at the repository root (or set %s): %w",
-			name, dir, BinDirEnv, ErrBinaryMissing)
-	}
-	return p, nil
-}
-
-// defaultBinDir finds the kloop repository root by walking up from the
-// working directory to the go.mod of github.com/kloop-dev/kloop, and returns
-// its bin/ directory.
-func defaultBinDir() (string, error) {
-	if d := os.Getenv(BinDirEnv); d != "" {
-		return d, nil
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.HasPrefix(data, []byte("module github.com/kloop-dev/kloop\n")) {
-			return filepath.Join(dir, "bin"), nil
-		}
-		if parent := filepath.Dir(dir); parent == dir {
-			return "", fmt.Errorf("testenv: cannot find the kloop repository above %s to locate bin/; set %s: %w", wd, BinDirEnv, ErrBinaryMissing)
-		}
-	}
 }

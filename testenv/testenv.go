@@ -27,7 +27,7 @@ import (
 )
 
 // BinDirEnv names the environment variable that overrides where the
-// control-plane binaries are looked up (default: bin/ at the repository root).
+// control-plane binaries are looked up (default: UserBinDir, see BinDir).
 const BinDirEnv = "KLOOP_CONTROLPLANE_BIN"
 
 // DefaultFeatureGates are the kube-apiserver feature gates Start sets
@@ -86,7 +86,9 @@ type Options struct {
 	DataDir string
 
 	// BinDir holds etcd, kube-apiserver and kube-controller-manager. Empty
-	// means $KLOOP_CONTROLPLANE_BIN, else bin/ at the kloop repository root.
+	// means $KLOOP_CONTROLPLANE_BIN, else UserBinDir (where
+	// `kloop controlplane install` puts them), else bin/ at the root of a
+	// kloop checkout above the working directory.
 	BinDir string
 
 	// APIServerPort and EtcdPort pin ports on 127.0.0.1; 0 picks free ones.
@@ -162,7 +164,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 	binDir := opts.BinDir
 	if binDir == "" {
-		if binDir, err = defaultBinDir(); err != nil {
+		if binDir, err = BinDir(); err != nil {
 			return nil, err
 		}
 	}

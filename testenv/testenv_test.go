@@ -349,8 +349,8 @@ func TestEnv_StartsNothingUnderShort(t *testing.T) {
 
 func TestEnv_MissingBinariesSayWhatToRun(t *testing.T) {
 	_, err := testenv.Start(t.Context(), testenv.Options{BinDir: t.TempDir()})
-	if !errors.Is(err, testenv.ErrBinaryMissing) || !strings.Contains(err.Error(), "make controlplane") {
-		t.Fatalf("start with an empty bin dir returned %v, want ErrBinaryMissing telling to run make controlplane", err)
+	if !errors.Is(err, testenv.ErrBinaryMissing) || !strings.Contains(err.Error(), "kloop controlplane install") || !strings.Contains(err.Error(), "make controlplane") {
+		t.Fatalf("start with an empty bin dir returned %v, want ErrBinaryMissing telling to run kloop controlplane install (or make controlplane)", err)
 	}
 }
 
@@ -484,6 +484,12 @@ func pinnedKubernetesVersion(t *testing.T) string {
 	}
 	t.Fatal("tools/controlplane/go.mod requires no k8s.io/kubernetes")
 	return ""
+}
+
+func TestKubernetesVersion_IsThePinnedOne(t *testing.T) {
+	if want := pinnedKubernetesVersion(t); testenv.KubernetesVersion != want {
+		t.Errorf("testenv.KubernetesVersion is %q, tools/controlplane/go.mod builds %q: change the constant with the pin", testenv.KubernetesVersion, want)
+	}
 }
 
 func TestEnv_ServerVersionIsTheOneBuilt(t *testing.T) {

@@ -21,10 +21,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/internal/reexec"
+	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/cronjob"
 	batch "github.com/kloop-dev/kloop/samples/cronjob/apis/batch/v1"
 	"github.com/kloop-dev/kloop/testenv"
@@ -65,7 +65,7 @@ func TestCronJobController_LocalWebhooksDefaultAndValidateAndSIGTERMRemovesThemA
 	ctx := t.Context()
 	installCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := kloop.InstallCRD(installCtx, e.Config, cronjob.CRDYAML); err != nil {
+	if err := manifest.InstallCRD(installCtx, e.Config, cronjob.CRDYAML); err != nil {
 		t.Fatal(err)
 	}
 	cmd := reexec.Command(context.Background(), "--kubeconfig", e.KubeconfigPath, "--namespace", "default", "--webhook-local")

@@ -22,10 +22,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/internal/reexec"
+	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/samples/podsim"
@@ -86,7 +86,7 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 	}
 	installCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := kloop.InstallCRD(installCtx, e.Config, plain); err != nil {
+	if err := manifest.InstallCRD(installCtx, e.Config, plain); err != nil {
 		t.Fatal(err)
 	}
 
@@ -129,7 +129,7 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 	if err != nil {
 		t.Fatal(err)
 	}
-	example, err := kloop.Decode[*v1alpha1.Foo](foo.Scheme(), foo.ExampleFooYAML)
+	example, err := manifest.Decode[*v1alpha1.Foo](foo.Scheme(), foo.ExampleFooYAML)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/samples/podsim"
@@ -93,7 +94,7 @@ func demo(dataDir, binDir, namespace, debugAddr string, log, cpLog *slog.Logger,
 	}()
 	out.printf("# control plane ready at %s; point kubectl at it with:\nexport KUBECONFIG=%s\n", env.APIServerURL, env.KubeconfigPath)
 
-	if err := kloop.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
+	if err := manifest.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
 		return exitCode(ctx, "kloop demo", err, stderr)
 	}
 	out.printf("# installed CRD foos.samplecontroller.k8s.io; starting podsim (node %s) and the Foo controller\n", podsim.DefaultNodeName)
@@ -160,7 +161,7 @@ func demo(dataDir, binDir, namespace, debugAddr string, log, cpLog *slog.Logger,
 // unless a Foo of that name is there already (from an earlier run with the
 // same --data-dir).
 func applyExample(ctx context.Context, cfg *rest.Config, namespace string, out *printer) error {
-	f, err := kloop.Decode[*v1alpha1.Foo](foo.Scheme(), foo.ExampleFooYAML)
+	f, err := manifest.Decode[*v1alpha1.Foo](foo.Scheme(), foo.ExampleFooYAML)
 	if err != nil {
 		return err
 	}

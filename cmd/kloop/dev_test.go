@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -61,6 +63,8 @@ func TestDev_BadKnobsExit2NamingTheFlag(t *testing.T) {
 		{[]string{"--feature-gates", "ShardedListAndWatch=true,Foo"}, `--feature-gates "ShardedListAndWatch=true,Foo": the entry "Foo" is not Name=true or Name=false`},
 		{[]string{"--controllers", "job-controller,Job Controller"}, `--controllers "Job Controller": not a kube-controller-manager controller name`},
 		{[]string{"--controllers", "job-controller", "--no-controller-manager"}, "--no-controller-manager starts none"},
+		{[]string{"bin/my-controller"}, `takes no argument "bin/my-controller": put the command to run after --`},
+		{[]string{"--apply", "no/such/manifests"}, `--apply "no/such/manifests": a YAML file or a directory of them`},
 	} {
 		var out, errb strings.Builder
 		// A bin dir that does not exist: the flags are checked before
@@ -143,5 +147,33 @@ func TestDev_KnobsRunAJobThroughPodsimWithTheGatesGiven(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("kloop dev after SIGINT: %v, want exit code 0; stderr:\n%s", err, stderr.String())
+	}
+}
+
+// TestDev_AppliesManifestsThenRunsTheCommandAndExitsWithItsStatus runs
+// kloop dev with the Foo CRD and an example Foo to apply and a command
+// after --, which finds the kubeconfig in $KUBECONFIG and exits 7: kloop
+// dev stops the control plane and exits 7 too.
+func TestDev_AppliesManifestsThenRunsTheCommandAndExitsWithItsStatus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	script := `test -s "$KUBECONFIG" || exit 3; exit 7`
+	cmd := command(ctx, "dev", "--no-controller-manager", "--apply", "../../samples/foo/crd", "--apply", "../../samples/foo/artifacts/examples/example-foo.yaml", "--", "sh", "-c", script)
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 7 {
+		t.Fatalf("kloop dev exited with %v, want status 7 (the command's); stdout:\n%s", err, out)
+	}
+	for _, want := range []string{
+		"# installed CustomResourceDefinition foos.samplecontroller.k8s.io",
+		"# applied Foo default/example-foo",
+		"# running sh -c " + script + " with KUBECONFIG=",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("kloop dev's output does not say %q:\n%s", want, out)
+		}
 	}
 }

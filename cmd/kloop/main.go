@@ -2,6 +2,7 @@
 //
 //	kloop dev [--data-dir DIR] [--no-controller-manager] [--controllers job-controller,...] [--podsim]
 //	          [--feature-gates Name=true,...] [--bin-dir DIR] [--log-level info]
+//	          [--apply FILE|DIR]... [-- COMMAND [ARG...]]
 //
 // starts a local control plane (etcd, kube-apiserver and
 // kube-controller-manager on 127.0.0.1) in the foreground, writes an admin
@@ -9,7 +10,11 @@
 // kube-controller-manager controllers to testenv's DefaultControllers;
 // --podsim also runs podsim (a simulated kubelet, as kloop demo does);
 // --feature-gates sets kube-apiserver feature gates on top of testenv's
-// DefaultFeatureGates. Ctrl-C stops everything
+// DefaultFeatureGates; --apply installs the CRDs of the YAML files given
+// and server-side applies their other objects once the control plane is
+// ready; a COMMAND after -- then runs with KUBECONFIG set (a project's
+// make demo runs its controller so), and its exit ends kloop dev with its
+// status. Ctrl-C stops everything
 // and exits 0; a second Ctrl-C kills the control plane, removes its
 // temporary directory and exits 1 at once.
 //
@@ -21,9 +26,26 @@
 // sample-controller's example-foo.yaml and prints one line per change of the
 // namespace's Foos, Deployments, pods and events until Ctrl-C (exit 0).
 //
+//	kloop controlplane install [--from DIR] [--bin-dir DIR] [--kloop-dir DIR]
+//	kloop controlplane dir
+//
+// builds etcd, kube-apiserver and kube-controller-manager from
+// tools/controlplane of the kloop checkout the command was built from into
+// the per-user directory where testenv, kloop dev and projects made by
+// kloop init find them (testenv.UserBinDir), or copies them there from
+// --from; dir prints where they are looked up.
+//
+//	kloop init [DIR] --module PATH --group GROUP --kind KIND [--version v1alpha1] [--kloop-dir DIR]
+//
+// creates a controller project of one's own in an empty directory: an API
+// type with kubebuilder markers, its controller on kloop's builder, a
+// command on package cli, unit and end-to-end tests, deploy/ and a
+// Makefile with make demo and make test (docs/project.md). Its go.mod
+// replaces kloop with the checkout this command was built from.
+//
 //	kloop version
 //
-// Both take kloop's logging flags (package cli): --log-level, --log-format
+// dev and demo take kloop's logging flags (package cli): --log-level, --log-format
 // and klog's -v. The control plane's own lines (its processes and their
 // pids) are logged at info whatever the level.
 package main
@@ -60,9 +82,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 func rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kloop",
-		Short: "kloop's developer tool: a local control plane, and the Foo demo on it",
+		Short: "kloop's developer tool: a local control plane, the Foo demo on it, and new controller projects",
 	}
-	root.AddCommand(devCommand(), demoCommand())
+	root.AddCommand(devCommand(), demoCommand(), controlPlaneCommand(), initCommand())
 	return root
 }
 
@@ -75,7 +97,7 @@ type controlPlaneFlags struct {
 func (f *controlPlaneFlags) add(cmd *cobra.Command) {
 	fs := cmd.Flags()
 	fs.StringVar(&f.dataDir, "data-dir", "", "keep etcd data, certificates and the kubeconfig in this `dir` across runs (default: a temporary directory removed on exit)")
-	fs.StringVar(&f.binDir, "bin-dir", "", "`dir` holding etcd, kube-apiserver and kube-controller-manager (default: bin/ at the repository root, built by \"make controlplane\")")
+	fs.StringVar(&f.binDir, "bin-dir", "", "`dir` holding etcd, kube-apiserver and kube-controller-manager (default: $"+testenv.BinDirEnv+", else the per-user directory that \"kloop controlplane install\" fills; see \"kloop controlplane dir\")")
 	f.logging.AddFlags(fs)
 }
 
@@ -99,16 +121,32 @@ type devFlags struct {
 	controllers  []string
 	podsim       bool
 	featureGates string
+	apply        []string
+}
+
+// devRun is what kloop dev runs besides the control plane.
+type devRun struct {
+	podsim    bool
+	manifests []manifest // to apply once the control plane is ready
+	command   []string   // to run with KUBECONFIG set, after the manifests
 }
 
 func devCommand() *cobra.Command {
 	f := &controlPlaneFlags{logging: cli.NewLogging()}
 	d := &devFlags{}
 	cmd := &cobra.Command{
-		Use:   "dev",
-		Short: "Run a local control plane in the foreground (Ctrl-C stops it)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use:   "dev [flags] [-- COMMAND [ARG...]]",
+		Short: "Run a local control plane in the foreground (Ctrl-C stops it), optionally with manifests applied and a command on it",
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if dash := cmd.ArgsLenAtDash(); len(args) > 0 && dash != 0 {
+				return cli.Usagef("kloop dev takes no argument %q: put the command to run after --, as in kloop dev --apply config/crd -- bin/my-controller", args[0])
+			}
 			opts, err := d.options(f)
+			if err != nil {
+				return err
+			}
+			manifests, err := readManifests(d.apply)
 			if err != nil {
 				return err
 			}
@@ -117,7 +155,8 @@ func devCommand() *cobra.Command {
 				return err
 			}
 			opts.Logger = cpLog
-			if code := dev(opts, d.podsim, log, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
+			run := devRun{podsim: d.podsim, manifests: manifests, command: args}
+			if code := dev(opts, run, log, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
 				return cli.ExitCode(code)
 			}
 			return nil
@@ -128,6 +167,7 @@ func devCommand() *cobra.Command {
 	fs.BoolVar(&d.noKCM, "no-controller-manager", false, "do not start kube-controller-manager")
 	fs.StringSliceVar(&d.controllers, "controllers", nil, "more kube-controller-manager `names`, comma-separated (job-controller, cronjob-controller, ...), started in addition to the default deployment, replicaset, garbage-collector, namespace and serviceaccount controllers; -name turns a default one off, * turns on all of Kubernetes' defaults")
 	fs.BoolVar(&d.podsim, "podsim", false, "also run podsim, the simulated kubelet of kloop demo: one Ready node that binds and runs pods and finishes the pods of Jobs")
+	fs.StringArrayVar(&d.apply, "apply", nil, "once the control plane is ready, install the CustomResourceDefinitions and then server-side apply the other objects of this YAML `file or directory` (its .yaml and .yml files); repeatable")
 	fs.StringVar(&d.featureGates, "feature-gates", "", "kube-apiserver feature `gates`, Name=true or Name=false, comma-separated, on top of kloop's defaults (ShardedListAndWatch=true)")
 	return cmd
 }
@@ -186,9 +226,10 @@ func parseFeatureGates(s string) (map[string]bool, error) {
 	return gates, nil
 }
 
-// dev runs the control plane of opts, and podsim when asked, logging to
-// log, until a signal and returns the exit code.
-func dev(opts testenv.Options, withPodsim bool, log *slog.Logger, stdout, stderr io.Writer) int {
+// dev runs the control plane of opts, and podsim, the manifests and the
+// command when asked, logging to log, until a signal (or the command's
+// exit) and returns the exit code: the command's when it exited by itself.
+func dev(opts testenv.Options, run devRun, log *slog.Logger, stdout, stderr io.Writer) int {
 
 	// The first signal stops the control plane; a second one kills it and
 	// ends the process at once (see interrupts).
@@ -203,7 +244,7 @@ func dev(opts testenv.Options, withPodsim bool, log *slog.Logger, stdout, stderr
 	}
 	fmt.Fprintf(stdout, "# control plane ready at %s; point kubectl at it with:\nexport KUBECONFIG=%s\n", env.APIServerURL, env.KubeconfigPath)
 	podsimDone := make(chan error, 1)
-	if withPodsim {
+	if run.podsim {
 		fmt.Fprintf(stdout, "# podsim runs node %s: it binds and runs pods, and finishes the pods of Jobs\n", podsim.DefaultNodeName)
 		go func() {
 			err := podsim.Run(ctx, env.Config, podsim.Options{Logger: log.With("component", "podsim"), Registry: prometheus.NewRegistry()})
@@ -216,13 +257,37 @@ func dev(opts testenv.Options, withPodsim bool, log *slog.Logger, stdout, stderr
 	} else {
 		podsimDone <- nil
 	}
+	if err := applyManifests(ctx, env.Config, run.manifests, stdout); err != nil {
+		code = exitCode(ctx, "kloop dev", err, stderr)
+		stop()
+	}
+	var child *childProcess
+	if len(run.command) > 0 && ctx.Err() == nil {
+		var err error
+		if child, err = startChild(run.command, env.KubeconfigPath, stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "kloop dev: %v\n", err)
+			code = 1
+			stop()
+		} else {
+			fmt.Fprintf(stdout, "# running %s with KUBECONFIG=%s; Ctrl-C stops it, then the control plane\n", strings.Join(run.command, " "), env.KubeconfigPath)
+		}
+	}
 	if f, ok := stdout.(*os.File); ok {
 		_ = f.Sync()
+	}
+	if child != nil {
+		select {
+		case <-ctx.Done():
+			child.interrupt()
+			<-child.done
+		case code = <-child.done:
+			fmt.Fprintf(stderr, "kloop dev: %s exited with status %d\n", run.command[0], code)
+			stop()
+		}
 	}
 	<-ctx.Done()
 	opts.Logger.Info("stopping control plane")
 	holdStop()
-	code = 0
 	if err := <-podsimDone; err != nil {
 		fmt.Fprintf(stderr, "kloop dev: podsim: %v\n", err)
 		code = 1

@@ -23,6 +23,7 @@ import (
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/sharding"
@@ -79,7 +80,7 @@ func shardDemo(dataDir, binDir, debugAddr string, o shardDemoOptions, log, cpLog
 		in.forget()
 	}()
 	out.printf("# control plane ready at %s (sharded list and watch on); point kubectl at it with:\nexport KUBECONFIG=%s\n", env.APIServerURL, env.KubeconfigPath)
-	if err := kloop.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
+	if err := manifest.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
 		return exitCode(ctx, "kloop demo", err, stderr)
 	}
 	total, err := createDemoFoos(ctx, env.Config, o)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/cronjob"
 	batch "github.com/kloop-dev/kloop/samples/cronjob/apis/batch/v1"
 	"github.com/kloop-dev/kloop/testenv"
@@ -57,7 +58,7 @@ func newCluster(t *testing.T) *harness {
 	e := controlPlane.Env(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	if err := kloop.InstallCRD(ctx, e.Config, cronjob.CRDYAML); err != nil {
+	if err := manifest.InstallCRD(ctx, e.Config, cronjob.CRDYAML); err != nil {
 		t.Fatal(err)
 	}
 	kc := kubernetes.NewForConfigOrDie(e.Config)

@@ -49,7 +49,7 @@
 //     prune the new fields, only availableReplicas is kept, and the last
 //     write is remembered (kloop.Handle.WriteStatus) so a pruned status is
 //     not written over and over. The Ready condition carries the
-//     generation it describes too (kloop.SetCondition).
+//     generation it describes too (conditions.Set).
 //  8. Records a Normal event Synced, "Foo synced successfully", if the
 //     sync acted on a Deployment: created (step 3), repaired or deleted one (the
 //     recorder folds repeats into one Event with a count). A sync that

@@ -24,6 +24,7 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/samples/podsim"
@@ -59,7 +60,7 @@ func newHarnessWithCRD(t *testing.T, crd []byte) *harness {
 	e := controlPlane.Env(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	if err := kloop.InstallCRD(ctx, e.Config, crd); err != nil {
+	if err := manifest.InstallCRD(ctx, e.Config, crd); err != nil {
 		t.Fatal(err)
 	}
 	kc := kubernetes.NewForConfigOrDie(e.Config)
@@ -265,7 +266,7 @@ func (h *harness) scaleFoo(name string, replicas int32) {
 func TestFoo_ExampleFooGetsAnOwnedDeploymentWhosePodsBecomeAvailableAndFollowSpecReplicas(t *testing.T) {
 	h := newHarness(t)
 	ctx := t.Context()
-	example, err := kloop.Decode[*v1alpha1.Foo](foo.Scheme(), foo.ExampleFooYAML)
+	example, err := manifest.Decode[*v1alpha1.Foo](foo.Scheme(), foo.ExampleFooYAML)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -509,7 +510,7 @@ func TestFoo_StatusKeepsFollowingWhenThePlainCRDGainsTheStatusSubresource(t *tes
 	// sample-controller's README step: apply crd-status-subresource.yaml.
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	if err := kloop.InstallCRD(ctx, h.env.Config, foo.CRDYAML); err != nil {
+	if err := manifest.InstallCRD(ctx, h.env.Config, foo.CRDYAML); err != nil {
 		t.Fatal(err)
 	}
 	// From now on an update of the whole Foo leaves its status as it was:

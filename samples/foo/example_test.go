@@ -17,6 +17,7 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 )
@@ -27,7 +28,7 @@ func ExampleRun() {
 	cfg := controlPlane.ExampleEnv().Config // yours: from a kubeconfig or in-cluster
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	if err := kloop.InstallCRD(ctx, cfg, foo.CRDYAML); err != nil {
+	if err := manifest.InstallCRD(ctx, cfg, foo.CRDYAML); err != nil {
 		panic(err)
 	}
 	cs := kubernetes.NewForConfigOrDie(cfg)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/conditions"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/record"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
@@ -186,8 +187,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 			return controller.Result{}, err
 		}
 	}
-	msg := fmt.Sprintf("%d of %d replicas available", dep.Status.AvailableReplicas, ptr.Deref(dep.Spec.Replicas, 1))
-	wrote, err := r.writeStatus(ctx, foo, dep.Status.AvailableReplicas, ready, reason, msg)
+	wrote, err := r.writeStatus(ctx, foo, dep.Status.AvailableReplicas, ready, reason, fmt.Sprintf("%d of %d replicas available", dep.Status.AvailableReplicas, ptr.Deref(dep.Spec.Replicas, 1)))
 	if err != nil {
 		return controller.Result{}, err
 	}
@@ -222,7 +222,7 @@ func available(dep *appsv1.Deployment) bool {
 func (r *Reconciler) writeStatus(ctx context.Context, foo *v1alpha1.Foo, availableReplicas int32, ready metav1.ConditionStatus, reason, message string) (bool, error) {
 	changed := cache.Copy(foo)
 	changed.Status.AvailableReplicas, changed.Status.ObservedGeneration = availableReplicas, foo.Generation
-	kloop.SetCondition(&changed.Status.Conditions, foo, metav1.Condition{Type: "Ready", Status: ready, Reason: reason, Message: message})
+	conditions.Set(&changed.Status.Conditions, foo, metav1.Condition{Type: "Ready", Status: ready, Reason: reason, Message: message})
 	_, wrote, err := r.Foos.WriteStatus(ctx, changed)
 	return wrote, err
 }

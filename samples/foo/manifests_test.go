@@ -11,7 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 )
@@ -22,7 +22,7 @@ func mustCRD(t *testing.T, path string) *apiextensionsv1.CustomResourceDefinitio
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd, err := kloop.DecodeCRD(b)
+	crd, err := manifest.DecodeCRD(b)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -60,7 +60,7 @@ func TestCRD_GeneratedMatchesSampleControllersCRD(t *testing.T) {
 	if !reflect.DeepEqual(ours.Spec, mustCRD(t, "crd/samplecontroller.k8s.io_foos.yaml").Spec) {
 		t.Fatal("decoding is not deterministic")
 	}
-	embedded, err := kloop.DecodeCRD(foo.CRDYAML)
+	embedded, err := manifest.DecodeCRD(foo.CRDYAML)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestDecodeFoo_SampleControllersExampleDecodesIntoFoo(t *testing.T) {
 	if string(b) != string(foo.ExampleFooYAML) {
 		t.Error("foo.ExampleFooYAML is not artifacts/examples/example-foo.yaml")
 	}
-	f, err := kloop.Decode[*v1alpha1.Foo](foo.Scheme(), b)
+	f, err := manifest.Decode[*v1alpha1.Foo](foo.Scheme(), b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,12 +150,12 @@ func TestDecodeFoo_SampleControllersExampleDecodesIntoFoo(t *testing.T) {
 }
 
 func TestDecodeFoo_RejectsUnknownFieldsAndOtherKinds(t *testing.T) {
-	for name, manifest := range map[string]string{
+	for name, text := range map[string]string{
 		"unknown field": "apiVersion: samplecontroller.k8s.io/v1alpha1\nkind: Foo\nmetadata: {name: x}\nspec: {deploymentName: x, replica: 2}\n",
 		"other kind":    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
 		"other version": "apiVersion: samplecontroller.k8s.io/v1beta1\nkind: Foo\nmetadata: {name: x}\n",
 	} {
-		if f, err := kloop.Decode[*v1alpha1.Foo](foo.Scheme(), []byte(manifest)); err == nil {
+		if f, err := manifest.Decode[*v1alpha1.Foo](foo.Scheme(), []byte(text)); err == nil {
 			t.Errorf("%s: decoded %+v, want an error", name, f)
 		}
 	}

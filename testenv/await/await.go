@@ -8,7 +8,7 @@ import (
 
 // TB is the part of testing.TB the waits use; *testing.T and *testing.B
 // satisfy it. It is declared here so that library code using the ...Context
-// forms (kloop.InstallCRD) does not link package testing into programs.
+// forms (manifest.InstallCRD) does not link package testing into programs.
 type TB interface {
 	Helper()
 	Context() context.Context

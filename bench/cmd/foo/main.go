@@ -96,6 +96,7 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/bench/internal/childproc"
+	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/samples/podsim"
@@ -205,7 +206,7 @@ func runParent(n, rounds int, qps float32, burst int, settings []string, plane c
 	defer env.Stop()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = -1, 0 // the writers and the watcher are limited by the server only
-	if err := kloop.InstallCRD(ctx, cfg, foo.CRDYAML); err != nil {
+	if err := manifest.InstallCRD(ctx, cfg, foo.CRDYAML); err != nil {
 		return err
 	}
 	kc, err := kubernetes.NewForConfig(cfg)

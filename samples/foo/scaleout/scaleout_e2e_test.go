@@ -32,9 +32,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/sharding"
@@ -263,7 +263,7 @@ func newCluster(t *testing.T, ctx context.Context, env *testenv.Env) *cluster {
 		procs:   map[string]*replicaProc{},
 		killed:  map[string]time.Time{},
 	}
-	if err := kloop.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
+	if err := manifest.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
 		t.Fatal(err)
 	}
 	cl, err := client.New(env.Config, client.Options{Scheme: foo.Scheme(), DisableWriteTracking: true})

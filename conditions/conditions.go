@@ -1,11 +1,13 @@
-package kloop
+// Package conditions keeps the status conditions of an object
+// (metav1.Condition) the way kubectl and other controllers read them.
+package conditions
 
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// SetCondition sets cond in *conditions, replacing the one of its type,
+// Set sets cond in *conditions, replacing the one of its type,
 // and stamps it with obj's generation (cond.ObservedGeneration), so that a
 // reader can tell a condition about the current spec from one about an
 // older spec. As with meta.SetStatusCondition, the condition's
@@ -13,8 +15,8 @@ import (
 // set) and kept otherwise, so setting the same condition again changes
 // nothing. It reports whether *conditions changed.
 //
-//	kloop.SetCondition(&foo.Status.Conditions, foo, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "DeploymentAvailable"})
-func SetCondition(conditions *[]metav1.Condition, obj metav1.Object, cond metav1.Condition) bool {
+//	conditions.Set(&foo.Status.Conditions, foo, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "DeploymentAvailable"})
+func Set(conditions *[]metav1.Condition, obj metav1.Object, cond metav1.Condition) bool {
 	cond.ObservedGeneration = obj.GetGeneration()
 	return meta.SetStatusCondition(conditions, cond)
 }

@@ -1,4 +1,4 @@
-package kloop_test
+package conditions_test
 
 import (
 	"testing"
@@ -6,14 +6,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/conditions"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 )
 
 func TestSetCondition_StampsTheGenerationAndChangesNothingTheSecondTime(t *testing.T) {
 	foo := &v1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Generation: 4}}
 	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Progressing", Message: "0 of 1"}
-	if !kloop.SetCondition(&foo.Status.Conditions, foo, ready) {
+	if !conditions.Set(&foo.Status.Conditions, foo, ready) {
 		t.Fatal("first SetCondition reported no change")
 	}
 	c := meta.FindStatusCondition(foo.Status.Conditions, "Ready")
@@ -21,11 +21,11 @@ func TestSetCondition_StampsTheGenerationAndChangesNothingTheSecondTime(t *testi
 		t.Fatalf("condition %+v, want Ready at generation 4 with a transition time", c)
 	}
 	first := c.LastTransitionTime
-	if kloop.SetCondition(&foo.Status.Conditions, foo, ready) {
+	if conditions.Set(&foo.Status.Conditions, foo, ready) {
 		t.Error("the same condition again reported a change")
 	}
 	foo.Generation = 5
-	if !kloop.SetCondition(&foo.Status.Conditions, foo, ready) {
+	if !conditions.Set(&foo.Status.Conditions, foo, ready) {
 		t.Error("a new generation reported no change")
 	}
 	if c := meta.FindStatusCondition(foo.Status.Conditions, "Ready"); c.ObservedGeneration != 5 || !c.LastTransitionTime.Equal(&first) {

@@ -1,4 +1,4 @@
-package kloop
+package manifest
 
 import (
 	"reflect"
@@ -19,7 +19,7 @@ import (
 // A reconciler that applies what it owns calls it first, so that an object
 // already as it wants makes no request; Handle.Repair does that:
 //
-//	if want := NewDeployment(foo); kloop.Drifted(dep, want) {
+//	if want := NewDeployment(foo); manifest.Drifted(dep, want) {
 //		dep, err = deployments.Apply(ctx, want, client.PatchOptions{Force: true})
 //	}
 //

@@ -1,4 +1,4 @@
-package kloop_test
+package manifest_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/testenv/await"
 )
 
@@ -35,11 +35,11 @@ spec:
 func TestInstallCRD_ReturnsOnceEstablishedAndAgainForAnUpdate(t *testing.T) {
 	e := controlPlane.Env(t)
 	crds := apiextensions.NewForConfigOrDie(e.Config).ApiextensionsV1().CustomResourceDefinitions()
-	manifest := crdManifest("widgets", "Widget")
+	m := crdManifest("widgets", "Widget")
 	t.Cleanup(func() { _ = crds.Delete(context.Background(), "widgets.install.kloop.dev", metav1.DeleteOptions{}) })
 	for _, step := range []string{"create", "update"} {
 		ctx, cancel := context.WithTimeout(t.Context(), await.Timeout)
-		err := kloop.InstallCRD(ctx, e.Config, manifest)
+		err := manifest.InstallCRD(ctx, e.Config, m)
 		cancel()
 		if err != nil {
 			t.Fatalf("%s: %v", step, err)
@@ -62,13 +62,13 @@ func TestInstallCRD_FailsNamingTheCRDWhenItIsNeverEstablished(t *testing.T) {
 	for _, name := range []string{"gadgets.install.kloop.dev", "gizmos.install.kloop.dev"} {
 		t.Cleanup(func() { _ = crds.Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	}
-	if err := kloop.InstallCRD(t.Context(), e.Config, crdManifest("gadgets", "Gadget")); err != nil {
+	if err := manifest.InstallCRD(t.Context(), e.Config, crdManifest("gadgets", "Gadget")); err != nil {
 		t.Fatal(err)
 	}
 	// The kind Gadget is taken: the second CRD's names are not accepted.
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel()
-	err := kloop.InstallCRD(ctx, e.Config, crdManifest("gizmos", "Gadget"))
+	err := manifest.InstallCRD(ctx, e.Config, crdManifest("gizmos", "Gadget"))
 	if err == nil {
 		t.Fatal("InstallCRD returned nil for a CRD whose kind another CRD holds")
 	}

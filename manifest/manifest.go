@@ -1,4 +1,9 @@
-package kloop
+// Package manifest turns manifests into objects and objects into what a
+// controller needs around them: Decode and DecodeCRD read YAML or JSON
+// strictly, InstallCRD creates or updates a CRD and waits until it is
+// served, and Drifted tells whether
+// applying a manifest would change a live object.
+package manifest
 
 import (
 	"context"

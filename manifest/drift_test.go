@@ -1,15 +1,14 @@
-package kloop_test
+package manifest_test
 
 import (
 	"testing"
 
+	"github.com/kloop-dev/kloop/manifest"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
-
-	"github.com/kloop-dev/kloop"
 )
 
 // applied is what a controller applies: replicas, labels, one container.
@@ -79,7 +78,7 @@ func TestDrifted_ComparesOnlyTheFieldsTheApplySets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			live, want := served(), applied()
 			tc.change(live, want)
-			if got := kloop.Drifted(live, want); got != tc.want {
+			if got := manifest.Drifted(live, want); got != tc.want {
 				t.Errorf("Drifted = %v, want %v", got, tc.want)
 			}
 		})
@@ -90,16 +89,16 @@ func TestDrifted_TakesUnstructuredContentAndCountsWhatCannotBeConvertedAsDrifted
 	live := &unstructured.Unstructured{Object: map[string]any{
 		"spec": map[string]any{"replicas": int64(2), "paused": false},
 	}}
-	if kloop.Drifted(live, map[string]any{}) != true {
+	if manifest.Drifted(live, map[string]any{}) != true {
 		// A bare map is not an object the converter takes.
 		t.Error("Drifted(live, a map) = false, want true: it cannot be converted")
 	}
 	want := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(2)}}}
-	if kloop.Drifted(live, want) {
+	if manifest.Drifted(live, want) {
 		t.Error("Drifted = true for a live object holding the applied replicas")
 	}
 	want.Object["spec"] = map[string]any{"replicas": int64(3)}
-	if !kloop.Drifted(live, want) {
+	if !manifest.Drifted(live, want) {
 		t.Error("Drifted = false for other replicas")
 	}
 }

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"go/format"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"text/template"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kloop-dev/kloop/cli"
+)
+
+// templates are the files of a new project, each ending in .tmpl (so that
+// neither go nor embed reads them as Go files or a module), with
+// VERSION and NAME in paths standing for the API version and the
+// project's name.
+//
+//go:embed templates
+var templates embed.FS
+
+// initFlags are kloop init's flags.
+type initFlags struct {
+	module, group, version, kind, kloopDir string
+	noGenerate                             bool
+}
+
+func initCommand() *cobra.Command {
+	f := &initFlags{version: "v1alpha1"}
+	cmd := &cobra.Command{
+		Use:   "init [DIR] --module PATH --group GROUP --kind KIND [--version v1alpha1]",
+		Short: "Create a controller project of your own: an API type, its controller on kloop, tests, deploy/ and a Makefile",
+		Long: "init creates, in DIR (default: the current directory; it must be empty or absent), a Go module with\n" +
+			"  api/VERSION/        the KIND type with kubebuilder markers, its deepcopy methods (controller-gen)\n" +
+			"  config/crd/         its CustomResourceDefinition (controller-gen), config/samples/ an example\n" +
+			"  internal/controller the controller on kloop's builder (For KIND, Owns ConfigMaps), a unit test and\n" +
+			"                      an end-to-end test on a real etcd and kube-apiserver (package testenv)\n" +
+			"  cmd/NAME/           the command, on kloop's cli package; NAME is the module path's last element\n" +
+			"  deploy/             kustomize manifests, with RBAC generated from the controller's markers\n" +
+			"  Makefile            make demo (the controller on a local control plane), make test (unit and e2e)\n\n" +
+			"While kloop is not on a module proxy, the new go.mod has\n" +
+			"  replace github.com/kloop-dev/kloop => DIR\n" +
+			"with DIR the kloop checkout this kloop binary was built from (found from the paths the compiler\n" +
+			"records; --kloop-dir overrides it). Then it runs go mod tidy and make generate (controller-gen\n" +
+			"v0.23.0 from the module proxy). The control plane the tests and make demo use is built once into\n" +
+			"a per-user directory by `kloop controlplane install` (make test runs it).\n\n" +
+			"Example:\n" +
+			"  mkdir guestbook && cd guestbook\n" +
+			"  kloop init --module example.com/guestbook --group webapp.example.com --kind Guestbook\n" +
+			"  make test",
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := "."
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			return f.run(dir, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.module, "module", "", "the new Go module's `path`, such as example.com/guestbook (required)")
+	fs.StringVar(&f.group, "group", "", "the API `group`, a DNS subdomain of yours, such as webapp.example.com (required)")
+	fs.StringVar(&f.kind, "kind", "", "the API kind, in `CamelCase`, such as Guestbook (required)")
+	fs.StringVar(&f.version, "version", f.version, "the API `version`: v1, v1alpha1, v2beta3, ...")
+	fs.StringVar(&f.kloopDir, "kloop-dir", "", "the kloop checkout the new module's replace directive points at (default: the one this kloop binary was built from)")
+	fs.BoolVar(&f.noGenerate, "no-generate", false, "write the files only: skip go mod tidy and make generate (run them yourself)")
+	return cmd
+}
+
+// project is what the templates are filled with.
+type project struct {
+	Dir       string // absolute
+	Module    string
+	Name      string // the command, the controller, the namespace of deploy/
+	Group     string
+	Version   string
+	Kind      string
+	Lower     string // lower-case Kind
+	Plural    string // the resource
+	GoVersion string
+	Kloop     checkout
+}
+
+// KloopRequire is the version of kloop go.mod requires: the released one,
+// or a placeholder that the replace directive stands in for.
+func (p *project) KloopRequire() string {
+	if p.Kloop.Version != "" {
+		return p.Kloop.Version
+	}
+	return "v0.0.0-00010101000000-000000000000"
+}
+
+var (
+	kindRE    = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+	versionRE = regexp.MustCompile(`^v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?$`)
+	goLineRE  = regexp.MustCompile(`(?m)^go (\S+)$`)
+)
+
+// reservedKinds are the names the API package declares itself.
+var reservedKinds = []string{"GroupName", "SchemeGroupVersion", "Resource", "AddToScheme"}
+
+// newProject checks the input and returns the project; it writes nothing.
+// Each error names the flag or argument and says what to give instead.
+func (f *initFlags) newProject(dir string, src checkout) (*project, error) {
+	if f.module == "" || f.group == "" || f.kind == "" {
+		return nil, cli.Usagef("--module, --group and --kind are required, such as --module example.com/guestbook --group webapp.example.com --kind Guestbook")
+	}
+	if problem := checkModulePath(f.module); problem != "" {
+		return nil, &cli.FlagError{Flag: "--module", Value: f.module, Want: fmt.Sprintf("a Go module path (this one %s), such as example.com/guestbook or github.com/you/guestbook", problem)}
+	}
+	name := projectName(f.module)
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return nil, &cli.FlagError{Flag: "--module", Value: f.module, Want: fmt.Sprintf("its last element %q names the command and the controller, and must make a DNS label (lower-case letters, digits and '-', starting with a letter); give a path ending in a name such as guestbook", name)}
+	}
+	if errs := validation.IsDNS1123Subdomain(f.group); len(errs) > 0 || !strings.Contains(f.group, ".") {
+		return nil, &cli.FlagError{Flag: "--group", Value: f.group, Want: "a DNS subdomain with at least one dot (lower-case letters, digits, '-' and '.'), such as webapp.example.com"}
+	}
+	for _, reserved := range []string{"k8s.io", "kubernetes.io"} {
+		if f.group == reserved || strings.HasSuffix(f.group, "."+reserved) {
+			return nil, &cli.FlagError{Flag: "--group", Value: f.group, Want: "a group under a domain of yours: groups under " + reserved + " are reserved for Kubernetes' own APIs"}
+		}
+	}
+	if !kindRE.MatchString(f.kind) || len(f.kind) > 60 {
+		return nil, &cli.FlagError{Flag: "--kind", Value: f.kind, Want: "a kind in CamelCase: a capital letter, then letters and digits (at most 60), such as Guestbook"}
+	}
+	if slices.Contains(reservedKinds, f.kind) {
+		return nil, &cli.FlagError{Flag: "--kind", Value: f.kind, Want: fmt.Sprintf("another name: the API package declares %s itself", f.kind)}
+	}
+	if !versionRE.MatchString(f.version) {
+		return nil, &cli.FlagError{Flag: "--version", Value: f.version, Want: "a Kubernetes API version: v1, v2, v1alpha1, v1beta2, ..."}
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(abs)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("directory %s: %w", dir, err)
+	case len(entries) > 0:
+		return nil, cli.Usagef("directory %s is not empty (it holds %s): give an empty or new directory", dir, entries[0].Name())
+	}
+	goVersion := "1.26.0"
+	if data, err := os.ReadFile(filepath.Join(src.Dir, "go.mod")); err == nil {
+		if m := goLineRE.FindSubmatch(data); m != nil {
+			goVersion = string(m[1])
+		}
+	}
+	lower := strings.ToLower(f.kind)
+	return &project{
+		Dir: abs, Module: f.module, Name: name, Group: f.group, Version: f.version,
+		Kind: f.kind, Lower: lower, Plural: plural(lower), GoVersion: goVersion, Kloop: src,
+	}, nil
+}
+
+var (
+	modulePathElemRE = regexp.MustCompile(`^[A-Za-z0-9_~-]+(\.[A-Za-z0-9_~-]+)*$`)
+	moduleHostRE     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+$`)
+)
+
+// checkModulePath says what is wrong with a module path, or "" when
+// nothing is: slash-separated elements of letters, digits, '-', '_', '~'
+// and inner dots, the first a lower-case domain name (as the go command
+// wants for a module one can fetch and publish).
+func checkModulePath(p string) string {
+	elems := strings.Split(p, "/")
+	for _, e := range elems {
+		if e == "" {
+			return "has an empty element (a leading, trailing or doubled '/')"
+		}
+		if !modulePathElemRE.MatchString(e) {
+			return fmt.Sprintf("has the element %q: use letters, digits, '-', '_', '~' and dots between them", e)
+		}
+	}
+	if !moduleHostRE.MatchString(elems[0]) {
+		return fmt.Sprintf("starts with %q, not a lower-case domain name with a dot", elems[0])
+	}
+	if len(elems) == 1 {
+		return "has no element after the domain"
+	}
+	return ""
+}
+
+// projectName is the module path's last element, without a major version
+// suffix (example.com/guestbook/v2 is guestbook), in lower case.
+func projectName(modulePath string) string {
+	elems := strings.Split(modulePath, "/")
+	name := elems[len(elems)-1]
+	if len(elems) > 1 && regexp.MustCompile(`^v[0-9]+$`).MatchString(name) {
+		name = elems[len(elems)-2]
+	}
+	return strings.ToLower(name)
+}
+
+// plural is the English plural of a lower-case kind, as a resource name.
+func plural(s string) string {
+	switch {
+	case strings.HasSuffix(s, "s"), strings.HasSuffix(s, "x"), strings.HasSuffix(s, "z"),
+		strings.HasSuffix(s, "ch"), strings.HasSuffix(s, "sh"):
+		return s + "es"
+	case strings.HasSuffix(s, "y") && len(s) > 1 && !strings.ContainsRune("aeiou", rune(s[len(s)-2])):
+		return s[:len(s)-1] + "ies"
+	}
+	return s + "s"
+}
+
+// render returns the project's files by path (slash-separated, relative
+// to the project's directory), Go files gofmt'ed.
+func (p *project) render() (map[string][]byte, error) {
+	files := map[string][]byte{}
+	err := fs.WalkDir(templates, "templates", func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		text, err := templates.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		t, err := template.New(name).Option("missingkey=error").Parse(string(text))
+		if err != nil {
+			return err
+		}
+		var buf bytes.Buffer
+		if err := t.Execute(&buf, p); err != nil {
+			return err
+		}
+		out := strings.TrimSuffix(strings.TrimPrefix(name, "templates/"), ".tmpl")
+		out = strings.NewReplacer("VERSION", p.Version, "NAME", p.Name).Replace(out)
+		switch out {
+		case "gitignore":
+			out = ".gitignore"
+		case "config/samples/sample.yaml":
+			out = "config/samples/" + p.Version + "_" + p.Lower + ".yaml"
+		}
+		data := buf.Bytes()
+		if path.Ext(out) == ".go" {
+			if data, err = format.Source(data); err != nil {
+				return fmt.Errorf("%s: the template makes Go that does not parse: %w", name, err)
+			}
+		}
+		files[out] = data
+		return nil
+	})
+	return files, err
+}
+
+// run checks the input, writes the project and generates the rest.
+func (f *initFlags) run(dir string, stdout, stderr io.Writer) error {
+	src, err := findCheckout(f.kloopDir)
+	if err != nil {
+		return err
+	}
+	p, err := f.newProject(dir, src)
+	if err != nil {
+		return err
+	}
+	files, err := p.render()
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		target := filepath.Join(p.Dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(target, files[name], 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "Created %s (module %s, %s %s/%s) in %s\n", p.Name, p.Module, p.Kind, p.Group, p.Version, p.Dir)
+	if src.Version == "" {
+		fmt.Fprintf(stdout, "go.mod: replace github.com/kloop-dev/kloop => %s (the kloop checkout this kloop was built from)\n", src.Dir)
+	}
+	if !f.noGenerate {
+		for _, step := range [][]string{{"go", "mod", "tidy"}, {"make", "generate"}, {"go", "mod", "tidy"}} {
+			fmt.Fprintf(stdout, "$ %s\n", strings.Join(step, " "))
+			c := exec.Command(step[0], step[1:]...)
+			c.Dir, c.Stdout, c.Stderr = p.Dir, stderr, stderr
+			if err := c.Run(); err != nil {
+				return fmt.Errorf("%s in %s: %w; the files are written: fix the cause, then run go mod tidy && make generate there", strings.Join(step, " "), p.Dir, err)
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "Next, in %s:\n  make test   # unit and end-to-end tests\n  make demo   # the controller on a local control plane, with config/samples applied\n", p.Dir)
+	return nil
+}

@@ -1,0 +1,70 @@
+package kloopfake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/kloop-dev/kloop"
+)
+
+// NewApp returns a kloop App whose API server is srv: kloop.New with
+// srv.Config(). opts.Scheme defaults to srv's scheme; give both the same
+// one. Handles of the App (kloop.Objects) then read from informers fed by
+// srv and write to srv.
+func NewApp(srv *Server, opts kloop.Options) (*kloop.App, error) {
+	if srv == nil {
+		return nil, errors.New("kloopfake.NewApp: srv is nil: make one with NewServer")
+	}
+	if opts.Scheme == nil {
+		opts.Scheme = srv.scheme
+	}
+	return kloop.New(srv.Config(), opts)
+}
+
+// Start runs app's informers and event recorder, but not its controllers,
+// until ctx is done, and returns once every informer has synced: a test
+// then calls a reconcile function itself, on a full cache, and nothing
+// else reconciles meanwhile. Handles made after Start start their
+// informer at once; wait for it with app.Factory().WaitForSync.
+//
+// stop cancels them and returns once they have stopped, with their
+// error. Start fails, starting nothing, when a declaration of app failed
+// (app.Err), and when an informer does not sync, after stopping what it
+// started.
+//
+// To run the controllers too, call app.Run instead, as a program does.
+func Start(ctx context.Context, app *kloop.App) (stop func() error, err error) {
+	if err := app.Err(); err != nil {
+		return nil, fmt.Errorf("kloopfake.Start: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	run := func(start func(context.Context) error) {
+		wg.Go(func() {
+			if err := start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	run(app.Factory().Start)
+	run(app.Recorder().Start)
+	stop = func() error {
+		cancel()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return errors.Join(errs...)
+	}
+	if err := app.Factory().WaitForSync(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("kloopfake.Start: %w", err), stop())
+	}
+	return stop, nil
+}
