@@ -250,7 +250,7 @@ func (a *App) factoryLocked() *informer.Factory {
 			Registerer: a.opts.Registry,
 		}
 		if a.member != nil {
-			fopts.Sharder = a.sharder()
+			fopts.Restrict = a.shardInformer
 		}
 		a.factory = informer.NewFactory(a.cfg, fopts)
 	}

@@ -96,12 +96,10 @@ func (a *App) newMember(s Sharding) (*sharding.Member, error) {
 // Member is the App's shard group member, nil without Options.Sharding.
 func (a *App) Member() *sharding.Member { return a.member }
 
-// sharder is the factory's Sharder: each informer is sharded once its flag
-// is set (see shardFlag), which happens before Run.
-func (a *App) sharder() informer.Sharder {
-	return informer.SharderFunc(func(resource string, scope informer.Scope) *informer.Shard {
-		return a.member.ShardWhen(a.shardFlag(resource, scope).Load)
-	})
+// shardInformer is the factory's Restrict: each informer is sharded once
+// its flag is set (see shardFlag), which happens before Run.
+func (a *App) shardInformer(resource string, scope informer.Scope) *informer.Restriction {
+	return a.member.ShardWhen(a.shardFlag(resource, scope).Load)
 }
 
 // shardFlag is the flag that says whether the informer of resource in
@@ -128,25 +126,14 @@ func (a *App) shardObjects(gvr schema.GroupVersionResource, scope informer.Scope
 	a.shardFlag(informer.ResourceName(gvr), scope).Store(true)
 }
 
-// gate keeps a controller to this replica's share of the keys. forUID
-// looks up the UID of the For kind's object by key (for ByUID); forKeys
-// lists the For kind's cached keys.
+// gate keeps a controller to this replica's share of the keys (see
+// sharding.GateKeys). forUID looks up the UID of the For kind's object by
+// key; forKeys lists the For kind's cached keys.
 func (a *App) gate(c *controller.Controller[cache.Key], forUID func(cache.Key) (string, bool), forKeys func() []cache.Key) error {
 	if a.member == nil {
 		return nil
 	}
-	if forKeys == nil {
-		return errors.New("sharding needs a controller with a For kind: its objects are what a replica takes over")
-	}
-	value := func(k cache.Key) (string, bool) { return k.Namespace, true }
-	if a.member.Config().Key == sharding.ByUID {
-		if forUID == nil {
-			return errors.New("sharding by UID needs a For kind: its objects' UIDs place the keys")
-		}
-		value = forUID
-	}
-	sharding.Gate(a.member, c, value, forKeys)
-	return nil
+	return sharding.GateKeys(a.member, c, forUID, forKeys)
 }
 
 // shardsBy reports whether the App shards by key.

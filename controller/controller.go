@@ -117,13 +117,9 @@ type Controller[K comparable] struct {
 	sources    []Source[K]
 	registered bool // Start has taken the sources; Watch is closed
 
-	// Restrict's state: keys handed to Reconcile and not yet done, and
-	// which keys may be handed out at all. idle is signalled when a
-	// reconcile ends.
-	flightMu sync.Mutex
-	admit    func(K) bool
-	inFlight map[K]int
-	idle     chan struct{}
+	// admit, if set, says which keys may be handed to the Reconciler (see
+	// Restrict). Which keys are in flight is the queue's to know.
+	admit atomic.Pointer[func(K) bool]
 }
 
 // New returns a controller that hands keys to rec. It starts nothing: add
@@ -152,13 +148,11 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 		return nil, fmt.Errorf("controller %q: %w", opts.Name, err)
 	}
 	c := &Controller[K]{
-		inFlight: make(map[K]int),
-		idle:     make(chan struct{}),
-		name:     opts.Name,
-		rec:      rec,
-		opts:     opts,
-		log:      opts.Logger.With("controller", opts.Name),
-		m:        m,
+		name: opts.Name,
+		rec:  rec,
+		opts: opts,
+		log:  opts.Logger.With("controller", opts.Name),
+		m:    m,
 		queue: workqueue.New(workqueue.Config[K]{
 			Name:        opts.Name,
 			Registerer:  opts.Registerer,
@@ -289,56 +283,24 @@ func (c *Controller[K]) Start(ctx context.Context) error {
 // It is how a replica gives work away without overlap: restrict, wait,
 // then let the new owner start. admit may answer from state that changes
 // (call Restrict again after each change, to wait for the keys it now
-// rejects); it is called with a lock held that Reconcile calls starting
-// and ending also take, so it must be fast and must not call the
+// rejects); it is called by the workers and, while Restrict waits, with
+// the workqueue's lock held, so it must be fast and must not call the
 // controller. nil admits every key.
 func (c *Controller[K]) Restrict(ctx context.Context, admit func(K) bool) error {
-	c.flightMu.Lock()
-	c.admit = admit
-	c.flightMu.Unlock()
-	for {
-		c.flightMu.Lock()
-		busy := false
-		if admit != nil {
-			for k := range c.inFlight {
-				if !admit(k) {
-					busy = true
-					break
-				}
-			}
-		}
-		idle := c.idle
-		c.flightMu.Unlock()
-		if !busy {
-			return nil
-		}
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if admit == nil {
+		c.admit.Store(nil)
+		return nil
 	}
+	c.admit.Store(&admit)
+	// A worker that read the previous admit holds its key in the queue's
+	// flight from Get to Done, so the queue sees every key that got past it.
+	return c.queue.WaitInFlight(ctx, func(k K) bool { return !admit(k) })
 }
 
-// claim marks key in flight if it is admitted.
-func (c *Controller[K]) claim(key K) bool {
-	c.flightMu.Lock()
-	defer c.flightMu.Unlock()
-	if c.admit != nil && !c.admit(key) {
-		return false
-	}
-	c.inFlight[key]++
-	return true
-}
-
-func (c *Controller[K]) release(key K) {
-	c.flightMu.Lock()
-	defer c.flightMu.Unlock()
-	if c.inFlight[key]--; c.inFlight[key] <= 0 {
-		delete(c.inFlight, key)
-	}
-	close(c.idle)
-	c.idle = make(chan struct{})
+// admitted reports whether key may be reconciled now (see Restrict).
+func (c *Controller[K]) admitted(key K) bool {
+	admit := c.admit.Load()
+	return admit == nil || (*admit)(key)
 }
 
 // work hands keys to the Reconciler until ctx is done.
@@ -348,7 +310,7 @@ func (c *Controller[K]) work(ctx, rctx context.Context) {
 		if err != nil {
 			return
 		}
-		if !c.claim(key) {
+		if !c.admitted(key) {
 			c.queue.Forget(key)
 			c.queue.Done(key)
 			c.m.skipped.Inc()
@@ -357,7 +319,6 @@ func (c *Controller[K]) work(ctx, rctx context.Context) {
 		c.m.active.Inc()
 		c.reconcile(rctx, key)
 		c.m.active.Dec()
-		c.release(key)
 		c.queue.Done(key)
 	}
 }

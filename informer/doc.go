@@ -59,7 +59,7 @@
 //     wait ended.
 //   - Start returns only when every goroutine it started has exited. No
 //     constructor starts a goroutine.
-//   - With a Filter (Options.Filter, or a factory's Sharder), only the
+//   - With a Filter (Options.Filter, or a factory's Restriction), only the
 //     objects it accepts are cached and notified. Refilter drops objects it
 //     no longer accepts without telling handlers (they were not deleted);
 //     Relist takes a new snapshot, whose newly accepted objects reach

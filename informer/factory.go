@@ -64,10 +64,12 @@ type FactoryOptions struct {
 	// Memory chooses how lean every informer's cached objects are (see
 	// Memory). The zero value is leanest.
 	Memory Memory
-	// Sharder, if set, may restrict each informer the factory creates to a
-	// shard of its objects: a shard selector on its requests and the same
-	// choice as its Filter. Default: every informer is whole.
-	Sharder Sharder
+	// Restrict, if set, is called once for each informer the factory
+	// creates, with its resource (such as "deployments.v1.apps", see
+	// ResourceName) and Scope, and may narrow it to a part of its objects
+	// (see Restriction); nil leaves the informer whole. Default: every
+	// informer is whole.
+	Restrict func(resource string, scope Scope) *Restriction
 	// Logger and Registerer are passed to every informer. Defaults:
 	// slog.Default() and the kloop metrics registry.
 	Logger     *slog.Logger
@@ -237,21 +239,21 @@ func OfListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 		Logger:     f.opts.Logger,
 		Registerer: f.opts.Registerer,
 	}
-	var shard *Shard
-	if f.opts.Sharder != nil {
-		shard = f.opts.Sharder.Shard(resource, scope)
+	var r *Restriction
+	if f.opts.Restrict != nil {
+		r = f.opts.Restrict(resource, scope)
 	}
-	if shard != nil {
-		wcfg.ShardSelector = shard.Selector
-		keep := shard.Keep
+	if r != nil {
+		wcfg.ListOptions = r.ListOptions
+		keep := r.Keep
 		iopts.Filter = func(obj T) bool { return keep(obj) }
 	}
 	inf, err := NewForListerWatcher(lw, wcfg, iopts)
 	if err != nil {
 		return nil, err
 	}
-	if shard != nil && shard.Attach != nil {
-		shard.Attach(inf)
+	if r != nil && r.Attach != nil {
+		r.Attach(inf)
 	}
 	e := &factoryEntry{name: name, resource: resource, scope: scope, informer: inf, run: inf.Start, wait: inf.WaitForSync, status: inf.Status}
 	f.entries[key] = e
@@ -263,7 +265,7 @@ func OfListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 }
 
 // ResourceName is how the factory names the resource gvr: in informer
-// names, and to a Sharder (for the typed informers of OfResource and Of;
+// names, and to FactoryOptions.Restrict (for the typed informers of OfResource and Of;
 // the metadata and unstructured ones add " (metadata)" and
 // " (unstructured)"). For example "deployments.v1.apps".
 func ResourceName(gvr schema.GroupVersionResource) string {

@@ -98,8 +98,8 @@ type Options[T watcher.Object] struct {
 	// Filter, if set, says which objects the informer keeps: the others are
 	// neither cached nor notified. It sees objects as they arrive, before
 	// Transform, and must be fast. Its answers may change while the
-	// informer runs (that is how a replica's shard of the objects moves):
-	// call Refilter once it rejects objects it accepted, and Relist once it
+	// informer runs (that is how a Restriction moves): call Refilter
+	// once it rejects objects it accepted, and Relist once it
 	// accepts objects it rejected. See Refilter for what handlers are told.
 	Filter func(T) bool
 	// Logger receives structured logs, with key "informer" set to Name.
@@ -398,10 +398,10 @@ func (inf *Informer[T]) runSource(runCtx context.Context) error {
 // when it started: the Source is stopped and run again. The returned
 // channel is closed once a snapshot taken after the call has been applied
 // to the cache (or the informer has stopped). Use it when Filter, or a
-// shard selector the Source sends, now accepts objects that were left out:
-// they arrive through the snapshot and reach handlers as OnAdd(obj, true),
-// like the objects of a first snapshot, since to this informer they are
-// not new, only newly in view. Objects that did not change are not
+// parameter the Source sends (see Restriction), now accepts objects that
+// were left out: they arrive through the snapshot and reach handlers as
+// OnAdd(obj, true), like the objects of a first snapshot, since to this
+// informer they are not new, only newly in view. Objects that did not change are not
 // notified. Before Start, the first snapshot answers it.
 func (inf *Informer[T]) Relist() <-chan struct{} {
 	inf.relistMu.Lock()
@@ -445,14 +445,14 @@ func (inf *Informer[T]) Refilter() int {
 // Len is the number of objects in the cache.
 func (inf *Informer[T]) Len() int { return inf.store.Len() }
 
-// ShardInfo is the Source's report of whether the API server applied its
-// shard selector (see watcher.Reflector.ShardInfo); nil when it did not,
-// when there is none, or when the Source cannot tell.
-func (inf *Informer[T]) ShardInfo() *metav1.ShardInfo {
-	if s, ok := inf.src.(interface{ ShardInfo() *metav1.ShardInfo }); ok {
-		return s.ShardInfo()
+// ListMeta is the metadata of the Source's latest LIST page (see
+// watcher.Reflector.ListMeta): what the API server made of the parameters
+// a Restriction adds, for one. It is zero when the Source cannot tell.
+func (inf *Informer[T]) ListMeta() metav1.ListMeta {
+	if s, ok := inf.src.(interface{ ListMeta() metav1.ListMeta }); ok {
+		return s.ListMeta()
 	}
-	return nil
+	return metav1.ListMeta{}
 }
 
 // startLocked starts l's goroutine. Caller holds mu, and Start is running.

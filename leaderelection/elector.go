@@ -13,24 +13,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/kloop-dev/kloop/client"
 	kmetrics "github.com/kloop-dev/kloop/metrics"
 )
 
-// leaseClient is the elector's view of the API: the three calls it makes on
-// Leases. Objects passed in are not kept; objects returned are the caller's.
-type leaseClient interface {
-	Get(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error)
-	Create(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error)
-	Update(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error)
-}
-
-var _ leaseClient = (*client.Resource[*coordinationv1.Lease])(nil)
-
-// FieldManager is the field manager of the elector's writes to the lease.
+// FieldManager is the field manager of the writes to Leases, by electors
+// and by shard group members (see NewLeaseClient).
 const FieldManager = "kloop-leader-election"
 
 // Elector competes for one Lease and runs the leader's work while it holds
@@ -38,7 +27,7 @@ const FieldManager = "kloop-leader-election"
 // may be called from any goroutine.
 type Elector struct {
 	cfg          Config
-	leases       leaseClient
+	leases       LeaseClient
 	running      atomic.Bool
 	leadingGauge prometheus.Gauge
 
@@ -61,18 +50,14 @@ type Elector struct {
 // restCfg points at with a client of its own. It validates cfg (errors wrap
 // ErrInvalidConfig), does no I/O and starts no goroutines.
 func New(restCfg *rest.Config, cfg Config) (*Elector, error) {
-	c, err := client.New(restCfg, client.Options{FieldManager: FieldManager, DisableWriteTracking: true, Logger: cfg.Logger})
-	if err != nil {
-		return nil, fmt.Errorf("leaderelection: %w", err)
-	}
-	leases, err := client.NewResource[*coordinationv1.Lease](c, coordinationv1.SchemeGroupVersion.WithResource("leases"))
+	leases, err := NewLeaseClient(restCfg, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("leaderelection: %w", err)
 	}
 	return newElector(leases, cfg)
 }
 
-func newElector(leases leaseClient, cfg Config) (*Elector, error) {
+func newElector(leases LeaseClient, cfg Config) (*Elector, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -142,7 +127,8 @@ func (e *Elector) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	defer e.running.Store(false)
-	r := &run{e: e, cfg: e.cfg, core: newCore(e.cfg.Identity, e.cfg.LeaseDuration, e.cfg.RenewDeadline)}
+	r := &run{e: e, cfg: e.cfg, core: newCore(e.cfg.Identity, e.cfg.LeaseDuration, e.cfg.RenewDeadline),
+		lease: NewHeldLease(e.leases, e.cfg.Namespace, e.cfg.Name)}
 	r.log = e.cfg.Logger.With("lease", e.cfg.Namespace+"/"+e.cfg.Name, "identity", e.cfg.Identity)
 	if !r.acquire(ctx) {
 		return nil
@@ -156,9 +142,9 @@ type run struct {
 	cfg      Config
 	log      *slog.Logger
 	core     *core
-	lease    *coordinationv1.Lease // as last read or written; nil when absent
-	reported string                // holder last passed to OnNewLeader
-	started  bool                  // OnNewLeader has been called at least once
+	lease    *HeldLease // the Lease as last read or written
+	reported string     // holder last passed to OnNewLeader
+	started  bool       // OnNewLeader has been called at least once
 
 	// For the log of an acquisition: the holder before our last write, how
 	// long that write took, and how long the read took that last showed the
@@ -319,7 +305,7 @@ func (r *run) tryAcquireOrRenew(ctx context.Context) (bool, error) {
 	// lease is still as we saw it, which is all a read would have checked.
 	// A conflict means it changed behind our back, and we read it like
 	// everyone else.
-	if r.lease != nil {
+	if r.lease.Current() != nil {
 		start := clk.Now()
 		if act, rec := r.core.next(start, true); act == actUpdate {
 			err := r.write(ctx, start, rec)
@@ -332,14 +318,11 @@ func (r *run) tryAcquireOrRenew(ctx context.Context) (bool, error) {
 		}
 	}
 	readStart := clk.Now()
-	l, err := r.e.leases.Get(ctx, r.cfg.Namespace, r.cfg.Name)
+	l, err := r.lease.Read(ctx)
 	switch {
-	case apierrors.IsNotFound(err):
-		r.lease = nil
 	case err != nil:
 		return false, err
-	default:
-		r.lease = l
+	case l != nil:
 		now := clk.Now()
 		if r.core.observe(now, l.ResourceVersion, recordOf(l)) {
 			r.changeRead = now.Sub(readStart)
@@ -347,7 +330,7 @@ func (r *run) tryAcquireOrRenew(ctx context.Context) (bool, error) {
 		r.report()
 	}
 	start := clk.Now()
-	act, rec := r.core.next(start, r.lease != nil)
+	act, rec := r.core.next(start, r.lease.Current() != nil)
 	if act == actWait {
 		return false, nil
 	}
@@ -360,25 +343,14 @@ func (r *run) tryAcquireOrRenew(ctx context.Context) (bool, error) {
 // write creates or updates the lease with rec; the request started at
 // start.
 func (r *run) write(ctx context.Context, start time.Time, rec record) error {
-	var (
-		out  *coordinationv1.Lease
-		err  error
-		prev string
-	)
-	if r.lease == nil {
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: r.cfg.Namespace, Name: r.cfg.Name}}
-		setRecord(l, rec)
-		out, err = r.e.leases.Create(ctx, l)
-	} else {
+	var prev string
+	if r.lease.Current() != nil {
 		prev = r.core.rec.Holder
-		l := r.lease.DeepCopy()
-		setRecord(l, rec)
-		out, err = r.e.leases.Update(ctx, l)
 	}
+	out, err := r.lease.Write(ctx, func(l *coordinationv1.Lease) { setRecord(l, rec) })
 	if err != nil {
 		return err
 	}
-	r.lease = out
 	now := r.cfg.Clock.Now()
 	r.previous, r.wrote = prev, now.Sub(start)
 	r.core.wrote(start, now, out.ResourceVersion, recordOf(out))
@@ -392,14 +364,11 @@ func (r *run) giveUp(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.RenewDeadline)
 	defer cancel()
 	for range 2 {
-		if r.lease == nil || r.core.rec.Holder != r.cfg.Identity {
+		if r.lease.Current() == nil || r.core.rec.Holder != r.cfg.Identity {
 			return
 		}
-		l := r.lease.DeepCopy()
-		setRecord(l, r.core.released(r.cfg.Clock.Now()))
-		out, err := r.e.leases.Update(rctx, l)
+		out, err := r.lease.Write(rctx, func(l *coordinationv1.Lease) { setRecord(l, r.core.released(r.cfg.Clock.Now())) })
 		if err == nil {
-			r.lease = out
 			r.core.observe(r.cfg.Clock.Now(), out.ResourceVersion, recordOf(out))
 			r.core.leading = false
 			r.report()
@@ -411,11 +380,14 @@ func (r *run) giveUp(ctx context.Context) {
 			return
 		}
 		// Changed behind our back: look again; release only if still ours.
-		if l, err = r.e.leases.Get(rctx, r.cfg.Namespace, r.cfg.Name); err != nil {
+		l, err := r.lease.Read(rctx)
+		if err != nil {
 			r.log.Warn("could not release lease; others take over when it expires", "err", err)
 			return
 		}
-		r.lease = l
+		if l == nil {
+			return
+		}
 		r.core.observe(r.cfg.Clock.Now(), l.ResourceVersion, recordOf(l))
 	}
 }

@@ -15,7 +15,7 @@
 // slot deterministically (Assign: rendezvous hashing with bounded loads),
 // so a member joining or leaving moves about 1/N of the slots.
 //
-// A member's informers (through the informer factory's Sharder: Shard or
+// A member's informers (through the informer factory's Restrict: Shard or
 // ShardWhen) send a shard selector for the slots it holds
 // ("shardRange(object.metadata.namespace, '0x…', '0x…') || …", see
 // Selector) and keep only those slots' objects, so an API server with the

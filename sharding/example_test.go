@@ -25,14 +25,14 @@ func ExampleSelector() {
 
 // A replica of a ConfigMap controller sharded by namespace, wired by hand
 // (kloop.Options.Sharding does this on the builder): the member is the
-// factory's Sharder, and Gate keeps the controller to the member's slots.
+// factory's Restrict, and Gate keeps the controller to the member's slots.
 func ExampleMember() {
 	run := func(ctx context.Context, cfg *rest.Config) error {
 		m, err := sharding.New(cfg, sharding.Config{Group: "cm-controller", Namespace: "kube-system"})
 		if err != nil {
 			return err
 		}
-		f := informer.NewFactory(cfg, informer.FactoryOptions{Sharder: m})
+		f := informer.NewFactory(cfg, informer.FactoryOptions{Restrict: m.Shard})
 		cms, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{})
 		if err != nil {
 			return err

@@ -18,10 +18,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/watcher"
@@ -185,11 +186,12 @@ func defaultIdentity() string {
 
 // Member is one replica of a shard group. It holds a Lease among the
 // group's, takes its share of the slots, and scopes the informers (through
-// the factory's Sharder: Shard) and controllers (Gate) it is given to the
+// the factory's Restrict: Shard) and controllers (Gate) it is given to the
 // slots it holds. Start runs it; see the package documentation.
 type Member struct {
 	cfg    Config
-	leases coordclient.LeaseInterface
+	leases leaseClient
+	lw     watcher.ListerWatcher[*coordinationv1.Lease] // the group's Leases
 	log    *slog.Logger
 	m      *memberMetrics
 	name   string // our Lease's name
@@ -203,7 +205,7 @@ type Member struct {
 	started atomic.Bool
 
 	mu        sync.Mutex
-	informers []informer.Resharder
+	informers []informer.Restricted
 	gates     []gate
 	status    Status        // latest, for Status
 	statusCh  chan struct{} // closed when status is next replaced
@@ -215,17 +217,33 @@ func New(cfg *rest.Config, c Config) (*Member, error) {
 	if err := c.resolve(); err != nil {
 		return nil, err
 	}
-	cs, err := coordclient.NewForConfig(cfg)
+	// The Lease client and timings of leader election: one Lease
+	// mechanism for both.
+	leases, err := leaderelection.NewLeaseClient(cfg, c.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("sharding: %w", err)
 	}
-	return newMember(cs.Leases(c.Namespace), c)
+	lw, err := watcher.FromResource[*coordinationv1.Lease](cfg, clientgoscheme.Scheme, coordinationv1.SchemeGroupVersion.WithResource("leases"),
+		watcher.Options{Namespace: c.Namespace, LabelSelector: GroupLabel + "=" + c.Group})
+	if err != nil {
+		return nil, fmt.Errorf("sharding: %w", err)
+	}
+	return newMember(leases, lw, c)
 }
 
-func newMember(leases coordclient.LeaseInterface, c Config) (*Member, error) {
+// leaseClient is what a member does with Leases one by one: its own
+// (through a leaderelection.HeldLease), and deleting those members left
+// behind.
+type leaseClient interface {
+	leaderelection.LeaseClient
+	Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
+}
+
+func newMember(leases leaseClient, lw watcher.ListerWatcher[*coordinationv1.Lease], c Config) (*Member, error) {
 	m := &Member{
 		cfg:    c,
 		leases: leases,
+		lw:     lw,
 		log:    c.Logger.With("shardGroup", c.Group, "member", c.Identity),
 		name:   leaseName(c.Group, c.Identity),
 	}
@@ -253,9 +271,11 @@ func (m *Member) Owns(obj metav1.Object) bool { return m.OwnsValue(m.cfg.Key.Val
 
 // OwnsValue reports whether an object whose key field (namespace or UID)
 // is value is in this replica's slots now.
-func (m *Member) OwnsValue(value string) bool {
-	return m.scope.Load().Has(SlotOf(Hash(value), m.cfg.Slots))
-}
+func (m *Member) OwnsValue(value string) bool { return m.scope.Load().Has(m.slotOf(value)) }
+
+// slotOf is the slot of an object whose key field is value: the one place
+// a replica places objects and keys.
+func (m *Member) slotOf(value string) int { return SlotOf(Hash(value), m.cfg.Slots) }
 
 // Scope is the set of slots whose objects this replica caches now: the
 // slots it works on, and those it is starting (whose caches are filling).
@@ -264,9 +284,7 @@ func (m *Member) Scope() Set { return *m.scope.Load() }
 // Active is the set of slots whose keys this replica reconciles now.
 func (m *Member) Active() Set { return *m.active.Load() }
 
-func (m *Member) activeValue(value string) bool {
-	return m.active.Load().Has(SlotOf(Hash(value), m.cfg.Slots))
-}
+func (m *Member) activeValue(value string) bool { return m.active.Load().Has(m.slotOf(value)) }
 
 // selector is the shard selector of the current scope.
 func (m *Member) selector() string {
@@ -276,17 +294,19 @@ func (m *Member) selector() string {
 	return Selector(m.cfg.Key, *m.scope.Load())
 }
 
-// Shard implements informer.Sharder: every informer the factory creates
-// (pass the member as FactoryOptions.Sharder) follows this replica's
-// slots. Shard only the informers whose objects carry the key: for
-// ByNamespace the namespaced kinds, for ByUID the kinds reconciled on their
-// own; a factory that also holds others needs a Sharder that picks (see
-// Only).
-func (m *Member) Shard(resource string, scope informer.Scope) *informer.Shard {
-	return &informer.Shard{
-		Selector: m.selector,
-		Keep:     func(obj watcher.Object) bool { return m.Owns(obj) },
-		Attach:   m.attach,
+// listOptions adds the shard selector of the current scope to a request.
+func (m *Member) listOptions(opts *metav1.ListOptions) { opts.ShardSelector = m.selector() }
+
+// Shard restricts an informer to this replica's slots: pass it as
+// informer.FactoryOptions.Restrict, and every informer the factory creates
+// follows them. Shard only the informers whose objects carry the key: for
+// ByNamespace the namespaced kinds, for ByUID the kinds reconciled on
+// their own; a factory that also holds others needs a choice (see Only).
+func (m *Member) Shard(resource string, scope informer.Scope) *informer.Restriction {
+	return &informer.Restriction{
+		ListOptions: m.listOptions,
+		Keep:        func(obj watcher.Object) bool { return m.Owns(obj) },
+		Attach:      m.attach,
 	}
 }
 
@@ -295,39 +315,38 @@ func (m *Member) Shard(resource string, scope informer.Scope) *informer.Shard {
 // its primary kind): while on reports false the informer sends no
 // selector, keeps every object and is not told of handovers. on must give
 // its final answer before the informer starts.
-func (m *Member) ShardWhen(on func() bool) *informer.Shard {
-	return &informer.Shard{
-		Selector: func() string {
-			if !on() {
-				return ""
+func (m *Member) ShardWhen(on func() bool) *informer.Restriction {
+	return &informer.Restriction{
+		ListOptions: func(opts *metav1.ListOptions) {
+			if on() {
+				m.listOptions(opts)
 			}
-			return m.selector()
 		},
 		Keep:   func(obj watcher.Object) bool { return !on() || m.Owns(obj) },
-		Attach: func(r informer.Resharder) { m.attach(conditional{r, on}) },
+		Attach: func(r informer.Restricted) { m.attach(conditional{r, on}) },
 	}
 }
 
-// conditional is a Resharder that moves only while on says so.
+// conditional is an informer that moves only while on says so.
 type conditional struct {
-	informer.Resharder
+	informer.Restricted
 	on func() bool
 }
 
 func (c conditional) sharded() bool { return c.on() }
 
-// Only returns a Sharder that shards the informers pick accepts and leaves
-// the others whole.
-func (m *Member) Only(pick func(resource string, scope informer.Scope) bool) informer.Sharder {
-	return informer.SharderFunc(func(resource string, scope informer.Scope) *informer.Shard {
+// Only returns a FactoryOptions.Restrict that shards the informers pick
+// accepts and leaves the others whole.
+func (m *Member) Only(pick func(resource string, scope informer.Scope) bool) func(resource string, scope informer.Scope) *informer.Restriction {
+	return func(resource string, scope informer.Scope) *informer.Restriction {
 		if !pick(resource, scope) {
 			return nil
 		}
 		return m.Shard(resource, scope)
-	})
+	}
 }
 
-func (m *Member) attach(r informer.Resharder) {
+func (m *Member) attach(r informer.Restricted) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.informers = append(m.informers, r)
@@ -377,7 +396,7 @@ func Gate[K comparable](m *Member, c Gated[K], value func(K) (string, bool), key
 				return
 			}
 			for _, k := range keys() {
-				if v, ok := value(k); ok && slots.Has(SlotOf(Hash(v), m.cfg.Slots)) {
+				if v, ok := value(k); ok && slots.Has(m.slotOf(v)) {
 					c.Enqueue(k)
 				}
 			}
@@ -388,11 +407,32 @@ func Gate[K comparable](m *Member, c Gated[K], value func(K) (string, bool), key
 	m.gates = append(m.gates, g)
 }
 
+// GateKeys is Gate for a controller keyed by cache.Key, placing each key
+// as the member's Key says: by the key's namespace (ByNamespace), or by
+// uid(key), the UID of the primary kind's cached object (ByUID). keys
+// lists the primary kind's cached keys. Both come from the controller's
+// primary kind, which sharding needs: its objects are what a replica takes
+// over.
+func GateKeys(m *Member, c Gated[cache.Key], uid func(cache.Key) (string, bool), keys func() []cache.Key) error {
+	if keys == nil {
+		return errors.New("sharding needs a controller with a For kind: its objects are what a replica takes over")
+	}
+	value := func(k cache.Key) (string, bool) { return k.Namespace, true }
+	if m.cfg.Key == ByUID {
+		if uid == nil {
+			return errors.New("sharding by UID needs a For kind: its objects' UIDs place the keys")
+		}
+		value = uid
+	}
+	Gate(m, c, value, keys)
+	return nil
+}
+
 // snapshot returns the informers that are sharded now, and the gates.
-func (m *Member) snapshot() ([]informer.Resharder, []gate) {
+func (m *Member) snapshot() ([]informer.Restricted, []gate) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	infs := make([]informer.Resharder, 0, len(m.informers))
+	infs := make([]informer.Restricted, 0, len(m.informers))
 	for _, r := range m.informers {
 		if c, ok := r.(conditional); ok && !c.sharded() {
 			continue
@@ -424,7 +464,7 @@ func (m *Member) Start(ctx context.Context) error {
 	}
 	c := newCore(m.cfg.Identity, m.cfg.Slots, m.cfg.Key, m.cfg.RenewDeadline)
 	c.joinDelay = m.cfg.RetryPeriod
-	r := &run{m: m, c: c, clk: m.cfg.Clock}
+	r := &run{m: m, c: c, clk: m.cfg.Clock, own: leaderelection.NewHeldLease(m.leases, m.cfg.Namespace, m.name)}
 	return r.loop(ctx)
 }
 
@@ -435,9 +475,9 @@ type run struct {
 	c   *core
 	clk clock.Clock
 
-	own          *coordinationv1.Lease // our Lease as last written or read; nil if unknown
-	lastWriteErr string                // the last failed write's error, logged once
-	written      string                // held/draining as last written
+	own          *leaderelection.HeldLease // our Lease as last written or read
+	lastWriteErr string                    // the last failed write's error, logged once
+	written      string                    // held/draining as last written
 	nextRenew    time.Time
 
 	changed     chan struct{}
@@ -483,8 +523,7 @@ func (r *run) loop(ctx context.Context) error {
 	defer r.background.Wait()
 	defer close(r.stop)
 
-	lw := watcher.FromClient[*coordinationv1.Lease](m.leases, watcher.Options{LabelSelector: GroupLabel + "=" + m.cfg.Group})
-	linf, err := informer.NewForListerWatcher(lw, watcher.Config{
+	linf, err := informer.NewForListerWatcher(m.lw, watcher.Config{
 		Name:       "shard group " + m.cfg.Group,
 		Logger:     m.cfg.Logger,
 		Registerer: prometheus.NewRegistry(), // the group's Leases are not worth a series of their own
@@ -661,29 +700,9 @@ func (r *run) write(ctx context.Context) bool {
 		Duration: m.cfg.LeaseDuration,
 	}
 	text := r.heldText()
-	var (
-		got *coordinationv1.Lease
-		err error
-	)
-	if r.own == nil {
-		got, err = m.leases.Get(ctx, m.name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.name, Namespace: m.cfg.Namespace}}
-			writeRecord(l, m.cfg.Group, rec, start)
-			got, err = m.leases.Create(ctx, l, metav1.CreateOptions{})
-		case err == nil:
-			l := got.DeepCopy()
-			writeRecord(l, m.cfg.Group, rec, start)
-			got, err = m.leases.Update(ctx, l, metav1.UpdateOptions{})
-		}
-	} else {
-		l := r.own.DeepCopy()
-		writeRecord(l, m.cfg.Group, rec, start)
-		got, err = m.leases.Update(ctx, l, metav1.UpdateOptions{})
-	}
+	_, err := r.own.ReadAndWrite(ctx, func(l *coordinationv1.Lease) { writeRecord(l, m.cfg.Group, rec, start) })
 	if err != nil {
-		r.own = nil // read it again next time
+		r.own.Forget() // read it again next time
 		m.m.renewFailures.Inc()
 		if msg := err.Error(); msg != r.lastWriteErr {
 			r.lastWriteErr = msg
@@ -698,7 +717,6 @@ func (r *run) write(ctx context.Context) bool {
 		r.nextRenew = r.clk.Now().Add(m.cfg.RetryPeriod / 4)
 		return false
 	}
-	r.own = got
 	r.written = text
 	if r.lastWriteErr != "" {
 		r.lastWriteErr = ""
@@ -717,10 +735,10 @@ func (r *run) claim(ctx context.Context, claim Set) {
 	ok := r.write(ctx)
 	if ok {
 		lctx, cancel := context.WithTimeout(ctx, r.bound())
-		list, err := m.leases.List(lctx, metav1.ListOptions{LabelSelector: GroupLabel + "=" + m.cfg.Group, ShardSelector: everything})
+		list, err := m.lw.List(lctx, metav1.ListOptions{ShardSelector: everything})
 		cancel()
 		if err == nil {
-			if list.ShardInfo != nil {
+			if list.ListMeta.ShardInfo != nil {
 				m.serverSharding.Store(shardingOn)
 			} else {
 				m.serverSharding.Store(shardingOff)
@@ -730,11 +748,7 @@ func (r *run) claim(ctx context.Context, claim Set) {
 			m.log.Warn("Reading the group's Leases to confirm a claim failed", "err", err)
 			ok = false
 		} else {
-			leases := make([]*coordinationv1.Lease, len(list.Items))
-			for i := range list.Items {
-				leases[i] = &list.Items[i]
-			}
-			r.c.observe(r.clk.Now(), r.records(leases))
+			r.c.observe(r.clk.Now(), r.records(list.Items))
 		}
 	}
 	if !ok {
@@ -873,7 +887,7 @@ func (r *run) collect(ctx context.Context, now time.Time) {
 		r.collected[rec.Name] = rec.RV
 		ctx, cancel := context.WithTimeout(ctx, r.bound())
 		rv := rec.RV
-		err := r.m.leases.Delete(ctx, rec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		err := r.m.leases.Delete(ctx, r.m.cfg.Namespace, rec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 		cancel()
 		switch {
 		case err == nil:
@@ -888,12 +902,7 @@ func (r *run) collect(ctx context.Context, now time.Time) {
 func (r *run) deleteLease(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, r.m.cfg.RenewDeadline)
 	defer cancel()
-	var opts metav1.DeleteOptions
-	if r.own != nil {
-		rv := r.own.ResourceVersion
-		opts.Preconditions = &metav1.Preconditions{ResourceVersion: &rv}
-	}
-	if err := r.m.leases.Delete(ctx, r.m.name, opts); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.m.leases.Delete(ctx, r.m.cfg.Namespace, r.m.name, r.own.Preconditions()); err != nil && !apierrors.IsNotFound(err) {
 		r.m.log.Warn("Deleting the member Lease failed; it will expire", "err", err)
 	}
 }
@@ -930,7 +939,7 @@ func (r *run) report(now time.Time) {
 			is.Filtering = "none"
 		case m.cfg.ClientSideOnly:
 			is.Filtering = "client"
-		case inf.ShardInfo() != nil:
+		case inf.ListMeta().ShardInfo != nil:
 			is.Filtering = "server"
 		default:
 			// Lists of custom resources carry no ShardInfo: go by what

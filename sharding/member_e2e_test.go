@@ -67,7 +67,7 @@ func startReplica(t *testing.T, cfg *rest.Config, leaseNS, id, run string, clien
 		t.Fatal(err)
 	}
 	r.member = m
-	f := informer.NewFactory(cfg, informer.FactoryOptions{Sharder: m, Logger: log, Registerer: reg})
+	f := informer.NewFactory(cfg, informer.FactoryOptions{Restrict: m.Shard, Logger: log, Registerer: reg})
 	r.inf, err = informer.Of[*corev1.ConfigMap](f, informer.Scope{LabelSelector: "run=" + run})
 	if err != nil {
 		t.Fatal(err)

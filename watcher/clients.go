@@ -180,19 +180,32 @@ func (c *clientLW[T, E, L]) List(ctx context.Context, opts metav1.ListOptions) (
 		out[i] = p
 	}
 	page := ListPage[T]{Items: out, ResourceVersion: list.GetResourceVersion(), Continue: list.GetContinue()}
-	if sl, ok := any(list).(metav1.ShardedListInterface); ok {
-		page.ShardInfo = sl.GetShardInfo()
-	} else if ul, ok := any(list).(*unstructured.UnstructuredList); ok {
-		if sel, found, _ := unstructured.NestedString(ul.Object, "metadata", "shardInfo", "selector"); found {
-			page.ShardInfo = &metav1.ShardInfo{Selector: sel}
-		}
-	}
+	page.ListMeta = listMetaOf(list)
 	return page, nil
 }
 
 func (c *clientLW[T, E, L]) Watch(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {
 	c.opts.apply(&opts)
 	return c.client.Watch(ctx, opts)
+}
+
+// listMetaOf copies a list's metadata: all of it for typed and
+// unstructured lists, the resourceVersion and continue token of others.
+func listMetaOf(list ListObject) metav1.ListMeta {
+	switch l := any(list).(type) {
+	case metav1.ListMetaAccessor:
+		if lm, ok := l.GetListMeta().(*metav1.ListMeta); ok && lm != nil {
+			return *lm
+		}
+	case *unstructured.UnstructuredList:
+		var lm metav1.ListMeta
+		if m, ok := l.Object["metadata"].(map[string]any); ok {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &lm); err == nil {
+				return lm
+			}
+		}
+	}
+	return metav1.ListMeta{ResourceVersion: list.GetResourceVersion(), Continue: list.GetContinue()}
 }
 
 // itemsField finds the Items []E field of the list type lt (a pointer to a

@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"fmt"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -119,17 +120,18 @@ type Config struct {
 	// metrics.Registry of this module.
 	Registerer prometheus.Registerer
 
-	// ShardSelector, if set, is called before every LIST and WATCH; what
-	// it returns is sent as the request's shardSelector (KEP-5866, such as
-	// "shardRange(object.metadata.namespace, '0x0…', '0x8…')"; "" sends
-	// none). Its answer may change from call to call: a new selector takes
-	// effect at the next request, which for a watch that stays open means
-	// the next reconnect or relist. With it set, InitialListAuto takes its
-	// snapshots with paginated LISTs, whose ShardInfo says whether the
-	// server applied the selector (see Reflector.ShardInfo); a streaming
-	// list does not say. A server without the feature ignores the
-	// selector and sends every object: filter on the client too.
-	ShardSelector func() string
+	// ListOptions, if set, is called before every LIST and WATCH with the
+	// request's options, to add parameters of its own (such as a KEP-5866
+	// shardSelector). The ListerWatcher's scope (namespace, label and field
+	// selectors) is applied after it, and the reflector's own fields
+	// (resourceVersion, limit, continue, watch parameters) are set before
+	// it and must be left alone. What it adds may change from call to call:
+	// a change takes effect at the next request, which for a watch that
+	// stays open means the next reconnect or relist. With it set,
+	// InitialListAuto takes its snapshots with paginated LISTs, whose
+	// metadata tells what the server made of the parameters (see
+	// Reflector.ListMeta); a streaming list does not say.
+	ListOptions func(*metav1.ListOptions)
 }
 
 // Backoff shapes the delay after a failure: the n-th consecutive failure
@@ -160,7 +162,7 @@ type resolved struct {
 	onError            func(error)
 	logger             *slog.Logger
 	registerer         prometheus.Registerer
-	shardSelector      func() string
+	listOptions        func(*metav1.ListOptions)
 }
 
 func (c Config) resolve(defaultName string) resolved {
@@ -175,7 +177,7 @@ func (c Config) resolve(defaultName string) resolved {
 		onError:         c.OnError,
 		logger:          c.Logger,
 		registerer:      c.Registerer,
-		shardSelector:   c.ShardSelector,
+		listOptions:     c.ListOptions,
 	}
 	if r.name == "" {
 		r.name = defaultName

@@ -40,9 +40,11 @@ type ListPage[T Object] struct {
 	ResourceVersion string
 	// Continue is the token for the next page; empty on the last page.
 	Continue string
-	// ShardInfo is the list's metadata.shardInfo: set when the server
-	// applied the request's shard selector, echoing it; nil otherwise.
-	ShardInfo *metav1.ShardInfo
+	// ListMeta is the list's metadata as the server sent it (ResourceVersion
+	// and Continue above repeat two of its fields), for what the reflector
+	// does not read itself, such as shardInfo (see Reflector.ListMeta).
+	// Optional: a ListerWatcher that has none leaves it zero.
+	ListMeta metav1.ListMeta
 }
 
 // Options scope a ListerWatcher. The zero value means every object in every

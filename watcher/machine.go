@@ -122,7 +122,7 @@ func (m *machine[T]) restart() {
 func (m *machine[T]) startSync() {
 	m.open = false
 	m.begun, m.snapRV = false, ""
-	if m.cfg.mode == InitialListStreaming || (m.cfg.mode == InitialListAuto && !m.streamOff && m.cfg.shardSelector == nil) {
+	if m.cfg.mode == InitialListStreaming || (m.cfg.mode == InitialListAuto && !m.streamOff && m.cfg.listOptions == nil) {
 		m.phase = phaseStream
 		return
 	}

@@ -30,7 +30,7 @@ type Reflector[T Object] struct {
 	lastErr    error
 	lastRV     string
 	errChanged chan struct{} // closed when lastErr changes, then replaced
-	shardInfo  *metav1.ShardInfo
+	listMeta   metav1.ListMeta
 	phase      Phase
 	lastEvent  time.Time
 }
@@ -86,22 +86,23 @@ func (r *Reflector[T]) LastSyncResourceVersion() string {
 	return r.lastRV
 }
 
-// ShardInfo is the shardInfo of the latest LIST response, when the
-// reflector sent a shard selector (Config.ShardSelector) and the server
-// applied it: then it echoes the selector. It is nil when the server
-// ignored the selector (the feature is off: the list holds every object),
-// when no selector was sent, and before the first LIST.
-func (r *Reflector[T]) ShardInfo() *metav1.ShardInfo {
+// ListMeta is the metadata of the latest LIST page the server returned
+// (the zero value before the first): its resourceVersion, continue token,
+// remaining item count, and what it says of parameters added through
+// Config.ListOptions (a KEP-5866 server echoes an applied shardSelector in
+// shardInfo; one without the feature ignores the parameter and says
+// nothing).
+func (r *Reflector[T]) ListMeta() metav1.ListMeta {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.shardInfo
+	return r.listMeta
 }
 
-func (r *Reflector[T]) shardSelector() string {
-	if r.cfg.shardSelector == nil {
-		return ""
+// addListOptions lets Config.ListOptions add to a request's options.
+func (r *Reflector[T]) addListOptions(opts *metav1.ListOptions) {
+	if r.cfg.listOptions != nil {
+		r.cfg.listOptions(opts)
 	}
-	return r.cfg.shardSelector()
 }
 
 // Run lists and watches until ctx is done, calling emit for every event, in
@@ -158,17 +159,14 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 		switch act.kind {
 		case actList:
 			r.metrics.lists.Inc()
-			act.opts.ShardSelector = r.shardSelector()
+			r.addListOptions(&act.opts)
 			page, lerr := r.lw.List(ctx, act.opts)
 			if ctx.Err() != nil {
 				return nil
 			}
 			if lerr == nil {
 				r.mu.Lock()
-				r.shardInfo = nil
-				if act.opts.ShardSelector != "" {
-					r.shardInfo = page.ShardInfo
-				}
+				r.listMeta = page.ListMeta
 				r.mu.Unlock()
 			}
 			now = clk.Now()
@@ -176,7 +174,7 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 
 		case actWatch:
 			r.metrics.watches.Inc()
-			act.opts.ShardSelector = r.shardSelector()
+			r.addListOptions(&act.opts)
 			nw, werr := r.lw.Watch(ctx, act.opts)
 			if ctx.Err() != nil {
 				if nw != nil {

@@ -142,6 +142,11 @@ type Queue[K comparable] struct {
 
 	m      *queueMetrics // nil when the queue is unnamed
 	flight []*entry[K]   // in-flight entries, kept only for metrics
+
+	// WaitInFlight's waiters: while any is counted, Done takes the lock to
+	// close doneCh (made by a waiter, under the lock).
+	doneWaiters atomic.Int32
+	doneCh      chan struct{}
 }
 
 // New returns an empty queue configured by cfg. It starts no goroutines; the
@@ -524,9 +529,14 @@ func (q *Queue[K]) Done(k K) {
 			hint.e.vs.CompareAndSwap(v, nextVS(v, 0)) {
 			q.inFlight.Add(-1)
 			q.park(hint.e)
-			if q.shut.Load() { // ShutDown came in between: report progress
+			// Checked after the state change, so that a WaitInFlight that
+			// counted itself before it saw the key in flight is woken.
+			if q.shut.Load() || q.doneWaiters.Load() != 0 {
 				q.mu.Lock()
-				q.shutdownProgress()
+				if q.shuttingDown {
+					q.shutdownProgress() // ShutDown came in between: report progress
+				}
+				q.signalDone()
 				q.mu.Unlock()
 			}
 			return
@@ -567,7 +577,53 @@ func (q *Queue[K]) Done(k K) {
 	if q.shuttingDown {
 		q.shutdownProgress()
 	}
+	q.signalDone()
 	q.mu.Unlock()
+}
+
+// WaitInFlight waits until no key that match accepts is in flight (handed
+// out by Get, or about to be, and not yet Done), or ctx is done (then it
+// returns ctx's error). Keys handed out after it returns are not its
+// concern: whoever hands keys to workers keeps those out itself. It is how
+// a worker pool gives a set of keys away without overlap: stop taking
+// them, then wait here. match is called with the queue's lock held, so
+// it must be fast and must not call the queue.
+func (q *Queue[K]) WaitInFlight(ctx context.Context, match func(K) bool) error {
+	q.doneWaiters.Add(1)
+	defer q.doneWaiters.Add(-1)
+	for {
+		q.mu.Lock()
+		busy := false
+		for k, e := range q.entries {
+			if e.state()&(stInFlight|stReserved) != 0 && match(k) {
+				busy = true
+				break
+			}
+		}
+		if !busy {
+			q.mu.Unlock()
+			return nil
+		}
+		if q.doneCh == nil {
+			q.doneCh = make(chan struct{})
+		}
+		ch := q.doneCh
+		q.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// signalDone wakes the WaitInFlight calls after a Done. Called with the
+// lock held.
+func (q *Queue[K]) signalDone() {
+	if q.doneCh != nil {
+		close(q.doneCh)
+		q.doneCh = nil
+	}
 }
 
 // Len reports how many keys are ready to be handed out, not counting keys in

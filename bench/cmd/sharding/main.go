@@ -427,7 +427,7 @@ func replica() int {
 		if err != nil {
 			return fail(err)
 		}
-		fopts.Sharder = m
+		fopts.Restrict = m.Shard
 	}
 	f := informer.NewFactory(cfg, fopts)
 	inf, err := informer.Of[*corev1.ConfigMap](f, informer.Scope{Namespace: namespace})
