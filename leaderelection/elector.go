@@ -15,11 +15,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 
+	"github.com/kloop-dev/kloop/internal/lease"
 	kmetrics "github.com/kloop-dev/kloop/metrics"
 )
 
 // FieldManager is the field manager of the writes to Leases, by electors
-// and by shard group members (see NewLeaseClient).
+// and by shard group members (both write through internal/lease).
 const FieldManager = "kloop-leader-election"
 
 // Elector competes for one Lease and runs the leader's work while it holds
@@ -27,7 +28,7 @@ const FieldManager = "kloop-leader-election"
 // may be called from any goroutine.
 type Elector struct {
 	cfg          Config
-	leases       LeaseClient
+	leases       lease.Client
 	running      atomic.Bool
 	leadingGauge prometheus.Gauge
 
@@ -50,14 +51,14 @@ type Elector struct {
 // restCfg points at with a client of its own. It validates cfg (errors wrap
 // ErrInvalidConfig), does no I/O and starts no goroutines.
 func New(restCfg *rest.Config, cfg Config) (*Elector, error) {
-	leases, err := NewLeaseClient(restCfg, cfg.Logger)
+	leases, err := lease.NewClient(restCfg, FieldManager, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("leaderelection: %w", err)
 	}
 	return newElector(leases, cfg)
 }
 
-func newElector(leases LeaseClient, cfg Config) (*Elector, error) {
+func newElector(leases lease.Client, cfg Config) (*Elector, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -128,7 +129,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	}
 	defer e.running.Store(false)
 	r := &run{e: e, cfg: e.cfg, core: newCore(e.cfg.Identity, e.cfg.LeaseDuration, e.cfg.RenewDeadline),
-		lease: NewHeldLease(e.leases, e.cfg.Namespace, e.cfg.Name)}
+		lease: lease.NewHeld(e.leases, e.cfg.Namespace, e.cfg.Name)}
 	r.log = e.cfg.Logger.With("lease", e.cfg.Namespace+"/"+e.cfg.Name, "identity", e.cfg.Identity)
 	if !r.acquire(ctx) {
 		return nil
@@ -142,9 +143,9 @@ type run struct {
 	cfg      Config
 	log      *slog.Logger
 	core     *core
-	lease    *HeldLease // the Lease as last read or written
-	reported string     // holder last passed to OnNewLeader
-	started  bool       // OnNewLeader has been called at least once
+	lease    *lease.Held // the Lease as last read or written
+	reported string      // holder last passed to OnNewLeader
+	started  bool        // OnNewLeader has been called at least once
 
 	// For the log of an acquisition: the holder before our last write, how
 	// long that write took, and how long the read took that last showed the

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/lease"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/watcher"
 )
@@ -219,7 +220,7 @@ func New(cfg *rest.Config, c Config) (*Member, error) {
 	}
 	// The Lease client and timings of leader election: one Lease
 	// mechanism for both.
-	leases, err := leaderelection.NewLeaseClient(cfg, c.Logger)
+	leases, err := lease.NewClient(cfg, leaderelection.FieldManager, c.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("sharding: %w", err)
 	}
@@ -232,10 +233,10 @@ func New(cfg *rest.Config, c Config) (*Member, error) {
 }
 
 // leaseClient is what a member does with Leases one by one: its own
-// (through a leaderelection.HeldLease), and deleting those members left
+// (through a lease.Held), and deleting those members left
 // behind.
 type leaseClient interface {
-	leaderelection.LeaseClient
+	lease.Client
 	Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
 }
 
@@ -464,7 +465,7 @@ func (m *Member) Start(ctx context.Context) error {
 	}
 	c := newCore(m.cfg.Identity, m.cfg.Slots, m.cfg.Key, m.cfg.RenewDeadline)
 	c.joinDelay = m.cfg.RetryPeriod
-	r := &run{m: m, c: c, clk: m.cfg.Clock, own: leaderelection.NewHeldLease(m.leases, m.cfg.Namespace, m.name)}
+	r := &run{m: m, c: c, clk: m.cfg.Clock, own: lease.NewHeld(m.leases, m.cfg.Namespace, m.name)}
 	return r.loop(ctx)
 }
 
@@ -475,9 +476,9 @@ type run struct {
 	c   *core
 	clk clock.Clock
 
-	own          *leaderelection.HeldLease // our Lease as last written or read
-	lastWriteErr string                    // the last failed write's error, logged once
-	written      string                    // held/draining as last written
+	own          *lease.Held // our Lease as last written or read
+	lastWriteErr string      // the last failed write's error, logged once
+	written      string      // held/draining as last written
 	nextRenew    time.Time
 
 	changed     chan struct{}

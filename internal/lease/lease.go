@@ -1,4 +1,9 @@
-package leaderelection
+// Package lease is the Lease mechanism that leader election and sharding
+// share: one client for Leases, and one way to keep a Lease of one's own
+// written (Held). What a Lease means (the leader's record, a shard
+// member's slots) and when it is written are each user's own; the timings
+// are leaderelection.Config's, whose defaults are declared once there.
+package lease
 
 import (
 	"context"
@@ -13,61 +18,54 @@ import (
 	"github.com/kloop-dev/kloop/client"
 )
 
-// This file is the Lease mechanism that leader election and sharding
-// share: one client for Leases, and one way to keep a Lease of one's own
-// written (HeldLease). What a Lease means (the leader's record, a shard
-// member's slots) and when it is written are each user's own; the timings
-// are Config's LeaseDuration, RenewDeadline and RetryPeriod, whose
-// defaults are declared once, above.
-
-// LeaseClient is the calls on Leases that a HeldLease makes. Objects
+// Client is the calls on Leases that a Held makes. Objects
 // passed in are not kept; objects returned are the caller's.
-// *client.Resource[*coordinationv1.Lease] is one (see NewLeaseClient).
-type LeaseClient interface {
+// *client.Resource[*coordinationv1.Lease] is one (see NewClient).
+type Client interface {
 	Get(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error)
 	Create(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error)
 	Update(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error)
 }
 
-var _ LeaseClient = (*client.Resource[*coordinationv1.Lease])(nil)
+var _ Client = (*client.Resource[*coordinationv1.Lease])(nil)
 
-// NewLeaseClient returns the client for Leases that an Elector and a shard
-// group member use: kloop's client, writing as FieldManager, with write
+// NewClient returns the client for Leases that an Elector and a shard
+// group member use: kloop's client, writing as fieldManager, with write
 // tracking off (nothing reads Leases through a CachedReader).
-func NewLeaseClient(restCfg *rest.Config, logger *slog.Logger) (*client.Resource[*coordinationv1.Lease], error) {
-	c, err := client.New(restCfg, client.Options{FieldManager: FieldManager, DisableWriteTracking: true, Logger: logger})
+func NewClient(restCfg *rest.Config, fieldManager string, logger *slog.Logger) (*client.Resource[*coordinationv1.Lease], error) {
+	c, err := client.New(restCfg, client.Options{FieldManager: fieldManager, DisableWriteTracking: true, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
 	return client.NewResource[*coordinationv1.Lease](c, coordinationv1.SchemeGroupVersion.WithResource("leases"))
 }
 
-// HeldLease is one Lease that this process writes: it remembers the Lease
+// Held is one Lease that this process writes: it remembers the Lease
 // as last read or written, so that every write carries that
 // resourceVersion as a precondition and succeeds only if nobody else wrote
 // it since (a conflict error otherwise). It is not safe for concurrent
 // use: one loop owns it.
-type HeldLease struct {
-	leases          LeaseClient
+type Held struct {
+	leases          Client
 	namespace, name string
 	cur             *coordinationv1.Lease // nil: absent, or not known
 }
 
-// NewHeldLease returns the HeldLease of namespace/name. It does no I/O.
-func NewHeldLease(leases LeaseClient, namespace, name string) *HeldLease {
-	return &HeldLease{leases: leases, namespace: namespace, name: name}
+// NewHeld returns the Held of namespace/name. It does no I/O.
+func NewHeld(leases Client, namespace, name string) *Held {
+	return &Held{leases: leases, namespace: namespace, name: name}
 }
 
 // Current is the Lease as last read or written, nil when it was absent or
 // is not known. It is read-only.
-func (h *HeldLease) Current() *coordinationv1.Lease { return h.cur }
+func (h *Held) Current() *coordinationv1.Lease { return h.cur }
 
 // Forget drops the Lease as last seen: the next Write reads it first.
-func (h *HeldLease) Forget() { h.cur = nil }
+func (h *Held) Forget() { h.cur = nil }
 
 // Read reads the Lease afresh. It returns nil and no error when the Lease
 // does not exist; on another error, what was last seen is kept.
-func (h *HeldLease) Read(ctx context.Context) (*coordinationv1.Lease, error) {
+func (h *Held) Read(ctx context.Context) (*coordinationv1.Lease, error) {
 	l, err := h.leases.Get(ctx, h.namespace, h.name)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -85,7 +83,7 @@ func (h *HeldLease) Read(ctx context.Context) (*coordinationv1.Lease, error) {
 // other than labels and annotations alone. The Lease the server stored is
 // returned and remembered; on an error what was last seen is kept (a
 // conflict means it changed: Read it).
-func (h *HeldLease) Write(ctx context.Context, set func(*coordinationv1.Lease)) (*coordinationv1.Lease, error) {
+func (h *Held) Write(ctx context.Context, set func(*coordinationv1.Lease)) (*coordinationv1.Lease, error) {
 	var (
 		out *coordinationv1.Lease
 		err error
@@ -107,7 +105,7 @@ func (h *HeldLease) Write(ctx context.Context, set func(*coordinationv1.Lease)) 
 }
 
 // ReadAndWrite is Write after a Read, when the Lease is not known.
-func (h *HeldLease) ReadAndWrite(ctx context.Context, set func(*coordinationv1.Lease)) (*coordinationv1.Lease, error) {
+func (h *Held) ReadAndWrite(ctx context.Context, set func(*coordinationv1.Lease)) (*coordinationv1.Lease, error) {
 	if h.cur == nil {
 		if _, err := h.Read(ctx); err != nil {
 			return nil, err
@@ -118,7 +116,7 @@ func (h *HeldLease) ReadAndWrite(ctx context.Context, set func(*coordinationv1.L
 
 // Preconditions are the delete options that remove the Lease only as last
 // seen; without a Lease seen they remove whatever is there.
-func (h *HeldLease) Preconditions() metav1.DeleteOptions {
+func (h *Held) Preconditions() metav1.DeleteOptions {
 	var opts metav1.DeleteOptions
 	if h.cur != nil {
 		rv := h.cur.ResourceVersion
@@ -128,4 +126,4 @@ func (h *HeldLease) Preconditions() metav1.DeleteOptions {
 }
 
 // String names the Lease.
-func (h *HeldLease) String() string { return fmt.Sprintf("lease %s/%s", h.namespace, h.name) }
+func (h *Held) String() string { return fmt.Sprintf("lease %s/%s", h.namespace, h.name) }
