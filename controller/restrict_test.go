@@ -41,9 +41,10 @@ func TestController_Restrict_DropsRejectedKeysAndWaitsForTheirReconcilesInFlight
 		if err := h.c.Restrict(t.Context(), admit); err != nil {
 			t.Fatal(err)
 		}
+		// One at a time, so that the calls are in a known order.
 		h.c.Enqueue("a1")
-		h.c.Enqueue("b1")
 		<-entered
+		h.c.Enqueue("b1")
 		<-entered
 
 		// Now only b keys: Restrict waits for a1 (in flight), not for b1.
