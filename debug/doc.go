@@ -82,7 +82,7 @@
 //	  pending         events between the reflector and the cache
 //	  lists, watches, relists (completed snapshots), errors
 //	  changes         {add, update, delete, deleteFinalStateUnknown}
-//	  handlers[]      {name, pending (notifications waiting), synced}
+//	  handlers[]      {name, pending (notifications waiting), synced, inline (no queue: a controller source)}
 //	  level, trouble[]  see below
 //	controllers[]  one per controller:
 //	  name, workers, active (reconciles running now)

@@ -86,7 +86,7 @@ func TestSnapshot_AgreesWithTheMetricsOfTheSameMoment(t *testing.T) {
 	var snap map[string]any
 	await.Until(t, `the controller to make 3 Deployments and fail twice on "bad"`, r.changed.Changed, func() bool {
 		snap = r.snapshotJSON()
-		ctl := at(snap, "controllers", 0)
+	ctl := at(snap, "controllers", 0)
 		deps := -1.0
 		for _, inf := range at(snap, "informers").([]any) {
 			if at(inf, "resource") == deploymentResource {
@@ -139,6 +139,7 @@ func TestSnapshot_AgreesWithTheMetricsOfTheSameMoment(t *testing.T) {
 	if len(infs) != 2 {
 		t.Fatalf("%d informers, want the Foos' and the Deployments'", len(infs))
 	}
+	inlineSeen := 0
 	for _, inf := range infs {
 		name, _ := at(inf, "name").(string)
 		if name != r.informerName(fooResource) && name != r.informerName(deploymentResource) {
@@ -158,11 +159,24 @@ func TestSnapshot_AgreesWithTheMetricsOfTheSameMoment(t *testing.T) {
 		rv, _ := strconv.ParseFloat(at(inf, "resourceVersion").(string), 64)
 		expect(name+" resourceVersion", rv, "kloop_informer_store_resource_version"+l)
 		for _, h := range at(inf, "handlers").([]any) {
+			if at(h, "inline") == true {
+				// A controller source runs on the informer's goroutine: no
+				// queue, so nothing pending and no queue-depth series.
+				if at(h, "pending") != 0.0 {
+					t.Errorf("inline handler %v has %v pending, want 0", at(h, "name"), at(h, "pending"))
+				}
+				inlineSeen++
+				continue
+			}
 			expect(name+" handler pending", at(h, "pending"), fmt.Sprintf("kloop_informer_handler_queue_depth{handler=%s,informer=%s}", at(h, "name"), name))
 		}
 		if at(inf, "synced") != true || at(inf, "state") != "watching" || at(inf, "level") != "ok" {
 			t.Errorf("informer %s: synced %v, state %v, level %v; want a healthy one", name, at(inf, "synced"), at(inf, "state"), at(inf, "level"))
 		}
+	}
+
+	if inlineSeen == 0 {
+		t.Error("no handler is shown inline; the controller's For and Owns sources are")
 	}
 
 	ctl := at(snap, "controllers", 0)

@@ -158,6 +158,8 @@ type handlerState struct {
 	Name    string `json:"name"`
 	Pending int    `json:"pending"`
 	Synced  bool   `json:"synced"`
+	// Inline: called on the informer's goroutine, without a queue.
+	Inline bool `json:"inline,omitempty"`
 }
 
 // controllerState is one controller and its queue.

@@ -98,7 +98,7 @@ func (s *inline[T]) gone() bool {
 }
 
 func (s *inline[T]) handlerStatus() HandlerStatus {
-	h := HandlerStatus{Name: s.name}
+	h := HandlerStatus{Name: s.name, Inline: true}
 	select {
 	case <-s.synced:
 		h.Synced = true

@@ -154,7 +154,7 @@ func TestInformer_InlineRegistrationIsDoneWhenTheInformerStops(t *testing.T) {
 		})
 		h.src.relist("1", cm("a", "1", "1"))
 		synctest.Wait()
-		if st := h.inf.Status(); len(st.Handlers) != 1 || st.Handlers[0] != (HandlerStatus{Name: "direct", Synced: true}) {
+		if st := h.inf.Status(); len(st.Handlers) != 1 || st.Handlers[0] != (HandlerStatus{Name: "direct", Synced: true, Inline: true}) {
 			t.Errorf("Status handlers %+v, want the inline one, synced, nothing pending", st.Handlers)
 		}
 		if closed(reg.Done()) {

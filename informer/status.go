@@ -43,6 +43,9 @@ type HandlerStatus struct {
 	Pending int
 	// Synced: the handler has been given the informer's initial state.
 	Synced bool
+	// Inline: the handler is called on the informer's goroutine
+	// (HandlerOptions.Inline), so it has no queue and no queue-depth metric.
+	Inline bool
 }
 
 // statusSource is implemented by sources that report more than LastError

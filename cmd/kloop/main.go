@@ -167,7 +167,7 @@ func devCommand() *cobra.Command {
 	fs.BoolVar(&d.noKCM, "no-controller-manager", false, "do not start kube-controller-manager")
 	fs.StringSliceVar(&d.controllers, "controllers", nil, "more kube-controller-manager `names`, comma-separated (job-controller, cronjob-controller, ...), started in addition to the default deployment, replicaset, garbage-collector, namespace and serviceaccount controllers; -name turns a default one off, * turns on all of Kubernetes' defaults")
 	fs.BoolVar(&d.podsim, "podsim", false, "also run podsim, the simulated kubelet of kloop demo: one Ready node that binds and runs pods and finishes the pods of Jobs")
-	fs.StringArrayVar(&d.apply, "apply", nil, "once the control plane is ready, install the CustomResourceDefinitions and then server-side apply the other objects of this YAML `file or directory` (its .yaml and .yml files); repeatable")
+	fs.StringArrayVar(&d.apply, "apply", nil, "once the control plane is ready, install the CustomResourceDefinitions and then server-side apply the other objects in `path`: a YAML file, or a directory of .yaml and .yml files; repeatable")
 	fs.StringVar(&d.featureGates, "feature-gates", "", "kube-apiserver feature `gates`, Name=true or Name=false, comma-separated, on top of kloop's defaults (ShardedListAndWatch=true)")
 	return cmd
 }
