@@ -86,7 +86,7 @@ func TestSnapshot_AgreesWithTheMetricsOfTheSameMoment(t *testing.T) {
 	var snap map[string]any
 	await.Until(t, `the controller to make 3 Deployments and fail twice on "bad"`, r.changed.Changed, func() bool {
 		snap = r.snapshotJSON()
-	ctl := at(snap, "controllers", 0)
+		ctl := at(snap, "controllers", 0)
 		deps := -1.0
 		for _, inf := range at(snap, "informers").([]any) {
 			if at(inf, "resource") == deploymentResource {
