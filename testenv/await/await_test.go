@@ -128,7 +128,9 @@ func TestCRDServed_ReturnsOnlyOnceTheResourcesCanBeCreated(t *testing.T) {
 	e := controlPlane.Env(t)
 	kc := kubernetes.NewForConfigOrDie(e.Config)
 	ns := testenv.NewNamespace(t, kc, "await-crd")
-	gv := schema.GroupVersion{Group: "await.kloop.dev", Version: "v1"}
+	// A group of this run's own (the namespace's random name), so that a
+	// second run on the same control plane (-count=2) starts from no CRD.
+	gv := schema.GroupVersion{Group: ns + ".await.kloop.dev", Version: "v1"}
 	crd := &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "things." + gv.Group},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
