@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/workqueue"
 )
 
@@ -332,7 +331,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) {
 	}
 	// The failure logs below carry the reconcile's id too, so that they can
 	// be matched with what the reconcile logged.
-	log := c.log.With(append(keyAttrs(key), "reconcileID", newReconcileID())...)
+	log := reconcileLogger(c.log, key)
 	ctx = WithLogger(ctx, log)
 	start := time.Now()
 	res, err := c.call(ctx, key)
@@ -400,17 +399,4 @@ func (c *Controller[K]) call(ctx context.Context, key K) (res Result, err error)
 		}
 	}()
 	return c.rec.Reconcile(ctx, key)
-}
-
-// keyAttrs are the log attributes of a key: namespace and name for a
-// cache.Key, the key itself otherwise.
-func keyAttrs[K comparable](key K) []any {
-	switch k := any(key).(type) {
-	case cache.Key:
-		return []any{"key", k.String(), "namespace", k.Namespace, "name", k.Name}
-	case fmt.Stringer:
-		return []any{"key", k.String()}
-	default:
-		return []any{"key", key}
-	}
 }

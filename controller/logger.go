@@ -2,9 +2,12 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+
+	"github.com/kloop-dev/kloop/cache"
 )
 
 // loggerKey is the context key of the logger LoggerFrom returns.
@@ -29,8 +32,59 @@ func LoggerFrom(ctx context.Context) *slog.Logger {
 	return slog.Default()
 }
 
-// newReconcileID returns a short id for one Reconcile call. 64 random bits
-// make a collision among the calls anyone reads together unlikely.
-func newReconcileID() string {
-	return strconv.FormatUint(rand.Uint64(), 36)
+// reconcileLogger returns the logger of one Reconcile call: base with the
+// call's key attributes (key; namespace and name for a cache.Key) and a reconcileID, a short id of 64
+// random bits, which makes a collision among the calls anyone reads
+// together unlikely.
+func reconcileLogger[K comparable](base *slog.Logger, key K) *slog.Logger {
+	return slog.New(&reconcileHandler[K]{base: base.Handler(), key: key, id: rand.Uint64()})
+}
+
+// reconcileHandler adds a Reconcile call's attributes to what its logger
+// logs. It formats them only for a record that is logged, where
+// Logger.With would format them for every call: most reconciles log
+// nothing at the levels enabled, and this was most of a reconcile's
+// allocations (BENCHMARKS.md, events).
+type reconcileHandler[K comparable] struct {
+	base slog.Handler
+	key  K
+	id   uint64
+}
+
+func (h *reconcileHandler[K]) attrs() []slog.Attr {
+	id := slog.String("reconcileID", strconv.FormatUint(h.id, 36))
+	switch k := any(h.key).(type) {
+	case cache.Key:
+		return []slog.Attr{slog.String("key", k.String()), slog.String("namespace", k.Namespace), slog.String("name", k.Name), id}
+	case fmt.Stringer:
+		return []slog.Attr{slog.String("key", k.String()), id}
+	default:
+		return []slog.Attr{slog.Any("key", h.key), id}
+	}
+}
+
+func (h *reconcileHandler[K]) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.base.Enabled(ctx, level)
+}
+
+// Handle puts the call's attributes before the record's own, where
+// Logger.With would have put them.
+func (h *reconcileHandler[K]) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	out.AddAttrs(h.attrs()...)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(a)
+		return true
+	})
+	return h.base.Handle(ctx, out)
+}
+
+// WithAttrs and WithGroup fix the call's attributes in the base handler
+// first, so that a group holds only what is added after it.
+func (h *reconcileHandler[K]) WithAttrs(as []slog.Attr) slog.Handler {
+	return h.base.WithAttrs(h.attrs()).WithAttrs(as)
+}
+
+func (h *reconcileHandler[K]) WithGroup(name string) slog.Handler {
+	return h.base.WithAttrs(h.attrs()).WithGroup(name)
 }
