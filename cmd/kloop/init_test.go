@@ -133,6 +133,57 @@ func TestInit_RendersGofmtedGoAndNamesFromTheInput(t *testing.T) {
 	}
 }
 
+// webhookFiles are the files only --webhooks writes.
+var webhookFiles = []string{"internal/controller/webhook.go", "internal/controller/webhook_test.go",
+	"deploy/webhook/kustomization.yaml", "deploy/webhook/service.yaml", "deploy/webhook/bindings.yaml"}
+
+func TestInit_WebhooksAddTheirFilesAndNothingElseDoesWithout(t *testing.T) {
+	src, err := findCheckout("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, webhooks := range []bool{false, true} {
+		f := &initFlags{module: "example.com/guestbook", group: "webapp.example.com", kind: "Guestbook", version: "v1", webhooks: webhooks}
+		p, err := f.newProject(filepath.Join(t.TempDir(), "new"), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := p.render()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range webhookFiles {
+			if _, ok := files[name]; ok != webhooks {
+				t.Errorf("--webhooks=%v: %s written %v", webhooks, name, ok)
+			}
+		}
+		for name, data := range files {
+			if strings.Contains(strings.ToLower(string(data)), "webhook") != webhooks && (name == "internal/controller/controller.go" || name == "Makefile") {
+				t.Errorf("--webhooks=%v: %s mentions webhooks %v", webhooks, name, !webhooks)
+			}
+			if len(bytes.TrimSpace(data)) == 0 {
+				t.Errorf("--webhooks=%v: %s is empty", webhooks, name)
+			}
+		}
+		if !webhooks {
+			continue
+		}
+		code := string(files["internal/controller/webhook.go"])
+		for _, marker := range []string{"path=/mutate-webapp-example-com-v1-guestbook,mutating=true", "path=/validate-webapp-example-com-v1-guestbook,mutating=false",
+			"groups=webapp.example.com,resources=guestbooks"} {
+			if !strings.Contains(code, marker) {
+				t.Errorf("webhook.go's markers do not say %q:\n%s", marker, code)
+			}
+		}
+		if mk := string(files["Makefile"]); !strings.Contains(mk, "--webhook-local") || !strings.Contains(mk, "output:webhook:artifacts:config=deploy/webhook") {
+			t.Errorf("the Makefile neither runs the demo with --webhook-local nor generates deploy/webhook:\n%s", mk)
+		}
+		if k := string(files["deploy/kustomization.yaml"]); !strings.Contains(k, "components:\n  - webhook") {
+			t.Errorf("deploy/kustomization.yaml does not add the webhook component:\n%s", k)
+		}
+	}
+}
+
 func TestPlural(t *testing.T) {
 	for in, want := range map[string]string{"guestbook": "guestbooks", "policy": "policies", "key": "keys", "class": "classes", "box": "boxes", "batch": "batches"} {
 		if got := plural(in); got != want {
@@ -157,8 +208,8 @@ func withoutEnv(names ...string) []string {
 	return out
 }
 
-// TestInit_NewProjectPassesItsMakeTest makes a project outside the
-// repository and runs its own make test: the unit test and the end-to-end
+// TestInit_NewProjectPassesItsMakeTest makes a project with --webhooks
+// outside the repository and runs its own make test: the unit test and the end-to-end
 // test on a control plane found in the per-user cache directory, with
 // $KLOOP_CONTROLPLANE_BIN removed from the environment.
 func TestInit_NewProjectPassesItsMakeTest(t *testing.T) {
@@ -189,23 +240,42 @@ func TestInit_NewProjectPassesItsMakeTest(t *testing.T) {
 		}
 	}
 
+	env := withoutEnv(testenv.BinDirEnv, "KLOOP_TEST_REEXEC")
+
+	// Without --webhooks: the project builds and its tests compile and pass
+	// vet; the project with them below runs them.
+	plain := filepath.Join(t.TempDir(), "plainbook")
+	if out, err := command(ctx, "init", plain, "--module", "example.com/plainbook", "--group", "webapp.example.com", "--kind", "Plainbook").CombinedOutput(); err != nil {
+		t.Fatalf("kloop init (no webhooks): %v\n%s", err, out)
+	}
+	for _, name := range webhookFiles {
+		if _, err := os.Stat(filepath.Join(plain, name)); err == nil {
+			t.Errorf("kloop init without --webhooks wrote %s", name)
+		}
+	}
+	c := exec.CommandContext(ctx, "go", "vet", "./...")
+	c.Dir, c.Env = plain, env
+	if out, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("go vet ./... in the project without webhooks: %v\n%s", err, out)
+	}
+
 	dir := filepath.Join(t.TempDir(), "guestbook")
-	out, err := command(ctx, "init", dir, "--module", "example.com/guestbook", "--group", "webapp.example.com", "--kind", "Guestbook").CombinedOutput()
+	out, err := command(ctx, "init", dir, "--module", "example.com/guestbook", "--group", "webapp.example.com", "--kind", "Guestbook", "--webhooks").CombinedOutput()
 	if err != nil {
-		t.Fatalf("kloop init: %v\n%s", err, out)
+		t.Fatalf("kloop init --webhooks: %v\n%s", err, out)
 	}
 	for _, want := range []string{"replace github.com/kloop-dev/kloop => ", "make test"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("kloop init's output does not say %q:\n%s", want, out)
 		}
 	}
-	for _, generated := range []string{"api/v1alpha1/zz_generated.deepcopy.go", "config/crd/webapp.example.com_guestbooks.yaml", "deploy/rbac/role.yaml", "deploy/rbac/leader_election_role.yaml", "go.sum"} {
+	for _, generated := range []string{"api/v1alpha1/zz_generated.deepcopy.go", "config/crd/webapp.example.com_guestbooks.yaml", "deploy/rbac/role.yaml", "deploy/rbac/leader_election_role.yaml",
+		"deploy/webhook/manifests.yaml", "deploy/webhook/webhook_certs_role.yaml", "go.sum"} {
 		if _, err := os.Stat(filepath.Join(dir, generated)); err != nil {
 			t.Errorf("kloop init did not generate %s: %v", generated, err)
 		}
 	}
 
-	env := withoutEnv(testenv.BinDirEnv, "KLOOP_TEST_REEXEC")
 	for _, step := range [][]string{{"go", "build", "./..."}, {"make", "test", "TESTFLAGS=-v"}} {
 		c := exec.CommandContext(ctx, step[0], step[1:]...)
 		c.Dir, c.Env = dir, env
@@ -214,7 +284,8 @@ func TestInit_NewProjectPassesItsMakeTest(t *testing.T) {
 			t.Fatalf("%s in the new project: %v\n%s", strings.Join(step, " "), err, out)
 		}
 		if step[0] == "make" {
-			for _, want := range []string{"--- PASS: TestNewConfigMap_IsControlledByTheObjectAndHoldsItsMessage", "--- PASS: TestController_KeepsTheConfigMapInPlaceAndReportsReady"} {
+			for _, want := range []string{"--- PASS: TestNewConfigMap_IsControlledByTheObjectAndHoldsItsMessage", "--- PASS: TestController_KeepsTheConfigMapInPlaceAndReportsReady",
+				"--- PASS: TestWebhooks_TheAPIServerDefaultsAndRefusesThroughThem", "--- PASS: TestWebhookManifests_CallThePathsSetupServes"} {
 				if !strings.Contains(string(out), want) {
 					t.Errorf("make test passed without %q:\n%s", want, out)
 				}

@@ -18,9 +18,11 @@ import (
 	"text/template"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kloop-dev/kloop/cli"
+	"github.com/kloop-dev/kloop/webhook"
 )
 
 // templates are the files of a new project, each ending in .tmpl (so that
@@ -34,13 +36,13 @@ var templates embed.FS
 // initFlags are kloop init's flags.
 type initFlags struct {
 	module, group, version, kind, kloopDir string
-	noGenerate                             bool
+	noGenerate, webhooks                   bool
 }
 
 func initCommand() *cobra.Command {
 	f := &initFlags{version: "v1alpha1"}
 	cmd := &cobra.Command{
-		Use:   "init [DIR] --module PATH --group GROUP --kind KIND [--version v1alpha1]",
+		Use:   "init [DIR] --module PATH --group GROUP --kind KIND [--version v1alpha1] [--webhooks]",
 		Short: "Create a controller project of your own: an API type, its controller on kloop, tests, deploy/ and a Makefile",
 		Long: "init creates, in DIR (default: the current directory; it must be empty or absent), a Go module with\n" +
 			"  api/VERSION/        the KIND type with kubebuilder markers, its deepcopy methods (controller-gen)\n" +
@@ -50,6 +52,11 @@ func initCommand() *cobra.Command {
 			"  cmd/NAME/           the command, on kloop's cli package; NAME is the module path's last element\n" +
 			"  deploy/             kustomize manifests, with RBAC generated from the controller's markers\n" +
 			"  Makefile            make demo (the controller on a local control plane), make test (unit and e2e)\n\n" +
+			"--webhooks adds a defaulting and a validating admission webhook for KIND (internal/controller/\n" +
+			"webhook.go, with kubebuilder:webhook markers), their tests (unit, and e2e with the real API server\n" +
+			"calling them), deploy/webhook (the generated configurations, a Service, a self-signed certificate\n" +
+			"the replicas make themselves and its RBAC), and runs make demo with --webhook-local. A conversion\n" +
+			"webhook needs a second API version: see the webhook package's Hub and Convertible.\n\n" +
 			"While kloop is not on a module proxy, the new go.mod has\n" +
 			"  replace github.com/kloop-dev/kloop => DIR\n" +
 			"with DIR the kloop checkout this kloop binary was built from (found from the paths the compiler\n" +
@@ -75,6 +82,7 @@ func initCommand() *cobra.Command {
 	fs.StringVar(&f.kind, "kind", "", "the API kind, in `CamelCase`, such as Guestbook (required)")
 	fs.StringVar(&f.version, "version", f.version, "the API `version`: v1, v1alpha1, v2beta3, ...")
 	fs.StringVar(&f.kloopDir, "kloop-dir", "", "the kloop checkout the new module's replace directive points at (default: the one this kloop binary was built from)")
+	fs.BoolVar(&f.webhooks, "webhooks", false, "add defaulting and validating admission webhooks for the kind, their tests and deploy/webhook")
 	fs.BoolVar(&f.noGenerate, "no-generate", false, "write the files only: skip go mod tidy and make generate (run them yourself)")
 	return cmd
 }
@@ -91,6 +99,16 @@ type project struct {
 	Plural    string // the resource
 	GoVersion string
 	Kloop     checkout
+	Webhooks  bool // --webhooks
+}
+
+// MutatePath and ValidatePath are where Setup serves the kind's webhooks,
+// for their markers.
+func (p *project) MutatePath() string   { return webhook.MutatePath(p.gvk()) }
+func (p *project) ValidatePath() string { return webhook.ValidatePath(p.gvk()) }
+
+func (p *project) gvk() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: p.Group, Version: p.Version, Kind: p.Kind}
 }
 
 // KloopRequire is the version of kloop go.mod requires: the released one,
@@ -163,6 +181,7 @@ func (f *initFlags) newProject(dir string, src checkout) (*project, error) {
 	return &project{
 		Dir: abs, Module: f.module, Name: name, Group: f.group, Version: f.version,
 		Kind: f.kind, Lower: lower, Plural: plural(lower), GoVersion: goVersion, Kloop: src,
+		Webhooks: f.webhooks,
 	}, nil
 }
 
@@ -218,7 +237,9 @@ func plural(s string) string {
 }
 
 // render returns the project's files by path (slash-separated, relative
-// to the project's directory), Go files gofmt'ed.
+// to the project's directory), Go files gofmt'ed. A template that renders
+// to nothing but white space is a file this project does not have (the
+// webhook files without --webhooks).
 func (p *project) render() (map[string][]byte, error) {
 	files := map[string][]byte{}
 	err := fs.WalkDir(templates, "templates", func(name string, d fs.DirEntry, err error) error {
@@ -246,6 +267,9 @@ func (p *project) render() (map[string][]byte, error) {
 			out = "config/samples/" + p.Version + "_" + p.Lower + ".yaml"
 		}
 		data := buf.Bytes()
+		if len(bytes.TrimSpace(data)) == 0 {
+			return nil
+		}
 		if path.Ext(out) == ".go" {
 			if data, err = format.Source(data); err != nil {
 				return fmt.Errorf("%s: the template makes Go that does not parse: %w", name, err)
