@@ -56,6 +56,13 @@ type Config struct {
 	// Checkpoint keeps what was notified across restarts (see
 	// CheckpointConfig). The zero value is a ConfigMap.
 	Checkpoint CheckpointConfig
+	// Warnings are what ParseConfig accepted as kubewatch would but a
+	// reader should know, each naming its key: keys kubewatch ignores
+	// (reason:, a handler's enabled:, an unknown resource), a handler whose
+	// fields are all empty, no handler at all (the log sink stands in, as
+	// kubewatch's default handler), nothing to watch. The notifier logs
+	// them at start; `notifier config check` prints them.
+	Warnings []string
 }
 
 // CustomResource names a resource by group, version and plural name.
@@ -226,9 +233,16 @@ func LoadConfig(path string, lookupEnv func(string) (string, bool)) (*Config, er
 
 // ParseConfig parses a .kubewatch.yaml document, applies kubewatch's
 // environment overrides read through lookupEnv (os.LookupEnv when nil) and
-// validates the result. Keys match without regard to case. Every unknown
-// key and bad value is an error naming the key and what is allowed; all of
-// them are reported at once.
+// validates the result. Keys match without regard to case.
+//
+// A file kubewatch runs with runs here too: where kubewatch ignores a key
+// (at the top level, in a handler, among the resources and custom
+// resources) it is accepted with a warning naming it (Config.Warnings),
+// and a file with no handler sends to the log. A value kubewatch would
+// fail to read, a value that cannot work (an empty URL of a handler that
+// is set) and any unknown key in the sections kubewatch does not have
+// (sinks, filter, updates, checkpoint) is an error naming the key and what
+// is allowed; all of them are reported at once.
 func ParseConfig(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
@@ -247,6 +261,20 @@ func ParseConfig(data []byte, lookupEnv func(string) (string, bool)) (*Config, e
 	if len(p.errs) > 0 {
 		return nil, &ConfigError{Problems: p.errs}
 	}
+	for _, hn := range p.enabledEmpty {
+		typ := strings.ToLower(lastPathElem(hn.path))
+		if !slices.ContainsFunc(cfg.Sinks, func(s SinkConfig) bool { return s.Type == typ }) {
+			p.warn(hn, "enabled, but none of its fields is set, here or in the environment: not configured (kubewatch ignores it too); give its fields values")
+		}
+	}
+	if len(cfg.Resources) == 0 && len(cfg.CustomResources) == 0 {
+		p.warnings = append(p.warnings, fmt.Sprintf("resource: nothing to watch, so nothing is notified (as in kubewatch); set one of %s to true, or list customresources", resourceNames()))
+	}
+	if len(cfg.Sinks) == 0 {
+		p.warnings = append(p.warnings, fmt.Sprintf("handler: no handler configured: notifications go to the log, as kubewatch's default handler does; configure one of %s under handler:, or list sinks:", strings.Join(sinkTypes[:len(sinkTypes)-1], ", ")))
+		cfg.Sinks = append(cfg.Sinks, SinkConfig{Type: SinkLog})
+	}
+	cfg.Warnings = p.warnings
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -270,9 +298,6 @@ func (e *ConfigError) Error() string {
 func (c *Config) Validate() error {
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
-	if len(c.Resources) == 0 && len(c.CustomResources) == 0 {
-		bad("resource: nothing to watch; set one of %s to true, or list customresources", resourceNames())
-	}
 	// A resource listed twice would get two handlers on the one shared
 	// informer: every change notified twice.
 	seen := map[string]string{}
@@ -461,19 +486,35 @@ func (n node) child(key string) node {
 }
 
 type parser struct {
-	errs []string
+	errs, warnings []string
 	// sinkPaths are the paths of the parsed sinks, in cfg.Sinks' order;
 	// explicitAdvanced those that set advancedfilter themselves.
 	sinkPaths, explicitAdvanced []string
+	// enabledEmpty are the handlers with enabled: true and no field set.
+	enabledEmpty []node
 }
 
 func (p *parser) bad(n node, format string, args ...any) {
 	p.errs = append(p.errs, n.path+": "+fmt.Sprintf(format, args...))
 }
 
+func (p *parser) warn(n node, format string, args ...any) {
+	p.warnings = append(p.warnings, n.path+": "+fmt.Sprintf(format, args...))
+}
+
 // object returns n's entries keyed by the lower-cased key, reporting keys
 // not in allowed (nil allows any) and keys given twice in different case.
 func (p *parser) object(n node, allowed []string) map[string]node {
+	return p.entries(n, allowed, false)
+}
+
+// kubewatchObject is object for a mapping of kubewatch's format: a key not
+// in allowed is one kubewatch ignores, so it is a warning, not an error.
+func (p *parser) kubewatchObject(n node, allowed []string) map[string]node {
+	return p.entries(n, allowed, true)
+}
+
+func (p *parser) entries(n node, allowed []string, lenient bool) map[string]node {
 	out := map[string]node{}
 	if n.v == nil {
 		return out
@@ -493,7 +534,11 @@ func (p *parser) object(n node, allowed []string) map[string]node {
 		c := n.child(k)
 		c.v = m[k]
 		if allowed != nil && !slices.Contains(allowed, lk) {
-			p.bad(c, "unknown key; allowed: %s", strings.Join(allowed, ", "))
+			if lenient {
+				p.warn(c, "ignored, as kubewatch ignores it: not a key of this mapping (%s)", strings.Join(allowed, ", "))
+			} else {
+				p.bad(c, "unknown key; allowed: %s", strings.Join(allowed, ", "))
+			}
 			continue
 		}
 		if _, dup := out[lk]; dup {
@@ -586,7 +631,7 @@ var topKeys = []string{"namespace", "handler", "resource", "customresources", "u
 
 func (p *parser) config(root node) *Config {
 	cfg := &Config{}
-	top := p.object(root, topKeys)
+	top := p.kubewatchObject(root, topKeys)
 	cfg.Namespace = p.str(top["namespace"])
 	cfg.ClusterName = p.str(top["clustername"])
 	if n, ok := top["checkpoint"]; ok {
@@ -632,6 +677,7 @@ func (p *parser) config(root node) *Config {
 			}
 			if s, ok := p.sink(sn, typ, true); ok {
 				cfg.Sinks = append(cfg.Sinks, s)
+				p.sinkPaths = append(p.sinkPaths, sn.path)
 			}
 		}
 	}
@@ -650,7 +696,7 @@ func (p *parser) resources(cfg *Config, n node) {
 		c := keys[k]
 		r, ok := lookupResource(k)
 		if !ok {
-			p.bad(c, "unknown resource; allowed: %s", resourceNames())
+			p.warn(c, "ignored, as kubewatch ignores it: not a resource; allowed: %s", resourceNames())
 			continue
 		}
 		if prev, dup := seen[r.name]; dup {
@@ -675,7 +721,7 @@ func (p *parser) customResources(cfg *Config, n node) {
 	}
 	for i, v := range l {
 		cn := node{path: fmt.Sprintf("customresources[%d]", i), v: v}
-		m := p.object(cn, []string{"group", "version", "resource", "clusterscoped"})
+		m := p.kubewatchObject(cn, []string{"group", "version", "resource", "clusterscoped"})
 		cr := CustomResource{
 			Group:         p.str(m["group"]),
 			Version:       p.str(m["version"]),
@@ -691,20 +737,57 @@ func (p *parser) customResources(cfg *Config, n node) {
 }
 
 // handlers parses kubewatch's `handler:` mapping. Unlike kubewatch, every
-// configured handler is used, not only the first.
+// configured handler is used, not only the first. A handler whose fields
+// are all empty is not configured, as in kubewatch (its values are still
+// checked: kubewatch fails to read a value of the wrong type). `enabled`,
+// which kubewatch's Helm chart writes into each handler it turns on and
+// kubewatch ignores, is read here: false turns the handler off.
 func (p *parser) handlers(cfg *Config, n node) {
-	m := p.object(n, sinkTypes)
+	m := p.kubewatchObject(n, sinkTypes)
 	for _, typ := range sinkTypes {
 		hn, ok := m[typ]
-		if !ok || (typ != SinkLog && isEmpty(hn.v)) {
-			// kubewatch treats a handler with empty fields as not
-			// configured; log has no required field, so `log:` is on.
+		if !ok {
 			continue
 		}
-		if s, ok := p.sink(hn, typ, false); ok {
+		enabled, fields := p.enabled(hn)
+		s, ok := p.sink(fields, typ, false)
+		switch {
+		case !ok:
+		case enabled != nil && !*enabled:
+			if !isEmpty(fields.v) {
+				p.warn(hn.child("enabled"), "false: the handler is off (kubewatch ignores enabled and would use it)")
+			}
+		case typ != SinkLog && isEmpty(fields.v):
+			// log has no required field, so `log:` is on. The
+			// environment may still configure it (see env).
+			if enabled != nil {
+				p.enabledEmpty = append(p.enabledEmpty, hn)
+			}
+		default:
 			cfg.Sinks = append(cfg.Sinks, s)
+			p.sinkPaths = append(p.sinkPaths, hn.path)
 		}
 	}
+}
+
+// enabled splits a handler's `enabled` key off its fields: nil when the
+// key is absent.
+func (p *parser) enabled(n node) (*bool, node) {
+	m, ok := n.v.(map[string]any)
+	if !ok {
+		return nil, n
+	}
+	var on *bool
+	rest := make(map[string]any, len(m))
+	for k, v := range m {
+		if strings.ToLower(k) != "enabled" {
+			rest[k] = v
+			continue
+		}
+		b := p.boolean(node{path: n.child(k).path, v: v})
+		on = &b
+	}
+	return on, node{path: n.path, v: rest}
 }
 
 // isEmpty reports whether v holds no non-empty scalar.
@@ -752,7 +835,11 @@ func (p *parser) sink(n node, typ string, listed bool) (SinkConfig, bool) {
 		allowed = append(allowed, "name", "type")
 	}
 	before := len(p.errs)
-	m := p.object(n, allowed)
+	object := p.object
+	if !listed {
+		object = p.kubewatchObject
+	}
+	m := object(n, allowed)
 	s := SinkConfig{Type: typ, Name: p.str(m["name"])}
 	// urlKey reads the type's URL key, or url, not both.
 	urlKey := func(key string) {
@@ -841,9 +928,6 @@ func (p *parser) sink(n node, typ string, listed bool) (SinkConfig, bool) {
 		for _, r := range p.strs(f["resources"]) {
 			s.Filter.Resources = append(s.Filter.Resources, strings.ToLower(r))
 		}
-	}
-	if len(p.errs) == before {
-		p.sinkPaths = append(p.sinkPaths, n.path)
 	}
 	return s, len(p.errs) == before
 }

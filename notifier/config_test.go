@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -116,26 +117,23 @@ func TestParseConfig_RejectsEachBadInputNamingTheKeyAndWhatIsAllowed(t *testing.
 		doc  string
 		want []string // substrings of the error
 	}{
-		{"empty file", "", []string{"resource: nothing to watch", "pod (po, pods)", "handler: no handler configured", "slack, slackwebhook, hipchat, mattermost, flock, webhook, cloudevent, msteams, smtp, lark, log"}},
 		{"not yaml", "resource: [", []string{"not YAML"}},
-		{"unknown top-level key", ok + "reason: [Created]\n", []string{"reason: unknown key; allowed: namespace, handler, resource"}},
-		{"unknown resource", "resource: {pods: true, foo: true}\nhandler: {log: {}}", []string{"resource.foo: unknown resource; allowed:", "configmap (cm, configmaps)"}},
 		{"alias and long name twice", "resource: {svc: true, services: false}\nhandler: {log: {}}", []string{"resource.svc: names the same resource as resource.services"}},
 		{"resource not a bool", "resource: {pod: maybe}\nhandler: {log: {}}", []string{`resource.pod: want true or false, got "maybe"`}},
 		{"resource not a mapping", "resource: [pod]\nhandler: {log: {}}", []string{"resource: want a mapping, got a list"}},
 		{"namespace not a string", ok + "namespace: [a]\n", []string{"namespace: want a string, got a list"}},
-		{"unknown handler", "resource: {pod: true}\nhandler: {pagerduty: {url: x}}", []string{"handler.pagerduty: unknown key; allowed: slack, slackwebhook, hipchat"}},
 		{"msteams card", ok + "handler: {log: {}, msteams: {webhookurl: 'https://x/', card: hero}}", []string{`sink msteams: card "hero"; allowed: messagecard, adaptive`}},
 		{"mattermost incomplete", ok + "handler: {log: {}, mattermost: {url: 'https://x/'}}", []string{"sink mattermost: channel is required", "sink mattermost: username is required"}},
 		{"slack incomplete", ok + "handler: {log: {}, slack: {channel: '#a'}}", []string{"sink slack: token is required for a slack sink"}},
 		{"hipchat incomplete", ok + "handler: {log: {}, hipchat: {token: t}}", []string{"sink hipchat: room is required for a hipchat sink"}},
 		{"smtp incomplete", ok + "handler: {log: {}, smtp: {to: a@b, smarthost: mail}}", []string{"sink smtp: from is required", `sink smtp: smarthost "mail": want host:port`}},
 		{"bad template", ok + "handler: {log: {template: '{{.Kind'}}", []string{"sink log: template:"}},
-		{"unknown webhook key", "resource: {pod: true}\nhandler: {webhook: {url: http://h/, room: r}}", []string{"handler.webhook.room: unknown key; allowed: url, cert, tlsskip, includeobject, includechanges, filter, maxattempts, queuesize, template, advancedfilter"}},
 		{"webhook url not http", "resource: {pod: true}\nhandler: {webhook: {url: 'ftp://h/x'}}", []string{"sink webhook: url: want an http:// or https:// URL with a host"}},
 		{"slack url given twice", "resource: {pod: true}\nhandler: {slackwebhook: {url: http://a/, slackwebhookurl: http://b/}}", []string{"handler.slackwebhook.url: give slackwebhookurl or url, not both"}},
 		{"bad event type", "resource: {pod: true}\nhandler: {log: {filter: {events: [created]}}}", []string{`handler.log.filter.events: "created"; allowed: create, update, delete`}},
 		{"bad label selector", "resource: {pod: true}\nhandler: {log: {filter: {labelselector: 'a==='}}}", []string{"handler.log.filter.labelselector:"}},
+		{"enabled not a bool", ok + "handler: {webhook: {url: 'http://h/', enabled: yes please}}", []string{`handler.webhook.enabled: want true or false, got "yes please"`}},
+		{"checkpoint unknown key", ok + "checkpoint: {type: file, file: x}", []string{"checkpoint.file: unknown key; allowed: type, namespace, name, path, maxobjects"}},
 		{"unknown filter key", "resource: {pod: true}\nhandler: {log: {filter: {names: [x]}}}", []string{"handler.log.filter.names: unknown key; allowed: events, namespaces, excludenamespaces, labelselector, resources"}},
 		{"maxattempts zero", "resource: {pod: true}\nhandler: {log: {maxattempts: 0}}", []string{"handler.log.maxattempts: want a whole number of at least 1, got 0"}},
 		{"queuesize fraction", "resource: {pod: true}\nhandler: {log: {queuesize: 1.5}}", []string{"handler.log.queuesize: want a whole number of at least 1, got 1.5"}},
@@ -145,7 +143,6 @@ func TestParseConfig_RejectsEachBadInputNamingTheKeyAndWhatIsAllowed(t *testing.
 		{"sink key of another type", ok + "sinks: [{type: log, url: http://h/}]", []string{"sinks[0].url: unknown key; allowed: format, filter, maxattempts, queuesize, template, advancedfilter, name, type"}},
 		{"sink names twice", "resource: {pod: true}\nsinks: [{type: log, name: a}, {type: log, name: a}]", []string{"sink a: name used twice"}},
 		{"custom resource incomplete", ok + "customresources: [{group: x.io, resource: foos}]", []string{"customresources[0]: version and resource are required"}},
-		{"custom resource unknown key", ok + "customresources: [{version: v1, resource: foos, kind: Foo}]", []string{"customresources[0].kind: unknown key; allowed: group, version, resource, clusterscoped"}},
 		{"updates unknown key", ok + "updates: {ignorestatus: true}", []string{"updates.ignorestatus: unknown key; allowed: ignorestatusonly, ignoremetadataonly"}},
 		{"keys differing in case", "resource: {pod: true, Pod: true}\nhandler: {log: {}}", []string{"given twice (keys ignore case)"}},
 		{"two problems at once", "resource: {pod: 1}\nhandler: {log: {format: 2}}", []string{"resource.pod: want true or false, got 1", "handler.log.format: want a string, got 2"}},
@@ -162,6 +159,73 @@ func TestParseConfig_RejectsEachBadInputNamingTheKeyAndWhatIsAllowed(t *testing.
 				}
 			}
 		})
+	}
+}
+
+// TestParseConfig_AcceptsWhatKubewatchIgnoresWithAWarningNamingIt: what
+// kubewatch reads past (it decodes into structs and drops unknown keys) is
+// accepted, each with a warning naming its key; the notifier logs them.
+func TestParseConfig_AcceptsWhatKubewatchIgnoresWithAWarningNamingIt(t *testing.T) {
+	const ok = "resource: {pod: true}\nhandler: {log: {}}\n"
+	cases := []struct {
+		name     string
+		doc      string
+		warnings []string // each in one warning
+		sinks    []string // the sinks' names
+	}{
+		{"empty file", "", []string{"resource: nothing to watch", "pod (po, pods)", "handler: no handler configured: notifications go to the log", "slack, slackwebhook, hipchat, mattermost, flock, webhook, cloudevent, msteams, smtp, lark under handler:"}, []string{"log"}},
+		{"unknown top-level key", ok + "reason: [Created]\n", []string{"reason: ignored, as kubewatch ignores it: not a key of this mapping (namespace, handler, resource"}, []string{"log"}},
+		{"unknown resource", "resource: {pods: true, foo: true}\nhandler: {log: {}}", []string{"resource.foo: ignored, as kubewatch ignores it: not a resource; allowed:", "configmap (cm, configmaps)"}, []string{"log"}},
+		{"unknown handler", "resource: {pod: true}\nhandler: {pagerduty: {url: x}}", []string{"handler.pagerduty: ignored, as kubewatch ignores it: not a key of this mapping (slack, slackwebhook, hipchat", "handler: no handler configured"}, []string{"log"}},
+		{"unknown webhook key", "resource: {pod: true}\nhandler: {webhook: {url: http://h/, room: r}}", []string{"handler.webhook.room: ignored, as kubewatch ignores it: not a key of this mapping (url, cert, tlsskip, includeobject, includechanges, filter, maxattempts, queuesize, template, advancedfilter)"}, []string{"webhook"}},
+		{"custom resource unknown key", ok + "customresources: [{version: v1, resource: foos, kind: Foo}]", []string{"customresources[0].kind: ignored, as kubewatch ignores it: not a key of this mapping (group, version, resource, clusterscoped)"}, []string{"log"}},
+		{"the chart's enabled", "resource: {pod: true}\nhandler: {webhook: {enabled: true, url: http://h/}}", nil, []string{"webhook"}},
+		{"enabled and nothing set", "resource: {pod: true}\nhandler: {webhook: {enabled: true, url: ''}}", []string{"handler.webhook: enabled, but none of its fields is set", "handler: no handler configured"}, []string{"log"}},
+		{"enabled false", "resource: {pod: true}\nhandler: {webhook: {enabled: false, url: http://h/}, log: {}}", []string{"handler.webhook.enabled: false: the handler is off"}, []string{"log"}},
+		{"empty handlers, as kubewatch's examples have them", "resource: {pod: true}\nhandler: {slack: {token: '', channel: ''}, flock: {url: ''}, webhook: {url: http://h/}}", nil, []string{"webhook"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := ParseConfig([]byte(tc.doc), noEnv)
+			if err != nil {
+				t.Fatalf("ParseConfig(%q): %v", tc.doc, err)
+			}
+			for _, w := range tc.warnings {
+				if !slices.ContainsFunc(cfg.Warnings, func(got string) bool { return strings.Contains(got, w) }) {
+					t.Errorf("no warning says %q; warnings:\n%s", w, strings.Join(cfg.Warnings, "\n"))
+				}
+			}
+			if tc.warnings == nil && len(cfg.Warnings) > 0 {
+				t.Errorf("warnings %q, want none", cfg.Warnings)
+			}
+			var names []string
+			for _, s := range cfg.Sinks {
+				names = append(names, s.Name)
+			}
+			if !slices.Equal(names, tc.sinks) {
+				t.Errorf("sinks %v, want %v", names, tc.sinks)
+			}
+		})
+	}
+}
+
+// The chart's layout with the URL from the environment, as deploy/notifier
+// has it: configured, and no warning.
+func TestParseConfig_EnabledHandlerFilledFromTheEnvironmentIsConfigured(t *testing.T) {
+	doc := "resource: {pod: true}\nhandler: {Webhook: {enabled: true, url: ''}}\n"
+	cfg, err := ParseConfig([]byte(doc), envOf(map[string]string{"KW_WEBHOOK_URL": "http://127.0.0.1:1/hook"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Sinks) != 1 || cfg.Sinks[0].URL != "http://127.0.0.1:1/hook" || len(cfg.Warnings) != 0 {
+		t.Errorf("sinks %+v, warnings %q: want the webhook from the environment and no warning", cfg.Sinks, cfg.Warnings)
+	}
+	cfg, err = ParseConfig([]byte(doc), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Warnings) != 2 || !strings.Contains(cfg.Warnings[0], "handler.Webhook: enabled, but none of its fields is set, here or in the environment") {
+		t.Errorf("without the environment, warnings %q: want the handler named, then the log standing in", cfg.Warnings)
 	}
 }
 
@@ -271,10 +335,10 @@ func TestLoadConfigAndDefaultConfigPath(t *testing.T) {
 	if cfg.Sinks[0].Format != "json" {
 		t.Errorf("format = %q, want json", cfg.Sinks[0].Format)
 	}
-	if err := os.WriteFile(path, []byte("resource: {pod: true}\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("resource: {pod: true}\nhandler: {webhook: {url: 'ftp://h/'}}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadConfig(path, noEnv); err == nil || !strings.HasPrefix(err.Error(), path+": config: handler:") {
+	if _, err := LoadConfig(path, noEnv); err == nil || !strings.HasPrefix(err.Error(), path+": config: sink webhook:") {
 		t.Errorf("LoadConfig error = %v, want it to start with the path", err)
 	}
 }

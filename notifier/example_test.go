@@ -33,11 +33,11 @@ handler:
 		fmt.Printf("%s %v %q\n", s.Name, s.Filter.Events, s.Filter.LabelSelector)
 	}
 
-	_, err = notifier.ParseConfig([]byte("resource: {pods: true, deploy: maybe}\nhandler: {webhook: {url: http://127.0.0.1:8000/, room: x}}"), nil)
+	_, err = notifier.ParseConfig([]byte("resource: {pods: true, deploy: maybe}\nhandler: {webhook: {url: http://127.0.0.1:8000/, tlsskip: often}}"), nil)
 	fmt.Println(err)
 	// Output:
 	// web [configmap pod]
 	// webhook [create delete] "app=shop"
 	// log [] ""
-	// config: resource.deploy: want true or false, got "maybe"; handler.webhook.room: unknown key; allowed: url, cert, tlsskip, includeobject, includechanges, filter, maxattempts, queuesize, template, advancedfilter
+	// config: resource.deploy: want true or false, got "maybe"; handler.webhook.tlsskip: want true or false, got "often"
 }

@@ -112,6 +112,12 @@ func New(app *kloop.App, cfg Config, opts Options) (*Notifier, error) {
 		return nil, fmt.Errorf("notifier: metrics: %w", err)
 	}
 	n := &Notifier{app: app, cfg: cfg, opts: opts, log: app.Logger(), m: m, synced: make(chan struct{})}
+	for _, w := range cfg.Warnings {
+		n.log.Warn("Config: "+w, "config", "warning")
+	}
+	if len(cfg.Resources) == 0 && len(cfg.CustomResources) == 0 && len(cfg.Warnings) == 0 {
+		n.log.Warn("Config: nothing to watch, so nothing is notified")
+	}
 	n.cfg.Checkpoint.defaults(cfg.Namespace, os.Getenv)
 	switch ck := n.cfg.Checkpoint; ck.Type {
 	case CheckpointFile:

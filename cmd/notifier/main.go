@@ -171,7 +171,7 @@ func configCommand(configPath *string, lookupEnv func(string) (string, bool), ge
 		},
 	}, &cobra.Command{
 		Use:   "check",
-		Short: "Parse the config and print what it watches and where it sends",
+		Short: "Parse the config and print what it watches, where it sends, and a warning for each key it ignores as kubewatch does",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(*configPath, lookupEnv, getenv)
 			if err != nil {
@@ -193,6 +193,10 @@ func configCommand(configPath *string, lookupEnv func(string) (string, bool), ge
 					where = " " + u.Scheme + "://" + u.Host + "/..."
 				}
 				fmt.Fprintf(stdout, "sink %s: %s%s (max %d attempts, queue %d)\n", s.Name, s.Type, where, s.MaxAttempts, s.QueueSize)
+			}
+			// What kubewatch would ignore too: accepted, and said.
+			for _, w := range cfg.Warnings {
+				fmt.Fprintf(stdout, "warning: %s\n", w)
 			}
 			return nil
 		},

@@ -171,19 +171,21 @@ func TestConfigSample_PrintsAConfigThatParses(t *testing.T) {
 func TestConfigCheck_ReportsTheBadKeyOrTheSummary(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
-	if err := os.WriteFile(bad, []byte("resource: {pods: true, svcs: true}\nhandler: {log: {}}\n"), 0o600); err != nil {
+	if err := os.WriteFile(bad, []byte("resource: {pods: maybe, svc: true}\nhandler: {log: {}}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr strings.Builder
 	if code := run(context.Background(), []string{"config", "check", "--config", bad}, &stdout, &stderr, env(nil)); code != 1 {
 		t.Errorf("check of a bad config exited %d, want 1", code)
 	}
-	if !strings.Contains(stderr.String(), "resource.svcs: unknown resource; allowed:") {
+	if !strings.Contains(stderr.String(), `resource.pods: want true or false, got "maybe"`) {
 		t.Errorf("stderr %q does not name the bad key", stderr.String())
 	}
 
 	good := filepath.Join(dir, ".kubewatch.yaml")
-	if err := os.WriteFile(good, []byte("resource: {po: true}\nhandler: {slackwebhook: {slackwebhookurl: 'https://hooks.example/services/SECRET'}}\n"), 0o600); err != nil {
+	// The Helm chart's enabled: is read; reason: is one of the keys kubewatch
+	// ignores, accepted with a warning.
+	if err := os.WriteFile(good, []byte("resource: {po: true}\nhandler: {slackwebhook: {enabled: true, slackwebhookurl: 'https://hooks.example/services/SECRET'}}\nreason: [Created]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	stdout.Reset()
@@ -192,7 +194,8 @@ func TestConfigCheck_ReportsTheBadKeyOrTheSummary(t *testing.T) {
 	if code := run(context.Background(), []string{"config", "check"}, &stdout, &stderr, env(map[string]string{"KW_CONFIG": dir})); code != 0 {
 		t.Fatalf("check exited %d: %s", code, stderr.String())
 	}
-	want := "namespace: (all)\nresources: pod\nsink slackwebhook: slackwebhook https://hooks.example/... (max 5 attempts, queue 1000)\n"
+	want := "namespace: (all)\nresources: pod\nsink slackwebhook: slackwebhook https://hooks.example/... (max 5 attempts, queue 1000)\n" +
+		"warning: reason: ignored, as kubewatch ignores it: not a key of this mapping (namespace, handler, resource, customresources, updates, sinks, clustername, checkpoint)\n"
 	if stdout.String() != want {
 		t.Errorf("check printed:\n%s\nwant:\n%s", stdout.String(), want)
 	}
