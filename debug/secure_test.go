@@ -68,7 +68,8 @@ func TestServer_SecuredLikeMetrics_ServesOnlyCallersTheAPIServerAuthorizes(t *te
 		t.Helper()
 		return authtest.Get(t, c, url, token)
 	}
-	for _, url := range []string{srv.URL(), srv.SnapshotURL()} {
+	pprofURL := strings.TrimSuffix(srv.URL(), debug.PagePath) + debug.PprofPath + "goroutine?debug=1"
+	for _, url := range []string{srv.URL(), srv.SnapshotURL(), pprofURL} {
 		if code, _ := call(url, ""); code != http.StatusUnauthorized {
 			t.Errorf("GET %s without a token: %d, want 401", url, code)
 		}
@@ -82,7 +83,10 @@ func TestServer_SecuredLikeMetrics_ServesOnlyCallersTheAPIServerAuthorizes(t *te
 	if code, body := call(srv.SnapshotURL(), viewer); code != 200 || !strings.Contains(body, `"version":1`) {
 		t.Errorf("GET the snapshot as the viewer: %d %.200s, want 200 and the snapshot", code, body)
 	}
-	// No plain HTTP on the secured address.
+	if code, body := call(pprofURL, viewer); code != 200 || !strings.Contains(body, "goroutine profile:") {
+		t.Errorf("GET the goroutine profile as the viewer: %d %.200s, want 200 and the profile", code, body)
+	}
+		// No plain HTTP on the secured address.
 	plain := "http" + strings.TrimPrefix(srv.SnapshotURL(), "https")
 	if resp, err := http.Get(plain); err == nil {
 		resp.Body.Close()

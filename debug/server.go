@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -26,6 +27,11 @@ import (
 const (
 	PagePath     = "/debug/"
 	SnapshotPath = "/debug/api/v1/snapshot"
+	// PprofPath is net/http/pprof's index of the process's profiles
+	// (goroutine, heap, allocs, mutex, block, CPU profile, trace), behind
+	// the same guard as the page: `go tool pprof URL/heap` with the
+	// reader's credentials.
+	PprofPath = "/debug/pprof/"
 )
 
 // Defaults of Options.
@@ -220,8 +226,8 @@ func (s *Server) Start(ctx context.Context) error {
 	return fmt.Errorf("debug: serving on %s: %w", s.addr, err)
 }
 
-// Handler serves the page at PagePath and the snapshot at SnapshotPath,
-// wrapped by Options.Wrap. Start serves it; mount it on a server of your
+// Handler serves the page at PagePath, the snapshot at SnapshotPath and
+// the profiles at PprofPath, wrapped by Options.Wrap. Start serves it; mount it on a server of your
 // own instead if you prefer.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -247,6 +253,12 @@ func (s *Server) Handler() http.Handler {
 			s.log.Debug("debug: writing a snapshot", "err", err)
 		}
 	})
+	mux.HandleFunc("GET "+PprofPath, pprof.Index) // and each named profile below it
+	mux.HandleFunc("GET "+PprofPath+"cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET "+PprofPath+"profile", pprof.Profile)
+	mux.HandleFunc("GET "+PprofPath+"symbol", pprof.Symbol)
+	mux.HandleFunc("POST "+PprofPath+"symbol", pprof.Symbol)
+	mux.HandleFunc("GET "+PprofPath+"trace", pprof.Trace)
 	if s.opts.Wrap != nil {
 		return s.opts.Wrap(mux)
 	}

@@ -232,13 +232,32 @@ func TestServer_WrapGuardsEveryPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := start(t, s)
-	for _, path := range []string{"", "api/v1/snapshot"} {
+	for _, path := range []string{"", "api/v1/snapshot", "pprof/", "pprof/goroutine?debug=1"} {
 		if resp, _ := get(t, url+path); resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("GET /%s without credentials: %d, want 401", path, resp.StatusCode)
 		}
 		if resp, _ := get(t, url+path, "Authorization", "Bearer let-me-in"); resp.StatusCode != 200 {
 			t.Errorf("GET /%s with credentials: %d, want 200", path, resp.StatusCode)
 		}
+	}
+}
+
+func TestServer_ServesTheProcesssProfiles(t *testing.T) {
+	s, err := New(newManager(t), Options{Addr: "127.0.0.1:0", Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := start(t, s)
+	base := strings.TrimSuffix(url, PagePath) + PprofPath
+	if resp, body := get(t, base); resp.StatusCode != 200 || !strings.Contains(body, "goroutine") || !strings.Contains(body, "heap") {
+		t.Errorf("GET %s: %d, want 200 and the index of profiles:\n%.300s", base, resp.StatusCode, body)
+	}
+	// A goroutine dump in text names this test's function.
+	if resp, body := get(t, base+"goroutine?debug=2"); resp.StatusCode != 200 || !strings.Contains(body, "TestServer_ServesTheProcesssProfiles") {
+		t.Errorf("GET goroutine?debug=2: %d, want 200 and a dump naming this test:\n%.300s", resp.StatusCode, body)
+	}
+	if resp, body := get(t, base+"heap"); resp.StatusCode != 200 || len(body) == 0 {
+		t.Errorf("GET heap: %d with %d bytes, want a profile", resp.StatusCode, len(body))
 	}
 }
 
