@@ -86,7 +86,7 @@ func TestServer_SecuredLikeMetrics_ServesOnlyCallersTheAPIServerAuthorizes(t *te
 	if code, body := call(pprofURL, viewer); code != 200 || !strings.Contains(body, "goroutine profile:") {
 		t.Errorf("GET the goroutine profile as the viewer: %d %.200s, want 200 and the profile", code, body)
 	}
-		// No plain HTTP on the secured address.
+	// No plain HTTP on the secured address.
 	plain := "http" + strings.TrimPrefix(srv.SnapshotURL(), "https")
 	if resp, err := http.Get(plain); err == nil {
 		resp.Body.Close()
