@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	runtimedebug "runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/memlimit"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/metrics"
@@ -397,7 +399,20 @@ func (a *App) Run(ctx context.Context) error {
 		}
 	}
 	a.log.Info("Starting "+a.opts.Name, "namespace", a.opts.Namespace)
+	setMemoryLimit(a.opts.MemoryLimit, a.log)
 	err := a.mgr.Start(ctx)
 	a.log.Info("Stopped "+a.opts.Name, "err", err)
 	return err
+}
+
+// setMemoryLimit applies Options.MemoryLimit (see memlimit.Decide) and
+// logs what the limit is and why.
+func setMemoryLimit(explicit int64, log *slog.Logger) {
+	d := memlimit.Decide(explicit, os.Getenv, os.DirFS("/"))
+	if d.Limit > 0 {
+		runtimedebug.SetMemoryLimit(d.Limit)
+		log.Info("Go memory limit set", "bytes", d.Limit, "why", d.Why)
+		return
+	}
+	log.Info("Go memory limit left as it is", "bytes", runtimedebug.SetMemoryLimit(-1), "why", d.Why)
 }

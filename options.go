@@ -103,6 +103,16 @@ type Options struct {
 	// ShutdownTimeout bounds the stop once the context is done. Default
 	// 30s (manager.DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
+
+	// MemoryLimit is the Go memory limit (runtime/debug.SetMemoryLimit)
+	// Run sets for the process, in bytes, so that the garbage collector
+	// works harder near it instead of the kernel ending the process. 0,
+	// the default, derives it from the container's memory limit (cgroup v2
+	// memory.max, or v1 memory.limit_in_bytes): 90% of it, the rest left
+	// for what the Go runtime does not count; with no container limit, or
+	// when $GOMEMLIMIT is set, the limit is left as it is. Negative leaves
+	// it as it is. Run logs the limit and why.
+	MemoryLimit int64
 }
 
 // LeaderElection configures the App's leader election. The defaults are

@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"strings"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 
 	"github.com/kloop-dev/kloop"
@@ -21,6 +24,10 @@ type Flags struct {
 	Sharding       Sharding
 	Serving        Serving
 	Logging        Logging
+	// MemoryLimit is --memory-limit: "auto" derives the Go memory limit
+	// from the container's (kloop.Options.MemoryLimit 0), "off" leaves it
+	// as it is, a quantity such as 400Mi sets it.
+	MemoryLimit string
 }
 
 // NewFlags returns kloop's defaults for the program name: client-go's
@@ -34,6 +41,7 @@ func NewFlags(name string) *Flags {
 		Sharding:       newSharding(name),
 		Serving:        newServing(),
 		Logging:        NewLogging(),
+		MemoryLimit:    "auto",
 	}
 }
 
@@ -46,6 +54,8 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet) {
 	f.Sharding.AddFlags(fs)
 	f.Serving.AddFlags(fs)
 	f.Logging.AddFlags(fs)
+	fs.StringVar(&f.MemoryLimit, "memory-limit", f.MemoryLimit,
+		"the Go memory limit: auto (90% of the container's memory limit, unless GOMEMLIMIT is set), off (leave it as it is), or a `quantity` such as 400Mi")
 }
 
 // Validate checks every flag without I/O or side effects.
@@ -77,6 +87,9 @@ func (f *Flags) Validate() error {
 	if _, err := f.Serving.selfSignedOptions(); err != nil {
 		return err
 	}
+	if _, err := parseMemoryLimit(f.MemoryLimit); err != nil {
+		return err
+	}
 	return f.Cluster.Validate()
 }
 
@@ -84,8 +97,8 @@ func (f *Flags) Validate() error {
 // (a bad one is a *FlagError), sets the logger up (Logging.Setup), loads
 // the client configuration (the Cluster group) and returns it with the
 // Options for kloop.New: Name, Logger, MetricsAddr, HealthAddr,
-// SecureMetrics, DebugAddr, the Webhook options, LeaderElection and
-// Sharding filled in. The
+// SecureMetrics, DebugAddr, the Webhook options, LeaderElection,
+// Sharding and MemoryLimit filled in. The
 // command sets the rest (Scheme, Namespace, ...) before calling kloop.New.
 func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) {
 	if err := f.Validate(); err != nil {
@@ -102,6 +115,7 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 	sec, _ := f.Serving.secureOptions()
 	webhookAddr, _ := f.Serving.webhookAddr()
 	selfSigned, _ := f.Serving.selfSignedOptions()
+	memoryLimit, _ := parseMemoryLimit(f.MemoryLimit)
 	cfg, err := f.Cluster.restConfig()
 	if err != nil {
 		return nil, kloop.Options{}, err
@@ -119,5 +133,22 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 		WebhookSelfSigned: selfSigned,
 		LeaderElection:    le,
 		Sharding:          sh,
+		MemoryLimit:       memoryLimit,
 	}, nil
+}
+
+// parseMemoryLimit reads --memory-limit as kloop.Options.MemoryLimit: 0
+// for auto, -1 for off, else the bytes of the quantity.
+func parseMemoryLimit(v string) (int64, error) {
+	switch strings.ToLower(v) {
+	case "", "auto":
+		return 0, nil
+	case "off":
+		return -1, nil
+	}
+	q, err := resource.ParseQuantity(v)
+	if n, ok := q.AsInt64(); err == nil && ok && n > 0 {
+		return n, nil
+	}
+	return 0, &FlagError{Flag: "--memory-limit", Value: v, Want: "auto, off, or a positive quantity of bytes such as 400Mi or 1Gi"}
 }

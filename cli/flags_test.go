@@ -340,3 +340,40 @@ func TestFlags_WebhookFlagsReachOptionsOrNameWhatIsMissing(t *testing.T) {
 		}
 	}
 }
+
+func TestFlags_MemoryLimitReachesOptionsOrNamesTheBadValue(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		want int64
+		bad  bool
+	}{
+		{"", 0, false}, // the default: auto
+		{"--memory-limit=auto", 0, false},
+		{"--memory-limit=off", -1, false},
+		{"--memory-limit=400Mi", 400 << 20, false},
+		{"--memory-limit=1G", 1e9, false},
+		{"--memory-limit=-5Mi", 0, true},
+		{"--memory-limit=lots", 0, true},
+	} {
+		flags := cli.NewFlags("demo")
+		var opts kloop.Options
+		cmd := &cobra.Command{Use: "demo", RunE: func(cmd *cobra.Command, _ []string) error {
+			_, o, err := flags.Config(cmd)
+			opts = o
+			return err
+		}}
+		flags.AddFlags(cmd.Flags())
+		args := []string{"--master", "https://127.0.0.1:6443"}
+		if tc.arg != "" {
+			args = append(args, tc.arg)
+		}
+		var stderr strings.Builder
+		code := cli.Run(t.Context(), cmd, args, io.Discard, &stderr)
+		switch {
+		case tc.bad && (code != cli.ExitUsage || !strings.Contains(stderr.String(), "--memory-limit") || !strings.Contains(stderr.String(), "auto, off, or a positive quantity")):
+			t.Errorf("%s: exit %d, stderr %q; want a usage error naming the flag and what it takes", tc.arg, code, stderr.String())
+		case !tc.bad && (code != cli.ExitOK || opts.MemoryLimit != tc.want):
+			t.Errorf("%s: exit %d (%s), MemoryLimit %d; want %d", tc.arg, code, stderr.String(), opts.MemoryLimit, tc.want)
+		}
+	}
+}
