@@ -122,7 +122,13 @@ func TestInformer_Relist_DuringASnapshotAndAfterStop(t *testing.T) {
 		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) { add(t, inf, rec, HandlerOptions{}) })
 		h.src.relist("1", cm("a", "1", "1"))
 		h.src.send(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistStart}, ev(watcher.RelistItem, cm("x", "9", "2")))
+		synctest.Wait() // the partial snapshot is queued
 		done := h.inf.Relist()
+		// The stopped source has returned and the new one waits: an event
+		// sent before that could be taken by the stopped one (its select
+		// has the cancelled context and the event ready at once), which
+		// emits it under the old epoch and cuts the new snapshot in two.
+		synctest.Wait()
 		h.src.relist("3", cm("a", "1", "1"), cm("b", "2", "3"))
 		synctest.Wait()
 		if !closed(done) {
