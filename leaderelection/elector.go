@@ -15,8 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 
+	"github.com/kloop-dev/kloop/internal/kmetrics"
 	"github.com/kloop-dev/kloop/internal/lease"
-	kmetrics "github.com/kloop-dev/kloop/metrics"
 )
 
 // FieldManager is the field manager of the writes to Leases, by electors

@@ -3,7 +3,7 @@ package workqueue
 import (
 	"time"
 
-	kmetrics "github.com/kloop-dev/kloop/metrics"
+	"github.com/kloop-dev/kloop/internal/kmetrics"
 )
 
 // Status is a queue's state at one moment, for people and dashboards: how
