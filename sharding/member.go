@@ -261,18 +261,18 @@ func newMember(leases leaseClient, lw watcher.ListerWatcher[*coordinationv1.Leas
 	return m, nil
 }
 
-// Identity is this replica's name in the group.
-func (m *Member) Identity() string { return m.cfg.Identity }
+// identity is this replica's name in the group.
+func (m *Member) identity() string { return m.cfg.Identity }
 
 // Config returns the resolved configuration.
 func (m *Member) Config() Config { return m.cfg }
 
 // Owns reports whether obj is in this replica's slots now.
-func (m *Member) Owns(obj metav1.Object) bool { return m.OwnsValue(m.cfg.Key.Value(obj)) }
+func (m *Member) Owns(obj metav1.Object) bool { return m.ownsValue(m.cfg.Key.value(obj)) }
 
-// OwnsValue reports whether an object whose key field (namespace or UID)
+// ownsValue reports whether an object whose key field (namespace or UID)
 // is value is in this replica's slots now.
-func (m *Member) OwnsValue(value string) bool { return m.scope.Load().Has(m.slotOf(value)) }
+func (m *Member) ownsValue(value string) bool { return m.scope.Load().Has(m.slotOf(value)) }
 
 // slotOf is the slot of an object whose key field is value: the one place
 // a replica places objects and keys.
@@ -336,9 +336,9 @@ type conditional struct {
 
 func (c conditional) sharded() bool { return c.on() }
 
-// Only returns a FactoryOptions.Restrict that shards the informers pick
+// only returns a FactoryOptions.Restrict that shards the informers pick
 // accepts and leaves the others whole.
-func (m *Member) Only(pick func(resource string, scope informer.Scope) bool) func(resource string, scope informer.Scope) *informer.Restriction {
+func (m *Member) only(pick func(resource string, scope informer.Scope) bool) func(resource string, scope informer.Scope) *informer.Restriction {
 	return func(resource string, scope informer.Scope) *informer.Restriction {
 		if !pick(resource, scope) {
 			return nil
@@ -759,7 +759,7 @@ func (r *run) claim(ctx context.Context, claim Set) {
 		return
 	}
 	start, waited := r.c.confirm(r.clk.Now())
-	if given := claim.Minus(start); given.Len() > 0 {
+	if given := claim.minus(start); given.Len() > 0 {
 		m.log.Info("Claim given up: another member holds or claims these slots", "slots", given.String())
 	}
 	if start.Len() > 0 {
@@ -826,9 +826,9 @@ func (r *run) activate(slots Set) {
 func (r *run) release(now time.Time, slots Set) {
 	m := r.m
 	r.c.set(now, slots, slotReleasing)
-	active := m.Active().Minus(slots)
+	active := m.Active().minus(slots)
 	m.active.Store(&active)
-	scope := m.Scope().Minus(slots)
+	scope := m.Scope().minus(slots)
 	m.scope.Store(&scope)
 	m.log.Info("Releasing slots", "slots", slots.String(), "scope", scope.String())
 	r.draining++
