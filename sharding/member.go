@@ -40,7 +40,7 @@ const (
 // selectors at all.
 var everything = "shardRange(object.metadata.uid, '0x0000000000000000', '0x10000000000000000')"
 
-// Defaults of Config.
+// Defaults of Options.
 const (
 	DefaultSlots        = 64
 	DefaultLeaveTimeout = 30 * time.Second
@@ -49,9 +49,9 @@ const (
 // ErrInvalidConfig is wrapped by New's validation errors.
 var ErrInvalidConfig = errors.New("sharding: invalid config")
 
-// Config configures a Member. Group and Namespace are required; every other
+// Options configure a Member. Group and Namespace are required; every other
 // zero value takes the documented default.
-type Config struct {
+type Options struct {
 	// Group names the set of replicas that share the work, such as the
 	// program's name. Every replica of a group uses the same Group, Key and
 	// Slots. It must be a DNS label (lower case, digits, '-').
@@ -103,7 +103,7 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-func (c *Config) resolve() error {
+func (c *Options) resolve() error {
 	if c.Slots == 0 {
 		c.Slots = DefaultSlots
 	}
@@ -190,7 +190,7 @@ func defaultIdentity() string {
 // the factory's Restrict: Shard) and controllers (Gate) it is given to the
 // slots it holds. Start runs it; see the package documentation.
 type Member struct {
-	cfg    Config
+	cfg    Options
 	leases leaseClient
 	lw     watcher.ListerWatcher[*coordinationv1.Lease] // the group's Leases
 	log    *slog.Logger
@@ -214,7 +214,7 @@ type Member struct {
 
 // New returns a member talking to the API server at cfg. It does no I/O and
 // starts nothing.
-func New(cfg *rest.Config, c Config) (*Member, error) {
+func New(cfg *rest.Config, c Options) (*Member, error) {
 	if err := c.resolve(); err != nil {
 		return nil, err
 	}
@@ -240,7 +240,7 @@ type leaseClient interface {
 	Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
 }
 
-func newMember(leases leaseClient, lw watcher.ListerWatcher[*coordinationv1.Lease], c Config) (*Member, error) {
+func newMember(leases leaseClient, lw watcher.ListerWatcher[*coordinationv1.Lease], c Options) (*Member, error) {
 	m := &Member{
 		cfg:    c,
 		leases: leases,
@@ -264,8 +264,8 @@ func newMember(leases leaseClient, lw watcher.ListerWatcher[*coordinationv1.Leas
 // identity is this replica's name in the group.
 func (m *Member) identity() string { return m.cfg.Identity }
 
-// Config returns the resolved configuration.
-func (m *Member) Config() Config { return m.cfg }
+// Options returns the resolved options.
+func (m *Member) Options() Options { return m.cfg }
 
 // Owns reports whether obj is in this replica's slots now.
 func (m *Member) Owns(obj metav1.Object) bool { return m.ownsValue(m.cfg.Key.value(obj)) }
@@ -457,7 +457,7 @@ func (m *Member) NeedLeaderElection() bool { return false }
 
 // Start runs the member until ctx is done: it creates and renews its Lease,
 // watches the group's, takes and gives up slots, and finally releases
-// everything and deletes its Lease (see Config.LeaveTimeout). It returns
+// everything and deletes its Lease (see Options.LeaveTimeout). It returns
 // nil after a stop through ctx, or an error if it cannot run at all.
 func (m *Member) Start(ctx context.Context) error {
 	if !m.started.CompareAndSwap(false, true) {

@@ -9,7 +9,7 @@ import (
 // Status is a queue's state at one moment, for people and dashboards: how
 // much waits, for how long, and how much flows through.
 type Status struct {
-	// Name is Config.Name.
+	// Name is Options.Name.
 	Name string
 	// Ready keys wait to be handed out, by priority in ReadyByPriority.
 	// Keys whose delay has passed count as ready.
