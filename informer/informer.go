@@ -223,7 +223,7 @@ func New[T watcher.Object](src Source[T], opts Options[T]) (*Informer[T], error)
 
 // NewForListerWatcher returns an informer fed by a watcher.Reflector over lw.
 // cfg.Name defaults to opts.Name.
-func NewForListerWatcher[T watcher.Object](lw watcher.ListerWatcher[T], cfg watcher.Config, opts Options[T]) (*Informer[T], error) {
+func NewForListerWatcher[T watcher.Object](lw watcher.ListerWatcher[T], cfg watcher.Options, opts Options[T]) (*Informer[T], error) {
 	if cfg.Name == "" {
 		cfg.Name = opts.Name
 	}

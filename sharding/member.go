@@ -225,7 +225,7 @@ func New(cfg *rest.Config, c Options) (*Member, error) {
 		return nil, fmt.Errorf("sharding: %w", err)
 	}
 	lw, err := watcher.FromResource[*coordinationv1.Lease](cfg, clientgoscheme.Scheme, coordinationv1.SchemeGroupVersion.WithResource("leases"),
-		watcher.Options{Namespace: c.Namespace, LabelSelector: GroupLabel + "=" + c.Group})
+		watcher.Scope{Namespace: c.Namespace, LabelSelector: GroupLabel + "=" + c.Group})
 	if err != nil {
 		return nil, fmt.Errorf("sharding: %w", err)
 	}
@@ -524,7 +524,7 @@ func (r *run) loop(ctx context.Context) error {
 	defer r.background.Wait()
 	defer close(r.stop)
 
-	linf, err := informer.NewForListerWatcher(m.lw, watcher.Config{
+	linf, err := informer.NewForListerWatcher(m.lw, watcher.Options{
 		Name:       "shard group " + m.cfg.Group,
 		Logger:     m.cfg.Logger,
 		Registerer: prometheus.NewRegistry(), // the group's Leases are not worth a series of their own

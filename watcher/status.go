@@ -45,7 +45,7 @@ type Status struct {
 	// arrived from the server; zero before any.
 	LastEvent time.Time
 	// Since NewReflector: LIST calls (one per page), WATCH calls (streaming
-	// lists included), errors (see Config.OnError) and completed snapshots.
+	// lists included), errors (see Options.OnError) and completed snapshots.
 	// They are the counters behind the kloop_reflector_* metrics.
 	Lists, Watches, Errors, Snapshots uint64
 }
