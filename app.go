@@ -198,7 +198,7 @@ func (a *App) newElector(le LeaderElection) (*manager.LeaseElector, error) {
 	if id == "" {
 		id = a.opts.Name + "-leader"
 	}
-	el, err := manager.NewLeaseElector(a.cfg, leaderelection.Config{
+	el, err := manager.NewLeaseElector(a.cfg, leaderelection.Options{
 		Namespace:     ns,
 		Name:          id,
 		Identity:      le.Identity,

@@ -70,7 +70,7 @@ func (a *App) newMember(s Sharding) (*sharding.Member, error) {
 	if group == "" {
 		group = a.opts.Name
 	}
-	m, err := sharding.New(a.cfg, sharding.Config{
+	m, err := sharding.New(a.cfg, sharding.Options{
 		Group:          group,
 		Namespace:      ns,
 		Identity:       s.Identity,
@@ -138,5 +138,5 @@ func (a *App) gate(c *controller.Controller[cache.Key], forUID func(cache.Key) (
 
 // shardsBy reports whether the App shards by key.
 func (a *App) shardsBy(key sharding.Key) bool {
-	return a.member != nil && a.member.Config().Key == key
+	return a.member != nil && a.member.Options().Key == key
 }

@@ -34,13 +34,13 @@ func LabelIndexFunc[T watcher.Object](obj T) []string {
 	}
 	out := make([]string, 0, len(labels))
 	for k, v := range labels {
-		out = append(out, LabelIndexValue(k, v))
+		out = append(out, labelIndexValue(k, v))
 	}
 	return out
 }
 
-// LabelIndexValue is the value LabelIndexFunc uses for the label key=value.
-func LabelIndexValue(key, value string) string { return key + "=" + value }
+// labelIndexValue is the value LabelIndexFunc uses for the label key=value.
+func labelIndexValue(key, value string) string { return key + "=" + value }
 
 // OwnerIndexFunc indexes an object under the UID of each of its owner
 // references, so ByIndex(IndexOwner, string(owner.GetUID())) returns what an

@@ -254,7 +254,7 @@ func (s *Store[T]) labelCandidates(selector labels.Selector) (map[Key]struct{}, 
 		default:
 			continue
 		}
-		return ix.values[LabelIndexValue(r.Key(), r.Values().UnsortedList()[0])], true
+		return ix.values[labelIndexValue(r.Key(), r.Values().UnsortedList()[0])], true
 	}
 	return nil, false
 }

@@ -68,7 +68,7 @@ func (h *heldCache[T]) release() {
 // until the test ends, and returns once the store has its first snapshot.
 func startConfigMapCache(t *testing.T, env *testenv.Env, ns string) *heldCache[*corev1.ConfigMap] {
 	t.Helper()
-	lw, err := watcher.FromResource[*corev1.ConfigMap](env.Config, clientgoscheme.Scheme, configMapGVR, watcher.Options{Namespace: ns})
+	lw, err := watcher.FromResource[*corev1.ConfigMap](env.Config, clientgoscheme.Scheme, configMapGVR, watcher.Scope{Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func startConfigMapCache(t *testing.T, env *testenv.Env, ns string) *heldCache[*
 		t.Fatal(err)
 	}
 	h := &heldCache[*corev1.ConfigMap]{Store: store, waiting: make(chan struct{}, 1)}
-	r := watcher.NewReflector(lw, watcher.Config{
+	r := watcher.NewReflector(lw, watcher.Options{
 		Name:       "configmaps-" + ns,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Registerer: prometheus.NewRegistry(),

@@ -128,12 +128,6 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	return cl, nil
 }
 
-// Scheme returns the scheme the client encodes and decodes with.
-func (c *Client) Scheme() *runtime.Scheme { return c.scheme }
-
-// FieldManager returns the field manager the client writes as.
-func (c *Client) FieldManager() string { return c.fieldManager }
-
 // restFor returns the REST client for gv, speaking protobuf (with JSON
 // accepted too) when proto is true, creating it on first use. All of them
 // share one HTTP client, hence one connection pool.

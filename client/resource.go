@@ -97,15 +97,6 @@ func NewResource[T interface {
 	}, nil
 }
 
-// GVR is the resource this Resource serves.
-func (r *Resource[T]) GVR() schema.GroupVersionResource { return r.gvr }
-
-// GVK is T's kind in the resource's group and version.
-func (r *Resource[T]) GVK() schema.GroupVersionKind { return r.gvk }
-
-// Client is the client this Resource belongs to.
-func (r *Resource[T]) Client() *Client { return r.c }
-
 func (r *Resource[T]) req(verb, namespace string) *rest.Request {
 	return r.rc.Verb(verb).NamespaceIfScoped(namespace, namespace != "").Resource(r.gvr.Resource)
 }

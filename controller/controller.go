@@ -152,7 +152,7 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 		opts: opts,
 		log:  opts.Logger.With("controller", opts.Name),
 		m:    m,
-		queue: workqueue.New(workqueue.Config[K]{
+		queue: workqueue.New(workqueue.Options[K]{
 			Name:        opts.Name,
 			Registerer:  opts.Registerer,
 			RateLimiter: opts.RateLimiter,

@@ -62,7 +62,7 @@ func TestFault_SilentWatch_NoticedReconnectedAndCaughtUp(t *testing.T) {
 	)
 	reg := prometheus.NewRegistry()
 	f := informer.NewFactory(proxy.RESTConfig(user), informer.FactoryOptions{
-		Watch: watcher.Config{
+		Watch: watcher.Options{
 			Backoff: watcher.Backoff{Max: silentBackoffMax},
 			OnError: func(err error) {
 				if at := silentSince.Load(); at != nil {

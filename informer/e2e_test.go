@@ -69,10 +69,10 @@ func TestE2E(t *testing.T) {
 	t.Run("ChurnWithRestartsAndCompaction", func(t *testing.T) {
 		for _, mode := range []struct {
 			name string
-			cfg  watcher.Config
+			cfg  watcher.Options
 		}{
-			{"StreamingList", watcher.Config{InitialList: watcher.InitialListStreaming}},
-			{"PaginatedList", watcher.Config{InitialList: watcher.InitialListPaginated, PageSize: 100}},
+			{"StreamingList", watcher.Options{InitialList: watcher.InitialListStreaming}},
+			{"PaginatedList", watcher.Options{InitialList: watcher.InitialListPaginated, PageSize: 100}},
 		} {
 			t.Run(mode.name, func(t *testing.T) { testChurn(t, env, cfg, cs, strings.ToLower(mode.name), mode.cfg) })
 		}
@@ -316,7 +316,7 @@ func (c *counter) OnDelete(d informer.Deleted[*corev1.ConfigMap]) {
 // testChurn writes at random to at least 2,000 ConfigMaps from several
 // goroutines while the API server is restarted and etcd compacted, then
 // checks the informer's cache and a handler's view against a fresh LIST.
-func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.Interface, ns string, wcfg watcher.Config) {
+func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.Interface, ns string, wcfg watcher.Options) {
 	ctx := e2eContext(t, 4*time.Minute, "churn test "+ns)
 	ns = testenv.NewNamespace(t, cs, ns)
 
@@ -325,8 +325,8 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 	reg := prometheus.NewRegistry()
 	f := informer.NewFactory(cfg, informer.FactoryOptions{Watch: wcfg, Registerer: reg})
 	g := newGate()
-	inf, err := informer.OfListerWatcher(f, "configmaps", informer.Scope{Namespace: ns}, func(o watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) {
-		lw := watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(o.Namespace), watcher.Options{LabelSelector: o.LabelSelector, FieldSelector: o.FieldSelector})
+	inf, err := informer.OfListerWatcher(f, "configmaps", informer.Scope{Namespace: ns}, func(o watcher.Scope) (watcher.ListerWatcher[*corev1.ConfigMap], error) {
+		lw := watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(o.Namespace), watcher.Scope{LabelSelector: o.LabelSelector, FieldSelector: o.FieldSelector})
 		return gatedLW[*corev1.ConfigMap]{lw: lw, gate: g, expired: &expired}, nil
 	})
 	if err != nil {

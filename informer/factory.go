@@ -60,7 +60,7 @@ type FactoryOptions struct {
 	Scheme *runtime.Scheme
 	// Watch is the template of every informer's reflector configuration;
 	// Name, Logger and Registerer are filled in per informer.
-	Watch watcher.Config
+	Watch watcher.Options
 	// Memory chooses how lean every informer's cached objects are (see
 	// Memory). The zero value is leanest.
 	Memory Memory
@@ -148,7 +148,7 @@ func OfResource[T interface {
 	*E
 	watcher.Object
 }, E any](f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[T], error) {
-	return OfListerWatcher(f, ResourceName(gvr), scope, func(o watcher.Options) (watcher.ListerWatcher[T], error) {
+	return OfListerWatcher(f, ResourceName(gvr), scope, func(o watcher.Scope) (watcher.ListerWatcher[T], error) {
 		if f.cfg == nil {
 			return nil, errors.New("informer: factory has no rest.Config")
 		}
@@ -158,7 +158,7 @@ func OfResource[T interface {
 		o = lean.WithDecoding(o, lean.Decoding{
 			DropManagedFields: !f.opts.Memory.KeepManagedFields,
 			ShareLabels:       !f.opts.Memory.Unshared,
-		}).(watcher.Options)
+		}).(watcher.Scope)
 		return watcher.FromResource[T](preferProtobuf[T](f.cfg), f.opts.Scheme, gvr, o)
 	})
 }
@@ -189,7 +189,7 @@ func preferProtobuf[T watcher.Object](cfg *rest.Config) *rest.Config {
 // annotations, owners, resourceVersion…) and none of the objects' bodies,
 // which makes it the cheap way to watch large or numerous objects.
 func OfMetadata(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[*metav1.PartialObjectMetadata], error) {
-	return OfListerWatcher(f, ResourceName(gvr)+" (metadata)", scope, func(o watcher.Options) (watcher.ListerWatcher[*metav1.PartialObjectMetadata], error) {
+	return OfListerWatcher(f, ResourceName(gvr)+" (metadata)", scope, func(o watcher.Scope) (watcher.ListerWatcher[*metav1.PartialObjectMetadata], error) {
 		c, err := f.metadataClient()
 		if err != nil {
 			return nil, err
@@ -202,7 +202,7 @@ func OfMetadata(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Info
 // objects as *unstructured.Unstructured: for resources whose Go types the
 // program does not have.
 func OfUnstructured(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[*unstructured.Unstructured], error) {
-	return OfListerWatcher(f, ResourceName(gvr)+" (unstructured)", scope, func(o watcher.Options) (watcher.ListerWatcher[*unstructured.Unstructured], error) {
+	return OfListerWatcher(f, ResourceName(gvr)+" (unstructured)", scope, func(o watcher.Scope) (watcher.ListerWatcher[*unstructured.Unstructured], error) {
 		c, err := f.dynamicClient()
 		if err != nil {
 			return nil, err
@@ -214,8 +214,8 @@ func OfUnstructured(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*
 // OfListerWatcher returns the factory's informer for (T, resource, scope),
 // creating it with newLW on first use. resource names what is watched (it
 // is part of the sharing key and of the informer's name). newLW gets the
-// scope as watcher.Options.
-func OfListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope, newLW func(watcher.Options) (watcher.ListerWatcher[T], error)) (*Informer[T], error) {
+// scope as watcher.Scope.
+func OfListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope, newLW func(watcher.Scope) (watcher.ListerWatcher[T], error)) (*Informer[T], error) {
 	key := factoryKey{typ: reflect.TypeFor[T](), resource: resource, scope: scope}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -226,7 +226,7 @@ func OfListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 		return nil, fmt.Errorf("informer factory: %w", ErrStopped)
 	}
 	name := resource + " [" + scope.String() + "]"
-	lw, err := newLW(watcher.Options{Namespace: scope.Namespace, LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector})
+	lw, err := newLW(watcher.Scope{Namespace: scope.Namespace, LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector})
 	if err != nil {
 		return nil, fmt.Errorf("informer %s: %w", name, err)
 	}

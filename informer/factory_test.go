@@ -55,7 +55,7 @@ func TestFactory_WaitForSyncNamesEachInformerThatDidNotSyncAndWhy(t *testing.T) 
 	synctest.Test(t, func(t *testing.T) {
 		f := NewFactory(nil, FactoryOptions{
 			Registerer: prometheus.NewRegistry(),
-			Watch:      watcher.Config{InitialList: watcher.InitialListPaginated},
+			Watch:      watcher.Options{InitialList: watcher.InitialListPaginated},
 		})
 		okLW, deniedLW := watchtest.New[*corev1.ConfigMap](), watchtest.New[*corev1.ConfigMap]()
 		okLW.PushList(watcher.ListPage[*corev1.ConfigMap]{Items: []*corev1.ConfigMap{cm("a", "1", "1")}, ResourceVersion: "1"}, nil)
@@ -64,10 +64,10 @@ func TestFactory_WaitForSyncNamesEachInformerThatDidNotSyncAndWhy(t *testing.T) 
 		for range 50 {
 			deniedLW.PushList(watcher.ListPage[*corev1.ConfigMap]{}, forbidden)
 		}
-		if _, err := OfListerWatcher(f, "configmaps", Scope{}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return okLW, nil }); err != nil {
+		if _, err := OfListerWatcher(f, "configmaps", Scope{}, func(watcher.Scope) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return okLW, nil }); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := OfListerWatcher(f, "secrets-as-configmaps", Scope{Namespace: "locked"}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return deniedLW, nil }); err != nil {
+		if _, err := OfListerWatcher(f, "secrets-as-configmaps", Scope{Namespace: "locked"}, func(watcher.Scope) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return deniedLW, nil }); err != nil {
 			t.Fatal(err)
 		}
 
@@ -106,7 +106,7 @@ func TestFactory_StartsInformersAskedForWhileRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := NewFactory(nil, FactoryOptions{
 			Registerer: prometheus.NewRegistry(),
-			Watch:      watcher.Config{InitialList: watcher.InitialListPaginated},
+			Watch:      watcher.Options{InitialList: watcher.InitialListPaginated},
 		})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
@@ -116,7 +116,7 @@ func TestFactory_StartsInformersAskedForWhileRunning(t *testing.T) {
 		lw := watchtest.New[*corev1.ConfigMap]()
 		lw.PushList(watcher.ListPage[*corev1.ConfigMap]{Items: []*corev1.ConfigMap{cm("a", "1", "1")}, ResourceVersion: "1"}, nil)
 		lw.PushWatch()
-		inf, err := OfListerWatcher(f, "configmaps", Scope{}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return lw, nil })
+		inf, err := OfListerWatcher(f, "configmaps", Scope{}, func(watcher.Scope) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return lw, nil })
 		if err != nil {
 			t.Fatal(err)
 		}

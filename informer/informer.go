@@ -34,15 +34,15 @@ type Source[T watcher.Object] interface {
 
 var _ Source[watcher.Object] = (*watcher.Reflector[watcher.Object])(nil)
 
-// ErrorNotifier is an optional interface of a Source: ErrorChanged returns
+// errorNotifier is an optional interface of a Source: ErrorChanged returns
 // a channel that is closed the next time LastError changes. With it,
 // WaitForSync returns as soon as the API server refuses the informer,
 // rather than when its context ends. *watcher.Reflector implements it.
-type ErrorNotifier interface {
+type errorNotifier interface {
 	ErrorChanged() <-chan struct{}
 }
 
-var _ ErrorNotifier = (*watcher.Reflector[watcher.Object])(nil)
+var _ errorNotifier = (*watcher.Reflector[watcher.Object])(nil)
 
 // Memory chooses how much memory cached objects take. The zero value is
 // the lean default. KeepManagedFields and Unshared each give up one of its
@@ -223,7 +223,7 @@ func New[T watcher.Object](src Source[T], opts Options[T]) (*Informer[T], error)
 
 // NewForListerWatcher returns an informer fed by a watcher.Reflector over lw.
 // cfg.Name defaults to opts.Name.
-func NewForListerWatcher[T watcher.Object](lw watcher.ListerWatcher[T], cfg watcher.Config, opts Options[T]) (*Informer[T], error) {
+func NewForListerWatcher[T watcher.Object](lw watcher.ListerWatcher[T], cfg watcher.Options, opts Options[T]) (*Informer[T], error) {
 	if cfg.Name == "" {
 		cfg.Name = opts.Name
 	}
@@ -272,7 +272,7 @@ func (inf *Informer[T]) WaitForSync(ctx context.Context) error {
 
 // waitFor waits for synced and explains why it did not close.
 func (inf *Informer[T]) waitFor(ctx context.Context, synced <-chan struct{}, what string) error {
-	notifier, _ := inf.src.(ErrorNotifier)
+	notifier, _ := inf.src.(errorNotifier)
 	var waited error
 wait:
 	for {
@@ -446,7 +446,7 @@ func (inf *Informer[T]) Refilter() int {
 func (inf *Informer[T]) Len() int { return inf.store.Len() }
 
 // ListMeta is the metadata of the Source's latest LIST page (see
-// watcher.Reflector.ListMeta): what the API server made of the parameters
+// watcher.Reflector.listMeta): what the API server made of the parameters
 // a Restriction adds, for one. It is zero when the Source cannot tell.
 func (inf *Informer[T]) ListMeta() metav1.ListMeta {
 	if s, ok := inf.src.(interface{ ListMeta() metav1.ListMeta }); ok {

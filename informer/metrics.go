@@ -3,7 +3,7 @@ package informer
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kloop-dev/kloop/metrics"
+	"github.com/kloop-dev/kloop/internal/kmetrics"
 )
 
 // Lists, watches, relists, events by type and the last resourceVersion
@@ -51,7 +51,7 @@ type informerMetrics struct {
 // newInformerMetrics registers (or reuses) the metric families on reg. A
 // registration error leaves working but unexported metrics.
 func newInformerMetrics(reg prometheus.Registerer, name string) (*informerMetrics, error) {
-	r := metrics.NewRegistrar(reg)
+	r := kmetrics.NewRegistrar(reg)
 	changes := r.CounterVec(changesOpts, "informer", "type")
 	m := &informerMetrics{
 		objects:        r.GaugeVec(objectsOpts, "informer").WithLabelValues(name),
@@ -68,4 +68,4 @@ func newInformerMetrics(reg prometheus.Registerer, name string) (*informerMetric
 	return m, r.Err()
 }
 
-func (m *informerMetrics) setRV(rv string) { metrics.SetResourceVersion(m.storeRV, rv) }
+func (m *informerMetrics) setRV(rv string) { kmetrics.SetResourceVersion(m.storeRV, rv) }

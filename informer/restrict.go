@@ -13,7 +13,7 @@ import (
 // (one replica's share of the objects); see FactoryOptions.Restrict.
 type Restriction struct {
 	// ListOptions, if set, adds to the options of every LIST and WATCH
-	// (see watcher.Config.ListOptions). Optional.
+	// (see watcher.Options.ListOptions). Optional.
 	ListOptions func(*metav1.ListOptions)
 	// Keep is the choice made on the client: the informer's Filter. It must
 	// hold for every object the server may send under ListOptions, since a

@@ -1,7 +1,7 @@
 package informer
 
 import (
-	"github.com/kloop-dev/kloop/metrics"
+	"github.com/kloop-dev/kloop/internal/kmetrics"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -76,8 +76,8 @@ func (inf *Informer[T]) Status() Status {
 		s.Source.LastError = inf.src.LastError()
 	}
 	if m := inf.metrics; m != nil {
-		s.Adds, s.Updates = metrics.Count(m.adds), metrics.Count(m.updates)
-		s.Deletes, s.DeletesFinalStateUnknown = metrics.Count(m.deletes), metrics.Count(m.deletesUnknown)
+		s.Adds, s.Updates = kmetrics.Count(m.adds), kmetrics.Count(m.updates)
+		s.Deletes, s.DeletesFinalStateUnknown = kmetrics.Count(m.deletes), kmetrics.Count(m.deletesUnknown)
 	}
 	inf.dispatchMu.Lock()
 	subs := append([]subscriber[T](nil), inf.subs...)

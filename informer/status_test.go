@@ -21,18 +21,18 @@ func TestFactoryStatus_ReportsEachInformersSyncCountsErrorsAndHandlers(t *testin
 		reg := prometheus.NewRegistry()
 		f := NewFactory(nil, FactoryOptions{
 			Registerer: reg,
-			Watch:      watcher.Config{InitialList: watcher.InitialListPaginated, Rand: func() float64 { return 0 }},
+			Watch:      watcher.Options{InitialList: watcher.InitialListPaginated, Rand: func() float64 { return 0 }},
 		})
 		okLW, deniedLW := watchtest.New[*corev1.ConfigMap](), watchtest.New[*corev1.ConfigMap]()
 		okLW.PushList(watcher.ListPage[*corev1.ConfigMap]{Items: []*corev1.ConfigMap{cm("a", "1", "1"), cm("b", "2", "2")}, ResourceVersion: "5"}, nil)
 		w := okLW.PushWatch()
 		forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "", errors.New("RBAC: access denied"))
 		deniedLW.PushList(watcher.ListPage[*corev1.ConfigMap]{}, forbidden)
-		ok, err := OfListerWatcher(f, "configmaps", Scope{}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return okLW, nil })
+		ok, err := OfListerWatcher(f, "configmaps", Scope{}, func(watcher.Scope) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return okLW, nil })
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := OfListerWatcher(f, "secrets", Scope{Namespace: "locked"}, func(watcher.Options) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return deniedLW, nil }); err != nil {
+		if _, err := OfListerWatcher(f, "secrets", Scope{Namespace: "locked"}, func(watcher.Scope) (watcher.ListerWatcher[*corev1.ConfigMap], error) { return deniedLW, nil }); err != nil {
 			t.Fatal(err)
 		}
 		// A handler that holds its first call, so its queue stays full.

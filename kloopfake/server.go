@@ -145,8 +145,8 @@ func (s *Server) Get(obj runtime.Object) error {
 	return nil
 }
 
-// ResourceVersion is the resourceVersion of the server's latest write.
-func (s *Server) ResourceVersion() string {
+// resourceVersion is the resourceVersion of the server's latest write.
+func (s *Server) resourceVersion() string {
 	s.store.mu.Lock()
 	defer s.store.mu.Unlock()
 	return strconv.FormatUint(s.store.rv, 10)

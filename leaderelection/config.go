@@ -34,13 +34,13 @@ var (
 	// Elector had not returned.
 	ErrAlreadyRunning = errors.New("leaderelection: elector is already running")
 
-	// ErrInvalidConfig: New was given a Config that fails validation.
+	// ErrInvalidConfig: New was given Options that fail validation.
 	ErrInvalidConfig = errors.New("leaderelection: invalid config")
 )
 
-// Config configures an Elector. Namespace, Name and OnStartedLeading are
+// Options configure an Elector. Namespace, Name and OnStartedLeading are
 // required; every other zero value takes the documented default.
-type Config struct {
+type Options struct {
 	// Namespace and Name of the coordination.k8s.io/v1 Lease to compete for.
 	// Every candidate of one election uses the same pair. Required.
 	Namespace, Name string
@@ -111,8 +111,8 @@ type Config struct {
 }
 
 // withDefaults returns c with defaults filled in, or an error wrapping
-// ErrInvalidConfig. It is the one place Config is checked.
-func (c Config) withDefaults() (Config, error) {
+// ErrInvalidConfig. It is the one place Options are checked.
+func (c Options) withDefaults() (Options, error) {
 	if c.LeaseDuration == 0 {
 		c.LeaseDuration = DefaultLeaseDuration
 	}

@@ -161,7 +161,7 @@ func TestRecord_RoundTripsThroughLeaseSpecInWholeSeconds(t *testing.T) {
 
 func TestConfig_ZeroDurationsTakeDefaultsAndBadOnesAreRejected(t *testing.T) {
 	work := func(context.Context) error { return nil }
-	c, err := Config{Namespace: "ns", Name: "n", OnStartedLeading: work}.withDefaults()
+	c, err := Options{Namespace: "ns", Name: "n", OnStartedLeading: work}.withDefaults()
 	if err != nil {
 		t.Fatalf("minimal config rejected: %v", err)
 	}
@@ -171,11 +171,11 @@ func TestConfig_ZeroDurationsTakeDefaultsAndBadOnesAreRejected(t *testing.T) {
 	if c.Identity == "" || c.Clock == nil || c.Logger == nil {
 		t.Fatalf("identity %q, clock %v, logger %v: want all defaulted", c.Identity, c.Clock, c.Logger)
 	}
-	c2, _ := Config{Namespace: "ns", Name: "n", OnStartedLeading: work}.withDefaults()
+	c2, _ := Options{Namespace: "ns", Name: "n", OnStartedLeading: work}.withDefaults()
 	if c2.Identity == c.Identity {
 		t.Fatalf("two default identities are equal (%q); candidates on one host would collide", c.Identity)
 	}
-	bad := []Config{
+	bad := []Options{
 		{Name: "n", OnStartedLeading: work},
 		{Namespace: "ns", Name: "n"},
 		{Namespace: "ns", Name: "n", OnStartedLeading: work, RenewDeadline: 15 * time.Second},

@@ -15,8 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 
+	"github.com/kloop-dev/kloop/internal/kmetrics"
 	"github.com/kloop-dev/kloop/internal/lease"
-	kmetrics "github.com/kloop-dev/kloop/metrics"
 )
 
 // FieldManager is the field manager of the writes to Leases, by electors
@@ -27,7 +27,7 @@ const FieldManager = "kloop-leader-election"
 // it. Create it with New and call Run. IsLeader, Leader, Identity and Check
 // may be called from any goroutine.
 type Elector struct {
-	cfg          Config
+	cfg          Options
 	leases       lease.Client
 	running      atomic.Bool
 	leadingGauge prometheus.Gauge
@@ -50,7 +50,7 @@ type Elector struct {
 // New returns an elector for the lease cfg names, talking to the API server
 // restCfg points at with a client of its own. It validates cfg (errors wrap
 // ErrInvalidConfig), does no I/O and starts no goroutines.
-func New(restCfg *rest.Config, cfg Config) (*Elector, error) {
+func New(restCfg *rest.Config, cfg Options) (*Elector, error) {
 	leases, err := lease.NewClient(restCfg, FieldManager, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("leaderelection: %w", err)
@@ -58,7 +58,7 @@ func New(restCfg *rest.Config, cfg Config) (*Elector, error) {
 	return newElector(leases, cfg)
 }
 
-func newElector(leases lease.Client, cfg Config) (*Elector, error) {
+func newElector(leases lease.Client, cfg Options) (*Elector, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -140,7 +140,7 @@ func (e *Elector) Run(ctx context.Context) error {
 // run is the state of one Run, owned by its goroutine.
 type run struct {
 	e        *Elector
-	cfg      Config
+	cfg      Options
 	log      *slog.Logger
 	core     *core
 	lease    *lease.Held // the Lease as last read or written

@@ -78,13 +78,13 @@ type elector struct {
 
 // start creates a candidate with its own user and client and runs it until
 // the test ends (or cancel).
-func (c *candidates) start(env *testenv.Env, lease, id string, mutate func(*leaderelection.Config)) *elector {
+func (c *candidates) start(env *testenv.Env, lease, id string, mutate func(*leaderelection.Options)) *elector {
 	t := c.t
 	cfg, err := env.UserConfig("candidate-"+id, "system:masters")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc := leaderelection.Config{
+	lc := leaderelection.Options{
 		Namespace: "default", Name: lease, Identity: id,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 		OnStartedLeading: c.work(id),
@@ -203,7 +203,7 @@ func TestAgainstAPIServer(t *testing.T) {
 
 	t.Run("KeptLeaseIsTakenOverOnlyOnceItExpires", func(t *testing.T) {
 		c := newCandidates(t)
-		keep := func(cfg *leaderelection.Config) { cfg.KeepLeaseOnCancel = true }
+		keep := func(cfg *leaderelection.Options) { cfg.KeepLeaseOnCancel = true }
 		els := map[string]*elector{
 			"a": c.start(env, "kept", "a", keep),
 			"b": c.start(env, "kept", "b", keep),
@@ -230,7 +230,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("LeaderStopsWithinRenewDeadlineWhenAPIServerGoesAway", func(t *testing.T) {
 		c := newCandidates(t)
 		var stoppedAt atomic.Pointer[time.Time]
-		el := c.start(env, "outage", "a", func(cfg *leaderelection.Config) {
+		el := c.start(env, "outage", "a", func(cfg *leaderelection.Options) {
 			work := cfg.OnStartedLeading
 			cfg.OnStartedLeading = func(ctx context.Context) error {
 				err := work(ctx)

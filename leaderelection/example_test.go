@@ -18,7 +18,7 @@ func Example() {
 	cfg := controlPlane.ExampleEnv().Config // yours: from a kubeconfig or in-cluster
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	e, err := leaderelection.New(cfg, leaderelection.Config{
+	e, err := leaderelection.New(cfg, leaderelection.Options{
 		Namespace: "default",
 		Name:      "example-controller",
 		Identity:  "replica-1", // default: the host name

@@ -105,8 +105,8 @@ func (m *memLeases) storeLocked(l *coordinationv1.Lease) *coordinationv1.Lease {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func testConfig(id string, work func(context.Context) error) Config {
-	return Config{
+func testConfig(id string, work func(context.Context) error) Options {
+	return Options{
 		Namespace: "ns", Name: "lock", Identity: id,
 		OnStartedLeading: work,
 		Logger:           quiet(),

@@ -140,7 +140,7 @@ func TestLeaderElection_OneLeaderHandsOverOnStopAndReconcilesNeverOverlap(t *tes
 		if err := c.Watch(controller.For(cms)); err != nil {
 			t.Fatal(err)
 		}
-		el, err := manager.NewLeaseElector(cfg, leaderelection.Config{
+		el, err := manager.NewLeaseElector(cfg, leaderelection.Options{
 			Namespace: ns, Name: "le-test", Identity: name,
 			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 			Registerer: reg, Logger: quiet(),

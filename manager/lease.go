@@ -25,7 +25,7 @@ var _ Elector = (*LeaseElector)(nil)
 // the API server at restCfg. Leave cfg.OnStartedLeading unset: the manager
 // supplies the leader's work. Every other field of cfg keeps its meaning
 // and default (the leaderelection.Default… timings, released on stop).
-func NewLeaseElector(restCfg *rest.Config, cfg leaderelection.Config) (*LeaseElector, error) {
+func NewLeaseElector(restCfg *rest.Config, cfg leaderelection.Options) (*LeaseElector, error) {
 	if cfg.OnStartedLeading != nil {
 		return nil, errors.New("manager: LeaseElector: OnStartedLeading is the manager's; leave it unset")
 	}

@@ -3,7 +3,7 @@ package notifier
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kloop-dev/kloop/metrics"
+	"github.com/kloop-dev/kloop/internal/kmetrics"
 )
 
 // Metric names. The first two are kubewatch's, so its dashboards keep
@@ -50,49 +50,49 @@ type notifierMetrics struct {
 func newMetrics(reg prometheus.Registerer) (*notifierMetrics, error) {
 	m := &notifierMetrics{}
 	var err error
-	if m.events, err = metrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	if m.events, err = kmetrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricEvents,
 		Help: "Changes seen by the notifier's informers (the initial list excluded), before suppression and filtering.",
 	}, []string{"resourceType", "eventType"})); err != nil {
 		return nil, err
 	}
-	if m.sent, err = metrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	if m.sent, err = kmetrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricSent,
 		Help: "Notifications a sink delivered.",
 	}, []string{"resourceType", "eventType", "sink"})); err != nil {
 		return nil, err
 	}
-	if m.failed, err = metrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	if m.failed, err = kmetrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricFailed,
 		Help: "Notifications a sink gave up on, by reason: attempts, rejected, shutdown (sent again after the restart).",
 	}, []string{"sink", "reason"})); err != nil {
 		return nil, err
 	}
-	if m.suppressed, err = metrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	if m.suppressed, err = kmetrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricSuppressed,
 		Help: "Changes not notified, by reason: initial (part of the initial list), unchanged, noop, status, metadata.",
 	}, []string{"resourceType", "reason"})); err != nil {
 		return nil, err
 	}
-	if m.overflowed, err = metrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	if m.overflowed, err = kmetrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricOverflowed,
 		Help: "Changes a sink's full queue could not take at once: set aside per object and sent with its latest state once the queue had room.",
 	}, []string{"sink"})); err != nil {
 		return nil, err
 	}
-	if m.merged, err = metrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	if m.merged, err = kmetrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricMerged,
 		Help: "Set-aside changes merged into a later change of the same object (one notification of the latest state).",
 	}, []string{"sink"})); err != nil {
 		return nil, err
 	}
-	if m.overflowObjects, err = metrics.RegisterOrGet(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	if m.overflowObjects, err = kmetrics.RegisterOrGet(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: MetricOverflowObjects,
 		Help: "Objects whose changes a sink has set aside, waiting for room in its queue.",
 	}, []string{"sink"})); err != nil {
 		return nil, err
 	}
-	if m.checkpointObjects, err = metrics.RegisterOrGet(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+	if m.checkpointObjects, err = kmetrics.RegisterOrGet(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: MetricCheckpointObjects,
 		Help: "Objects in the notifier's last saved checkpoint; -1 once it overflowed its bound.",
 	})); err != nil {

@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kloop-dev/kloop/client"
-	kmetrics "github.com/kloop-dev/kloop/metrics"
+	"github.com/kloop-dev/kloop/internal/kmetrics"
 	"github.com/kloop-dev/kloop/watcher"
 )
 

@@ -223,7 +223,7 @@ func (c *core) held() Set {
 func (c *core) scope() Set { return c.inState(slotStarting, slotActive) }
 
 func (c *core) set(now time.Time, s Set, to slotState) {
-	for _, i := range s.Slots() {
+	for _, i := range s.slots() {
 		c.state[i], c.since[i] = to, now
 	}
 }
@@ -246,7 +246,7 @@ func (c *core) next(now time.Time) plan {
 	if c.lost(now) || c.leaving {
 		// Everything stops; claims that were never started are simply dropped.
 		p.release = c.scope()
-		for _, i := range c.inState(slotClaiming).Slots() {
+		for _, i := range c.inState(slotClaiming).slots() {
 			c.state[i], c.since[i] = slotFree, now
 		}
 		return p
@@ -290,7 +290,7 @@ func (c *core) next(now time.Time) plan {
 func (c *core) confirm(now time.Time) (start Set, waited []time.Duration) {
 	start = NewSet(c.n)
 	if c.lost(now) || !c.joined || c.leaving {
-		for _, i := range c.inState(slotClaiming).Slots() {
+		for _, i := range c.inState(slotClaiming).slots() {
 			c.state[i], c.since[i] = slotFree, now
 		}
 		return start, nil
@@ -298,7 +298,7 @@ func (c *core) confirm(now time.Time) (start Set, waited []time.Duration) {
 	owners := Assign(c.members(now), c.n)
 	others := c.heldByOthers(now)
 	blocked := c.blocked(now)
-	for _, i := range c.inState(slotClaiming).Slots() {
+	for _, i := range c.inState(slotClaiming).slots() {
 		if owners[i] != c.self || others.Has(i) || blocked {
 			c.state[i], c.since[i] = slotFree, now
 			continue

@@ -8,7 +8,7 @@
 // # How
 //
 // The hash space of an object field (its namespace or its UID; see Key) is
-// cut into a fixed number of slots (Config.Slots, 64 by default). Each
+// cut into a fixed number of slots (Options.Slots, 64 by default). Each
 // replica is a Member of a group: it holds a coordination.k8s.io Lease of
 // its own, labelled with the group, renewed like a leader-election Lease,
 // which lists the slots it holds. The live members fix the owner of every

@@ -28,7 +28,7 @@ func ExampleSelector() {
 // factory's Restrict, and Gate keeps the controller to the member's slots.
 func ExampleMember() {
 	run := func(ctx context.Context, cfg *rest.Config) error {
-		m, err := sharding.New(cfg, sharding.Config{Group: "cm-controller", Namespace: "kube-system"})
+		m, err := sharding.New(cfg, sharding.Options{Group: "cm-controller", Namespace: "kube-system"})
 		if err != nil {
 			return err
 		}

@@ -39,17 +39,17 @@ func (k Key) String() string {
 	return fmt.Sprintf("Key(%d)", uint8(k))
 }
 
-// Field is the field path of the key in a shard selector, such as
+// field is the field path of the key in a shard selector, such as
 // "object.metadata.namespace".
-func (k Key) Field() string {
+func (k Key) field() string {
 	if k == ByUID {
 		return "object.metadata.uid"
 	}
 	return "object.metadata.namespace"
 }
 
-// Value is the key's value for obj: its namespace or its UID.
-func (k Key) Value(obj metav1.Object) string {
+// value is the key's value for obj: its namespace or its UID.
+func (k Key) value(obj metav1.Object) string {
 	if k == ByUID {
 		return string(obj.GetUID())
 	}
@@ -110,11 +110,11 @@ func hexBound(hi, lo uint64) string {
 // selector: everything) when s holds every slot. An empty s matches no
 // object but those hashing to exactly 0, which the client-side filter drops.
 func Selector(key Key, s Set) string {
-	n := s.Cap()
+	n := s.cap()
 	if s.Len() == n {
 		return ""
 	}
-	field := key.Field()
+	field := key.field()
 	if s.Len() == 0 {
 		return fmt.Sprintf("shardRange(%s, '0x0000000000000000', '0x0000000000000001')", field)
 	}

@@ -70,7 +70,7 @@ func TestSelector_MatchesExactlyTheObjectsOfItsSlots(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if want := s.Has(SlotOf(Hash(key.Value(obj)), n)); got != want {
+					if want := s.Has(SlotOf(Hash(key.value(obj)), n)); got != want {
 						t.Fatalf("key %s, %d slots %s: server match of %q = %v, slot membership %v (selector %s)", key, n, s, v, got, want, sel)
 					}
 				}
@@ -143,7 +143,7 @@ func TestSet_StringRoundTrips(t *testing.T) {
 	if got := a.Union(b).String(); got != "1,65,69" {
 		t.Errorf("union %s", got)
 	}
-	if got := a.Minus(b).String(); got != "1" {
+	if got := a.minus(b).String(); got != "1" {
 		t.Errorf("minus %s", got)
 	}
 	if got := a.Intersect(b).String(); got != "65" {

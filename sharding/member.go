@@ -40,7 +40,7 @@ const (
 // selectors at all.
 var everything = "shardRange(object.metadata.uid, '0x0000000000000000', '0x10000000000000000')"
 
-// Defaults of Config.
+// Defaults of Options.
 const (
 	DefaultSlots        = 64
 	DefaultLeaveTimeout = 30 * time.Second
@@ -49,9 +49,9 @@ const (
 // ErrInvalidConfig is wrapped by New's validation errors.
 var ErrInvalidConfig = errors.New("sharding: invalid config")
 
-// Config configures a Member. Group and Namespace are required; every other
+// Options configure a Member. Group and Namespace are required; every other
 // zero value takes the documented default.
-type Config struct {
+type Options struct {
 	// Group names the set of replicas that share the work, such as the
 	// program's name. Every replica of a group uses the same Group, Key and
 	// Slots. It must be a DNS label (lower case, digits, '-').
@@ -103,7 +103,7 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-func (c *Config) resolve() error {
+func (c *Options) resolve() error {
 	if c.Slots == 0 {
 		c.Slots = DefaultSlots
 	}
@@ -190,7 +190,7 @@ func defaultIdentity() string {
 // the factory's Restrict: Shard) and controllers (Gate) it is given to the
 // slots it holds. Start runs it; see the package documentation.
 type Member struct {
-	cfg    Config
+	cfg    Options
 	leases leaseClient
 	lw     watcher.ListerWatcher[*coordinationv1.Lease] // the group's Leases
 	log    *slog.Logger
@@ -214,7 +214,7 @@ type Member struct {
 
 // New returns a member talking to the API server at cfg. It does no I/O and
 // starts nothing.
-func New(cfg *rest.Config, c Config) (*Member, error) {
+func New(cfg *rest.Config, c Options) (*Member, error) {
 	if err := c.resolve(); err != nil {
 		return nil, err
 	}
@@ -225,7 +225,7 @@ func New(cfg *rest.Config, c Config) (*Member, error) {
 		return nil, fmt.Errorf("sharding: %w", err)
 	}
 	lw, err := watcher.FromResource[*coordinationv1.Lease](cfg, clientgoscheme.Scheme, coordinationv1.SchemeGroupVersion.WithResource("leases"),
-		watcher.Options{Namespace: c.Namespace, LabelSelector: GroupLabel + "=" + c.Group})
+		watcher.Scope{Namespace: c.Namespace, LabelSelector: GroupLabel + "=" + c.Group})
 	if err != nil {
 		return nil, fmt.Errorf("sharding: %w", err)
 	}
@@ -240,7 +240,7 @@ type leaseClient interface {
 	Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error
 }
 
-func newMember(leases leaseClient, lw watcher.ListerWatcher[*coordinationv1.Lease], c Config) (*Member, error) {
+func newMember(leases leaseClient, lw watcher.ListerWatcher[*coordinationv1.Lease], c Options) (*Member, error) {
 	m := &Member{
 		cfg:    c,
 		leases: leases,
@@ -261,18 +261,18 @@ func newMember(leases leaseClient, lw watcher.ListerWatcher[*coordinationv1.Leas
 	return m, nil
 }
 
-// Identity is this replica's name in the group.
-func (m *Member) Identity() string { return m.cfg.Identity }
+// identity is this replica's name in the group.
+func (m *Member) identity() string { return m.cfg.Identity }
 
-// Config returns the resolved configuration.
-func (m *Member) Config() Config { return m.cfg }
+// Options returns the resolved options.
+func (m *Member) Options() Options { return m.cfg }
 
 // Owns reports whether obj is in this replica's slots now.
-func (m *Member) Owns(obj metav1.Object) bool { return m.OwnsValue(m.cfg.Key.Value(obj)) }
+func (m *Member) Owns(obj metav1.Object) bool { return m.ownsValue(m.cfg.Key.value(obj)) }
 
-// OwnsValue reports whether an object whose key field (namespace or UID)
+// ownsValue reports whether an object whose key field (namespace or UID)
 // is value is in this replica's slots now.
-func (m *Member) OwnsValue(value string) bool { return m.scope.Load().Has(m.slotOf(value)) }
+func (m *Member) ownsValue(value string) bool { return m.scope.Load().Has(m.slotOf(value)) }
 
 // slotOf is the slot of an object whose key field is value: the one place
 // a replica places objects and keys.
@@ -336,9 +336,9 @@ type conditional struct {
 
 func (c conditional) sharded() bool { return c.on() }
 
-// Only returns a FactoryOptions.Restrict that shards the informers pick
+// only returns a FactoryOptions.Restrict that shards the informers pick
 // accepts and leaves the others whole.
-func (m *Member) Only(pick func(resource string, scope informer.Scope) bool) func(resource string, scope informer.Scope) *informer.Restriction {
+func (m *Member) only(pick func(resource string, scope informer.Scope) bool) func(resource string, scope informer.Scope) *informer.Restriction {
 	return func(resource string, scope informer.Scope) *informer.Restriction {
 		if !pick(resource, scope) {
 			return nil
@@ -457,7 +457,7 @@ func (m *Member) NeedLeaderElection() bool { return false }
 
 // Start runs the member until ctx is done: it creates and renews its Lease,
 // watches the group's, takes and gives up slots, and finally releases
-// everything and deletes its Lease (see Config.LeaveTimeout). It returns
+// everything and deletes its Lease (see Options.LeaveTimeout). It returns
 // nil after a stop through ctx, or an error if it cannot run at all.
 func (m *Member) Start(ctx context.Context) error {
 	if !m.started.CompareAndSwap(false, true) {
@@ -524,7 +524,7 @@ func (r *run) loop(ctx context.Context) error {
 	defer r.background.Wait()
 	defer close(r.stop)
 
-	linf, err := informer.NewForListerWatcher(m.lw, watcher.Config{
+	linf, err := informer.NewForListerWatcher(m.lw, watcher.Options{
 		Name:       "shard group " + m.cfg.Group,
 		Logger:     m.cfg.Logger,
 		Registerer: prometheus.NewRegistry(), // the group's Leases are not worth a series of their own
@@ -759,7 +759,7 @@ func (r *run) claim(ctx context.Context, claim Set) {
 		return
 	}
 	start, waited := r.c.confirm(r.clk.Now())
-	if given := claim.Minus(start); given.Len() > 0 {
+	if given := claim.minus(start); given.Len() > 0 {
 		m.log.Info("Claim given up: another member holds or claims these slots", "slots", given.String())
 	}
 	if start.Len() > 0 {
@@ -826,9 +826,9 @@ func (r *run) activate(slots Set) {
 func (r *run) release(now time.Time, slots Set) {
 	m := r.m
 	r.c.set(now, slots, slotReleasing)
-	active := m.Active().Minus(slots)
+	active := m.Active().minus(slots)
 	m.active.Store(&active)
-	scope := m.Scope().Minus(slots)
+	scope := m.Scope().minus(slots)
 	m.scope.Store(&scope)
 	m.log.Info("Releasing slots", "slots", slots.String(), "scope", scope.String())
 	r.draining++

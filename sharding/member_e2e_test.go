@@ -51,7 +51,7 @@ func startReplica(t *testing.T, cfg *rest.Config, leaseNS, id, run string, clien
 	reg := prometheus.NewRegistry()
 	r.reg = reg
 	log := testLogger(t).With("replica", id)
-	m, err := sharding.New(cfg, sharding.Config{
+	m, err := sharding.New(cfg, sharding.Options{
 		Group:          run,
 		Namespace:      leaseNS,
 		Identity:       id,

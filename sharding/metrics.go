@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kloop-dev/kloop/internal/kmetrics"
 	"github.com/kloop-dev/kloop/metrics"
 )
 
@@ -22,7 +23,7 @@ type memberMetrics struct {
 func newMemberMetrics(reg prometheus.Registerer, group string, objects func() float64) (*memberMetrics, error) {
 	var errs []error
 	register := func(c prometheus.Collector) prometheus.Collector {
-		got, err := metrics.RegisterOrGet(reg, c)
+		got, err := kmetrics.RegisterOrGet(reg, c)
 		if err != nil {
 			errs = append(errs, err)
 		}

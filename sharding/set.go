@@ -35,8 +35,8 @@ func FullSet(n int) Set {
 	return s
 }
 
-// Cap is the number of slots the set is drawn from.
-func (s Set) Cap() int { return s.n }
+// cap is the number of slots the set is drawn from.
+func (s Set) cap() int { return s.n }
 
 // Has reports whether slot i is in s.
 func (s Set) Has(i int) bool {
@@ -52,8 +52,8 @@ func (s Set) Len() int {
 	return c
 }
 
-// Slots lists the slots of s in increasing order.
-func (s Set) Slots() []int {
+// slots lists the slots of s in increasing order.
+func (s Set) slots() []int {
 	var out []int
 	for i := range s.n {
 		if s.Has(i) {
@@ -82,14 +82,14 @@ func (s Set) combine(t Set, f func(a, b uint64) uint64) Set {
 // Union is s ∪ t.
 func (s Set) Union(t Set) Set { return s.combine(t, func(a, b uint64) uint64 { return a | b }) }
 
-// Minus is s \ t.
-func (s Set) Minus(t Set) Set { return s.combine(t, func(a, b uint64) uint64 { return a &^ b }) }
+// minus is s \ t.
+func (s Set) minus(t Set) Set { return s.combine(t, func(a, b uint64) uint64 { return a &^ b }) }
 
 // Intersect is s ∩ t.
 func (s Set) Intersect(t Set) Set { return s.combine(t, func(a, b uint64) uint64 { return a & b }) }
 
 // Equal reports whether s and t hold the same slots.
-func (s Set) Equal(t Set) bool { return s.Minus(t).Len() == 0 && t.Minus(s).Len() == 0 }
+func (s Set) Equal(t Set) bool { return s.minus(t).Len() == 0 && t.minus(s).Len() == 0 }
 
 // String lists the slots as comma-separated runs, such as "0-3,7,9-10";
 // the empty set is "". ParseSet reads it back.

@@ -84,8 +84,8 @@ func NewProxy(backend string) (*Proxy, error) {
 // Addr is the proxy's address, 127.0.0.1:port.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Port is the proxy's port on 127.0.0.1.
-func (p *Proxy) Port() int { return p.ln.Addr().(*net.TCPAddr).Port }
+// port is the proxy's port on 127.0.0.1.
+func (p *Proxy) port() int { return p.ln.Addr().(*net.TCPAddr).Port }
 
 // Fault returns the fault in force.
 func (p *Proxy) Fault() Fault {
@@ -167,7 +167,7 @@ func (p *Proxy) Close() error {
 // valid for 127.0.0.1, so TLS works unchanged.
 func (p *Proxy) RESTConfig(cfg *rest.Config) *rest.Config {
 	c := rest.CopyConfig(cfg)
-	c.Host = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Port()))
+	c.Host = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(p.port()))
 	return c
 }
 

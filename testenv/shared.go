@@ -93,7 +93,7 @@ func (s *Shared) Main(m *testing.M, ignore ...goleak.Option) {
 	code := m.Run()
 	if s.env != nil {
 		if code != 0 {
-			fmt.Fprintf(os.Stderr, "control-plane logs:\n%s\n", s.env.LogTails(30))
+			fmt.Fprintf(os.Stderr, "control-plane logs:\n%s\n", s.env.logTails(30))
 		}
 		s.env.Stop()
 	}

@@ -471,15 +471,15 @@ func (e *Env) RestartEtcd(ctx context.Context) error {
 	return waitHTTP(ctx, e.etcd, http.DefaultClient, e.EtcdURL+"/health", e.opts.ReadyTimeout)
 }
 
-// Compact compacts etcd to its current revision, so that resourceVersions
+// compact compacts etcd to its current revision, so that resourceVersions
 // older than now are gone from storage, and returns that revision.
 //
 // The API server's watch cache still holds the recent history it has
 // buffered and keeps serving watches from it; it answers 410 Gone only for a
 // resourceVersion older than its own window. Restart the API server after
-// Compact (or call CompactAndRestart) to make every older resourceVersion
+// compact (or call CompactAndRestart) to make every older resourceVersion
 // Gone, as happens on a real cluster whose cache window has moved on.
-func (e *Env) Compact(ctx context.Context) (int64, error) {
+func (e *Env) compact(ctx context.Context) (int64, error) {
 	var rng struct {
 		Header struct {
 			Revision string `json:"revision"`
@@ -503,7 +503,7 @@ func (e *Env) Compact(ctx context.Context) (int64, error) {
 // CompactAndRestart compacts etcd and restarts the API server, so that a
 // watch or list from any resourceVersion older than now gets 410 Gone.
 func (e *Env) CompactAndRestart(ctx context.Context) (int64, error) {
-	rev, err := e.Compact(ctx)
+	rev, err := e.compact(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -581,8 +581,8 @@ func WriteKubeconfig(path string, cfg *rest.Config) error {
 	return nil
 }
 
-// LogTails returns the last n lines of each process log, for failure reports.
-func (e *Env) LogTails(n int) string {
+// logTails returns the last n lines of each process log, for failure reports.
+func (e *Env) logTails(n int) string {
 	var b bytes.Buffer
 	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
 		p := filepath.Join(e.Dir, "logs", name+".log")

@@ -50,7 +50,7 @@ func StartT(t testing.TB, opts Options) *Env {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("control-plane logs:\n%s", e.LogTails(30))
+			t.Logf("control-plane logs:\n%s", e.logTails(30))
 		}
 		e.Stop()
 	})

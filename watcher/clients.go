@@ -49,7 +49,7 @@ type ListObject interface {
 func FromClient[T interface {
 	*E
 	Object
-}, E any, L ListObject](c TypedClient[L], opts Options) ListerWatcher[T] {
+}, E any, L ListObject](c TypedClient[L], opts Scope) ListerWatcher[T] {
 	if opts.Namespace != "" {
 		panic("watcher.FromClient: Options.Namespace must be empty; the typed client chooses the namespace")
 	}
@@ -63,7 +63,7 @@ func FromClient[T interface {
 // FromDynamic returns a ListerWatcher of unstructured objects of the resource
 // gvr, through a dynamic client. It suits any resource, CRDs included, with no
 // Go types at all.
-func FromDynamic(c dynamic.Interface, gvr schema.GroupVersionResource, opts Options) ListerWatcher[*unstructured.Unstructured] {
+func FromDynamic(c dynamic.Interface, gvr schema.GroupVersionResource, opts Scope) ListerWatcher[*unstructured.Unstructured] {
 	var rc TypedClient[*unstructured.UnstructuredList] = c.Resource(gvr)
 	if opts.Namespace != "" {
 		rc = c.Resource(gvr).Namespace(opts.Namespace)
@@ -76,7 +76,7 @@ func FromDynamic(c dynamic.Interface, gvr schema.GroupVersionResource, opts Opti
 // (*metav1.PartialObjectMetadata) of the resource gvr: names, labels,
 // annotations, owners, but no spec or status. It is the cheapest way to cache
 // objects whose metadata is all a controller reads.
-func FromMetadata(c metadata.Interface, gvr schema.GroupVersionResource, opts Options) ListerWatcher[*metav1.PartialObjectMetadata] {
+func FromMetadata(c metadata.Interface, gvr schema.GroupVersionResource, opts Scope) ListerWatcher[*metav1.PartialObjectMetadata] {
 	var rc TypedClient[*metav1.PartialObjectMetadataList] = c.Resource(gvr)
 	if opts.Namespace != "" {
 		rc = c.Resource(gvr).Namespace(opts.Namespace)
@@ -100,7 +100,7 @@ func FromMetadata(c metadata.Interface, gvr schema.GroupVersionResource, opts Op
 func FromResource[T interface {
 	*E
 	Object
-}, E any](cfg *rest.Config, scheme *runtime.Scheme, gvr schema.GroupVersionResource, opts Options) (ListerWatcher[T], error) {
+}, E any](cfg *rest.Config, scheme *runtime.Scheme, gvr schema.GroupVersionResource, opts Scope) (ListerWatcher[T], error) {
 	gv := gvr.GroupVersion()
 	kinds, _, err := scheme.ObjectKinds(T(new(E)))
 	if err != nil {
@@ -158,7 +158,7 @@ type clientLW[T interface {
 	Object
 }, E any, L ListObject] struct {
 	client TypedClient[L]
-	opts   Options
+	opts   Scope
 	items  []int // field index of Items in *L's struct
 }
 
@@ -277,7 +277,7 @@ type fastProtobuf struct {
 func withFastProtobuf[T interface {
 	*E
 	Object
-}, E any](ns runtime.NegotiatedSerializer, gvk, listGVK schema.GroupVersionKind, listType reflect.Type, opts Options) runtime.NegotiatedSerializer {
+}, E any](ns runtime.NegotiatedSerializer, gvk, listGVK schema.GroupVersionKind, listType reflect.Type, opts Scope) runtime.NegotiatedSerializer {
 	types := slices.Clone(ns.SupportedMediaTypes())
 	found := false
 	for i := range types {

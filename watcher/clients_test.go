@@ -45,7 +45,7 @@ func TestFromClient_AddsSelectorsAndKeepsTheReflectorsOptions(t *testing.T) {
 		ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "next"},
 		Items:    []corev1.ConfigMap{*obj("a", "40"), *obj("b", "41")},
 	}}
-	lw := watcher.FromClient[*corev1.ConfigMap](c, watcher.Options{LabelSelector: "app=web", FieldSelector: "metadata.name!=x"})
+	lw := watcher.FromClient[*corev1.ConfigMap](c, watcher.Scope{LabelSelector: "app=web", FieldSelector: "metadata.name!=x"})
 
 	p, err := lw.List(t.Context(), metav1.ListOptions{ResourceVersion: "0", Limit: 500})
 	if err != nil {
@@ -77,7 +77,7 @@ func TestFromClient_WorksWithAClientsetAndItsSelectors(t *testing.T) {
 	web := obj("web", "")
 	web.Labels = map[string]string{"app": "web"}
 	cs := fake.NewClientset(web, obj("db", ""))
-	lw := watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), watcher.Options{LabelSelector: "app=web"})
+	lw := watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), watcher.Scope{LabelSelector: "app=web"})
 	p, err := lw.List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -90,10 +90,10 @@ func TestFromClient_WorksWithAClientsetAndItsSelectors(t *testing.T) {
 func TestFromClient_PanicsOnMisuse(t *testing.T) {
 	for name, f := range map[string]func(){
 		"namespace in options": func() {
-			watcher.FromClient[*corev1.ConfigMap](fake.NewClientset().CoreV1().ConfigMaps("ns"), watcher.Options{Namespace: "ns"})
+			watcher.FromClient[*corev1.ConfigMap](fake.NewClientset().CoreV1().ConfigMaps("ns"), watcher.Scope{Namespace: "ns"})
 		},
 		"list of another type": func() {
-			watcher.FromClient[*corev1.Secret](fake.NewClientset().CoreV1().ConfigMaps("ns"), watcher.Options{})
+			watcher.FromClient[*corev1.Secret](fake.NewClientset().CoreV1().ConfigMaps("ns"), watcher.Scope{})
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -118,7 +118,7 @@ func TestFromDynamic_ListsAndWatchesUnstructuredInANamespace(t *testing.T) {
 	}
 	c := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{cmGVR: "ConfigMapList"}, u("ns", "a"), u("other", "b"))
-	lw := watcher.FromDynamic(c, cmGVR, watcher.Options{Namespace: "ns"})
+	lw := watcher.FromDynamic(c, cmGVR, watcher.Scope{Namespace: "ns"})
 	p, err := lw.List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestFromMetadata_ListsPartialObjectMetadata(t *testing.T) {
 		}
 	}
 	c := metadatafake.NewSimpleMetadataClient(scheme, m("a"), m("b"))
-	lw := watcher.FromMetadata(c, cmGVR, watcher.Options{Namespace: "ns"})
+	lw := watcher.FromMetadata(c, cmGVR, watcher.Scope{Namespace: "ns"})
 	p, err := lw.List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -176,15 +176,15 @@ func TestFromMetadata_ListsPartialObjectMetadata(t *testing.T) {
 
 func TestForResource_RejectsATypeTheSchemeDoesNotKnowAtThatVersion(t *testing.T) {
 	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
-	_, err := watcher.FromResource[*corev1.ConfigMap](cfg, runtime.NewScheme(), cmGVR, watcher.Options{})
+	_, err := watcher.FromResource[*corev1.ConfigMap](cfg, runtime.NewScheme(), cmGVR, watcher.Scope{})
 	if err == nil {
 		t.Fatal("an empty scheme was accepted")
 	}
-	_, err = watcher.FromResource[*corev1.ConfigMap](cfg, kscheme.Scheme, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "configmaps"}, watcher.Options{})
+	_, err = watcher.FromResource[*corev1.ConfigMap](cfg, kscheme.Scheme, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "configmaps"}, watcher.Scope{})
 	if err == nil || !strings.Contains(err.Error(), "does not register") {
 		t.Fatalf("wrong group accepted or unclear error: %v", err)
 	}
-	if _, err := watcher.FromResource[*corev1.ConfigMap](cfg, kscheme.Scheme, cmGVR, watcher.Options{}); err != nil {
+	if _, err := watcher.FromResource[*corev1.ConfigMap](cfg, kscheme.Scheme, cmGVR, watcher.Scope{}); err != nil {
 		t.Fatalf("ConfigMaps with the client-go scheme: %v", err)
 	}
 }

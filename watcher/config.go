@@ -48,7 +48,7 @@ func (m InitialListMode) String() string {
 	return fmt.Sprintf("InitialListMode(%d)", uint8(m))
 }
 
-// Defaults applied by Config for zero fields.
+// Defaults applied by Options for zero fields.
 const (
 	DefaultPageSize        = 500
 	DefaultMinWatchTimeout = WatchTimeoutFloor
@@ -62,10 +62,10 @@ const (
 // WatchTimeoutFloor is the smallest MinWatchTimeout a reflector uses.
 const WatchTimeoutFloor = 5 * time.Minute
 
-// Config configures a Reflector. The zero value works: streaming list with
+// Options configures a Reflector. The zero value works: streaming list with
 // fallback, pages of 500, watch timeouts of 5–10 minutes, backoff from 800ms
 // to 30s, the real clock, slog.Default and metrics on metrics.Registry.
-type Config struct {
+type Options struct {
 	// Name identifies the reflector in logs, errors and metrics, for example
 	// "configmaps". Default: the Go type of T, such as "*v1.ConfigMap".
 	Name string
@@ -147,7 +147,7 @@ type Backoff struct {
 	ResetAfter time.Duration // default 2m
 }
 
-// resolved is Config with defaults filled in, in one place.
+// resolved is Options with defaults filled in, in one place.
 type resolved struct {
 	name            string
 	mode            InitialListMode
@@ -165,7 +165,7 @@ type resolved struct {
 	listOptions        func(*metav1.ListOptions)
 }
 
-func (c Config) resolve(defaultName string) resolved {
+func (c Options) resolve(defaultName string) resolved {
 	r := resolved{
 		name:            c.Name,
 		mode:            c.InitialList,

@@ -8,7 +8,7 @@
 //     a Watch. FromClient adapts a client-go typed client, FromResource any Go
 //     type (CRDs included) through a REST client and a scheme, FromDynamic
 //     unstructured objects and FromMetadata metadata-only objects
-//     (*metav1.PartialObjectMetadata). Options add namespace, label and field
+//     (*metav1.PartialObjectMetadata). A Scope adds namespace, label and field
 //     selectors. Funcs adapts two functions.
 //   - Reflector[T] runs the list/watch protocol and calls emit with Event[T]s.
 //     Its logic is a pure state machine (no goroutines, I/O or clock) driven
@@ -29,11 +29,11 @@
 // the watch cache), a relist at the last delivered resourceVersion, a list at
 // "" (the latest state, read consistently) after a 410 Gone or a "too large
 // resource version" answer, and one unpaginated request after a continue token
-// expired. Config.InitialList forces either mode.
+// expired. Options.InitialList forces either mode.
 //
 // Then the reflector watches with bookmarks, from the last resourceVersion it
 // delivered, each watch with a random timeout of 5–10 minutes (never less:
-// Config.MinWatchTimeout has a floor of 5 minutes). A watch that ends
+// Options.MinWatchTimeout has a floor of 5 minutes). A watch that ends
 // normally is reopened at once from that resourceVersion, without a relist.
 //
 // Errors wait a backoff delay (800ms doubling to 30s, plus up to 100% jitter,
@@ -91,7 +91,7 @@
 //   - Errors are kept: LastError returns the latest (nil after a successful
 //     snapshot or watch) as an *OpError wrapping the client's error, so that
 //     apierrors.IsForbidden, IsNotFound and errors.Is on this package's
-//     sentinels work. Config.OnError sees each one.
+//     sentinels work. Options.OnError sees each one.
 //   - Run returns nil only when ctx is done, having stopped its watch, and
 //     starts no goroutine of its own.
 //

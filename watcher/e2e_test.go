@@ -78,7 +78,7 @@ type live[T watcher.Object] struct {
 	stop   func()
 }
 
-func runLive[T watcher.Object](t *testing.T, lw watcher.ListerWatcher[T], cfg watcher.Config) *live[T] {
+func runLive[T watcher.Object](t *testing.T, lw watcher.ListerWatcher[T], cfg watcher.Options) *live[T] {
 	t.Helper()
 	l := &live[T]{t: t, events: make(chan watcher.Event[T], 10000), errs: make(chan error, 100)}
 	cfg.Logger = quiet()
@@ -215,8 +215,8 @@ func TestE2E(t *testing.T) {
 				}
 
 				var s spy[*corev1.ConfigMap]
-				lw := s.wrap(watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), watcher.Options{LabelSelector: e2eLabel}))
-				l := runLive(t, lw, watcher.Config{Name: "configmaps", InitialList: mode, PageSize: 2})
+				lw := s.wrap(watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), watcher.Scope{LabelSelector: e2eLabel}))
+				l := runLive(t, lw, watcher.Options{Name: "configmaps", InitialList: mode, PageSize: 2})
 
 				items, rv := l.snapshot(time.Minute)
 				if got := slices.Sorted(maps.Keys(items)); !slices.Equal(got, []string{"a", "b", "c", "d", "e"}) {
@@ -330,7 +330,7 @@ func TestE2E(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := runLive(t, watcher.FromClient[*corev1.ConfigMap](nobody.CoreV1().ConfigMaps("default"), watcher.Options{}), watcher.Config{Name: "configmaps"})
+		l := runLive(t, watcher.FromClient[*corev1.ConfigMap](nobody.CoreV1().ConfigMaps("default"), watcher.Scope{}), watcher.Options{Name: "configmaps"})
 		select {
 		case err := <-l.errs:
 			var oe *watcher.OpError
@@ -350,7 +350,7 @@ func TestE2E(t *testing.T) {
 		ctx := e2eContext(t, 2*time.Minute)
 		ns := "watch-clients"
 		newNamespace(t, ctx, cs, ns, "x", "y")
-		opts := watcher.Options{Namespace: ns, LabelSelector: e2eLabel}
+		opts := watcher.Scope{Namespace: ns, LabelSelector: e2eLabel}
 		dyn, err := dynamic.NewForConfig(env.Config)
 		if err != nil {
 			t.Fatal(err)
@@ -363,9 +363,9 @@ func TestE2E(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ld := runLive(t, watcher.FromDynamic(dyn, cmGVR, opts), watcher.Config{})
-		lm := runLive(t, watcher.FromMetadata(md, cmGVR, opts), watcher.Config{})
-		lr := runLive(t, rest, watcher.Config{})
+		ld := runLive(t, watcher.FromDynamic(dyn, cmGVR, opts), watcher.Options{})
+		lm := runLive(t, watcher.FromMetadata(md, cmGVR, opts), watcher.Options{})
+		lr := runLive(t, rest, watcher.Options{})
 
 		want := []string{"x", "y"}
 		d, _ := ld.snapshot(time.Minute)
@@ -380,11 +380,11 @@ func TestE2E(t *testing.T) {
 		if _, err := cs.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "holder"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		leases, err := watcher.FromResource[*coordinationv1.Lease](env.Config, kscheme.Scheme, coordinationv1.SchemeGroupVersion.WithResource("leases"), watcher.Options{Namespace: ns})
+		leases, err := watcher.FromResource[*coordinationv1.Lease](env.Config, kscheme.Scheme, coordinationv1.SchemeGroupVersion.WithResource("leases"), watcher.Scope{Namespace: ns})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := runLive(t, leases, watcher.Config{}).snapshot(time.Minute); len(got) != 1 || got["holder"] == "" {
+		if got, _ := runLive(t, leases, watcher.Options{}).snapshot(time.Minute); len(got) != 1 || got["holder"] == "" {
 			t.Errorf("lease snapshot %v, want the one lease", got)
 		}
 
@@ -406,10 +406,10 @@ func TestE2E(t *testing.T) {
 		ns := "watch-compaction"
 		newNamespace(t, ctx, cs, ns, "p", "q")
 		newNamespace(t, ctx, cs, "watch-compaction-other")
-		opts := watcher.Options{LabelSelector: e2eLabel}
-		streaming := runLive(t, watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), opts), watcher.Config{InitialList: watcher.InitialListStreaming})
+		opts := watcher.Scope{LabelSelector: e2eLabel}
+		streaming := runLive(t, watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), opts), watcher.Options{InitialList: watcher.InitialListStreaming})
 		var s spy[*corev1.ConfigMap]
-		paginated := runLive(t, s.wrap(watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), opts)), watcher.Config{InitialList: watcher.InitialListPaginated, PageSize: 1})
+		paginated := runLive(t, s.wrap(watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps(ns), opts)), watcher.Options{InitialList: watcher.InitialListPaginated, PageSize: 1})
 		_, rvS := streaming.snapshot(time.Minute)
 		_, rvP := paginated.snapshot(time.Minute)
 
@@ -468,8 +468,8 @@ func TestE2E_FallsBackToPaginatedListWhenTheServerHasNoWatchList(t *testing.T) {
 	newNamespace(t, ctx, cs, "watch-fallback", "a", "b")
 
 	var s spy[*corev1.ConfigMap]
-	lw := s.wrap(watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("watch-fallback"), watcher.Options{LabelSelector: e2eLabel}))
-	l := runLive(t, lw, watcher.Config{})
+	lw := s.wrap(watcher.FromClient[*corev1.ConfigMap](cs.CoreV1().ConfigMaps("watch-fallback"), watcher.Scope{LabelSelector: e2eLabel}))
+	l := runLive(t, lw, watcher.Options{})
 	items, rv := l.snapshot(time.Minute)
 	if names := slices.Sorted(maps.Keys(items)); !slices.Equal(names, []string{"a", "b"}) {
 		t.Fatalf("snapshot %v, want a, b", names)

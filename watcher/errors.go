@@ -11,7 +11,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
-// Sentinel errors. They reach LastError and Config.OnError wrapped in an
+// Sentinel errors. They reach LastError and Options.OnError wrapped in an
 // *OpError; test for them with errors.Is.
 var (
 	// ErrNoResourceVersion: a LIST response or the bookmark that ends a
@@ -59,13 +59,13 @@ const (
 )
 
 // OpError is the error the reflector reports (through LastError and
-// Config.OnError) when a list or watch fails. Err is the error returned by the
+// Options.OnError) when a list or watch fails. Err is the error returned by the
 // ListerWatcher, or the status carried by a watch error event, or one of this
 // package's sentinels; errors.Is and errors.As see through OpError, so
 // apierrors.IsForbidden(err) and apierrors.IsNotFound(err) work on it.
 type OpError struct {
 	Op       Op
-	Resource string // Config.Name of the reflector
+	Resource string // Options.Name of the reflector
 	Err      error
 }
 

@@ -24,8 +24,8 @@ func Example() {
 	cs := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "settings"}})
 	configMaps := cs.CoreV1().ConfigMaps("default")
 
-	lw := watcher.FromClient[*corev1.ConfigMap](configMaps, watcher.Options{})
-	r := watcher.NewReflector(lw, watcher.Config{Name: "configmaps", InitialList: watcher.InitialListPaginated})
+	lw := watcher.FromClient[*corev1.ConfigMap](configMaps, watcher.Scope{})
+	r := watcher.NewReflector(lw, watcher.Options{Name: "configmaps", InitialList: watcher.InitialListPaginated})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -63,7 +63,7 @@ func Example() {
 func ExampleFromResource() {
 	cfg := &rest.Config{Host: "https://127.0.0.1:6443"} // normally from clientcmd or rest.InClusterConfig
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	lw, err := watcher.FromResource[*corev1.ConfigMap](cfg, kscheme.Scheme, gvr, watcher.Options{
+	lw, err := watcher.FromResource[*corev1.ConfigMap](cfg, kscheme.Scheme, gvr, watcher.Scope{
 		Namespace:     "default",
 		LabelSelector: "app=web",
 	})
@@ -71,7 +71,7 @@ func ExampleFromResource() {
 		fmt.Println(err)
 		return
 	}
-	r := watcher.NewReflector(lw, watcher.Config{Name: "web-configmaps"})
+	r := watcher.NewReflector(lw, watcher.Options{Name: "web-configmaps"})
 	fmt.Println(r.Name())
 	// Output: web-configmaps
 }

@@ -47,9 +47,9 @@ type ListPage[T Object] struct {
 	ListMeta metav1.ListMeta
 }
 
-// Options scope a ListerWatcher. The zero value means every object in every
+// Scope limits a ListerWatcher to a namespace and selectors. The zero value means every object in every
 // namespace (or every object of a cluster-scoped resource).
-type Options struct {
+type Scope struct {
 	// Namespace limits the objects to one namespace. Empty means all
 	// namespaces. Must stay empty for cluster-scoped resources.
 	Namespace string
@@ -64,7 +64,7 @@ type Options struct {
 }
 
 // apply writes the selectors into a request's options.
-func (o Options) apply(opts *metav1.ListOptions) {
+func (o Scope) apply(opts *metav1.ListOptions) {
 	opts.LabelSelector = o.LabelSelector
 	opts.FieldSelector = o.FieldSelector
 }
@@ -89,7 +89,7 @@ func (f Funcs[T]) Watch(ctx context.Context, opts metav1.ListOptions) (apiwatch.
 
 func init() {
 	lean.WithDecoding = func(opts any, d lean.Decoding) any {
-		o := opts.(Options)
+		o := opts.(Scope)
 		o.decoding = d
 		return o
 	}

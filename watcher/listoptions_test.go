@@ -19,7 +19,7 @@ func TestReflector_ListOptions_AreAddedToEveryCallAndListMetaKept(t *testing.T) 
 		var sel atomic.Value
 		sel.Store("shardRange(object.metadata.namespace, '0x0000000000000000', '0x8000000000000000')")
 		addSelector := func(o *metav1.ListOptions) { o.ShardSelector = sel.Load().(string) }
-		x := start(t, watcher.Config{ListOptions: addSelector})
+		x := start(t, watcher.Options{ListOptions: addSelector})
 		c := x.call()
 		if c.Method != "List" || c.Options.ShardSelector != sel.Load() {
 			t.Fatalf("first call %s with shardSelector %q; want a LIST with the selector", c, c.Options.ShardSelector)
@@ -49,7 +49,7 @@ func TestReflector_ListOptions_AreAddedToEveryCallAndListMetaKept(t *testing.T) 
 		// A server that ignores the selector answers without shardInfo.
 		x.stop()
 		sel.Store("shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')")
-		y := start(t, watcher.Config{ListOptions: addSelector})
+		y := start(t, watcher.Options{ListOptions: addSelector})
 		y.call()
 		y.lw.PushList(watcher.ListPage[cm]{Items: []cm{obj("a", "3")}, ResourceVersion: "10"}, nil)
 		y.call()

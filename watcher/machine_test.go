@@ -68,7 +68,7 @@ type harness struct {
 	rand []float64 // consumed by the machine; 0.5 when empty
 }
 
-func newHarness(t *testing.T, cfg Config) *harness {
+func newHarness(t *testing.T, cfg Options) *harness {
 	t.Helper()
 	h := &harness{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	if cfg.Rand == nil {
@@ -242,7 +242,7 @@ func (h *harness) syncByList(rv string, items ...cm) {
 }
 
 func TestMachine_PaginatedList_EmitsEachPageThenWatchesFromTheListRV(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 
 	h.expectList("0", 500, "")
 	h.expectEvents(h.listOK(page("10", "c1", obj("a", "3"), obj("b", "7"))), "RelistStart", "RelistItem a@3", "RelistItem b@7")
@@ -268,7 +268,7 @@ func TestMachine_PaginatedList_EmitsEachPageThenWatchesFromTheListRV(t *testing.
 }
 
 func TestMachine_WatchBookmarkWithoutResourceVersion_IsIgnored(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	h.syncByList("10")
 	h.expectEvents(h.recv(apiwatch.Bookmark, bookmark("", false)))
 	if h.m.lastRV != "10" {
@@ -281,7 +281,7 @@ func TestMachine_WatchTimeout_IsRandomBetweenMinAndTwiceMin(t *testing.T) {
 		rand float64
 		want int64
 	}{{0, 300}, {0.5, 450}, {0.999, 599}} {
-		h := newHarness(t, Config{InitialList: InitialListPaginated})
+		h := newHarness(t, Options{InitialList: InitialListPaginated})
 		h.listOK(page("10", ""))
 		h.rand = []float64{tc.rand}
 		h.m.plan()
@@ -297,7 +297,7 @@ func TestMachine_WatchTimeout_HasAFloorOfFiveMinutes(t *testing.T) {
 		min  time.Duration
 		want int64 // with rand 0.5
 	}{{time.Second, 450}, {4 * time.Minute, 450}, {5 * time.Minute, 450}, {10 * time.Minute, 900}} {
-		h := newHarness(t, Config{InitialList: InitialListPaginated, MinWatchTimeout: tc.min})
+		h := newHarness(t, Options{InitialList: InitialListPaginated, MinWatchTimeout: tc.min})
 		h.listOK(page("10", ""))
 		h.rand = []float64{0.5}
 		h.m.plan()
@@ -309,7 +309,7 @@ func TestMachine_WatchTimeout_HasAFloorOfFiveMinutes(t *testing.T) {
 }
 
 func TestMachine_ListExpiredOnFirstPage_ListsTheLatestStateConsistently(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	h.expectList("0", 500, "")
 	evs, err := h.list(ListPage[cm]{}, errGone)
 	if err != nil || len(evs) != 0 {
@@ -342,7 +342,7 @@ func TestMachine_TooLargeResourceVersionInEveryForm_ListsFromTheLatestState(t *t
 				t.Fatalf("isTooLargeRV(%v) = false", tc.err)
 			}
 			// On a LIST at a resourceVersion: at once, a list from "".
-			h := newHarness(t, Config{InitialList: InitialListPaginated})
+			h := newHarness(t, Options{InitialList: InitialListPaginated})
 			h.syncByList("10")
 			h.recvErr(errGone)
 			h.expectWait(0, time.Minute)
@@ -354,7 +354,7 @@ func TestMachine_TooLargeResourceVersionInEveryForm_ListsFromTheLatestState(t *t
 
 			// On opening a watch, or as a watch event: a relist, which
 			// then goes to "" if the server still lacks the version.
-			h = newHarness(t, Config{InitialList: InitialListPaginated})
+			h = newHarness(t, Options{InitialList: InitialListPaginated})
 			h.listOK(page("10", ""))
 			if err := h.open(tc.err); err != nil {
 				t.Fatalf("watch open: unexpected error %v", err)
@@ -369,7 +369,7 @@ func TestMachine_TooLargeResourceVersionInEveryForm_ListsFromTheLatestState(t *t
 			h.expectList("12", 0, "")
 
 			// On a streaming list at a resourceVersion: stream from "".
-			h = newHarness(t, Config{})
+			h = newHarness(t, Options{})
 			h.openOK()
 			h.recv(apiwatch.Bookmark, bookmark("20", true))
 			h.expectWatch("20")
@@ -389,7 +389,7 @@ func TestMachine_TooLargeResourceVersionInEveryForm_ListsFromTheLatestState(t *t
 }
 
 func TestMachine_ListTooLargeResourceVersion_ListsTheLatestState(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	h.syncByList("10")
 	h.recvErr(errGone)
 	h.expectWait(0, time.Minute)
@@ -401,7 +401,7 @@ func TestMachine_ListTooLargeResourceVersion_ListsTheLatestState(t *testing.T) {
 }
 
 func TestMachine_ContinueTokenExpiredMidList_RestartsTheListInOneRequest(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	h.expectList("0", 500, "")
 	h.expectEvents(h.listOK(page("10", "c1", obj("a", "3"))), "RelistStart", "RelistItem a@3")
 	h.expectList("", 500, "c1")
@@ -417,7 +417,7 @@ func TestMachine_ContinueTokenExpiredMidList_RestartsTheListInOneRequest(t *test
 }
 
 func TestMachine_ListErrorMidPagination_RetriesThatPageAfterBackoff(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	h.listOK(page("10", "c1", obj("a", "3")))
 	h.expectList("", 500, "c1")
 	_, err := h.list(ListPage[cm]{}, errInternal)
@@ -438,7 +438,7 @@ func TestMachine_ListErrorMidPagination_RetriesThatPageAfterBackoff(t *testing.T
 }
 
 func TestMachine_ListForbidden_SurfacesAnErrorThatUnwrapsToTheAPIError(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	_, err := h.list(ListPage[cm]{}, errForbid)
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("apierrors.IsForbidden(%v) = false", err)
@@ -455,7 +455,7 @@ func TestMachine_ListForbidden_SurfacesAnErrorThatUnwrapsToTheAPIError(t *testin
 }
 
 func TestMachine_ListWithoutResourceVersion_FailsAndListsAgain(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	h.listOK(page("", "c1", obj("a", "3")))
 	evs, err := h.list(page("", ""), nil)
 	if len(evs) != 0 || !errors.Is(err, ErrNoResourceVersion) {
@@ -466,7 +466,7 @@ func TestMachine_ListWithoutResourceVersion_FailsAndListsAgain(t *testing.T) {
 }
 
 func TestMachine_PagedListAtZero_KeepsPagingRelistsAtAResourceVersion(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	h.listOK(page("10", "c1"))
 	h.listOK(page("10", ""))
 	h.expectWatch("10")
@@ -483,7 +483,7 @@ func TestMachine_PageSizeConfig(t *testing.T) {
 		first, atVersion int64
 	}{{0, 500, 0}, {50, 50, 50}, {-1, 0, 0}} {
 		t.Run(fmt.Sprint(tc.size), func(t *testing.T) {
-			h := newHarness(t, Config{InitialList: InitialListPaginated, PageSize: tc.size})
+			h := newHarness(t, Options{InitialList: InitialListPaginated, PageSize: tc.size})
 			h.expectList("0", tc.first, "")
 			h.syncByList("10")
 			h.recvErr(errGone)
@@ -494,7 +494,7 @@ func TestMachine_PageSizeConfig(t *testing.T) {
 }
 
 func TestMachine_StreamingList_EmitsItemsAsTheyArriveAndEndsAtInitialEventsEndThenWatchesFromIt(t *testing.T) {
-	h := newHarness(t, Config{})
+	h := newHarness(t, Options{})
 	h.expectStream("")
 	h.openOK()
 	if a := h.expectAct(actReceive); a.delay != initialEventsIdle {
@@ -520,7 +520,7 @@ func TestMachine_StreamingList_EmitsItemsAsTheyArriveAndEndsAtInitialEventsEndTh
 }
 
 func TestMachine_StreamingList_EndBookmarkWithoutResourceVersionFallsBack(t *testing.T) {
-	h := newHarness(t, Config{})
+	h := newHarness(t, Options{})
 	h.expectStream("")
 	h.openOK()
 	h.recv(apiwatch.Added, obj("a", "3"))
@@ -529,7 +529,7 @@ func TestMachine_StreamingList_EndBookmarkWithoutResourceVersionFallsBack(t *tes
 }
 
 func TestMachine_StreamingRejected_FallsBackToPaginatedListForGood(t *testing.T) {
-	h := newHarness(t, Config{})
+	h := newHarness(t, Options{})
 	h.expectStream("")
 	if err := h.open(errInvalid); err != nil {
 		t.Fatalf("a rejected streaming list in auto mode is not an error; got %v", err)
@@ -542,7 +542,7 @@ func TestMachine_StreamingRejected_FallsBackToPaginatedListForGood(t *testing.T)
 }
 
 func TestMachine_StreamingClosedBeforeEnd_FallsBackForThisSyncOnly(t *testing.T) {
-	h := newHarness(t, Config{})
+	h := newHarness(t, Options{})
 	h.expectStream("")
 	h.openOK()
 	h.expectEvents(h.recv(apiwatch.Added, obj("a", "3")), "RelistStart", "RelistItem a@3")
@@ -561,7 +561,7 @@ func TestMachine_StreamingClosedBeforeEnd_FallsBackForThisSyncOnly(t *testing.T)
 
 func TestMachine_StreamingChangeBeforeEnd_FallsBack(t *testing.T) {
 	for _, typ := range []apiwatch.EventType{apiwatch.Modified, apiwatch.Deleted} {
-		h := newHarness(t, Config{})
+		h := newHarness(t, Options{})
 		h.openOK()
 		h.recv(apiwatch.Added, obj("a", "3"))
 		evs, err := h.m.received(h.now, apiwatch.Event{Type: typ, Object: obj("a", "4")})
@@ -573,7 +573,7 @@ func TestMachine_StreamingChangeBeforeEnd_FallsBack(t *testing.T) {
 }
 
 func TestMachine_StreamingSilentBeforeEnd_FallsBackAfterTheIdleLimit(t *testing.T) {
-	h := newHarness(t, Config{})
+	h := newHarness(t, Options{})
 	h.openOK()
 	h.recv(apiwatch.Added, obj("a", "3"))
 	h.advance(initialEventsIdle)
@@ -584,7 +584,7 @@ func TestMachine_StreamingSilentBeforeEnd_FallsBackAfterTheIdleLimit(t *testing.
 }
 
 func TestMachine_StreamingTransientError_RetriesStreamingAfterBackoff(t *testing.T) {
-	h := newHarness(t, Config{})
+	h := newHarness(t, Options{})
 	err := h.open(apierrors.NewTooManyRequests("slow down", 1))
 	if !apierrors.IsTooManyRequests(err) {
 		t.Fatalf("error = %v, want the 429 surfaced", err)
@@ -594,7 +594,7 @@ func TestMachine_StreamingTransientError_RetriesStreamingAfterBackoff(t *testing
 }
 
 func TestMachine_StreamingOtherError_FallsBackForThisSync(t *testing.T) {
-	h := newHarness(t, Config{})
+	h := newHarness(t, Options{})
 	if err := h.open(errForbid); err != nil {
 		t.Fatalf("auto mode falls back without reporting; got %v", err)
 	}
@@ -609,7 +609,7 @@ func TestMachine_StreamingOtherError_FallsBackForThisSync(t *testing.T) {
 }
 
 func TestMachine_ForcedStreaming_BacksOffAndRetriesInsteadOfFallingBack(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListStreaming})
+	h := newHarness(t, Options{InitialList: InitialListStreaming})
 	h.expectStream("")
 	err := h.open(errInvalid)
 	var oe *OpError
@@ -628,7 +628,7 @@ func TestMachine_ForcedStreaming_BacksOffAndRetriesInsteadOfFallingBack(t *testi
 }
 
 func TestMachine_StreamingExpiredResourceVersion_StreamsTheLatestStateAtOnce(t *testing.T) {
-	h := newHarness(t, Config{})
+	h := newHarness(t, Options{})
 	h.openOK()
 	h.recv(apiwatch.Bookmark, bookmark("20", true))
 	h.expectWatch("20")
@@ -649,7 +649,7 @@ func TestMachine_StreamingExpiredResourceVersion_StreamsTheLatestStateAtOnce(t *
 }
 
 func TestMachine_StreamingExpiredMidStream_StreamsTheLatestState(t *testing.T) {
-	h := newHarness(t, Config{})
+	h := newHarness(t, Options{})
 	h.openOK()
 	h.recv(apiwatch.Bookmark, bookmark("20", true))
 	h.expectWatch("20")
@@ -665,7 +665,7 @@ func TestMachine_StreamingExpiredMidStream_StreamsTheLatestState(t *testing.T) {
 }
 
 func TestMachine_WatchExpiredMidStream_RelistsAfterBackoffAtTheLastRV(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	h.syncByList("10", obj("a", "3"))
 	h.expectEvents(h.recv(apiwatch.Added, obj("b", "11")), "Added b@11")
 	if err := h.recvErr(errGone); err != nil {
@@ -680,7 +680,7 @@ func TestMachine_WatchExpiredMidStream_RelistsAfterBackoffAtTheLastRV(t *testing
 
 func TestMachine_WatchOpenExpired_Relists(t *testing.T) {
 	for _, err := range []error{errGone, errTooLarge} {
-		h := newHarness(t, Config{InitialList: InitialListPaginated})
+		h := newHarness(t, Options{InitialList: InitialListPaginated})
 		h.listOK(page("10", ""))
 		if got := h.open(err); got != nil {
 			t.Fatalf("%v: unexpected error %v", err, got)
@@ -691,7 +691,7 @@ func TestMachine_WatchOpenExpired_Relists(t *testing.T) {
 }
 
 func TestMachine_WatchTooLargeResourceVersionEvent_Relists(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	h.syncByList("10")
 	h.recvErr(errTooLarge)
 	h.expectWait(0, time.Minute)
@@ -699,7 +699,7 @@ func TestMachine_WatchTooLargeResourceVersionEvent_Relists(t *testing.T) {
 }
 
 func TestMachine_WatchClosed_RewatchesFromTheLastRVWithoutRelist(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	h.syncByList("10")
 	h.recv(apiwatch.Added, obj("a", "11"))
 	h.advance(5 * time.Minute)
@@ -714,7 +714,7 @@ func TestMachine_WatchClosed_RewatchesFromTheLastRVWithoutRelist(t *testing.T) {
 }
 
 func TestMachine_WatchOpenPastItsTimeout_IsStoppedAndResumedFromTheLastRV(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	h.syncByList("10") // timeout 450s at rand 0.5
 	h.advance(200 * time.Second)
 	h.recv(apiwatch.Added, obj("a", "11"))
@@ -739,7 +739,7 @@ func TestMachine_WatchOpenPastItsTimeout_IsStoppedAndResumedFromTheLastRV(t *tes
 }
 
 func TestMachine_WatchClosedAtOnceWithoutEvents_BacksOff(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	h.syncByList("10")
 	h.advance(100 * time.Millisecond)
 	if err := h.close(); !errors.Is(err, ErrWatchClosedEarly) {
@@ -762,7 +762,7 @@ func TestMachine_WatchErrorEventFromTheServer_ReportsAndRelistsAfterBackoff(t *t
 		{"forbidden mid-watch", errForbid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, Config{InitialList: InitialListPaginated})
+			h := newHarness(t, Options{InitialList: InitialListPaginated})
 			h.syncByList("10", obj("a", "3"), obj("bad", "5"))
 			h.recv(apiwatch.Added, obj("b", "11"))
 			err := h.recvErr(tc.err)
@@ -786,7 +786,7 @@ func TestMachine_WatchErrorEventFromTheServer_ReportsAndRelistsAfterBackoff(t *t
 }
 
 func TestMachine_WatchErrorEventTooManyRequests_RewatchesAfterRetryAfterWithoutRelist(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	h.syncByList("10")
 	h.recv(apiwatch.Added, obj("a", "11"))
 	err := h.recvErr(apierrors.NewTooManyRequests("slow down", 7))
@@ -808,7 +808,7 @@ func TestMachine_WatchStreamBrokenClientSide_RewatchesFromTheLastRVWithoutRelist
 	// (for example an HTTP/2 health ping went unanswered).
 	reporter := apierrors.NewClientErrorReporter(500, "GET", "ClientWatchDecoding")
 	st := reporter.AsObject(errors.New("unable to decode an event from the watch stream: http2: client connection lost")).(*metav1.Status)
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	h.syncByList("10")
 	h.recv(apiwatch.Added, obj("a", "11"))
 	h.expectAct(actReceive)
@@ -821,7 +821,7 @@ func TestMachine_WatchStreamBrokenClientSide_RewatchesFromTheLastRVWithoutRelist
 }
 
 func TestMachine_WatchOpenForbidden_SurfacesTheErrorUntilAWatchOpens(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	h.listOK(page("10", ""))
 	err := h.open(errForbid)
 	if !apierrors.IsForbidden(err) || !apierrors.IsForbidden(h.m.lastErr) {
@@ -836,7 +836,7 @@ func TestMachine_WatchOpenForbidden_SurfacesTheErrorUntilAWatchOpens(t *testing.
 }
 
 func TestMachine_UnexpectedObject_IsSkippedAndReported(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	h.syncByList("10")
 	h.expectAct(actReceive)
 	evs, err := h.m.received(h.now, apiwatch.Event{Type: apiwatch.Added, Object: &corev1.Secret{}})
@@ -847,7 +847,7 @@ func TestMachine_UnexpectedObject_IsSkippedAndReported(t *testing.T) {
 }
 
 func TestMachine_Backoff_DoublesFromInitialCapsAtMaxWithJitterAndResetsAfterQuiet(t *testing.T) {
-	h := newHarness(t, Config{InitialList: InitialListPaginated})
+	h := newHarness(t, Options{InitialList: InitialListPaginated})
 	fail := func(r float64) time.Duration {
 		t.Helper()
 		h.rand = []float64{r}
@@ -914,7 +914,7 @@ func TestBackoff_ConfigOverridesAndNoJitter(t *testing.T) {
 }
 
 func TestMachine_Restart_BeginsASnapshotAtTheLastRV(t *testing.T) {
-	h := newHarness(t, Config{})
+	h := newHarness(t, Options{})
 	h.openOK()
 	h.recv(apiwatch.Bookmark, bookmark("20", true))
 	h.expectWatch("20")

@@ -3,7 +3,7 @@ package watcher
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kloop-dev/kloop/metrics"
+	"github.com/kloop-dev/kloop/internal/kmetrics"
 )
 
 // reflectorMetrics are one reflector's children of the shared metric
@@ -40,7 +40,7 @@ var (
 // newReflectorMetrics registers (or reuses) the metric families on reg. A
 // registration error leaves the reflector with working but unexported metrics.
 func newReflectorMetrics(reg prometheus.Registerer, name string) (*reflectorMetrics, error) {
-	r := metrics.NewRegistrar(reg)
+	r := kmetrics.NewRegistrar(reg)
 	events := r.CounterVec(eventsDesc, "reflector", "type")
 	m := &reflectorMetrics{
 		lists:   r.CounterVec(listsDesc, "reflector").WithLabelValues(name),
@@ -54,4 +54,4 @@ func newReflectorMetrics(reg prometheus.Registerer, name string) (*reflectorMetr
 	return m, r.Err()
 }
 
-func (m *reflectorMetrics) setLastRV(rv string) { metrics.SetResourceVersion(m.lastRV, rv) }
+func (m *reflectorMetrics) setLastRV(rv string) { kmetrics.SetResourceVersion(m.lastRV, rv) }

@@ -218,7 +218,7 @@ type typedDecoder[T interface {
 func newTypedDecoder[T interface {
 	*E
 	Object
-}, E any](s runtime.Serializer, gvk schema.GroupVersionKind, listGVK schema.GroupVersionKind, listType reflect.Type, opts Options) runtime.Serializer {
+}, E any](s runtime.Serializer, gvk schema.GroupVersionKind, listGVK schema.GroupVersionKind, listType reflect.Type, opts Scope) runtime.Serializer {
 	if _, ok := any(T(nil)).(unmarshaler); !ok {
 		return s
 	}

@@ -69,7 +69,7 @@ func TestTypedDecoder_DecodesAsTheStockSerializerDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := runtime.WithoutVersionDecoder{Decoder: newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Options{})}
+	dec := runtime.WithoutVersionDecoder{Decoder: newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Scope{})}
 	if _, ok := dec.Decoder.(*typedDecoder[*corev1.ConfigMap, corev1.ConfigMap]); !ok {
 		t.Fatalf("newTypedDecoder returned %T, want the fast path", dec.Decoder)
 	}
@@ -92,7 +92,7 @@ func TestTypedDecoder_DecodesAsTheStockSerializerDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gotDep, _, err := newTypedDecoder[*appsv1.Deployment](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), depGVK, schema.GroupVersionKind{}, nil, Options{}).Decode(data, nil, nil)
+	gotDep, _, err := newTypedDecoder[*appsv1.Deployment](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), depGVK, schema.GroupVersionKind{}, nil, Scope{}).Decode(data, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestTypedDecoder_DecodesAsTheStockSerializerDoes(t *testing.T) {
 }
 
 func TestTypedDecoder_DropsManagedFieldsAndSharesLabelsWhenAsked(t *testing.T) {
-	dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Options{decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}})
+	dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Scope{decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}})
 	var objs []*corev1.ConfigMap
 	for _, name := range []string{"a", "b"} {
 		obj, _, err := dec.Decode(encodeProto(t, fullConfigMap(name), cmGVK), nil, nil)
@@ -142,7 +142,7 @@ func TestTypedDecoder_DropsManagedFieldsAndSharesLabelsWhenAsked(t *testing.T) {
 	}
 
 	// Without the options, each object has its own labels and its managedFields.
-	dec = newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Options{})
+	dec = newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Scope{})
 	a, _, _ := dec.Decode(encodeProto(t, fullConfigMap("a"), cmGVK), nil, nil)
 	b, _, _ := dec.Decode(encodeProto(t, fullConfigMap("b"), cmGVK), nil, nil)
 	if reflect.ValueOf(a.(*corev1.ConfigMap).Labels).UnsafePointer() == reflect.ValueOf(b.(*corev1.ConfigMap).Labels).UnsafePointer() {
@@ -154,7 +154,7 @@ func TestTypedDecoder_DropsManagedFieldsAndSharesLabelsWhenAsked(t *testing.T) {
 }
 
 func TestTypedDecoder_LeavesEverythingElseToTheStockSerializer(t *testing.T) {
-	dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Options{decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}})
+	dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Scope{decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}})
 
 	// Another kind, as in the Error event of a watch.
 	status := &metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired}
@@ -196,7 +196,7 @@ func TestTypedDecoder_DecodesListsAsTheStockSerializerDoes(t *testing.T) {
 	if _, _, err := stockDecoder().Decode(data, nil, want); err != nil {
 		t.Fatal(err)
 	}
-	for _, opts := range []Options{{}, {decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}}} {
+	for _, opts := range []Scope{{}, {decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}}} {
 		dec := runtime.WithoutVersionDecoder{Decoder: newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), opts)}
 		// Decoding resets what the list held.
 		got := &corev1.ConfigMapList{Items: []corev1.ConfigMap{*fullConfigMap("old")}, ListMeta: metav1.ListMeta{RemainingItemCount: ptr.To[int64](9)}}
@@ -224,7 +224,7 @@ func TestTypedDecoder_DecodesListsAsTheStockSerializerDoes(t *testing.T) {
 func TestNewTypedDecoder_KeepsTheStockSerializerForOtherLayouts(t *testing.T) {
 	s := protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme)
 	// No generated protobuf code.
-	if got := newTypedDecoder[*unstructured.Unstructured](s, cmGVK, cmListGVK, nil, Options{}); got != runtime.Serializer(s) {
+	if got := newTypedDecoder[*unstructured.Unstructured](s, cmGVK, cmListGVK, nil, Scope{}); got != runtime.Serializer(s) {
 		t.Errorf("newTypedDecoder for unstructured = %T, want the stock serializer", got)
 	}
 }
@@ -274,7 +274,7 @@ func BenchmarkDecodeObject(b *testing.B) {
 		dec  runtime.Decoder
 	}{
 		{"stock", stockDecoder()},
-		{"fast", runtime.WithoutVersionDecoder{Decoder: newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, nil, Options{decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}})}},
+		{"fast", runtime.WithoutVersionDecoder{Decoder: newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, nil, Scope{decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}})}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -304,7 +304,7 @@ func FuzzTypedDecoder_MatchesTheStockSerializer(f *testing.F) {
 	f.Add([]byte("k8s\x00"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		want, _, wantErr := stockDecoder().Decode(data, nil, nil)
-		for _, opts := range []Options{{}, {decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}}} {
+		for _, opts := range []Scope{{}, {decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}}} {
 			dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), opts)
 			got, _, err := runtime.WithoutVersionDecoder{Decoder: dec}.Decode(data, nil, nil)
 			if wantErr != nil && err == nil && opts.decoding.DropManagedFields {

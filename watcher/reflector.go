@@ -36,7 +36,7 @@ type Reflector[T Object] struct {
 }
 
 // NewReflector returns a reflector over lw. It starts nothing; call Run.
-func NewReflector[T Object](lw ListerWatcher[T], cfg Config) *Reflector[T] {
+func NewReflector[T Object](lw ListerWatcher[T], cfg Options) *Reflector[T] {
 	var zero T
 	r := &Reflector[T]{lw: lw, cfg: cfg.resolve(fmt.Sprintf("%T", zero))}
 	r.m = newMachine[T](r.cfg)
@@ -51,7 +51,7 @@ func NewReflector[T Object](lw ListerWatcher[T], cfg Config) *Reflector[T] {
 	return r
 }
 
-// Name is Config.Name, or its default.
+// Name is Options.Name, or its default.
 func (r *Reflector[T]) Name() string { return r.cfg.name }
 
 // LastError returns the latest error of a list or watch (an *OpError), or nil
@@ -89,7 +89,7 @@ func (r *Reflector[T]) LastSyncResourceVersion() string {
 // ListMeta is the metadata of the latest LIST page the server returned
 // (the zero value before the first): its resourceVersion, continue token,
 // remaining item count, and what it says of parameters added through
-// Config.ListOptions (a KEP-5866 server echoes an applied shardSelector in
+// Options.ListOptions (a KEP-5866 server echoes an applied shardSelector in
 // shardInfo; one without the feature ignores the parameter and says
 // nothing).
 func (r *Reflector[T]) ListMeta() metav1.ListMeta {
@@ -98,7 +98,7 @@ func (r *Reflector[T]) ListMeta() metav1.ListMeta {
 	return r.listMeta
 }
 
-// addListOptions lets Config.ListOptions add to a request's options.
+// addListOptions lets Options.ListOptions add to a request's options.
 func (r *Reflector[T]) addListOptions(opts *metav1.ListOptions) {
 	if r.cfg.listOptions != nil {
 		r.cfg.listOptions(opts)

@@ -102,7 +102,7 @@ type running struct {
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // start runs a reflector over a fresh script; call only inside synctest.Test.
-func start(t *testing.T, cfg watcher.Config) *running {
+func start(t *testing.T, cfg watcher.Options) *running {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet()
@@ -173,7 +173,7 @@ func (x *running) expectEvents(want ...string) {
 
 func TestReflector_StreamingList_EmitsItemsAsTheyArriveThenWatchesFromItsEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watcher.Config{})
+		x := start(t, watcher.Options{})
 		x.expectCall(`Watch rv="" sendInitialEvents`)
 		w := x.lw.PushWatch()
 		w.Add(obj("a", "3"))
@@ -205,7 +205,7 @@ func TestReflector_StreamingList_EmitsItemsAsTheyArriveThenWatchesFromItsEnd(t *
 
 func TestReflector_StreamingRejected_FallsBackToPaginatedListThenWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watcher.Config{})
+		x := start(t, watcher.Options{})
 		x.expectCall(`Watch rv="" sendInitialEvents`)
 		x.lw.PushWatchError(errInvalid)
 		x.expectCall(`List rv="0" limit=500`)
@@ -223,7 +223,7 @@ func TestReflector_StreamingRejected_FallsBackToPaginatedListThenWatch(t *testin
 func TestReflector_ListErrors_BackOffInVirtualTimeAndSurface(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var seen []error
-		x := start(t, watcher.Config{InitialList: watcher.InitialListPaginated, OnError: func(err error) { seen = append(seen, err) }})
+		x := start(t, watcher.Options{InitialList: watcher.InitialListPaginated, OnError: func(err error) { seen = append(seen, err) }})
 		x.expectCall(`List rv="0" limit=500`)
 		t0 := time.Now()
 		x.lw.PushList(watcher.ListPage[cm]{}, errInternal)
@@ -258,7 +258,7 @@ func TestReflector_ListErrors_BackOffInVirtualTimeAndSurface(t *testing.T) {
 
 func TestReflector_CancelDuringBackoff_ReturnsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watcher.Config{InitialList: watcher.InitialListPaginated})
+		x := start(t, watcher.Options{InitialList: watcher.InitialListPaginated})
 		x.expectCall(`List rv="0" limit=500`)
 		x.lw.PushList(watcher.ListPage[cm]{}, errInternal)
 		synctest.Wait()
@@ -272,7 +272,7 @@ func TestReflector_CancelDuringBackoff_ReturnsAtOnce(t *testing.T) {
 
 func TestReflector_Watch410_RelistsAtTheLastRVAfterBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watcher.Config{InitialList: watcher.InitialListPaginated})
+		x := start(t, watcher.Options{InitialList: watcher.InitialListPaginated})
 		x.expectCall(`List rv="0" limit=500`)
 		x.lw.PushList(watcher.ListPage[cm]{Items: []cm{obj("a", "3")}, ResourceVersion: "10"}, nil)
 		x.expectCall(`Watch rv="10"`)
@@ -294,7 +294,7 @@ func TestReflector_Watch410_RelistsAtTheLastRVAfterBackoff(t *testing.T) {
 
 func TestReflector_WatchClosed_RewatchesFromTheLastRVWithoutRelist(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watcher.Config{InitialList: watcher.InitialListPaginated})
+		x := start(t, watcher.Options{InitialList: watcher.InitialListPaginated})
 		x.expectCall(`List rv="0" limit=500`)
 		x.lw.PushList(watcher.ListPage[cm]{ResourceVersion: "10"}, nil)
 		x.expectCall(`Watch rv="10"`)
@@ -313,7 +313,7 @@ func TestReflector_WatchClosed_RewatchesFromTheLastRVWithoutRelist(t *testing.T)
 
 func TestReflector_WatchClosedAtOnce_BacksOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watcher.Config{InitialList: watcher.InitialListPaginated})
+		x := start(t, watcher.Options{InitialList: watcher.InitialListPaginated})
 		x.expectCall(`List rv="0" limit=500`)
 		x.lw.PushList(watcher.ListPage[cm]{ResourceVersion: "10"}, nil)
 		x.expectCall(`Watch rv="10"`)
@@ -331,7 +331,7 @@ func TestReflector_WatchClosedAtOnce_BacksOff(t *testing.T) {
 
 func TestReflector_StreamingSilentBeforeEnd_FallsBackAfterTheIdleLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watcher.Config{})
+		x := start(t, watcher.Options{})
 		x.expectCall(`Watch rv="" sendInitialEvents`)
 		w := x.lw.PushWatch()
 		t0 := time.Now()
@@ -356,7 +356,7 @@ func TestReflector_StreamingSilentBeforeEnd_FallsBackAfterTheIdleLimit(t *testin
 
 func TestReflector_SecondRunWhileRunning_ReturnsErrAlreadyRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watcher.Config{})
+		x := start(t, watcher.Options{})
 		x.call()
 		if err := x.r.Run(t.Context(), func(watcher.Event[cm]) {}); !errors.Is(err, watcher.ErrAlreadyRunning) {
 			t.Fatalf("second Run = %v, want ErrAlreadyRunning", err)
@@ -366,7 +366,7 @@ func TestReflector_SecondRunWhileRunning_ReturnsErrAlreadyRunning(t *testing.T) 
 
 func TestReflector_RunAgain_StartsWithASnapshotAtTheLastRV(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watcher.Config{})
+		x := start(t, watcher.Options{})
 		x.expectCall(`Watch rv="" sendInitialEvents`)
 		w := x.lw.PushWatch()
 		w.Action(apiwatch.Bookmark, endBookmark("10"))
@@ -396,7 +396,7 @@ func TestReflector_NilWatchWithoutError_IsReported(t *testing.T) {
 			WatchFunc: func(context.Context, metav1.ListOptions) (apiwatch.Interface, error) { return nil, nil },
 		}
 		errs := make(chan error, 10)
-		r := watcher.NewReflector[cm](lw, watcher.Config{InitialList: watcher.InitialListPaginated, Logger: quiet(),
+		r := watcher.NewReflector[cm](lw, watcher.Options{InitialList: watcher.InitialListPaginated, Logger: quiet(),
 			Registerer: prometheus.NewRegistry(), OnError: func(err error) { errs <- err }})
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
@@ -416,7 +416,7 @@ func TestReflector_NilWatchWithoutError_IsReported(t *testing.T) {
 // drops one, nothing in Run (which is blocked on the next event) holds it.
 func TestReflector_HoldsNoReferenceToEmittedObjects(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watcher.Config{})
+		x := start(t, watcher.Options{})
 		x.expectCall(`Watch rv="" sendInitialEvents`)
 		w := x.lw.PushWatch()
 		var refs []weak.Pointer[corev1.ConfigMap]
@@ -448,7 +448,7 @@ func TestReflector_HoldsNoReferenceToEmittedObjects(t *testing.T) {
 func TestReflector_Metrics_CountCallsAndEventsByType(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		x := start(t, watcher.Config{Name: "cms", Registerer: reg})
+		x := start(t, watcher.Options{Name: "cms", Registerer: reg})
 		x.expectCall(`Watch rv="" sendInitialEvents`)
 		x.lw.PushWatchError(errInvalid)
 		x.expectCall(`List rv="0" limit=500`)

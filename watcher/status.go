@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kloop-dev/kloop/metrics"
+	"github.com/kloop-dev/kloop/internal/kmetrics"
 )
 
 // Phase says what a reflector is doing.
@@ -45,7 +45,7 @@ type Status struct {
 	// arrived from the server; zero before any.
 	LastEvent time.Time
 	// Since NewReflector: LIST calls (one per page), WATCH calls (streaming
-	// lists included), errors (see Config.OnError) and completed snapshots.
+	// lists included), errors (see Options.OnError) and completed snapshots.
 	// They are the counters behind the kloop_reflector_* metrics.
 	Lists, Watches, Errors, Snapshots uint64
 }
@@ -75,9 +75,9 @@ func (r *Reflector[T]) Status() Status {
 	r.mu.Lock()
 	s := Status{Phase: r.phase, LastError: r.lastErr, ResourceVersion: r.lastRV, LastEvent: r.lastEvent}
 	r.mu.Unlock()
-	s.Lists = metrics.Count(r.metrics.lists)
-	s.Watches = metrics.Count(r.metrics.watches)
-	s.Errors = metrics.Count(r.metrics.errors)
-	s.Snapshots = metrics.Count(r.metrics.events[RelistDone])
+	s.Lists = kmetrics.Count(r.metrics.lists)
+	s.Watches = kmetrics.Count(r.metrics.watches)
+	s.Errors = kmetrics.Count(r.metrics.errors)
+	s.Snapshots = kmetrics.Count(r.metrics.events[RelistDone])
 	return s
 }

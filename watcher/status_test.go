@@ -12,7 +12,7 @@ import (
 
 func TestReflectorStatus_FollowsListWatchWaitAndStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		x := start(t, watcher.Config{InitialList: watcher.InitialListPaginated})
+		x := start(t, watcher.Options{InitialList: watcher.InitialListPaginated})
 		expect := func(what string, want watcher.Phase) watcher.Status {
 			t.Helper()
 			synctest.Wait()

@@ -178,7 +178,7 @@ func (l *Local) Serve(ctx context.Context, cfg *rest.Config, srv *Server, hooks 
 	}
 	var serveErr error
 	ictx, cancel := context.WithTimeout(ctx, installTimeout)
-	err = l.Install(ictx, cfg, srv, hooks)
+	err = l.install(ictx, cfg, srv, hooks)
 	cancel()
 	if err == nil {
 		close(l.installed)
@@ -190,7 +190,7 @@ func (l *Local) Serve(ctx context.Context, cfg *rest.Config, srv *Server, hooks 
 	}
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), uninstallTimeout)
 	defer cancel()
-	uerr := l.Uninstall(uctx, cfg)
+	uerr := l.uninstall(uctx, cfg)
 	stop()
 	if served != nil {
 		serveErr = <-served
@@ -201,13 +201,13 @@ func (l *Local) Serve(ctx context.Context, cfg *rest.Config, srv *Server, hooks 
 	return errors.Join(err, uerr, serveErr, l.Close())
 }
 
-// Install creates or updates the configurations "<Name>-local" that send
+// install creates or updates the configurations "<Name>-local" that send
 // the API server's admission calls of hooks to srv at l's host and srv's
 // port (failurePolicy Fail, sideEffects None, admissionReviewVersions v1),
 // and points the conversion of each CRD in hooks.Conversions at srv. It
 // returns once the API server calls them: it asks, with dry-run requests
 // that only probe webhooks of its own see, until they reach srv.
-func (l *Local) Install(ctx context.Context, cfg *rest.Config, srv *Server, hooks Hooks) error {
+func (l *Local) install(ctx context.Context, cfg *rest.Config, srv *Server, hooks Hooks) error {
 	if hooks.Name == "" {
 		return errors.New("webhook: Hooks.Name is empty: it names the webhook configurations")
 	}
@@ -259,9 +259,9 @@ func (l *Local) Install(ctx context.Context, cfg *rest.Config, srv *Server, hook
 	return l.probe(ctx, cfg, cs, srv, base, hooks, crds, len(mut.Webhooks) > 0, len(val.Webhooks) > 0)
 }
 
-// Uninstall deletes the configurations Install made and sets the CRDs'
+// uninstall deletes the configurations Install made and sets the CRDs'
 // conversion back to None.
-func (l *Local) Uninstall(ctx context.Context, cfg *rest.Config) error {
+func (l *Local) uninstall(ctx context.Context, cfg *rest.Config) error {
 	if l.made.name == "" {
 		return nil
 	}

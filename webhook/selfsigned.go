@@ -129,8 +129,8 @@ func (s *SelfSigned) DNSNames() []string {
 	return []string{svc, svc + ".cluster.local"}
 }
 
-// CABundle is the PEM of the CA in use, once Ensure has returned.
-func (s *SelfSigned) CABundle() []byte { return s.ca }
+// cABundle is the PEM of the CA in use, once Ensure has returned.
+func (s *SelfSigned) cABundle() []byte { return s.ca }
 
 // Close removes the temporary certificate directory, if NewSelfSigned made
 // one.
@@ -154,7 +154,7 @@ func (s *SelfSigned) serve(ctx context.Context, cfg *rest.Config, srv *Server) e
 	if want := filepath.Join(s.opts.Dir, DefaultCertName); srv.certs.certPath != want {
 		return fmt.Errorf("webhook: the server reads its certificate from %s, not %s: give it CertDir %s and the default file names", srv.certs.certPath, want, s.opts.Dir)
 	}
-	if err := s.Ensure(ctx, cfg); err != nil {
+	if err := s.ensure(ctx, cfg); err != nil {
 		return err
 	}
 	srv.certs.mu.Lock()
@@ -166,10 +166,10 @@ func (s *SelfSigned) serve(ctx context.Context, cfg *rest.Config, srv *Server) e
 	return srv.Start(ctx)
 }
 
-// Ensure makes the Secret valid (see SelfSigned), writes its certificate
+// ensure makes the Secret valid (see SelfSigned), writes its certificate
 // and key to Dir and sets the CA as the caBundle of the webhooks that call
 // the Service. Every replica runs it at each start.
-func (s *SelfSigned) Ensure(ctx context.Context, cfg *rest.Config) error {
+func (s *SelfSigned) ensure(ctx context.Context, cfg *rest.Config) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err

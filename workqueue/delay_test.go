@@ -31,7 +31,7 @@ func getAsync(q *Queue[string]) <-chan arrival {
 
 func TestQueue_AddAfterHandsOutKeyOnlyOnceItsDelayHasPassed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
+		q := New(Options[string]{})
 		start := time.Now()
 		q.AddAfter("a", 3*time.Second)
 		if n := q.Len(); n != 0 {
@@ -51,7 +51,7 @@ func TestQueue_AddAfterHandsOutKeyOnlyOnceItsDelayHasPassed(t *testing.T) {
 
 func TestQueue_SoonerAddAfterMovesDelayedKeyEarlier(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
+		q := New(Options[string]{})
 		start := time.Now()
 		got := getAsync(q) // blocked Get holds the timer for a's first delay
 		q.AddAfter("a", time.Hour)
@@ -71,7 +71,7 @@ func TestQueue_SoonerAddAfterMovesDelayedKeyEarlier(t *testing.T) {
 
 func TestQueue_LaterAddAfterDoesNotPostponeDelayedKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
+		q := New(Options[string]{})
 		start := time.Now()
 		q.AddAfter("a", time.Minute)
 		q.AddAfter("a", time.Hour)
@@ -85,7 +85,7 @@ func TestQueue_LaterAddAfterDoesNotPostponeDelayedKey(t *testing.T) {
 }
 
 func TestQueue_AddMakesDelayedKeyReadyAtOnce(t *testing.T) {
-	q := New(Config[string]{})
+	q := New(Options[string]{})
 	q.AddAfter("a", time.Hour)
 	q.Add("a")
 	if n := q.Len(); n != 1 {
@@ -101,7 +101,7 @@ func TestQueue_AddMakesDelayedKeyReadyAtOnce(t *testing.T) {
 }
 
 func TestQueue_AddAfterOfReadyKeyChangesNothing(t *testing.T) {
-	q := New(Config[string]{})
+	q := New(Options[string]{})
 	q.Add("a")
 	q.AddAfter("a", time.Hour)
 	if k := mustGet(t, q); k != "a" {
@@ -115,7 +115,7 @@ func TestQueue_AddAfterOfReadyKeyChangesNothing(t *testing.T) {
 
 func TestQueue_DelayOfInFlightKeyRequeuesItAfterDone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
+		q := New(Options[string]{})
 		q.Add("a")
 		k := mustGet(t, q)
 		q.AddAfter(k, time.Second) // a reconciler's RequeueAfter
@@ -146,7 +146,7 @@ func TestQueue_DelayOfInFlightKeyRequeuesItAfterDone(t *testing.T) {
 
 func TestQueue_DelayedKeysComeOutInTimeOrderAmongManyWorkers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[int]{})
+		q := New(Options[int]{})
 		start := time.Now()
 		var mu sync.Mutex
 		var order []int
@@ -187,7 +187,7 @@ func TestQueue_DelayedKeysComeOutInTimeOrderAmongManyWorkers(t *testing.T) {
 
 func TestQueue_ThousandsOfDelaysStartNoGoroutines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[int]{})
+		q := New(Options[int]{})
 		before := runtime.NumGoroutine()
 		for i := range 5000 {
 			q.AddAfter(i, time.Duration(1+i%100)*time.Millisecond)
@@ -210,7 +210,7 @@ func TestQueue_ThousandsOfDelaysStartNoGoroutines(t *testing.T) {
 
 func TestQueue_ShutDownDropsDelayedKeys(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
+		q := New(Options[string]{})
 		q.AddAfter("later", time.Second)
 		q.Add("now")
 		q.ShutDown()
@@ -231,7 +231,7 @@ func TestQueue_ShutDownDropsDelayedKeys(t *testing.T) {
 func TestQueue_DelaysFollowAnInjectedFakeClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-		q := New(Config[string]{Clock: clk})
+		q := New(Options[string]{Clock: clk})
 		q.AddAfter("a", 10*time.Second)
 		got := make(chan arrival, 1)
 		go func() {
@@ -266,7 +266,7 @@ func TestQueue_DelaysFollowAnInjectedFakeClock(t *testing.T) {
 
 func TestQueue_CancelledTimeKeeperHandsTheTimerToAnotherGet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
+		q := New(Options[string]{})
 		start := time.Now()
 		ctx, cancel := context.WithCancel(context.Background())
 		first := make(chan error, 1)

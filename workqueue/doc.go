@@ -2,7 +2,7 @@
 // workers: handlers add keys, workers take them with Get, process them, and
 // report with Done.
 //
-//	q := workqueue.New(workqueue.Config[string]{Name: "foo"})
+//	q := workqueue.New(workqueue.Options[string]{Name: "foo"})
 //	go func() { q.Add("default/a") }()
 //	for {
 //		key, err := q.Get(ctx)
@@ -110,7 +110,7 @@
 //
 // # Rate limiting
 //
-// AddRateLimited delays a key by what Config.RateLimiter says. The default,
+// AddRateLimited delays a key by what Options.RateLimiter says. The default,
 // DefaultRateLimiter, is the one client-go and controller-runtime give
 // controllers: the larger of a per-key exponential back-off from 5 ms
 // doubling to 1000 s, and an overall token bucket of 10 per second with a
@@ -120,7 +120,7 @@
 //
 // # Metrics
 //
-// A queue with a Name registers, on Config.Registerer (default
+// A queue with a Name registers, on Options.Registerer (default
 // metrics.Registry), the families controller-runtime uses, with the labels
 // name and controller both set to the queue's name:
 // workqueue_depth{priority}, workqueue_adds_total,
@@ -133,7 +133,7 @@
 //
 // # Time
 //
-// The queue reads time from Config.Clock (k8s.io/utils/clock). Tests can
+// The queue reads time from Options.Clock (k8s.io/utils/clock). Tests can
 // pass a fake clock (k8s.io/utils/clock/testing) and step it, or run with the
 // real clock inside a testing/synctest bubble.
 package workqueue

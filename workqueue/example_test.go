@@ -15,7 +15,7 @@ import (
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	q := workqueue.New(workqueue.Config[string]{})
+	q := workqueue.New(workqueue.Options[string]{})
 
 	// Event handlers add keys; the second add of "default/a" is merged.
 	q.Add("default/a")

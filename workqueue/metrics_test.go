@@ -25,7 +25,7 @@ func mustSample(t *testing.T, reg *prometheus.Registry, family string, labels ..
 
 func TestQueueMetrics_UseControllerRuntimeNamesAndLabels(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	q := New(Config[string]{Name: "foo", Registerer: reg})
+	q := New(Options[string]{Name: "foo", Registerer: reg})
 	q.Add("a")
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -63,7 +63,7 @@ func TestQueueMetrics_UseControllerRuntimeNamesAndLabels(t *testing.T) {
 func TestQueueMetrics_RecordDepthByPriorityAddsRetriesAndDurations(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	q := New(Config[string]{Name: "foo", Registerer: reg, Clock: clk})
+	q := New(Options[string]{Name: "foo", Registerer: reg, Clock: clk})
 	lbl := []string{"name", "foo"}
 
 	q.Add("a")
@@ -133,8 +133,8 @@ func TestQueueMetrics_RecordDepthByPriorityAddsRetriesAndDurations(t *testing.T)
 
 func TestQueueMetrics_QueuesShareARegistryAndPriorityLabelsAreBounded(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	foo := New(Config[int]{Name: "foo", Registerer: reg})
-	bar := New(Config[int]{Name: "bar", Registerer: reg})
+	foo := New(Options[int]{Name: "foo", Registerer: reg})
+	bar := New(Options[int]{Name: "bar", Registerer: reg})
 	foo.Add(1)
 	bar.Add(1)
 	bar.Add(2)
@@ -171,7 +171,7 @@ func TestQueueMetrics_QueuesShareARegistryAndPriorityLabelsAreBounded(t *testing
 
 func TestQueueMetrics_UnnamedQueueRecordsNothing(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	q := New(Config[string]{Registerer: reg})
+	q := New(Options[string]{Registerer: reg})
 	q.Add("a")
 	q.AddAfter("b", time.Millisecond)
 	q.Done(mustGet(t, q))
@@ -196,5 +196,5 @@ func TestQueueMetrics_ConflictingRegistrationPanicsWithTheQueueName(t *testing.T
 			t.Fatalf("New recovered %v; want a panic naming queue foo", r)
 		}
 	}()
-	New(Config[string]{Name: "foo", Registerer: reg})
+	New(Options[string]{Name: "foo", Registerer: reg})
 }

@@ -290,7 +290,7 @@ var (
 func runModel(t *testing.T, b []byte) {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
-	q := New(Config[int]{
+	q := New(Options[int]{
 		Clock:       clk,
 		Aging:       modelAging,
 		RateLimiter: NewExponentialRateLimiter[int](modelBase, modelMax),

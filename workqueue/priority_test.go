@@ -17,7 +17,7 @@ import (
 // overtaken by fresh priority-0 keys for exactly 10 s, and not after.
 func TestQueue_AgingLetsOldLowPriorityKeyOvertakeNewerHigherPriorityKeys(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	q := New(Config[string]{Clock: clk})
+	q := New(Options[string]{Clock: clk})
 	q.AddWithPriority("low", -100)
 	for s := 1; s <= 10; s++ {
 		clk.Step(time.Second)
@@ -36,7 +36,7 @@ func TestQueue_AgingLetsOldLowPriorityKeyOvertakeNewerHigherPriorityKeys(t *test
 }
 
 func TestQueue_ExtremePrioritiesDoNotOverflow(t *testing.T) {
-	q := New(Config[string]{})
+	q := New(Options[string]{})
 	q.AddWithPriority("min", math.MinInt)
 	q.AddWithPriority("max", math.MaxInt)
 	q.Add("zero")
@@ -65,7 +65,7 @@ func TestQueue_LowPriorityKeyIsHandedOutWithinAgingBoundUnderSaturation(t *testi
 			workers = 8
 			keys    = 1000
 		)
-		q := New(Config[string]{Aging: aging})
+		q := New(Options[string]{Aging: aging})
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()
 

@@ -20,15 +20,15 @@ var ErrShutDown = errors.New("workqueue: queue is shut down")
 // while it waited: the usual "second signal" meaning "stop waiting now".
 var ErrDrainStopped = errors.New("workqueue: ShutDown called while draining")
 
-// DefaultAging is the Aging used when Config.Aging is zero: a waiting item
+// DefaultAging is the Aging used when Options.Aging is zero: a waiting item
 // gains one priority step every 100 ms, so an item at priority -100 is
 // overtaken by newly added priority-0 items for at most 10 s.
 const DefaultAging = 100 * time.Millisecond
 
-// Config configures a Queue. The zero value is a working configuration: an
+// Options configure a Queue. The zero value is a working configuration: an
 // unnamed queue (no metrics) on the real clock with DefaultRateLimiter and
 // DefaultAging.
-type Config[K comparable] struct {
+type Options[K comparable] struct {
 	// Name identifies the queue in metrics, as the "name" and "controller"
 	// labels of the workqueue_* families. An empty Name records no metrics
 	// and costs nothing for them.
@@ -151,7 +151,7 @@ type Queue[K comparable] struct {
 
 // New returns an empty queue configured by cfg. It starts no goroutines; the
 // queue never starts any.
-func New[K comparable](cfg Config[K]) *Queue[K] {
+func New[K comparable](cfg Options[K]) *Queue[K] {
 	clk := cfg.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
@@ -188,7 +188,7 @@ func (q *Queue[K]) Add(k K) { q.AddWithPriority(k, 0) }
 
 // AddWithPriority marks k as needing processing. Higher priorities are handed
 // out first, equal ones in the order they became ready, and every ready key's
-// effective priority rises by one per Config.Aging. If k is already waiting
+// effective priority rises by one per Options.Aging. If k is already waiting
 // to be handed out, it is not added twice; its priority becomes the higher of
 // the two. If k is being processed, it is handed out again after its Done.
 // If k is delayed, it becomes ready now. After ShutDown, Add does nothing.

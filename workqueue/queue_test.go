@@ -47,7 +47,7 @@ func mustShutDownErr[K comparable](t *testing.T, q *Queue[K]) {
 }
 
 func TestQueue_DeduplicatesKeysWaitingToBeHandedOut(t *testing.T) {
-	q := New(Config[string]{})
+	q := New(Options[string]{})
 	q.Add("a")
 	q.Add("b")
 	q.Add("a")
@@ -67,7 +67,7 @@ func TestQueue_DeduplicatesKeysWaitingToBeHandedOut(t *testing.T) {
 }
 
 func TestQueue_KeyAddedWhileInFlightIsHandedOutAgainOnlyAfterDone(t *testing.T) {
-	q := New(Config[string]{})
+	q := New(Options[string]{})
 	q.Add("a")
 	k := mustGet(t, q)
 	q.Add("a")
@@ -89,7 +89,7 @@ func TestQueue_KeyAddedWhileInFlightIsHandedOutAgainOnlyAfterDone(t *testing.T) 
 }
 
 func TestQueue_HandsOutEqualPrioritiesInFIFOOrder(t *testing.T) {
-	q := New(Config[int]{})
+	q := New(Options[int]{})
 	for i := range 100 {
 		q.AddWithPriority(i, 3)
 	}
@@ -101,7 +101,7 @@ func TestQueue_HandsOutEqualPrioritiesInFIFOOrder(t *testing.T) {
 }
 
 func TestQueue_HandsOutHigherPrioritiesFirst(t *testing.T) {
-	q := New(Config[string]{})
+	q := New(Options[string]{})
 	q.AddWithPriority("low", -100)
 	q.Add("normal")
 	q.AddWithPriority("high", 10)
@@ -115,7 +115,7 @@ func TestQueue_HandsOutHigherPrioritiesFirst(t *testing.T) {
 }
 
 func TestQueue_ReAddWithHigherPriorityMovesReadyKeyAhead(t *testing.T) {
-	q := New(Config[string]{})
+	q := New(Options[string]{})
 	q.Add("a")
 	q.Add("b")
 	q.Add("c")
@@ -131,7 +131,7 @@ func TestQueue_ReAddWithHigherPriorityMovesReadyKeyAhead(t *testing.T) {
 
 func TestQueue_GetReturnsContextErrorAndLosesNoKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
+		q := New(Options[string]{})
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		go func() {
@@ -155,7 +155,7 @@ func TestQueue_GetReturnsContextErrorAndLosesNoKey(t *testing.T) {
 
 func TestQueue_BlockedGetReceivesKeyAddedLater(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
+		q := New(Options[string]{})
 		got := make(chan string, 1)
 		go func() { got <- mustGet(t, q) }()
 		synctest.Wait()
@@ -169,7 +169,7 @@ func TestQueue_BlockedGetReceivesKeyAddedLater(t *testing.T) {
 }
 
 func TestQueue_AfterShutDownHandsOutReadyKeysThenReportsShutDown(t *testing.T) {
-	q := New(Config[string]{})
+	q := New(Options[string]{})
 	q.Add("a")
 	q.Add("b")
 	q.ShutDown()
@@ -188,7 +188,7 @@ func TestQueue_AfterShutDownHandsOutReadyKeysThenReportsShutDown(t *testing.T) {
 
 func TestQueue_ShutDownWakesEveryBlockedGet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
+		q := New(Options[string]{})
 		var wg sync.WaitGroup
 		var shut atomic.Int32
 		for range 5 {
@@ -209,7 +209,7 @@ func TestQueue_ShutDownWakesEveryBlockedGet(t *testing.T) {
 
 func TestQueue_ShutDownStillHandsOutKeyAddedWhileInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
+		q := New(Options[string]{})
 		q.Add("a")
 		k := mustGet(t, q)
 		q.Add("a") // dirty: must be handed out again after Done
@@ -242,7 +242,7 @@ func TestQueue_ShutDownStillHandsOutKeyAddedWhileInFlight(t *testing.T) {
 
 func TestQueue_ShutDownWithDrainWaitsForInFlightAndReadyKeys(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
+		q := New(Options[string]{})
 		q.Add("a")
 		q.Add("b")
 		k := mustGet(t, q)
@@ -275,7 +275,7 @@ func TestQueue_ShutDownWithDrainWaitsForInFlightAndReadyKeys(t *testing.T) {
 
 func TestQueue_ShutDownReleasesABlockedShutDownWithDrain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
+		q := New(Options[string]{})
 		q.Add("stuck")
 		mustGet(t, q) // never Done
 		drained := make(chan error, 2)
@@ -313,7 +313,7 @@ func TestQueue_ShutDownReleasesABlockedShutDownWithDrain(t *testing.T) {
 
 func TestQueue_ShutDownWithDrainGivesUpWhenContextEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
+		q := New(Options[string]{})
 		q.Add("stuck")
 		mustGet(t, q) // never Done
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -330,7 +330,7 @@ func TestQueue_ShutDownWithDrainGivesUpWhenContextEnds(t *testing.T) {
 }
 
 func TestQueue_DoneForKeyNotInFlightIsIgnored(t *testing.T) {
-	q := New(Config[string]{})
+	q := New(Options[string]{})
 	q.Done("never-added")
 	q.Add("a")
 	q.Done("a") // ready, not in flight
@@ -358,7 +358,7 @@ func TestQueue_NeverHandsOutAKeyTwiceBeforeDone(t *testing.T) {
 			workers   = 8
 			adds      = 5000
 		)
-		q := New(Config[int]{})
+		q := New(Options[int]{})
 		var holders [keys]atomic.Int32
 		// added[k] counts adds of k, bumped just before each add; seen[k] is
 		// what a worker read from added[k] after being handed k. A hand-out
@@ -426,7 +426,7 @@ func TestQueue_NeverHandsOutAKeyTwiceBeforeDone(t *testing.T) {
 }
 
 func TestQueue_SteadyStateAddGetDoneDoesNotAllocate(t *testing.T) {
-	q := New(Config[string]{})
+	q := New(Options[string]{})
 	keys := make([]string, 1000)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("ns/key-%d", i)
@@ -473,7 +473,7 @@ func TestQueue_SteadyStateAddGetDoneDoesNotAllocate(t *testing.T) {
 }
 
 func TestQueue_EvictsEntriesOfKeysThatStoppedComing(t *testing.T) {
-	q := New(Config[int]{})
+	q := New(Options[int]{})
 	// One key stays in flight, so the queue never goes quiet (which would
 	// drop every entry at once) and only idle-window eviction applies.
 	q.Add(1 << 30)
@@ -506,7 +506,7 @@ func TestQueue_EvictsEntriesOfKeysThatStoppedComing(t *testing.T) {
 // that entry was recycled for another key; Add must not take the other key's
 // state for its own.
 func TestQueue_AddIgnoresSnapshotEntryRecycledForAnotherKey(t *testing.T) {
-	q := New(Config[string]{})
+	q := New(Options[string]{})
 	cycle := func(k string) {
 		q.Add(k)
 		q.Done(mustGet(t, q))
@@ -543,7 +543,7 @@ func TestQueue_AddIgnoresSnapshotEntryRecycledForAnotherKey(t *testing.T) {
 // a burst: eight 1-second keys on eight workers finish after 1 s, not 8 s.
 func TestQueue_BurstOfKeysKeepsEveryBlockedWorkerBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[int]{})
+		q := New(Options[int]{})
 		start := time.Now()
 		var wg sync.WaitGroup
 		var finished atomic.Int64 // unix nanos of the last Done
@@ -611,7 +611,7 @@ func TestQueue_QuietQueueReleasesItsEntries(t *testing.T) {
 		}
 	}
 	t.Run("named", func(t *testing.T) {
-		q := New(Config[int]{Name: "quiet", Registerer: prometheus.NewRegistry()})
+		q := New(Options[int]{Name: "quiet", Registerer: prometheus.NewRegistry()})
 		for k := range 5000 {
 			q.Add(k)
 		}
@@ -633,7 +633,7 @@ func TestQueue_QuietQueueReleasesItsEntries(t *testing.T) {
 	})
 	t.Run("unnamed", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			q := New(Config[int]{})
+			q := New(Options[int]{})
 			for k := range 5000 {
 				q.Add(k)
 			}
@@ -664,7 +664,7 @@ func TestQueue_QuietQueueReleasesItsEntries(t *testing.T) {
 // A queue whose keys come back (idle entries taken up again by adds) keeps
 // its entries across quiet spells, so it does not rebuild them each time.
 func TestQueue_QuietQueueKeepsEntriesOfKeysThatComeBack(t *testing.T) {
-	q := New(Config[int]{Name: "comeback", Registerer: prometheus.NewRegistry()})
+	q := New(Options[int]{Name: "comeback", Registerer: prometheus.NewRegistry()})
 	const n = 1000
 	comeBack := func() { // one key in flight while they come back: no quiet spell
 		q.Add(-1)
@@ -702,7 +702,7 @@ func TestQueue_LockFreeAddsLoseNoWakeUpOnTheRealScheduler(t *testing.T) {
 		workers   = 6
 		rounds    = 60
 	)
-	q := New(Config[int]{})
+	q := New(Options[int]{})
 	var holders [keys]atomic.Int32
 	var added, seen [keys]atomic.Int64
 	var violations atomic.Int64
@@ -779,7 +779,7 @@ func TestQueue_LockFreeAddsLoseNoWakeUpOnTheRealScheduler(t *testing.T) {
 func TestQueue_AddWithoutTheLockWakesABlockedGet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const keys = quietKeep // a quiet queue of this size keeps its entries
-		q := New(Config[int]{})
+		q := New(Options[int]{})
 		handed := make(chan int, keys)
 		var wg sync.WaitGroup
 		defer func() { q.ShutDown(); wg.Wait() }()

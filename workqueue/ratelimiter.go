@@ -19,7 +19,7 @@ type RateLimiter[K comparable] interface {
 	NumRequeues(k K) int
 }
 
-// DefaultRateLimiter is the limiter a Queue uses when Config.RateLimiter is
+// DefaultRateLimiter is the limiter a Queue uses when Options.RateLimiter is
 // nil, the one Kubernetes controllers have used for years: the larger of a
 // per-key exponential back-off from 5 ms doubling up to 1000 s, and an
 // overall token bucket of 10 retries per second with a burst of 100. A nil

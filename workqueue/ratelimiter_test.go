@@ -176,7 +176,7 @@ func TestNewControllerRateLimiter_TakesTheBackOffAndTheBucketsNumbers(t *testing
 
 func TestQueue_AddRateLimitedBacksOffAndForgetResets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{RateLimiter: NewExponentialRateLimiter[string](time.Second, time.Minute)})
+		q := New(Options[string]{RateLimiter: NewExponentialRateLimiter[string](time.Second, time.Minute)})
 		for i, w := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
 			start := time.Now()
 			q.AddRateLimited("a")

@@ -3,13 +3,13 @@ package workqueue
 import (
 	"time"
 
-	kmetrics "github.com/kloop-dev/kloop/metrics"
+	"github.com/kloop-dev/kloop/internal/kmetrics"
 )
 
 // Status is a queue's state at one moment, for people and dashboards: how
 // much waits, for how long, and how much flows through.
 type Status struct {
-	// Name is Config.Name.
+	// Name is Options.Name.
 	Name string
 	// Ready keys wait to be handed out, by priority in ReadyByPriority.
 	// Keys whose delay has passed count as ready.

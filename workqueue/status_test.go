@@ -15,7 +15,7 @@ import (
 func TestQueueStatus_CountsReadyByPriorityDelayedAndInFlightWithAges(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
 	reg := prometheus.NewRegistry()
-	q := New(Config[string]{Name: "q", Clock: clk, Registerer: reg})
+	q := New(Options[string]{Name: "q", Clock: clk, Registerer: reg})
 	defer q.ShutDown()
 
 	if s := q.Status(); s.Name != "q" || s.Ready != 0 || s.ReadyByPriority != nil || s.OldestReady != 0 {
@@ -64,7 +64,7 @@ func TestQueueStatus_CountsReadyByPriorityDelayedAndInFlightWithAges(t *testing.
 }
 
 func TestQueueStatus_UnnamedQueueHasNoCountersAndNoClock(t *testing.T) {
-	q := New(Config[int]{})
+	q := New(Options[int]{})
 	q.Add(1)
 	q.Add(2)
 	s := q.Status()

@@ -15,7 +15,7 @@ func TestQueue_WaitInFlight_WaitsForMatchingKeysOnly(t *testing.T) {
 	for _, name := range []string{"", "waitinflight"} {
 		t.Run("name="+name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				q := New(Config[string]{Name: name})
+				q := New(Options[string]{Name: name})
 				q.Add("a1")
 				q.Add("b1")
 				a, b := mustGet(t, q), mustGet(t, q)
@@ -50,7 +50,7 @@ func TestQueue_WaitInFlight_WaitsForMatchingKeysOnly(t *testing.T) {
 
 func TestQueue_WaitInFlight_GivesUpWithTheContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Config[string]{})
+		q := New(Options[string]{})
 		q.Add("a")
 		mustGet(t, q)
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

@@ -16,7 +16,7 @@ type Decoding struct {
 	ShareLabels bool
 }
 
-// WithDecoding returns opts, a watcher.Options, set to decode as d. The
+// WithDecoding returns opts, a watcher.Scope, set to decode as d. The
 // watcher package sets it when it is initialised (this package cannot
 // import it).
 var WithDecoding func(opts any, d Decoding) any

@@ -2,7 +2,7 @@
 // share: one client for Leases, and one way to keep a Lease of one's own
 // written (Held). What a Lease means (the leader's record, a shard
 // member's slots) and when it is written are each user's own; the timings
-// are leaderelection.Config's, whose defaults are declared once there.
+// are leaderelection.Options's, whose defaults are declared once there.
 package lease
 
 import (

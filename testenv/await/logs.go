@@ -131,8 +131,8 @@ func (l *Logs) Records() []Record {
 	return slices.Clone(l.s.records)
 }
 
-// Changed returns a channel closed by the next record, for Until.
-func (l *Logs) Changed() <-chan struct{} { return l.s.changed.Changed() }
+// changed returns a channel closed by the next record, for Until.
+func (l *Logs) changed() <-chan struct{} { return l.s.changed.Changed() }
 
 // String returns the records, a line each, for a failure message.
 func (l *Logs) String() string {
@@ -155,7 +155,7 @@ func Logged(t TB, what string, logs *Logs, match func(Record) bool) Record {
 	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
 	defer cancel()
 	var found Record
-	err := UntilContext(ctx, logs.Changed, func() bool {
+	err := UntilContext(ctx, logs.changed, func() bool {
 		for _, r := range logs.Records() {
 			if match(r) {
 				found = r

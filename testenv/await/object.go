@@ -135,14 +135,14 @@ func Gone(t TB, what string, w Watcher, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
 	defer cancel()
-	if err := GoneContext(ctx, w, name); err != nil {
+	if err := goneContext(ctx, w, name); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 
-// GoneContext is Gone for code that has no testing.TB: it returns ctx's
+// goneContext is Gone for code that has no testing.TB: it returns ctx's
 // cause, with the object's last state, when ctx ends first.
-func GoneContext(ctx context.Context, w Watcher, name string) error {
+func goneContext(ctx context.Context, w Watcher, name string) error {
 	var last runtime.Object
 	for {
 		// A watch that sends the current state first and then a bookmark
@@ -218,13 +218,13 @@ func Watched(t TB, what string, w Watcher, opts metav1.ListOptions, cond func(ct
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
 	defer cancel()
-	if err := WatchedContext(ctx, w, opts, cond); err != nil {
+	if err := watchedContext(ctx, w, opts, cond); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 
-// WatchedContext is Watched for code that has no testing.TB.
-func WatchedContext(ctx context.Context, w Watcher, opts metav1.ListOptions, cond func(ctx context.Context) (bool, error)) error {
+// watchedContext is Watched for code that has no testing.TB.
+func watchedContext(ctx context.Context, w Watcher, opts metav1.ListOptions, cond func(ctx context.Context) (bool, error)) error {
 	for {
 		wi, err := w.Watch(ctx, opts)
 		if err != nil {

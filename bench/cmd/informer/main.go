@@ -439,7 +439,7 @@ func (m *listMode) Set(s string) error {
 func kloopOptions() informer.FactoryOptions {
 	return informer.FactoryOptions{
 		Registerer: prometheus.NewRegistry(),
-		Watch:      watcher.Config{InitialList: watcher.InitialListMode(kloopList)},
+		Watch:      watcher.Options{InitialList: watcher.InitialListMode(kloopList)},
 		Memory:     informer.Memory{Unshared: noSharing},
 	}
 }
@@ -658,7 +658,7 @@ func runWireKloop(cfg *rest.Config, n int) (*running, error) {
 	c := rest.CopyConfig(cfg)
 	c.ContentType = kruntime.ContentTypeProtobuf
 	c.AcceptContentTypes = kruntime.ContentTypeProtobuf + "," + kruntime.ContentTypeJSON
-	opts := lean.WithDecoding(watcher.Options{Namespace: namespace}, lean.Decoding{DropManagedFields: true, ShareLabels: true}).(watcher.Options)
+	opts := lean.WithDecoding(watcher.Scope{Namespace: namespace}, lean.Decoding{DropManagedFields: true, ShareLabels: true}).(watcher.Scope)
 	lw, err := watcher.FromResource[*corev1.ConfigMap](c, clientgoscheme.Scheme, corev1.SchemeGroupVersion.WithResource("configmaps"), opts)
 	if err != nil {
 		return nil, err

@@ -411,7 +411,7 @@ func replica() int {
 	fopts := informer.FactoryOptions{Logger: log, Registerer: reg}
 	var m *sharding.Member
 	if mode != "unsharded" {
-		m, err = sharding.New(cfg, sharding.Config{
+		m, err = sharding.New(cfg, sharding.Options{
 			Group:          "bench-" + mode,
 			Namespace:      leaseNS,
 			Identity:       id,

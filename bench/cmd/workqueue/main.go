@@ -317,7 +317,7 @@ func main() {
 
 	if *only != "" {
 		cs := map[string]func() subject{
-			"kloop": func() subject { return kloopQueue{workqueue.New(workqueue.Config[string]{})} },
+			"kloop": func() subject { return kloopQueue{workqueue.New(workqueue.Options[string]{})} },
 			"client-go": func() subject {
 				return clientGoQueue{cgworkqueue.NewTypedRateLimitingQueue(cgworkqueue.DefaultTypedControllerRateLimiter[string]())}
 			},
@@ -351,7 +351,7 @@ func main() {
 	plainWarm := newWorkload(totalAdds/10, false, 2)
 	wq := compare(*rounds, plain, plainWarm,
 		contender{"kloop", func() subject {
-			return kloopQueue{workqueue.New(workqueue.Config[string]{})}
+			return kloopQueue{workqueue.New(workqueue.Options[string]{})}
 		}},
 		contender{"client-go", func() subject {
 			return clientGoQueue{cgworkqueue.NewTypedRateLimitingQueueWithConfig(
@@ -364,7 +364,7 @@ func main() {
 	prioWarm := newWorkload(totalAdds/10, true, 4)
 	pq := compare(*rounds, prio, prioWarm,
 		contender{"kloop-priority", func() subject {
-			return kloopQueue{workqueue.New(workqueue.Config[string]{})}
+			return kloopQueue{workqueue.New(workqueue.Options[string]{})}
 		}},
 		contender{"controller-runtime", func() subject {
 			return crQueue{priorityqueue.New[string]("")}

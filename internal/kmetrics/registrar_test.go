@@ -1,4 +1,4 @@
-package metrics_test
+package kmetrics_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
-	"github.com/kloop-dev/kloop/metrics"
+	"github.com/kloop-dev/kloop/internal/kmetrics"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -14,9 +14,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestRegistrar_SharesAnEqualFamilyAndKeepsTheFirstError(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	opts := prometheus.CounterOpts{Name: "things_total", Help: "Things."}
-	a := metrics.NewRegistrar(reg)
+	a := kmetrics.NewRegistrar(reg)
 	first := a.CounterVec(opts, "name")
-	b := metrics.NewRegistrar(reg)
+	b := kmetrics.NewRegistrar(reg)
 	if second := b.CounterVec(opts, "name"); second != first {
 		t.Error("a second registration of an equal family got a collector of its own")
 	}
@@ -42,17 +42,17 @@ func TestRegistrar_SharesAnEqualFamilyAndKeepsTheFirstError(t *testing.T) {
 			}
 		}
 	}
-	if got := metrics.Count(other.WithLabelValues("x")); got != 1 {
+	if got := kmetrics.Count(other.WithLabelValues("x")); got != 1 {
 		t.Errorf("the unregistered family counted %d, want 1", got)
 	}
 }
 
 func TestSetResourceVersion_SetsOnlyNumbers(t *testing.T) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "rv", Help: "rv"})
-	metrics.SetResourceVersion(g, "42")
-	metrics.SetResourceVersion(g, "not-a-number")
-	metrics.SetResourceVersion(g, "")
-	if got := metrics.Count(g); got != 42 {
+	kmetrics.SetResourceVersion(g, "42")
+	kmetrics.SetResourceVersion(g, "not-a-number")
+	kmetrics.SetResourceVersion(g, "")
+	if got := kmetrics.Count(g); got != 42 {
 		t.Errorf("gauge = %d, want 42 (the last numeric resourceVersion)", got)
 	}
 }
