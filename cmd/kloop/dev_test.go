@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -175,5 +178,40 @@ func TestDev_AppliesManifestsThenRunsTheCommandAndExitsWithItsStatus(t *testing.
 		if !strings.Contains(string(out), want) {
 			t.Errorf("kloop dev's output does not say %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestDev_KubectlVersionPrintsThePinnedServerVersion runs `kubectl version`
+// against kloop dev's control plane, as a user does: it parses the
+// server's gitVersion as a release version, so a control plane built
+// without version information fails it.
+func TestDev_KubectlVersionPrintsThePinnedServerVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane")
+	}
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("needs kubectl on PATH, as the CronJob sample's kubectl test does")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	script := `kubectl version --kubeconfig "$KUBECONFIG" -o json > "$OUT"`
+	out := filepath.Join(t.TempDir(), "version.json")
+	cmd := command(ctx, "dev", "--no-controller-manager", "--", "sh", "-c", script)
+	cmd.Env = append(cmd.Environ(), "OUT="+out)
+	if stdout, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kloop dev -- kubectl version: %v\n%s", err, stdout)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		ServerVersion struct{ GitVersion string } `json:"serverVersion"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("kubectl version -o json: %v\n%s", err, data)
+	}
+	if v.ServerVersion.GitVersion != testenv.KubernetesVersion {
+		t.Errorf("kubectl version says the server is %q, want %s:\n%s", v.ServerVersion.GitVersion, testenv.KubernetesVersion, data)
 	}
 }
