@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/sharding"
-	"github.com/kloop-dev/kloop/workqueue"
 )
 
 // ControllerBuilder declares one controller of an App whose key is a
@@ -94,29 +92,14 @@ func (b *ControllerBuilder) Workers(n int) *ControllerBuilder {
 	return b
 }
 
-// RateLimiter sets how long a failed key waits before its retry. Default
-// workqueue.DefaultRateLimiter.
-func (b *ControllerBuilder) RateLimiter(rl workqueue.RateLimiter[cache.Key]) *ControllerBuilder {
-	b.b.opts.RateLimiter = rl
-	return b
-}
-
-// MaxRetries drops a key after n failed retries (0, the default: retry
-// until it succeeds or fails terminally).
-func (b *ControllerBuilder) MaxRetries(n int) *ControllerBuilder {
-	b.b.opts.MaxRetries = n
-	return b
-}
-
-// ReconcileTimeout bounds each reconcile (0, the default: no bound).
-func (b *ControllerBuilder) ReconcileTimeout(d time.Duration) *ControllerBuilder {
-	b.b.opts.ReconcileTimeout = d
-	return b
-}
-
-// WithOptions changes any other controller.Options field (Dropped,
-// SyncTimeout, DrainTimeout, SkipLeaderElection). Name, Logger and
-// Registerer are the App's.
+// WithOptions changes any other controller.Options field: RateLimiter
+// (how long a failed key waits before its retry), MaxRetries (drop a key
+// after n failed retries), ReconcileTimeout (a bound on each reconcile),
+// Dropped, SyncTimeout, DrainTimeout, SkipLeaderElection:
+//
+//	.WithOptions(func(o *controller.Options[cache.Key]) { o.MaxRetries = 5 })
+//
+// Name, Logger and Registerer are the App's.
 func (b *ControllerBuilder) WithOptions(change func(*controller.Options[cache.Key])) *ControllerBuilder {
 	change(&b.b.opts)
 	return b
@@ -163,24 +146,6 @@ func (b *KeyedControllerBuilder[K]) Watches(src controller.Source[K]) *KeyedCont
 // Workers is ControllerBuilder.Workers.
 func (b *KeyedControllerBuilder[K]) Workers(n int) *KeyedControllerBuilder[K] {
 	b.b.opts.Workers = n
-	return b
-}
-
-// RateLimiter is ControllerBuilder.RateLimiter.
-func (b *KeyedControllerBuilder[K]) RateLimiter(rl workqueue.RateLimiter[K]) *KeyedControllerBuilder[K] {
-	b.b.opts.RateLimiter = rl
-	return b
-}
-
-// MaxRetries is ControllerBuilder.MaxRetries.
-func (b *KeyedControllerBuilder[K]) MaxRetries(n int) *KeyedControllerBuilder[K] {
-	b.b.opts.MaxRetries = n
-	return b
-}
-
-// ReconcileTimeout is ControllerBuilder.ReconcileTimeout.
-func (b *KeyedControllerBuilder[K]) ReconcileTimeout(d time.Duration) *KeyedControllerBuilder[K] {
-	b.b.opts.ReconcileTimeout = d
 	return b
 }
 

@@ -107,7 +107,7 @@ func Setup(app *kloop.App, workers int) error {
 		Logger:      app.Logger().With("controller", ControllerName),
 	}
 	_, err := kloop.NewController(app, ControllerName, r.Reconcile).
-		For(r.Foos).Owns(r.Deployments).Workers(workers).RateLimiter(RateLimiter()).Complete()
+		For(r.Foos).Owns(r.Deployments).Workers(workers).WithOptions(sampleControllerRetries).Complete()
 	return err
 }
 
@@ -116,6 +116,9 @@ func Setup(app *kloop.App, workers int) error {
 func RateLimiter() workqueue.RateLimiter[cache.Key] {
 	return workqueue.NewControllerRateLimiter[cache.Key](5*time.Millisecond, 1000*time.Second, 50, 300, nil)
 }
+
+// sampleControllerRetries gives the controller RateLimiter.
+func sampleControllerRetries(o *controller.Options[cache.Key]) { o.RateLimiter = RateLimiter() }
 
 // Reconciler syncs one Foo (see the package documentation). Its fields are
 // its dependencies; Setup fills them in.

@@ -76,6 +76,7 @@ func Run(ctx context.Context, cfg *rest.Config, app kloop.Options, opts Options)
 		fmt.Fprintf(out, "Sync/Add/Update for Pod %s\n", pod.Name)
 		return controller.Result{}, nil
 	}
-	kloop.NewController(a, "podwatch", sync).For(pods).Workers(opts.Workers).MaxRetries(cmp.Or(opts.MaxRetries, DefaultMaxRetries)).Complete()
+	kloop.NewController(a, "podwatch", sync).For(pods).Workers(opts.Workers).
+		WithOptions(func(o *controller.Options[cache.Key]) { o.MaxRetries = cmp.Or(opts.MaxRetries, DefaultMaxRetries) }).Complete()
 	return a.Run(ctx)
 }

@@ -112,7 +112,7 @@ func replicaMain() int {
 		return r.Reconcile(ctx, key)
 	}
 	if _, err := kloop.NewController(app, foo.ControllerName, reconcile).
-		For(r.Foos).Owns(r.Deployments).Workers(4).RateLimiter(foo.RateLimiter()).Complete(); err != nil {
+		For(r.Foos).Owns(r.Deployments).Workers(4).WithOptions(func(o *controller.Options[cache.Key]) { o.RateLimiter = foo.RateLimiter() }).Complete(); err != nil {
 		return fail(err)
 	}
 
