@@ -87,7 +87,7 @@ type Options struct {
 	// days), serves that certificate from WebhookCertDir ("" for a
 	// temporary directory), and sets the CA as the caBundle of every
 	// webhook whose clientConfig.service is the Service, in webhook
-	// configurations and CRD conversions (see webhook.SelfSigned). It needs
+	// configurations and CRD conversions (see package webhook). It needs
 	// WebhookAddr; not with WebhookLocal.
 	WebhookSelfSigned *SelfSignedWebhooks
 

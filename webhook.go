@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 
+	"github.com/kloop-dev/kloop/internal/webhookmode"
 	"github.com/kloop-dev/kloop/watcher"
 	"github.com/kloop-dev/kloop/webhook"
 )
@@ -13,9 +15,9 @@ import (
 // webhooks is the App's webhook server and what is declared on it.
 type webhooks struct {
 	srv   *webhook.Server
-	local *webhook.Local      // Options.WebhookLocal
-	self  *webhook.SelfSigned // Options.WebhookSelfSigned
-	hooks webhook.Hooks       // for local mode's configurations
+	local *webhookmode.Local      // Options.WebhookLocal
+	self  *webhookmode.SelfSigned // Options.WebhookSelfSigned
+	hooks webhookmode.Hooks       // for local mode's configurations
 	paths map[string]bool
 }
 
@@ -41,15 +43,15 @@ func (a *App) newWebhooks() (*webhooks, error) {
 				return nil, fmt.Errorf("kloop.New: WebhookAddr %q: %w", o.WebhookAddr, err)
 			}
 		}
-		l, err := webhook.NewLocal(webhook.LocalOptions{Dir: o.WebhookCertDir, Logger: a.log})
+		l, err := webhookmode.NewLocal(webhookmode.LocalOptions{Dir: o.WebhookCertDir, Logger: a.log})
 		if err != nil {
 			return nil, fmt.Errorf("kloop.New: WebhookLocal: %w", err)
 		}
 		w.local = l
 		sopts.Addr, sopts.CertDir = net.JoinHostPort(l.Host(), port), l.CertDir()
-		w.hooks = webhook.Hooks{Name: o.Name, Namespace: o.Namespace}
+		w.hooks = webhookmode.Hooks{Name: o.Name, Namespace: o.Namespace}
 	} else if ss := o.WebhookSelfSigned; ss != nil {
-		so := webhook.SelfSignedOptions{Service: ss.Service, Namespace: ss.Namespace, Secret: ss.Secret, Dir: o.WebhookCertDir, Logger: a.log}
+		so := webhookmode.SelfSignedOptions{Service: ss.Service, Namespace: ss.Namespace, Secret: ss.Secret, Dir: o.WebhookCertDir, Logger: a.log}
 		if so.Service == "" {
 			so.Service = o.Name + "-webhook-service"
 		}
@@ -62,7 +64,7 @@ func (a *App) newWebhooks() (*webhooks, error) {
 		if so.Namespace == "" {
 			return nil, errors.New("kloop.New: WebhookSelfSigned needs the namespace of the webhook Service and Secret: set WebhookSelfSigned.Namespace (--webhook-service-namespace); it defaults to the pod's namespace in a cluster")
 		}
-		s, err := webhook.NewSelfSigned(so)
+		s, err := webhookmode.NewSelfSigned(so)
 		if err != nil {
 			return nil, fmt.Errorf("kloop.New: WebhookSelfSigned: %w", err)
 		}
@@ -235,12 +237,12 @@ func (b *WebhookBuilder[T]) complete() error {
 	if b.def != nil {
 		p := webhook.MutatePath(gvk)
 		w.srv.Handle(p, webhook.Mutating(scheme, webhook.Defaulter[T](b.def), log.With("webhook", p)))
-		w.hooks.Webhooks = append(w.hooks.Webhooks, webhook.Hook{Kind: gvk, Resource: gvr, Mutating: true})
+		w.hooks.Webhooks = append(w.hooks.Webhooks, webhookmode.Hook{Kind: gvk, Resource: gvr, Mutating: true})
 	}
 	if b.val != nil {
 		p := webhook.ValidatePath(gvk)
 		w.srv.Handle(p, webhook.Validating(scheme, b.val, log.With("webhook", p)))
-		w.hooks.Webhooks = append(w.hooks.Webhooks, webhook.Hook{Kind: gvk, Resource: gvr})
+		w.hooks.Webhooks = append(w.hooks.Webhooks, webhookmode.Hook{Kind: gvk, Resource: gvr})
 	}
 	for _, p := range paths {
 		w.paths[p] = true
@@ -248,7 +250,11 @@ func (b *WebhookBuilder[T]) complete() error {
 	if crd != "" {
 		if !w.paths[webhook.ConvertPath] {
 			w.paths[webhook.ConvertPath] = true
-			w.srv.Handle(webhook.ConvertPath, webhook.Conversion(scheme, log.With("webhook", webhook.ConvertPath)))
+			var h http.Handler = webhook.Conversion(scheme, log.With("webhook", webhook.ConvertPath))
+			if w.local != nil {
+				h = w.local.CountConversions(h) // local mode's probe waits for a call
+			}
+			w.srv.Handle(webhook.ConvertPath, h)
 		}
 		for _, c := range w.hooks.Conversions {
 			if c == crd {

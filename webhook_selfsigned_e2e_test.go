@@ -18,10 +18,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/internal/webhookmode"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/testenv/await"
-	"github.com/kloop-dev/kloop/webhook"
 )
 
 // gadgetCRD converts through the Service "hooks" of the namespace NS. The
@@ -188,7 +188,7 @@ func TestWebhook_SelfSignedReplicasAgreeOnOneSecretAndInjectTheCA(t *testing.T) 
 	stop()
 
 	// A Secret for another Service is replaced by one of two replicas.
-	other, err := webhook.NewLocal(webhook.LocalOptions{Host: "other." + ns + ".svc", Dir: t.TempDir(), Logger: quiet()})
+	other, err := webhookmode.NewLocal(webhookmode.LocalOptions{Host: "other." + ns + ".svc", Dir: t.TempDir(), Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

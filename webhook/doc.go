@@ -19,13 +19,14 @@
 // Conversion follows controller-runtime's hub-and-spoke contract: one
 // version of a kind is the Hub, the others are Convertible to and from it.
 //
-// Local (local development mode) runs a program outside the cluster with
+// The App's local mode (kloop.Options.WebhookLocal) runs a program outside the cluster with
 // its webhooks: a CA and a certificate of its own, URL-based webhook
 // configurations and CRD conversions pointing at a loopback address while
 // it runs, removed at the stop. It returns only once the API server
 // calls the webhooks.
 //
-// SelfSigned is the in-cluster option without cert-manager: a CA and a
+// The App's self-signed mode (kloop.Options.WebhookSelfSigned) is the
+// in-cluster option without cert-manager: a CA and a
 // serving certificate for a Service, kept in a kubernetes.io/tls Secret
 // that replicas starting together agree on (writes are guarded by the
 // resourceVersion), and its CA set as the caBundle of every webhook
@@ -40,3 +41,12 @@
 // NewWebhook builder and Options.WebhookAddr; this package is for the
 // handlers alone or a server of one's own.
 package webhook
+
+// The rights of the App's self-signed mode (kloop.Options.WebhookSelfSigned):
+// its Secret, in its namespace ("system" is kustomize's placeholder for the
+// deployable's namespace), and the cluster-scoped webhook configurations
+// and CRDs whose caBundle it sets.
+//
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update,namespace=system
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;patch

@@ -52,28 +52,12 @@ type Server struct {
 
 	mu      sync.Mutex
 	mux     *http.ServeMux
-	paths   map[string]*calls
+	paths   map[string]bool
 	err     error // a path handled twice; Start returns it
 	started bool
 
 	addr    atomic.Pointer[string]
 	serving chan struct{}
-}
-
-// calls counts the requests that reached one path: a Local installer
-// knows from it that the API server calls the webhook.
-type calls struct {
-	n       atomic.Uint64
-	changed chan struct{} // closed and replaced at each call
-	mu      sync.Mutex
-}
-
-func (c *calls) add() {
-	c.n.Add(1)
-	c.mu.Lock()
-	close(c.changed)
-	c.changed = make(chan struct{})
-	c.mu.Unlock()
 }
 
 // NewServer checks opts and reads the certificate and key; it fails, naming
@@ -104,7 +88,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		log:     opts.Logger,
 		certs:   certs,
 		mux:     http.NewServeMux(),
-		paths:   map[string]*calls{},
+		paths:   map[string]bool{},
 		serving: make(chan struct{}),
 	}, nil
 }
@@ -118,26 +102,8 @@ func (s *Server) Handle(path string, h http.Handler) {
 		s.err = errors.Join(s.err, fmt.Errorf("webhook: path %s is handled twice", path))
 		return
 	}
-	c := &calls{changed: make(chan struct{})}
-	s.paths[path] = c
-	s.mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.add() // on arrival: the caller may see the answer before h returns
-		h.ServeHTTP(w, r)
-	}))
-}
-
-// callsOf returns the call count of path and a channel closed at its next
-// call; ok is false for a path not handled.
-func (s *Server) callsOf(path string) (n uint64, changed <-chan struct{}, ok bool) {
-	s.mu.Lock()
-	c, ok := s.paths[path]
-	s.mu.Unlock()
-	if !ok {
-		return 0, nil, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n.Load(), c.changed, true
+	s.paths[path] = true
+	s.mux.Handle(path, h)
 }
 
 // Addr is the address the server listens on, with the port it got for
@@ -155,7 +121,7 @@ func (s *Server) Serving() <-chan struct{} { return s.serving }
 // NeedLeaderElection is false: every replica serves webhooks.
 func (s *Server) NeedLeaderElection() bool { return false }
 
-// Start listens and serves until ctx is done, then waits (up to 10s) for
+// Start reads the certificate and key again, listens and serves until ctx is done, then waits (up to 10s) for
 // requests in flight and returns once its goroutines have exited. It
 // returns an error when it cannot listen or was started before.
 func (s *Server) Start(ctx context.Context) error {
@@ -167,6 +133,12 @@ func (s *Server) Start(ctx context.Context) error {
 	s.started = true
 	err := s.err
 	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	s.certs.mu.Lock()
+	err = s.certs.load() // the files may have changed since NewServer
+	s.certs.mu.Unlock()
 	if err != nil {
 		return err
 	}

@@ -13,13 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/webhookmode"
 	"github.com/kloop-dev/kloop/testenv/await"
 	"github.com/kloop-dev/kloop/webhook"
 )
 
 func writeCerts(t *testing.T, dir string) *x509.CertPool {
 	t.Helper()
-	ca, err := webhook.WriteCerts(dir, "127.0.0.1")
+	ca, err := webhookmode.WriteCerts(dir, "127.0.0.1", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

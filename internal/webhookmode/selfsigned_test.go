@@ -1,4 +1,4 @@
-package webhook_test
+package webhookmode_test
 
 import (
 	"strings"
@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kloop-dev/kloop/internal/webhookmode"
 	"github.com/kloop-dev/kloop/webhook"
 )
 
@@ -18,7 +19,7 @@ func TestCheckSecret_ReplacesMissingInvalidAndExpiringSecretsAndKeepsAValidOne(t
 	names := []string{"hooks.system.svc", "hooks.system.svc.cluster.local"}
 	mk := func(t *testing.T, dns []string, at time.Time, validity time.Duration) map[string][]byte {
 		t.Helper()
-		d, err := webhook.MakeSecret(dns, at, validity)
+		d, err := webhookmode.MakeSecret(dns, at, validity)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -27,7 +28,7 @@ func TestCheckSecret_ReplacesMissingInvalidAndExpiringSecretsAndKeepsAValidOne(t
 	secret := func(data map[string][]byte) *corev1.Secret {
 		return &corev1.Secret{Type: corev1.SecretTypeTLS, Data: data}
 	}
-	valid := mk(t, names, now, webhook.SelfSignedValidity)
+	valid := mk(t, names, now, webhookmode.SelfSignedValidity)
 	without := func(key string) map[string][]byte {
 		d := map[string][]byte{}
 		for k, v := range valid {
@@ -37,7 +38,7 @@ func TestCheckSecret_ReplacesMissingInvalidAndExpiringSecretsAndKeepsAValidOne(t
 		}
 		return d
 	}
-	other := mk(t, names, now, webhook.SelfSignedValidity)
+	other := mk(t, names, now, webhookmode.SelfSignedValidity)
 	with := func(key string, v []byte) map[string][]byte {
 		d := without(key)
 		d[key] = v
@@ -55,15 +56,15 @@ func TestCheckSecret_ReplacesMissingInvalidAndExpiringSecretsAndKeepsAValidOne(t
 		{"key of another pair", secret(with("tls.key", other["tls.key"])), "tls.crt and tls.key"},
 		{"ca.crt not PEM", secret(with("ca.crt", []byte("junk"))), "no PEM certificate"},
 		{"signed by another CA", secret(with("ca.crt", other["ca.crt"])), "not valid for hooks.system.svc"},
-		{"for another Service", secret(mk(t, []string{"other.system.svc", "other.system.svc.cluster.local"}, now, webhook.SelfSignedValidity)), "not valid for hooks.system.svc"},
-		{"only the short name", secret(mk(t, names[:1], now, webhook.SelfSignedValidity)), "not valid for hooks.system.svc.cluster.local"},
+		{"for another Service", secret(mk(t, []string{"other.system.svc", "other.system.svc.cluster.local"}, now, webhookmode.SelfSignedValidity)), "not valid for hooks.system.svc"},
+		{"only the short name", secret(mk(t, names[:1], now, webhookmode.SelfSignedValidity)), "not valid for hooks.system.svc.cluster.local"},
 		{"expired", secret(mk(t, names, now.Add(-48*time.Hour), 24*time.Hour)), "not valid for"},
-		{"expiring within the renewal window", secret(mk(t, names, now, webhook.SelfSignedRenewBefore-time.Hour)), "ends at"},
+		{"expiring within the renewal window", secret(mk(t, names, now, webhookmode.SelfSignedRenewBefore-time.Hour)), "ends at"},
 		{"valid", secret(valid), ""},
-		{"valid just outside the renewal window", secret(mk(t, names, now, webhook.SelfSignedRenewBefore+time.Hour)), ""},
+		{"valid just outside the renewal window", secret(mk(t, names, now, webhookmode.SelfSignedRenewBefore+time.Hour)), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := webhook.CheckSecret(tc.secret, names, now)
+			err := webhookmode.CheckSecret(tc.secret, names, now)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("CheckSecret = %v, want nil (keep the Secret)", err)
@@ -77,18 +78,18 @@ func TestCheckSecret_ReplacesMissingInvalidAndExpiringSecretsAndKeepsAValidOne(t
 // NewSelfSigned names the option that is missing.
 func TestNewSelfSigned_NamesTheMissingOption(t *testing.T) {
 	for _, tc := range []struct {
-		opts webhook.SelfSignedOptions
+		opts webhookmode.SelfSignedOptions
 		want string
 	}{
-		{webhook.SelfSignedOptions{Namespace: "ns", Secret: "s"}, "Service is empty"},
-		{webhook.SelfSignedOptions{Service: "svc", Secret: "s"}, "Namespace is empty"},
-		{webhook.SelfSignedOptions{Service: "svc", Namespace: "ns"}, "Secret is empty"},
+		{webhookmode.SelfSignedOptions{Namespace: "ns", Secret: "s"}, "Service is empty"},
+		{webhookmode.SelfSignedOptions{Service: "svc", Secret: "s"}, "Namespace is empty"},
+		{webhookmode.SelfSignedOptions{Service: "svc", Namespace: "ns"}, "Secret is empty"},
 	} {
-		if _, err := webhook.NewSelfSigned(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := webhookmode.NewSelfSigned(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewSelfSigned(%+v) = %v, want an error containing %q", tc.opts, err, tc.want)
 		}
 	}
-	s, err := webhook.NewSelfSigned(webhook.SelfSignedOptions{Service: "svc", Namespace: "ns", Secret: "s", Dir: t.TempDir()})
+	s, err := webhookmode.NewSelfSigned(webhookmode.SelfSignedOptions{Service: "svc", Namespace: "ns", Secret: "s", Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

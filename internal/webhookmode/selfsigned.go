@@ -1,4 +1,4 @@
-package webhook
+package webhookmode
 
 import (
 	"bytes"
@@ -10,10 +10,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/kloop-dev/kloop/webhook"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -40,14 +40,6 @@ const (
 	// round reads a valid Secret.
 	ensureAttempts = 5
 )
-
-// The rights SelfSigned needs: its Secret, in its namespace ("system" is
-// kustomize's placeholder for the deployable's namespace), and the
-// cluster-scoped webhook configurations and CRDs whose caBundle it sets.
-//
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update,namespace=system
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;patch
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;patch
 
 // SelfSignedOptions configures SelfSigned.
 type SelfSignedOptions struct {
@@ -113,7 +105,7 @@ func NewSelfSigned(opts SelfSignedOptions) (*SelfSigned, error) {
 	} else if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("webhook: self-signed certificates: %w", err)
 	}
-	if _, err := writeLocalCerts(s.opts.Dir, "placeholder.invalid", s.now()); err != nil {
+	if _, err := WriteCerts(s.opts.Dir, "placeholder.invalid", s.now()); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
@@ -141,29 +133,20 @@ func (s *SelfSigned) Close() error {
 	return os.RemoveAll(s.opts.Dir)
 }
 
-// Serve runs Ensure, loads its certificate into srv (whose CertDir must
-// be s's) and runs srv until ctx is done; then it removes the temporary
+// Serve runs Ensure and then srv (whose CertDir must be s's, with the
+// default file names), which reads the certificate as it starts, and runs srv until ctx is done; then it removes the temporary
 // directory. The server does not listen before the certificate is in
 // place, so it never serves the placeholder.
-func (s *SelfSigned) Serve(ctx context.Context, cfg *rest.Config, srv *Server) error {
+func (s *SelfSigned) Serve(ctx context.Context, cfg *rest.Config, srv *webhook.Server) error {
 	err := s.serve(ctx, cfg, srv)
 	return errors.Join(err, s.Close())
 }
 
-func (s *SelfSigned) serve(ctx context.Context, cfg *rest.Config, srv *Server) error {
-	if want := filepath.Join(s.opts.Dir, DefaultCertName); srv.certs.certPath != want {
-		return fmt.Errorf("webhook: the server reads its certificate from %s, not %s: give it CertDir %s and the default file names", srv.certs.certPath, want, s.opts.Dir)
-	}
+func (s *SelfSigned) serve(ctx context.Context, cfg *rest.Config, srv *webhook.Server) error {
 	if err := s.ensure(ctx, cfg); err != nil {
 		return err
 	}
-	srv.certs.mu.Lock()
-	err := srv.certs.load()
-	srv.certs.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	return srv.Start(ctx)
+	return srv.Start(ctx) // Start reads the certificate files again
 }
 
 // ensure makes the Secret valid (see SelfSigned), writes its certificate

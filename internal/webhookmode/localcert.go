@@ -1,4 +1,4 @@
-package webhook
+package webhookmode
 
 import (
 	"crypto/ecdsa"
@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/kloop-dev/kloop/webhook"
 )
 
 // CAName is the file in which NewLocal writes its CA's certificate, and
@@ -95,7 +97,7 @@ func (p keyPair) writeFiles(dir string) error {
 	for _, f := range []struct {
 		name string
 		data []byte
-	}{{CAName, p.ca}, {DefaultKeyName, p.key}, {DefaultCertName, p.cert}} {
+	}{{CAName, p.ca}, {webhook.DefaultKeyName, p.key}, {webhook.DefaultCertName, p.cert}} {
 		tmp, err := os.CreateTemp(dir, "."+f.name+"-")
 		if err != nil {
 			return fmt.Errorf("webhook: write %s: %w", f.name, err)
@@ -115,9 +117,9 @@ func (p keyPair) writeFiles(dir string) error {
 	return nil
 }
 
-// writeLocalCerts makes a CA and a certificate for host signed by it, and
+// WriteCerts makes a CA and a certificate for host signed by it, and
 // writes them to dir (writeFiles). It returns the CA certificate's PEM.
-func writeLocalCerts(dir, host string, now time.Time) ([]byte, error) {
+func WriteCerts(dir, host string, now time.Time) ([]byte, error) {
 	p, err := makeCerts("kloop local webhook CA", []string{host}, now, localValidity)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package webhook
+package webhookmode
 
 import (
 	"context"
@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/kloop-dev/kloop/webhook"
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -69,14 +71,14 @@ type Hooks struct {
 	// MutatePath or ValidatePath of its Kind.
 	Webhooks []Hook
 	// Conversions are the names of the CRDs whose conversion the Server
-	// serves at ConvertPath, such as "foos.example.com".
+	// serves at webhook.ConvertPath, such as "foos.example.com".
 	Conversions []string
 }
 
 // Hook is one admission webhook of Hooks.
 type Hook struct {
-	// Kind is the kind the webhook is for; its path is MutatePath(Kind) or
-	// ValidatePath(Kind).
+	// Kind is the kind the webhook is for; its path is webhook.MutatePath(Kind) or
+	// webhook.ValidatePath(Kind).
 	Kind schema.GroupVersionKind
 	// Resource is the kind's resource, such as configmaps.
 	Resource schema.GroupVersionResource
@@ -98,6 +100,19 @@ type Local struct {
 	ca        []byte
 	installed chan struct{}
 	made      made // what Install made, for Uninstall
+	// conversions counts the calls of the conversion webhook, counted on
+	// arrival by the handler CountConversions wraps: the probe knows from
+	// it that the API server calls the webhook.
+	conversions atomic.Uint64
+}
+
+// CountConversions wraps the conversion webhook's handler so that Serve
+// knows when the API server calls it.
+func (l *Local) CountConversions(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.conversions.Add(1) // on arrival: the caller may see the answer before h returns
+		h.ServeHTTP(w, r)
+	})
 }
 
 // made is what Install changed on the API server.
@@ -127,7 +142,7 @@ func NewLocal(opts LocalOptions) (*Local, error) {
 	} else if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("webhook: local certificates: %w", err)
 	}
-	ca, err := writeLocalCerts(l.opts.Dir, opts.Host, time.Now())
+	ca, err := WriteCerts(l.opts.Dir, opts.Host, time.Now())
 	if err != nil {
 		_ = l.Close()
 		return nil, err
@@ -161,7 +176,7 @@ func (l *Local) Close() error {
 // (Install), and at the stop (ctx done) removes them (Uninstall) before
 // it stops srv; then it removes the temporary directory. It returns once
 // srv's goroutines have exited, with Install's error, if any, at once.
-func (l *Local) Serve(ctx context.Context, cfg *rest.Config, srv *Server, hooks Hooks) error {
+func (l *Local) Serve(ctx context.Context, cfg *rest.Config, srv *webhook.Server, hooks Hooks) error {
 	srv.Handle(probePath, http.HandlerFunc(serveProbe))
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
@@ -207,7 +222,7 @@ func (l *Local) Serve(ctx context.Context, cfg *rest.Config, srv *Server, hooks 
 // and points the conversion of each CRD in hooks.Conversions at srv. It
 // returns once the API server calls them: it asks, with dry-run requests
 // that only probe webhooks of its own see, until they reach srv.
-func (l *Local) install(ctx context.Context, cfg *rest.Config, srv *Server, hooks Hooks) error {
+func (l *Local) install(ctx context.Context, cfg *rest.Config, srv *webhook.Server, hooks Hooks) error {
 	if hooks.Name == "" {
 		return errors.New("webhook: Hooks.Name is empty: it names the webhook configurations")
 	}
@@ -230,7 +245,7 @@ func (l *Local) install(ctx context.Context, cfg *rest.Config, srv *Server, hook
 		crd, err := l.setConversion(ctx, ext, name, &apiextensionsv1.CustomResourceConversion{
 			Strategy: apiextensionsv1.WebhookConverter,
 			Webhook: &apiextensionsv1.WebhookConversion{
-				ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: ptr(base + ConvertPath), CABundle: l.ca},
+				ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: ptr(base + webhook.ConvertPath), CABundle: l.ca},
 				ConversionReviewVersions: []string{"v1"},
 			},
 		})
@@ -367,9 +382,9 @@ func (l *Local) configurations(base string, hooks Hooks, crds []*apiextensionsv1
 		}
 		hname := strings.ToLower(h.Kind.Kind) + "." + h.Kind.Version + "." + group + ".kloop.dev"
 		if h.Mutating {
-			addMut(hname, MutatePath(h.Kind), rule(ops, h.Resource), nsSel, notProbe)
+			addMut(hname, webhook.MutatePath(h.Kind), rule(ops, h.Resource), nsSel, notProbe)
 		} else {
-			addVal(hname, ValidatePath(h.Kind), rule(ops, h.Resource), nsSel, notProbe)
+			addVal(hname, webhook.ValidatePath(h.Kind), rule(ops, h.Resource), nsSel, notProbe)
 		}
 	}
 	if len(val.Webhooks) > 0 {
@@ -399,7 +414,7 @@ func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
 
 // probe waits until the API server calls each configuration's probe
 // webhook and, for each CRD, the conversion webhook.
-func (l *Local) probe(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, srv *Server, base string, hooks Hooks, crds []*apiextensionsv1.CustomResourceDefinition, mutating, validating bool) error {
+func (l *Local) probe(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, srv *webhook.Server, base string, hooks Hooks, crds []*apiextensionsv1.CustomResourceDefinition, mutating, validating bool) error {
 	ns := hooks.Namespace
 	if ns == "" {
 		ns = metav1.NamespaceDefault
@@ -436,7 +451,7 @@ func (l *Local) probe(ctx context.Context, cfg *rest.Config, cs kubernetes.Inter
 			}
 			gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: other, Resource: crd.Spec.Names.Plural}
 			probes = append(probes, func() (bool, error) {
-				before, _, _ := srv.callsOf(ConvertPath)
+				before := l.conversions.Load()
 				u := &unstructured.Unstructured{}
 				u.SetAPIVersion(gvr.GroupVersion().String())
 				u.SetKind(crd.Spec.Names.Kind)
@@ -448,7 +463,7 @@ func (l *Local) probe(ctx context.Context, cfg *rest.Config, cs kubernetes.Inter
 				} else {
 					_, err = dyn.Resource(gvr).Create(ctx, u, dry)
 				}
-				after, _, _ := srv.callsOf(ConvertPath)
+				after := l.conversions.Load()
 				if apierrors.IsNotFound(err) {
 					return false, nil // the CRD's new version is not served yet
 				}
@@ -481,9 +496,9 @@ func (l *Local) probe(ctx context.Context, cfg *rest.Config, cs kubernetes.Inter
 // serveProbe refuses every request with probeMessage: the probes are
 // dry-run requests, and a refusal says that the API server called.
 func serveProbe(w http.ResponseWriter, r *http.Request) {
-	ar, err := readReview(w, r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	var ar admissionv1.AdmissionReview
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&ar); err != nil || ar.Request == nil {
+		http.Error(w, "want an admission.k8s.io/v1 AdmissionReview with a request", http.StatusBadRequest)
 		return
 	}
 	ar.Response = &admissionv1.AdmissionResponse{UID: ar.Request.UID, Result: &metav1.Status{
