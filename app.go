@@ -189,7 +189,7 @@ func podNamespace() string {
 	return ""
 }
 
-func (a *App) newElector(le LeaderElection) (*manager.LeaseElector, error) {
+func (a *App) newElector(le LeaderElection) (*leaderelection.Elector, error) {
 	ns := a.leaseNamespace(le.Namespace)
 	if ns == "" {
 		return nil, errors.New("kloop.New: leader election needs the namespace of its Lease: set LeaderElection.Namespace (--leader-elect-namespace); it defaults to Options.Namespace, or the pod's namespace in a cluster")
@@ -198,7 +198,7 @@ func (a *App) newElector(le LeaderElection) (*manager.LeaseElector, error) {
 	if id == "" {
 		id = a.opts.Name + "-leader"
 	}
-	el, err := manager.NewLeaseElector(a.cfg, leaderelection.Options{
+	el, err := leaderelection.New(a.cfg, leaderelection.Options{
 		Namespace:     ns,
 		Name:          id,
 		Identity:      le.Identity,

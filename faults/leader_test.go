@@ -153,7 +153,7 @@ func TestFault_PartitionedLeader_StopsBeforeTheTakeoverAndExits(t *testing.T) {
 		if err := c.Watch(controller.For[*corev1.ConfigMap](cms)); err != nil {
 			t.Fatal(err)
 		}
-		el, err := manager.NewLeaseElector(cfg, leaderelection.Options{
+		el, err := leaderelection.New(cfg, leaderelection.Options{
 			Namespace: ns, Name: "partition", Identity: name,
 			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 			Registerer: reg, Logger: log,

@@ -1,7 +1,6 @@
 package leaderelection
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -38,8 +37,7 @@ var (
 	ErrInvalidConfig = errors.New("leaderelection: invalid config")
 )
 
-// Options configure an Elector. Namespace, Name and OnStartedLeading are
-// required; every other zero value takes the documented default.
+// Options configure an Elector. Namespace and Name are required; every other zero value takes the documented default.
 type Options struct {
 	// Namespace and Name of the coordination.k8s.io/v1 Lease to compete for.
 	// Every candidate of one election uses the same pair. Required.
@@ -74,20 +72,11 @@ type Options struct {
 
 	// KeepLeaseOnCancel leaves the lease held when Run's context is
 	// cancelled, so other candidates must wait LeaseDuration to take over.
-	// Default false: Run releases the lease once OnStartedLeading has
+	// Default false: Run releases the lease once the leader's work has
 	// returned, and a waiting candidate takes over at its next attempt.
 	KeepLeaseOnCancel bool
 
-	// OnStartedLeading runs the leader's work, from a goroutine that Run
-	// starts and waits for. Its context is cancelled, with a cause, when
-	// leadership ends: Run's context was cancelled, or renewal failed for
-	// RenewDeadline (cause ErrLeadershipLost). It must then return promptly;
-	// the lease is renewed until it returns (unless renewal is what failed)
-	// and only released after. When it returns by itself, leadership ends
-	// and Run returns its error. Required.
-	OnStartedLeading func(ctx context.Context) error
-
-	// OnStoppedLeading, if set, is called once after OnStartedLeading
+	// OnStoppedLeading, if set, is called once after the leader's work
 	// returned and the lease was released (or given up), from Run's
 	// goroutine. It is not called when this candidate never led.
 	OnStoppedLeading func()
@@ -141,9 +130,6 @@ func (c Options) withDefaults() (Options, error) {
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
 	if c.Namespace == "" || c.Name == "" {
 		bad("Namespace and Name of the lease are required")
-	}
-	if c.OnStartedLeading == nil {
-		bad("OnStartedLeading is required")
 	}
 	if c.RetryPeriod < 0 || c.RenewDeadline < 0 || c.LeaseDuration < 0 {
 		bad("durations must not be negative")

@@ -1,7 +1,6 @@
 package leaderelection
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"testing"
@@ -160,8 +159,7 @@ func TestRecord_RoundTripsThroughLeaseSpecInWholeSeconds(t *testing.T) {
 }
 
 func TestConfig_ZeroDurationsTakeDefaultsAndBadOnesAreRejected(t *testing.T) {
-	work := func(context.Context) error { return nil }
-	c, err := Options{Namespace: "ns", Name: "n", OnStartedLeading: work}.withDefaults()
+	c, err := Options{Namespace: "ns", Name: "n"}.withDefaults()
 	if err != nil {
 		t.Fatalf("minimal config rejected: %v", err)
 	}
@@ -171,16 +169,15 @@ func TestConfig_ZeroDurationsTakeDefaultsAndBadOnesAreRejected(t *testing.T) {
 	if c.Identity == "" || c.Clock == nil || c.Logger == nil {
 		t.Fatalf("identity %q, clock %v, logger %v: want all defaulted", c.Identity, c.Clock, c.Logger)
 	}
-	c2, _ := Options{Namespace: "ns", Name: "n", OnStartedLeading: work}.withDefaults()
+	c2, _ := Options{Namespace: "ns", Name: "n"}.withDefaults()
 	if c2.Identity == c.Identity {
 		t.Fatalf("two default identities are equal (%q); candidates on one host would collide", c.Identity)
 	}
 	bad := []Options{
-		{Name: "n", OnStartedLeading: work},
-		{Namespace: "ns", Name: "n"},
-		{Namespace: "ns", Name: "n", OnStartedLeading: work, RenewDeadline: 15 * time.Second},
-		{Namespace: "ns", Name: "n", OnStartedLeading: work, RetryPeriod: 10 * time.Second},
-		{Namespace: "ns", Name: "n", OnStartedLeading: work, LeaseDuration: -time.Second},
+		{Name: "n"},
+		{Namespace: "ns", Name: "n", RenewDeadline: 15 * time.Second},
+		{Namespace: "ns", Name: "n", RetryPeriod: 10 * time.Second},
+		{Namespace: "ns", Name: "n", LeaseDuration: -time.Second},
 	}
 	for i, b := range bad {
 		if _, err := b.withDefaults(); !errors.Is(err, ErrInvalidConfig) {

@@ -40,10 +40,10 @@
 //
 // # Guarantees
 //
-//   - OnStartedLeading runs in a goroutine that Run starts and waits for; Run
+//   - The leader's work (Run's lead) runs in a goroutine that Run starts and waits for; Run
 //     returns only after it has returned. Its context is cancelled, with a
 //     cause, when Run's context is cancelled or leadership is lost.
-//   - The lease stays renewed until OnStartedLeading has returned, and is
+//   - The lease stays renewed until the leader's work has returned, and is
 //     released (holder cleared) only then, so a leader's slow shutdown is
 //     not overlapped by the next leader unless renewal itself fails. Unless
 //     KeepLeaseOnCancel is set, release on cancel lets a waiting candidate
@@ -72,7 +72,7 @@
 // # Your responsibilities
 //
 //  1. Give each candidate a distinct Identity (the default is unique).
-//  2. Return from OnStartedLeading promptly once its context is done.
+//  2. Return from the leader's work promptly once its context is done.
 //  3. Exit, or call Run again, when Run returns ErrLeadershipLost; do not
 //     keep doing leader-only work.
 //  4. Keep OnNewLeader fast: it runs on the renewal goroutine.

@@ -79,7 +79,7 @@ func newElector(leases lease.Client, cfg Options) (*Elector, error) {
 func (e *Elector) Identity() string { return e.cfg.Identity }
 
 // IsLeader reports whether this candidate currently leads: it acquired the
-// lease, OnStartedLeading has not been told to stop, and RenewDeadline has
+// lease, the leader's work has not been told to stop, and RenewDeadline has
 // not passed since the last renewal.
 func (e *Elector) IsLeader() bool {
 	e.mu.Lock()
@@ -111,24 +111,33 @@ func (e *Elector) Check() error {
 	return nil
 }
 
-// Run competes for the lease until this candidate leads, runs
-// OnStartedLeading, renews the lease while it runs, and returns once
-// leadership has ended, OnStartedLeading has returned, the lease has been
-// released (unless KeepLeaseOnCancel, or renewal failed) and
-// OnStoppedLeading has been called.
+// Run competes for the lease until this candidate leads, runs lead (the
+// leader's work) from a goroutine it starts and waits for, renews the
+// lease while lead runs, and returns once leadership has ended, lead has
+// returned, the lease has been released (unless KeepLeaseOnCancel, or
+// renewal failed) and OnStoppedLeading has been called.
 //
-// It returns nil when ctx ended (before or during leadership); an error
+// lead's context is cancelled, with a cause, when leadership ends: ctx was
+// cancelled, or renewal failed for RenewDeadline (cause
+// ErrLeadershipLost). It must then return promptly; the lease is renewed
+// until it returns (unless renewal is what failed) and only released
+// after. When lead returns by itself, leadership ends.
+//
+// Run returns nil when ctx ended (before or during leadership); an error
 // wrapping ErrLeadershipLost when renewal failed for RenewDeadline; and
-// otherwise what OnStartedLeading returned when it returned by itself. Run
+// otherwise what lead returned when it returned by itself. Run
 // may be called again after it returned, to compete anew; ErrAlreadyRunning
 // is returned while another Run of this Elector is in progress. Every
 // goroutine it starts has exited when it returns.
-func (e *Elector) Run(ctx context.Context) error {
+func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error) error {
+	if lead == nil {
+		return errors.New("leaderelection: Run needs the leader's work: give lead")
+	}
 	if !e.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
 	defer e.running.Store(false)
-	r := &run{e: e, cfg: e.cfg, core: newCore(e.cfg.Identity, e.cfg.LeaseDuration, e.cfg.RenewDeadline),
+	r := &run{e: e, cfg: e.cfg, work: lead, core: newCore(e.cfg.Identity, e.cfg.LeaseDuration, e.cfg.RenewDeadline),
 		lease: lease.NewHeld(e.leases, e.cfg.Namespace, e.cfg.Name)}
 	r.log = e.cfg.Logger.With("lease", e.cfg.Namespace+"/"+e.cfg.Name, "identity", e.cfg.Identity)
 	if !r.acquire(ctx) {
@@ -140,6 +149,7 @@ func (e *Elector) Run(ctx context.Context) error {
 // run is the state of one Run, owned by its goroutine.
 type run struct {
 	e        *Elector
+	work     func(ctx context.Context) error // the leader's work, Run's lead
 	cfg      Options
 	log      *slog.Logger
 	core     *core
@@ -189,7 +199,7 @@ func (r *run) acquire(ctx context.Context) bool {
 	}
 }
 
-// lead runs OnStartedLeading and renews the lease until it returns.
+// lead runs the leader's work and renews the lease until it returns.
 func (r *run) lead(ctx context.Context) error {
 	clk, e := r.cfg.Clock, r.e
 	r.setLeading(true)
@@ -200,7 +210,7 @@ func (r *run) lead(ctx context.Context) error {
 	defer cancelLead(nil)
 	done := make(chan error, 1)
 	var wg sync.WaitGroup
-	wg.Go(func() { done <- r.cfg.OnStartedLeading(leadCtx) })
+	wg.Go(func() { done <- r.work(leadCtx) })
 	defer wg.Wait()
 
 	// Requests go on after ctx is cancelled: the lease stays renewed until
@@ -293,7 +303,7 @@ loop:
 	}
 }
 
-var errWorkReturned = errors.New("leaderelection: OnStartedLeading returned")
+var errWorkReturned = errors.New("leaderelection: the leader's work returned")
 
 // tryAcquireOrRenew makes one attempt and reports whether this candidate
 // holds the lease after it. A false with a nil error means another

@@ -30,7 +30,7 @@ const (
 	slack = time.Second
 )
 
-// started is one OnStartedLeading call.
+// started is one call of the leader's work.
 type started struct {
 	id string
 	at time.Time
@@ -50,7 +50,7 @@ func newCandidates(t *testing.T) *candidates {
 	return &candidates{t: t, leading: make(chan started, 4)}
 }
 
-// work is OnStartedLeading for candidate id: it counts itself active
+// work is the leader's work for candidate id: it counts itself active
 // until its context ends.
 func (c *candidates) work(id string) func(context.Context) error {
 	return func(ctx context.Context) error {
@@ -78,7 +78,7 @@ type elector struct {
 
 // start creates a candidate with its own user and client and runs it until
 // the test ends (or cancel).
-func (c *candidates) start(env *testenv.Env, lease, id string, mutate func(*leaderelection.Options)) *elector {
+func (c *candidates) start(env *testenv.Env, lease, id string, mutate func(*leaderelection.Options, *func(context.Context) error)) *elector {
 	t := c.t
 	cfg, err := env.UserConfig("candidate-"+id, "system:masters")
 	if err != nil {
@@ -87,13 +87,13 @@ func (c *candidates) start(env *testenv.Env, lease, id string, mutate func(*lead
 	lc := leaderelection.Options{
 		Namespace: "default", Name: lease, Identity: id,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
-		OnStartedLeading: c.work(id),
-		OnNewLeader:      func(string) { c.observed.Notify() },
-		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Registerer:       prometheus.NewRegistry(),
+		OnNewLeader: func(string) { c.observed.Notify() },
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Registerer:  prometheus.NewRegistry(),
 	}
+	work := c.work(id)
 	if mutate != nil {
-		mutate(&lc)
+		mutate(&lc, &work)
 	}
 	e, err := leaderelection.New(cfg, lc)
 	if err != nil {
@@ -103,7 +103,7 @@ func (c *candidates) start(env *testenv.Env, lease, id string, mutate func(*lead
 	el := &elector{Elector: e, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(el.done)
-		el.err = e.Run(ctx)
+		el.err = e.Run(ctx, work)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -203,7 +203,7 @@ func TestAgainstAPIServer(t *testing.T) {
 
 	t.Run("KeptLeaseIsTakenOverOnlyOnceItExpires", func(t *testing.T) {
 		c := newCandidates(t)
-		keep := func(cfg *leaderelection.Options) { cfg.KeepLeaseOnCancel = true }
+		keep := func(cfg *leaderelection.Options, _ *func(context.Context) error) { cfg.KeepLeaseOnCancel = true }
 		els := map[string]*elector{
 			"a": c.start(env, "kept", "a", keep),
 			"b": c.start(env, "kept", "b", keep),
@@ -230,9 +230,9 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("LeaderStopsWithinRenewDeadlineWhenAPIServerGoesAway", func(t *testing.T) {
 		c := newCandidates(t)
 		var stoppedAt atomic.Pointer[time.Time]
-		el := c.start(env, "outage", "a", func(cfg *leaderelection.Options) {
-			work := cfg.OnStartedLeading
-			cfg.OnStartedLeading = func(ctx context.Context) error {
+		el := c.start(env, "outage", "a", func(_ *leaderelection.Options, lead *func(context.Context) error) {
+			work := *lead
+			*lead = func(ctx context.Context) error {
 				err := work(ctx)
 				now := time.Now()
 				stoppedAt.Store(&now)

@@ -19,15 +19,9 @@ func Example() {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	e, err := leaderelection.New(cfg, leaderelection.Options{
-		Namespace: "default",
-		Name:      "example-controller",
-		Identity:  "replica-1", // default: the host name
-		OnStartedLeading: func(ctx context.Context) error {
-			fmt.Println("leading: starting informers and controllers")
-			stop() // here, a signal to stop; they would run until ctx is done
-			<-ctx.Done()
-			return nil
-		},
+		Namespace:        "default",
+		Name:             "example-controller",
+		Identity:         "replica-1", // default: the host name
 		OnStoppedLeading: func() { fmt.Println("stopped leading; the lease is released") },
 		Logger:           slog.New(slog.DiscardHandler),
 		Registerer:       prometheus.NewRegistry(),
@@ -35,7 +29,12 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	err = e.Run(ctx)
+	err = e.Run(ctx, func(ctx context.Context) error {
+		fmt.Println("leading: starting informers and controllers")
+		stop() // here, a signal to stop; they would run until ctx is done
+		<-ctx.Done()
+		return nil
+	})
 	if errors.Is(err, leaderelection.ErrLeadershipLost) {
 		os.Exit(1)
 	}

@@ -6,12 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/lease"
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -105,13 +107,32 @@ func (m *memLeases) storeLocked(l *coordinationv1.Lease) *coordinationv1.Lease {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func testConfig(id string, work func(context.Context) error) Options {
-	return Options{
+// testOptions are an elector's Options and the leader's work its Run
+// gets.
+type testOptions struct {
+	Options
+	work func(context.Context) error
+}
+
+func testConfig(id string, work func(context.Context) error) testOptions {
+	return testOptions{Options: Options{
 		Namespace: "ns", Name: "lock", Identity: id,
-		OnStartedLeading: work,
-		Logger:           quiet(),
-		Registerer:       prometheus.NewRegistry(),
-	}
+		Logger:     quiet(),
+		Registerer: prometheus.NewRegistry(),
+	}, work: work}
+}
+
+// testElector is an Elector whose Run runs the work of its testOptions.
+type testElector struct {
+	*Elector
+	work func(context.Context) error
+}
+
+func (e testElector) Run(ctx context.Context) error { return e.Elector.Run(ctx, e.work) }
+
+func newTestElector(leases lease.Client, o testOptions) (testElector, error) {
+	e, err := newElector(leases, o.Options)
+	return testElector{e, o.work}, err
 }
 
 func TestRun_LeaderWhoseRenewalsFailStopsWithinRenewDeadline(t *testing.T) {
@@ -127,7 +148,7 @@ func TestRun_LeaderWhoseRenewalsFailStopsWithinRenewDeadline(t *testing.T) {
 			return nil
 		})
 		cfg.OnStoppedLeading = func() { stopped.Store(true) }
-		e, err := newElector(m, cfg)
+		e, err := newTestElector(m, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +207,7 @@ func TestRun_KeepsRenewingUntilWorkReturnsAndReleasesOnlyAfter(t *testing.T) {
 		})
 		var holderAtStop string
 		cfg.OnStoppedLeading = func() { holderAtStop = m.holder() }
-		e, err := newElector(m, cfg)
+		e, err := newTestElector(m, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +228,7 @@ func TestRun_KeepsRenewingUntilWorkReturnsAndReleasesOnlyAfter(t *testing.T) {
 			t.Fatalf("Run after cancel = %v, want nil", err)
 		}
 		if releasedEarly.Load() {
-			t.Fatal("lease released before OnStartedLeading returned")
+			t.Fatal("lease released before the leader's work returned")
 		}
 		if !renewedWhileStopping.Load() {
 			t.Fatal("lease not renewed while the work was stopping")
@@ -222,7 +243,7 @@ func TestRun_WorkReturningEndsLeadershipWithItsError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &memLeases{}
 		boom := errors.New("boom")
-		e, err := newElector(m, testConfig("a", func(context.Context) error { return boom }))
+		e, err := newTestElector(m, testConfig("a", func(context.Context) error { return boom }))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +270,7 @@ func TestRun_CandidateThatNeverLedGetsNoStartOrStopCallbacks(t *testing.T) {
 		cfg := testConfig("a", func(context.Context) error { startedOrStopped.Store(true); return nil })
 		cfg.OnStoppedLeading = func() { startedOrStopped.Store(true) }
 		cfg.OnNewLeader = func(id string) { leaders = append(leaders, id) }
-		e, err := newElector(m, cfg)
+		e, err := newTestElector(m, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +291,7 @@ func TestRun_CandidateThatNeverLedGetsNoStartOrStopCallbacks(t *testing.T) {
 		}
 		<-renewer
 		if startedOrStopped.Load() {
-			t.Fatal("OnStartedLeading or OnStoppedLeading called for a candidate that never led")
+			t.Fatal("the leader's work or OnStoppedLeading called for a candidate that never led")
 		}
 		if len(leaders) != 1 || leaders[0] != "b" || e.Leader() != "b" {
 			t.Fatalf("OnNewLeader calls %v, Leader() %q: want [b] and b", leaders, e.Leader())
@@ -288,7 +309,7 @@ func TestRun_TakesOverALeaseThatStoppedBeingRenewedAfterLeaseDuration(t *testing
 		}
 		began := time.Now()
 		var ledAfter time.Duration
-		e, err := newElector(m, testConfig("a", func(context.Context) error {
+		e, err := newTestElector(m, testConfig("a", func(context.Context) error {
 			ledAfter = time.Since(began)
 			return nil
 		}))
@@ -313,7 +334,7 @@ func TestRun_TakesOverALeaseThatStoppedBeingRenewedAfterLeaseDuration(t *testing
 func TestRun_SecondConcurrentRunIsRejected(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		started := make(chan struct{})
-		e, err := newElector(&memLeases{}, testConfig("a", func(ctx context.Context) error {
+		e, err := newTestElector(&memLeases{}, testConfig("a", func(ctx context.Context) error {
 			close(started)
 			<-ctx.Done()
 			return nil
@@ -375,7 +396,7 @@ func TestRun_StandbyTakesOverWithinLeaseDurationPlusRetryPeriodOfTheLastRenewal(
 			var ledAt time.Time
 			cfg := testConfig("a", func(context.Context) error { ledAt = time.Now(); return nil })
 			cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = lease, renew, retry
-			e, err := newElector(m, cfg)
+			e, err := newTestElector(m, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -423,7 +444,7 @@ func TestRun_StandbyWhoseWriteAtExpiryConflictsReadsAndWaitsAgain(t *testing.T) 
 		var ledAfter time.Duration
 		cfg := testConfig("a", func(context.Context) error { ledAfter = time.Since(began); return nil })
 		cfg.LeaseDuration, cfg.RenewDeadline, cfg.RetryPeriod = lease, 3*time.Second, 500*time.Millisecond
-		e, err := newElector(m, cfg)
+		e, err := newTestElector(m, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -437,4 +458,14 @@ func TestRun_StandbyWhoseWriteAtExpiryConflictsReadsAndWaitsAgain(t *testing.T) 
 			t.Fatalf("a led %v after it first saw the lease, want %v: LeaseDuration after it saw b's renewal at %v", ledAfter, 2*lease, lease)
 		}
 	})
+}
+
+func TestRun_WithoutTheLeadersWorkIsRefused(t *testing.T) {
+	e, err := newElector(&memLeases{}, testConfig("a", nil).Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Run(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "give lead") {
+		t.Errorf("Run(ctx, nil) = %v, want an error asking for lead", err)
+	}
 }

@@ -10,7 +10,7 @@ import (
 func TestElectorStatus_ReportsLeaderSinceAndRenewals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		started := make(chan struct{})
-		e, err := newElector(&memLeases{}, testConfig("a", func(ctx context.Context) error {
+		e, err := newTestElector(&memLeases{}, testConfig("a", func(ctx context.Context) error {
 			close(started)
 			<-ctx.Done()
 			return nil

@@ -83,7 +83,7 @@ func (o *overlapWatch) started(replica string) int {
 type replica struct {
 	name    string
 	m       *manager.Manager
-	elector *manager.LeaseElector
+	elector *leaderelection.Elector
 	stop    context.CancelFunc
 	done    chan error
 
@@ -140,7 +140,7 @@ func TestLeaderElection_OneLeaderHandsOverOnStopAndReconcilesNeverOverlap(t *tes
 		if err := c.Watch(controller.For(cms)); err != nil {
 			t.Fatal(err)
 		}
-		el, err := manager.NewLeaseElector(cfg, leaderelection.Options{
+		el, err := leaderelection.New(cfg, leaderelection.Options{
 			Namespace: ns, Name: "le-test", Identity: name,
 			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 			Registerer: reg, Logger: quiet(),

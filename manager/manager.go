@@ -65,8 +65,8 @@ type Cache interface {
 	WaitForSync(ctx context.Context) error
 }
 
-// Elector runs a leader election for the manager. The leaderelection
-// package provides one over a coordination.k8s.io Lease.
+// Elector runs a leader election for the manager: a
+// *leaderelection.Elector, over a coordination.k8s.io Lease, is one.
 type Elector interface {
 	// Run campaigns until ctx is done. Each time this replica becomes the
 	// leader it calls lead with a context that is cancelled when leadership
@@ -75,7 +75,7 @@ type Elector interface {
 	// and lead has returned, or with an error when it cannot campaign.
 	// Run may also return nil after a lost leadership; the manager treats
 	// that as ErrLeadershipLost.
-	Run(ctx context.Context, lead func(ctx context.Context)) error
+	Run(ctx context.Context, lead func(ctx context.Context) error) error
 }
 
 // Options configures a Manager. The zero value works: no HTTP server, no
@@ -360,7 +360,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 func (m *Manager) elect(ctx context.Context, leader []Runnable, run func(*sync.WaitGroup, context.Context, Runnable), fail func(error)) {
 	m.electing.Store(true)
 	defer m.electing.Store(false)
-	err := m.opts.LeaderElection.Run(ctx, func(lctx context.Context) {
+	err := m.opts.LeaderElection.Run(ctx, func(lctx context.Context) error {
 		m.log.Info("Became the leader; starting controllers", "controllers", len(leader))
 		m.leading.Store(true)
 		var wg sync.WaitGroup
@@ -374,6 +374,7 @@ func (m *Manager) elect(ctx context.Context, leader []Runnable, run func(*sync.W
 		if ctx.Err() == nil {
 			fail(ErrLeadershipLost)
 		}
+		return nil
 	})
 	if err != nil && ctx.Err() == nil {
 		fail(fmt.Errorf("manager: leader election: %w", err))

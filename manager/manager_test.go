@@ -20,6 +20,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/testenv/await"
@@ -182,7 +183,9 @@ type fakeElector struct {
 	onRelease func()        // if set, called when lead has returned
 }
 
-func (e *fakeElector) Run(ctx context.Context, lead func(context.Context)) error {
+var _ manager.Elector = (*leaderelection.Elector)(nil)
+
+func (e *fakeElector) Run(ctx context.Context, lead func(context.Context) error) error {
 	select {
 	case <-e.lead:
 	case <-ctx.Done():
@@ -197,7 +200,7 @@ func (e *fakeElector) Run(ctx context.Context, lead func(context.Context)) error
 		case <-lctx.Done():
 		}
 	}()
-	lead(lctx)
+	_ = lead(lctx)
 	if e.onRelease != nil {
 		e.onRelease()
 	}

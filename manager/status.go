@@ -1,7 +1,5 @@
 package manager
 
-import "github.com/kloop-dev/kloop/leaderelection"
-
 // Status is the manager's own state at one moment.
 type Status struct {
 	// Started: Start has been called.
@@ -50,6 +48,3 @@ func (m *Manager) Runnables() []Runnable {
 // LeaderElection returns Options.LeaderElection: nil without leader
 // election.
 func (m *Manager) LeaderElection() Elector { return m.opts.LeaderElection }
-
-// Status reports the election's state (see leaderelection.Elector.Status).
-func (l *LeaseElector) Status() leaderelection.Status { return l.el.Status() }
