@@ -53,8 +53,8 @@ func newCluster() Cluster {
 	return Cluster{QPS: DefaultQPS, Burst: DefaultBurst}
 }
 
-// AddFlags registers the flags on fs, with c's fields as defaults.
-func (c *Cluster) AddFlags(fs *pflag.FlagSet) {
+// addFlags registers the flags on fs, with c's fields as defaults.
+func (c *Cluster) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig,
 		"path to a kubeconfig; without it $KUBECONFIG, then ~/.kube/config, then the in-cluster configuration is used")
 	fs.StringVar(&c.Context, "context", c.Context, "kubeconfig context to use (default: its current-context)")
@@ -64,8 +64,8 @@ func (c *Cluster) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.Burst, "kube-api-burst", c.Burst, "requests above --kube-api-qps allowed in a burst (used when --kube-api-qps is positive)")
 }
 
-// Validate checks the values without any I/O.
-func (c *Cluster) Validate() error {
+// validate checks the values without any I/O.
+func (c *Cluster) validate() error {
 	q := float64(c.QPS)
 	if c.QPS != QPSOff && (c.QPS <= 0 || math.IsInf(q, 0) || math.IsNaN(q)) {
 		return &FlagError{Flag: "--kube-api-qps", Value: strconv.FormatFloat(q, 'g', -1, 32),
@@ -80,7 +80,7 @@ func (c *Cluster) Validate() error {
 // restConfig validates c and loads the configuration it names. A missing
 // --kubeconfig file or an unknown --context is a *FlagError.
 func (c *Cluster) restConfig() (*rest.Config, error) {
-	if err := c.Validate(); err != nil {
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	if c.Kubeconfig != "" {

@@ -32,9 +32,9 @@
 // Main runs the command under manager.SignalContext: the first SIGINT or
 // SIGTERM cancels cmd.Context() for a graceful stop, a second exits 1 at
 // once. A command keeps its own flags and subcommands next to these (see
-// the Example); a command that needs only some groups registers those
-// (Cluster, LeaderElection, Sharding, Serving, Logging each have
-// AddFlags), and can change any default before registering it.
+// the Example); a command that talks to no API server registers only the
+// logging flags (Logging.AddFlags, as kloop's own CLI does), and any
+// command can change a default in Flags' groups before registering it.
 //
 // # The flags
 //
@@ -137,7 +137,7 @@
 //
 // Run exits 0 on success, 2 when the command did not run because of how it
 // was called (an unknown flag, command or argument; a value pflag cannot
-// parse; a *FlagError or *UsageError), and 1 when it ran and failed. A
+// parse; a *FlagError or an error of Usagef), and 1 when it ran and failed. A
 // *FlagError names the flag, the value and what to give instead:
 //
 //	foo-controller: --kube-api-qps "-5": want a positive number of requests a second, or -1 for no client-side limit

@@ -17,22 +17,25 @@ func (e *FlagError) Error() string {
 	return fmt.Sprintf("%s %q: %s", e.Flag, e.Value, e.Want)
 }
 
-// UsageError is a mistake in how a command was called that no FlagError
+// usageError is a mistake in how a command was called that no FlagError
 // describes, such as two flags that exclude each other. Run exits 2 on one.
-type UsageError struct{ Err error }
+type usageError struct{ Err error }
 
-func (e *UsageError) Error() string { return e.Err.Error() }
-func (e *UsageError) Unwrap() error { return e.Err }
+func (e *usageError) Error() string { return e.Err.Error() }
+func (e *usageError) Unwrap() error { return e.Err }
 
-// Usagef returns a *UsageError with the formatted message.
+// Usagef returns an error with the formatted message for a mistake in how
+// a command was called that no FlagError describes, such as two flags that
+// exclude each other: Run prints it with the usage hint and exits 2.
 func Usagef(format string, args ...any) error {
-	return &UsageError{Err: fmt.Errorf(format, args...)}
+	return &usageError{Err: fmt.Errorf(format, args...)}
 }
 
-// IsUsage reports whether err is, or wraps, a *FlagError or a *UsageError.
-func IsUsage(err error) bool {
+// isUsage reports whether err is, or wraps, a *FlagError or an error of
+// Usagef.
+func isUsage(err error) bool {
 	var fe *FlagError
-	var ue *UsageError
+	var ue *usageError
 	return errors.As(err, &fe) || errors.As(err, &ue)
 }
 

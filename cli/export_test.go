@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
 	"github.com/kloop-dev/kloop"
@@ -10,8 +11,12 @@ import (
 // The groups' conversions are Flags.Config's steps; the tests check each
 // under these names.
 
-var NewCluster = newCluster
+var (
+	NewCluster = newCluster
+	IsUsage    = isUsage
+)
 
+func (c *Cluster) AddFlags(fs *pflag.FlagSet)                     { c.addFlags(fs) }
 func (c *Cluster) RESTConfig() (*rest.Config, error)              { return c.restConfig() }
 func (l *LeaderElection) Options() (*kloop.LeaderElection, error) { return l.options() }
 func (s *Sharding) Options() (*kloop.Sharding, error)             { return s.options() }

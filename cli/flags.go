@@ -49,10 +49,10 @@ func NewFlags(name string) *Flags {
 // defaults. Register on cmd.Flags() for the command alone, or on
 // cmd.PersistentFlags() to have its subcommands take them too.
 func (f *Flags) AddFlags(fs *pflag.FlagSet) {
-	f.Cluster.AddFlags(fs)
-	f.LeaderElection.AddFlags(fs)
-	f.Sharding.AddFlags(fs)
-	f.Serving.AddFlags(fs)
+	f.Cluster.addFlags(fs)
+	f.LeaderElection.addFlags(fs)
+	f.Sharding.addFlags(fs)
+	f.Serving.addFlags(fs)
 	f.Logging.AddFlags(fs)
 	fs.StringVar(&f.MemoryLimit, "memory-limit", f.MemoryLimit,
 		"the Go memory limit: auto (90% of the container's memory limit, unless GOMEMLIMIT is set), off (leave it as it is), or a `quantity` such as 400Mi")
@@ -60,13 +60,13 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet) {
 
 // Validate checks every flag without I/O or side effects.
 func (f *Flags) Validate() error {
-	if err := f.Logging.Validate(); err != nil {
+	if err := f.Logging.validate(); err != nil {
 		return err
 	}
-	if err := f.LeaderElection.Validate(); err != nil {
+	if err := f.LeaderElection.validate(); err != nil {
 		return err
 	}
-	if err := f.Sharding.Validate(); err != nil {
+	if err := f.Sharding.validate(); err != nil {
 		return err
 	}
 	if f.Sharding.Enabled && f.LeaderElection.Enabled {
@@ -90,7 +90,7 @@ func (f *Flags) Validate() error {
 	if _, err := parseMemoryLimit(f.MemoryLimit); err != nil {
 		return err
 	}
-	return f.Cluster.Validate()
+	return f.Cluster.validate()
 }
 
 // Config is the one call a command's RunE makes: it validates every flag

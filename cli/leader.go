@@ -39,8 +39,8 @@ func newLeaderElection(name string) LeaderElection {
 	}
 }
 
-// AddFlags registers the flags on fs, with l's fields as defaults.
-func (l *LeaderElection) AddFlags(fs *pflag.FlagSet) {
+// addFlags registers the flags on fs, with l's fields as defaults.
+func (l *LeaderElection) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&l.Enabled, "leader-elect", l.Enabled,
 		"run the controllers only while this process holds a coordination.k8s.io Lease, so that one of several replicas works at a time")
 	fs.StringVar(&l.Namespace, "leader-elect-namespace", l.Namespace,
@@ -54,8 +54,8 @@ func (l *LeaderElection) AddFlags(fs *pflag.FlagSet) {
 		"interval between attempts to acquire or renew the Lease; less than --leader-elect-renew-deadline")
 }
 
-// Validate checks the values; with Enabled false nothing is checked.
-func (l *LeaderElection) Validate() error {
+// validate checks the values; with Enabled false nothing is checked.
+func (l *LeaderElection) validate() error {
 	if !l.Enabled {
 		return nil
 	}
@@ -93,7 +93,7 @@ func (l *LeaderElection) Validate() error {
 // options validates l and returns kloop's leader election, or nil when
 // Enabled is false.
 func (l *LeaderElection) options() (*kloop.LeaderElection, error) {
-	if err := l.Validate(); err != nil || !l.Enabled {
+	if err := l.validate(); err != nil || !l.Enabled {
 		return nil, err
 	}
 	return &kloop.LeaderElection{

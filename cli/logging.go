@@ -96,8 +96,8 @@ func (l *Logging) SlogLevel() (slog.Level, error) {
 	return 0, &FlagError{Flag: "--log-level", Value: l.Level, Want: "want debug, info, warn or error (or klog's -v=N)"}
 }
 
-// Validate checks the flags.
-func (l *Logging) Validate() error {
+// validate checks the flags.
+func (l *Logging) validate() error {
 	if _, err := l.SlogLevel(); err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (l *Logging) Validate() error {
 // NewLogger validates the flags and returns a logger writing to w. It
 // changes no global state (see Setup).
 func (l *Logging) NewLogger(w io.Writer) (*slog.Logger, error) {
-	if err := l.Validate(); err != nil {
+	if err := l.validate(); err != nil {
 		return nil, err
 	}
 	level, _ := l.SlogLevel()

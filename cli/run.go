@@ -41,8 +41,8 @@ func Main(root *cobra.Command) {
 //   - silences cobra's own error and usage printing.
 //
 // An error before a command's RunE starts (an unknown flag or command, a
-// bad argument, a flag pflag cannot parse) and a *FlagError or *UsageError
-// from RunE are printed with a pointer to --help, and Run returns
+// bad argument, a flag pflag cannot parse) and a *FlagError or an error of
+// Usagef from RunE are printed with a pointer to --help, and Run returns
 // ExitUsage. An ExitCode returns its value and prints nothing. Any other
 // error from RunE returns ExitError; it is logged through the logger of
 // Logging.Setup if the command made one, else printed as
@@ -69,7 +69,7 @@ func Run(ctx context.Context, root *cobra.Command, args []string, stdout, stderr
 	if errors.As(err, &code) {
 		return int(code)
 	}
-	if !s.ran || IsUsage(err) {
+	if !s.ran || isUsage(err) {
 		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", cmd.CommandPath(), err, cmd.CommandPath())
 		return ExitUsage
 	}
@@ -116,7 +116,7 @@ func prepare(root *cobra.Command) {
 		}
 	}
 	if !hasVersion {
-		root.AddCommand(VersionCommand())
+		root.AddCommand(versionCommand())
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
 	forEach(root, markRun)

@@ -64,8 +64,8 @@ func newServing() Serving {
 	return Serving{MetricsAddr: Off, HealthAddr: Off, DebugAddr: Off, WebhookAddr: Off}
 }
 
-// AddFlags registers the flags on fs, with s's fields as defaults.
-func (s *Serving) AddFlags(fs *pflag.FlagSet) {
+// addFlags registers the flags on fs, with s's fields as defaults.
+func (s *Serving) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.MetricsAddr, "metrics-bind-address", s.MetricsAddr,
 		`serve /metrics at this host:port, for example ":8080" or "127.0.0.1:0" (a free port); 0 turns it off`)
 	fs.StringVar(&s.HealthAddr, "health-probe-bind-address", s.HealthAddr,

@@ -49,8 +49,8 @@ func newSharding(name string) Sharding {
 	}
 }
 
-// AddFlags registers the flags on fs, with s's fields as defaults.
-func (s *Sharding) AddFlags(fs *pflag.FlagSet) {
+// addFlags registers the flags on fs, with s's fields as defaults.
+func (s *Sharding) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&s.Enabled, "shard", s.Enabled,
 		"split the controllers' objects between the replicas of --shard-group, each caching and reconciling its share, instead of electing one leader; not with --leader-elect")
 	fs.StringVar(&s.Group, "shard-group", s.Group, "name of the replicas that share the work (a DNS label); every replica of a group gives the same --shard-group, --shard-key and --shard-slots")
@@ -69,8 +69,8 @@ func (s *Sharding) AddFlags(fs *pflag.FlagSet) {
 		"send no shard selector to the API server: receive every object and keep this replica's share (for servers without sharded list and watch that reject it)")
 }
 
-// Validate checks the values; with Enabled false nothing is checked.
-func (s *Sharding) Validate() error {
+// validate checks the values; with Enabled false nothing is checked.
+func (s *Sharding) validate() error {
 	if !s.Enabled {
 		return nil
 	}
@@ -126,7 +126,7 @@ func (s *Sharding) key() (sharding.Key, error) {
 // options validates s and returns kloop's sharding, or nil when Enabled is
 // false.
 func (s *Sharding) options() (*kloop.Sharding, error) {
-	if err := s.Validate(); err != nil || !s.Enabled {
+	if err := s.validate(); err != nil || !s.Enabled {
 		return nil, err
 	}
 	key, _ := s.key()

@@ -23,11 +23,11 @@ var (
 	buildTime string
 )
 
-// Unknown is what VersionInfo holds for what the binary does not know.
+// Unknown is what versionInfo holds for what the binary does not know.
 const Unknown = "unknown"
 
-// VersionInfo is what the version subcommand prints.
-type VersionInfo struct {
+// versionInfo is what the version subcommand prints.
+type versionInfo struct {
 	// Version is the main module's version: a tag, a pseudo-version such
 	// as v0.0.0-20260102150405-0123456789ab+dirty, or "(devel)".
 	Version string
@@ -44,16 +44,16 @@ type VersionInfo struct {
 	Go string
 }
 
-// Version returns the running binary's VersionInfo.
-func Version() VersionInfo {
+// buildVersion returns the running binary's versionInfo.
+func buildVersion() versionInfo {
 	bi, _ := debug.ReadBuildInfo()
 	return versionFrom(bi, version, revision, buildTime)
 }
 
 // versionFrom reads bi (nil when the binary has no build info) and applies
 // the link-time overrides.
-func versionFrom(bi *debug.BuildInfo, ldVersion, ldRevision, ldBuildTime string) VersionInfo {
-	v := VersionInfo{
+func versionFrom(bi *debug.BuildInfo, ldVersion, ldRevision, ldBuildTime string) versionInfo {
+	v := versionInfo{
 		Version:    "(devel)",
 		Revision:   Unknown,
 		CommitTime: Unknown,
@@ -90,7 +90,7 @@ func versionFrom(bi *debug.BuildInfo, ldVersion, ldRevision, ldBuildTime string)
 
 // Write prints v under the program's name, one "key: value" a line after
 // the first.
-func (v VersionInfo) Write(w io.Writer, name string) error {
+func (v versionInfo) Write(w io.Writer, name string) error {
 	rev := v.Revision
 	if v.Modified {
 		rev += " (modified)"
@@ -105,15 +105,15 @@ func (v VersionInfo) Write(w io.Writer, name string) error {
 	return err
 }
 
-// VersionCommand returns the "version" subcommand that Run adds to every
-// command: it prints Version() to stdout.
-func VersionCommand() *cobra.Command {
+// versionCommand returns the "version" subcommand that Run adds to every
+// command: it prints buildVersion() to stdout.
+func versionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version, VCS revision and build time of this binary",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return Version().Write(cmd.OutOrStdout(), cmd.Root().Name())
+			return buildVersion().Write(cmd.OutOrStdout(), cmd.Root().Name())
 		},
 	}
 }

@@ -46,7 +46,7 @@ func TestVersionFrom_BuildInfoAndLinkTimeOverrides(t *testing.T) {
 
 func TestVersionInfo_WritesOneKeyALine(t *testing.T) {
 	var b strings.Builder
-	v := VersionInfo{Version: "v1.2.3", Revision: "abc", Modified: true, CommitTime: "T1", BuildTime: "T2", Go: "go1.26.0 linux/amd64"}
+	v := versionInfo{Version: "v1.2.3", Revision: "abc", Modified: true, CommitTime: "T1", BuildTime: "T2", Go: "go1.26.0 linux/amd64"}
 	if err := v.Write(&b, "tool"); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/kloop-dev/kloop/notifier"
+	"github.com/kloop-dev/kloop/internal/notifier"
 	"github.com/kloop-dev/kloop/testenv"
 )
 

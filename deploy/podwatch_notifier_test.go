@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/kloop-dev/kloop/notifier"
+	"github.com/kloop-dev/kloop/internal/notifier"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/testenv/await"
 )

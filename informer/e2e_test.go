@@ -31,7 +31,7 @@ import (
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/metrics/metricstest"
+	"github.com/kloop-dev/kloop/internal/metricstest"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/testenv/await"
 	"github.com/kloop-dev/kloop/watcher"

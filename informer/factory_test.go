@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
+	"github.com/kloop-dev/kloop/internal/watchtest"
 	"github.com/kloop-dev/kloop/watcher"
-	"github.com/kloop-dev/kloop/watcher/watchtest"
 )
 
 func TestFactory_SharesOneInformerPerTypeResourceAndScope(t *testing.T) {

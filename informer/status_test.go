@@ -11,9 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kloop-dev/kloop/metrics/metricstest"
+	"github.com/kloop-dev/kloop/internal/metricstest"
+	"github.com/kloop-dev/kloop/internal/watchtest"
 	"github.com/kloop-dev/kloop/watcher"
-	"github.com/kloop-dev/kloop/watcher/watchtest"
 )
 
 func TestFactoryStatus_ReportsEachInformersSyncCountsErrorsAndHandlers(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/metrics/metricstest"
+	"github.com/kloop-dev/kloop/internal/metricstest"
 	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/testenv/await"

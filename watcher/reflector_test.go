@@ -20,9 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
-	"github.com/kloop-dev/kloop/metrics/metricstest"
+	"github.com/kloop-dev/kloop/internal/metricstest"
+	"github.com/kloop-dev/kloop/internal/watchtest"
 	"github.com/kloop-dev/kloop/watcher"
-	"github.com/kloop-dev/kloop/watcher/watchtest"
 )
 
 // These tests run Reflector.Run against the scripted watchtest.ListerWatcher

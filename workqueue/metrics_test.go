@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/kloop-dev/kloop/metrics/metricstest"
+	"github.com/kloop-dev/kloop/internal/metricstest"
 )
 
 // sample finds the value of one series: family name, then label pairs.

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/kloop-dev/kloop/metrics/metricstest"
+	"github.com/kloop-dev/kloop/internal/metricstest"
 )
 
 func TestQueueStatus_CountsReadyByPriorityDelayedAndInFlightWithAges(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kloop-dev/kloop/cli"
-	"github.com/kloop-dev/kloop/notifier"
+	"github.com/kloop-dev/kloop/internal/notifier"
 )
 
 // configFile is the path the commands that edit or print the config use:

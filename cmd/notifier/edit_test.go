@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kloop-dev/kloop"
-	"github.com/kloop-dev/kloop/notifier"
+	"github.com/kloop-dev/kloop/internal/notifier"
 )
 
 func runCmd(t *testing.T, envm map[string]string, args ...string) (code int, stdout, stderr string) {

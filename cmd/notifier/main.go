@@ -45,8 +45,8 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cli"
+	"github.com/kloop-dev/kloop/internal/notifier"
 	"github.com/kloop-dev/kloop/manager"
-	"github.com/kloop-dev/kloop/notifier"
 )
 
 func main() {

@@ -24,8 +24,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kloop-dev/kloop/internal/notifier"
 	"github.com/kloop-dev/kloop/internal/reexec"
-	"github.com/kloop-dev/kloop/notifier"
 	"github.com/kloop-dev/kloop/testenv"
 )
 

@@ -209,10 +209,10 @@ func TestA(t *testing.T) { time.Sleep(1) }
 // code, which must not (it would link the testing package, and test-only
 // behaviour, into every program that uses it).
 var testSupport = map[string]string{
-	"testenv":             "the control plane tests run against; its helpers take a testing.TB",
-	"internal/authtest":   "RBAC fixtures for tests",
-	"internal/reexec":     "runs a test binary again as a command under test",
-	"metrics/metricstest": "reads metrics for test assertions",
+	"testenv":              "the control plane tests run against; its helpers take a testing.TB",
+	"internal/authtest":    "RBAC fixtures for tests",
+	"internal/reexec":      "runs a test binary again as a command under test",
+	"internal/metricstest": "reads metrics for test assertions",
 }
 
 // TestRepo_LibraryCodeDoesNotImportTesting parses every non-test Go file of

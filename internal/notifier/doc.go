@@ -1,5 +1,7 @@
 // Package notifier sends a notification for every change to the
-// Kubernetes objects it watches: kubewatch, built on kloop.
+// Kubernetes objects it watches: kubewatch, built on kloop. It is the
+// engine of cmd/notifier, internal so that the program's interface (its
+// config file, variables, flags and commands) is the one users rely on.
 //
 // A Config (parsed from kubewatch's .kubewatch.yaml by ParseConfig) names
 // the resources, built-in or custom, and the sinks. The notifier is

@@ -3,7 +3,7 @@ package notifier_test
 import (
 	"fmt"
 
-	"github.com/kloop-dev/kloop/notifier"
+	"github.com/kloop-dev/kloop/internal/notifier"
 )
 
 // A kubewatch config file, with the short resource names kubewatch itself

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kloop-dev/kloop"
-	"github.com/kloop-dev/kloop/metrics/metricstest"
+	"github.com/kloop-dev/kloop/internal/metricstest"
 	"github.com/kloop-dev/kloop/testenv"
 )
 

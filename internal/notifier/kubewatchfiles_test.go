@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/internal/notifier"
 	"github.com/kloop-dev/kloop/kloopfake"
-	"github.com/kloop-dev/kloop/notifier"
 )
 
 // TestKubewatchFiles_RunOrFailAsKubewatchWould takes each configuration
