@@ -114,9 +114,9 @@
 // DefaultRateLimiter, is the one client-go and controller-runtime give
 // controllers: the larger of a per-key exponential back-off from 5 ms
 // doubling to 1000 s, and an overall token bucket of 10 per second with a
-// burst of 100. NewExponentialRateLimiter, NewFastSlowRateLimiter,
-// NewBucketRateLimiter and NewMaxOfRateLimiter make the parts it is built
-// from, to combine into others.
+// burst of 100. NewControllerRateLimiter is the same shape with other
+// numbers (a QPS of 0 or less: no overall bucket); any other policy is a
+// RateLimiter of your own.
 //
 // # Metrics
 //

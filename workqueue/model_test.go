@@ -293,7 +293,7 @@ func runModel(t *testing.T, b []byte) {
 	q := New(Options[int]{
 		Clock:       clk,
 		Aging:       modelAging,
-		RateLimiter: NewExponentialRateLimiter[int](modelBase, modelMax),
+		RateLimiter: newExponentialRateLimiter[int](modelBase, modelMax),
 	})
 	m := newModel()
 	r := &reader{b: b}

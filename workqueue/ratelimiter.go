@@ -34,7 +34,7 @@ func DefaultRateLimiter[K comparable](clk clock.PassiveClock) RateLimiter[K] {
 // burst of burst. sample-controller, for example, uses 5 ms, 1000 s, 50
 // and 300. A nil clock means the real clock.
 func NewControllerRateLimiter[K comparable](base, max time.Duration, qps float64, burst int, clk clock.PassiveClock) RateLimiter[K] {
-	return NewMaxOfRateLimiter(NewExponentialRateLimiter[K](base, max), NewBucketRateLimiter[K](qps, burst, clk))
+	return newMaxOfRateLimiter(newExponentialRateLimiter[K](base, max), newBucketRateLimiter[K](qps, burst, clk))
 }
 
 // exponentialRateLimiter delays a key base·2^n, where n is the number of
@@ -46,9 +46,9 @@ type exponentialRateLimiter[K comparable] struct {
 	failures map[K]int
 }
 
-// NewExponentialRateLimiter returns a per-key exponential back-off from base
+// newExponentialRateLimiter returns a per-key exponential back-off from base
 // up to max.
-func NewExponentialRateLimiter[K comparable](base, max time.Duration) RateLimiter[K] {
+func newExponentialRateLimiter[K comparable](base, max time.Duration) RateLimiter[K] {
 	return &exponentialRateLimiter[K]{base: base, max: max, failures: make(map[K]int)}
 }
 
@@ -86,48 +86,6 @@ func (r *exponentialRateLimiter[K]) NumRequeues(k K) int {
 	return r.failures[k]
 }
 
-// fastSlowRateLimiter delays a key by fast for its first maxFast retries and
-// by slow afterwards.
-type fastSlowRateLimiter[K comparable] struct {
-	fast, slow time.Duration
-	maxFast    int
-
-	mu       sync.Mutex
-	failures map[K]int
-}
-
-// NewFastSlowRateLimiter returns a limiter that retries maxFast times after
-// fast, then after slow.
-func NewFastSlowRateLimiter[K comparable](fast, slow time.Duration, maxFast int) RateLimiter[K] {
-	return &fastSlowRateLimiter[K]{fast: fast, slow: slow, maxFast: maxFast, failures: make(map[K]int)}
-}
-
-// When returns fast for the first maxFast retries of k, then slow.
-func (r *fastSlowRateLimiter[K]) When(k K) time.Duration {
-	r.mu.Lock()
-	n := r.failures[k] + 1
-	r.failures[k] = n
-	r.mu.Unlock()
-	if n <= r.maxFast {
-		return r.fast
-	}
-	return r.slow
-}
-
-// Forget resets k's count.
-func (r *fastSlowRateLimiter[K]) Forget(k K) {
-	r.mu.Lock()
-	delete(r.failures, k)
-	r.mu.Unlock()
-}
-
-// NumRequeues reports the retries counted for k.
-func (r *fastSlowRateLimiter[K]) NumRequeues(k K) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.failures[k]
-}
-
 // bucketRateLimiter limits retries of all keys together with a token bucket:
 // qps tokens a second, at most burst saved up. A retry takes a token, waiting
 // for it when the bucket is empty; waits queue up, so n retries at once on an
@@ -142,11 +100,11 @@ type bucketRateLimiter[K comparable] struct {
 	last   time.Time
 }
 
-// NewBucketRateLimiter returns an overall token bucket of qps per second and
+// newBucketRateLimiter returns an overall token bucket of qps per second and
 // the given burst (at least 1): n retries at once on an empty bucket are
 // spread n/qps seconds apart; keys are not tracked. qps <= 0 means no
 // limit. A nil clock means the real clock.
-func NewBucketRateLimiter[K comparable](qps float64, burst int, clk clock.PassiveClock) RateLimiter[K] {
+func newBucketRateLimiter[K comparable](qps float64, burst int, clk clock.PassiveClock) RateLimiter[K] {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -185,10 +143,10 @@ type maxOfRateLimiter[K comparable] struct {
 	limiters []RateLimiter[K]
 }
 
-// NewMaxOfRateLimiter combines limiters: the delay is the longest any of
+// newMaxOfRateLimiter combines limiters: the delay is the longest any of
 // them gives, NumRequeues the highest, and Forget reaches all of them.
 // Every When asks all of them, so each counts every retry.
-func NewMaxOfRateLimiter[K comparable](limiters ...RateLimiter[K]) RateLimiter[K] {
+func newMaxOfRateLimiter[K comparable](limiters ...RateLimiter[K]) RateLimiter[K] {
 	return &maxOfRateLimiter[K]{limiters: limiters}
 }
 

@@ -9,7 +9,7 @@ import (
 )
 
 func TestExponentialRateLimiter_DoublesPerKeyUpToMaxAndResetsOnForget(t *testing.T) {
-	r := NewExponentialRateLimiter[string](5*time.Millisecond, time.Second)
+	r := newExponentialRateLimiter[string](5*time.Millisecond, time.Second)
 	want := []time.Duration{5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000}
 	for i, w := range want {
 		if d := r.When("a"); d != w*time.Millisecond {
@@ -32,7 +32,7 @@ func TestExponentialRateLimiter_DoublesPerKeyUpToMaxAndResetsOnForget(t *testing
 }
 
 func TestExponentialRateLimiter_NeverOverflowsPastMax(t *testing.T) {
-	r := NewExponentialRateLimiter[int](time.Millisecond, 1000*time.Second)
+	r := newExponentialRateLimiter[int](time.Millisecond, 1000*time.Second)
 	for i := range 200 {
 		d := r.When(1)
 		if d <= 0 || d > 1000*time.Second {
@@ -47,28 +47,9 @@ func TestExponentialRateLimiter_NeverOverflowsPastMax(t *testing.T) {
 	}
 }
 
-func TestFastSlowRateLimiter_SwitchesToSlowAfterMaxFastAttempts(t *testing.T) {
-	r := NewFastSlowRateLimiter[string](time.Millisecond, time.Minute, 3)
-	for i := range 3 {
-		if d := r.When("a"); d != time.Millisecond {
-			t.Fatalf("attempt %d: When = %v, want 1ms", i+1, d)
-		}
-	}
-	if d := r.When("a"); d != time.Minute {
-		t.Fatalf("attempt 4: When = %v, want 1m", d)
-	}
-	if n := r.NumRequeues("a"); n != 4 {
-		t.Fatalf("NumRequeues = %d, want 4", n)
-	}
-	r.Forget("a")
-	if d := r.When("a"); d != time.Millisecond {
-		t.Fatalf("When after Forget = %v, want 1ms", d)
-	}
-}
-
 func TestBucketRateLimiter_AllowsBurstThenSpacesRetriesAtQPS(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	r := NewBucketRateLimiter[string](10, 3, clk)
+	r := newBucketRateLimiter[string](10, 3, clk)
 	for i := range 3 {
 		if d := r.When("x"); d != 0 {
 			t.Fatalf("retry %d within the burst: When = %v, want 0", i+1, d)
@@ -96,7 +77,7 @@ func TestBucketRateLimiter_AllowsBurstThenSpacesRetriesAtQPS(t *testing.T) {
 }
 
 func TestBucketRateLimiter_NonPositiveQPSMeansNoLimit(t *testing.T) {
-	r := NewBucketRateLimiter[string](0, 1, nil)
+	r := newBucketRateLimiter[string](0, 1, nil)
 	for range 10 {
 		if d := r.When("x"); d != 0 {
 			t.Fatalf("When = %v with qps 0, want 0", d)
@@ -105,10 +86,10 @@ func TestBucketRateLimiter_NonPositiveQPSMeansNoLimit(t *testing.T) {
 }
 
 func TestMaxOfRateLimiter_TakesTheLongestDelayAndForgetsEverywhere(t *testing.T) {
-	exp := NewExponentialRateLimiter[string](time.Millisecond, time.Hour)
-	slow := NewFastSlowRateLimiter[string](0, time.Second, 2)
-	r := NewMaxOfRateLimiter[string](exp, slow)
-	for i, w := range []time.Duration{time.Millisecond, 2 * time.Millisecond, time.Second, time.Second} {
+	exp := newExponentialRateLimiter[string](time.Millisecond, time.Hour)
+	flat := newExponentialRateLimiter[string](3*time.Millisecond, 3*time.Millisecond)
+	r := newMaxOfRateLimiter[string](exp, flat)
+	for i, w := range []time.Duration{3 * time.Millisecond, 3 * time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond} {
 		if d := r.When("a"); d != w {
 			t.Fatalf("retry %d: When = %v, want %v", i+1, d, w)
 		}
@@ -117,7 +98,7 @@ func TestMaxOfRateLimiter_TakesTheLongestDelayAndForgetsEverywhere(t *testing.T)
 		t.Fatalf("NumRequeues = %d, want 4", n)
 	}
 	r.Forget("a")
-	if exp.NumRequeues("a") != 0 || slow.NumRequeues("a") != 0 {
+	if exp.NumRequeues("a") != 0 || flat.NumRequeues("a") != 0 {
 		t.Fatal("Forget did not reach every combined limiter")
 	}
 }
@@ -176,7 +157,7 @@ func TestNewControllerRateLimiter_TakesTheBackOffAndTheBucketsNumbers(t *testing
 
 func TestQueue_AddRateLimitedBacksOffAndForgetResets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		q := New(Options[string]{RateLimiter: NewExponentialRateLimiter[string](time.Second, time.Minute)})
+		q := New(Options[string]{RateLimiter: newExponentialRateLimiter[string](time.Second, time.Minute)})
 		for i, w := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
 			start := time.Now()
 			q.AddRateLimited("a")
