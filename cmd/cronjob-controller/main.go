@@ -29,7 +29,6 @@ func main() { cli.Main(command()) }
 
 func command() *cobra.Command {
 	flags := cli.NewFlags(cronjob.ControllerName)
-	var namespace string
 	o := cronjob.Options{Workers: cronjob.DefaultWorkers}
 	cmd := &cobra.Command{
 		Use:   "cronjob-controller",
@@ -43,13 +42,12 @@ func command() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.Scheme, opts.Namespace = cronjob.Scheme(), namespace
+			opts.Scheme = cronjob.Scheme()
 			return kloop.Run(cmd.Context(), cfg, opts, func(app *kloop.App) error { return cronjob.Setup(app, o) })
 		},
 	}
 	fs := cmd.Flags()
 	flags.AddFlags(fs)
-	fs.StringVar(&namespace, "namespace", namespace, "watch the CronJobs and Jobs of this namespace only (default: all namespaces)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "CronJobs synced at once")
 	return cmd
 }
