@@ -6,7 +6,7 @@
 // CronJob webhooks (defaulting, validation, v1/v2 conversion) when a
 // webhook address or local mode is given:
 //
-//	cronjob-controller [--kubeconfig PATH] [--namespace NS] [--workers 2] [--webhook-bind-address :9443 (--webhook-cert-dir DIR | --webhook-self-signed-secret NAME) | --webhook-local] [flags]
+//	cronjob-controller [--kubeconfig PATH] [--namespace NS[,NS...]] [--workers 2] [--webhook-bind-address :9443 (--webhook-cert-dir DIR | --webhook-self-signed-secret NAME) | --webhook-local] [flags]
 //	cronjob-controller version
 //
 // It takes kloop's command-line conventions (package cli; see --help). The

@@ -4,7 +4,7 @@
 // available ones in status.availableReplicas. It is kloop's
 // sample-controller:
 //
-//	foo-controller [--kubeconfig PATH] [--master URL] [--namespace NS] [--workers 2] [flags]
+//	foo-controller [--kubeconfig PATH] [--master URL] [--namespace NS[,NS...]] [--workers 2] [flags]
 //	foo-controller version
 //
 // It takes kloop's command-line conventions (package cli; see --help):
