@@ -273,3 +273,52 @@ func TestInformer_SeveralNamespaces_ANamespaceListedAgainListsThemAllAndDropsWha
 		}
 	})
 }
+
+// render shows merged events as "Type ns/name@rv" (or "Type @rv").
+func render(evs []watcher.Event[*corev1.ConfigMap]) []string {
+	var out []string
+	for _, e := range evs {
+		s := e.Type.String() + " "
+		if e.Object != nil {
+			s += e.Object.Namespace + "/" + e.Object.Name
+		}
+		out = append(out, s+"@"+e.ResourceVersion)
+	}
+	return out
+}
+
+func TestNSMerge_HoldsEventsUntilEveryNamespaceIsListedAndPassesTheLowestResourceVersion(t *testing.T) {
+	m := newNSMerge[*corev1.ConfigMap](3) // 0: a, 1: b, 2: c
+	step := func(i int, typ watcher.EventType, obj *corev1.ConfigMap, rv string) []string {
+		out, restart := m.step(nsEvent[*corev1.ConfigMap]{i: i, ev: watcher.Event[*corev1.ConfigMap]{Type: typ, Object: obj, ResourceVersion: rv}})
+		if restart {
+			t.Fatalf("restart after %v of namespace %d", typ, i)
+		}
+		return render(out)
+	}
+	check := func(what string, got []string, want ...string) {
+		t.Helper()
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: got %q, want %q", what, got, want)
+		}
+	}
+	check("a starts", step(0, watcher.RelistStart, nil, ""))
+	check("a's item", step(0, watcher.RelistItem, nsCM("a", "x", "1", "10", ""), "10"))
+	check("a's listing starts again", step(0, watcher.RelistStart, nil, ""))
+	check("a's item again", step(0, watcher.RelistItem, nsCM("a", "y", "2", "11", ""), "11"))
+	check("a listed: its items, no end yet", step(0, watcher.RelistDone, nil, "12"), "RelistItem a/y@11")
+	check("a's watch event is held while b lists", step(0, watcher.Modified, nsCM("a", "y", "2", "13", ""), "13"))
+	check("b starts", step(1, watcher.RelistStart, nil, ""))
+	check("b listed", step(1, watcher.RelistDone, nil, "8"))
+	out, _ := m.step(nsEvent[*corev1.ConfigMap]{i: 2, failed: true})
+	check("c fails: the merged snapshot ends, then what was held", render(out), "RelistDone @8", "Modified a/y@8")
+	check("b's event", step(1, watcher.Added, nsCM("b", "z", "3", "20", ""), "20"), "Added b/z@13")
+	check("c listed at last: adds only", func() []string {
+		step(2, watcher.RelistStart, nil, "")
+		step(2, watcher.RelistItem, nsCM("c", "w", "4", "5", ""), "5")
+		return step(2, watcher.RelistDone, nil, "6")
+	}(), "Added c/w@6")
+	if _, restart := m.step(nsEvent[*corev1.ConfigMap]{i: 1, ev: watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistStart}}); !restart {
+		t.Error("a served namespace listed again: want every namespace listed again")
+	}
+}
