@@ -86,6 +86,7 @@ RBAC := \
 	cronjob-controller/rbac:cronjob-controller-leader-election:leader_election_role.yaml:./leaderelection \
 	cronjob-controller/rbac:cronjob-controller-metrics-auth:metrics_auth_role.yaml:./metrics/secure \
 	overlays/foo-controller-sharded/rbac:foo-controller-sharding:sharding_role.yaml:./sharding \
+	overlays/foo-controller-namespaced/role:foo-controller:role.yaml:./samples/foo \
 	overlays/cronjob-controller-self-signed/rbac:cronjob-controller-webhook-certs:webhook_certs_role.yaml:./webhook \
 	podwatch/rbac:podwatch:role.yaml:./samples/podwatch \
 	podwatch/rbac:podwatch-metrics-auth:metrics_auth_role.yaml:./metrics/secure \
@@ -129,6 +130,8 @@ check-generated:
 	$(MAKE) -s gen-deploy-into DIR=$$tmp/deploy; \
 	for d in foo-controller cronjob-controller overlays/foo-controller-sharded overlays/cronjob-controller-self-signed podwatch notifier; do \
 		if ! diff -ru deploy/$$d/rbac $$tmp/deploy/$$d/rbac; then echo "deploy/$$d/rbac is stale: run make generate"; exit 1; fi; done; \
+	for f in overlays/foo-controller-namespaced/role/role.yaml; do \
+		if ! diff -u deploy/$$f $$tmp/deploy/$$f; then echo "deploy/$$f is stale: run make generate"; exit 1; fi; done; \
 	for w in $(WEBHOOKS); do IFS=: read -r dir pkgs <<<"$$w"; \
 		if ! diff -u deploy/$$dir/manifests.yaml $$tmp/deploy/$$dir/manifests.yaml; then echo "deploy/$$dir/manifests.yaml is stale: run make generate"; exit 1; fi; done; \
 	echo "generated files are up to date"

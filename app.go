@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	runtimedebug "runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -67,6 +69,10 @@ type App struct {
 	member     *sharding.Member        // Options.Sharding
 	shardFlags map[string]*atomic.Bool // sharded informers (see sharding.go)
 	webhooks   *webhooks               // Options.WebhookAddr, WebhookLocal (see webhook.go)
+	// watchNS is the namespace of the namespaced kinds' informers: "",
+	// Options.Namespace, or Options.Namespaces joined by commas (see
+	// informer.Scope).
+	watchNS string
 }
 
 // New returns an App talking to the API server at cfg. It validates opts
@@ -87,7 +93,11 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 	if opts.Registry == nil {
 		opts.Registry = metrics.Registry
 	}
-	a := &App{cfg: cfg, opts: opts, log: opts.Logger}
+	watchNS, err := namespaceSet(&opts)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, opts: opts, log: opts.Logger, watchNS: watchNS}
 	c, err := client.New(cfg, client.Options{Scheme: opts.Scheme, FieldManager: opts.Name, Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("kloop.New: %w", err)
@@ -157,7 +167,57 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 	if a.webhooks, err = a.newWebhooks(); err != nil {
 		return nil, err
 	}
+	if strings.Contains(a.watchNS, ",") {
+		mgr.AddReadyzReport(a.namespacesReport)
+	}
 	return a, nil
+}
+
+// namespaceSet checks Options.Namespace and Namespaces and returns the
+// namespace the App's informers take; one of Namespaces becomes Namespace.
+func namespaceSet(opts *Options) (string, error) {
+	if len(opts.Namespaces) == 0 {
+		return opts.Namespace, nil
+	}
+	if opts.Namespace != "" {
+		return "", fmt.Errorf("kloop.New: Namespace %q and Namespaces %q: set one of them (Namespaces with one namespace is Namespace)", opts.Namespace, opts.Namespaces)
+	}
+	set := slices.Clone(opts.Namespaces)
+	for _, ns := range set {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return "", fmt.Errorf("kloop.New: Namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+	}
+	slices.Sort(set)
+	set = slices.Compact(set)
+	if len(set) == 1 {
+		opts.Namespace, opts.Namespaces = set[0], nil
+		return set[0], nil
+	}
+	opts.Namespaces = set
+	return strings.Join(set, ","), nil
+}
+
+// namespacesReport is the /readyz report of Options.Namespaces: each
+// informer that leaves a namespace out, with why. A namespace that cannot
+// be listed does not make the App unready: the others are served, and it
+// may yet be created or granted.
+func (a *App) namespacesReport() string {
+	a.mu.Lock()
+	f := a.factory
+	a.mu.Unlock()
+	var b strings.Builder
+	if f != nil {
+		for _, st := range f.Status() {
+			if strings.Contains(st.Scope.Namespace, ",") && st.Source.LastError != nil {
+				fmt.Fprintf(&b, "  %s: %v\n", st.Name, st.Source.LastError)
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return "namespaces " + a.watchNS + ": every one served\n"
+	}
+	return "namespaces " + a.watchNS + ": some not served (retried; the others are served):\n" + b.String()
 }
 
 // addrOn reports whether an address option asks for a server ("" and "0"
@@ -398,7 +458,7 @@ func (a *App) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	a.log.Info("Starting "+a.opts.Name, "namespace", a.opts.Namespace)
+	a.log.Info("Starting "+a.opts.Name, "namespace", a.watchNS)
 	setMemoryLimit(a.opts.MemoryLimit, a.log)
 	err := a.mgr.Start(ctx)
 	a.log.Info("Stopped "+a.opts.Name, "err", err)

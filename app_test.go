@@ -164,3 +164,34 @@ func TestApp_RunTwiceIsAnError(t *testing.T) {
 		t.Error("second Run = nil, want an error")
 	}
 }
+
+func TestNew_NamespacesIsOneSetOfNamespacesForTheNamespacedKinds(t *testing.T) {
+	app := newApp(t, kloop.Options{Namespaces: []string{"b", "a", "b"}})
+	deps := kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(deployments))
+	nodes := kloop.Objects[*corev1.Node](app, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("nodes")), kloop.ClusterScoped())
+	if got := deps.Informer().Name(); got != "deployments.v1.apps [namespace=a,b]" {
+		t.Errorf("namespaced kind's informer is %q, want one over namespaces a and b", got)
+	}
+	if got := nodes.Informer().Name(); got != "nodes.v1 [all namespaces]" {
+		t.Errorf("cluster-scoped kind's informer is %q, want it whole", got)
+	}
+
+	one := newApp(t, kloop.Options{Namespaces: []string{"web"}})
+	if o := one.Options(); o.Namespace != "web" || o.Namespaces != nil {
+		t.Errorf("one namespace in Namespaces: Options() has Namespace %q, Namespaces %q; want it as Namespace", o.Namespace, o.Namespaces)
+	}
+
+	for _, tc := range []struct {
+		opts kloop.Options
+		want string
+	}{
+		{kloop.Options{Namespace: "a", Namespaces: []string{"b", "c"}}, "set one of them"},
+		{kloop.Options{Namespaces: []string{"a", "Team_B"}}, `"Team_B" is not a namespace name`},
+		{kloop.Options{Namespaces: []string{"a", ""}}, `"" is not a namespace name`},
+	} {
+		tc.opts.Logger, tc.opts.Registry = quiet(), prometheus.NewRegistry()
+		if _, err := kloop.New(unreachable, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v; want an error saying %q", tc.opts, err, tc.want)
+		}
+	}
+}

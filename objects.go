@@ -167,7 +167,7 @@ func (h *Handle[T]) resolve(sample T, opts []ObjectsOption) error {
 	h.scope = cfg.scope
 	h.namespaced = namespaced
 	if namespaced {
-		h.scope.Namespace = cfg.namespaceOr(a.opts.Namespace)
+		h.scope.Namespace = cfg.namespaceOr(a.watchNS)
 	}
 	return nil
 }

@@ -27,6 +27,17 @@ type Options struct {
 	// Namespace limits every informer to one namespace; "" means all
 	// namespaces. Cluster-scoped kinds are always watched whole.
 	Namespace string
+	// Namespaces limits every informer of a namespaced kind to these
+	// namespaces, for a program granted only them (a Role in each, no
+	// cluster-wide list): one list and watch per namespace, merged into
+	// one cache, so Get and List read every namespace of the set ("" in
+	// List: all of them), and handlers and controllers see the events of
+	// each. A namespace that cannot be listed (forbidden, or missing) is
+	// retried, logged and named in /readyz?verbose, without holding up the
+	// others; the App stays ready. One namespace is the same as Namespace;
+	// not with Namespace. Leases then default to the pod's namespace, and
+	// WebhookLocal's webhooks are not limited to the set.
+	Namespaces []string
 
 	// Logger receives every component's logs. Default slog.Default().
 	Logger *slog.Logger

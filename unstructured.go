@@ -34,7 +34,7 @@ func Unstructured(app *App, gvr schema.GroupVersionResource, opts ...ObjectsOpti
 	}
 	scope := cfg.scope
 	if !cfg.clusterScoped {
-		scope.Namespace = cfg.namespaceOr(app.opts.Namespace)
+		scope.Namespace = cfg.namespaceOr(app.watchNS)
 	}
 	var err error
 	var inf *informer.Informer[*unstructured.Unstructured]

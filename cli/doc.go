@@ -47,6 +47,11 @@
 //	--kube-api-qps -1    client-side throttling, see below
 //	--kube-api-burst 30
 //
+// What is watched (Flags.Namespaces):
+//
+//	--namespace NS[,NS...]  the namespaced kinds' namespaces: one (kloop.Options.Namespace) or
+//	                        several (Namespaces: one list and watch each); default every namespace
+//
 // sample-controller's single-dash -kubeconfig and -master (Go's flag
 // package) keep working: Run rewrites exactly those two before parsing.
 //

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
 	"github.com/kloop-dev/kloop"
@@ -24,6 +26,11 @@ type Flags struct {
 	Sharding       Sharding
 	Serving        Serving
 	Logging        Logging
+	// Namespaces is --namespace: the namespaces whose objects the
+	// program watches, one ("web") or several ("a,b", or the flag given
+	// again), as kloop.Options.Namespace or Namespaces; none means every
+	// namespace.
+	Namespaces []string
 	// MemoryLimit is --memory-limit: "auto" derives the Go memory limit
 	// from the container's (kloop.Options.MemoryLimit 0), "off" leaves it
 	// as it is, a quantity such as 400Mi sets it.
@@ -54,6 +61,8 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet) {
 	f.Sharding.addFlags(fs)
 	f.Serving.addFlags(fs)
 	f.Logging.AddFlags(fs)
+	fs.StringSliceVar(&f.Namespaces, "namespace", f.Namespaces,
+		"watch the namespaced kinds in this `namespace` only, or in several: a,b,c (or the flag given again); none: every namespace")
 	fs.StringVar(&f.MemoryLimit, "memory-limit", f.MemoryLimit,
 		"the Go memory limit: auto (90% of the container's memory limit, unless GOMEMLIMIT is set), off (leave it as it is), or a `quantity` such as 400Mi")
 }
@@ -90,16 +99,21 @@ func (f *Flags) Validate() error {
 	if _, err := parseMemoryLimit(f.MemoryLimit); err != nil {
 		return err
 	}
+	for _, ns := range f.Namespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return &FlagError{Flag: "--namespace", Value: strings.Join(f.Namespaces, ","), Want: "namespace names separated by commas: " + strconv.Quote(ns) + " is not one: " + strings.Join(errs, "; ")}
+		}
+	}
 	return f.Cluster.validate()
 }
 
 // Config is the one call a command's RunE makes: it validates every flag
 // (a bad one is a *FlagError), sets the logger up (Logging.Setup), loads
 // the client configuration (the Cluster group) and returns it with the
-// Options for kloop.New: Name, Logger, MetricsAddr, HealthAddr,
-// SecureMetrics, DebugAddr, the Webhook options, LeaderElection,
-// Sharding and MemoryLimit filled in. The
-// command sets the rest (Scheme, Namespace, ...) before calling kloop.New.
+// Options for kloop.New: Name, Namespace or Namespaces, Logger,
+// MetricsAddr, HealthAddr, SecureMetrics, DebugAddr, the Webhook options,
+// LeaderElection, Sharding and MemoryLimit filled in. The
+// command sets the rest (Scheme, ...) before calling kloop.New.
 func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) {
 	if err := f.Validate(); err != nil {
 		return nil, kloop.Options{}, err
@@ -120,8 +134,15 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 	if err != nil {
 		return nil, kloop.Options{}, err
 	}
+	var namespace string
+	namespaces := f.Namespaces
+	if len(namespaces) == 1 {
+		namespace, namespaces = namespaces[0], nil
+	}
 	return cfg, kloop.Options{
 		Name:              f.Name,
+		Namespace:         namespace,
+		Namespaces:        namespaces,
 		Logger:            log,
 		MetricsAddr:       metrics,
 		HealthAddr:        health,

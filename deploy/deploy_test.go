@@ -251,7 +251,7 @@ func TestFooShardedOverlay_GrantsTheShardLeasesInsteadOfTheLeaderLease(t *testin
 	find(t, objs, "ClusterRole", "foo-controller") // the controller's own rights are the base's
 }
 
-func TestFooNamespacedOverlay_GrantsTheControllerARoleInItsNamespaceOnly(t *testing.T) {
+func TestFooNamespacedOverlay_GrantsTheControllerARoleInEachWatchedNamespaceOnly(t *testing.T) {
 	objs := render(t, "overlays/foo-controller-namespaced")
 	for _, o := range ofKind(objs, "ClusterRole") {
 		for _, r := range as[rbacv1.ClusterRole](t, o).Rules {
@@ -262,18 +262,45 @@ func TestFooNamespacedOverlay_GrantsTheControllerARoleInItsNamespaceOnly(t *test
 			}
 		}
 	}
-	role := find(t, objs, "Role", "foo-controller")
-	if role.GetNamespace() != "foo-team" {
-		t.Errorf("Role foo-controller in %q, want foo-team", role.GetNamespace())
+	base := as[rbacv1.ClusterRole](t, find(t, render(t, "foo-controller"), "ClusterRole", "foo-controller"))
+	watched := []string{"team-a", "team-b"}
+	var roles []string
+	for _, o := range ofKind(objs, "Role") {
+		if o.GetName() == "foo-controller" {
+			roles = append(roles, o.GetNamespace())
+			if r := as[rbacv1.Role](t, o); !reflect.DeepEqual(r.Rules, base.Rules) {
+				t.Errorf("Role foo-controller in %s: rules %+v; want the generated ones %+v (run make generate)", o.GetNamespace(), r.Rules, base.Rules)
+			}
+		}
 	}
-	b := as[rbacv1.RoleBinding](t, find(t, objs, "RoleBinding", "foo-controller"))
-	if b.RoleRef.Kind != "Role" || b.Subjects[0].Namespace != "foo-team" {
-		t.Errorf("RoleBinding foo-controller: %+v", b)
+	slices.Sort(roles)
+	if !slices.Equal(roles, watched) {
+		t.Errorf("Role foo-controller in %q; want one in each of %q", roles, watched)
+	}
+	var bound []string
+	for _, o := range ofKind(objs, "RoleBinding") {
+		b := as[rbacv1.RoleBinding](t, o)
+		if b.Name != "foo-controller" {
+			continue
+		}
+		bound = append(bound, b.Namespace)
+		if b.RoleRef.Kind != "Role" || b.RoleRef.Name != "foo-controller" || len(b.Subjects) != 1 || b.Subjects[0].Name != "foo-controller" || b.Subjects[0].Namespace != "foo-team" {
+			t.Errorf("RoleBinding foo-controller in %s: %+v; want Role foo-controller bound to ServiceAccount foo-team/foo-controller", b.Namespace, b)
+		}
+	}
+	slices.Sort(bound)
+	if !slices.Equal(bound, watched) {
+		t.Errorf("RoleBinding foo-controller in %q; want one in each of %q", bound, watched)
+	}
+	for _, ns := range watched {
+		find(t, objs, "Namespace", ns)
 	}
 	d := as[appsv1.Deployment](t, find(t, objs, "Deployment", "foo-controller"))
-	c := d.Spec.Template.Spec.Containers[0]
-	if !slices.Contains(c.Args, "--namespace=$(POD_NAMESPACE)") || len(c.Env) != 1 || c.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
-		t.Errorf("args %q env %+v: want the controller to watch its own namespace", c.Args, c.Env)
+	if d.Namespace != "foo-team" {
+		t.Errorf("Deployment in %q, want foo-team", d.Namespace)
+	}
+	if c := d.Spec.Template.Spec.Containers[0]; !slices.Contains(c.Args, "--namespace=team-a,team-b") {
+		t.Errorf("args %q: want the controller to watch team-a and team-b", c.Args)
 	}
 }
 

@@ -115,7 +115,13 @@ func (q *deltaQueue[T]) push(ev watcher.Event[T]) (protocolError bool) {
 			d.after = p.after
 		}
 		q.deltas.push(k, d)
-		q.seen(ev.Object.GetResourceVersion())
+		// The stream's position: the object's own resourceVersion from a
+		// reflector, lower from a source that merges several streams.
+		rv := ev.ResourceVersion
+		if rv == "" {
+			rv = ev.Object.GetResourceVersion()
+		}
+		q.seen(rv)
 	case watcher.Bookmark:
 		protocolError = q.abortRelist()
 		q.bookmark = ev.ResourceVersion

@@ -27,7 +27,13 @@ import (
 // Scope narrows what an informer watches. The zero value is every object
 // of the resource in every namespace.
 type Scope struct {
-	// Namespace limits the informer to one namespace; "" means all.
+	// Namespace limits the informer to one namespace, or to several
+	// separated by commas ("a,b"): then the informer runs one list and
+	// watch per namespace, for a program that may list only those (a Role
+	// in each), and keeps them in one cache, whose reads and handlers see
+	// every namespace of the set. A namespace that cannot be listed (403,
+	// say) is left out and named in LastError while the others are served;
+	// it comes in once it can be listed. "" means all namespaces.
 	Namespace string
 	// LabelSelector and FieldSelector are sent to the API server as is
 	// (see metav1.ListOptions).
@@ -216,6 +222,11 @@ func OfUnstructured(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*
 // is part of the sharing key and of the informer's name). newLW gets the
 // scope as watcher.Scope.
 func OfListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope, newLW func(watcher.Scope) (watcher.ListerWatcher[T], error)) (*Informer[T], error) {
+	namespaces, err := splitNamespaces(scope.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("informer %s: %w", resource, err)
+	}
+	scope.Namespace = strings.Join(namespaces, ",")
 	key := factoryKey{typ: reflect.TypeFor[T](), resource: resource, scope: scope}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -226,10 +237,6 @@ func OfListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 		return nil, fmt.Errorf("informer factory: %w", ErrStopped)
 	}
 	name := resource + " [" + scope.String() + "]"
-	lw, err := newLW(watcher.Scope{Namespace: scope.Namespace, LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector})
-	if err != nil {
-		return nil, fmt.Errorf("informer %s: %w", name, err)
-	}
 	wcfg := f.opts.Watch
 	wcfg.Name = name
 	wcfg.Logger, wcfg.Registerer = f.opts.Logger, f.opts.Registerer
@@ -248,7 +255,31 @@ func OfListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 		keep := r.Keep
 		iopts.Filter = func(obj T) bool { return keep(obj) }
 	}
-	inf, err := NewForListerWatcher(lw, wcfg, iopts)
+	// One reflector per namespace: a program granted a few namespaces
+	// (a Role in each) may not list across all of them.
+	srcs := make([]Source[T], len(namespaces))
+	for i, ns := range namespaces {
+		one := scope
+		one.Namespace = ns
+		lw, err := newLW(watcher.Scope{Namespace: ns, LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector})
+		if err != nil {
+			return nil, fmt.Errorf("informer %s: %w", name, err)
+		}
+		cfg := wcfg
+		if len(namespaces) > 1 {
+			cfg.Name = resource + " [" + one.String() + "]"
+		}
+		srcs[i] = watcher.NewReflector(lw, cfg)
+	}
+	var src Source[T] = srcs[0]
+	if len(srcs) > 1 {
+		logger := f.opts.Logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		src = newNamespacesSource(name, namespaces, srcs, logger)
+	}
+	inf, err := New(src, iopts)
 	if err != nil {
 		return nil, err
 	}

@@ -57,8 +57,10 @@ func (t EventType) String() string {
 // Event is one step of the list/watch stream, in order.
 //
 // Object is set for Added, Modified, Deleted and RelistItem and is the zero
-// value otherwise. ResourceVersion is set for Bookmark and RelistDone (and
-// equals Object's resourceVersion for the object events). Objects are owned by
+// value otherwise. ResourceVersion is set for Bookmark and RelistDone; for
+// the object events it is how far the stream has come, which a Reflector
+// sets to Object's resourceVersion (a source merging several streams may
+// set it lower). Objects are owned by
 // the receiver once delivered; the reflector keeps no reference.
 type Event[T Object] struct {
 	Type            EventType

@@ -6,7 +6,7 @@
 // CronJob webhooks (defaulting, validation, v1/v2 conversion) when a
 // webhook address or local mode is given:
 //
-//	cronjob-controller [--kubeconfig PATH] [--namespace NS] [--workers 2] [--webhook-bind-address :9443 (--webhook-cert-dir DIR | --webhook-self-signed-secret NAME) | --webhook-local] [flags]
+//	cronjob-controller [--kubeconfig PATH] [--namespace NS[,NS...]] [--workers 2] [--webhook-bind-address :9443 (--webhook-cert-dir DIR | --webhook-self-signed-secret NAME) | --webhook-local] [flags]
 //	cronjob-controller version
 //
 // It takes kloop's command-line conventions (package cli; see --help). The
@@ -29,7 +29,6 @@ func main() { cli.Main(command()) }
 
 func command() *cobra.Command {
 	flags := cli.NewFlags(cronjob.ControllerName)
-	var namespace string
 	o := cronjob.Options{Workers: cronjob.DefaultWorkers}
 	cmd := &cobra.Command{
 		Use:   "cronjob-controller",
@@ -43,13 +42,12 @@ func command() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.Scheme, opts.Namespace = cronjob.Scheme(), namespace
+			opts.Scheme = cronjob.Scheme()
 			return kloop.Run(cmd.Context(), cfg, opts, func(app *kloop.App) error { return cronjob.Setup(app, o) })
 		},
 	}
 	fs := cmd.Flags()
 	flags.AddFlags(fs)
-	fs.StringVar(&namespace, "namespace", namespace, "watch the CronJobs and Jobs of this namespace only (default: all namespaces)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "CronJobs synced at once")
 	return cmd
 }

@@ -4,7 +4,7 @@
 // available ones in status.availableReplicas. It is kloop's
 // sample-controller:
 //
-//	foo-controller [--kubeconfig PATH] [--master URL] [--namespace NS] [--workers 2] [flags]
+//	foo-controller [--kubeconfig PATH] [--master URL] [--namespace NS[,NS...]] [--workers 2] [flags]
 //	foo-controller version
 //
 // It takes kloop's command-line conventions (package cli; see --help):
@@ -30,7 +30,6 @@ func main() { cli.Main(command()) }
 
 func command() *cobra.Command {
 	flags := cli.NewFlags(foo.ControllerName)
-	var namespace string
 	workers := foo.DefaultWorkers
 	cmd := &cobra.Command{
 		Use:   "foo-controller",
@@ -43,13 +42,12 @@ func command() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.Scheme, opts.Namespace = foo.Scheme(), namespace
+			opts.Scheme = foo.Scheme()
 			return kloop.Run(cmd.Context(), cfg, opts, func(app *kloop.App) error { return foo.Setup(app, workers) })
 		},
 	}
 	fs := cmd.Flags()
 	flags.AddFlags(fs)
-	fs.StringVar(&namespace, "namespace", namespace, "watch the Foos and Deployments of this namespace only (default: all namespaces)")
 	fs.IntVar(&workers, "workers", workers, "Foos synced at once")
 	return cmd
 }

@@ -95,7 +95,10 @@ func command(lookupEnv func(string) (string, bool)) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.Namespace, opts.ShutdownTimeout = cfg.Namespace, drain+20*time.Second
+			if opts.Namespace == "" && len(opts.Namespaces) == 0 { // --namespace wins over the config's
+				opts.Namespace = cfg.Namespace
+			}
+			opts.ShutdownTimeout = drain + 20*time.Second
 			app, err := kloop.New(restCfg, opts)
 			if err != nil {
 				return err

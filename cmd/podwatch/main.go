@@ -23,7 +23,7 @@ func main() { cli.Main(command()) }
 
 func command() *cobra.Command {
 	flags := cli.NewFlags("podwatch")
-	namespace := podwatch.DefaultNamespace
+	flags.Namespaces = []string{podwatch.DefaultNamespace}
 	workers := 1
 	cmd := &cobra.Command{
 		Use:   "podwatch",
@@ -33,13 +33,11 @@ func command() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.Namespace = namespace
 			return podwatch.Run(cmd.Context(), cfg, opts, podwatch.Options{Workers: workers, Out: cmd.OutOrStdout()})
 		},
 	}
 	fs := cmd.Flags()
 	flags.AddFlags(fs)
-	fs.StringVar(&namespace, "namespace", namespace, "namespace whose pods are watched")
 	fs.IntVar(&workers, "workers", workers, "pods synced at once")
 	return cmd
 }
