@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -216,9 +217,10 @@ type Recorder struct {
 	wake   chan struct{} // capacity 1: something was queued
 
 	// Owned by Start's goroutine.
-	core    bool // writing core/v1 Events: the server lacks events.k8s.io/v1
-	recent  *lru
-	drainBy time.Time // when Start gives up writing after ctx ended
+	core      bool  // writing core/v1 Events: the server lacks events.k8s.io/v1
+	lastNamed int64 // the time in the name of the last Event created (see eventName)
+	recent    *lru
+	drainBy   time.Time // when Start gives up writing after ctx ended
 }
 
 // pending is an event waiting in the queue: everything is copied out of the
@@ -519,7 +521,7 @@ func (r *Recorder) write(ctx context.Context, a *aggregate) {
 // occurrence in a series' count, so a series begins at 2.
 func (r *Recorder) createEvent(ctx context.Context, ns string, a *aggregate) (written, error) {
 	ev := &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{Namespace: ns, GenerateName: generateName(a.ref.Name)},
+		ObjectMeta:          metav1.ObjectMeta{Namespace: ns, Name: r.eventName(a.ref.Name, a.first)},
 		EventTime:           metav1.NewMicroTime(a.first),
 		ReportingController: r.opts.Component,
 		ReportingInstance:   r.opts.instance(),
@@ -580,13 +582,33 @@ func (r *Recorder) repeat(ctx context.Context, w *written, count int32, last tim
 	return err
 }
 
-// generateName is the prefix the API server completes with a random suffix:
-// the object's name and a dot, as events are conventionally named, cut to
-// leave room for the suffix. The Events API requires a DNS subdomain, which
-// not every object's name is (an RBAC role's may hold a colon): other
-// characters become '-', capitals lower case.
+// generateName is the prefix the API server completes with a random suffix
+// for a core/v1 Event: the object's name and a dot, as events are
+// conventionally named.
 func generateName(objName string) string {
-	const max = 253 - 6
+	return dnsPrefix(objName, 253-6) + "."
+}
+
+// eventName names a new events.k8s.io/v1 Event, which the API refuses a
+// generateName ending in a dot: the object's name, a dot and the time in
+// hexadecimal nanoseconds, as Kubernetes names Events. The time is moved on
+// past the last one named, so that the names this recorder gives are unique.
+func (r *Recorder) eventName(objName string, at time.Time) string {
+	n := at.UnixNano()
+	if n <= r.lastNamed {
+		n = r.lastNamed + 1
+	}
+	r.lastNamed = n
+	suffix := "." + strconv.FormatUint(uint64(n), 16)
+	return dnsPrefix(objName, 253-len(suffix)) + suffix
+}
+
+// dnsPrefix is objName made a DNS subdomain of at most max bytes, which the
+// Events API requires of names and not every object's name is (an RBAC
+// role's may hold a colon): other characters become '-', capitals lower
+// case, and it begins and ends with a letter or digit ("event" if none is
+// left).
+func dnsPrefix(objName string, max int) string {
 	if len(objName) > max {
 		objName = objName[:max]
 	}
@@ -596,11 +618,11 @@ func generateName(objName string) string {
 			b[i] = '-'
 		}
 	}
-	name := strings.Trim(string(b), "-.") // a label begins and ends with a letter or digit
+	name := strings.Trim(string(b), "-.")
 	if name == "" {
 		name = "event"
 	}
-	return name + "."
+	return name
 }
 
 // reference describes obj for involvedObject.

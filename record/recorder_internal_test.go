@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kloop-dev/kloop/client"
@@ -81,7 +83,10 @@ func (f eventsAPI) Create(_ context.Context, ev *eventsv1.Event) (*eventsv1.Even
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := ev.DeepCopy()
-	out.Name = fmt.Sprintf("%s%d", ev.GenerateName, len(f.created))
+	if ev.GenerateName != "" || slices.ContainsFunc(f.created, func(c *eventsv1.Event) bool { return c.Name == ev.Name }) {
+		return nil, fmt.Errorf("event %q (generateName %q): want a new name of its own", ev.Name, ev.GenerateName)
+	}
+	out.Name = ev.Name
 	f.created = append(f.created, out)
 	return out, nil
 }
@@ -203,8 +208,8 @@ func TestWrite_RepeatsBecomeASeriesOfOneEventAndAnExpiredEventIsCreatedAnew(t *t
 	}
 	ev := s.created[0]
 	want := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "ns", Name: "p", UID: "uid-p", ResourceVersion: "7"}
-	if ev.Regarding != want || ev.Related != nil || ev.Namespace != "ns" || ev.GenerateName != "p." {
-		t.Errorf("regarding %+v related %v in %s/%s*, want the pod, nothing related, in ns/p.*", ev.Regarding, ev.Related, ev.Namespace, ev.GenerateName)
+	if ev.Regarding != want || ev.Related != nil || ev.Namespace != "ns" || !strings.HasPrefix(ev.Name, "p.") {
+		t.Errorf("regarding %+v related %v in %s/%s, want the pod, nothing related, in ns/p.*", ev.Regarding, ev.Related, ev.Namespace, ev.Name)
 	}
 	if ev.Type != Warning || ev.Reason != "Failed" || ev.Action != "Failed" || ev.Note != "it broke" || ev.EventTime.IsZero() {
 		t.Errorf("type %q reason %q action %q note %q eventTime %v", ev.Type, ev.Reason, ev.Action, ev.Note, ev.EventTime)
@@ -328,16 +333,25 @@ func TestOptions_ComponentMustBeAQualifiedNameAndHostDefaultsToIt(t *testing.T) 
 	}
 }
 
-func TestGenerateName_IsADNSSubdomainPrefix(t *testing.T) {
+func TestEventName_IsADNSSubdomainUniqueToTheRecorder(t *testing.T) {
+	r := newTestRecorder(t, (&fakeAPI{}).sinks(), Options{})
+	at := time.Unix(0, 0x10)
 	for name, want := range map[string]string{
 		"web-1":                 "web-1.",
 		"system:controller:foo": "system-controller-foo.",
 		"Mixed_Case":            "mixed-case.",
 		":::":                   "event.",
 	} {
-		if got := generateName(name); got != want {
-			t.Errorf("generateName(%q) = %q, want %q", name, got, want)
+		got := r.eventName(name, at)
+		if !strings.HasPrefix(got, want) || len(validation.IsDNS1123Subdomain(got)) > 0 {
+			t.Errorf("eventName(%q) = %q, want a DNS subdomain beginning %q", name, got, want)
 		}
+	}
+	if a, b := r.eventName("p", at), r.eventName("p", at); a == b {
+		t.Errorf("two Events about p at the same time both named %q", a)
+	}
+	if long := r.eventName(strings.Repeat("x", 300), at); len(long) > 253 {
+		t.Errorf("name %d bytes long, want at most 253", len(long))
 	}
 }
 
