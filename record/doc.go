@@ -64,8 +64,6 @@
 //     is dropped and counted as invalid. Component must be a qualified
 //     name, such as "foo-controller".
 //  4. Grant create and patch on events in the events.k8s.io group, and in
-//     the core group ("") for servers without it:
-//
-//     +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-//     +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+//     the core group ("") for servers without it (samples/foo's
+//     kubebuilder:rbac markers do).
 package record
