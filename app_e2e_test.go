@@ -89,8 +89,8 @@ func TestApp_ControllerReadsItsOwnWritesRecordsEventsAndServesItsMetrics(t *test
 		return err == nil && len(events.Items) == 3, err
 	})
 	for _, e := range events.Items {
-		if e.Source.Component != "copier" {
-			t.Errorf("event source %q, want the App's name copier", e.Source.Component)
+		if e.ReportingController != "copier" {
+			t.Errorf("event reported by %q, want the App's name copier", e.ReportingController)
 		}
 	}
 	list, err := kc.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kloop-dev/kloop/record"
@@ -34,21 +33,26 @@ func Example() {
 	// From a reconciler: cheap, never blocks on the API server.
 	r.Eventf(cm, record.Normal, "Synced", "synced from %s", "settings.yaml")
 	r.Event(cm, record.Warning, "InvalidKey", "key x is not a DNS label")
-	r.Event(cm, record.Warning, "InvalidKey", "key x is not a DNS label") // a repeat: count 2
+	r.Event(cm, record.Warning, "InvalidKey", "key x is not a DNS label") // a repeat: a series of 2
 
 	cancel()
 	if err := <-done; err != nil { // Start has written what was queued
 		panic(err)
 	}
-	events, err := cs.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(cm.UID)).String(),
-	})
+	events, err := cs.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		panic(err)
 	}
 	var lines []string
 	for _, e := range events.Items {
-		lines = append(lines, fmt.Sprintf("%s %s (x%d) from %s: %s", e.Type, e.Reason, e.Count, e.Source.Component, e.Message))
+		if e.Regarding.UID != cm.UID {
+			continue
+		}
+		n := int32(1) // a singleton; a repeated event is a series that counts them
+		if e.Series != nil {
+			n = e.Series.Count
+		}
+		lines = append(lines, fmt.Sprintf("%s %s (x%d) from %s: %s", e.Type, e.Reason, n, e.ReportingController, e.Note))
 	}
 	sort.Strings(lines)
 	for _, l := range lines {

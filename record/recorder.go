@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,10 +15,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -45,16 +50,33 @@ const (
 // cut at a character boundary (the events.k8s.io limit for a note).
 const MaxMessageLength = 1024
 
+// Limits of the Events API, which refuses an Event beyond them.
+const (
+	maxReasonLength   = 128 // reason and action
+	maxInstanceLength = 128 // reportingInstance
+)
+
+// seriesWindow is how long a series stays open without a repeat: a repeat
+// later than this after the last one starts a new Event, as the Events
+// API's reference reporter in client-go finishes a series after 6 minutes
+// without one.
+const seriesWindow = 6 * time.Minute
+
 // ErrAlreadyStarted is returned by Start when the recorder has been started
 // before.
 var ErrAlreadyStarted = errors.New("record: recorder already started")
 
 // Options configure a Recorder. The zero value works.
 type Options struct {
-	// Component names the reporter in source.component and
-	// reportingComponent ("From" in kubectl describe). Default "kloop".
+	// Component names the reporter: the Event's reportingController
+	// ("From" in kubectl describe), and source.component where the
+	// recorder falls back to core/v1. It must be a qualified name (such
+	// as "foo-controller" or "example.com/foo"), as the Events API
+	// requires. Default "kloop".
 	Component string
-	// Host goes into source.host and reportingInstance. Default: empty.
+	// Host names the reporting instance: reportingInstance (at most 128
+	// bytes; longer is cut), and source.host on core/v1. Default:
+	// Component.
 	Host string
 
 	// Scheme finds the apiVersion and kind of typed objects, whose
@@ -116,17 +138,54 @@ func (o *Options) defaults() error {
 	if o.QueueSize < 0 || o.CacheSize < 0 || o.WriteTimeout < 0 || o.DrainTimeout < 0 {
 		return errors.New("record: QueueSize, CacheSize, WriteTimeout and DrainTimeout must not be negative")
 	}
+	if errs := validation.IsQualifiedName(o.Component); len(errs) > 0 {
+		return fmt.Errorf("record: Component %q is not a qualified name, which the Events API requires of reportingController (for example \"foo-controller\" or \"example.com/foo\"): %s",
+			o.Component, strings.Join(errs, "; "))
+	}
 	return nil
 }
 
-// sink is where events are written: the API server's core/v1 Events.
-// client.Resource[*corev1.Event] is one.
-type sink interface {
+// instance is the reportingInstance: Host, or Component without one (the
+// Events API requires one), cut to the API's limit.
+func (o *Options) instance() string {
+	in := o.Host
+	if in == "" {
+		in = o.Component
+	}
+	if len(in) > maxInstanceLength {
+		in = in[:maxInstanceLength]
+	}
+	return in
+}
+
+// eventsSink is where events are written when the API server serves
+// events.k8s.io/v1. client.Resource[*eventsv1.Event] is one.
+type eventsSink interface {
+	Create(ctx context.Context, ev *eventsv1.Event) (*eventsv1.Event, error)
+	Patch(ctx context.Context, namespace, name string, pt types.PatchType, data []byte, opts client.PatchOptions) (*eventsv1.Event, error)
+}
+
+// coreSink is where events are written when the API server lacks
+// events.k8s.io/v1: core/v1 Events. client.Resource[*corev1.Event] is one.
+type coreSink interface {
 	Create(ctx context.Context, ev *corev1.Event) (*corev1.Event, error)
 	Patch(ctx context.Context, namespace, name string, pt types.PatchType, data []byte, opts client.PatchOptions) (*corev1.Event, error)
 }
 
-var _ sink = (*client.Resource[*corev1.Event])(nil)
+var (
+	_ eventsSink = (*client.Resource[*eventsv1.Event])(nil)
+	_ coreSink   = (*client.Resource[*corev1.Event])(nil)
+)
+
+// sinks are the two Event APIs and how Start chooses between them.
+type sinks struct {
+	events eventsSink
+	core   coreSink
+	// servesEvents reports whether the API server serves events.k8s.io/v1
+	// Events: false, nil when it does not; an error when it could not be
+	// told.
+	servesEvents func(ctx context.Context) (bool, error)
+}
 
 // EventRecorder is what code that records events needs of a Recorder:
 // a reconciler holding one can be given a Recorder in production and
@@ -138,11 +197,12 @@ type EventRecorder interface {
 
 var _ EventRecorder = (*Recorder)(nil)
 
-// Recorder writes core/v1 Events about objects. Event may be called from any
-// goroutine and never blocks on the API server; Start writes the events.
+// Recorder writes Events about objects, through events.k8s.io/v1 (core/v1
+// where the API server lacks it). Event may be called from any goroutine
+// and never blocks on the API server; Start writes the events.
 type Recorder struct {
 	opts    Options
-	sink    sink
+	sinks   sinks
 	metrics *recorderMetrics
 
 	mu      sync.RWMutex // write-locked once, when Start stops accepting events
@@ -157,8 +217,10 @@ type Recorder struct {
 	wake   chan struct{} // capacity 1: something was queued
 
 	// Owned by Start's goroutine.
-	recent  *lru
-	drainBy time.Time // when Start gives up writing after ctx ended
+	core      bool  // writing core/v1 Events: the server lacks events.k8s.io/v1
+	lastNamed int64 // the time in the name of the last Event created (see eventName)
+	recent    *lru
+	drainBy   time.Time // when Start gives up writing after ctx ended
 }
 
 // pending is an event waiting in the queue: everything is copied out of the
@@ -181,14 +243,42 @@ func New(cfg *rest.Config, opts Options) (*Recorder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}
-	events, err := client.NewResource[*corev1.Event](c, corev1.SchemeGroupVersion.WithResource("events"))
+	events, err := client.NewResource[*eventsv1.Event](c, eventsv1.SchemeGroupVersion.WithResource("events"))
 	if err != nil {
 		return nil, fmt.Errorf("record: %w", err)
 	}
-	return newRecorder(events, opts)
+	core, err := client.NewResource[*corev1.Event](c, corev1.SchemeGroupVersion.WithResource("events"))
+	if err != nil {
+		return nil, fmt.Errorf("record: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("record: %w", err)
+	}
+	return newRecorder(sinks{events: events, core: core, servesEvents: func(ctx context.Context) (bool, error) {
+		return servesEvents(ctx, dc)
+	}}, opts)
 }
 
-func newRecorder(s sink, opts Options) (*Recorder, error) {
+// servesEvents reports whether the API server's discovery lists the
+// events resource of events.k8s.io/v1.
+func servesEvents(ctx context.Context, dc *discovery.DiscoveryClient) (bool, error) {
+	list, err := dc.ServerResourcesForGroupVersionWithContext(ctx, eventsv1.SchemeGroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "events" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func newRecorder(s sinks, opts Options) (*Recorder, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
@@ -198,7 +288,7 @@ func newRecorder(s sink, opts Options) (*Recorder, error) {
 	}
 	return &Recorder{
 		opts:    opts,
-		sink:    s,
+		sinks:   s,
 		metrics: m,
 		wake:    make(chan struct{}, 1),
 		recent:  newLRU(opts.CacheSize),
@@ -213,6 +303,11 @@ func newRecorder(s sink, opts Options) (*Recorder, error) {
 func (r *Recorder) Event(obj watcher.Object, eventType, reason, message string) {
 	if eventType != Normal && eventType != Warning {
 		r.opts.Logger.Error("event dropped: type must be Normal or Warning", "type", eventType, "reason", reason)
+		r.metrics.dropped(reasonInvalid)
+		return
+	}
+	if reason == "" || len(reason) > maxReasonLength {
+		r.opts.Logger.Error("event dropped: reason must be a short word such as \"Synced\", not empty and at most 128 bytes", "type", eventType, "reason", reason)
 		r.metrics.dropped(reasonInvalid)
 		return
 	}
@@ -277,6 +372,7 @@ func (r *Recorder) Start(ctx context.Context) error {
 		return ErrAlreadyStarted
 	}
 	r.drainBy = time.Time{}
+	r.chooseAPI(ctx)
 	for {
 		select {
 		case <-r.wake:
@@ -288,6 +384,26 @@ func (r *Recorder) Start(ctx context.Context) error {
 			r.writeBatch(ctx, r.batch(r.take()))
 			return nil
 		}
+	}
+}
+
+// chooseAPI decides, once, which Events API Start writes: events.k8s.io/v1
+// unless discovery shows the server lacks it. When discovery fails the
+// current API is assumed, as every supported Kubernetes version serves it.
+func (r *Recorder) chooseAPI(ctx context.Context) {
+	r.core = false
+	dctx, cancel, ok := r.requestContext(ctx)
+	if !ok {
+		return
+	}
+	defer cancel()
+	served, err := r.sinks.servesEvents(dctx)
+	switch {
+	case err != nil:
+		r.opts.Logger.Warn("could not tell whether the API server serves events.k8s.io/v1; writing Events through it", "err", err)
+	case !served:
+		r.core = true
+		r.opts.Logger.Info("the API server does not serve events.k8s.io/v1; writing core/v1 Events")
 	}
 }
 
@@ -351,9 +467,9 @@ func (r *Recorder) writeBatch(ctx context.Context, batch []*aggregate) {
 	}
 }
 
-// write records a in the API server: a patch of count and lastTimestamp
-// when the same event was written before and is still remembered, a new
-// Event otherwise.
+// write records a in the API server: an update of the Event written before
+// for the same event while it is remembered (and, on events.k8s.io/v1,
+// while its series is open), a new Event otherwise.
 func (r *Recorder) write(ctx context.Context, a *aggregate) {
 	k := keyOf(a.pending)
 	wctx, cancel, ok := r.requestContext(ctx)
@@ -362,15 +478,11 @@ func (r *Recorder) write(ctx context.Context, a *aggregate) {
 		return
 	}
 	defer cancel()
-	if prev, ok := r.recent.get(k); ok {
+	if prev, ok := r.recent.get(k); ok && (r.core || a.first.Sub(prev.last) <= seriesWindow) {
 		count := prev.count + a.n
-		patch, _ := json.Marshal(struct {
-			Count         int32       `json:"count"`
-			LastTimestamp metav1.Time `json:"lastTimestamp"`
-		}{count, metav1.NewTime(a.at)})
-		_, err := r.sink.Patch(wctx, prev.namespace, prev.name, types.MergePatchType, patch, client.PatchOptions{})
+		err := r.repeat(wctx, prev, count, a.at)
 		if err == nil {
-			prev.count = count
+			prev.count, prev.last = count, a.at
 			r.metrics.written(resultAggregated, int(a.n))
 			return
 		}
@@ -386,6 +498,51 @@ func (r *Recorder) write(ctx context.Context, a *aggregate) {
 	if ns == "" {
 		ns = metav1.NamespaceDefault // where events about cluster-scoped objects go
 	}
+	var (
+		w   written
+		err error
+	)
+	if r.core {
+		w, err = r.createCore(wctx, ns, a)
+	} else {
+		w, err = r.createEvent(wctx, ns, a)
+	}
+	if err != nil {
+		r.metrics.written(resultFailed, int(a.n))
+		r.opts.Logger.Error("could not create event", "err", err, "reason", a.reason, "namespace", a.ref.Namespace, "name", a.ref.Name)
+		return
+	}
+	r.recent.put(k, w)
+	r.metrics.written(resultCreated, int(a.n))
+}
+
+// createEvent writes a new events.k8s.io/v1 Event for a. Repeats folded
+// into a make it a series from the start: the Events API counts the first
+// occurrence in a series' count, so a series begins at 2.
+func (r *Recorder) createEvent(ctx context.Context, ns string, a *aggregate) (written, error) {
+	ev := &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Namespace: ns, Name: r.eventName(a.ref.Name, a.first)},
+		EventTime:           metav1.NewMicroTime(a.first),
+		ReportingController: r.opts.Component,
+		ReportingInstance:   r.opts.instance(),
+		Action:              a.reason, // Event takes no action; the reason says what happened
+		Reason:              a.reason,
+		Regarding:           a.ref,
+		Note:                a.message,
+		Type:                a.eventType,
+	}
+	if a.n > 1 {
+		ev.Series = &eventsv1.EventSeries{Count: a.n, LastObservedTime: metav1.NewMicroTime(a.at)}
+	}
+	created, err := r.sinks.events.Create(ctx, ev)
+	if err != nil {
+		return written{}, err
+	}
+	return written{namespace: created.Namespace, name: created.Name, count: a.n, last: a.at}, nil
+}
+
+// createCore writes a new core/v1 Event for a, with its repeats in count.
+func (r *Recorder) createCore(ctx context.Context, ns string, a *aggregate) (written, error) {
 	ev := &corev1.Event{
 		ObjectMeta:          metav1.ObjectMeta{Namespace: ns, GenerateName: generateName(a.ref.Name)},
 		InvolvedObject:      a.ref,
@@ -399,25 +556,73 @@ func (r *Recorder) write(ctx context.Context, a *aggregate) {
 		ReportingController: r.opts.Component,
 		ReportingInstance:   r.opts.Host,
 	}
-	created, err := r.sink.Create(wctx, ev)
+	created, err := r.sinks.core.Create(ctx, ev)
 	if err != nil {
-		r.metrics.written(resultFailed, int(a.n))
-		r.opts.Logger.Error("could not create event", "err", err, "reason", a.reason, "namespace", a.ref.Namespace, "name", a.ref.Name)
-		return
+		return written{}, err
 	}
-	r.recent.put(k, written{namespace: created.Namespace, name: created.Name, count: a.n})
-	r.metrics.written(resultCreated, int(a.n))
+	return written{namespace: created.Namespace, name: created.Name, count: a.n, last: a.at}, nil
 }
 
-// generateName is the prefix the API server completes with a random suffix:
-// the object's name and a dot, as events are conventionally named, cut to
-// leave room for the suffix.
+// repeat moves the Event w to count occurrences, the last at last: its
+// series on events.k8s.io/v1, its count and lastTimestamp on core/v1, by a
+// merge patch of just those fields.
+func (r *Recorder) repeat(ctx context.Context, w *written, count int32, last time.Time) error {
+	if r.core {
+		patch, _ := json.Marshal(struct {
+			Count         int32       `json:"count"`
+			LastTimestamp metav1.Time `json:"lastTimestamp"`
+		}{count, metav1.NewTime(last)})
+		_, err := r.sinks.core.Patch(ctx, w.namespace, w.name, types.MergePatchType, patch, client.PatchOptions{})
+		return err
+	}
+	patch, _ := json.Marshal(struct {
+		Series eventsv1.EventSeries `json:"series"`
+	}{eventsv1.EventSeries{Count: count, LastObservedTime: metav1.NewMicroTime(last)}})
+	_, err := r.sinks.events.Patch(ctx, w.namespace, w.name, types.MergePatchType, patch, client.PatchOptions{})
+	return err
+}
+
+// generateName is the prefix the API server completes with a random suffix
+// for a core/v1 Event: the object's name and a dot, as events are
+// conventionally named.
 func generateName(objName string) string {
-	const max = 253 - 6
+	return dnsPrefix(objName, 253-6) + "."
+}
+
+// eventName names a new events.k8s.io/v1 Event, which the API refuses a
+// generateName ending in a dot: the object's name, a dot and the time in
+// hexadecimal nanoseconds, as Kubernetes names Events. The time is moved on
+// past the last one named, so that the names this recorder gives are unique.
+func (r *Recorder) eventName(objName string, at time.Time) string {
+	n := at.UnixNano()
+	if n <= r.lastNamed {
+		n = r.lastNamed + 1
+	}
+	r.lastNamed = n
+	suffix := "." + strconv.FormatUint(uint64(n), 16)
+	return dnsPrefix(objName, 253-len(suffix)) + suffix
+}
+
+// dnsPrefix is objName made a DNS subdomain of at most max bytes, which the
+// Events API requires of names and not every object's name is (an RBAC
+// role's may hold a colon): other characters become '-', capitals lower
+// case, and it begins and ends with a letter or digit ("event" if none is
+// left).
+func dnsPrefix(objName string, max int) string {
 	if len(objName) > max {
 		objName = objName[:max]
 	}
-	return objName + "."
+	b := []byte(strings.ToLower(objName))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			b[i] = '-'
+		}
+	}
+	name := strings.Trim(string(b), "-.")
+	if name == "" {
+		name = "event"
+	}
+	return name
 }
 
 // reference describes obj for involvedObject.
@@ -473,7 +678,8 @@ func keyOf(p pending) eventKey {
 // written is an Event in the API server that repeats are added to.
 type written struct {
 	namespace, name string
-	count           int32
+	count           int32     // occurrences so far
+	last            time.Time // of the latest occurrence
 }
 
 // lru remembers the most recently seen events, up to a size: a map to
@@ -573,7 +779,7 @@ type recorderMetrics struct {
 func newRecorderMetrics(reg prometheus.Registerer, component string) (*recorderMetrics, error) {
 	events, err := kmetrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "event_recorder_events_total",
-		Help: "Events written to the API server, by result: created (a new Event), aggregated (added to the count of an existing one), failed.",
+		Help: "Events written to the API server, by result: created (a new Event), aggregated (added to the series or count of an existing one), failed.",
 	}, []string{"component", "result"}))
 	if err != nil {
 		return nil, fmt.Errorf("record: registering metrics: %w", err)

@@ -2,17 +2,19 @@ package record_test
 
 import (
 	"context"
-	"io"
+	"fmt"
+
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -94,7 +96,7 @@ func installGadgetCRD(ctx context.Context, t *testing.T, env *testenv.Env) {
 // startRecorder runs a recorder until the test ends.
 func startRecorder(t *testing.T, env *testenv.Env, opts record.Options) (*record.Recorder, func()) {
 	t.Helper()
-	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts.Logger = slog.New(slog.DiscardHandler)
 	opts.Registerer = prometheus.NewRegistry()
 	r, err := record.New(env.Config, opts)
 	if err != nil {
@@ -123,32 +125,45 @@ func startRecorder(t *testing.T, env *testenv.Env, opts record.Options) (*record
 	return r, stop
 }
 
-// eventsAbout lists the events whose involved object has uid.
-func eventsAbout(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, uid types.UID) []corev1.Event {
+// eventsAbout lists the events.k8s.io/v1 Events about the object with uid.
+func eventsAbout(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, uid types.UID) []eventsv1.Event {
 	t.Helper()
-	list, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(uid)})
+	list, err := cs.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("list events: %v", err)
 	}
-	return list.Items
+	var out []eventsv1.Event
+	for _, ev := range list.Items {
+		if ev.Regarding.UID == uid {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 // waitForEvents waits until cond holds for the events about uid, checking
-// again on every change to them.
-func waitForEvents(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, uid types.UID, what string, cond func([]corev1.Event) bool) []corev1.Event {
+// again on every change to the namespace's events.
+func waitForEvents(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, uid types.UID, what string, cond func([]eventsv1.Event) bool) []eventsv1.Event {
 	t.Helper()
-	var evs []corev1.Event
+	var evs []eventsv1.Event
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("last seen %d events about %s: %+v", len(evs), uid, evs)
 		}
 	})
-	about := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(uid)).String()}
-	await.Watched(t, what, cs.CoreV1().Events(ns), about, func(ctx context.Context) (bool, error) {
+	await.Watched(t, what, cs.EventsV1().Events(ns), metav1.ListOptions{}, func(ctx context.Context) (bool, error) {
 		evs = eventsAbout(ctx, t, cs, ns, uid)
 		return cond(evs), nil
 	})
 	return evs
+}
+
+// occurrences is how many times ev happened: its series' count, or 1.
+func occurrences(ev eventsv1.Event) int32 {
+	if ev.Series != nil {
+		return ev.Series.Count
+	}
+	return 1
 }
 
 func TestAgainstAPIServer(t *testing.T) {
@@ -175,40 +190,69 @@ func TestAgainstAPIServer(t *testing.T) {
 		r, _ := startRecorder(t, env, record.Options{Component: "test-controller", Host: "node-1"})
 		cm := newConfigMap(t, "described")
 		r.Eventf(cm, record.Warning, "SyncFailed", "could not sync %s: %s", cm.Name, "boom")
-		evs := waitForEvents(ctx, t, cs, "default", cm.UID, "the event", func(e []corev1.Event) bool { return len(e) == 1 })
+		evs := waitForEvents(ctx, t, cs, "default", cm.UID, "the event", func(e []eventsv1.Event) bool { return len(e) == 1 })
 		ev := evs[0]
 		want := corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: "default", Name: "described", UID: cm.UID, ResourceVersion: cm.ResourceVersion}
-		if ev.InvolvedObject != want {
-			t.Errorf("involvedObject %+v\nwant %+v", ev.InvolvedObject, want)
+		if ev.Regarding != want || ev.Related != nil {
+			t.Errorf("regarding %+v related %v\nwant %+v, nothing related", ev.Regarding, ev.Related, want)
 		}
-		if ev.Type != corev1.EventTypeWarning || ev.Reason != "SyncFailed" || ev.Message != "could not sync described: boom" || ev.Count != 1 {
-			t.Errorf("type %q reason %q message %q count %d", ev.Type, ev.Reason, ev.Message, ev.Count)
+		if ev.Type != corev1.EventTypeWarning || ev.Reason != "SyncFailed" || ev.Action != "SyncFailed" || ev.Note != "could not sync described: boom" || ev.Series != nil {
+			t.Errorf("type %q reason %q action %q note %q series %+v; want a singleton Warning", ev.Type, ev.Reason, ev.Action, ev.Note, ev.Series)
 		}
-		if ev.Source.Component != "test-controller" || ev.Source.Host != "node-1" || ev.FirstTimestamp.IsZero() || ev.LastTimestamp.IsZero() {
-			t.Errorf("source %+v, first %v, last %v", ev.Source, ev.FirstTimestamp, ev.LastTimestamp)
+		if ev.ReportingController != "test-controller" || ev.ReportingInstance != "node-1" || ev.EventTime.IsZero() {
+			t.Errorf("reporting %q/%q, eventTime %v", ev.ReportingController, ev.ReportingInstance, ev.EventTime)
+		}
+		// core/v1 readers (kubectl describe, older tools) see the same Event.
+		core, err := cs.CoreV1().Events("default").Get(ctx, ev.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the Event through core/v1: %v", err)
+		}
+		if core.InvolvedObject.UID != cm.UID || core.Reason != "SyncFailed" || core.Message != ev.Note || core.ReportingController != "test-controller" {
+			t.Errorf("through core/v1: involvedObject %s reason %q message %q reportingComponent %q", core.InvolvedObject.UID, core.Reason, core.Message, core.ReportingController)
 		}
 	})
 
-	t.Run("TenRepeatsAreOneEventWithCountTen", func(t *testing.T) {
+	t.Run("ThreeRecordingsAreOneEventWhoseSeriesCountsThree", func(t *testing.T) {
+		r, _ := startRecorder(t, env, record.Options{Component: "test-controller"})
+		cm := newConfigMap(t, "thrice")
+		// Each on its own, so the second starts a series on the stored
+		// Event and the third moves it on, rather than being folded in
+		// before the Event is created.
+		for i := int32(1); i <= 3; i++ {
+			r.Event(cm, record.Normal, "Synced", "synced")
+			waitForEvents(ctx, t, cs, "default", cm.UID, fmt.Sprintf("occurrence %d written", i), func(e []eventsv1.Event) bool {
+				return len(e) >= 1 && occurrences(e[0]) >= i
+			})
+		}
+		evs := eventsAbout(ctx, t, cs, "default", cm.UID)
+		if len(evs) != 1 || evs[0].Series == nil || evs[0].Series.Count != 3 {
+			t.Fatalf("%d events, the first with series %+v; want one Event with series.count 3", len(evs), evs[0].Series)
+		}
+		if s := evs[0].Series; s.LastObservedTime.Before(&evs[0].EventTime) {
+			t.Errorf("series.lastObservedTime %v before eventTime %v", s.LastObservedTime, evs[0].EventTime)
+		}
+		// Through core/v1 the series shows as the series, not as a count.
+		core, err := cs.CoreV1().Events("default").Get(ctx, evs[0].Name, metav1.GetOptions{})
+		if err != nil || core.Series == nil || core.Series.Count != 3 {
+			t.Fatalf("through core/v1: %+v (%v), want series.count 3", core, err)
+		}
+	})
+
+	t.Run("TenRepeatsAreOneEventWithSeriesCountTen", func(t *testing.T) {
 		r, _ := startRecorder(t, env, record.Options{})
 		cm := newConfigMap(t, "repeated")
-		// The first one on its own, so the rest must update the stored
-		// Event rather than be folded in before it is created.
 		r.Event(cm, record.Normal, "Synced", "synced")
-		waitForEvents(ctx, t, cs, "default", cm.UID, "the first event", func(e []corev1.Event) bool { return len(e) == 1 })
+		waitForEvents(ctx, t, cs, "default", cm.UID, "the first event", func(e []eventsv1.Event) bool { return len(e) == 1 })
 		for range 9 {
 			r.Event(cm, record.Normal, "Synced", "synced")
 		}
-		evs := waitForEvents(ctx, t, cs, "default", cm.UID, "count 10", func(e []corev1.Event) bool { return len(e) >= 1 && e[0].Count >= 10 })
-		if len(evs) != 1 || evs[0].Count != 10 {
-			t.Fatalf("%d events, first with count %d; want one event with count 10", len(evs), evs[0].Count)
-		}
-		if evs[0].LastTimestamp.Before(&evs[0].FirstTimestamp) {
-			t.Errorf("lastTimestamp %v before firstTimestamp %v", evs[0].LastTimestamp, evs[0].FirstTimestamp)
+		evs := waitForEvents(ctx, t, cs, "default", cm.UID, "count 10", func(e []eventsv1.Event) bool { return len(e) >= 1 && occurrences(e[0]) >= 10 })
+		if len(evs) != 1 || occurrences(evs[0]) != 10 {
+			t.Fatalf("%d events, first with count %d; want one event with count 10", len(evs), occurrences(evs[0]))
 		}
 		// A different message is a different event.
 		r.Event(cm, record.Normal, "Synced", "synced again, differently")
-		waitForEvents(ctx, t, cs, "default", cm.UID, "a second event", func(e []corev1.Event) bool { return len(e) == 2 })
+		waitForEvents(ctx, t, cs, "default", cm.UID, "a second event", func(e []eventsv1.Event) bool { return len(e) == 2 })
 	})
 
 	t.Run("InvolvedObjectCanBeACustomResourceOrClusterScoped", func(t *testing.T) {
@@ -234,15 +278,15 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 		r.Event(ns, record.Normal, "Noticed", "a cluster-scoped object")
 
-		evs := waitForEvents(ctx, t, cs, "default", g.UID, "the gadget's event", func(e []corev1.Event) bool { return len(e) == 1 })
-		io := evs[0].InvolvedObject
+		evs := waitForEvents(ctx, t, cs, "default", g.UID, "the gadget's event", func(e []eventsv1.Event) bool { return len(e) == 1 })
+		io := evs[0].Regarding
 		if io.APIVersion != "test.kloop.dev/v1" || io.Kind != "Gadget" || io.Name != "g" || io.Namespace != "default" {
-			t.Errorf("involvedObject %+v, want test.kloop.dev/v1 Gadget default/g", io)
+			t.Errorf("regarding %+v, want test.kloop.dev/v1 Gadget default/g", io)
 		}
 		// Events about cluster-scoped objects go to the default namespace.
-		evs = waitForEvents(ctx, t, cs, "default", ns.UID, "the namespace's event", func(e []corev1.Event) bool { return len(e) == 1 })
-		if io := evs[0].InvolvedObject; io.Kind != "Namespace" || io.Namespace != "" || io.Name != "default" {
-			t.Errorf("involvedObject %+v, want the Namespace default", io)
+		evs = waitForEvents(ctx, t, cs, "default", ns.UID, "the namespace's event", func(e []eventsv1.Event) bool { return len(e) == 1 })
+		if io := evs[0].Regarding; io.Kind != "Namespace" || io.Namespace != "" || io.Name != "default" {
+			t.Errorf("regarding %+v, want the Namespace default", io)
 		}
 	})
 
@@ -259,4 +303,44 @@ func TestAgainstAPIServer(t *testing.T) {
 			t.Fatalf("%d events after Start returned, want %d (the queue drained)", len(evs), len(reasons))
 		}
 	})
+}
+
+// An API server without events.k8s.io/v1 gets core/v1 Events, repeats in
+// their count: the recorder asks discovery once, at Start.
+func TestAgainstAPIServerWithoutEventsV1(t *testing.T) {
+	env := testenv.StartT(t, testenv.Options{APIServerFlags: []string{"--runtime-config=events.k8s.io/v1=false"}})
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if _, err := cs.EventsV1().Events("default").List(ctx, metav1.ListOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("events.k8s.io/v1 list: %v, want NotFound from a server without it", err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "old-server"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := startRecorder(t, env, record.Options{Component: "test-controller", Host: "node-1"})
+	var evs []corev1.Event
+	// until waits for cond to hold of the core/v1 Events about cm.
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		await.Watched(t, what, cs.CoreV1().Events("default"), metav1.ListOptions{}, func(ctx context.Context) (bool, error) {
+			l, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(cm.UID)})
+			if err != nil {
+				return false, err
+			}
+			evs = l.Items
+			return cond(), nil
+		})
+	}
+	r.Event(cm, record.Normal, "Synced", "synced")
+	until("the core/v1 Event", func() bool { return len(evs) == 1 })
+	r.Event(cm, record.Normal, "Synced", "synced")
+	until("its count at 2", func() bool { return len(evs) >= 1 && evs[0].Count >= 2 })
+	if ev := evs[0]; len(evs) != 1 || ev.Count != 2 || ev.Source.Component != "test-controller" || ev.Source.Host != "node-1" || ev.Series != nil {
+		t.Fatalf("%d events, the first %+v; want one core/v1 Event with count 2 from test-controller on node-1", len(evs), ev)
+	}
 }

@@ -44,14 +44,16 @@ const (
 // controller reference blocks the CronJob's deletion: update on
 // cronjobs/finalizers, where the API server checks that) and deletes those
 // beyond the history limits, those Replace replaces and, at deletion, all
-// of a CronJob's. A failed clean-up is recorded as a Warning Event. Reads
-// go to the caches, so no get.
+// of a CronJob's. A failed clean-up is recorded as a Warning Event
+// (through events.k8s.io, or core/v1 on a server without it). Reads go to
+// the caches, so no get.
 //
 // +kubebuilder:rbac:groups=batch.tutorial.kubebuilder.io,resources=cronjobs,verbs=list;watch;patch
 // +kubebuilder:rbac:groups=batch.tutorial.kubebuilder.io,resources=cronjobs/status,verbs=update
 // +kubebuilder:rbac:groups=batch.tutorial.kubebuilder.io,resources=cronjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Scheme returns a new scheme with the built-in types and both versions
 // of CronJob.

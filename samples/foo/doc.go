@@ -52,7 +52,7 @@
 //     generation it describes too (conditions.Set).
 //  8. Records a Normal event Synced, "Foo synced successfully", if the
 //     sync acted on a Deployment: created (step 3), repaired or deleted one (the
-//     recorder folds repeats into one Event with a count). A sync that
+//     recorder folds repeats into one Event with a series). A sync that
 //     only wrote the status records none: the status and the Ready
 //     condition's lastTransitionTime already tell it.
 //

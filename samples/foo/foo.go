@@ -84,7 +84,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts kloop.Options) error {
 // informers list and watch Foos and Deployments, it creates Deployments,
 // repairs their drift by server-side apply (patch), deletes the one of a
 // Foo's old name after a rename, writes Foos' status through the status
-// subresource, and records Events (created, then patched for repeats).
+// subresource, and records Events (created, then patched for repeats)
+// through events.k8s.io, or core/v1 on a server without it.
 // Reads go to the informers' caches, never to the API server, so no get.
 // A Foo CRD without a status subresource (sample-controller's plain
 // crd.yaml) also needs update on foos; deploy/ installs the CRD with one.
@@ -93,6 +94,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts kloop.Options) error {
 // +kubebuilder:rbac:groups=samplecontroller.k8s.io,resources=foos/status,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Scheme returns a new scheme with the built-in types and Foo.
 func Scheme() *runtime.Scheme { return kloop.NewScheme(v1alpha1.AddToScheme) }
