@@ -119,6 +119,7 @@ type Informer[T watcher.Object] struct {
 	writer    *cache.Writer[T]
 	strip     bool      // drop managedFields
 	intern    *interner // nil: Memory.Unshared
+	size      *sizer    // the cache's bytes, estimated from a sample
 	transform func(T) T // the user's; set before Start only
 	filter    func(T) bool
 	logger    *slog.Logger
@@ -209,6 +210,7 @@ func New[T watcher.Object](src Source[T], opts Options[T]) (*Informer[T], error)
 		writer:    writer,
 		strip:     !opts.Memory.KeepManagedFields,
 		intern:    in,
+		size:      newSizer(opts.Memory.Encoded),
 		transform: opts.Transform,
 		filter:    opts.Filter,
 		logger:    logger,
@@ -516,6 +518,7 @@ func (inf *Informer[T]) prepare(obj T) T {
 	if inf.intern != nil {
 		inf.intern.object(obj)
 	}
+	inf.size.observe(obj)
 	return obj
 }
 
@@ -672,7 +675,9 @@ func (inf *Informer[T]) apply(o op[T]) {
 	case opBookmark:
 		inf.writer.Bookmark(o.bookmark)
 	}
-	inf.metrics.objects.Set(float64(inf.store.Len()))
+	n := inf.store.Len()
+	inf.metrics.objects.Set(float64(n))
+	inf.metrics.cacheBytes.Set(float64(inf.size.bytes(n)))
 	inf.metrics.setRV(inf.store.ResourceVersion())
 }
 

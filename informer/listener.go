@@ -78,10 +78,7 @@ func (l *listener[T]) notifyAll(events []cache.Event[T]) {
 		return
 	}
 	l.mu.Lock()
-	l.q.reserve(len(events))
-	for _, e := range events {
-		l.q.push(e.Key(), noteOf(e))
-	}
+	l.q.pushAll(events)
 	l.checkSyncedLocked()
 	depth := l.q.len()
 	l.mu.Unlock()

@@ -72,6 +72,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
@@ -124,6 +125,7 @@ func main() {
 	flag.StringVar(&peakOnly, "peak-sides", "", "comma-separated sides whose peak memory is measured, each in a child process (default all; none for none): "+strings.Join(peakSides, ","))
 	flag.IntVar(&peakRounds, "peak-rounds", 3, "rounds of the peak measurement (each runs every peak side once)")
 	flag.StringVar(&workload, "workload", "configmaps", "what is seeded and informed: configmaps (512-byte payload) or pods (Pod-shaped objects of about 3 KiB; peak sides only)")
+	flag.BoolVar(&hold, "hold", false, "development aid: after seeding the last size, print the kubeconfig and keep the control plane running until interrupted (run sides by hand with -child SIDE -kubeconfig PATH -n N)")
 	child := flag.String("child", "", "internal: run one peak side in this process and report")
 	kubeconfig := flag.String("kubeconfig", "", "internal: the child's kubeconfig")
 	flag.Parse()
@@ -204,6 +206,13 @@ func run(sizes []int, rounds, updates int, only string) error {
 		}
 		fmt.Printf("  seeded %d %s (%d in all) in %.1fs\n", n-seededTo, workload, n, time.Since(seeded).Seconds())
 		seededTo = n
+		if hold && n == sizes[len(sizes)-1] {
+			fmt.Printf("holding: -kubeconfig %s\n", env.KubeconfigPath)
+			sig, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+			<-sig.Done()
+			stop()
+			return nil
+		}
 		// One size keeps the figures' plain names; a curve suffixes each
 		// with its size.
 		suffix := ""
@@ -532,6 +541,7 @@ var (
 	noSharing                        bool
 	peakOnly, workload               string
 	peakRounds                       int
+	hold                             bool
 )
 
 func selectPeakSides(only string) ([]string, error) {

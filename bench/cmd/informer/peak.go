@@ -380,6 +380,7 @@ type kloopInformer[T watcher.Object] interface {
 	AddHandler(informer.Handler[T], informer.HandlerOptions) (*informer.Registration, error)
 	Synced() <-chan struct{}
 	Len() int
+	Status() informer.Status
 }
 
 func kloopRunning[T watcher.Object](f *informer.Factory, inf kloopInformer[T]) (*peakRunning, error) {
@@ -389,7 +390,8 @@ func kloopRunning[T watcher.Object](f *informer.Factory, inf kloopInformer[T]) (
 	}
 	return &peakRunning{
 		synced: inf.Synced(), handled: reg.Synced(), live: inf, stop: startFactory(f),
-		count: inf.Len,
+		count:      inf.Len,
+		cacheBytes: func() int64 { return inf.Status().CacheBytes },
 	}, nil
 }
 
