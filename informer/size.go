@@ -35,7 +35,7 @@ type sizer struct {
 const (
 	sizeEvery  = 16
 	sizeWindow = 4096
-	sizeSeen   = 1 << 14
+	sizeSeen   = 1 << 12
 )
 
 func newSizer(encoded bool) *sizer { return &sizer{encoded: encoded} }

@@ -62,6 +62,7 @@ type peakReport struct {
 	Retained   int64 `json:"retained"`   // HeapAlloc after GC, synced, minus before the informer
 	CacheBytes int64 `json:"cacheBytes"` // kloop's own estimate of its cache, where it has one
 	Sync       int64 `json:"syncNanos"`
+	Allocated  int64 `json:"allocated"` // bytes allocated from start to synced (TotalAlloc)
 	Lists      int64 `json:"lists"`      // plain LIST requests (a streaming side makes none)
 	WatchLists int64 `json:"watchLists"` // watch requests with sendInitialEvents
 }
@@ -119,7 +120,7 @@ func runPeakChild(side, kubeconfig, workload string, n int, profile string) erro
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	before := ms.HeapAlloc
+	before, allocBefore := ms.HeapAlloc, ms.TotalAlloc
 	rep := peakReport{BaseRSS: procStatus("VmRSS")}
 
 	sampler := startHeapSampler(profile != "")
@@ -138,6 +139,19 @@ func runPeakChild(side, kubeconfig, workload string, n int, profile string) erro
 	rep.Sync = int64(time.Since(began))
 	rep.PeakRSS = procStatus("VmHWM")
 	rep.PeakLive, rep.PeakHeap = sampler.stop()
+	runtime.ReadMemStats(&ms)
+	rep.Allocated = int64(ms.TotalAlloc - allocBefore)
+	if profile != "" {
+		f, err := os.Create(profile + ".allocs")
+		if err != nil {
+			return err
+		}
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
 	if profile != "" && sampler.profile.Len() > 0 {
 		if err := os.WriteFile(profile, sampler.profile.Bytes(), 0o644); err != nil {
 			return err
