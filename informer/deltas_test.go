@@ -297,13 +297,13 @@ func TestListenerQueue_MergedDeliveryReachesTheSameHandlerView(t *testing.T) {
 			applyView(full, n, "full")
 			q.push(cache.KeyOf(n.objOrOld()), n)
 			if r.IntN(4) == 0 { // the slow handler gets a turn now and then
-				if m, ok := q.pop(); ok {
+				if m, _, _, ok := q.pop(); ok {
 					applyView(slow, m, "merged")
 				}
 			}
 		}
 		for {
-			m, ok := q.pop()
+			m, _, _, ok := q.pop()
 			if !ok {
 				break
 			}
@@ -342,7 +342,7 @@ func TestListenerQueue_KeepsASnapshotAsOneBatchAheadOfLaterChanges(t *testing.T)
 	}
 	var got []string
 	for i := 0; ; i++ {
-		n, ok := q.pop()
+		n, _, _, ok := q.pop()
 		if !ok {
 			break
 		}
@@ -378,7 +378,7 @@ func TestListenerQueue_MergesASnapshotIntoNotificationsAlreadyQueued(t *testing.
 	if q.batch != nil || q.len() != 100 {
 		t.Fatalf("batch %v, len %d: a snapshot joining queued notifications merges key by key (want 100 keys)", q.batch != nil, q.len())
 	}
-	if n, _ := q.pop(); n.kind != noteAdd || n.obj.ResourceVersion != "2" {
+	if n, _, _, _ := q.pop(); n.kind != noteAdd || n.obj.ResourceVersion != "2" {
 		t.Fatalf("first notification %d @%s, want the queued add merged with its update (add @2)", n.kind, n.obj.ResourceVersion)
 	}
 }

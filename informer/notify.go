@@ -114,6 +114,21 @@ type listenerQueue[T watcher.Object] struct {
 	batch        []cache.Event[T]
 	next         int
 	batchPreSync bool
+	// keys, instead of batch: the objects of an encoded cache that a
+	// snapshot added, read from the cache as they are delivered (see
+	// listener.resolve); keysReplay is their Added events' Replay.
+	keys       []cache.Key
+	keysReplay bool
+}
+
+// pushKeys queues Added notes for keys as one batch if the queue is idle,
+// and reports whether it did.
+func (q *listenerQueue[T]) pushKeys(keys []cache.Key, replay bool) bool {
+	if q.len() != 0 {
+		return false
+	}
+	q.keys, q.next, q.keysReplay, q.batchPreSync = keys, 0, replay, false
+	return true
 }
 
 // batchMin is the smallest snapshot kept as a batch; smaller ones are
@@ -156,7 +171,7 @@ func (q *listenerQueue[T]) mark() {
 		return
 	}
 	q.marked = true
-	if rest := len(q.batch) - q.next; rest > 0 && !q.batchPreSync {
+	if rest := q.batchLen(); rest > 0 && !q.batchPreSync {
 		q.batchPreSync = true
 		q.preSync += rest
 	}
@@ -169,19 +184,33 @@ func (q *listenerQueue[T]) mark() {
 	})
 }
 
-func (q *listenerQueue[T]) pop() (note[T], bool) {
+// pop returns the next note. lazy: it is the Added note of key from a
+// batch of keys, whose object the caller reads (listener.resolve).
+func (q *listenerQueue[T]) pop() (n note[T], key cache.Key, lazy, ok bool) {
+	if q.next < len(q.keys) {
+		key = q.keys[q.next]
+		n = note[T]{kind: noteAdd, replay: q.keysReplay, preSync: q.batchPreSync}
+		q.next++
+		if q.next == len(q.keys) {
+			q.keys, q.next = nil, 0
+		}
+		return n, key, true, true
+	}
 	if q.next < len(q.batch) {
-		n := noteOf(q.batch[q.next])
+		n = noteOf(q.batch[q.next])
 		n.preSync = q.batchPreSync
 		q.next++
 		if q.next == len(q.batch) {
 			q.batch, q.next = nil, 0
 		}
-		return n, true
+		return n, cache.Key{}, false, true
 	}
-	_, n, ok := q.fifo.pop()
-	return n, ok
+	_, n, ok = q.fifo.pop()
+	return n, cache.Key{}, false, ok
 }
+
+// batchLen is the number of batched notes not yet delivered.
+func (q *listenerQueue[T]) batchLen() int { return len(q.batch) + len(q.keys) - q.next }
 
 // delivered records that n's callbacks returned.
 func (q *listenerQueue[T]) delivered(n note[T]) {
@@ -192,4 +221,4 @@ func (q *listenerQueue[T]) delivered(n note[T]) {
 
 func (q *listenerQueue[T]) synced() bool { return q.marked && q.preSync == 0 }
 
-func (q *listenerQueue[T]) len() int { return len(q.batch) - q.next + q.fifo.len() }
+func (q *listenerQueue[T]) len() int { return q.batchLen() + q.fifo.len() }

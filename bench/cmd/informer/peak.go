@@ -107,6 +107,9 @@ func (c requestCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 // "PEAK <json>" and exits.
 func runPeakChild(side, kubeconfig, workload string, n int, profile string) error {
 	crlog.SetLogger(logr.Discard())
+	if profile != "" {
+		runtime.MemProfileRate = 512 // the allocation profile sees the garbage of each object
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return err
@@ -138,6 +141,17 @@ func runPeakChild(side, kubeconfig, workload string, n int, profile string) erro
 	}
 	rep.Sync = int64(time.Since(began))
 	rep.PeakRSS = procStatus("VmHWM")
+	if os.Getenv("PEAK_CLASSES") != "" {
+		var parts []string
+		for _, d := range metrics.All() {
+			if strings.HasPrefix(d.Name, "/memory/classes/") && d.Kind == metrics.KindUint64 {
+				sm := []metrics.Sample{{Name: d.Name}}
+				metrics.Read(sm)
+				parts = append(parts, fmt.Sprintf("%s=%.1f", strings.TrimPrefix(d.Name, "/memory/classes/"), mib(int64(sm[0].Value.Uint64()))))
+			}
+		}
+		fmt.Fprintln(os.Stderr, strings.Join(parts, " "))
+	}
 	rep.PeakLive, rep.PeakHeap = sampler.stop()
 	runtime.ReadMemStats(&ms)
 	rep.Allocated = int64(ms.TotalAlloc - allocBefore)
