@@ -16,8 +16,9 @@ import (
 // encoding.
 //
 // It is an estimate for dashboards and budgets, not an accounting: objects
-// that differ much in size from the sample, and the memory shared with
-// objects outside the cache, make it drift. The benchmark checks it against
+// that differ much in size from the sample, the memory shared with objects
+// outside the cache, and the address of a collected object taken again
+// by a new one before seen starts afresh make it drift. The benchmark checks it against
 // the measured heap (bench/cmd/informer).
 type sizer struct {
 	encoded bool
