@@ -37,7 +37,7 @@ type snapshotPacer struct {
 
 const (
 	pacerEvery    = 512
-	pacerMinSlack = 8 << 20
+	pacerMinSlack = 2 << 20
 )
 
 func (p *snapshotPacer) step() {

@@ -29,7 +29,7 @@ func sizedCM(i int, labels map[string]string) *corev1.ConfigMap {
 		labels = map[string]string{"app": "x"}
 	}
 	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "cm-" + strconv.Itoa(100000+i)[1:], Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: "cm-" + strconv.Itoa(100000 + i)[1:], Labels: labels},
 		Data:       map[string]string{"payload" + strconv.Itoa(i%1): strings.Repeat(strconv.Itoa(i%10), 512)},
 	}
 }

@@ -62,7 +62,7 @@ type peakReport struct {
 	Retained   int64 `json:"retained"`   // HeapAlloc after GC, synced, minus before the informer
 	CacheBytes int64 `json:"cacheBytes"` // kloop's own estimate of its cache, where it has one
 	Sync       int64 `json:"syncNanos"`
-	Allocated  int64 `json:"allocated"` // bytes allocated from start to synced (TotalAlloc)
+	Allocated  int64 `json:"allocated"`  // bytes allocated from start to synced (TotalAlloc)
 	Lists      int64 `json:"lists"`      // plain LIST requests (a streaming side makes none)
 	WatchLists int64 `json:"watchLists"` // watch requests with sendInitialEvents
 }
