@@ -73,8 +73,11 @@ type Memory struct {
 	// ByIndex returns new objects, decoded from the cache (under a
 	// microsecond of CPU for a small ConfigMap; a List of many objects
 	// costs that many). An object then takes little more than its encoded
-	// size, where a decoded one takes about twice that. Handlers still get
-	// the decoded objects of the stream; what stays is the encoding. It
+	// size, where a decoded one takes about twice that. Handlers get the
+	// decoded objects of the watch stream; a snapshot's new objects (the
+	// first list, a relist, the cache replayed to a handler added later)
+	// they get decoded from the cache one at a time as each is delivered, so
+	// that the decoded form of the whole snapshot is never held. It
 	// needs a protobuf type (the built-in types; custom resources are
 	// not), and Unshared has no effect with it. See cache.Options.Encoded.
 	Encoded bool
