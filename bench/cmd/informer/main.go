@@ -124,7 +124,7 @@ func main() {
 	only := flag.String("sides", "", "comma-separated sides to run in this process (default all; none for none): "+strings.Join(sideNames(), ","))
 	flag.StringVar(&peakOnly, "peak-sides", "", "comma-separated sides whose peak memory is measured, each in a child process (default all; none for none): "+strings.Join(peakSides, ","))
 	flag.IntVar(&peakRounds, "peak-rounds", 3, "rounds of the peak measurement (each runs every peak side once)")
-	flag.StringVar(&workload, "workload", "configmaps", "what is seeded and informed: configmaps (512-byte payload) or pods (Pod-shaped objects of about 3 KiB; peak sides only)")
+	flag.StringVar(&workload, "workload", "configmaps", "what is seeded and informed: configmaps (512-byte payload) or pods (Pod-shaped objects: about 3 KiB as stored, 11 KiB decoded; peak sides only)")
 	flag.BoolVar(&hold, "hold", false, "development aid: after seeding the last size, print the kubeconfig and keep the control plane running until interrupted (run sides by hand with -child SIDE -kubeconfig PATH -n N)")
 	child := flag.String("child", "", "internal: run one peak side in this process and report")
 	kubeconfig := flag.String("kubeconfig", "", "internal: the child's kubeconfig")
@@ -183,7 +183,7 @@ func run(sizes []int, rounds, updates int, only string) error {
 	}
 	what := "ConfigMaps (512-byte payload, 2 labels)"
 	if workload == "pods" {
-		what = "Pods (about 3 KiB each)"
+		what = "Pods (about 3 KiB as stored, 11 KiB decoded)"
 	}
 	fmt.Printf("informer benchmark: N=%s %s, %d rounds, %d peak rounds, %d timed writes, GOMAXPROCS=%d\n",
 		strings.Join(sizeNames(sizes), ","), what, rounds, peakRounds, updates, runtime.GOMAXPROCS(0))
