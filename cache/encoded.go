@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kloop-dev/kloop/internal/lean"
 	"github.com/kloop-dev/kloop/internal/protowalk"
 	"github.com/kloop-dev/kloop/watcher"
 )
@@ -551,11 +552,20 @@ func (w *Writer[T]) deleteEncoded(final T, rv string) (old T, existed bool) {
 // decoded objects are what the changes carry and what the indexes are
 // built from; its encodings are what the store keeps.
 func (w *Writer[T]) replaceEncoded(snap *Snapshot[T], rv string) []Event[T] {
+	changes, _ := w.replaceEncodedLazily(snap, rv, false)
+	return changes
+}
+
+// replaceEncodedLazily is ReplaceWith for an encoded store. With lazy, the
+// objects the store did not hold are not decoded: their keys are returned
+// instead of Added events, and a receiver reads each from the store when it
+// needs it, so that a snapshot's objects are never all decoded at once.
+func (w *Writer[T]) replaceEncodedLazily(snap *Snapshot[T], rv string, lazy bool) (changes []Event[T], added []Key) {
 	s := w.s
-	newObjs, newEnc, count := snap.objs, snap.enc, snap.count
+	newEnc, count := snap.enc, snap.count
 	if snap.codec == nil { // a zero Snapshot: encode now
-		newEnc = make(map[string]*table[entry], len(newObjs))
-		for ns, byName := range newObjs {
+		newEnc = make(map[string]*table[entry], len(snap.objs))
+		for ns, byName := range snap.objs {
 			t := newTable[entry](capFor(byName.len()))
 			for obj := range byName.all() {
 				t.put(s.codec.encode(obj))
@@ -575,36 +585,46 @@ func (w *Writer[T]) replaceEncoded(snap *Snapshot[T], rv string) []Event[T] {
 	for ns, byName := range s.enc { // only the writer changes s.enc
 		for e := range byName.all() {
 			name := e.GetName()
-			obj, ok := newObjs[ns].get(name)
+			ne, ok := newEnc[ns].get(name)
 			uid, erv := meta(e)
+			nuid, nrv := meta(ne)
 			switch {
-			case !ok, uid != string(obj.GetUID()):
+			case !ok, uid != nuid:
 				deletes = append(deletes, Event[T]{Kind: Deleted, Old: s.codec.decode(ns, e), FinalStateUnknown: true})
-			case erv == obj.GetResourceVersion():
+			case erv == nrv:
 				newEnc[ns].put(e) // unchanged: keep the entry, drop the snapshot's copy
 			}
 		}
 	}
-	changes := make([]Event[T], 0, len(deletes)+count)
-	changes = append(changes, deletes...)
-	for ns, byName := range newObjs {
-		for obj := range byName.all() {
-			e, had := s.enc[ns].get(obj.GetName())
+	if lazy {
+		changes = deletes
+	} else {
+		changes = make([]Event[T], 0, len(deletes)+count)
+		changes = append(changes, deletes...)
+	}
+	for ns, byName := range newEnc {
+		for ne := range byName.all() {
+			e, had := s.enc[ns].get(ne.GetName())
 			uid, erv := meta(e)
+			nuid, nrv := meta(ne)
 			switch {
-			case !had, uid != string(obj.GetUID()):
-				changes = append(changes, Event[T]{Kind: Added, New: obj})
-			case erv != obj.GetResourceVersion():
-				changes = append(changes, Event[T]{Kind: Updated, Old: s.codec.decode(ns, e), New: obj})
+			case !had, uid != nuid:
+				if lazy {
+					added = append(added, Key{Namespace: ns, Name: ne.GetName()})
+				} else {
+					changes = append(changes, Event[T]{Kind: Added, New: s.codec.decode(ns, ne)})
+				}
+			case erv != nrv:
+				changes = append(changes, Event[T]{Kind: Updated, Old: s.codec.decode(ns, e), New: s.codec.decode(ns, ne)})
 			}
 		}
 	}
 	newIndexes := make(map[string]*index[T], len(s.indexes))
 	for name, ix := range s.indexes {
 		nix := newIndex(ix.fn, len(ix.values))
-		for ns, byName := range newObjs {
-			for obj := range byName.all() {
-				nix.add(Key{Namespace: ns, Name: obj.GetName()}, obj)
+		for ns, byName := range newEnc {
+			for e := range byName.all() {
+				nix.add(Key{Namespace: ns, Name: e.GetName()}, s.codec.decode(ns, e))
 			}
 		}
 		newIndexes[name] = nix
@@ -614,5 +634,59 @@ func (w *Writer[T]) replaceEncoded(snap *Snapshot[T], rv string) []Event[T] {
 	s.enc, s.count, s.indexes = newEnc, count, newIndexes
 	s.advanceLocked(rv, true)
 	s.mu.Unlock()
-	return changes
+	return changes, added
+}
+
+// keysEncoded is the key of every object of an encoded store, read under
+// the lock; nothing is decoded.
+func (s *Store[T]) keysEncoded() []Key {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	keys := make([]Key, 0, s.count)
+	for ns, byName := range s.enc {
+		for e := range byName.all() {
+			keys = append(keys, Key{Namespace: ns, Name: e.GetName()})
+		}
+	}
+	return keys
+}
+
+// The informer reaches the lazy forms through package lean, so that they
+// are no part of this package's API.
+func init() {
+	lean.ReplaceLazily = func(writer, snap any, rv string) (changes, added any, ok bool) {
+		r, ok := writer.(lazyReplacer)
+		if !ok {
+			return nil, nil, false
+		}
+		return r.replaceLazily(snap, rv)
+	}
+	lean.KeysOf = func(store any) (any, bool) {
+		k, ok := store.(keyLister)
+		if !ok {
+			return nil, false
+		}
+		return k.keysLazily()
+	}
+}
+
+type lazyReplacer interface {
+	replaceLazily(snap any, rv string) (changes, added any, ok bool)
+}
+
+type keyLister interface{ keysLazily() (any, bool) }
+
+func (w *Writer[T]) replaceLazily(snap any, rv string) (changes, added any, ok bool) {
+	if w.s.codec == nil {
+		return nil, nil, false
+	}
+	c, a := w.replaceEncodedLazily(snap.(*Snapshot[T]), rv, true)
+	return c, a, true
+}
+
+func (s *Store[T]) keysLazily() (any, bool) {
+	if s.codec == nil {
+		return nil, false
+	}
+	return s.keysEncoded(), true
 }

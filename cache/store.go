@@ -546,19 +546,12 @@ func (w *Writer[T]) NewSnapshot() *Snapshot[T] {
 
 // Add puts obj in the snapshot. An object with the key of one added before
 // replaces it.
+//
+// A snapshot for an encoded store keeps only the encoding: the decoded
+// object is the caller's to drop, so that a snapshot of any size never
+// holds the decoded form of all its objects.
 func (s *Snapshot[T]) Add(obj T) {
-	if s.objs == nil {
-		s.objs = make(map[string]*table[T])
-	}
 	ns := obj.GetNamespace()
-	byName := s.objs[ns]
-	if byName == nil {
-		byName = newTable[T](0)
-		s.objs[ns] = byName
-	}
-	if _, replaced := byName.put(obj); !replaced {
-		s.count++
-	}
 	if s.codec != nil {
 		if s.enc == nil {
 			s.enc = make(map[string]*table[entry])
@@ -568,13 +561,45 @@ func (s *Snapshot[T]) Add(obj T) {
 			encByName = newTable[entry](0)
 			s.enc[ns] = encByName
 		}
-		encByName.put(s.codec.encode(obj))
+		if _, replaced := encByName.put(s.codec.encode(obj)); !replaced {
+			s.count++
+		}
+		return
+	}
+	if s.objs == nil {
+		s.objs = make(map[string]*table[T])
+	}
+	byName := s.objs[ns]
+	if byName == nil {
+		byName = newTable[T](0)
+		s.objs[ns] = byName
+	}
+	if _, replaced := byName.put(obj); !replaced {
+		s.count++
 	}
 }
 
 // Retain drops the objects for which keep returns false.
 func (s *Snapshot[T]) Retain(keep func(T) bool) {
 	var drop []string
+	if s.codec != nil {
+		for ns, byName := range s.enc {
+			drop = drop[:0]
+			for e := range byName.all() {
+				if !keep(s.codec.decode(ns, e)) {
+					drop = append(drop, e.GetName())
+				}
+			}
+			for _, name := range drop {
+				byName.remove(name)
+				s.count--
+			}
+			if byName.len() == 0 {
+				delete(s.enc, ns)
+			}
+		}
+		return
+	}
 	for ns, byName := range s.objs {
 		drop = drop[:0]
 		for obj := range byName.all() {
@@ -584,12 +609,10 @@ func (s *Snapshot[T]) Retain(keep func(T) bool) {
 		}
 		for _, name := range drop { // not while iterating: removing moves entries
 			byName.remove(name)
-			s.enc[ns].remove(name)
 			s.count--
 		}
 		if byName.len() == 0 {
 			delete(s.objs, ns)
-			delete(s.enc, ns)
 		}
 	}
 }
@@ -598,8 +621,19 @@ func (s *Snapshot[T]) Retain(keep func(T) bool) {
 func (s *Snapshot[T]) Len() int { return s.count }
 
 // All yields the snapshot's objects, in no particular order.
+// Those of a snapshot for an encoded store are decoded one at a time.
 func (s *Snapshot[T]) All() iter.Seq[T] {
 	return func(yield func(T) bool) {
+		if s.codec != nil {
+			for ns, byName := range s.enc {
+				for e := range byName.all() {
+					if !yield(s.codec.decode(ns, e)) {
+						return
+					}
+				}
+			}
+			return
+		}
 		for _, byName := range s.objs {
 			for obj := range byName.all() {
 				if !yield(obj) {

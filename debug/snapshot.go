@@ -129,8 +129,10 @@ type informerState struct {
 	// "watching", "waiting" (backing off after Error) or "stopped".
 	State string `json:"state"`
 	// Error is the latest list/watch error, "" when healthy.
-	Error           string     `json:"error"`
-	Objects         int        `json:"objects"`
+	Error   string `json:"error"`
+	Objects int    `json:"objects"`
+	// CacheBytes: the informer's estimate of its cached objects' heap.
+	CacheBytes      int64      `json:"cacheBytes"`
 	ResourceVersion string     `json:"resourceVersion"`
 	LastEvent       *time.Time `json:"lastEvent"`
 	// Pending: events between the reflector and the cache.
@@ -378,6 +380,7 @@ func buildInformer(st informer.Status) informerState {
 		Synced:          st.Synced,
 		State:           src.Phase.String(),
 		Objects:         st.Objects,
+		CacheBytes:      st.CacheBytes,
 		ResourceVersion: st.ResourceVersion,
 		LastEvent:       timePtr(src.LastEvent),
 		Pending:         st.Pending,

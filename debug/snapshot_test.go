@@ -57,13 +57,13 @@ func TestBuild_InformerLevelsAndTrouble(t *testing.T) {
 func TestBuild_CopiesInformerCountsAndScope(t *testing.T) {
 	s := build(input{Time: t0, Informers: []informer.Status{{
 		Name: "foos [namespace=a]", Resource: "foos.v1alpha1.samplecontroller.k8s.io", Scope: informer.Scope{Namespace: "a"},
-		Synced: true, Objects: 3, ResourceVersion: "77", Pending: 1, Adds: 4, Updates: 5, Deletes: 1, DeletesFinalStateUnknown: 2,
+		Synced: true, Objects: 3, CacheBytes: 3 << 10, ResourceVersion: "77", Pending: 1, Adds: 4, Updates: 5, Deletes: 1, DeletesFinalStateUnknown: 2,
 		Handlers: []informer.HandlerStatus{{Name: "h", Pending: 2, Synced: true}},
 		Source:   watcher.Status{Phase: watcher.PhaseWatching, LastEvent: t0.Add(-time.Second), Lists: 2, Watches: 3, Errors: 1, Snapshots: 2},
 	}}}, nil, time.Minute, time.Minute)
 	got, _ := json.Marshal(s.Informers[0])
 	want := `{"name":"foos [namespace=a]","resource":"foos.v1alpha1.samplecontroller.k8s.io","scope":"namespace=a","synced":true,` +
-		`"state":"watching","error":"","objects":3,"resourceVersion":"77","lastEvent":"2026-03-01T11:59:59Z","pending":1,` +
+		`"state":"watching","error":"","objects":3,"cacheBytes":3072,"resourceVersion":"77","lastEvent":"2026-03-01T11:59:59Z","pending":1,` +
 		`"lists":2,"watches":3,"relists":2,"errors":1,"changes":{"add":4,"update":5,"delete":1,"deleteFinalStateUnknown":2},` +
 		`"handlers":[{"name":"h","pending":2,"synced":true}],"level":"ok","trouble":[]}`
 	if string(got) != want {

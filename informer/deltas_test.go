@@ -297,13 +297,13 @@ func TestListenerQueue_MergedDeliveryReachesTheSameHandlerView(t *testing.T) {
 			applyView(full, n, "full")
 			q.push(cache.KeyOf(n.objOrOld()), n)
 			if r.IntN(4) == 0 { // the slow handler gets a turn now and then
-				if m, ok := q.pop(); ok {
+				if m, _, _, ok := q.pop(); ok {
 					applyView(slow, m, "merged")
 				}
 			}
 		}
 		for {
-			m, ok := q.pop()
+			m, _, _, ok := q.pop()
 			if !ok {
 				break
 			}
@@ -320,4 +320,65 @@ func (n note[T]) objOrOld() T {
 		return n.old
 	}
 	return n.obj
+}
+
+func TestListenerQueue_KeepsASnapshotAsOneBatchAheadOfLaterChanges(t *testing.T) {
+	var q listenerQueue[*corev1.ConfigMap]
+	var events []cache.Event[*corev1.ConfigMap]
+	objs := map[string]*corev1.ConfigMap{}
+	for i := range 100 {
+		o := cm("k"+strconv.Itoa(i), "u"+strconv.Itoa(i), "1")
+		objs[o.Name] = o
+		events = append(events, cache.Event[*corev1.ConfigMap]{Kind: cache.Added, New: o, Replay: true})
+	}
+	q.pushAll(events)
+	q.mark()
+	// Changes to keys whose snapshot event is still queued.
+	k5 := cm("k5", "u5", "2")
+	q.push(cache.KeyOf(k5), note[*corev1.ConfigMap]{kind: noteUpdate, old: objs["k5"], obj: k5})
+	q.push(cache.KeyOf(objs["k7"]), note[*corev1.ConfigMap]{kind: noteDelete, old: objs["k7"]})
+	if q.len() != 102 {
+		t.Fatalf("len %d, want 102: 100 snapshot events and 2 changes", q.len())
+	}
+	var got []string
+	for i := 0; ; i++ {
+		n, _, _, ok := q.pop()
+		if !ok {
+			break
+		}
+		if n.preSync != (i < 100) {
+			t.Fatalf("notification %d: preSync %v, want it on the snapshot's only", i, n.preSync)
+		}
+		q.delivered(n)
+		if i == 99 && !q.synced() {
+			t.Fatal("not synced after the snapshot's last notification")
+		}
+		if i >= 98 {
+			got = append(got, fmt.Sprintf("%d %s@%s", n.kind, n.objOrOld().Name, n.objOrOld().ResourceVersion))
+		}
+	}
+	equal(t, got, []string{
+		fmt.Sprintf("%d k98@1", noteAdd), fmt.Sprintf("%d k99@1", noteAdd),
+		fmt.Sprintf("%d k5@2", noteUpdate), fmt.Sprintf("%d k7@1", noteDelete),
+	})
+	if q.len() != 0 || q.batch != nil {
+		t.Fatalf("len %d, batch kept %v: a delivered snapshot is let go", q.len(), q.batch != nil)
+	}
+}
+
+func TestListenerQueue_MergesASnapshotIntoNotificationsAlreadyQueued(t *testing.T) {
+	var q listenerQueue[*corev1.ConfigMap]
+	old := cm("k0", "u0", "1")
+	q.push(cache.KeyOf(old), note[*corev1.ConfigMap]{kind: noteAdd, obj: old})
+	var events []cache.Event[*corev1.ConfigMap]
+	for i := range 100 {
+		events = append(events, cache.Event[*corev1.ConfigMap]{Kind: cache.Updated, Old: old, New: cm("k"+strconv.Itoa(i), "u"+strconv.Itoa(i), "2")})
+	}
+	q.pushAll(events)
+	if q.batch != nil || q.len() != 100 {
+		t.Fatalf("batch %v, len %d: a snapshot joining queued notifications merges key by key (want 100 keys)", q.batch != nil, q.len())
+	}
+	if n, _, _, _ := q.pop(); n.kind != noteAdd || n.obj.ResourceVersion != "2" {
+		t.Fatalf("first notification %d @%s, want the queued add merged with its update (add @2)", n.kind, n.obj.ResourceVersion)
+	}
 }

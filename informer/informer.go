@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/internal/lean"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -72,8 +73,11 @@ type Memory struct {
 	// ByIndex returns new objects, decoded from the cache (under a
 	// microsecond of CPU for a small ConfigMap; a List of many objects
 	// costs that many). An object then takes little more than its encoded
-	// size, where a decoded one takes about twice that. Handlers still get
-	// the decoded objects of the stream; what stays is the encoding. It
+	// size, where a decoded one takes about twice that. Handlers get the
+	// decoded objects of the watch stream; a snapshot's new objects (the
+	// first list, a relist, the cache replayed to a handler added later)
+	// they get decoded from the cache one at a time as each is delivered, so
+	// that the decoded form of the whole snapshot is never held. It
 	// needs a protobuf type (the built-in types; custom resources are
 	// not), and Unshared has no effect with it. See cache.Options.Encoded.
 	Encoded bool
@@ -119,6 +123,8 @@ type Informer[T watcher.Object] struct {
 	writer    *cache.Writer[T]
 	strip     bool      // drop managedFields
 	intern    *interner // nil: Memory.Unshared
+	size      *sizer    // the cache's bytes, estimated from a sample
+	pacer     snapshotPacer
 	transform func(T) T // the user's; set before Start only
 	filter    func(T) bool
 	logger    *slog.Logger
@@ -209,6 +215,7 @@ func New[T watcher.Object](src Source[T], opts Options[T]) (*Informer[T], error)
 		writer:    writer,
 		strip:     !opts.Memory.KeepManagedFields,
 		intern:    in,
+		size:      newSizer(opts.Memory.Encoded),
 		transform: opts.Transform,
 		filter:    opts.Filter,
 		logger:    logger,
@@ -516,6 +523,7 @@ func (inf *Informer[T]) prepare(obj T) T {
 	if inf.intern != nil {
 		inf.intern.object(obj)
 	}
+	inf.size.observe(obj)
 	return obj
 }
 
@@ -541,6 +549,9 @@ func (inf *Informer[T]) emit(ev watcher.Event[T]) {
 	inf.qmu.Unlock()
 	if protocolErr {
 		inf.logger.Warn("informer: event out of list/watch protocol; unfinished relist dropped", "informer", inf.name, "type", ev.Type.String())
+	}
+	if ev.Type == watcher.RelistItem {
+		inf.pacer.step()
 	}
 	if ev.Type == watcher.RelistStart || ev.Type == watcher.RelistItem {
 		return // nothing for the processor until RelistDone
@@ -587,7 +598,17 @@ func (inf *Informer[T]) apply(o op[T]) {
 		if inf.filter != nil {
 			o.snapshot.objs.Retain(inf.filter)
 		}
-		events := inf.writer.ReplaceWith(o.snapshot.objs, o.snapshot.rv)
+		// An encoded cache reports the objects it did not hold by key, so
+		// that they are decoded one at a time as each handler takes them.
+		var (
+			events []cache.Event[T]
+			added  []cache.Key
+		)
+		if c, a, ok := lean.ReplaceLazily(inf.writer, o.snapshot.objs, o.snapshot.rv); ok {
+			events, added = c.([]cache.Event[T]), a.([]cache.Key)
+		} else {
+			events = inf.writer.ReplaceWith(o.snapshot.objs, o.snapshot.rv)
+		}
 		if inf.filter != nil {
 			events = slices.DeleteFunc(events, func(e cache.Event[T]) bool {
 				return e.Kind == cache.Deleted && !inf.filter(e.Old) // out of view, not deleted (see Refilter)
@@ -601,7 +622,7 @@ func (inf *Informer[T]) apply(o op[T]) {
 			close(inf.syncedCh)
 			inf.logger.Debug("informer synced", "informer", inf.name, "objects", inf.store.Len(), "rv", o.snapshot.rv)
 		}
-		var adds, updates, deletes int
+		adds, updates, deletes := len(added), 0, 0
 		for i, e := range events {
 			switch e.Kind {
 			case cache.Added:
@@ -620,6 +641,7 @@ func (inf *Informer[T]) apply(o op[T]) {
 		inf.metrics.deletesUnknown.Add(float64(deletes))
 		for _, sub := range inf.subs {
 			sub.notifyAll(events)
+			sub.notifyKeys(added, initial || replay)
 			if initial {
 				sub.markSynced()
 			}
@@ -672,7 +694,9 @@ func (inf *Informer[T]) apply(o op[T]) {
 	case opBookmark:
 		inf.writer.Bookmark(o.bookmark)
 	}
-	inf.metrics.objects.Set(float64(inf.store.Len()))
+	n := inf.store.Len()
+	inf.metrics.objects.Set(float64(n))
+	inf.metrics.cacheBytes.Set(float64(inf.size.bytes(n)))
 	inf.metrics.setRV(inf.store.ResourceVersion())
 }
 
@@ -732,11 +756,15 @@ func (inf *Informer[T]) AddHandler(h Handler[T], opts HandlerOptions) (*Registra
 	inf.pruneLocked()
 	inf.subs = append(inf.subs, sub)
 	if inf.synced {
-		events := make([]cache.Event[T], 0, inf.store.Len())
-		for _, obj := range inf.store.List(nil) {
-			events = append(events, cache.Event[T]{Kind: cache.Added, New: obj, Replay: true})
+		if keys, ok := lean.KeysOf(inf.store); ok {
+			sub.notifyKeys(keys.([]cache.Key), true) // an encoded cache: decoded as delivered
+		} else {
+			events := make([]cache.Event[T], 0, inf.store.Len())
+			for _, obj := range inf.store.List(nil) {
+				events = append(events, cache.Event[T]{Kind: cache.Added, New: obj, Replay: true})
+			}
+			sub.notifyAll(events)
 		}
-		sub.notifyAll(events)
 		sub.markSynced()
 	}
 	inf.dispatchMu.Unlock()

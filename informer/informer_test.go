@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -1058,6 +1059,57 @@ func TestInformer_SeededCacheTurnsTheFirstSnapshotIntoTheDifference(t *testing.T
 		}
 		if err := h.inf.Seed(cm("late", "5", "7")); err == nil {
 			t.Error("Seed after Start = nil, want an error")
+		}
+	})
+}
+
+// An encoded cache hands a handler the first snapshot's objects by key,
+// decoding each as it is delivered; a change of a key still waiting there
+// takes its place, as a change of any queued key does.
+func TestInformer_EncodedCacheDeliversASnapshotKeyByKeyWithLaterChangesMerged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		rec.gate = make(chan struct{})
+		var reg *Registration
+		h := start(t, Options[*corev1.ConfigMap]{Memory: Memory{Encoded: true}}, func(inf *Informer[*corev1.ConfigMap]) {
+			reg = add(t, inf, rec, HandlerOptions{})
+		})
+		defer h.stop()
+
+		var objs []*corev1.ConfigMap
+		for i := range 10 {
+			objs = append(objs, cm("k"+strconv.Itoa(i), "u"+strconv.Itoa(i), "1"))
+		}
+		h.src.relist("1", objs...)
+		synctest.Wait() // the handler is stuck in its first call
+		h.src.send(ev(watcher.Modified, cm("k5", "u5", "2")), ev(watcher.Deleted, cm("k7", "u7", "3")), ev(watcher.Added, cm("n", "n1", "4")))
+		synctest.Wait()
+		if closed(reg.Synced()) {
+			t.Fatal("registration synced before its handler was given the snapshot")
+		}
+		close(rec.gate)
+		synctest.Wait()
+		want := []string{"add n@4 initial=false", "add k5@2 initial=true"}
+		for i := range 10 {
+			if i != 5 && i != 7 {
+				want = append(want, "add k"+strconv.Itoa(i)+"@1 initial=true")
+			}
+		}
+		slices.Sort(want)
+		equal(t, rec.take(), want)
+		if !closed(reg.Synced()) {
+			t.Fatal("registration not synced after its handler was given the snapshot")
+		}
+		if storeView(h.inf) != rec.snapshot() {
+			t.Errorf("handler view %s, cache %s", rec.snapshot(), storeView(h.inf))
+		}
+
+		// A handler added now gets the cache the same way.
+		late := newRecorder()
+		lreg := add(t, h.inf, late, HandlerOptions{})
+		synctest.Wait()
+		if !closed(lreg.Synced()) || late.snapshot() != storeView(h.inf) {
+			t.Errorf("late handler synced %v with view %s, cache %s", closed(lreg.Synced()), late.snapshot(), storeView(h.inf))
 		}
 	})
 }

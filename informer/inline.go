@@ -16,6 +16,9 @@ import (
 type subscriber[T watcher.Object] interface {
 	notify(e cache.Event[T])
 	notifyAll(events []cache.Event[T])
+	// notifyKeys notifies the objects under keys, which an encoded cache
+	// holds, as Added events (see lean.ReplaceLazily).
+	notifyKeys(keys []cache.Key, replay bool)
 	// markSynced: everything notified so far is the registration's initial
 	// state.
 	markSynced()
@@ -81,6 +84,16 @@ func (s *inline[T]) call(e cache.Event[T]) {
 func (s *inline[T]) notifyAll(events []cache.Event[T]) {
 	for _, e := range events {
 		s.notify(e)
+	}
+}
+
+// notifyKeys hands the handler the objects of an encoded cache under keys
+// as Added events, decoding one at a time.
+func (s *inline[T]) notifyKeys(keys []cache.Key, replay bool) {
+	for _, k := range keys {
+		if obj, ok := s.inf.store.Get(k.Namespace, k.Name); ok {
+			s.notify(cache.Event[T]{Kind: cache.Added, New: obj, Replay: replay})
+		}
 	}
 }
 

@@ -113,6 +113,9 @@ func (in *interner) object(obj watcher.Object) {
 // same; the old copies become garbage.
 func packMeta(obj watcher.Object) {
 	name, gen, uid, rv := obj.GetName(), obj.GetGenerateName(), string(obj.GetUID()), obj.GetResourceVersion()
+	if packed(name, gen, uid, rv) {
+		return // the decoder packed them already (OfResource with protobuf)
+	}
 	buf := make([]byte, 0, len(name)+len(gen)+len(uid)+len(rv))
 	put := func(s string) string {
 		if s == "" {
@@ -188,4 +191,21 @@ func boolKey(b *bool) string {
 		return "t"
 	}
 	return "f"
+}
+
+// packed reports whether the non-empty strings of ss lie one after the
+// other in memory, in order, as packMeta leaves them.
+func packed(ss ...string) bool {
+	var next uintptr // an address compared, never used as a pointer
+	for _, s := range ss {
+		if s == "" {
+			continue
+		}
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		if next != 0 && p != next {
+			return false
+		}
+		next = p + uintptr(len(s))
+	}
+	return next != 0
 }

@@ -78,10 +78,7 @@ func (l *listener[T]) notifyAll(events []cache.Event[T]) {
 		return
 	}
 	l.mu.Lock()
-	l.q.reserve(len(events))
-	for _, e := range events {
-		l.q.push(e.Key(), noteOf(e))
-	}
+	l.q.pushAll(events)
 	l.checkSyncedLocked()
 	depth := l.q.len()
 	l.mu.Unlock()
@@ -93,6 +90,69 @@ func (l *listener[T]) notifyAll(events []cache.Event[T]) {
 }
 
 // markSynced: everything queued so far is the registration's initial state.
+// notifyKeys queues Added notes for the objects of an encoded cache under
+// keys. An idle queue keeps the keys and reads each object as the handler
+// takes it (see resolve); a busy one gets the objects now.
+func (l *listener[T]) notifyKeys(keys []cache.Key, replay bool) {
+	if len(keys) == 0 {
+		return
+	}
+	l.mu.Lock()
+	if !l.q.pushKeys(keys, replay) {
+		for _, k := range keys {
+			if obj, ok := l.inf.store.Get(k.Namespace, k.Name); ok {
+				l.q.push(k, note[T]{kind: noteAdd, obj: obj, replay: replay})
+			}
+		}
+	}
+	l.checkSyncedLocked()
+	depth := l.q.len()
+	l.mu.Unlock()
+	l.depth.Set(float64(depth))
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// resolve turns n, the Added note of key taken from a batch of keys, into
+// what the handler is to get. It reads the cache with the informer's
+// dispatch lock held, so that what the cache holds is what has been
+// notified: a note queued since for key is merged into n (it keeps n's
+// place, as a change of a queued key does), and without one the cache
+// still holds the object the batch was made of.
+func (l *listener[T]) resolve(key cache.Key, n note[T]) note[T] {
+	l.inf.dispatchMu.Lock()
+	l.mu.Lock()
+	p, pending := l.q.fifo.get(key)
+	if pending {
+		l.q.fifo.remove(key)
+		if p.preSync && n.preSync {
+			l.q.preSync-- // two notes become one
+		}
+	}
+	l.mu.Unlock()
+	var obj T
+	found := false
+	if !pending {
+		obj, found = l.inf.store.Get(key.Namespace, key.Name)
+	}
+	l.inf.dispatchMu.Unlock()
+	switch {
+	case pending:
+		m, keep := merge(n, p)
+		if !keep {
+			return note[T]{preSync: n.preSync || p.preSync} // nothing to deliver
+		}
+		return m
+	case found:
+		n.obj = obj
+		l.inf.pacer.step() // obj was decoded for this delivery
+		return n
+	}
+	return note[T]{preSync: n.preSync}
+}
+
 func (l *listener[T]) markSynced() {
 	l.mu.Lock()
 	l.q.mark()
@@ -126,7 +186,7 @@ func (l *listener[T]) run(ctx context.Context) {
 	}
 	for {
 		l.mu.Lock()
-		n, ok := l.q.pop()
+		n, key, lazy, ok := l.q.pop()
 		depth := l.q.len()
 		l.mu.Unlock()
 		if ok {
@@ -137,6 +197,9 @@ func (l *listener[T]) run(ctx context.Context) {
 			case <-l.stop:
 				return
 			default:
+			}
+			if lazy {
+				n = l.resolve(key, n)
 			}
 			l.deliver(n)
 			l.mu.Lock()

@@ -14,6 +14,10 @@ var (
 		Namespace: "kloop", Subsystem: "informer", Name: "objects",
 		Help: "Objects held in the informer's cache.",
 	}
+	cacheBytesOpts = prometheus.GaugeOpts{
+		Namespace: "kloop", Subsystem: "informer", Name: "cache_bytes",
+		Help: "Estimated heap bytes of the informer's cached objects (a sample of them, sized with the allocator's rounding, times the objects held).",
+	}
 	storeRVOpts = prometheus.GaugeOpts{
 		Namespace: "kloop", Subsystem: "informer", Name: "store_resource_version",
 		Help: "The resourceVersion the informer's cache has caught up with, when numeric.",
@@ -42,6 +46,7 @@ var (
 
 type informerMetrics struct {
 	objects, storeRV, queueDepth prometheus.Gauge
+	cacheBytes                   prometheus.Gauge
 	adds, updates, deletes       prometheus.Counter
 	deletesUnknown, filtered     prometheus.Counter
 	handlerDepth                 *prometheus.GaugeVec
@@ -55,6 +60,7 @@ func newInformerMetrics(reg prometheus.Registerer, name string) (*informerMetric
 	changes := r.CounterVec(changesOpts, "informer", "type")
 	m := &informerMetrics{
 		objects:        r.GaugeVec(objectsOpts, "informer").WithLabelValues(name),
+		cacheBytes:     r.GaugeVec(cacheBytesOpts, "informer").WithLabelValues(name),
 		storeRV:        r.GaugeVec(storeRVOpts, "informer").WithLabelValues(name),
 		queueDepth:     r.GaugeVec(queueDepthOpts, "informer").WithLabelValues(name),
 		adds:           changes.WithLabelValues(name, "add"),

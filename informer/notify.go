@@ -96,10 +96,55 @@ func merge[T watcher.Object](p, n note[T]) (_ note[T], keep bool) {
 // it when it entered the queue, however often it, or any other key, changes
 // meanwhile. Moving it to the back instead would let a key that changes
 // faster than a slow handler drains its queue wait for ever.
+//
+// A snapshot's events that arrive while the queue is empty (the first
+// snapshot, the cache replayed to a new registration) are not copied into
+// the keyed queue: the queue keeps the snapshot's slice, which every
+// registration shares, and walks it ahead of anything queued later. A key
+// that changes while its snapshot event waits is then queued behind the
+// snapshot rather than merged into it, so the handler sees that change as
+// its own notification. That saves a queue entry per object, at the time
+// the process holds the most: the whole snapshot has just been stored.
 type listenerQueue[T watcher.Object] struct {
 	fifo    keyedFIFO[note[T]]
 	marked  bool // the registration's initial state has been queued
 	preSync int  // notes of that initial state not yet delivered
+	// batch[next:] are a snapshot's events not yet delivered; shared, so
+	// never written. batchPreSync: they are part of the initial state.
+	batch        []cache.Event[T]
+	next         int
+	batchPreSync bool
+	// keys, instead of batch: the objects of an encoded cache that a
+	// snapshot added, read from the cache as they are delivered (see
+	// listener.resolve); keysReplay is their Added events' Replay.
+	keys       []cache.Key
+	keysReplay bool
+}
+
+// pushKeys queues Added notes for keys as one batch if the queue is idle,
+// and reports whether it did.
+func (q *listenerQueue[T]) pushKeys(keys []cache.Key, replay bool) bool {
+	if q.len() != 0 {
+		return false
+	}
+	q.keys, q.next, q.keysReplay, q.batchPreSync = keys, 0, replay, false
+	return true
+}
+
+// batchMin is the smallest snapshot kept as a batch; smaller ones are
+// queued key by key.
+const batchMin = 64
+
+// pushAll queues a snapshot's events, in order.
+func (q *listenerQueue[T]) pushAll(events []cache.Event[T]) {
+	if len(events) >= batchMin && q.len() == 0 {
+		q.batch, q.next, q.batchPreSync = events, 0, false
+		return
+	}
+	q.fifo.reserve(len(events))
+	for _, e := range events {
+		q.push(e.Key(), noteOf(e))
+	}
 }
 
 func (q *listenerQueue[T]) push(k cache.Key, n note[T]) {
@@ -119,10 +164,6 @@ func (q *listenerQueue[T]) push(k cache.Key, n note[T]) {
 	q.fifo.set(k, m)
 }
 
-// reserve makes room for n more notifications, so that a snapshot's do
-// not grow the queue step by step.
-func (q *listenerQueue[T]) reserve(n int) { q.fifo.reserve(n) }
-
 // mark records that everything queued so far is the initial state the
 // registration must deliver before it counts as synced.
 func (q *listenerQueue[T]) mark() {
@@ -130,6 +171,10 @@ func (q *listenerQueue[T]) mark() {
 		return
 	}
 	q.marked = true
+	if rest := q.batchLen(); rest > 0 && !q.batchPreSync {
+		q.batchPreSync = true
+		q.preSync += rest
+	}
 	q.fifo.each(func(k cache.Key, n note[T]) {
 		if !n.preSync {
 			n.preSync = true
@@ -139,10 +184,33 @@ func (q *listenerQueue[T]) mark() {
 	})
 }
 
-func (q *listenerQueue[T]) pop() (note[T], bool) {
-	_, n, ok := q.fifo.pop()
-	return n, ok
+// pop returns the next note. lazy: it is the Added note of key from a
+// batch of keys, whose object the caller reads (listener.resolve).
+func (q *listenerQueue[T]) pop() (n note[T], key cache.Key, lazy, ok bool) {
+	if q.next < len(q.keys) {
+		key = q.keys[q.next]
+		n = note[T]{kind: noteAdd, replay: q.keysReplay, preSync: q.batchPreSync}
+		q.next++
+		if q.next == len(q.keys) {
+			q.keys, q.next = nil, 0
+		}
+		return n, key, true, true
+	}
+	if q.next < len(q.batch) {
+		n = noteOf(q.batch[q.next])
+		n.preSync = q.batchPreSync
+		q.next++
+		if q.next == len(q.batch) {
+			q.batch, q.next = nil, 0
+		}
+		return n, cache.Key{}, false, true
+	}
+	_, n, ok = q.fifo.pop()
+	return n, cache.Key{}, false, ok
 }
+
+// batchLen is the number of batched notes not yet delivered.
+func (q *listenerQueue[T]) batchLen() int { return len(q.batch) + len(q.keys) - q.next }
 
 // delivered records that n's callbacks returned.
 func (q *listenerQueue[T]) delivered(n note[T]) {
@@ -153,4 +221,4 @@ func (q *listenerQueue[T]) delivered(n note[T]) {
 
 func (q *listenerQueue[T]) synced() bool { return q.marked && q.preSync == 0 }
 
-func (q *listenerQueue[T]) len() int { return q.fifo.len() }
+func (q *listenerQueue[T]) len() int { return q.batchLen() + q.fifo.len() }

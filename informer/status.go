@@ -22,6 +22,10 @@ type Status struct {
 	// Objects in the cache, and the resourceVersion it has caught up with.
 	Objects         int
 	ResourceVersion string
+	// CacheBytes estimates the heap the cached objects take (the
+	// kloop_informer_cache_bytes gauge): a sample of them sized with the
+	// allocator's rounding, shared metadata counted once, times Objects.
+	CacheBytes int64
 	// Pending counts what waits in the delta queue between the source and
 	// the cache (a snapshot counts as one).
 	Pending int
@@ -62,6 +66,7 @@ func (inf *Informer[T]) Status() Status {
 		Objects:         inf.store.Len(),
 		ResourceVersion: inf.store.ResourceVersion(),
 	}
+	s.CacheBytes = inf.size.bytes(s.Objects)
 	select {
 	case <-inf.syncedCh:
 		s.Synced = true

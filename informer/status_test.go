@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -91,6 +92,27 @@ func TestInformerStatus_ReportsTheLastErrorOfASourceWithoutPhases(t *testing.T) 
 		synctest.Wait()
 		if s := h.inf.Status(); !s.Synced || s.Objects != 1 || s.ResourceVersion != "3" {
 			t.Fatalf("after a snapshot Status() = %+v; want synced, 1 object at rv 3", s)
+		}
+	})
+}
+
+func TestInformerStatus_EstimatesTheCacheBytesAsTheGaugeDoes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Options[*corev1.ConfigMap]{Name: "cms"})
+		defer h.stop()
+		if s := h.inf.Status(); s.CacheBytes != 0 {
+			t.Fatalf("empty cache estimated at %d B", s.CacheBytes)
+		}
+		h.src.relist("3", cm("a", "1", "3"), cm("b", "2", "3"))
+		synctest.Wait()
+		s := h.inf.Status()
+		// Each object is at least its ConfigMap struct (288 B).
+		if s.CacheBytes < 2*288 || s.CacheBytes > 2*4096 {
+			t.Fatalf("2 small ConfigMaps estimated at %d B, want a few hundred each", s.CacheBytes)
+		}
+		gauge := testutil.ToFloat64(h.inf.metrics.cacheBytes)
+		if int64(gauge) != s.CacheBytes {
+			t.Errorf("kloop_informer_cache_bytes %v, Status().CacheBytes %d: want the same", gauge, s.CacheBytes)
 		}
 	})
 }

@@ -6,10 +6,12 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kloop-dev/kloop/internal/protowalk"
@@ -113,7 +115,11 @@ const (
 	typeMetaAPIVersion     = 1 // runtime.TypeMeta
 	typeMetaKind           = 2
 	objectMetadata         = 1  // metadata of every top-level built-in object
+	metaName               = 1  // metav1.ObjectMeta.Name
+	metaGenerateName       = 2  // metav1.ObjectMeta.GenerateName
 	metaNamespace          = 3  // metav1.ObjectMeta.Namespace
+	metaUID                = 5  // metav1.ObjectMeta.UID
+	metaResourceVersion    = 6  // metav1.ObjectMeta.ResourceVersion
 	metaLabels             = 11 // metav1.ObjectMeta.Labels
 	metaManagedFields      = 17 // metav1.ObjectMeta.ManagedFields
 	watchEventType         = 1  // metav1.WatchEvent
@@ -334,6 +340,24 @@ func (d *typedDecoder[T, E]) unmarshalMeta(meta *metav1.ObjectMeta, msg []byte) 
 	d.labelKey = d.labelKey[:0]
 	var ns []byte
 	var sawNS bool
+	// With sharing, the object's own strings (name, generateName, UID,
+	// resourceVersion) are read into one allocation, as an informer keeps
+	// them, instead of four that it would copy and drop.
+	var own [4][]byte
+	var sawOwn [4]bool
+	ownIndex := func(num uint64) int {
+		switch num {
+		case metaName:
+			return 0
+		case metaGenerateName:
+			return 1
+		case metaUID:
+			return 2
+		case metaResourceVersion:
+			return 3
+		}
+		return -1
+	}
 	skip := func(num uint64) bool {
 		switch num {
 		case metaManagedFields:
@@ -342,11 +366,16 @@ func (d *typedDecoder[T, E]) unmarshalMeta(meta *metav1.ObjectMeta, msg []byte) 
 			return true
 		case metaLabels:
 			return d.shareLabels
+		case metaName, metaGenerateName, metaUID, metaResourceVersion:
+			return d.shareLabels
 		}
 		return false
 	}
 	err := unmarshalExcept(meta, msg, skip, func(num uint64, payload []byte) error {
 		switch num {
+		case metaName, metaGenerateName, metaUID, metaResourceVersion:
+			i := ownIndex(num)
+			own[i], sawOwn[i] = payload, true
 		case metaNamespace:
 			ns, sawNS = payload, true
 		case metaLabels:
@@ -362,6 +391,31 @@ func (d *typedDecoder[T, E]) unmarshalMeta(meta *metav1.ObjectMeta, msg []byte) 
 	}
 	if sawNS {
 		meta.Namespace = d.strs.get(ns)
+	}
+	if sawOwn != [4]bool{} {
+		buf := make([]byte, 0, len(own[0])+len(own[1])+len(own[2])+len(own[3]))
+		var str [4]string
+		for i, b := range own {
+			if len(b) > 0 {
+				at := len(buf)
+				buf = append(buf, b...)
+				// buf never grows past its capacity and is not written
+				// again, so the string can share its bytes.
+				str[i] = unsafe.String(&buf[at], len(b))
+			}
+		}
+		if sawOwn[0] {
+			meta.Name = str[0]
+		}
+		if sawOwn[1] {
+			meta.GenerateName = str[1]
+		}
+		if sawOwn[2] {
+			meta.UID = types.UID(str[2])
+		}
+		if sawOwn[3] {
+			meta.ResourceVersion = str[3]
+		}
 	}
 	if len(d.labelKey) > 0 {
 		labels, err := d.labels(d.labelKey)

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -333,4 +334,33 @@ func FuzzTypedDecoder_MatchesTheStockSerializer(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestTypedDecoder_PacksTheObjectsOwnStringsIntoOneAllocationWhenSharing(t *testing.T) {
+	in := fullConfigMap("a")
+	in.GenerateName = "gen-"
+	for _, share := range []bool{true, false} {
+		dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Scope{decoding: lean.Decoding{ShareLabels: share}})
+		obj, _, err := dec.Decode(encodeProto(t, in, cmGVK), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := obj.(*corev1.ConfigMap)
+		if got.Name != in.Name || got.GenerateName != in.GenerateName || got.UID != in.UID || got.ResourceVersion != in.ResourceVersion {
+			t.Fatalf("share=%v: name %q generateName %q uid %q rv %q, want %q %q %q %q", share,
+				got.Name, got.GenerateName, got.UID, got.ResourceVersion, in.Name, in.GenerateName, in.UID, in.ResourceVersion)
+		}
+		contiguous := true
+		next := uintptr(0)
+		for _, s := range []string{got.Name, got.GenerateName, string(got.UID), got.ResourceVersion} {
+			p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+			if next != 0 && p != next {
+				contiguous = false
+			}
+			next = p + uintptr(len(s))
+		}
+		if contiguous != share {
+			t.Errorf("share=%v: name, generateName, UID and resourceVersion in one allocation: %v", share, contiguous)
+		}
+	}
 }

@@ -145,8 +145,11 @@ func (r *Reflector[T]) Run(ctx context.Context, emit func(Event[T])) error {
 		}
 	}()
 
+	// act lives across iterations: its options' address is taken below, so
+	// a variable declared in the loop would be a heap allocation per event.
+	var act action
 	for ctx.Err() == nil {
-		act := m.act
+		act = m.act
 		if act.kind != actReceive && w != nil {
 			w.Stop()
 			w = nil

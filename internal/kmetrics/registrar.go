@@ -108,6 +108,9 @@ func (r *Registrar) Err() error { return r.err }
 // resourceVersions are; it leaves g alone otherwise (resourceVersions are
 // opaque, and another store may use other strings).
 func SetResourceVersion(g prometheus.Gauge, rv string) {
+	if rv == "" {
+		return // a parse error would allocate, once per event of a snapshot
+	}
 	if v, err := strconv.ParseUint(rv, 10, 64); err == nil {
 		g.Set(float64(v))
 	}

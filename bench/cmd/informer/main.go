@@ -72,6 +72,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"os"
+	"os/signal"
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
@@ -85,10 +86,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -118,9 +121,30 @@ func main() {
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "profiling aid: write a CPU profile of each side's sync to this path with the side's name appended")
 	flag.StringVar(&memProfile, "memprofile", "", "profiling aid: write a heap profile of each side, taken when its memory is measured, to this path with the side's name appended")
 	flag.StringVar(&traceOut, "trace", "", "profiling aid: write an execution trace of each side's sync to this path with the side's name appended")
-	only := flag.String("sides", "", "comma-separated sides to run (default all): "+strings.Join(sideNames(), ","))
+	only := flag.String("sides", "", "comma-separated sides to run in this process (default all; none for none): "+strings.Join(sideNames(), ","))
+	flag.StringVar(&peakOnly, "peak-sides", "", "comma-separated sides whose peak memory is measured, each in a child process (default all; none for none): "+strings.Join(peakSides, ","))
+	flag.IntVar(&peakRounds, "peak-rounds", 3, "rounds of the peak measurement (each runs every peak side once)")
+	flag.StringVar(&workload, "workload", "configmaps", "what is seeded and informed: configmaps (512-byte payload) or pods (Pod-shaped objects: about 3 KiB as stored, 11 KiB decoded; peak sides only)")
+	flag.BoolVar(&hold, "hold", false, "development aid: after seeding the last size, print the kubeconfig and keep the control plane running until interrupted (run sides by hand with -child SIDE -kubeconfig PATH -n N)")
+	child := flag.String("child", "", "internal: run one peak side in this process and report")
+	kubeconfig := flag.String("kubeconfig", "", "internal: the child's kubeconfig")
 	flag.Parse()
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
+	if *child != "" {
+		n, err := strconv.Atoi(*n)
+		if err == nil {
+			err = runPeakChild(*child, *kubeconfig, workload, n, memProfile)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if workload != "configmaps" && workload != "pods" {
+		fmt.Fprintf(os.Stderr, "informer benchmark: -workload %q: want configmaps or pods\n", workload)
+		os.Exit(2)
+	}
 	sizes, err := parseSizes(*n)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "informer benchmark:", err)
@@ -139,6 +163,13 @@ func run(sizes []int, rounds, updates int, only string) error {
 	if err != nil {
 		return err
 	}
+	psides, err := selectPeakSides(peakOnly)
+	if err != nil {
+		return err
+	}
+	if workload == "pods" {
+		sides, updates = nil, 0 // the in-process sides are ConfigMap informers
+	}
 	env, err := testenv.Start(ctx, testenv.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
@@ -150,10 +181,21 @@ func run(sizes []int, rounds, updates int, only string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("informer benchmark: N=%s ConfigMaps (512-byte payload, 2 labels), %d rounds, %d timed writes, GOMAXPROCS=%d\n",
-		strings.Join(sizeNames(sizes), ","), rounds, updates, runtime.GOMAXPROCS(0))
+	what := "ConfigMaps (512-byte payload, 2 labels)"
+	if workload == "pods" {
+		what = "Pods (about 3 KiB as stored, 11 KiB decoded)"
+	}
+	fmt.Printf("informer benchmark: N=%s %s, %d rounds, %d peak rounds, %d timed writes, GOMAXPROCS=%d\n",
+		strings.Join(sizeNames(sizes), ","), what, rounds, peakRounds, updates, runtime.GOMAXPROCS(0))
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		return err
+	}
+	if workload == "pods" {
+		// No service-account controller runs: admission wants the
+		// namespace's default service account to exist.
+		if _, err := kc.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
 	}
 
 	seededTo := 0
@@ -162,8 +204,29 @@ func run(sizes []int, rounds, updates int, only string) error {
 		if err := seed(ctx, kc, seededTo, n); err != nil {
 			return err
 		}
-		fmt.Printf("  seeded %d ConfigMaps (%d in all) in %.1fs\n", n-seededTo, n, time.Since(seeded).Seconds())
+		fmt.Printf("  seeded %d %s (%d in all) in %.1fs\n", n-seededTo, workload, n, time.Since(seeded).Seconds())
 		seededTo = n
+		if hold && n == sizes[len(sizes)-1] {
+			fmt.Printf("holding: -kubeconfig %s\n", env.KubeconfigPath)
+			sig, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+			<-sig.Done()
+			stop()
+			return nil
+		}
+		// One size keeps the figures' plain names; a curve suffixes each
+		// with its size.
+		suffix := ""
+		if len(sizes) > 1 {
+			suffix = "-n" + strconv.Itoa(n)
+		}
+		if len(psides) > 0 {
+			if err := measurePeaks(env.KubeconfigPath, workload, psides, n, peakRounds, suffix); err != nil {
+				return err
+			}
+		}
+		if len(sides) == 0 {
+			continue
+		}
 
 		results := map[string][]measurement{}
 		for r := range rounds {
@@ -181,12 +244,6 @@ func run(sizes []int, rounds, updates int, only string) error {
 				}
 				results[s.name] = append(results[s.name], m)
 			}
-		}
-		// One size keeps the figures' plain names; a curve suffixes each
-		// with its size.
-		suffix := ""
-		if len(sizes) > 1 {
-			suffix = "-n" + strconv.Itoa(n)
 		}
 		syncOf := func(side string) float64 {
 			return median(results[side], func(m measurement) float64 { return m.sync.Seconds() })
@@ -315,6 +372,14 @@ func seed(ctx context.Context, kc kubernetes.Interface, from, n int) error {
 					errs <- err
 					return
 				}
+				if workload == "pods" {
+					p := benchPod(i, hex.EncodeToString(buf[:8]))
+					if _, err := kc.CoreV1().Pods(namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+						errs <- fmt.Errorf("create %s: %w", p.Name, err)
+						return
+					}
+					continue
+				}
 				cm := &corev1.ConfigMap{
 					ObjectMeta: metav1.ObjectMeta{
 						Name:      fmt.Sprintf("cm-%06d", i),
@@ -333,6 +398,60 @@ func seed(ctx context.Context, kc kubernetes.Interface, from, n int) error {
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// benchPod is the Pod-shaped object: what a Deployment's pod of a
+// typical service looks like before a scheduler sees it (an owner, the
+// usual labels and annotations, two containers with env, ports, probes,
+// resources and mounts, volumes); about 3 KiB as stored, managedFields
+// and the service-account volume admission adds included.
+func benchPod(i int, hash string) *corev1.Pod {
+	app := "svc-" + strconv.Itoa(i%16)
+	ctrl := true
+	env := make([]corev1.EnvVar, 0, 12)
+	for k := range 10 {
+		env = append(env, corev1.EnvVar{Name: fmt.Sprintf("SETTING_%02d", k), Value: fmt.Sprintf("value-%d-%s", k, app)})
+	}
+	env = append(env,
+		corev1.EnvVar{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		corev1.EnvVar{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}})
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 10}
+	res := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("%s-%s-%06d", app, hash[:6], i),
+			Namespace: namespace,
+			Labels:    map[string]string{"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": "bench", "pod-template-hash": "5d4f8c7b9" + strconv.Itoa(i%16)},
+			Annotations: map[string]string{
+				"prometheus.io/scrape": "true", "prometheus.io/port": "9090",
+				"kubectl.kubernetes.io/restartedAt": "2026-11-30T10:00:00Z",
+			},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: app + "-5d4f8c7b9", UID: types.UID(fmt.Sprintf("6f1c2d3e-0000-4000-8000-%012d", i%16)), Controller: &ctrl}},
+		},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "app", Image: "registry.example.com/team/" + app + ":v1.42.0",
+				Args:  []string{"--config=/etc/app/config.yaml", "--log-level=info"},
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "metrics", ContainerPort: 9090}},
+				Env:   env, Resources: res, LivenessProbe: probe, ReadinessProbe: probe,
+				VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app"}, {Name: "data", MountPath: "/data"}},
+			}, {
+				Name: "proxy", Image: "registry.example.com/mesh/proxy:v2.3.1",
+				Args:      []string{"--upstream=127.0.0.1:8080"},
+				Ports:     []corev1.ContainerPort{{Name: "proxy", ContainerPort: 15001}},
+				Resources: res,
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: app + "-config"}}}},
+				{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			},
+			NodeSelector: map[string]string{"kubernetes.io/os": "linux"},
+			Tolerations:  []corev1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}},
+		},
+	}
 }
 
 // side starts one informer with one no-op handler. It returns the
@@ -383,6 +502,9 @@ func selectSides(only string) ([]side, error) {
 	if only == "" {
 		return allSides, nil
 	}
+	if only == "none" {
+		return nil, nil
+	}
 	var out []side
 	for name := range strings.SplitSeq(only, ",") {
 		i := slices.IndexFunc(allSides, func(s side) bool { return s.name == name })
@@ -417,7 +539,27 @@ func heapAlloc() uint64 {
 var (
 	cpuProfile, memProfile, traceOut string
 	noSharing                        bool
+	peakOnly, workload               string
+	peakRounds                       int
+	hold                             bool
 )
+
+func selectPeakSides(only string) ([]string, error) {
+	switch only {
+	case "":
+		return peakSides, nil
+	case "none":
+		return nil, nil
+	}
+	var out []string
+	for name := range strings.SplitSeq(only, ",") {
+		if !slices.Contains(peakSides, name) {
+			return nil, fmt.Errorf("-peak-sides: unknown side %q (have %s)", name, strings.Join(peakSides, ","))
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
 
 // kloopList lets a run try kloop's other initial-list modes.
 var kloopList listMode
