@@ -41,7 +41,7 @@ func Unstructured(app *App, gvr schema.GroupVersionResource, opts ...ObjectsOpti
 	if gvr.Resource == "" || gvr.Version == "" {
 		err = errors.New("name the resource and its version, for example {Group: \"example.com\", Version: \"v1\", Resource: \"widgets\"}")
 	} else {
-		inf, err = informer.OfUnstructured(app.Factory(), gvr, scope)
+		inf, err = informer.OfResource[*unstructured.Unstructured](app.Factory(), gvr, scope)
 	}
 	if err != nil {
 		err = fmt.Errorf("kloop.Unstructured %s: %w", gvr, err)

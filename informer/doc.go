@@ -15,8 +15,8 @@
 //     inferred from a relist, instead of a tombstone of another type.
 //     HandlerFuncs[T] splits events into one function per kind.
 //   - Factory shares informers: one per Go type, resource and Scope
-//     (namespace, label and field selector). Of, OfResource, OfMetadata,
-//     OfUnstructured and OfListerWatcher create them on first use.
+//     (namespace, label and field selector). Of and OfResource create them
+//     on first use.
 //
 // # Guarantees
 //
@@ -97,8 +97,8 @@
 // it strips managedFields and makes cached objects share metadata that
 // repeats between them (namespaces, label keys and values, whole label sets,
 // owner references, the keys of a ConfigMap's data; Memory.Unshared turns
-// that off). OfMetadata caches only metadata, for controllers that need no
-// more. Memory.Encoded keeps each object as its protobuf encoding, about
+// that off). OfResource[*metav1.PartialObjectMetadata] caches only
+// metadata, for controllers that need no more. Memory.Encoded keeps each object as its protobuf encoding, about
 // half the bytes, and decodes it on every read (about a microsecond of CPU
 // for a small ConfigMap, and a List of n objects n times that): for
 // controllers that cache many objects and read few. Of and

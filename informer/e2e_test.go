@@ -739,7 +739,7 @@ func testMetadataOnly(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) {
 		t.Fatal(err)
 	}
 	f := informer.NewFactory(cfg, informer.FactoryOptions{Registerer: prometheus.NewRegistry()})
-	inf, err := informer.OfMetadata(f, configMapsGVR, informer.Scope{Namespace: ns, LabelSelector: "app=demo"})
+	inf, err := informer.OfResource[*metav1.PartialObjectMetadata](f, configMapsGVR, informer.Scope{Namespace: ns, LabelSelector: "app=demo"})
 	if err != nil {
 		t.Fatal(err)
 	}

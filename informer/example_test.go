@@ -123,7 +123,7 @@ func ExampleFactory() {
 	if err != nil {
 		panic(err)
 	}
-	podMetadata, err := informer.OfMetadata(factory, corev1.SchemeGroupVersion.WithResource("pods"), informer.Scope{})
+	podMetadata, err := informer.OfResource[*metav1.PartialObjectMetadata](factory, corev1.SchemeGroupVersion.WithResource("pods"), informer.Scope{})
 	if err != nil {
 		panic(err)
 	}

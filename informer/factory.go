@@ -118,8 +118,7 @@ type factoryEntry struct {
 }
 
 // NewFactory returns a factory whose informers talk to the API server at
-// cfg. It starts nothing and makes no request. cfg may be nil if only
-// OfListerWatcher is used.
+// cfg. It starts nothing and makes no request.
 func NewFactory(cfg *rest.Config, opts FactoryOptions) *Factory {
 	if opts.Scheme == nil {
 		opts.Scheme = clientgoscheme.Scheme
@@ -146,15 +145,43 @@ func Of[T interface {
 }
 
 // OfResource returns the factory's informer for resource gvr, decoded into
-// T (which f's scheme must register for gvr's group and version), in scope.
-// This is the way to CRD types:
+// T, in scope. T is one of:
 //
-//	foos, err := informer.OfResource[*v1alpha1.Foo](factory, v1alpha1.SchemeGroupVersion.WithResource("foos"), informer.Scope{})
+//   - a type f's scheme registers for gvr's group and version: the way to
+//     CRD types;
+//
+//   - *metav1.PartialObjectMetadata: a metadata-only informer, which caches
+//     names, labels, annotations, owners and resourceVersions and none of
+//     the objects' bodies: the cheap way to watch large or numerous objects;
+//
+//   - *unstructured.Unstructured: for resources whose Go types the program
+//     does not have.
+//
+//     foos, err := informer.OfResource[*v1alpha1.Foo](factory, v1alpha1.SchemeGroupVersion.WithResource("foos"), informer.Scope{})
+//     pods, err := informer.OfResource[*metav1.PartialObjectMetadata](factory, corev1.SchemeGroupVersion.WithResource("pods"), informer.Scope{})
 func OfResource[T interface {
 	*E
 	watcher.Object
 }, E any](f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[T], error) {
-	return OfListerWatcher(f, ResourceName(gvr), scope, func(o watcher.Scope) (watcher.ListerWatcher[T], error) {
+	switch any(T(nil)).(type) {
+	case *metav1.PartialObjectMetadata:
+		return ofListerWatcher(f, ResourceName(gvr)+" (metadata)", scope, func(o watcher.Scope) (watcher.ListerWatcher[T], error) {
+			c, err := f.metadataClient()
+			if err != nil {
+				return nil, err
+			}
+			return any(watcher.FromMetadata(c, gvr, o)).(watcher.ListerWatcher[T]), nil
+		})
+	case *unstructured.Unstructured:
+		return ofListerWatcher(f, ResourceName(gvr)+" (unstructured)", scope, func(o watcher.Scope) (watcher.ListerWatcher[T], error) {
+			c, err := f.dynamicClient()
+			if err != nil {
+				return nil, err
+			}
+			return any(watcher.FromDynamic(c, gvr, o)).(watcher.ListerWatcher[T]), nil
+		})
+	}
+	return ofListerWatcher(f, ResourceName(gvr), scope, func(o watcher.Scope) (watcher.ListerWatcher[T], error) {
 		if f.cfg == nil {
 			return nil, errors.New("informer: factory has no rest.Config")
 		}
@@ -190,38 +217,11 @@ func preferProtobuf[T watcher.Object](cfg *rest.Config) *rest.Config {
 	return c
 }
 
-// OfMetadata returns the factory's metadata-only informer for gvr in
-// scope: it caches *metav1.PartialObjectMetadata (names, labels,
-// annotations, owners, resourceVersion…) and none of the objects' bodies,
-// which makes it the cheap way to watch large or numerous objects.
-func OfMetadata(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[*metav1.PartialObjectMetadata], error) {
-	return OfListerWatcher(f, ResourceName(gvr)+" (metadata)", scope, func(o watcher.Scope) (watcher.ListerWatcher[*metav1.PartialObjectMetadata], error) {
-		c, err := f.metadataClient()
-		if err != nil {
-			return nil, err
-		}
-		return watcher.FromMetadata(c, gvr, o), nil
-	})
-}
-
-// OfUnstructured returns the factory's informer for gvr in scope, with
-// objects as *unstructured.Unstructured: for resources whose Go types the
-// program does not have.
-func OfUnstructured(f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[*unstructured.Unstructured], error) {
-	return OfListerWatcher(f, ResourceName(gvr)+" (unstructured)", scope, func(o watcher.Scope) (watcher.ListerWatcher[*unstructured.Unstructured], error) {
-		c, err := f.dynamicClient()
-		if err != nil {
-			return nil, err
-		}
-		return watcher.FromDynamic(c, gvr, o), nil
-	})
-}
-
-// OfListerWatcher returns the factory's informer for (T, resource, scope),
+// ofListerWatcher returns the factory's informer for (T, resource, scope),
 // creating it with newLW on first use. resource names what is watched (it
 // is part of the sharing key and of the informer's name). newLW gets the
 // scope as watcher.Scope.
-func OfListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope, newLW func(watcher.Scope) (watcher.ListerWatcher[T], error)) (*Informer[T], error) {
+func ofListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope, newLW func(watcher.Scope) (watcher.ListerWatcher[T], error)) (*Informer[T], error) {
 	namespaces, err := splitNamespaces(scope.Namespace)
 	if err != nil {
 		return nil, fmt.Errorf("informer %s: %w", resource, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
@@ -38,7 +39,7 @@ func TestFactory_SharesOneInformerPerTypeResourceAndScope(t *testing.T) {
 	if c == a {
 		t.Fatal("a different label selector shared the informer")
 	}
-	md, err := OfMetadata(f, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Scope{Namespace: "web"})
+	md, err := OfResource[*metav1.PartialObjectMetadata](f, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Scope{Namespace: "web"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,7 +77,7 @@
 //     limit and continue are ignored (one page), and nothing is ever too
 //     old (no 410 Gone). Every change is kept in memory for the Server's
 //     life, for watches to start from.
-//   - No Table or PartialObjectMetadata responses (informer.OfMetadata),
+//   - No Table or PartialObjectMetadata responses (informer.OfResource[*metav1.PartialObjectMetadata]),
 //     no subresources but status (no scale, eviction, binding), no
 //     deletecollection, no authentication or authorization.
 //   - Server-side apply: managed fields are recorded by apply alone;

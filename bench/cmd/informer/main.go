@@ -21,7 +21,7 @@
 //     HeapAlloc after two forced GCs with the informer running, minus
 //     HeapAlloc after two forced GCs before it started, divided by N.
 //   - informer-metadata-bytes-per-object: the same for kloop's metadata-only
-//     informer (informer.OfMetadata), against client-go's default full
+//     informer (informer.OfResource[*metav1.PartialObjectMetadata]), against client-go's default full
 //     informer: what a controller that needs only names, labels and owners
 //     pays with each.
 //   - informer-transform-bytes-per-object: the same for kloop's informer
@@ -743,7 +743,7 @@ func runKloopWith(cfg *rest.Config, opts informer.FactoryOptions, transform func
 
 func runKloopMetadata(cfg *rest.Config, _ int) (*running, error) {
 	f := informer.NewFactory(cfg, kloopOptions())
-	inf, err := informer.OfMetadata(f, corev1.SchemeGroupVersion.WithResource("configmaps"), informer.Scope{Namespace: namespace})
+	inf, err := informer.OfResource[*metav1.PartialObjectMetadata](f, corev1.SchemeGroupVersion.WithResource("configmaps"), informer.Scope{Namespace: namespace})
 	if err != nil {
 		return nil, err
 	}

@@ -305,7 +305,7 @@ func startPeakSide(cfg *rest.Config, side, workload string) (*peakRunning, error
 		return kloopRunning(f, inf)
 	case "kloop-metadata":
 		f := informer.NewFactory(cfg, kloopOptions())
-		inf, err := informer.OfMetadata(f, corev1.SchemeGroupVersion.WithResource(resourceOf(workload)), informer.Scope{Namespace: namespace})
+		inf, err := informer.OfResource[*metav1.PartialObjectMetadata](f, corev1.SchemeGroupVersion.WithResource(resourceOf(workload)), informer.Scope{Namespace: namespace})
 		if err != nil {
 			return nil, err
 		}
