@@ -228,24 +228,6 @@ func New[T watcher.Object](src Source[T], opts Options[T]) (*Informer[T], error)
 	return inf, nil
 }
 
-// NewForListerWatcher returns an informer fed by a watcher.Reflector over lw.
-// cfg.Name defaults to opts.Name.
-func NewForListerWatcher[T watcher.Object](lw watcher.ListerWatcher[T], cfg watcher.Options, opts Options[T]) (*Informer[T], error) {
-	if cfg.Name == "" {
-		cfg.Name = opts.Name
-	}
-	if opts.Name == "" {
-		opts.Name = cfg.Name
-	}
-	if cfg.Registerer == nil {
-		cfg.Registerer = opts.Registerer
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = opts.Logger
-	}
-	return New[T](watcher.NewReflector(lw, cfg), opts)
-}
-
 // Name describes the informer.
 func (inf *Informer[T]) Name() string { return inf.name }
 

@@ -524,11 +524,10 @@ func (r *run) loop(ctx context.Context) error {
 	defer r.background.Wait()
 	defer close(r.stop)
 
-	linf, err := informer.NewForListerWatcher(m.lw, watcher.Options{
-		Name:       "shard group " + m.cfg.Group,
-		Logger:     m.cfg.Logger,
-		Registerer: prometheus.NewRegistry(), // the group's Leases are not worth a series of their own
-	}, informer.Options[*coordinationv1.Lease]{Logger: m.cfg.Logger, Registerer: prometheus.NewRegistry()})
+	// The group's Leases are not worth series of their own.
+	name := "shard group " + m.cfg.Group
+	linf, err := informer.New(watcher.NewReflector(m.lw, watcher.Options{Name: name, Logger: m.cfg.Logger, Registerer: prometheus.NewRegistry()}),
+		informer.Options[*coordinationv1.Lease]{Name: name, Logger: m.cfg.Logger, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		return err
 	}
