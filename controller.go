@@ -216,6 +216,9 @@ func (b *builder[K]) make(nothing string, gate func(*controller.Controller[K]) e
 	}
 	b.opts.Logger = b.app.log
 	b.opts.Registerer = b.app.opts.Registry
+	if b.opts.OwnWrite == nil && b.app.client != nil {
+		b.opts.OwnWrite = b.app.client.Wrote
+	}
 	c, err := controller.New[K](controller.ReconcilerFunc[K](b.reconcile), b.opts)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/workqueue"
 )
 
@@ -97,6 +98,13 @@ type Options[K comparable] struct {
 	// Registerer receives the controller's metrics and its workqueue's.
 	// Default: the kloop metrics registry.
 	Registerer prometheus.Registerer
+
+	// OwnWrite, if set, tells whether the object namespace/name at
+	// resourceVersion was written by this program, to mark such changes in
+	// a reconcile's causes (Cause.Own) and find the keys a controller keeps
+	// waking by its own writes. An App sets its client's Wrote. It is
+	// called on the workers, once per kept cause.
+	OwnWrite func(namespace, name, resourceVersion string) bool
 }
 
 // Controller reconciles keys of type K: sources enqueue keys, workers hand
@@ -111,6 +119,9 @@ type Controller[K comparable] struct {
 	m       *controllerMetrics
 	recent  recentErrors
 	started atomic.Bool
+	// causes holds the triggers of the keys waiting in queue until a
+	// worker takes them.
+	causes pendingCauses[K]
 
 	mu         sync.Mutex
 	sources    []Source[K]
@@ -179,9 +190,22 @@ func (c *Controller[K]) Watch(src Source[K]) error {
 	return nil
 }
 
-// Enqueue asks for key to be reconciled, as a source would. It does
-// nothing once the controller has stopped.
-func (c *Controller[K]) Enqueue(key K) { c.queue.Add(key) }
+// Enqueue asks for key to be reconciled, as a source would; its cause
+// says "Enqueue". It does nothing once the controller has stopped.
+func (c *Controller[K]) Enqueue(key K) {
+	c.note(key, Cause{Source: causeEnqueue})
+	c.queue.Add(key)
+}
+
+// triggerTime is the time of a source's trigger as Debounce needs it: 0
+// without Debounce, which then reads no clock.
+func (c *Controller[K]) triggerTime() int64 { return 0 }
+
+// note records a trigger of key, before the key is added to the queue, so
+// that the worker that takes the key finds it.
+func (c *Controller[K]) note(key K, cause Cause) {
+	c.causes.add(key, cause, 0)
+}
 
 // NumRequeues reports how many rate-limited retries key has had since it
 // last succeeded (or was dropped, or failed terminally).
@@ -216,7 +240,7 @@ func (c *Controller[K]) Start(ctx context.Context) error {
 		}
 	}()
 	for i, src := range sources {
-		sub, err := src.Register(fmt.Sprintf("%s-%d", c.name, i), c.queue)
+		sub, err := src.Register(fmt.Sprintf("%s-%d", c.name, i), c.sourceQueue(src))
 		if err != nil {
 			return fmt.Errorf("controller %q: registering source %d: %w", c.name, i, err)
 		}
@@ -309,21 +333,39 @@ func (c *Controller[K]) work(ctx, rctx context.Context) {
 		if err != nil {
 			return
 		}
+		causes := c.causes.take(key)
 		if !c.admitted(key) {
 			c.queue.Forget(key)
 			c.queue.Done(key)
 			c.m.skipped.Inc()
 			continue
 		}
+		c.markOwn(&causes)
 		c.m.active.Inc()
-		c.reconcile(rctx, key)
+		c.reconcile(rctx, key, causes)
 		c.m.active.Dec()
 		c.queue.Done(key)
 	}
 }
 
+// markOwn sets Cause.Own on the causes that are this program's writes.
+// It runs when a worker takes the key, not as the event arrives, since the
+// watch event of a write can reach the informer before the write's
+// response has been recorded; by now the reconcile that wrote has ended.
+func (c *Controller[K]) markOwn(s *causeSet) {
+	if c.opts.OwnWrite == nil {
+		return
+	}
+	for i := range s.n {
+		k := s.at(i)
+		if k.ResourceVersion != "" && k.Change != cache.Deleted && !k.Own {
+			k.Own = c.opts.OwnWrite(k.Namespace, k.Name, k.ResourceVersion)
+		}
+	}
+}
+
 // reconcile runs one Reconcile call and acts on its outcome.
-func (c *Controller[K]) reconcile(ctx context.Context, key K) {
+func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 	if c.opts.ReconcileTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, c.opts.ReconcileTimeout, ErrReconcileTimeout)
@@ -331,8 +373,9 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) {
 	}
 	// The failure logs below carry the reconcile's id too, so that they can
 	// be matched with what the reconcile logged.
-	log := reconcileLogger(c.log, key)
-	ctx = WithLogger(ctx, log)
+	call := newReconcileHandler(c.log, key, causes)
+	log := call.log
+	ctx = withCall(ctx, call)
 	start := time.Now()
 	res, err := c.call(ctx, key)
 	c.m.duration.Observe(time.Since(start).Seconds())
@@ -340,6 +383,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) {
 	switch {
 	case err == nil && res.RequeueAfter > 0:
 		c.queue.Forget(key)
+		c.note(key, Cause{Source: causeRequeueAfter})
 		c.queue.AddAfter(key, res.RequeueAfter)
 		c.m.requeueAfter.Inc()
 		log.Debug(reconciledMessage, "requeueAfter", res.RequeueAfter)
@@ -367,7 +411,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) {
 	if terminal {
 		c.m.terminal.Inc()
 		c.queue.Forget(key)
-		log.Error("Reconcile failed with a terminal error; not retrying", "err", err)
+		log.Error("Reconcile failed with a terminal error; not retrying", "err", err, "causes", causes.String())
 		return
 	}
 	if res.RequeueAfter > 0 {
@@ -380,11 +424,12 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) {
 			c.opts.Dropped(ctx, key, err)
 			return
 		}
-		log.Error("Reconcile failed; dropping the key after too many retries", "err", err, "retries", retries)
+		log.Error("Reconcile failed; dropping the key after too many retries", "err", err, "retries", retries, "causes", causes.String())
 		return
 	}
+	c.note(key, Cause{Source: causeRetry})
 	c.queue.AddRateLimited(key)
-	log.Error("Reconcile failed; will retry", "err", err, "retries", retries)
+	log.Error("Reconcile failed; will retry", "err", err, "retries", retries, "causes", causes.String())
 }
 
 // reconciledMessage is logged at Debug level after every reconcile that
