@@ -207,10 +207,6 @@ func (c *Controller[K]) note(key K, cause Cause) {
 	c.causes.add(key, cause, 0)
 }
 
-// NumRequeues reports how many rate-limited retries key has had since it
-// last succeeded (or was dropped, or failed terminally).
-func (c *Controller[K]) NumRequeues(key K) int { return c.queue.NumRequeues(key) }
-
 // Start registers the sources, waits until each has enqueued its initial
 // state, then runs Options.Workers workers until ctx is done. Then it stops
 // taking keys, lets the Reconcile calls in flight finish (cancelling them
