@@ -417,7 +417,7 @@ func TestController_MaxRetriesDropsKey(t *testing.T) {
 		h := start(t, rec, controller.Options[string]{
 			RateLimiter: rl,
 			MaxRetries:  5,
-			Dropped:    func(ctx context.Context, key string, err error) { dropped <- key },
+			Dropped:     func(ctx context.Context, key string, err error) { dropped <- key },
 		})
 		h.c.Enqueue("a")
 		time.Sleep(time.Hour)

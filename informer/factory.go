@@ -362,4 +362,3 @@ func (f *Factory) WaitForSync(ctx context.Context) error {
 	}
 	return fmt.Errorf("%d of %d informers did not sync:\n%w", len(errs), len(entries), errors.Join(errs...))
 }
-
