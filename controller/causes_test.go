@@ -18,6 +18,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/metricstest"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -215,4 +216,76 @@ func TestCausesFrom_OutsideAReconcileIsEmpty(t *testing.T) {
 	if causes, total := controller.CausesFrom(context.Background()); causes != nil || total != 0 {
 		t.Errorf("CausesFrom(Background) = %v, %d, want nil, 0", causes, total)
 	}
+}
+
+func TestController_FindsAKeyWokenOnlyByItsOwnWritesAsAHotLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &scripted{initial: []*corev1.ConfigMap{cm("a", rv("1")), cm("b", rv("2"))}, events: make(chan []watcher.Event[*corev1.ConfigMap], 100)}
+		reg := prometheus.NewRegistry()
+		logs := &syncBuffer{}
+		log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		inf, err := informer.New[*corev1.ConfigMap](src, informer.Options[*corev1.ConfigMap]{Registerer: reg, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var (
+			mu    sync.Mutex
+			wrote = map[string]bool{}
+			next  = 100
+			loops int
+		)
+		// a writes itself a new annotation on each of its first 15
+		// reconciles; b is changed by someone else as often.
+		rec := controller.ReconcilerFunc[cache.Key](func(ctx context.Context, k cache.Key) (controller.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if loops >= 30 {
+				return controller.Result{}, nil
+			}
+			loops++
+			next++
+			v := fmt.Sprint(next)
+			wrote[k.Name+"@"+v] = k.Name == "a"
+			src.events <- ev(watcher.Modified, cm(k.Name, rv(v), lbl("n", v)))
+			return controller.Result{}, nil
+		})
+		own := func(_, name, rv string) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return wrote[name+"@"+rv]
+		}
+		c, err := controller.New[cache.Key](rec, controller.Options[cache.Key]{Name: "loop", Registerer: reg, Logger: log, OwnWrite: own})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Watch(controller.For(inf)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = inf.Start(ctx) })
+		wg.Go(func() { _ = c.Start(ctx) })
+		defer wg.Wait()
+		defer cancel()
+		synctest.Wait()
+
+		if v := metricstest.Value(t, reg, "kloop_controller_self_triggered_reconciles_total", "controller", "loop"); v != 15 {
+			t.Errorf("self-triggered reconciles = %v, want 15 (a's, after its first)", v)
+		}
+		hot := c.Status().HotLoops
+		if len(hot) != 1 || hot[0].Key != "ns/a" || hot[0].Reconciles != 15 || len(hot[0].Causes) != 1 || !hot[0].Causes[0].Own {
+			t.Errorf("HotLoops = %+v, want ns/a alone, 15 reconciles, its latest cause its own write", hot)
+		}
+		if n := strings.Count(logs.String(), "Hot loop"); n != 1 {
+			t.Errorf("%d hot-loop warnings, want 1; logs:\n%s", n, logs)
+		}
+		if !strings.Contains(logs.String(), "key=ns/a") || !strings.Contains(logs.String(), `causes="For ConfigMap ns/a@`) {
+			t.Errorf("the warning does not name the key and what changed; logs:\n%s", logs)
+		}
+
+		time.Sleep(31 * time.Second)
+		if hot := c.Status().HotLoops; len(hot) != 0 {
+			t.Errorf("HotLoops a window after the loop stopped = %+v, want none", hot)
+		}
+	})
 }

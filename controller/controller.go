@@ -122,6 +122,8 @@ type Controller[K comparable] struct {
 	// causes holds the triggers of the keys waiting in queue until a
 	// worker takes them.
 	causes pendingCauses[K]
+	// hot follows the keys woken by the program's own writes.
+	hot hotLoops[K]
 
 	mu         sync.Mutex
 	sources    []Source[K]
@@ -375,6 +377,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 	start := time.Now()
 	res, err := c.call(ctx, key)
 	c.m.duration.Observe(time.Since(start).Seconds())
+	c.watchLoop(key, log, &call.causes, start)
 
 	switch {
 	case err == nil && res.RequeueAfter > 0:
