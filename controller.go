@@ -95,11 +95,13 @@ func (b *ControllerBuilder) Workers(n int) *ControllerBuilder {
 // WithOptions changes any other controller.Options field: RateLimiter
 // (how long a failed key waits before its retry), MaxRetries (drop a key
 // after n failed retries), ReconcileTimeout (a bound on each reconcile),
+// Debounce (reconcile a burst of changes once, after it),
 // Dropped, SyncTimeout, DrainTimeout, SkipLeaderElection:
 //
 //	.WithOptions(func(o *controller.Options[cache.Key]) { o.MaxRetries = 5 })
 //
-// Name, Logger and Registerer are the App's.
+// Name, Logger and Registerer are the App's; OwnWrite is the App client's
+// Wrote unless set.
 func (b *ControllerBuilder) WithOptions(change func(*controller.Options[cache.Key])) *ControllerBuilder {
 	change(&b.b.opts)
 	return b

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,16 +29,18 @@ import (
 // looper is a controller that writes a changing annotation on every
 // reconcile of its ConfigMaps, so that each write wakes it again.
 type looper struct {
-	cms    *kloop.Handle[*corev1.ConfigMap]
-	n      atomic.Int64
-	mu     sync.Mutex
-	starts []time.Time
+	cms     *kloop.Handle[*corev1.ConfigMap]
+	n       atomic.Int64
+	mu      sync.Mutex
+	starts  []time.Time
+	changed await.Signal
 }
 
 func (l *looper) Reconcile(ctx context.Context, key cache.Key) (controller.Result, error) {
 	l.mu.Lock()
 	l.starts = append(l.starts, time.Now())
 	l.mu.Unlock()
+	l.changed.Notify()
 	cm, err := l.cms.Get(ctx, key.Namespace, key.Name)
 	if err != nil {
 		return controller.Result{}, err
@@ -127,5 +130,25 @@ func TestApp_ALoopingControllerIsReportedAsAHotLoop(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("%d hot-loop warnings, want one", n)
+	}
+}
+
+func TestApp_DebounceBoundsTheRateOfALoopingController(t *testing.T) {
+	const debounce = 500 * time.Millisecond
+	_, l, _, _, _ := startLooper(t, "debounced", func(o *controller.Options[cache.Key]) { o.Debounce = debounce })
+	var starts []time.Time
+	await.Until(t, "6 reconciles of the looping ConfigMap", l.changed.Changed, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		starts = slices.Clone(l.starts)
+		return len(starts) >= 6
+	})
+	// Each reconcile is woken by the previous one's write, which comes
+	// after that one started: Debounce holds it until the write has been
+	// quiet for debounce, so reconciles start at least debounce apart.
+	for i := 1; i < len(starts); i++ {
+		if gap := starts[i].Sub(starts[i-1]); gap < debounce {
+			t.Errorf("reconcile %d started %v after the one before, want at least Debounce (%v)", i+1, gap, debounce)
+		}
 	}
 }

@@ -289,3 +289,122 @@ func TestController_FindsAKeyWokenOnlyByItsOwnWritesAsAHotLoop(t *testing.T) {
 		}
 	})
 }
+
+// startDebounced runs a controller with Debounce d, fed by a namedSource,
+// that records when each reconcile starts.
+func startDebounced(t *testing.T, d time.Duration) (*namedSource, func() []time.Duration, func()) {
+	t.Helper()
+	var (
+		mu    sync.Mutex
+		t0    = time.Now()
+		calls []time.Duration
+	)
+	rec := controller.ReconcilerFunc[string](func(ctx context.Context, _ string) (controller.Result, error) {
+		mu.Lock()
+		calls = append(calls, time.Since(t0))
+		mu.Unlock()
+		return controller.Result{}, nil
+	})
+	c, err := controller.New[string](rec, controller.Options[string]{Debounce: d, Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &namedSource{}
+	if err := c.Watch(src); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	synctest.Wait()
+	got := func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(calls)
+	}
+	return src, got, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	}
+}
+
+func TestController_DebounceReconcilesABurstOnceAfterItsLastTrigger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src, calls, stop := startDebounced(t, time.Second)
+		defer stop()
+		for range 5 {
+			src.q.Add("a")
+			time.Sleep(300 * time.Millisecond)
+		}
+		// The last trigger came at 1.2 s.
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got, want := calls(), []time.Duration{2200 * time.Millisecond}; !slices.Equal(got, want) {
+			t.Errorf("reconciles at %v, want %v: once, Debounce after the last trigger", got, want)
+		}
+	})
+}
+
+func TestController_DebounceStillRunsAKeyThatNeverPausesEveryTenTimesDebounce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src, calls, stop := startDebounced(t, time.Second)
+		defer stop()
+		time.Sleep(50 * time.Millisecond)
+		// A trigger every 300 ms for 25 s, never at the instant of a
+		// reconcile.
+		for range 84 {
+			src.q.Add("a")
+			time.Sleep(300 * time.Millisecond)
+		}
+		synctest.Wait()
+		got := calls()
+		// Held from 0.05 s: run at 10.05 s; the next trigger (10.25 s) is
+		// held until 20.25 s; then quiet after the last (24.95 s).
+		want := []time.Duration{10050 * time.Millisecond, 20250 * time.Millisecond}
+		if !slices.Equal(got, want) {
+			t.Errorf("reconciles at %v, want %v: every DebounceBound × Debounce while triggers never pause", got, want)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := calls(); len(got) != 3 || got[2] != 25950*time.Millisecond {
+			t.Errorf("reconciles at %v, want a third one Debounce after the last trigger (25.95 s)", got)
+		}
+	})
+}
+
+func TestController_DebounceDoesNotHoldRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []time.Duration
+		t0 := time.Now()
+		var mu sync.Mutex
+		rec := controller.ReconcilerFunc[string](func(ctx context.Context, _ string) (controller.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, time.Since(t0))
+			if len(calls) == 1 {
+				return controller.Result{}, errors.New("once")
+			}
+			return controller.Result{}, nil
+		})
+		h := start[string](t, rec, controller.Options[string]{Debounce: time.Hour})
+		h.c.Enqueue("a")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		mu.Lock()
+		got := slices.Clone(calls)
+		mu.Unlock()
+		if want := []time.Duration{0, 5 * time.Millisecond}; !slices.Equal(got, want) {
+			t.Errorf("reconciles at %v, want %v: Enqueue and the retry are not held", got, want)
+		}
+		h.shutdown()
+	})
+}
+
+func TestNew_RejectsANegativeDebounce(t *testing.T) {
+	_, err := controller.New[string](controller.ReconcilerFunc[string](nil), controller.Options[string]{Debounce: -time.Second, Registerer: prometheus.NewRegistry()})
+	if err == nil || !strings.Contains(err.Error(), "Debounce") {
+		t.Errorf("New with a negative Debounce = %v, want an error naming Debounce", err)
+	}
+}

@@ -18,6 +18,9 @@ import (
 
 // Defaults of Options.
 const (
+	// DebounceBound is how many times Options.Debounce a key that keeps
+	// being triggered is held at most.
+	DebounceBound      = 10
 	DefaultName        = "controller"
 	DefaultSyncTimeout = 2 * time.Minute
 	// DefaultDrainTimeout is below the manager's default shutdown bound
@@ -99,6 +102,19 @@ type Options[K comparable] struct {
 	// Default: the kloop metrics registry.
 	Registerer prometheus.Registerer
 
+	// Debounce, when positive, holds a key that a source triggered until
+	// no new trigger of it has come for Debounce, so that a burst of
+	// changes is reconciled once, after it: the reconciles of a key that
+	// only sources trigger start at least Debounce apart. A key whose
+	// triggers never pause that long is still reconciled once
+	// DebounceBound (10 × Debounce) has passed since the first trigger it
+	// was held for, so a key that changes for ever runs at least that
+	// often. Retries, RequeueAfter and Enqueue are not held. Held keys
+	// wait in the workqueue as delayed keys (and count in its retries
+	// metric). Default 0: every trigger is reconciled as soon as a worker
+	// is free (kube-rs's Config::debounce is the same idea).
+	Debounce time.Duration
+
 	// OwnWrite, if set, tells whether the object namespace/name at
 	// resourceVersion was written by this program, to mark such changes in
 	// a reconcile's causes (Cause.Own) and find the keys a controller keeps
@@ -119,6 +135,7 @@ type Controller[K comparable] struct {
 	m       *controllerMetrics
 	recent  recentErrors
 	started atomic.Bool
+	epoch   time.Time // for trigger times with Debounce
 	// causes holds the triggers of the keys waiting in queue until a
 	// worker takes them.
 	causes pendingCauses[K]
@@ -155,16 +172,20 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Debounce < 0 {
+		return nil, fmt.Errorf("controller %q: Options.Debounce is %v; give a positive duration, or 0 for none", opts.Name, opts.Debounce)
+	}
 	m, err := newControllerMetrics(opts.Name, opts.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("controller %q: %w", opts.Name, err)
 	}
 	c := &Controller[K]{
-		name: opts.Name,
-		rec:  rec,
-		opts: opts,
-		log:  opts.Logger.With("controller", opts.Name),
-		m:    m,
+		name:  opts.Name,
+		rec:   rec,
+		opts:  opts,
+		log:   opts.Logger.With("controller", opts.Name),
+		epoch: time.Now(),
+		m:     m,
 		queue: workqueue.New(workqueue.Options[K]{
 			Name:        opts.Name,
 			Registerer:  opts.Registerer,
@@ -201,7 +222,30 @@ func (c *Controller[K]) Enqueue(key K) {
 
 // triggerTime is the time of a source's trigger as Debounce needs it: 0
 // without Debounce, which then reads no clock.
-func (c *Controller[K]) triggerTime() int64 { return 0 }
+func (c *Controller[K]) triggerTime() int64 {
+	if c.opts.Debounce <= 0 {
+		return 0
+	}
+	return int64(time.Since(c.epoch)) + 1
+}
+
+// hold puts a key a worker took back in the queue, with its causes, if
+// Debounce still holds it, and reports whether it did.
+func (c *Controller[K]) hold(key K, s causeSet) bool {
+	if c.opts.Debounce <= 0 || s.held == 0 {
+		return false
+	}
+	d := int64(c.opts.Debounce)
+	due := min(s.last+d, s.held+DebounceBound*d)
+	wait := due - c.triggerTime()
+	if wait <= 0 {
+		return false
+	}
+	c.causes.putBack(key, s)
+	c.queue.AddAfter(key, time.Duration(wait))
+	c.queue.Done(key)
+	return true
+}
 
 // note records a trigger of key, before the key is added to the queue, so
 // that the worker that takes the key finds it.
@@ -336,6 +380,9 @@ func (c *Controller[K]) work(ctx, rctx context.Context) {
 			c.queue.Forget(key)
 			c.queue.Done(key)
 			c.m.skipped.Inc()
+			continue
+		}
+		if c.hold(key, causes) {
 			continue
 		}
 		c.markOwn(&causes)
