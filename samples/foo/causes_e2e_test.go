@@ -162,7 +162,8 @@ func TestFooController_ReconcileCausesNameTheChangeThatWokeIt(t *testing.T) {
 
 	// The reconcile's debug line carries them too.
 	line := fmt.Sprintf("For Foo %s/web@%s Updated (own)", ns, own.ResourceVersion)
-	await.Logged(t, "a Reconciled line with the cause "+line, logs, func(r await.Record) bool {
+	rec := await.Logged(t, "a Reconciled line with the cause "+line, logs, func(r await.Record) bool {
 		return r.Message == await.ReconciledMessage && strings.Contains(r.Attrs["causes"], line)
 	})
+	t.Logf("the reconcile woken by its own status write: %s", rec)
 }
