@@ -94,23 +94,25 @@ const (
 
 // causeSet is what is kept of the triggers merged into one reconcile. The
 // first is kept in place, so that a key with one trigger (the usual case)
-// costs no allocation of its own.
+// costs no allocation of its own; the others behind a pointer, which keeps
+// the set within the 128 bytes a map holds in place (a larger value would
+// cost an allocation per key enqueued).
 type causeSet struct {
-	total int
-	n     int
+	total int32
+	n     int32
 	first Cause
-	more  []Cause
+	more  *[]Cause
 	// held is when Debounce started holding the key (its first trigger
 	// from a source), last when a source last triggered it; nanoseconds
 	// on the controller's clock, 0 when unknown (no Debounce).
 	held, last int64
 }
 
-func (s *causeSet) at(i int) *Cause {
+func (s *causeSet) at(i int32) *Cause {
 	if i == 0 {
 		return &s.first
 	}
-	return &s.more[i-1]
+	return &(*s.more)[i-1]
 }
 
 // add merges c in: counted always, kept unless the same change is kept
@@ -133,7 +135,10 @@ func (s *causeSet) add(c Cause) {
 	if s.n == 0 {
 		s.first = c
 	} else {
-		s.more = append(s.more, c)
+		if s.more == nil {
+			s.more = new([]Cause)
+		}
+		*s.more = append(*s.more, c)
 	}
 	s.n++
 }
@@ -145,7 +150,10 @@ func (s *causeSet) list() []Cause {
 	}
 	out := make([]Cause, 0, s.n)
 	out = append(out, s.first)
-	return append(out, s.more...)
+	if s.more != nil {
+		out = append(out, *s.more...)
+	}
+	return out
 }
 
 // merge adds every trigger of o, keeping o's count.
@@ -190,7 +198,7 @@ func (s *causeSet) String() string {
 	}
 	if more := s.total - s.n; more > 0 {
 		b.WriteString("; and ")
-		b.WriteString(strconv.Itoa(more))
+		b.WriteString(strconv.Itoa(int(more)))
 		b.WriteString(" more")
 	}
 	return b.String()
@@ -281,5 +289,5 @@ func CausesFrom(ctx context.Context) (causes []Cause, total int) {
 		return nil, 0
 	}
 	s := call.callCauses()
-	return s.list(), s.total
+	return s.list(), int(s.total)
 }

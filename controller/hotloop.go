@@ -90,7 +90,10 @@ func (h *hotLoops[K]) observe(key K, s *causeSet, now time.Time) (warn bool, run
 	k.run++
 	k.last = now
 	k.causes = *s
-	k.causes.more = slices.Clone(s.more)
+	if s.more != nil {
+		more := slices.Clone(*s.more)
+		k.causes.more = &more
+	}
 	// Hot while the latest hotLoopReconciles ran within hotLoopWindow.
 	oldest := k.times[k.run%hotLoopReconciles]
 	k.hot = k.run >= hotLoopReconciles && now.Sub(oldest) <= hotLoopWindow
