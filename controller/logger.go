@@ -106,11 +106,42 @@ func (h *reconcileHandler[K]) Handle(ctx context.Context, r slog.Record) error {
 }
 
 // WithAttrs and WithGroup fix the call's attributes in the base handler
-// first, so that a group holds only what is added after it.
+// first, so that a group holds only what is added after it; the derived
+// logger's Debug lines still carry the causes.
 func (h *reconcileHandler[K]) WithAttrs(as []slog.Attr) slog.Handler {
-	return h.base.WithAttrs(h.attrs()).WithAttrs(as)
+	return withCauses(h.base.WithAttrs(h.attrs()).WithAttrs(as), &h.causes)
 }
 
 func (h *reconcileHandler[K]) WithGroup(name string) slog.Handler {
-	return h.base.WithAttrs(h.attrs()).WithGroup(name)
+	return withCauses(h.base.WithAttrs(h.attrs()).WithGroup(name), &h.causes)
+}
+
+// causesHandler adds a reconcile's causes to the Debug records of a logger
+// derived from the reconcile's (LoggerFrom(ctx).With(...)).
+type causesHandler struct {
+	slog.Handler
+	causes *causeSet
+}
+
+func withCauses(h slog.Handler, causes *causeSet) slog.Handler {
+	if causes.n == 0 {
+		return h
+	}
+	return &causesHandler{Handler: h, causes: causes}
+}
+
+func (h *causesHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level <= slog.LevelDebug {
+		r = r.Clone()
+		r.AddAttrs(slog.String("causes", h.causes.String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *causesHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return withCauses(h.Handler.WithAttrs(as), h.causes)
+}
+
+func (h *causesHandler) WithGroup(name string) slog.Handler {
+	return withCauses(h.Handler.WithGroup(name), h.causes)
 }
