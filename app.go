@@ -274,9 +274,6 @@ func (a *App) newElector(le LeaderElection) (*leaderelection.Elector, error) {
 	return el, nil
 }
 
-// Name is Options.Name: the field manager, event source and log name.
-func (a *App) Name() string { return a.opts.Name }
-
 // Config returns the rest.Config the App talks to the API server with.
 // Treat it as read-only.
 func (a *App) Config() *rest.Config { return a.cfg }

@@ -68,8 +68,8 @@ func TestObjects_WithResourceMakesNoRequestAndDeclaresAController(t *testing.T) 
 	if err := deps.Err(); err != nil {
 		t.Fatalf("Objects with WithResource against an unreachable server: %v", err)
 	}
-	if deps.GVR() != deployments || deps.GVK().Kind != "Deployment" {
-		t.Errorf("GVR %v GVK %v", deps.GVR(), deps.GVK())
+	if deps.GVR() != deployments {
+		t.Errorf("GVR %v, want %v", deps.GVR(), deployments)
 	}
 	c, err := kloop.NewController(app, "deps", nop).For(deps).Complete()
 	if err != nil || c == nil {

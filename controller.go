@@ -95,11 +95,13 @@ func (b *ControllerBuilder) Workers(n int) *ControllerBuilder {
 // WithOptions changes any other controller.Options field: RateLimiter
 // (how long a failed key waits before its retry), MaxRetries (drop a key
 // after n failed retries), ReconcileTimeout (a bound on each reconcile),
+// Debounce (reconcile a burst of changes once, after it),
 // Dropped, SyncTimeout, DrainTimeout, SkipLeaderElection:
 //
 //	.WithOptions(func(o *controller.Options[cache.Key]) { o.MaxRetries = 5 })
 //
-// Name, Logger and Registerer are the App's.
+// Name, Logger and Registerer are the App's; OwnWrite is the App client's
+// Wrote unless set.
 func (b *ControllerBuilder) WithOptions(change func(*controller.Options[cache.Key])) *ControllerBuilder {
 	change(&b.b.opts)
 	return b
@@ -216,6 +218,9 @@ func (b *builder[K]) make(nothing string, gate func(*controller.Controller[K]) e
 	}
 	b.opts.Logger = b.app.log
 	b.opts.Registerer = b.app.opts.Registry
+	if b.opts.OwnWrite == nil && b.app.client != nil {
+		b.opts.OwnWrite = b.app.client.Wrote
+	}
 	c, err := controller.New[K](controller.ReconcilerFunc[K](b.reconcile), b.opts)
 	if err != nil {
 		return nil, err

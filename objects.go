@@ -182,8 +182,7 @@ func (c *objectsConfig) namespaceOr(def string) string {
 // Err is the error Objects met, or nil.
 func (h *Handle[T]) Err() error { return h.err }
 
-// GVK and GVR are the handle's kind and resource.
-func (h *Handle[T]) GVK() schema.GroupVersionKind     { return h.gvk }
+// GVR is the handle's resource.
 func (h *Handle[T]) GVR() schema.GroupVersionResource { return h.gvr }
 
 // Informer is the handle's shared informer, for handlers and indexes of

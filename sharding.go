@@ -1,6 +1,7 @@
 package kloop
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -133,8 +134,53 @@ func (a *App) gate(c *controller.Controller[cache.Key], forUID func(cache.Key) (
 	if a.member == nil {
 		return nil
 	}
-	return sharding.GateKeys(a.member, c, forUID, forKeys)
+	h := &handover{c: c}
+	if err := c.Watch(h); err != nil {
+		return err
+	}
+	return sharding.GateKeys(a.member, h, forUID, forKeys)
 }
+
+// handover is a controller as sharding gates it, whose keys enqueued for a
+// slot this replica took over say so in their causes ("Handover"): it is
+// also a source of the controller, so that those keys go through a queue
+// that records why.
+type handover struct {
+	c *controller.Controller[cache.Key]
+	q atomic.Pointer[controller.Queue[cache.Key]]
+}
+
+// String names the causes of the keys it enqueues.
+func (h *handover) String() string { return "Handover" }
+
+func (h *handover) Register(_ string, q controller.Queue[cache.Key]) (controller.Subscription, error) {
+	h.q.Store(&q)
+	return handoverSub{h}, nil
+}
+
+func (h *handover) Restrict(ctx context.Context, admit func(cache.Key) bool) error {
+	return h.c.Restrict(ctx, admit)
+}
+
+// Enqueue adds key through the controller's queue for this source once the
+// controller has started, and as an Enqueue before.
+func (h *handover) Enqueue(key cache.Key) {
+	if q := h.q.Load(); q != nil {
+		(*q).Add(key)
+		return
+	}
+	h.c.Enqueue(key)
+}
+
+// handoverSub is the handover source's subscription: it has no initial
+// state to wait for.
+type handoverSub struct{ h *handover }
+
+func (handoverSub) WaitForSync(context.Context) error { return nil }
+func (s handoverSub) Remove()                         { s.h.q.Store(nil) }
+func (handoverSub) Done() <-chan struct{}             { return alwaysDone }
+
+var alwaysDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // shardsBy reports whether the App shards by key.
 func (a *App) shardsBy(key sharding.Key) bool {

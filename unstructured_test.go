@@ -49,7 +49,11 @@ func TestUnstructuredAndInNamespace_ScopeTheInformersWithoutARequest(t *testing.
 	if err := typed.Err(); err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(app.Factory().Names(), "\n")
+	var names []string
+	for _, s := range app.Factory().Status() {
+		names = append(names, s.Name)
+	}
+	got := strings.Join(names, "\n")
 	for _, want := range []string{
 		"configmaps.v1 (unstructured) [namespace=app-ns]",
 		"configmaps.v1 (unstructured) [namespace=other]",

@@ -210,7 +210,7 @@ func (b *WebhookBuilder[T]) complete() error {
 	if a.started {
 		return errors.New("declared after Run: declare webhooks before Run")
 	}
-	gvk, gvr := h.GVK(), h.GVR()
+	gvk, gvr := h.gvk, h.gvr
 	scheme, log := a.opts.Scheme, a.log
 	crd := ""
 	if b.conv {

@@ -128,6 +128,15 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	return cl, nil
 }
 
+// Wrote reports whether one of the client's latest writes (a few
+// thousand) left the object namespace/name at resourceVersion rv: a watch
+// event at that resourceVersion is the client's own write coming back, as
+// a controller marks it in its causes (controller.Options.OwnWrite). A
+// client with DisableWriteTracking remembers nothing and reports false.
+func (c *Client) Wrote(namespace, name, resourceVersion string) bool {
+	return c.tracker.Wrote(namespace, name, resourceVersion)
+}
+
 // restFor returns the REST client for gv, speaking protobuf (with JSON
 // accepted too) when proto is true, creating it on first use. All of them
 // share one HTTP client, hence one connection pool.

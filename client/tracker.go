@@ -29,7 +29,22 @@ type writeTracker struct {
 
 	mu      sync.Mutex
 	pending map[schema.GroupResource]map[cache.Key]pendingWrite
+
+	// own holds the latest writes at a resourceVersion (at most ownWrites,
+	// the oldest going first through ownRing), for Wrote: unlike pending,
+	// an entry stays after a cache has seen it, so that every watch event
+	// of the write can be told to be this client's.
+	own     map[ownWrite]struct{}
+	ownRing []ownWrite
+	ownNext int
 }
+
+// ownWrites bounds what a tracker remembers for Wrote: the watch event of
+// a write is normally seen well within that many later writes.
+const ownWrites = 4096
+
+// ownWrite is one write as Wrote matches it.
+type ownWrite struct{ namespace, name, rv string }
 
 // pendingWrite is a write a cache may not have seen yet: either a write at a
 // ResourceVersion, or a delete the server confirmed without returning the
@@ -84,6 +99,7 @@ func (t *writeTracker) record(gr schema.GroupResource, w pendingWrite) {
 	if t == nil {
 		return
 	}
+	t.remember(ownWrite{w.Key.Namespace, w.Key.Name, w.ResourceVersion})
 	if _, err := resourceversion.CompareResourceVersion(w.ResourceVersion, w.ResourceVersion); err != nil {
 		t.log.Warn("resourceVersion is not an integer; reads of this write will not wait for the cache",
 			"resource", gr.String(), "namespace", w.Key.Namespace, "name", w.Key.Name, "rv", w.ResourceVersion)
@@ -161,6 +177,41 @@ func (t *writeTracker) pendingWhere(gr schema.GroupResource, namespace string, k
 		return cmp.Or(c, cmp.Compare(a.Key.Namespace, b.Key.Namespace), cmp.Compare(a.Key.Name, b.Key.Name))
 	})
 	return out
+}
+
+// remember notes w for Wrote, forgetting the oldest beyond ownWrites.
+func (t *writeTracker) remember(w ownWrite) {
+	if w.rv == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.own[w]; ok {
+		return
+	}
+	if t.own == nil {
+		t.own = make(map[ownWrite]struct{})
+	}
+	if len(t.ownRing) < ownWrites {
+		t.ownRing = append(t.ownRing, w)
+	} else {
+		delete(t.own, t.ownRing[t.ownNext])
+		t.ownRing[t.ownNext] = w
+		t.ownNext = (t.ownNext + 1) % ownWrites
+	}
+	t.own[w] = struct{}{}
+}
+
+// Wrote reports whether a write recorded by t, among the latest ownWrites,
+// left the object namespace/name at resourceVersion rv.
+func (t *writeTracker) Wrote(namespace, name, rv string) bool {
+	if t == nil || rv == "" {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.own[ownWrite{namespace, name, rv}]
+	return ok
 }
 
 // Forget clears the pending write of w.Key once a cache has seen w: the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -310,5 +311,27 @@ func TestCachedReader_AChangeBetweenTheCheckAndTheWaitIsNotMissed(t *testing.T) 
 				}
 			})
 		})
+	}
+}
+
+func TestWriteTracker_WroteRemembersTheLatestWritesAfterTheCacheSawThem(t *testing.T) {
+	tr := client.NewWriteTracker(nil)
+	tr.Record(cmGR, key("ns", "a"), "10")
+	tr.Forget(cmGR, client.PendingWrite{Key: key("ns", "a"), ResourceVersion: "10"})
+	if !tr.Wrote("ns", "a", "10") {
+		t.Error("Wrote(ns, a, 10) = false after the write was seen by a cache, want true: every watch event of it is the client's")
+	}
+	if tr.Wrote("ns", "a", "11") || tr.Wrote("ns", "b", "10") || tr.Wrote("ns", "a", "") {
+		t.Error("Wrote is true for a write the tracker never recorded")
+	}
+	for i := range 5000 {
+		tr.Record(cmGR, key("ns", "many"), strconv.Itoa(100+i))
+	}
+	if tr.Wrote("ns", "a", "10") || !tr.Wrote("ns", "many", "5099") {
+		t.Error("Wrote does not keep the latest writes only, a few thousand of them")
+	}
+	var none *client.WriteTracker
+	if none.Wrote("ns", "a", "10") {
+		t.Error("a nil tracker reports a write")
 	}
 }

@@ -12,11 +12,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/workqueue"
 )
 
 // Defaults of Options.
 const (
+	// DebounceBound is how many times Options.Debounce a key that keeps
+	// being triggered is held at most.
+	DebounceBound      = 10
 	DefaultName        = "controller"
 	DefaultSyncTimeout = 2 * time.Minute
 	// DefaultDrainTimeout is below the manager's default shutdown bound
@@ -97,6 +101,26 @@ type Options[K comparable] struct {
 	// Registerer receives the controller's metrics and its workqueue's.
 	// Default: the kloop metrics registry.
 	Registerer prometheus.Registerer
+
+	// Debounce, when positive, holds a key that a source triggered until
+	// no new trigger of it has come for Debounce, so that a burst of
+	// changes is reconciled once, after it: the reconciles of a key that
+	// only sources trigger start at least Debounce apart. A key whose
+	// triggers never pause that long is still reconciled once
+	// DebounceBound (10 × Debounce) has passed since the first trigger it
+	// was held for, so a key that changes for ever runs at least that
+	// often. Retries, RequeueAfter and Enqueue are not held. Held keys
+	// wait in the workqueue as delayed keys (and count in its retries
+	// metric). Default 0: every trigger is reconciled as soon as a worker
+	// is free (kube-rs's Config::debounce is the same idea).
+	Debounce time.Duration
+
+	// OwnWrite, if set, tells whether the object namespace/name at
+	// resourceVersion was written by this program, to mark such changes in
+	// a reconcile's causes (Cause.Own) and find the keys a controller keeps
+	// waking by its own writes. An App sets its client's Wrote. It is
+	// called on the workers, once per kept cause.
+	OwnWrite func(namespace, name, resourceVersion string) bool
 }
 
 // Controller reconciles keys of type K: sources enqueue keys, workers hand
@@ -111,6 +135,12 @@ type Controller[K comparable] struct {
 	m       *controllerMetrics
 	recent  recentErrors
 	started atomic.Bool
+	epoch   time.Time // for trigger times with Debounce
+	// causes holds the triggers of the keys waiting in queue until a
+	// worker takes them.
+	causes pendingCauses[K]
+	// hot follows the keys woken by the program's own writes.
+	hot hotLoops[K]
 
 	mu         sync.Mutex
 	sources    []Source[K]
@@ -142,16 +172,20 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Debounce < 0 {
+		return nil, fmt.Errorf("controller %q: Options.Debounce is %v; give a positive duration, or 0 for none", opts.Name, opts.Debounce)
+	}
 	m, err := newControllerMetrics(opts.Name, opts.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("controller %q: %w", opts.Name, err)
 	}
 	c := &Controller[K]{
-		name: opts.Name,
-		rec:  rec,
-		opts: opts,
-		log:  opts.Logger.With("controller", opts.Name),
-		m:    m,
+		name:  opts.Name,
+		rec:   rec,
+		opts:  opts,
+		log:   opts.Logger.With("controller", opts.Name),
+		epoch: time.Now(),
+		m:     m,
 		queue: workqueue.New(workqueue.Options[K]{
 			Name:        opts.Name,
 			Registerer:  opts.Registerer,
@@ -179,13 +213,45 @@ func (c *Controller[K]) Watch(src Source[K]) error {
 	return nil
 }
 
-// Enqueue asks for key to be reconciled, as a source would. It does
-// nothing once the controller has stopped.
-func (c *Controller[K]) Enqueue(key K) { c.queue.Add(key) }
+// Enqueue asks for key to be reconciled, as a source would; its cause
+// says "Enqueue". It does nothing once the controller has stopped.
+func (c *Controller[K]) Enqueue(key K) {
+	c.note(key, Cause{Source: causeEnqueue})
+	c.queue.Add(key)
+}
 
-// NumRequeues reports how many rate-limited retries key has had since it
-// last succeeded (or was dropped, or failed terminally).
-func (c *Controller[K]) NumRequeues(key K) int { return c.queue.NumRequeues(key) }
+// triggerTime is the time of a source's trigger as Debounce needs it: 0
+// without Debounce, which then reads no clock.
+func (c *Controller[K]) triggerTime() int64 {
+	if c.opts.Debounce <= 0 {
+		return 0
+	}
+	return int64(time.Since(c.epoch)) + 1
+}
+
+// hold puts a key a worker took back in the queue, with its causes, if
+// Debounce still holds it, and reports whether it did.
+func (c *Controller[K]) hold(key K, s causeSet) bool {
+	if c.opts.Debounce <= 0 || s.held == 0 {
+		return false
+	}
+	d := int64(c.opts.Debounce)
+	due := min(s.last+d, s.held+DebounceBound*d)
+	wait := due - c.triggerTime()
+	if wait <= 0 {
+		return false
+	}
+	c.causes.putBack(key, s)
+	c.queue.AddAfter(key, time.Duration(wait))
+	c.queue.Done(key)
+	return true
+}
+
+// note records a trigger of key, before the key is added to the queue, so
+// that the worker that takes the key finds it.
+func (c *Controller[K]) note(key K, cause Cause) {
+	c.causes.add(key, cause, 0)
+}
 
 // Start registers the sources, waits until each has enqueued its initial
 // state, then runs Options.Workers workers until ctx is done. Then it stops
@@ -216,7 +282,7 @@ func (c *Controller[K]) Start(ctx context.Context) error {
 		}
 	}()
 	for i, src := range sources {
-		sub, err := src.Register(fmt.Sprintf("%s-%d", c.name, i), c.queue)
+		sub, err := src.Register(fmt.Sprintf("%s-%d", c.name, i), c.sourceQueue(src))
 		if err != nil {
 			return fmt.Errorf("controller %q: registering source %d: %w", c.name, i, err)
 		}
@@ -309,21 +375,42 @@ func (c *Controller[K]) work(ctx, rctx context.Context) {
 		if err != nil {
 			return
 		}
+		causes := c.causes.take(key)
 		if !c.admitted(key) {
 			c.queue.Forget(key)
 			c.queue.Done(key)
 			c.m.skipped.Inc()
 			continue
 		}
+		if c.hold(key, causes) {
+			continue
+		}
+		c.markOwn(&causes)
 		c.m.active.Inc()
-		c.reconcile(rctx, key)
+		c.reconcile(rctx, key, causes)
 		c.m.active.Dec()
 		c.queue.Done(key)
 	}
 }
 
+// markOwn sets Cause.Own on the causes that are this program's writes.
+// It runs when a worker takes the key, not as the event arrives, since the
+// watch event of a write can reach the informer before the write's
+// response has been recorded; by now the reconcile that wrote has ended.
+func (c *Controller[K]) markOwn(s *causeSet) {
+	if c.opts.OwnWrite == nil {
+		return
+	}
+	for i := range s.n {
+		k := s.at(i)
+		if k.ResourceVersion != "" && k.Change != cache.Deleted && !k.Own {
+			k.Own = c.opts.OwnWrite(k.Namespace, k.Name, k.ResourceVersion)
+		}
+	}
+}
+
 // reconcile runs one Reconcile call and acts on its outcome.
-func (c *Controller[K]) reconcile(ctx context.Context, key K) {
+func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 	if c.opts.ReconcileTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, c.opts.ReconcileTimeout, ErrReconcileTimeout)
@@ -331,15 +418,18 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) {
 	}
 	// The failure logs below carry the reconcile's id too, so that they can
 	// be matched with what the reconcile logged.
-	log := reconcileLogger(c.log, key)
-	ctx = WithLogger(ctx, log)
+	call := newReconcileHandler(c.log, key, causes)
+	log := call.log
+	ctx = withCall(ctx, call)
 	start := time.Now()
 	res, err := c.call(ctx, key)
 	c.m.duration.Observe(time.Since(start).Seconds())
+	c.watchLoop(key, log, &call.causes, start)
 
 	switch {
 	case err == nil && res.RequeueAfter > 0:
 		c.queue.Forget(key)
+		c.note(key, Cause{Source: causeRequeueAfter})
 		c.queue.AddAfter(key, res.RequeueAfter)
 		c.m.requeueAfter.Inc()
 		log.Debug(reconciledMessage, "requeueAfter", res.RequeueAfter)
@@ -367,7 +457,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) {
 	if terminal {
 		c.m.terminal.Inc()
 		c.queue.Forget(key)
-		log.Error("Reconcile failed with a terminal error; not retrying", "err", err)
+		log.Error("Reconcile failed with a terminal error; not retrying", "err", err, "causes", causes.String())
 		return
 	}
 	if res.RequeueAfter > 0 {
@@ -380,11 +470,12 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K) {
 			c.opts.Dropped(ctx, key, err)
 			return
 		}
-		log.Error("Reconcile failed; dropping the key after too many retries", "err", err, "retries", retries)
+		log.Error("Reconcile failed; dropping the key after too many retries", "err", err, "retries", retries, "causes", causes.String())
 		return
 	}
+	c.note(key, Cause{Source: causeRetry})
 	c.queue.AddRateLimited(key)
-	log.Error("Reconcile failed; will retry", "err", err, "retries", retries)
+	log.Error("Reconcile failed; will retry", "err", err, "retries", retries, "causes", causes.String())
 }
 
 // reconciledMessage is logged at Debug level after every reconcile that

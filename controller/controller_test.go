@@ -104,7 +104,8 @@ func TestController_RetriesFailingKeyWithGrowingDelays(t *testing.T) {
 			}
 			return controller.Result{}, nil
 		})
-		h := start(t, rec, controller.Options[string]{})
+		rl := workqueue.DefaultRateLimiter[string](nil)
+		h := start(t, rec, controller.Options[string]{RateLimiter: rl})
 		h.c.Enqueue("a")
 		time.Sleep(time.Second) // fake time: far more than 5+10+20+40+80 ms
 		synctest.Wait()
@@ -121,7 +122,7 @@ func TestController_RetriesFailingKeyWithGrowingDelays(t *testing.T) {
 				t.Errorf("delay before attempt %d = %v, want %v", i+1, d, want)
 			}
 		}
-		if n := h.c.NumRequeues("a"); n != 0 {
+		if n := rl.NumRequeues("a"); n != 0 {
 			t.Errorf("NumRequeues after success = %d, want 0 (forgotten)", n)
 		}
 		if v := h.counter("controller_runtime_reconcile_errors_total", "controller", "test"); v != 5 {
@@ -412,9 +413,11 @@ func TestController_MaxRetriesDropsKey(t *testing.T) {
 			calls.Add(1)
 			return controller.Result{}, errors.New("always")
 		})
+		rl := workqueue.DefaultRateLimiter[string](nil)
 		h := start(t, rec, controller.Options[string]{
-			MaxRetries: 5,
-			Dropped:    func(ctx context.Context, key string, err error) { dropped <- key },
+			RateLimiter: rl,
+			MaxRetries:  5,
+			Dropped:     func(ctx context.Context, key string, err error) { dropped <- key },
 		})
 		h.c.Enqueue("a")
 		time.Sleep(time.Hour)
@@ -430,7 +433,7 @@ func TestController_MaxRetriesDropsKey(t *testing.T) {
 		default:
 			t.Error("Dropped was not called")
 		}
-		if n := h.c.NumRequeues("a"); n != 0 {
+		if n := rl.NumRequeues("a"); n != 0 {
 			t.Errorf("NumRequeues after drop = %d, want 0", n)
 		}
 		h.shutdown()

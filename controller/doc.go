@@ -31,6 +31,22 @@
 //     replica's shard): rejected keys are dropped when they come out of the
 //     queue, and Restrict returns once no Reconcile of a rejected key is in
 //     flight, so their new owner can start without overlap.
+//   - Every reconcile knows why it ran: CausesFrom(ctx) returns the
+//     triggers merged into it (the source, For, Owns or Watches, and the
+//     object's kind, namespace/name, resourceVersion and change; or the
+//     controller's own Retry, RequeueAfter, Enqueue), the first few of each
+//     source and kind (at most 8) and how many there were. A change whose
+//     resourceVersion is one the program's own client wrote
+//     (Options.OwnWrite; an App sets it) is marked Own. The reconcile's
+//     Debug lines and its failure lines carry them as "causes".
+//   - Hot loops are found from the causes, not guessed from rates: a key
+//     reconciled 10 times in a row within 30 s, each time woken only by the
+//     program's own writes, is listed in Status.HotLoops (and on the debug
+//     page) and warned of once per key per 10 minutes; every such
+//     reconcile counts in kloop_controller_self_triggered_reconciles_total.
+//   - Options.Debounce holds a key that sources trigger until its triggers
+//     pause for Debounce, and at most DebounceBound × Debounce from the
+//     first trigger it held.
 //   - Metrics carry controller-runtime's names and labels:
 //     controller_runtime_reconcile_total{controller,result},
 //     controller_runtime_reconcile_errors_total,
@@ -44,6 +60,11 @@
 //
 // # Not guaranteed
 //
+//   - Causes are for understanding, not for deciding what to do: a trigger
+//     that arrives just as its key is handed to a worker may be counted in
+//     that reconcile, and the next reconcile then has none. Own is matched
+//     by resourceVersion among the client's latest few thousand writes; a
+//     delete is never marked Own.
 //   - The reconciler is not told what changed, and may be called for an
 //     object that is gone or that changed again since the event: it must
 //     read the current state and be idempotent.

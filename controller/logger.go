@@ -29,6 +29,9 @@ func LoggerFrom(ctx context.Context) *slog.Logger {
 	if log, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok && log != nil {
 		return log
 	}
+	if call, ok := ctx.Value(callKey{}).(reconcileCall); ok {
+		return call.callLogger()
+	}
 	return slog.Default()
 }
 
@@ -37,7 +40,21 @@ func LoggerFrom(ctx context.Context) *slog.Logger {
 // random bits, which makes a collision among the calls anyone reads
 // together unlikely.
 func reconcileLogger[K comparable](base *slog.Logger, key K) *slog.Logger {
-	return slog.New(&reconcileHandler[K]{base: base.Handler(), key: key, id: rand.Uint64()})
+	return newReconcileHandler(base, key, causeSet{}).log
+}
+
+// newReconcileHandler returns the handler of one Reconcile call, with its
+// logger (log) and its causes. It is also what the call's context carries
+// (withCall), so that one allocation serves both.
+func newReconcileHandler[K comparable](base *slog.Logger, key K, causes causeSet) *reconcileHandler[K] {
+	h := &reconcileHandler[K]{base: base.Handler(), key: key, id: rand.Uint64(), causes: causes}
+	h.log = slog.New(h)
+	return h
+}
+
+// withCall returns ctx carrying h, for LoggerFrom and CausesFrom.
+func withCall[K comparable](ctx context.Context, h *reconcileHandler[K]) context.Context {
+	return context.WithValue(ctx, callKey{}, reconcileCall(h))
 }
 
 // reconcileHandler adds a Reconcile call's attributes to what its logger
@@ -46,10 +63,15 @@ func reconcileLogger[K comparable](base *slog.Logger, key K) *slog.Logger {
 // nothing at the levels enabled, and this was most of a reconcile's
 // allocations (BENCHMARKS.md, events).
 type reconcileHandler[K comparable] struct {
-	base slog.Handler
-	key  K
-	id   uint64
+	base   slog.Handler
+	key    K
+	id     uint64
+	log    *slog.Logger
+	causes causeSet
 }
+
+func (h *reconcileHandler[K]) callLogger() *slog.Logger { return h.log }
+func (h *reconcileHandler[K]) callCauses() *causeSet    { return &h.causes }
 
 func (h *reconcileHandler[K]) attrs() []slog.Attr {
 	id := slog.String("reconcileID", strconv.FormatUint(h.id, 36))
@@ -68,7 +90,8 @@ func (h *reconcileHandler[K]) Enabled(ctx context.Context, level slog.Level) boo
 }
 
 // Handle puts the call's attributes before the record's own, where
-// Logger.With would have put them.
+// Logger.With would have put them, and, at Debug level and below, its
+// causes after them.
 func (h *reconcileHandler[K]) Handle(ctx context.Context, r slog.Record) error {
 	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
 	out.AddAttrs(h.attrs()...)
@@ -76,15 +99,49 @@ func (h *reconcileHandler[K]) Handle(ctx context.Context, r slog.Record) error {
 		out.AddAttrs(a)
 		return true
 	})
+	if r.Level <= slog.LevelDebug && h.causes.n > 0 {
+		out.AddAttrs(slog.String("causes", h.causes.String()))
+	}
 	return h.base.Handle(ctx, out)
 }
 
 // WithAttrs and WithGroup fix the call's attributes in the base handler
-// first, so that a group holds only what is added after it.
+// first, so that a group holds only what is added after it; the derived
+// logger's Debug lines still carry the causes.
 func (h *reconcileHandler[K]) WithAttrs(as []slog.Attr) slog.Handler {
-	return h.base.WithAttrs(h.attrs()).WithAttrs(as)
+	return withCauses(h.base.WithAttrs(h.attrs()).WithAttrs(as), &h.causes)
 }
 
 func (h *reconcileHandler[K]) WithGroup(name string) slog.Handler {
-	return h.base.WithAttrs(h.attrs()).WithGroup(name)
+	return withCauses(h.base.WithAttrs(h.attrs()).WithGroup(name), &h.causes)
+}
+
+// causesHandler adds a reconcile's causes to the Debug records of a logger
+// derived from the reconcile's (LoggerFrom(ctx).With(...)).
+type causesHandler struct {
+	slog.Handler
+	causes *causeSet
+}
+
+func withCauses(h slog.Handler, causes *causeSet) slog.Handler {
+	if causes.n == 0 {
+		return h
+	}
+	return &causesHandler{Handler: h, causes: causes}
+}
+
+func (h *causesHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level <= slog.LevelDebug {
+		r = r.Clone()
+		r.AddAttrs(slog.String("causes", h.causes.String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *causesHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return withCauses(h.Handler.WithAttrs(as), h.causes)
+}
+
+func (h *causesHandler) WithGroup(name string) slog.Handler {
+	return withCauses(h.Handler.WithGroup(name), h.causes)
 }

@@ -60,3 +60,25 @@ func TestReconcileLogger_LogsOtherKeysAsThemselves(t *testing.T) {
 		t.Errorf("key = %v, want 42: %s", rec["key"], buf.String())
 	}
 }
+
+func TestReconcileLogger_DebugLinesCarryTheCausesAlsoFromDerivedLoggers(t *testing.T) {
+	var buf bytes.Buffer
+	base := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var causes causeSet
+	causes.add(Cause{Source: "For", Kind: "Foo", Namespace: "ns", Name: "a", ResourceVersion: "7", Change: cache.Updated, Own: true})
+	log := newReconcileHandler(base, "k", causes).log
+	log.Debug("direct")
+	log.With("x", 1).Debug("derived")
+	log.With("x", 1).Info("info")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3:\n%s", len(lines), buf.String())
+	}
+	const want = `causes="For Foo ns/a@7 Updated (own)"`
+	if !strings.Contains(lines[0], want) || !strings.Contains(lines[1], want) {
+		t.Errorf("Debug lines without %s:\n%s", want, buf.String())
+	}
+	if strings.Contains(lines[2], "causes=") {
+		t.Errorf("an Info line carries the causes: %s", lines[2])
+	}
+}

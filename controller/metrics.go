@@ -31,6 +31,7 @@ type controllerMetrics struct {
 	success, failed, requeueAfter prometheus.Counter
 	errors, terminal, panics      prometheus.Counter
 	timeouts, skipped             prometheus.Counter
+	selfTriggered                 prometheus.Counter
 	duration                      prometheus.Observer
 	active, workers               prometheus.Gauge
 }
@@ -57,23 +58,25 @@ func newControllerMetrics(name string, reg prometheus.Registerer) (*controllerMe
 		NativeHistogramMinResetDuration: time.Hour,
 	}, []string{"controller"}))
 	skipped := counter("kloop_controller_keys_not_admitted_total", "Keys dropped unreconciled because the controller was restricted away from them (see Controller.Restrict), per controller", "controller")
+	self := counter("kloop_controller_self_triggered_reconciles_total", "Reconciles woken only by the program's own writes (every cause was its own write), per controller; a steady rate on one key is a hot loop", "controller")
 	workers := gauge("controller_runtime_max_concurrent_reconciles", "Maximum number of concurrent reconciles per controller")
 	active := gauge("controller_runtime_active_workers", "Number of currently used workers per controller")
 	if err := r.Err(); err != nil {
 		return nil, fmt.Errorf("registering controller metrics: %w", err)
 	}
 	m := &controllerMetrics{
-		success:      total.WithLabelValues(name, resultSuccess),
-		failed:       total.WithLabelValues(name, resultError),
-		requeueAfter: total.WithLabelValues(name, resultRequeueAfter),
-		errors:       errs.WithLabelValues(name),
-		terminal:     terminal.WithLabelValues(name),
-		panics:       panics.WithLabelValues(name),
-		timeouts:     timeouts.WithLabelValues(name),
-		skipped:      skipped.WithLabelValues(name),
-		duration:     duration.WithLabelValues(name),
-		active:       active.WithLabelValues(name),
-		workers:      workers.WithLabelValues(name),
+		success:       total.WithLabelValues(name, resultSuccess),
+		failed:        total.WithLabelValues(name, resultError),
+		requeueAfter:  total.WithLabelValues(name, resultRequeueAfter),
+		errors:        errs.WithLabelValues(name),
+		terminal:      terminal.WithLabelValues(name),
+		panics:        panics.WithLabelValues(name),
+		timeouts:      timeouts.WithLabelValues(name),
+		skipped:       skipped.WithLabelValues(name),
+		selfTriggered: self.WithLabelValues(name),
+		duration:      duration.WithLabelValues(name),
+		active:        active.WithLabelValues(name),
+		workers:       workers.WithLabelValues(name),
 	}
 	// Create the zero-valued series up front, so a controller that never
 	// failed still reports error counts of 0.

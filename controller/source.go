@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -67,6 +69,8 @@ func For[T watcher.Object](inf Informer[T], preds ...Predicate[T]) Source[cache.
 	return &eventSource[T, cache.Key]{
 		inf:   inf,
 		role:  "for",
+		cause: "For",
+		kind:  kindOf[T](),
 		preds: preds,
 		keys: func(e cache.Event[T], add func(cache.Key)) {
 			add(e.Key())
@@ -84,6 +88,8 @@ func Owns[T watcher.Object](inf Informer[T], owner schema.GroupKind, preds ...Pr
 	return &eventSource[T, cache.Key]{
 		inf:   inf,
 		role:  "owns-" + owner.String(),
+		cause: "Owns",
+		kind:  kindOf[T](),
 		preds: preds,
 		keys: func(e cache.Event[T], add func(cache.Key)) {
 			k, ok := ControllerOwnerKey(e.Object(), owner)
@@ -108,6 +114,8 @@ func Watches[T watcher.Object, K comparable](inf Informer[T], mapKeys func(obj T
 	return &eventSource[T, K]{
 		inf:   inf,
 		role:  "watches",
+		cause: "Watches",
+		kind:  kindOf[T](),
 		preds: preds,
 		keys: func(e cache.Event[T], add func(K)) {
 			for _, k := range mapKeys(e.Object()) {
@@ -121,8 +129,24 @@ func Watches[T watcher.Object, K comparable](inf Informer[T], mapKeys func(obj T
 type eventSource[T watcher.Object, K comparable] struct {
 	inf   Informer[T]
 	role  string
+	cause string // Cause.Source
+	kind  string // Cause.Kind, from T's name; "" to read it from each object
 	preds []Predicate[T]
 	keys  func(e cache.Event[T], add func(K))
+}
+
+// kindOf is the name of T's type without its pointer (the kind, for a
+// typed object), or "" for a type that carries its kind (unstructured).
+func kindOf[T watcher.Object]() string {
+	t := reflect.TypeFor[T]()
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Name() {
+	case "Unstructured", "PartialObjectMetadata", "":
+		return ""
+	}
+	return t.Name()
 }
 
 // Register subscribes an inline handler (informer.HandlerOptions.Inline):
@@ -131,6 +155,7 @@ type eventSource[T watcher.Object, K comparable] struct {
 // goroutine of the subscription's own would only add a hand-over per event.
 func (s *eventSource[T, K]) Register(name string, q Queue[K]) (Subscription, error) {
 	e := &enqueuer[T, K]{src: s, q: q}
+	e.cq, _ = q.(causeQueue[K])
 	e.add = e.enqueue // made once: a method value made per event would be allocated per event
 	reg, err := s.inf.AddHandler(e, informer.HandlerOptions{Name: name + "/" + s.role, Inline: true})
 	if err != nil {
@@ -143,13 +168,23 @@ func (s *eventSource[T, K]) Register(name string, q Queue[K]) (Subscription, err
 // keys to the queue. The informer calls an inline handler one event at a
 // time, so low needs no lock.
 type enqueuer[T watcher.Object, K comparable] struct {
-	src *eventSource[T, K]
-	q   Queue[K]
-	low bool // the current event only confirms state: enqueue at LowPriority
-	add func(K)
+	src   *eventSource[T, K]
+	q     Queue[K]
+	cq    causeQueue[K] // q, when it records causes (a Controller's)
+	low   bool          // the current event only confirms state: enqueue at LowPriority
+	cause Cause         // the current event's, when cq is set
+	add   func(K)
 }
 
 func (e *enqueuer[T, K]) enqueue(k K) {
+	if e.cq != nil {
+		p := 0
+		if e.low {
+			p = LowPriority
+		}
+		e.cq.addCause(k, p, &e.cause)
+		return
+	}
 	if e.low {
 		e.q.AddWithPriority(k, LowPriority)
 	} else {
@@ -167,5 +202,59 @@ func (e *enqueuer[T, K]) OnEvent(ev cache.Event[T]) {
 	// Replays only confirm state the controller may already have acted
 	// on; real changes go first.
 	e.low = ev.Replay
+	if e.cq != nil {
+		obj := ev.Object()
+		kind := e.src.kind
+		if kind == "" {
+			kind = obj.GetObjectKind().GroupVersionKind().Kind
+		}
+		e.cause = Cause{
+			Source: e.src.cause, Kind: kind,
+			Namespace: obj.GetNamespace(), Name: obj.GetName(), ResourceVersion: obj.GetResourceVersion(),
+			Change: ev.Kind, Replay: ev.Replay,
+		}
+	}
 	e.src.keys(ev, e.add)
+}
+
+// causeQueue is the queue a Controller gives its sources: it records each
+// key's cause with the key.
+type causeQueue[K comparable] interface {
+	addCause(k K, priority int, c *Cause)
+}
+
+// sourceQueue is the Queue a Controller gives one source: it records a
+// cause with every key the source adds, then adds the key to the
+// controller's workqueue.
+type sourceQueue[K comparable] struct {
+	c     *Controller[K]
+	cause Cause // for keys added through the Queue methods
+}
+
+// sourceQueue returns the queue src registers with. A source other than
+// this package's is named in causes by its String method, if it has one.
+func (c *Controller[K]) sourceQueue(src Source[K]) *sourceQueue[K] {
+	name := "Source"
+	if s, ok := src.(fmt.Stringer); ok {
+		name = s.String()
+	}
+	return &sourceQueue[K]{c: c, cause: Cause{Source: name}}
+}
+
+func (q *sourceQueue[K]) Add(k K) { q.AddWithPriority(k, 0) }
+
+func (q *sourceQueue[K]) AddWithPriority(k K, priority int) { q.addCause(k, priority, &q.cause) }
+
+func (q *sourceQueue[K]) AddAfter(k K, d time.Duration) {
+	q.c.note(k, q.cause)
+	q.c.queue.AddAfter(k, d)
+}
+
+func (q *sourceQueue[K]) addCause(k K, priority int, c *Cause) {
+	q.c.causes.add(k, *c, q.c.triggerTime())
+	if priority == 0 {
+		q.c.queue.Add(k)
+	} else {
+		q.c.queue.AddWithPriority(k, priority)
+	}
 }

@@ -32,6 +32,14 @@ type Status struct {
 	// RecentErrors are the latest failed reconciles, newest first, at most
 	// RecentErrors of them.
 	RecentErrors []ReconcileError
+	// HotLoops are the keys reconciled again and again, woken only by the
+	// program's own writes (every cause Own): at least 10 such reconciles
+	// in a row within 30 s, the latest of them within the last 30 s. At
+	// most 20, most reconciles first. The first time a key turns hot in
+	// 10 minutes, the controller logs a warning with its causes; every
+	// self-triggered reconcile counts in
+	// kloop_controller_self_triggered_reconciles_total.
+	HotLoops []HotLoop
 	// Queue is the controller's workqueue.
 	Queue workqueue.Status
 }
@@ -98,6 +106,7 @@ func (c *Controller[K]) Status() Status {
 		Panics:        kmetrics.Count(c.m.panics),
 		Timeouts:      kmetrics.Count(c.m.timeouts),
 		RecentErrors:  c.recent.list(),
+		HotLoops:      c.hot.list(time.Now()),
 		Queue:         c.queue.Status(),
 	}
 	if m, ok := c.m.duration.(prometheus.Metric); ok {

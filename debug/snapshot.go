@@ -177,9 +177,12 @@ type controllerState struct {
 	// over the controller's life.
 	Duration     durations        `json:"duration"`
 	RecentErrors []reconcileError `json:"recentErrors"`
-	Queue        queueState       `json:"queue"`
-	Level        string           `json:"level"`
-	Trouble      []string         `json:"trouble"`
+	// HotLoops are the keys reconciled again and again, woken only by
+	// the controller's own writes (controller.Status.HotLoops).
+	HotLoops []hotLoop  `json:"hotLoops"`
+	Queue    queueState `json:"queue"`
+	Level    string     `json:"level"`
+	Trouble  []string   `json:"trouble"`
 	// Series are the samples of the last SeriesSeconds, for plots.
 	Series seriesArrays `json:"series"`
 }
@@ -220,6 +223,16 @@ type reconcileError struct {
 	Error    string    `json:"error"`
 	Terminal bool      `json:"terminal"`
 	Retries  int       `json:"retries"`
+}
+
+// hotLoop is a key woken only by its controller's own writes, again and
+// again, with the causes of its latest reconcile as the logs write them.
+type hotLoop struct {
+	Key        string    `json:"key"`
+	Reconciles int       `json:"reconciles"`
+	Since      time.Time `json:"since"`
+	Last       time.Time `json:"last"`
+	Causes     []string  `json:"causes"`
 }
 
 // queueState is a controller's workqueue.
@@ -455,6 +468,14 @@ func buildController(now time.Time, st controller.Status, base *sample, history 
 	for _, e := range st.RecentErrors {
 		c.RecentErrors = append(c.RecentErrors, reconcileError(e))
 	}
+	c.HotLoops = make([]hotLoop, 0, len(st.HotLoops))
+	for _, h := range st.HotLoops {
+		causes := make([]string, len(h.Causes))
+		for i, x := range h.Causes {
+			causes[i] = x.String()
+		}
+		c.HotLoops = append(c.HotLoops, hotLoop{Key: h.Key, Reconciles: h.Reconciles, Since: h.Since, Last: h.Last, Causes: causes})
+	}
 	trouble := func(level, format string, args ...any) {
 		c.Level = worse(c.Level, level)
 		c.Trouble = append(c.Trouble, fmt.Sprintf(format, args...))
@@ -495,6 +516,9 @@ func buildController(now time.Time, st controller.Status, base *sample, history 
 		if grew := q.Ready - old.Ready; grew >= growthFloor && q.Ready*2 >= old.Ready*3 {
 			trouble(LevelWarn, "queue growing: %d ready keys, %d more than %s ago", q.Ready, grew, round(now.Sub(base.Time)))
 		}
+	}
+	if n := len(st.HotLoops); n > 0 {
+		trouble(LevelWarn, "%d key(s) in a hot loop, woken only by the controller's own writes: %s", n, st.HotLoops[0].Key)
 	}
 	if q.OldestReady > StuckAfter {
 		trouble(LevelWarn, "a ready key has waited %s", round(q.OldestReady))

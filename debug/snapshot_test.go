@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/leaderelection"
@@ -201,5 +202,23 @@ func TestBuild_ShardTable(t *testing.T) {
 	}
 	if s := build(input{Time: t0}, nil, time.Minute, time.Minute); s.Shards == nil {
 		t.Error("shards is null without sharding; want []")
+	}
+}
+
+func TestBuild_HotLoopsAreListedWithTheirCausesAndWarned(t *testing.T) {
+	c := ctl(1, 0, 1, 1, 1, 1, 1)
+	c.HotLoops = []controller.HotLoop{{Key: "ns/a", Reconciles: 12, Since: t0.Add(-time.Second), Last: t0,
+		Causes: []controller.Cause{{Source: "For", Kind: "Foo", Namespace: "ns", Name: "a", ResourceVersion: "7", Change: cache.Updated, Own: true}}}}
+	s := build(input{Time: t0, Controllers: []controller.Status{c}}, nil, time.Minute, time.Minute)
+	got, err := json.Marshal(s.Controllers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"hotLoops":[{"key":"ns/a","reconciles":12,`; !strings.Contains(string(got), want) ||
+		!strings.Contains(string(got), `"causes":["For Foo ns/a@7 Updated (own)"]`) {
+		t.Errorf("controller JSON %s; want hotLoops with ns/a and its cause", got)
+	}
+	if l := s.Controllers[0]; l.Level != LevelWarn || len(l.Trouble) != 1 || !strings.Contains(l.Trouble[0], "hot loop") {
+		t.Errorf("level %s, trouble %q; want a warning of the hot loop", l.Level, l.Trouble)
 	}
 }

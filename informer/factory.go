@@ -393,14 +393,3 @@ func (f *Factory) WaitForSync(ctx context.Context) error {
 	}
 	return fmt.Errorf("%d of %d informers did not sync:\n%w", len(errs), len(entries), errors.Join(errs...))
 }
-
-// Names lists the informers the factory holds, in creation order.
-func (f *Factory) Names() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]string, len(f.order))
-	for i, e := range f.order {
-		out[i] = e.name
-	}
-	return out
-}

@@ -47,8 +47,12 @@ func TestFactory_SharesOneInformerPerTypeResourceAndScope(t *testing.T) {
 		t.Errorf("metadata and full informers share the name %q", a.Name())
 	}
 	want := []string{`configmaps.v1 [namespace=web]`, `configmaps.v1 [namespace=web, labels="app=x"]`, `configmaps.v1 (metadata) [namespace=web]`}
-	if got := f.Names(); strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Errorf("Names() = %q, want %q", got, want)
+	var got []string
+	for _, s := range f.Status() {
+		got = append(got, s.Name)
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("the names of Status() = %q, want %q", got, want)
 	}
 }
 

@@ -289,9 +289,6 @@ type registrant interface {
 	doneCh() <-chan struct{}
 }
 
-// Name is HandlerOptions.Name, or the name given by default.
-func (r *Registration) Name() string { return r.r.regName() }
-
 // Synced is closed once the informer has synced and this handler has
 // returned from every notification of the state it started from: the
 // informer's first snapshot, or, for a handler added later, the replay of

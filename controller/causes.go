@@ -1,0 +1,293 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/kloop-dev/kloop/cache"
+)
+
+// The Source of the causes the controller gives itself, and of
+// Controller.Enqueue.
+const (
+	causeEnqueue      = "Enqueue"
+	causeRetry        = "Retry"
+	causeRequeueAfter = "RequeueAfter"
+)
+
+// Cause is one trigger of a reconcile: a change of an object that a source
+// mapped to the key, or the controller's own decision to look at the key
+// again. The triggers of a key that arrive while it waits (or while it is
+// being reconciled) are merged into its next reconcile; CausesFrom returns
+// them, and the reconcile's debug log lines carry them as "causes".
+type Cause struct {
+	// Source is what enqueued the key: "For", "Owns" or "Watches" for an
+	// object's change (Kind says which watched kind); "Enqueue" for
+	// Controller.Enqueue; "Retry" for the retry of a failed reconcile;
+	// "RequeueAfter" for a Result.RequeueAfter; "Handover" for a key of a
+	// shard this replica took over; a custom Source's String(), or
+	// "Source", for the keys it adds.
+	Source string
+	// Kind, Namespace, Name and ResourceVersion name the object whose
+	// change this was, at the state it changed to (for a delete, its last
+	// known state). They are empty for the controller's own triggers.
+	Kind, Namespace, Name, ResourceVersion string
+	// Change is what happened to the object: cache.Added, cache.Updated or
+	// cache.Deleted; 0 for the controller's own triggers.
+	Change cache.ChangeKind
+	// Replay marks a change that only re-delivers state (an informer's
+	// initial list, an object coming into view through a relist).
+	Replay bool
+	// Own marks a change that was this program's own write: its
+	// resourceVersion is one a write of the App's client returned
+	// (Options.OwnWrite). A delete is never marked.
+	Own bool
+}
+
+// String formats c in one line, as the logs show it:
+// "Owns Deployment ns/web@1234 Updated (own)", "RequeueAfter".
+func (c Cause) String() string {
+	var b strings.Builder
+	c.format(&b)
+	return b.String()
+}
+
+func (c Cause) format(b *strings.Builder) {
+	b.WriteString(c.Source)
+	if c.Kind != "" {
+		b.WriteByte(' ')
+		b.WriteString(c.Kind)
+	}
+	if c.Name != "" {
+		b.WriteByte(' ')
+		if c.Namespace != "" {
+			b.WriteString(c.Namespace)
+			b.WriteByte('/')
+		}
+		b.WriteString(c.Name)
+	}
+	if c.ResourceVersion != "" {
+		b.WriteByte('@')
+		b.WriteString(c.ResourceVersion)
+	}
+	if c.Change != 0 {
+		b.WriteByte(' ')
+		b.WriteString(c.Change.String())
+	}
+	if c.Replay {
+		b.WriteString(" (replay)")
+	}
+	if c.Own {
+		b.WriteString(" (own)")
+	}
+}
+
+// Bounds of what is kept of the triggers merged into one reconcile: the
+// first few of each source and kind, and a count of all of them.
+const (
+	causesPerSource = 3
+	causesKept      = 8
+)
+
+// causeSet is what is kept of the triggers merged into one reconcile. The
+// first is kept in place, so that a key with one trigger (the usual case)
+// costs no allocation of its own; the others behind a pointer, which keeps
+// the set within the 128 bytes a map holds in place (a larger value would
+// cost an allocation per key enqueued).
+type causeSet struct {
+	total int32
+	n     int32
+	first Cause
+	more  *[]Cause
+	// held is when Debounce started holding the key (its first trigger
+	// from a source), last when a source last triggered it; nanoseconds
+	// on the controller's clock, 0 when unknown (no Debounce).
+	held, last int64
+}
+
+func (s *causeSet) at(i int32) *Cause {
+	if i == 0 {
+		return &s.first
+	}
+	return &(*s.more)[i-1]
+}
+
+// add merges c in: counted always, kept unless the same change is kept
+// already or the bounds are reached.
+func (s *causeSet) add(c Cause) {
+	s.total++
+	same := 0
+	for i := range s.n {
+		k := s.at(i)
+		if *k == c {
+			return
+		}
+		if k.Source == c.Source && k.Kind == c.Kind {
+			same++
+		}
+	}
+	if same >= causesPerSource || s.n >= causesKept {
+		return
+	}
+	if s.n == 0 {
+		s.first = c
+	} else {
+		if s.more == nil {
+			s.more = new([]Cause)
+		}
+		*s.more = append(*s.more, c)
+	}
+	s.n++
+}
+
+// list returns the kept causes in a slice of their own.
+func (s *causeSet) list() []Cause {
+	if s.n == 0 {
+		return nil
+	}
+	out := make([]Cause, 0, s.n)
+	out = append(out, s.first)
+	if s.more != nil {
+		out = append(out, *s.more...)
+	}
+	return out
+}
+
+// merge adds every trigger of o, keeping o's count.
+func (s *causeSet) merge(o *causeSet) {
+	total := s.total + o.total
+	for i := range o.n {
+		s.add(*o.at(i))
+	}
+	s.total = total
+	if o.held != 0 && (s.held == 0 || o.held < s.held) {
+		s.held = o.held
+	}
+	s.last = max(s.last, o.last)
+}
+
+// selfTriggered reports whether every kept trigger is the program's own
+// write: a reconcile woken only by what the controller wrote.
+func (s *causeSet) selfTriggered() bool {
+	if s.n == 0 {
+		return false
+	}
+	for i := range s.n {
+		if !s.at(i).Own {
+			return false
+		}
+	}
+	return true
+}
+
+// String formats the set for logs: the kept causes separated by "; ",
+// and how many more were merged.
+func (s *causeSet) String() string {
+	if s.n == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for i := range s.n {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		s.at(i).format(&b)
+	}
+	if more := s.total - s.n; more > 0 {
+		b.WriteString("; and ")
+		b.WriteString(strconv.Itoa(int(more)))
+		b.WriteString(" more")
+	}
+	return b.String()
+}
+
+// pendingCauses holds the causes of the keys waiting in a controller's
+// queue, merged per key, until a worker takes the key.
+type pendingCauses[K comparable] struct {
+	mu   sync.Mutex
+	sets map[K]causeSet
+	peak int
+}
+
+// add merges c into key's set; now (nanoseconds, 0 without Debounce) is
+// when a source triggered it, for Debounce.
+func (p *pendingCauses[K]) add(key K, c Cause, now int64) {
+	p.mu.Lock()
+	if p.sets == nil {
+		p.sets = make(map[K]causeSet)
+	}
+	s := p.sets[key]
+	s.add(c)
+	if now != 0 {
+		if s.held == 0 {
+			s.held = now
+		}
+		s.last = now
+	}
+	p.sets[key] = s
+	p.peak = max(p.peak, len(p.sets))
+	p.mu.Unlock()
+}
+
+// take removes and returns key's set. A map that held many keys and is
+// empty again is dropped, since a Go map keeps its size: a burst of keys
+// (an initial list) leaves no memory behind.
+func (p *pendingCauses[K]) take(key K) causeSet {
+	p.mu.Lock()
+	s, ok := p.sets[key]
+	if ok {
+		delete(p.sets, key)
+		if len(p.sets) == 0 && p.peak > 64 {
+			p.sets, p.peak = nil, 0
+		}
+	}
+	p.mu.Unlock()
+	return s
+}
+
+// putBack merges s, taken by a worker that did not reconcile the key
+// (Debounce held it), back into key's set.
+func (p *pendingCauses[K]) putBack(key K, s causeSet) {
+	p.mu.Lock()
+	if p.sets == nil {
+		p.sets = make(map[K]causeSet)
+	}
+	cur, ok := p.sets[key]
+	if ok {
+		s.merge(&cur)
+	}
+	p.sets[key] = s
+	p.peak = max(p.peak, len(p.sets))
+	p.mu.Unlock()
+}
+
+// callKey is the context key of a Reconcile call's reconcileCall.
+type callKey struct{}
+
+// reconcileCall is what a Reconcile call's context carries for LoggerFrom
+// and CausesFrom: its logger and its causes.
+type reconcileCall interface {
+	callLogger() *slog.Logger
+	callCauses() *causeSet
+}
+
+// CausesFrom returns the triggers merged into the reconcile whose ctx this
+// is: the first few of each source and kind (at most 8 in all), in the
+// order they came, and total, how many triggers there were. The slice is
+// the caller's. Outside a Reconcile call it returns nil and 0.
+//
+// A trigger that arrives just as the key is handed to a worker may be
+// counted in that reconcile, and the next reconcile it also causes then
+// has none: a reconcile with no causes was triggered by a change the
+// previous one already saw.
+func CausesFrom(ctx context.Context) (causes []Cause, total int) {
+	call, ok := ctx.Value(callKey{}).(reconcileCall)
+	if !ok {
+		return nil, 0
+	}
+	s := call.callCauses()
+	return s.list(), int(s.total)
+}
