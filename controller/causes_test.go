@@ -232,17 +232,19 @@ func TestController_FindsAKeyWokenOnlyByItsOwnWritesAsAHotLoop(t *testing.T) {
 			mu    sync.Mutex
 			wrote = map[string]bool{}
 			next  = 100
-			loops int
+			loops = map[string]int{}
 		)
 		// a writes itself a new annotation on each of its first 15
-		// reconciles; b is changed by someone else as often.
+		// reconciles; b is changed by someone else as often. Each key
+		// has its own budget: the two keys' reconciles interleave in any
+		// order.
 		rec := controller.ReconcilerFunc[cache.Key](func(ctx context.Context, k cache.Key) (controller.Result, error) {
 			mu.Lock()
 			defer mu.Unlock()
-			if loops >= 30 {
+			if loops[k.Name] >= 15 {
 				return controller.Result{}, nil
 			}
-			loops++
+			loops[k.Name]++
 			next++
 			v := fmt.Sprint(next)
 			wrote[k.Name+"@"+v] = k.Name == "a"
