@@ -137,6 +137,7 @@ func (g *Gate) Run(ctx context.Context, log *slog.Logger) {
 	interval := base // doubled again by failed probes
 	var openedAt time.Time
 	lastWhy := ""
+	probes := 0
 	for ctx.Err() == nil {
 		open, changed := g.State()
 		if open {
@@ -162,6 +163,8 @@ func (g *Gate) Run(ctx context.Context, log *slog.Logger) {
 		if ctx.Err() != nil {
 			return
 		}
+		probes++
+		log.Debug("Asked discovery for kind", "served", served && err == nil, "probes", probes)
 		switch {
 		case err != nil:
 			why = "discovery failed: " + err.Error()
