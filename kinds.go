@@ -120,10 +120,14 @@ func (a *App) probe(gvk schema.GroupVersionKind, gvr schema.GroupVersionResource
 			if r.Kind != gvk.Kind || strings.Contains(r.Name, "/") {
 				continue
 			}
-			if r.Name != gvr.Resource || r.Namespaced != namespaced {
-				return false, fmt.Sprintf("served as resource %q (namespaced: %v), but the App watches %q (namespaced: %v): "+
-					"name it with kloop.WithResource(%s) (and kloop.ClusterScoped() if it is cluster-scoped)",
-					r.Name, r.Namespaced, gvr.Resource, namespaced, gvk.GroupVersion().WithResource(r.Name)), nil
+			switch {
+			case r.Name != gvr.Resource:
+				return false, fmt.Sprintf("served as resource %q, not %q: name it with kloop.WithResource(schema.GroupVersionResource{Group: %q, Version: %q, Resource: %q})",
+					r.Name, gvr.Resource, gvr.Group, gvr.Version, r.Name), nil
+			case r.Namespaced && !namespaced:
+				return false, "served as a namespaced resource, but the App watches it as cluster-scoped: drop kloop.ClusterScoped()", nil
+			case !r.Namespaced && namespaced:
+				return false, "served as a cluster-scoped resource, but the App watches it as namespaced: give kloop.ClusterScoped()", nil
 			}
 			return true, "", nil
 		}

@@ -99,7 +99,7 @@ func TestFoo_WaitsForItsCRDAndStopsAndResumesWithIt(t *testing.T) {
 	}
 	await.Logged(t, "the cluster-scoped Foo's App told what to fix", wrongLogs, func(r await.Record) bool {
 		return r.Message == "Waiting for kind" && strings.Contains(r.Attrs["reason"],
-			`served as resource "foos" (namespaced: true), but the App watches "foos" (namespaced: false): name it with kloop.WithResource(samplecontroller.k8s.io/v1alpha1, Resource=foos)`)
+			"served as a namespaced resource, but the App watches it as cluster-scoped: drop kloop.ClusterScoped()")
 	})
 	if _, body := get(t, readyz); !strings.Contains(body, "kinds: every kind served") {
 		t.Errorf("/readyz?verbose with the CRD installed:\n%s\nwant \"kinds: every kind served\"", body)
