@@ -89,7 +89,8 @@ func InNamespace(ns string) ObjectsOption {
 //
 // A failure (T not in the scheme, a kind the server does not serve) is
 // recorded in the App and returned by Run; the handle's methods return it
-// too.
+// too. With Options.WaitForKinds a custom kind the server does not serve is
+// no failure: the handle's cache stays empty until the kind is served.
 func Objects[T interface {
 	*E
 	watcher.Object
