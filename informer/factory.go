@@ -262,12 +262,12 @@ func ofListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 		keep := r.Keep
 		iopts.Filter = func(obj T) bool { return keep(obj) }
 	}
-	// One reflector per namespace: a program granted a few namespaces
-	// (a Role in each) may not list across all of them.
 	var gate *kindgate.Gate
 	if f.opts.WaitFor != nil {
 		gate = f.opts.WaitFor(resource)
 	}
+	// One reflector per namespace: a program granted a few namespaces
+	// (a Role in each) may not list across all of them.
 	srcs := make([]Source[T], len(namespaces))
 	for i, ns := range namespaces {
 		one := scope

@@ -146,9 +146,8 @@ func (g *Gate) Run(ctx context.Context, log *slog.Logger) {
 				return
 			case <-changed:
 			}
-			if o, _ := g.State(); !o {
-				err := g.Err()
-				log.Info("Kind no longer served: its informers are emptied and its controllers hold until it is", "reason", err.(*WaitingError).Reason)
+			if err, ok := g.Err().(*WaitingError); ok {
+				log.Info("Kind not served: its informers are emptied and its controllers hold until it is served", "reason", err.Reason)
 				if !openedAt.IsZero() && time.Since(openedAt) < flapWindow {
 					base = min(2*base, MaxInterval)
 				} else {

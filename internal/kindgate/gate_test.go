@@ -212,8 +212,8 @@ func TestGate_ShutOpenShutOpen_BacksOffWhenItFlaps(t *testing.T) {
 		if n := log.count("Kind served"); n != len(want) {
 			t.Errorf("%d \"Kind served\" lines for %d reopenings, want %d", n, len(want), len(want))
 		}
-		if n := log.count("Kind no longer served"); n != len(want) {
-			t.Errorf("%d \"Kind no longer served\" lines for %d shuts, want %d", n, len(want), len(want))
+		if n := log.count("Kind not served:"); n != len(want) {
+			t.Errorf("%d \"Kind not served:\" lines for %d shuts, want %d", n, len(want), len(want))
 		}
 
 		// Open long enough, a shut is no flap: back to Interval.

@@ -113,7 +113,7 @@ func TestFoo_WaitsForItsCRDAndStopsAndResumesWithIt(t *testing.T) {
 	}
 	await.Gone(t, "the Foo CRD deleted", crds, "foos."+v1alpha1.GroupName)
 	shut := await.Logged(t, "the Foo kind reported gone", logs, func(r await.Record) bool {
-		return r.Time.After(deleted) && r.Message == "Kind no longer served: its informers are emptied and its controllers hold until it is"
+		return r.Time.After(deleted) && r.Message == "Kind not served: its informers are emptied and its controllers hold until it is served"
 	})
 	before := fooInformer(t, app)
 	if before.Source.Phase != watcher.PhaseWaiting || before.Objects != 0 || before.Source.LastError == nil ||
