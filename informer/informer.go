@@ -832,11 +832,16 @@ func (inf *Informer[T]) removeListener(l *listener[T]) {
 }
 
 // replayTo queues every cached object to l as an Updated event with
-// Old == New and Replay set.
+// Old == New and Replay set; an encoded cache's objects are decoded one at
+// a time, as each is delivered.
 func (inf *Informer[T]) replayTo(l *listener[T]) {
 	inf.dispatchMu.Lock()
 	defer inf.dispatchMu.Unlock()
 	if !inf.synced {
+		return
+	}
+	if keys, ok := lean.KeysOf(inf.store); ok {
+		l.replayKeys(keys.([]cache.Key))
 		return
 	}
 	for _, obj := range inf.store.List(nil) {
