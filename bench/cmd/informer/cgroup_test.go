@@ -36,10 +36,10 @@ import (
 )
 
 // The limit sits between the two informers' peaks at 100,000 ConfigMaps
-// (BENCHMARKS.md, peak RSS medians: kloop 166 MiB, client-go 338 MiB,
-// controller-runtime 345 MiB, base RSS included): 240 MiB is near their
+// (BENCHMARKS.md, peak RSS medians of two runs: kloop 166 MiB in both,
+// client-go 324 and 338 MiB, base RSS included): 240 MiB is near their
 // geometric mean, 74 MiB (45%) above kloop's peak, so that GC timing on a
-// loaded machine does not end kloop, and 98 MiB below client-go's, whose
+// loaded machine does not end kloop, and 84 MiB below client-go's, whose
 // retained heap alone (189 MiB) plus the process's base (29 MiB) and the
 // garbage collector's headroom cannot fit in it. (The cgroup counts a
 // little less than RSS: the test binary's pages were charged when it was
