@@ -311,6 +311,13 @@ func (a *App) factoryLocked() *informer.Factory {
 			Scheme:     a.opts.Scheme,
 			Logger:     a.log,
 			Registerer: a.opts.Registry,
+			Memory:     a.opts.Memory,
+		}
+		if fopts.Memory.EncodedUnder > 0 && fopts.Memory.Budget == 0 {
+			// The budget is the Go memory limit Run will set.
+			if d := memlimit.Decide(a.opts.MemoryLimit, os.Getenv, os.DirFS("/")); d.Limit > 0 {
+				fopts.Memory.Budget = d.Limit
+			}
 		}
 		if a.member != nil {
 			fopts.Restrict = a.shardInformer

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/metrics/secure"
 )
 
@@ -142,6 +143,11 @@ type Options struct {
 	// when $GOMEMLIMIT is set, the limit is left as it is. Negative leaves
 	// it as it is. Run logs the limit and why.
 	MemoryLimit int64
+
+	// Memory chooses how lean the App's informers' caches are (see
+	// informer.Memory): Memory.EncodedUnder switches them to the encoded
+	// cache when the Go memory limit Run sets is under it.
+	Memory informer.Memory
 }
 
 // LeaderElection configures the App's leader election. The defaults are

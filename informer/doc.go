@@ -101,7 +101,10 @@
 // metadata, for controllers that need no more. Memory.Encoded keeps each object as its protobuf encoding, about
 // half the bytes, and decodes it on every read (about a microsecond of CPU
 // for a small ConfigMap, and a List of n objects n times that): for
-// controllers that cache many objects and read few. Of and
+// controllers that cache many objects and read few. Memory.EncodedUnder
+// makes that choice from the memory budget (the Go memory limit, which
+// kloop.App derives from the container's): encoded where the budget is
+// under it, decoded, and fast to read, where it is not. Of and
 // OfResource ask for protobuf for the built-in types, as client-go's
 // generated clients do, and then decode watch events straight from the
 // stream, never allocating the managedFields they would strip or a label

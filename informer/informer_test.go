@@ -1070,9 +1070,20 @@ func TestInformer_EncodedCacheDeliversASnapshotKeyByKeyWithLaterChangesMerged(t 
 	synctest.Test(t, func(t *testing.T) {
 		rec := newRecorder()
 		rec.gate = make(chan struct{})
-		var reg *Registration
+		var (
+			reg   *Registration
+			mu    sync.Mutex
+			first string // the key the handler's first call, stuck on the gate, was given
+		)
 		h := start(t, Options[*corev1.ConfigMap]{Memory: Memory{Encoded: true}}, func(inf *Informer[*corev1.ConfigMap]) {
-			reg = add(t, inf, rec, HandlerOptions{})
+			reg = add(t, inf, HandlerFunc[*corev1.ConfigMap](func(e cache.Event[*corev1.ConfigMap]) {
+				mu.Lock()
+				if first == "" {
+					first = e.Object().Name
+				}
+				mu.Unlock()
+				rec.OnEvent(e)
+			}), HandlerOptions{})
 		})
 		defer h.stop()
 
@@ -1082,16 +1093,28 @@ func TestInformer_EncodedCacheDeliversASnapshotKeyByKeyWithLaterChangesMerged(t 
 		}
 		h.src.relist("1", objs...)
 		synctest.Wait() // the handler is stuck in its first call
-		h.src.send(ev(watcher.Modified, cm("k5", "u5", "2")), ev(watcher.Deleted, cm("k7", "u7", "3")), ev(watcher.Added, cm("n", "n1", "4")))
+		// Change two keys still waiting in the snapshot (the keys come in
+		// no particular order: the first may be any).
+		mu.Lock()
+		var waiting []int
+		for i := range 10 {
+			if "k"+strconv.Itoa(i) != first {
+				waiting = append(waiting, i)
+			}
+		}
+		mu.Unlock()
+		mod, del := waiting[0], waiting[1]
+		h.src.send(ev(watcher.Modified, cm("k"+strconv.Itoa(mod), "u"+strconv.Itoa(mod), "2")),
+			ev(watcher.Deleted, cm("k"+strconv.Itoa(del), "u"+strconv.Itoa(del), "3")), ev(watcher.Added, cm("n", "n1", "4")))
 		synctest.Wait()
 		if closed(reg.Synced()) {
 			t.Fatal("registration synced before its handler was given the snapshot")
 		}
 		close(rec.gate)
 		synctest.Wait()
-		want := []string{"add n@4 initial=false", "add k5@2 initial=true"}
+		want := []string{"add n@4 initial=false", "add k" + strconv.Itoa(mod) + "@2 initial=true"}
 		for i := range 10 {
-			if i != 5 && i != 7 {
+			if i != mod && i != del {
 				want = append(want, "add k"+strconv.Itoa(i)+"@1 initial=true")
 			}
 		}

@@ -97,11 +97,29 @@ func (l *listener[T]) notifyKeys(keys []cache.Key, replay bool) {
 	if len(keys) == 0 {
 		return
 	}
+	l.pushKeys(keys, noteAdd, replay)
+}
+
+// replayKeys queues a periodic replay of an encoded cache's objects under
+// keys: an idle queue keeps the keys and reads each object as the handler
+// takes it, so that the replay never holds the whole cache decoded.
+func (l *listener[T]) replayKeys(keys []cache.Key) {
+	if len(keys) == 0 {
+		return
+	}
+	l.pushKeys(keys, noteUpdate, true)
+}
+
+func (l *listener[T]) pushKeys(keys []cache.Key, kind noteKind, replay bool) {
 	l.mu.Lock()
-	if !l.q.pushKeys(keys, replay) {
+	if !l.q.pushKeys(keys, kind, replay) {
 		for _, k := range keys {
 			if obj, ok := l.inf.store.Get(k.Namespace, k.Name); ok {
-				l.q.push(k, note[T]{kind: noteAdd, obj: obj, replay: replay})
+				n := note[T]{kind: kind, obj: obj, replay: replay}
+				if kind == noteUpdate {
+					n.old = obj
+				}
+				l.q.push(k, n)
 			}
 		}
 	}
@@ -115,12 +133,13 @@ func (l *listener[T]) notifyKeys(keys []cache.Key, replay bool) {
 	}
 }
 
-// resolve turns n, the Added note of key taken from a batch of keys, into
-// what the handler is to get. It reads the cache with the informer's
-// dispatch lock held, so that what the cache holds is what has been
-// notified: a note queued since for key is merged into n (it keeps n's
-// place, as a change of a queued key does), and without one the cache
-// still holds the object the batch was made of.
+// resolve turns n, the note of key taken from a batch of keys (an Added
+// note, or a periodic replay's Updated one), into what the handler is to
+// get. It reads the cache with the informer's dispatch lock held, so that
+// what the cache holds is what has been notified: a note queued since for
+// key is merged into n (it keeps n's place, as a change of a queued key
+// does; a replay gives way to it), and without one the cache still holds
+// the object the batch was made of.
 func (l *listener[T]) resolve(key cache.Key, n note[T]) note[T] {
 	l.inf.dispatchMu.Lock()
 	l.mu.Lock()
@@ -139,6 +158,11 @@ func (l *listener[T]) resolve(key cache.Key, n note[T]) note[T] {
 	}
 	l.inf.dispatchMu.Unlock()
 	switch {
+	case pending && n.kind == noteUpdate:
+		// A replay says "this is the object now"; the change queued since
+		// says it better.
+		p.preSync = p.preSync || n.preSync
+		return p
 	case pending:
 		m, keep := merge(n, p)
 		if !keep {
@@ -147,6 +171,9 @@ func (l *listener[T]) resolve(key cache.Key, n note[T]) note[T] {
 		return m
 	case found:
 		n.obj = obj
+		if n.kind == noteUpdate {
+			n.old = obj
+		}
 		l.inf.pacer.step() // obj was decoded for this delivery
 		return n
 	}

@@ -115,19 +115,23 @@ type listenerQueue[T watcher.Object] struct {
 	next         int
 	batchPreSync bool
 	// keys, instead of batch: the objects of an encoded cache that a
-	// snapshot added, read from the cache as they are delivered (see
-	// listener.resolve); keysReplay is their Added events' Replay.
+	// snapshot added or a periodic replay re-delivers, read from the
+	// cache as they are delivered (see listener.resolve); keysKind is
+	// their notes' kind (noteAdd or, for a periodic replay, noteUpdate)
+	// and keysReplay their Replay.
 	keys       []cache.Key
+	keysKind   noteKind
 	keysReplay bool
 }
 
-// pushKeys queues Added notes for keys as one batch if the queue is idle,
-// and reports whether it did.
-func (q *listenerQueue[T]) pushKeys(keys []cache.Key, replay bool) bool {
+// pushKeys queues notes of kind (noteAdd, or noteUpdate for a periodic
+// replay) for keys as one batch if the queue is idle, and reports whether
+// it did.
+func (q *listenerQueue[T]) pushKeys(keys []cache.Key, kind noteKind, replay bool) bool {
 	if q.len() != 0 {
 		return false
 	}
-	q.keys, q.next, q.keysReplay, q.batchPreSync = keys, 0, replay, false
+	q.keys, q.next, q.keysKind, q.keysReplay, q.batchPreSync = keys, 0, kind, replay, false
 	return true
 }
 
@@ -184,12 +188,12 @@ func (q *listenerQueue[T]) mark() {
 	})
 }
 
-// pop returns the next note. lazy: it is the Added note of key from a
-// batch of keys, whose object the caller reads (listener.resolve).
+// pop returns the next note. lazy: it is the note of key from a batch of
+// keys, whose object the caller reads (listener.resolve).
 func (q *listenerQueue[T]) pop() (n note[T], key cache.Key, lazy, ok bool) {
 	if q.next < len(q.keys) {
 		key = q.keys[q.next]
-		n = note[T]{kind: noteAdd, replay: q.keysReplay, preSync: q.batchPreSync}
+		n = note[T]{kind: q.keysKind, replay: q.keysReplay, preSync: q.batchPreSync}
 		q.next++
 		if q.next == len(q.keys) {
 			q.keys, q.next = nil, 0

@@ -26,6 +26,9 @@ type Status struct {
 	// kloop_informer_cache_bytes gauge): a sample of them sized with the
 	// allocator's rounding, shared metadata counted once, times Objects.
 	CacheBytes int64
+	// Encoded: the cache keeps objects encoded (Memory.Encoded, or
+	// Memory.EncodedUnder with the memory budget under it).
+	Encoded bool
 	// Pending counts what waits in the delta queue between the source and
 	// the cache (a snapshot counts as one).
 	Pending int
@@ -67,6 +70,7 @@ func (inf *Informer[T]) Status() Status {
 		ResourceVersion: inf.store.ResourceVersion(),
 	}
 	s.CacheBytes = inf.size.bytes(s.Objects)
+	s.Encoded = inf.encoded
 	select {
 	case <-inf.syncedCh:
 		s.Synced = true

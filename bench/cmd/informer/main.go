@@ -59,7 +59,12 @@
 // ends in -n<size>. The latency figure is taken once, at the largest size
 // (-updates 0 skips it).
 //
+// Above 20,000 ConfigMaps the default is the peak measurement alone (see
+// peak.go): no in-process side (-sides all runs them) and no latency
+// figure (-updates 3000 takes it).
+//
 // Run with: cd bench && go run ./cmd/informer -n 20000
+// or, for the peak at 100,000: cd bench && go run ./cmd/informer -n 100000
 package main
 
 import (
@@ -115,13 +120,13 @@ const (
 func main() {
 	n := flag.String("n", "20000", "ConfigMaps to seed; a comma-separated list (1000,10000,100000) measures at each size in turn, seeding up to it, for the cost curve")
 	rounds := flag.Int("rounds", 3, "sync/memory rounds (each measures every side once)")
-	updates := flag.Int("updates", 3000, "writes timed for the latency figure")
+	updates := flag.Int("updates", -1, "writes timed for the latency figure (default 3000 up to 20,000 ConfigMaps, 0 above)")
 	flag.BoolVar(&noSharing, "kloop-no-sharing", false, "turn off kloop's sharing of repeated metadata (informer.Memory.Unshared), to see what it saves")
 	flag.Var(&kloopList, "kloop-initial-list", "kloop's initial list mode: auto (the default), streaming or paginated")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "profiling aid: write a CPU profile of each side's sync to this path with the side's name appended")
 	flag.StringVar(&memProfile, "memprofile", "", "profiling aid: write a heap profile of each side, taken when its memory is measured, to this path with the side's name appended")
 	flag.StringVar(&traceOut, "trace", "", "profiling aid: write an execution trace of each side's sync to this path with the side's name appended")
-	only := flag.String("sides", "", "comma-separated sides to run in this process (default all; none for none): "+strings.Join(sideNames(), ","))
+	only := flag.String("sides", "", "comma-separated sides to run in this process (default all up to 20,000 ConfigMaps, none above; all for all; none for none): "+strings.Join(sideNames(), ","))
 	flag.StringVar(&peakOnly, "peak-sides", "", "comma-separated sides whose peak memory is measured, each in a child process (default all; none for none): "+strings.Join(peakSides, ","))
 	flag.IntVar(&peakRounds, "peak-rounds", 3, "rounds of the peak measurement (each runs every peak side once)")
 	flag.StringVar(&workload, "workload", "configmaps", "what is seeded and informed: configmaps (512-byte payload) or pods (Pod-shaped objects: about 3 KiB as stored, 11 KiB decoded; peak sides only)")
@@ -149,6 +154,12 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "informer benchmark:", err)
 		os.Exit(2)
+	}
+	if *updates < 0 {
+		*updates = 3000
+		if sizes[len(sizes)-1] > inProcessUpTo {
+			*updates = 0
+		}
 	}
 	if err := run(sizes, *rounds, *updates, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "informer benchmark:", err)
@@ -223,6 +234,10 @@ func run(sizes []int, rounds, updates int, only string) error {
 			if err := measurePeaks(env.KubeconfigPath, workload, psides, n, peakRounds, suffix); err != nil {
 				return err
 			}
+		}
+		sides := sides
+		if only == "" && n > inProcessUpTo {
+			sides = nil
 		}
 		if len(sides) == 0 {
 			continue
@@ -498,8 +513,14 @@ func sideNames() []string {
 	return out
 }
 
+// inProcessUpTo is the largest size at which the in-process sides and
+// the latency figure run unless asked for: above it a run's default is the
+// peak measurement alone (at 100,000 the in-process sides take most of an
+// hour on 2 cores).
+const inProcessUpTo = 20000
+
 func selectSides(only string) ([]side, error) {
-	if only == "" {
+	if only == "" || only == "all" {
 		return allSides, nil
 	}
 	if only == "none" {
@@ -546,7 +567,7 @@ var (
 
 func selectPeakSides(only string) ([]string, error) {
 	switch only {
-	case "":
+	case "", "all":
 		return peakSides, nil
 	case "none":
 		return nil, nil
