@@ -695,20 +695,15 @@ func (a *App) clusterApp(name string, cfg *rest.Config) (*App, error) {
 	return ca, nil
 }
 
-// clusterStatus is one member's state, for /readyz and the debug page.
-type clusterStatus struct {
-	Name, Origin, State string
-	Since               time.Time
-	Err                 error
-	Objects             int
-}
+// Clusters is the fleet's state for the debug page, by name.
+func (f *fleet) Clusters() []fleetspec.ClusterStatus { return f.status() }
 
-func (f *fleet) status() []clusterStatus {
+func (f *fleet) status() []fleetspec.ClusterStatus {
 	f.mu.Lock()
-	out := make([]clusterStatus, 0, len(f.members))
+	out := make([]fleetspec.ClusterStatus, 0, len(f.members))
 	var factories []*informer.Factory
 	for _, m := range f.members {
-		st := clusterStatus{Name: m.name, Origin: m.spec.Origin, State: m.state, Since: m.since, Err: m.err}
+		st := fleetspec.ClusterStatus{Name: m.name, Origin: m.spec.Origin, State: m.state, Since: m.since, Err: m.err}
 		var fac *informer.Factory
 		if m.app != nil {
 			fac = m.app.factory
