@@ -557,7 +557,7 @@ func (f *fleet) unjoin(m *member) {
 }
 
 func (f *fleet) attachLocked(m *member, s *fleetSub) {
-	sub, err := s.register(m.name, s.name+"@"+m.name, s.q)
+	sub, err := s.register(m.name, m.handles, s.name+"@"+m.name, s.q)
 	if err != nil {
 		f.app.log.Error("Fleet: a controller could not watch the cluster", "cluster", m.name, "source", s.name, "err", err)
 		return
@@ -588,7 +588,7 @@ func (f *fleet) handle(name string, i int) (any, bool) {
 
 // subscribe adds a fleet source's subscription: register subscribes it to
 // one cluster, now for each joined one and later for each that joins.
-func (f *fleet) subscribe(name string, q controller.Queue[ClusterKey], register func(cluster, name string, q controller.Queue[ClusterKey]) (controller.Subscription, error)) controller.Subscription {
+func (f *fleet) subscribe(name string, q controller.Queue[ClusterKey], register registerFunc) controller.Subscription {
 	s := &fleetSub{f: f, name: name, q: q, register: register, done: make(chan struct{})}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -601,12 +601,17 @@ func (f *fleet) subscribe(name string, q controller.Queue[ClusterKey], register 
 	return s
 }
 
+// registerFunc subscribes a fleet source to one joined cluster, whose
+// handles (by declaration) are given: it is called with fleet.mu held, so
+// it must not call Handle.In.
+type registerFunc func(cluster string, handles []any, name string, q controller.Queue[ClusterKey]) (controller.Subscription, error)
+
 // fleetSub is one controller source's subscription to the whole fleet.
 type fleetSub struct {
 	f        *fleet
 	name     string
 	q        controller.Queue[ClusterKey]
-	register func(cluster, name string, q controller.Queue[ClusterKey]) (controller.Subscription, error)
+	register registerFunc
 	once     sync.Once
 	done     chan struct{}
 }

@@ -85,8 +85,8 @@ func (b *KeyedControllerBuilder[K]) fleetSource(w Watched, owns bool) {
 		return
 	}
 	owner := *b.owner
-	src := fleetSource{f: f, register: func(cluster, name string, q controller.Queue[ClusterKey]) (controller.Subscription, error) {
-		cw := w.in(cluster)
+	src := fleetSource{f: f, register: func(cluster string, handles []any, name string, q controller.Queue[ClusterKey]) (controller.Subscription, error) {
+		cw := w.in(handles)
 		if err := cw.handle().err; err != nil {
 			return nil, err
 		}
@@ -102,7 +102,7 @@ func (b *KeyedControllerBuilder[K]) fleetSource(w Watched, owns bool) {
 // fleetSource is a controller source over every cluster of a fleet.
 type fleetSource struct {
 	f        *fleet
-	register func(cluster, name string, q controller.Queue[ClusterKey]) (controller.Subscription, error)
+	register registerFunc
 }
 
 func (s fleetSource) Register(name string, q controller.Queue[ClusterKey]) (controller.Subscription, error) {
@@ -121,8 +121,8 @@ func (s fleetMap[T, K]) Register(name string, q controller.Queue[K]) (controller
 	if !ok {
 		return nil, fmt.Errorf("MapTo of a fleet handle (%s) feeds a fleet controller (NewFleetController): map objects to kloop.ClusterKey keys (an empty Cluster is the object's own)", s.h.gvk.Kind)
 	}
-	return s.h.fleet.subscribe(name, cq, func(cluster, name string, q controller.Queue[ClusterKey]) (controller.Subscription, error) {
-		ch := s.h.In(cluster)
+	return s.h.fleet.subscribe(name, cq, func(cluster string, handles []any, name string, q controller.Queue[ClusterKey]) (controller.Subscription, error) {
+		ch := handles[s.h.decl].(*Handle[T])
 		if ch.err != nil {
 			return nil, ch.err
 		}
@@ -189,10 +189,14 @@ func (h *Handle[T]) In(cluster string) *Handle[T] {
 	return &Handle[T]{app: h.app, gvk: h.gvk, err: fmt.Errorf("kloop: %s handle: cluster %q is not joined to the fleet", h.gvk.Kind, cluster)}
 }
 
-func (h *Handle[T]) fleetOf() *fleet           { return h.fleet }
-func (h *Handle[T]) in(cluster string) Watched { return h.In(cluster) }
+func (h *Handle[T]) fleetOf() *fleet { return h.fleet }
+
+// inCluster is the handle in the cluster whose handles are given (by
+// declaration).
+func (h *Handle[T]) inCluster(handles []any) *Handle[T] { return handles[h.decl].(*Handle[T]) }
+func (h *Handle[T]) in(handles []any) Watched           { return h.inCluster(handles) }
 
 func (w watched[T]) fleetOf() *fleet { return w.h.fleet }
-func (w watched[T]) in(cluster string) Watched {
-	return watched[T]{h: w.h.In(cluster), preds: w.preds}
+func (w watched[T]) in(handles []any) Watched {
+	return watched[T]{h: w.h.inCluster(handles), preds: w.preds}
 }

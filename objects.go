@@ -293,9 +293,9 @@ type Watched interface {
 	forSource() controller.Source[cache.Key]
 	ownsSource(owner schema.GroupKind) controller.Source[cache.Key]
 	// fleetOf is the fleet of a fleet App's handle, else nil; in is the
-	// same in one cluster of it.
+	// same in the cluster whose handles (by declaration) are given.
 	fleetOf() *fleet
-	in(cluster string) Watched
+	in(handles []any) Watched
 }
 
 type handleInfo struct {
