@@ -111,7 +111,7 @@ func (a *App) Cluster(name string) *App {
 const (
 	clusterJoining = "joining" // connecting, discovering kinds, syncing caches
 	clusterJoined  = "joined"  // caches synced; its keys flow
-	clusterFailed  = "failed"  // the last attempt failed; retried after a back-off
+	clusterFailed  = "failed"  // the last attempt failed; retried with back-off until one succeeds
 	clusterInvalid = "invalid" // its definition cannot be used; fixed by changing it
 )
 
@@ -438,11 +438,8 @@ func (f *fleet) run(ctx context.Context, m *member) {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C: // still "failed" until an attempt succeeds
 		}
-		f.mu.Lock()
-		m.state = clusterJoining
-		f.mu.Unlock()
 	}
 }
 
