@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop"
@@ -309,7 +311,11 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 
 	t.Run("BadSecretsAreReportedAndTheOthersGoOn", func(t *testing.T) {
 		badCA := rest.CopyConfig(d.env.Config)
-		badCA.CAData = b.env.Config.CAData // another control plane's CA
+		badCA.CAData = b.env.Config.CAData                // another control plane's CA
+		noRights, err := d.env.UserConfig("fleet-nobody") // authenticated, but RBAC grants nothing
+		if err != nil {
+			t.Fatal(err)
+		}
 		bad := map[string]struct {
 			data    []byte
 			context string
@@ -319,6 +325,8 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 			"bad-parse":   {[]byte("clusters: [oops"), "", "KubeconfigInvalid", "does not parse"},
 			"bad-context": {kubeconfigBytes(t, d.env.Config), "elsewhere", "KubeconfigInvalid", `no context "elsewhere"`},
 			"bad-ca":      {kubeconfigBytes(t, badCA), "", "ClusterUnavailable", "certificate-authority-data does not match"},
+			"bad-token":   {tokenKubeconfig(t, d.env.Config, "not-a-token"), "", "ClusterUnavailable", "Unauthorized"},
+			"no-rights":   {kubeconfigBytes(t, noRights), "", "ClusterUnavailable", "forbidden"},
 		}
 		for name, s := range bad {
 			secret := &corev1.Secret{
@@ -357,7 +365,7 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("/readyz = %d with clusters failing, want 200 (the default policy): %s", resp.StatusCode, body)
 		}
-		for _, want := range []string{"bad-parse: invalid", "bad-context: invalid", "bad-ca: failed", "does not match", "a: joined", "b: joined", "c: joined"} {
+		for _, want := range []string{"bad-parse: invalid", "bad-context: invalid", "bad-ca: failed", "does not match", "bad-token: failed", "no-rights: failed", "a: joined", "b: joined", "c: joined"} {
 			if !strings.Contains(string(body), want) {
 				t.Errorf("/readyz?verbose does not say %q:\n%s", want, body)
 			}
@@ -368,6 +376,22 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 			}
 		}
 	})
+}
+
+// tokenKubeconfig is a kubeconfig for cfg's server and CA with a bearer
+// token instead of cfg's credentials.
+func tokenKubeconfig(t *testing.T, cfg *rest.Config, token string) []byte {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	kc.CurrentContext = "c"
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 func hasEvent(evs []eventsv1.Event, object, reason, says string) bool {
