@@ -157,14 +157,17 @@ func heapAndGoroutines() (heap uint64, goroutines int) {
 }
 
 // TestFleet_OneFooControllerOverManyClusters runs one Foo controller over
-// a fleet of control planes: the package's own (home, "a"), two from a
+// a fleet of control planes of its own: the home cluster "a", two from a
 // kubeconfig directory ("b", and "c" through a fault proxy), and clusters
-// added at run time through kubeconfig Secrets in the home cluster.
+// added at run time through kubeconfig Secrets in the home cluster ("d",
+// and bad ones). The subtests share them and run in order.
 func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
-	home := controlPlane.Env(t)
-	envs := make([]*testenv.Env, 3) // b, c, d
+	if testing.Short() {
+		t.Skip("needs four control planes (not started with -short)")
+	}
+	envs := make([]*testenv.Env, 4) // a (home), b, c, d; no controller manager: a Foo converges without pods
+	errs := make([]error, len(envs))
 	var wg sync.WaitGroup
-	errs := make([]error, 3)
 	for i := range envs {
 		wg.Go(func() { envs[i], errs[i] = testenv.Start(context.Background(), testenv.Options{}) })
 	}
@@ -177,12 +180,13 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 			t.Fatalf("start control plane %d: %v", i, errs[i])
 		}
 	}
+	home := envs[0]
 	ns := "fleet-" + fmt.Sprint(time.Now().UnixNano()%1e6)
 	a := newFleetCluster(t, "a", home, ns)
-	b := newFleetCluster(t, "b", envs[0], ns)
-	c := newFleetCluster(t, "c", envs[1], ns)
-	d := newFleetCluster(t, "d", envs[2], ns)
-	proxyC := envs[1].APIServerProxy(t)
+	b := newFleetCluster(t, "b", envs[1], ns)
+	c := newFleetCluster(t, "c", envs[2], ns)
+	d := newFleetCluster(t, "d", envs[3], ns)
+	proxyC := envs[2].APIServerProxy(t)
 
 	dir := t.TempDir()
 	if err := testenv.WriteKubeconfig(filepath.Join(dir, "b.kubeconfig"), b.env.Config); err != nil {
@@ -193,6 +197,11 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 	}
 	const label = "kloop.dev/fleet-e2e"
 	logs := await.NewLogs()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the App's logs:\n%s", logs)
+		}
+	})
 	reg := prometheus.NewRegistry()
 	app, err := kloop.New(home.Config, kloop.Options{
 		Name:       "fleet-foo",
@@ -325,7 +334,7 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 			"bad-parse":   {[]byte("clusters: [oops"), "", "KubeconfigInvalid", "does not parse"},
 			"bad-context": {kubeconfigBytes(t, d.env.Config), "elsewhere", "KubeconfigInvalid", `no context "elsewhere"`},
 			"bad-ca":      {kubeconfigBytes(t, badCA), "", "ClusterUnavailable", "certificate-authority-data does not match"},
-			"bad-token":   {tokenKubeconfig(t, d.env.Config, "not-a-token"), "", "ClusterUnavailable", "Unauthorized"},
+			"bad-token":   {tokenKubeconfig(t, d.env.Config, "not-a-token"), "", "ClusterUnavailable", "refused the kubeconfig's credentials"},
 			"no-rights":   {kubeconfigBytes(t, noRights), "", "ClusterUnavailable", "forbidden"},
 		}
 		for name, s := range bad {

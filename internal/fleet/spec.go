@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -214,6 +215,10 @@ func Explain(err error) error {
 	var cv *x509.CertificateInvalidError
 	var hn x509.HostnameError
 	switch {
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("%w (the API server refused the kubeconfig's credentials: Unauthorized)", err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("%w (the kubeconfig's identity lacks the RBAC rights the controllers need)", err)
 	case errors.As(err, &ua) || strings.Contains(err.Error(), "x509: certificate signed by unknown authority"):
 		return fmt.Errorf("%w (the kubeconfig's certificate-authority-data does not match the API server's certificate)", err)
 	case errors.As(err, &hn):

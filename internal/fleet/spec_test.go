@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -201,6 +202,10 @@ func TestExplain_NamesACAMismatch(t *testing.T) {
 	err := Explain(errors.New(`Get "https://127.0.0.1/version": tls: failed to verify certificate: x509: certificate signed by unknown authority`))
 	if !strings.Contains(err.Error(), "certificate-authority-data does not match") {
 		t.Errorf("Explain = %v", err)
+	}
+	unauthorized := apierrors.NewUnauthorized("bad token")
+	if err := Explain(unauthorized); !strings.Contains(err.Error(), "refused the kubeconfig's credentials") || !apierrors.IsUnauthorized(err) {
+		t.Errorf("Explain(401) = %v, want it explained and still an Unauthorized error", err)
 	}
 	plain := errors.New("connection refused")
 	if Explain(plain) != plain {
