@@ -2,6 +2,7 @@ package kloop_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -210,6 +212,7 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 		Registry:   reg,
 		Logger:     slog.New(logs),
 		HealthAddr: "127.0.0.1:0",
+		DebugAddr:  "127.0.0.1:0",
 		Fleet: &kloop.Fleet{
 			Home:           "a",
 			KubeconfigDir:  dir,
@@ -327,6 +330,12 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// d has left the fleet; without its Foo CRD it lacks a kind the controller watches.
+		crds := apiextensions.NewForConfigOrDie(d.env.Config).ApiextensionsV1().CustomResourceDefinitions()
+		if err := crds.Delete(t.Context(), "foos.samplecontroller.k8s.io", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		await.Gone(t, "d's Foo CRD", crds, "foos.samplecontroller.k8s.io")
 		bad := map[string]struct {
 			data    []byte
 			context string
@@ -338,6 +347,7 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 			"bad-ca":      {kubeconfigBytes(t, badCA), "", "ClusterUnavailable", "certificate-authority-data does not match"},
 			"bad-token":   {tokenKubeconfig(t, d.env.Config, "not-a-token"), "", "ClusterUnavailable", "refused the kubeconfig's credentials"},
 			"no-rights":   {kubeconfigBytes(t, noRights), "", "ClusterUnavailable", "forbidden"},
+			"no-crd":      {kubeconfigBytes(t, d.env.Config), "", "ClusterUnavailable", "install its CRD"},
 		}
 		for name, s := range bad {
 			secret := &corev1.Secret{
@@ -376,10 +386,37 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("/readyz = %d with clusters failing, want 200 (the default policy): %s", resp.StatusCode, body)
 		}
-		for _, want := range []string{"bad-parse: invalid", "bad-context: invalid", "bad-ca: failed", "does not match", "bad-token: failed", "no-rights: failed", "a: joined", "b: joined", "c: joined"} {
+		for _, want := range []string{"bad-parse: invalid", "bad-context: invalid", "bad-ca: failed", "does not match", "bad-token: failed", "no-rights: failed", "no-crd: failed", "a: joined", "b: joined", "c: joined"} {
 			if !strings.Contains(string(body), want) {
 				t.Errorf("/readyz?verbose does not say %q:\n%s", want, body)
 			}
+		}
+		var snap struct {
+			Clusters []struct{ Name, State, LastError, Level string }
+		}
+		resp, err = http.Get(app.Debug().SnapshotURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&snap)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		levels := map[string]string{}
+		for _, c := range snap.Clusters {
+			levels[c.Name] = c.Level
+			if c.Name == "bad-ca" && !strings.Contains(c.LastError, "does not match") {
+				t.Errorf("debug snapshot: bad-ca's last error %q does not say the CA does not match", c.LastError)
+			}
+		}
+		for name := range bad {
+			if levels[name] != "bad" {
+				t.Errorf("debug snapshot: cluster %s has level %q, want bad (clusters: %+v)", name, levels[name], snap.Clusters)
+			}
+		}
+		if levels["b"] == "bad" || levels["b"] == "" {
+			t.Errorf("debug snapshot: cluster b has level %q, want it listed and not bad", levels["b"])
 		}
 		for name := range bad {
 			if err := a.kc.CoreV1().Secrets(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {

@@ -217,6 +217,8 @@ func Explain(err error) error {
 	switch {
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("%w (the API server refused the kubeconfig's credentials: Unauthorized)", err)
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w (the cluster does not serve a kind the controllers watch: install its CRD)", err)
 	case apierrors.IsForbidden(err):
 		return fmt.Errorf("%w (the kubeconfig's identity lacks the RBAC rights the controllers need)", err)
 	case errors.As(err, &ua) || strings.Contains(err.Error(), "x509: certificate signed by unknown authority"):
