@@ -120,6 +120,7 @@ const (
 	defaultFleetRetryMax    = time.Minute
 	fleetRetryInitial       = time.Second
 	probeTimeout            = 10 * time.Second
+	clusterWriteTimeout     = 30 * time.Second
 )
 
 // fleetDirInterval is how often Fleet.KubeconfigDir is read again.
@@ -139,7 +140,8 @@ type fleet struct {
 	mu        sync.Mutex
 	members   map[string]*member
 	subs      []*fleetSub
-	tried     chan struct{} // closed once the first pass has tried every cluster
+	reported  map[string]bool // duplicate names reported (name and origin), once each
+	tried     chan struct{}   // closed once the first pass has tried every cluster
 	triedOnce bool
 	waiting   int // members of the first pass not yet tried
 	firstPass bool
@@ -181,7 +183,7 @@ func newFleet(a *App, cfg Fleet) (*fleet, error) {
 	if cfg.RetryMax <= 0 {
 		cfg.RetryMax = defaultFleetRetryMax
 	}
-	f := &fleet{app: a, cfg: cfg, wake: make(chan struct{}, 1), members: map[string]*member{}, tried: make(chan struct{})}
+	f := &fleet{app: a, cfg: cfg, wake: make(chan struct{}, 1), members: map[string]*member{}, reported: map[string]bool{}, tried: make(chan struct{})}
 	r := kmetrics.NewRegistrar(a.opts.Registry)
 	f.metrics.joined = r.GaugeVec(prometheus.GaugeOpts{Namespace: "kloop", Subsystem: "fleet", Name: "cluster_joined",
 		Help: "1 while the cluster is joined (caches synced, keys flowing), else 0: joining, failed (retried) or invalid (its kubeconfig cannot be used)."}, "cluster")
@@ -310,7 +312,8 @@ func (f *fleet) update(ctx context.Context) {
 	want := map[string]fleetspec.Spec{}
 	for _, sp := range f.specs() {
 		if prev, dup := want[sp.Name]; dup {
-			if prev.Origin != sp.Origin {
+			if id := sp.Name + "\x00" + sp.Origin + "\x00" + sp.Fingerprint; prev.Origin != sp.Origin && !f.reported[id] {
+				f.reported[id] = true
 				f.reportSpec(sp, fmt.Errorf("cluster name %q is taken by %s: rename one of them", sp.Name, prev.Origin))
 			}
 			continue
@@ -685,8 +688,13 @@ func (a *App) clusterApp(name string, cfg *rest.Config) (*App, error) {
 	opts.Registry = prometheus.NewRegistry()
 	opts.Logger = a.log.With("cluster", name)
 	ca := &App{cfg: cfg, opts: opts, log: opts.Logger, watchNS: a.watchNS}
+	// A write to a cluster that stopped answering gives up after
+	// clusterWriteTimeout, so a reconcile of it does not hold a worker that
+	// the other clusters' keys need (informers' watches are not bounded).
+	ccfg := rest.CopyConfig(cfg)
+	ccfg.Timeout = clusterWriteTimeout
 	var err error
-	if ca.client, err = client.New(cfg, client.Options{Scheme: opts.Scheme, FieldManager: opts.Name, Logger: opts.Logger}); err != nil {
+	if ca.client, err = client.New(ccfg, client.Options{Scheme: opts.Scheme, FieldManager: opts.Name, Logger: opts.Logger}); err != nil {
 		return nil, err
 	}
 	host, _ := os.Hostname()
