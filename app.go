@@ -69,6 +69,7 @@ type App struct {
 	member     *sharding.Member        // Options.Sharding
 	shardFlags map[string]*atomic.Bool // sharded informers (see sharding.go)
 	webhooks   *webhooks               // Options.WebhookAddr, WebhookLocal (see webhook.go)
+	kinds      kinds                   // Options.WaitForKinds (see kinds.go)
 	fleet      *fleet                  // Options.Fleet (see fleet.go)
 	// watchNS is the namespace of the namespaced kinds' informers: "",
 	// Options.Namespace, or Options.Namespaces joined by commas (see
@@ -175,6 +176,9 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 	}
 	if strings.Contains(a.watchNS, ",") {
 		mgr.AddReadyzReport(a.namespacesReport)
+	}
+	if opts.WaitForKinds {
+		mgr.AddReadyzReport(a.kindsReport)
 	}
 	return a, nil
 }
@@ -317,6 +321,9 @@ func (a *App) factoryLocked() *informer.Factory {
 		if a.member != nil {
 			fopts.Restrict = a.shardInformer
 		}
+		if a.opts.WaitForKinds {
+			fopts.WaitFor = a.gateOf
+		}
 		a.factory = informer.NewFactory(a.cfg, fopts)
 	}
 	return a.factory
@@ -454,6 +461,9 @@ func (a *App) Run(ctx context.Context) error {
 		runs = append(runs, a.factory)
 	}
 	runs = append(runs, a.recorder)
+	if a.opts.WaitForKinds {
+		runs = append(runs, kindsRunnable{a})
+	}
 	if a.webhooks != nil {
 		runs = append(runs, a.webhooks.runnable(a))
 	}

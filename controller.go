@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/internal/kindgate"
 	"github.com/kloop-dev/kloop/sharding"
 )
 
@@ -25,6 +27,7 @@ type ControllerBuilder struct {
 	owner   *schema.GroupKind
 	forUID  func(cache.Key) (string, bool)
 	forKeys func() []cache.Key
+	gates   []*kindgate.Gate // of For and Owns (Options.WaitForKinds)
 }
 
 // NewController starts the declaration of a controller named name (its
@@ -75,6 +78,9 @@ func (b *ControllerBuilder) addSource(what string, info handleInfo, src func() c
 		b.b.errs = append(b.b.errs, fmt.Errorf("%s: %w", what, info.err))
 		return
 	}
+	if info.gate != nil && !slices.Contains(b.gates, info.gate) {
+		b.gates = append(b.gates, info.gate)
+	}
 	b.b.sources = append(b.b.sources, src())
 }
 
@@ -113,6 +119,9 @@ func (b *ControllerBuilder) WithOptions(change func(*controller.Options[cache.Ke
 // Run returns them too.
 func (b *ControllerBuilder) Complete() (*controller.Controller[cache.Key], error) {
 	return b.b.complete("it watches nothing: give it For, Owns or Watches", func(c *controller.Controller[cache.Key]) error {
+		if err := b.b.app.holdKinds(c, b.gates); err != nil {
+			return err
+		}
 		return b.b.app.gate(c, b.forUID, b.forKeys)
 	})
 }

@@ -685,6 +685,7 @@ func (c fillQueue) AddAfter(k ClusterKey, d time.Duration) { c.q.AddAfter(c.fill
 func (a *App) clusterApp(name string, cfg *rest.Config) (*App, error) {
 	opts := a.opts
 	opts.Fleet, opts.Sharding, opts.LeaderElection = nil, nil, nil
+	opts.WaitForKinds = false // a cluster that lacks a kind fails its attempt and is retried
 	opts.Registry = prometheus.NewRegistry()
 	opts.Logger = a.log.With("cluster", name)
 	ca := &App{cfg: cfg, opts: opts, log: opts.Logger, watchNS: a.watchNS}

@@ -14,6 +14,7 @@ import (
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/kindgate"
 	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/watcher"
 )
@@ -36,6 +37,7 @@ type Handle[T watcher.Object] struct {
 	status     statusSubresource
 	writes     statusWrites
 	namespaced bool
+	gate       *kindgate.Gate // Options.WaitForKinds; nil for a kind that never waits
 	err        error
 	// In an App with a fleet (see fleet_handle.go): the fleet, the index
 	// of the kind's declaration, and what to do to each cluster's handle.
@@ -92,7 +94,8 @@ func InNamespace(ns string) ObjectsOption {
 //
 // A failure (T not in the scheme, a kind the server does not serve) is
 // recorded in the App and returned by Run; the handle's methods return it
-// too.
+// too. With Options.WaitForKinds a custom kind the server does not serve is
+// no failure: the handle's cache stays empty until the kind is served.
 func Objects[T interface {
 	*E
 	watcher.Object
@@ -166,6 +169,13 @@ func (h *Handle[T]) resolve(sample T, opts []ObjectsOption) error {
 		a.mu.Lock()
 		gvr, ns, err := a.resourceOfLocked(h.gvk)
 		a.mu.Unlock()
+		served := err == nil
+		if meta.IsNoMatchError(err) && a.opts.WaitForKinds && !builtIn(h.gvk) {
+			// Waited for under the resource its kind guesses; the gate
+			// says so if the CRD names another.
+			gvr, _ = meta.UnsafeGuessKindToResource(h.gvk)
+			ns, err = namespaced, nil
+		}
 		if err != nil {
 			if meta.IsNoMatchError(err) {
 				return fmt.Errorf("the API server serves no resource of kind %s: install its CRD, or name the resource with kloop.WithResource (%w)", h.gvk, err)
@@ -173,8 +183,11 @@ func (h *Handle[T]) resolve(sample T, opts []ObjectsOption) error {
 			return fmt.Errorf("discover the resource of %s: %w", h.gvk, err)
 		}
 		h.gvr, namespaced = gvr, ns
+		h.gate = a.kindGate(h.gvk, h.gvr, namespaced, served)
 	} else {
 		h.gvr = cfg.gvr
+		// Not asked: open until a list or watch finds it not served.
+		h.gate = a.kindGate(h.gvk, h.gvr, namespaced, true)
 	}
 	h.scope = cfg.scope
 	h.namespaced = namespaced
@@ -299,8 +312,9 @@ type Watched interface {
 }
 
 type handleInfo struct {
-	gvk schema.GroupVersionKind
-	err error
+	gvk  schema.GroupVersionKind
+	err  error
+	gate *kindgate.Gate // see Options.WaitForKinds
 	// shard marks the kind sharded by UID; uid finds an object's UID by
 	// key in the cache (for a sharded controller's For kind).
 	shard func()
@@ -312,6 +326,7 @@ func (h *Handle[T]) handle() handleInfo {
 	return handleInfo{
 		gvk:   h.gvk,
 		err:   h.err,
+		gate:  h.gate,
 		shard: func() { h.app.shardObjects(h.gvr, h.scope) },
 		uid: func(k cache.Key) (string, bool) {
 			obj, ok := h.inf.Lister().Get(k.Namespace, k.Name)

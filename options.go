@@ -39,6 +39,24 @@ type Options struct {
 	// WebhookLocal's webhooks are not limited to the set.
 	Namespaces []string
 
+	// WaitForKinds makes the App wait for custom kinds that are not
+	// served, instead of failing: a kind whose CRD is not installed when
+	// Objects is called (or that is deleted later) gets an empty, synced
+	// cache, the controllers whose For or Owns it is hold their workers,
+	// and discovery is polled every 2 s; once the kind is served its
+	// informers list at once and its controllers run, and if it goes
+	// again they stop and hold, without a restart of the process.
+	// /readyz?verbose and the debug page name each kind waited for
+	// ("waiting for kind Foo samplecontroller.k8s.io/v1alpha1: not
+	// served"), and the App stays ready. A kind that Objects does not
+	// find is watched under the resource name its kind guesses (Foo:
+	// foos) and namespaced unless ClusterScoped is given: name another
+	// with WithResource. Built-in kinds never wait. Default false: a kind
+	// that is not served is a declaration error that Run returns ("install
+	// its CRD"), the clearest answer when the CRD should be there. See
+	// docs/controllers.md.
+	WaitForKinds bool
+
 	// Logger receives every component's logs. Default slog.Default().
 	Logger *slog.Logger
 

@@ -134,7 +134,7 @@ func (a *App) gate(c *controller.Controller[cache.Key], forUID func(cache.Key) (
 	if a.member == nil {
 		return nil
 	}
-	h := &handover{c: c}
+	h := &handover{c: c, held: a.heldBy(c)}
 	if err := c.Watch(h); err != nil {
 		return err
 	}
@@ -146,8 +146,9 @@ func (a *App) gate(c *controller.Controller[cache.Key], forUID func(cache.Key) (
 // also a source of the controller, so that those keys go through a queue
 // that records why.
 type handover struct {
-	c *controller.Controller[cache.Key]
-	q atomic.Pointer[controller.Queue[cache.Key]]
+	c    *controller.Controller[cache.Key]
+	held func(cache.Key) bool // Options.WaitForKinds' hold, kept by every Restrict
+	q    atomic.Pointer[controller.Queue[cache.Key]]
 }
 
 // String names the causes of the keys it enqueues.
@@ -159,6 +160,14 @@ func (h *handover) Register(_ string, q controller.Queue[cache.Key]) (controller
 }
 
 func (h *handover) Restrict(ctx context.Context, admit func(cache.Key) bool) error {
+	if held := h.held; held != nil {
+		if admit == nil {
+			admit = held
+		} else {
+			shard := admit
+			admit = func(k cache.Key) bool { return held(k) && shard(k) }
+		}
+	}
 	return h.c.Restrict(ctx, admit)
 }
 

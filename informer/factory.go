@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
+	"github.com/kloop-dev/kloop/internal/kindgate"
 	"github.com/kloop-dev/kloop/internal/lean"
 	"github.com/kloop-dev/kloop/watcher"
 )
@@ -76,6 +77,12 @@ type FactoryOptions struct {
 	// (see Restriction); nil leaves the informer whole. Default: every
 	// informer is whole.
 	Restrict func(resource string, scope Scope) *Restriction
+	// WaitFor, if set, is called once for each informer the factory
+	// creates, with its resource as Restrict gets it; a gate it returns
+	// holds the informer while the gate's kind is not served (an empty,
+	// synced cache; no list or watch). Package kloop sets it for
+	// Options.WaitForKinds. Default: no informer waits.
+	WaitFor func(resource string) *kindgate.Gate
 	// Logger and Registerer are passed to every informer. Defaults:
 	// slog.Default() and the kloop metrics registry.
 	Logger     *slog.Logger
@@ -255,6 +262,10 @@ func ofListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 		keep := r.Keep
 		iopts.Filter = func(obj T) bool { return keep(obj) }
 	}
+	var gate *kindgate.Gate
+	if f.opts.WaitFor != nil {
+		gate = f.opts.WaitFor(resource)
+	}
 	// One reflector per namespace: a program granted a few namespaces
 	// (a Role in each) may not list across all of them.
 	srcs := make([]Source[T], len(namespaces))
@@ -264,6 +275,9 @@ func ofListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 		lw, err := newLW(watcher.Scope{Namespace: ns, LabelSelector: scope.LabelSelector, FieldSelector: scope.FieldSelector})
 		if err != nil {
 			return nil, fmt.Errorf("informer %s: %w", name, err)
+		}
+		if gate != nil {
+			lw = kindgate.Guard(lw, gate)
 		}
 		cfg := wcfg
 		if len(namespaces) > 1 {
@@ -278,6 +292,9 @@ func ofListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 			logger = slog.Default()
 		}
 		src = newNamespacesSource(name, namespaces, srcs, logger)
+	}
+	if gate != nil {
+		src = kindgate.Gated(src, gate)
 	}
 	inf, err := New(src, iopts)
 	if err != nil {

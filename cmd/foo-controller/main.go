@@ -12,9 +12,11 @@
 // else the in-cluster configuration, and sample-controller's -kubeconfig
 // and -master with one dash work too. Nothing listens unless
 // --metrics-bind-address or --health-probe-bind-address is given (the
-// manifests in deploy/ give :8443 with --metrics-secure, and :8081). The Foo CRD must be installed
-// (samples/foo/crd, or sample-controller's crd.yaml or
-// crd-status-subresource.yaml). Logs go to stderr. SIGINT or SIGTERM stops
+// manifests in deploy/ give :8443 with --metrics-secure, and :8081). It
+// waits for the Foo CRD (samples/foo/crd, or sample-controller's crd.yaml
+// or crd-status-subresource.yaml; see kloop.Options.WaitForKinds): until it
+// is installed, and while it is deleted, the controller holds and
+// /readyz?verbose says "waiting for kind Foo". Logs go to stderr. SIGINT or SIGTERM stops
 // it after the syncs in flight (exit 0); a second signal exits 1 at once.
 package main
 
@@ -36,13 +38,13 @@ func command() *cobra.Command {
 		Short: "Keep a Deployment for every Foo (kloop's sample-controller)",
 		Long: "foo-controller keeps, for every samplecontroller.k8s.io/v1alpha1 Foo, a Deployment named\n" +
 			"spec.deploymentName with spec.replicas nginx pods, and reports the available ones in\n" +
-			"status.availableReplicas. The Foo CRD must be installed.",
+			"status.availableReplicas. It waits for the Foo CRD while it is not installed.",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, opts, err := flags.Config(cmd)
 			if err != nil {
 				return err
 			}
-			opts.Scheme = foo.Scheme()
+			opts.Scheme, opts.WaitForKinds = foo.Scheme(), true
 			return kloop.Run(cmd.Context(), cfg, opts, func(app *kloop.App) error { return foo.Setup(app, workers) })
 		},
 	}

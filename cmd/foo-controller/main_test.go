@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -44,11 +45,13 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, testenv.GoleakIgnores()...)
 }
 
-// lines collects a stream's lines; closed is closed at EOF.
+// lines collects a stream's lines; closed is closed at EOF, and changed
+// notified at each line.
 type lines struct {
-	mu     sync.Mutex
-	all    []string
-	closed chan struct{}
+	mu      sync.Mutex
+	all     []string
+	closed  chan struct{}
+	changed await.Signal
 }
 
 func collect(r io.Reader) *lines {
@@ -61,6 +64,7 @@ func collect(r io.Reader) *lines {
 			l.mu.Lock()
 			l.all = append(l.all, s.Text())
 			l.mu.Unlock()
+			l.changed.Notify()
 		}
 	}()
 	return l
@@ -73,7 +77,8 @@ func (l *lines) String() string {
 }
 
 // With sample-controller's own crd.yaml, which has no status subresource,
-// the controller writes status by updating the whole Foo.
+// the controller writes status by updating the whole Foo. It is started
+// before the CRD is installed, and waits for it, ready.
 func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTERMExitsZero(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a control plane")
@@ -82,11 +87,6 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 	ctx := t.Context()
 	plain, err := os.ReadFile("../../samples/foo/artifacts/examples/crd.yaml")
 	if err != nil {
-		t.Fatal(err)
-	}
-	installCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := manifest.InstallCRD(installCtx, e.Config, plain); err != nil {
 		t.Fatal(err)
 	}
 
@@ -102,7 +102,7 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 		}
 	})
 
-	cmd := reexec.Command(context.Background(), "--kubeconfig", e.KubeconfigPath)
+	cmd := reexec.Command(context.Background(), "--kubeconfig", e.KubeconfigPath, "--health-probe-bind-address", "127.0.0.1:0")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -120,6 +120,32 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 			t.Logf("foo-controller stderr:\n%s", logs)
 		}
 	}()
+
+	// Before the CRD: ready, and waiting for Foo.
+	var readyz string
+	await.Until(t, "foo-controller serving /readyz", logs.changed.Changed, func() bool {
+		_, rest, _ := strings.Cut(logs.String(), `msg="Serving /healthz, /readyz" addr=`)
+		addr := strings.Fields(rest)
+		if len(addr) == 0 {
+			return false
+		}
+		readyz = "http://" + strings.Trim(addr[0], `"`) + "/readyz?verbose"
+		return true
+	})
+	await.Until(t, "foo-controller ready, waiting for kind Foo", logs.changed.Changed, func() bool {
+		resp, err := http.Get(readyz)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(body), "waiting for kind Foo samplecontroller.k8s.io/v1alpha1: not served")
+	})
+	installCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := manifest.InstallCRD(installCtx, e.Config, plain); err != nil {
+		t.Fatal(err)
+	}
 
 	c, err := client.New(e.Config, client.Options{Scheme: foo.Scheme()})
 	if err != nil {

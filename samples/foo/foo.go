@@ -68,14 +68,15 @@ func (e *ResourceExistsError) Error() string { return fmt.Sprintf(MessageResourc
 
 // Run runs the Foo controller against the API server at cfg until ctx is
 // done, then stops after the syncs in flight and returns nil. opts.Name and
-// opts.Scheme default to ControllerName and Scheme(). The Foo CRD must be
-// installed (CRDYAML, or sample-controller's crd.yaml or
-// crd-status-subresource.yaml); until it is, Run fails after the
-// controller's sync timeout, naming the Foo informer and the API server's
-// answer.
+// opts.Scheme default to ControllerName and Scheme(). It waits for the Foo
+// CRD (CRDYAML, or sample-controller's crd.yaml or
+// crd-status-subresource.yaml): it sets opts.WaitForKinds, so until the CRD
+// is installed, and whenever it is deleted, the controller holds and
+// /readyz?verbose names Foo as waiting.
 func Run(ctx context.Context, cfg *rest.Config, opts kloop.Options) error {
 	opts.Name = cmp.Or(opts.Name, ControllerName)
 	opts.Scheme = cmp.Or(opts.Scheme, Scheme())
+	opts.WaitForKinds = true
 	return kloop.Run(ctx, cfg, opts, func(app *kloop.App) error { return Setup(app, DefaultWorkers) })
 }
 
