@@ -70,6 +70,7 @@ type App struct {
 	shardFlags map[string]*atomic.Bool // sharded informers (see sharding.go)
 	webhooks   *webhooks               // Options.WebhookAddr, WebhookLocal (see webhook.go)
 	kinds      kinds                   // Options.WaitForKinds (see kinds.go)
+	fleet      *fleet                  // Options.Fleet (see fleet.go)
 	// watchNS is the namespace of the namespaced kinds' informers: "",
 	// Options.Namespace, or Options.Namespaces joined by commas (see
 	// informer.Scope).
@@ -167,6 +168,11 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 	}
 	if a.webhooks, err = a.newWebhooks(); err != nil {
 		return nil, err
+	}
+	if opts.Fleet != nil {
+		if a.fleet, err = newFleet(a, *opts.Fleet); err != nil {
+			return nil, err
+		}
 	}
 	if strings.Contains(a.watchNS, ",") {
 		mgr.AddReadyzReport(a.namespacesReport)
@@ -438,6 +444,9 @@ func (a *App) Err() error {
 // leads) and the runnables added with Add. It returns nil after a clean stop through ctx. If a declaration
 // failed it starts nothing and returns every declaration error.
 func (a *App) Run(ctx context.Context) error {
+	if a.mgr == nil {
+		return errors.New("kloop: App.Run on a cluster's App (App.Cluster): the fleet App runs it")
+	}
 	a.mu.Lock()
 	if a.started {
 		a.mu.Unlock()
@@ -464,6 +473,9 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	if a.webhooks != nil {
 		runs = append(runs, a.webhooks.runnable(a))
+	}
+	if a.fleet != nil {
+		runs = append(runs, a.fleet)
 	}
 	runs = append(runs, a.runnables...)
 	a.mu.Unlock()

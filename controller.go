@@ -131,7 +131,8 @@ func (b *ControllerBuilder) Complete() (*controller.Controller[cache.Key], error
 // objects to K (MapTo, controller.Watches). For and Owns enqueue a
 // cache.Key, so only a ControllerBuilder has them.
 type KeyedControllerBuilder[K comparable] struct {
-	b builder[K]
+	b     builder[K]
+	owner *schema.GroupKind // a fleet controller's For kind
 }
 
 // NewKeyedController starts the declaration of a controller named name

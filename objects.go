@@ -39,6 +39,11 @@ type Handle[T watcher.Object] struct {
 	namespaced bool
 	gate       *kindgate.Gate // Options.WaitForKinds; nil for a kind that never waits
 	err        error
+	// In an App with a fleet (see fleet_handle.go): the fleet, the index
+	// of the kind's declaration, and what to do to each cluster's handle.
+	fleet *fleet
+	decl  int
+	each  []func(*Handle[T])
 }
 
 // ObjectsOption changes how Objects finds or watches a kind.
@@ -95,6 +100,9 @@ func Objects[T interface {
 	*E
 	watcher.Object
 }, E any](app *App, opts ...ObjectsOption) *Handle[T] {
+	if app.fleet != nil {
+		return fleetObjects[T](app, opts)
+	}
 	h := &Handle[T]{app: app}
 	err := h.resolve(T(new(E)), opts)
 	if err == nil && h.namespaced && app.shardsBy(sharding.ByNamespace) {
@@ -125,6 +133,10 @@ func Objects[T interface {
 // Run; the informer is shared, so only one handle on it may set a
 // transform. A failure is recorded like Objects' own.
 func (h *Handle[T]) WithTransform(fn func(T) T) *Handle[T] {
+	if h.fleet != nil {
+		h.each = append(h.each, func(ch *Handle[T]) { ch.WithTransform(fn) })
+		return h
+	}
 	if h.err != nil {
 		return h
 	}
@@ -293,6 +305,10 @@ type Watched interface {
 	handle() handleInfo
 	forSource() controller.Source[cache.Key]
 	ownsSource(owner schema.GroupKind) controller.Source[cache.Key]
+	// fleetOf is the fleet of a fleet App's handle, else nil; in is the
+	// same in the cluster whose handles (by declaration) are given.
+	fleetOf() *fleet
+	in(handles []any) Watched
 }
 
 type handleInfo struct {
@@ -363,7 +379,14 @@ func (h *Handle[T]) Lister() cache.Lister[T] {
 // MapTo is a source for a controller's Watches: each change of h's objects
 // that passes preds enqueues the keys mapKeys returns for the object (for
 // an update, for its new state). mapKeys must be quick and must not block.
+//
+// For a fleet App's handle it is a source in every cluster, for a fleet
+// controller: K is then ClusterKey, and a key whose Cluster is "" is the
+// object's own cluster.
 func MapTo[T watcher.Object, K comparable](h *Handle[T], mapKeys func(obj T) []K, preds ...controller.Predicate[T]) controller.Source[K] {
+	if h.fleet != nil {
+		return fleetMap[T, K]{h: h, mapKeys: mapKeys, preds: preds}
+	}
 	if h.err != nil {
 		return errSource[K]{h.err}
 	}

@@ -126,6 +126,12 @@ type Options struct {
 	// so a standby has warm caches when it takes over.
 	LeaderElection *LeaderElection
 
+	// Fleet, if set, runs the App over many clusters, which may join and
+	// leave while it runs (see Fleet): Objects then gives handles on a
+	// kind in every cluster, and NewFleetController declares controllers
+	// over them all.
+	Fleet *Fleet
+
 	// Sharding, if set, splits the controllers' objects between this
 	// program's replicas instead of electing one leader (see Sharding).
 	Sharding *Sharding

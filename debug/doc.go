@@ -109,6 +109,12 @@
 //	               self, live, held, heldCount, draining, assigned,
 //	               ageSeconds}, informers[] {name, objects, filtering
 //	               ("server", "client", "none")}, level, trouble[]}
+//	clusters[]     one per cluster of a fleet App (kloop.Options.Fleet; empty
+//	               without): {name, origin ("home", "file <path>", "Secret
+//	               <ns>/<name>"), state ("joining", "joined", "failed",
+//	               "invalid"), since, objects (in its caches), lastError,
+//	               level (failed or invalid: bad; joining, or an informer's
+//	               error: warn), trouble[]}
 //
 // # Trouble
 //

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/fleet"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/sharding"
@@ -307,6 +308,8 @@ func gather(m *manager.Manager) input {
 			in.Controllers = append(in.Controllers, x.Status())
 		case interface{ Status() sharding.Status }:
 			in.Shards = append(in.Shards, x.Status())
+		case interface{ Clusters() []fleet.ClusterStatus }:
+			in.Clusters = append(in.Clusters, x.Clusters()...)
 		}
 	}
 	return in

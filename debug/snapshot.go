@@ -9,6 +9,7 @@ import (
 
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/fleet"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/sharding"
@@ -58,6 +59,8 @@ type snapshot struct {
 	// Shards has one entry per shard group this replica is a member of;
 	// empty without sharding.
 	Shards []shardGroup `json:"shards"`
+	// Clusters has one entry per cluster of a fleet App; empty without.
+	Clusters []clusterState `json:"clusters"`
 }
 
 // shardGroup is this replica's view of its shard group: the shard table.
@@ -266,6 +269,7 @@ type input struct {
 	Informers   []informer.Status
 	Controllers []controller.Status
 	Shards      []sharding.Status
+	Clusters    []fleet.ClusterStatus
 }
 
 // sample is the part of an input kept in the history for rates and plots.
@@ -310,6 +314,7 @@ func build(in input, history []sample, window, seriesSpan time.Duration) snapsho
 		Informers:   make([]informerState, 0, len(in.Informers)),
 		Controllers: make([]controllerState, 0, len(in.Controllers)),
 		Shards:      make([]shardGroup, 0, len(in.Shards)),
+		Clusters:    make([]clusterState, 0, len(in.Clusters)),
 		Level:       LevelOK,
 	}
 	if l := in.Leader; l != nil {
@@ -342,6 +347,11 @@ func build(in input, history []sample, window, seriesSpan time.Duration) snapsho
 		g := buildShards(st)
 		s.Level = worse(s.Level, g.Level)
 		s.Shards = append(s.Shards, g)
+	}
+	for _, st := range in.Clusters {
+		c := buildCluster(st)
+		s.Level = worse(s.Level, c.Level)
+		s.Clusters = append(s.Clusters, c)
 	}
 	return s
 }

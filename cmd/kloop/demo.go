@@ -37,6 +37,7 @@ func demoCommand() *cobra.Command {
 	f := &controlPlaneFlags{logging: cli.Logging{Level: "warn", Format: "text"}}
 	namespace := "default"
 	debugAddr := "127.0.0.1:0"
+	clusters := 1
 	shards := shardDemoOptions{replicas: 1, namespaces: 30, foosPerNS: 2, handover: 30 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -45,6 +46,15 @@ func demoCommand() *cobra.Command {
 			log, cpLog, err := f.loggers(cmd)
 			if err != nil {
 				return err
+			}
+			if clusters > 1 && shards.replicas > 1 {
+				return errors.New("--clusters and --replicas: choose one of the two demos")
+			}
+			if clusters > 1 {
+				if code := fleetDemo(clusters, f.dataDir, f.binDir, namespace, debugAddr, log, cpLog, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
+					return cli.ExitCode(code)
+				}
+				return nil
 			}
 			if shards.replicas > 1 {
 				if code := shardDemo(f.dataDir, f.binDir, debugAddr, shards, log, cpLog, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
@@ -61,6 +71,7 @@ func demoCommand() *cobra.Command {
 	f.add(cmd)
 	cmd.Flags().StringVar(&namespace, "namespace", namespace, "namespace of the example Foo; only it is watched and printed")
 	cmd.Flags().StringVar(&debugAddr, "debug-bind-address", debugAddr, "serve the Foo controller's live debug page at this loopback host:port (default: a free port, printed at start); 0 turns it off")
+	cmd.Flags().IntVar(&clusters, "clusters", clusters, "start this many control planes and run one Foo controller over all of them as a fleet (each line names its cluster)")
 	addShardDemoFlags(cmd, &shards)
 	return cmd
 }

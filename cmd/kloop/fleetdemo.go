@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/manifest"
+	"github.com/kloop-dev/kloop/samples/foo"
+	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
+	"github.com/kloop-dev/kloop/samples/podsim"
+	"github.com/kloop-dev/kloop/testenv"
+)
+
+// clusterName is the fleet demo's name of its i-th control plane (from 0).
+func clusterName(i int) string { return fmt.Sprintf("c%d", i+1) }
+
+// fleetDemo is demo over n control planes at once: one Foo controller runs
+// over all of them as a fleet (the first is its home cluster, the others
+// come from a directory of kubeconfig files), example-foo.yaml is applied
+// in each, and every printed line names its cluster.
+func fleetDemo(n int, dataDir, binDir, namespace, debugAddr string, log, cpLog *slog.Logger, stdout, stderr io.Writer) int {
+	ctx, in := notifyInterrupts(stderr)
+	defer in.stop()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+
+	envs := make([]*testenv.Env, n)
+	codes := make([]int, n)
+	var started sync.WaitGroup
+	for i := range envs {
+		opts := testenv.Options{ControllerManager: true, BinDir: binDir, Logger: cpLog.With("cluster", clusterName(i))}
+		if dataDir != "" {
+			opts.DataDir = filepath.Join(dataDir, clusterName(i))
+		}
+		started.Go(func() { envs[i], codes[i] = startControlPlane(ctx, in, "kloop demo", opts, stderr) })
+	}
+	started.Wait()
+	defer func() {
+		for _, env := range envs {
+			if env != nil {
+				env.Stop()
+			}
+		}
+		in.forget()
+	}()
+	for i, env := range envs {
+		if env == nil {
+			return codes[i]
+		}
+	}
+	kubeconfigs, err := os.MkdirTemp("", "kloop-fleet-")
+	if err != nil {
+		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
+		return 1
+	}
+	defer os.RemoveAll(kubeconfigs)
+	outs := make([]*printer, n)
+	var mu sync.Mutex // one line at a time across the clusters' printers
+	for i, env := range envs {
+		outs[i] = &printer{w: prefixed{w: stdout, mu: &mu, prefix: fmt.Sprintf("[%s] ", clusterName(i))}, last: map[string]string{}}
+		outs[i].printf("# control plane %s ready at %s; point kubectl at it with:\nexport KUBECONFIG=%s\n", clusterName(i), env.APIServerURL, env.KubeconfigPath)
+		if err := manifest.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
+			return exitCode(ctx, "kloop demo", err, stderr)
+		}
+		if i > 0 {
+			if err := testenv.WriteKubeconfig(filepath.Join(kubeconfigs, clusterName(i)+".kubeconfig"), env.Config); err != nil {
+				fmt.Fprintf(stderr, "kloop demo: %v\n", err)
+				return 1
+			}
+		}
+	}
+
+	var wg sync.WaitGroup
+	failed := make(chan error, 3*n+1)
+	goRun := func(what string, fn func(context.Context) error) {
+		wg.Go(func() {
+			if err := fn(ctx); err != nil {
+				failed <- fmt.Errorf("%s: %w", what, err)
+				stop()
+			}
+		})
+	}
+	for i, env := range envs {
+		goRun("podsim in "+clusterName(i), func(ctx context.Context) error {
+			return podsim.Run(ctx, env.Config, podsim.Options{Logger: log.With("component", "podsim", "cluster", clusterName(i)), Registry: prometheus.NewRegistry()})
+		})
+	}
+	app, err := kloop.New(envs[0].Config, kloop.Options{Name: foo.ControllerName, Scheme: foo.Scheme(), Logger: log.With("component", "foo-controller"),
+		Registry: prometheus.NewRegistry(), DebugAddr: debugAddr, Fleet: &kloop.Fleet{Home: clusterName(0), KubeconfigDir: kubeconfigs}})
+	if err == nil {
+		err = setupFleetFoo(app)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
+		return 1
+	}
+	goRun("foo controller", app.Run)
+	if page := app.Debug(); page != nil {
+		select {
+		case <-page.AddrReady():
+			if page.Addr() != nil {
+				fmt.Fprintf(stdout, "# the Foo controller's live page, with its clusters: %s\n", page.URL())
+			}
+		case <-ctx.Done():
+		}
+	}
+	for i, env := range envs {
+		synced := make(chan struct{})
+		goRun("printer of "+clusterName(i), func(ctx context.Context) error { return outs[i].watch(ctx, env.Config, namespace, log, synced) })
+		goRun("example in "+clusterName(i), func(ctx context.Context) error {
+			select {
+			case <-synced:
+				if err := applyExample(ctx, env.Config, namespace, outs[i]); err != nil && ctx.Err() == nil {
+					return err
+				}
+			case <-ctx.Done():
+			}
+			return nil
+		})
+	}
+
+	<-ctx.Done()
+	stop()
+	fmt.Fprintln(stderr, "stopping")
+	wg.Wait()
+	close(failed)
+	code := 0
+	for err := range failed {
+		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
+		code = 1
+	}
+	return code
+}
+
+// setupFleetFoo declares the Foo sample's reconciler over the App's fleet:
+// a key's Foo is read, and its Deployment made, in the key's cluster.
+func setupFleetFoo(app *kloop.App) error {
+	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource))
+	deps := kloop.Objects[*appsv1.Deployment](app).WithTransform(foo.LeanDeployment)
+	_, err := kloop.NewFleetController(app, foo.ControllerName, func(ctx context.Context, k kloop.ClusterKey) (controller.Result, error) {
+		c := app.Cluster(k.Cluster)
+		if c == nil {
+			return controller.Result{}, nil
+		}
+		r := foo.Reconciler{Foos: foos.In(k.Cluster), Deployments: deps.In(k.Cluster), Recorder: c.Recorder(), Logger: c.Logger()}
+		return r.Reconcile(ctx, k.Key)
+	}).For(foos).Owns(deps).Workers(foo.DefaultWorkers).Complete()
+	return err
+}
+
+// prefixed writes each line with a prefix (a cluster's name), a whole
+// write at a time under a lock shared by the printers.
+type prefixed struct {
+	w      io.Writer
+	mu     *sync.Mutex
+	prefix string
+}
+
+func (p prefixed) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []byte
+	start := true
+	for _, c := range b {
+		if start {
+			out = append(out, p.prefix...)
+		}
+		out = append(out, c)
+		start = c == '\n'
+	}
+	if _, err := p.w.Write(out); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
