@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/slots"
+
 	"github.com/chromedp/chromedp"
 
 	"github.com/kloop-dev/kloop/debug"
@@ -205,10 +207,10 @@ func TestPage_InChromium_ShowsTheShardTable(t *testing.T) {
 	}
 	member := fakeMember{st: sharding.Status{
 		Group: "foo", Identity: "foo-a", Slots: 8, Key: sharding.ByNamespace, Joined: true,
-		Scope: sharding.NewSet(8, 0, 1, 2, 5),
+		Scope: slots.New(8, 0, 1, 2, 5),
 		Members: []sharding.MemberStatus{
-			{Identity: "foo-a", Self: true, Live: true, Held: sharding.NewSet(8, 0, 1, 2, 5), Assigned: 4, Age: time.Second},
-			{Identity: "foo-b", Held: sharding.NewSet(8, 3, 4), Draining: sharding.NewSet(8, 4), Assigned: 4, Age: time.Minute},
+			{Identity: "foo-a", Self: true, Live: true, Held: slots.New(8, 0, 1, 2, 5), Assigned: 4, Age: time.Second},
+			{Identity: "foo-b", Held: slots.New(8, 3, 4), Draining: slots.New(8, 4), Assigned: 4, Age: time.Minute},
 		},
 		Informers: []sharding.InformerStatus{{Name: "foos [all namespaces]", Objects: 12, Filtering: "server"}},
 	}}
