@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/kloop-dev/kloop/internal/slots"
 
 	"github.com/chromedp/chromedp"
@@ -20,7 +22,6 @@ import (
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // ChromiumEnv overrides where the browser test finds Chromium (default
@@ -221,8 +222,8 @@ func TestPage_InChromium_ShowsTheShardTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	await.Run(t, "the debug server's Start", srv.Start)
-	await.Closed(t, "the debug server to bind", srv.AddrReady())
+	testwait.Run(t, "the debug server's Start", srv.Start)
+	testwait.Closed(t, "the debug server to bind", srv.AddrReady())
 	if err := chromedp.Do(tab, chromedp.Navigate(srv.URL())); err != nil {
 		t.Fatalf("open %s: %v", srv.URL(), err)
 	}
