@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,7 +29,7 @@ import (
 // runApp runs app until the test ends and checks that Run returns nil.
 func runApp(t *testing.T, app *kloop.App) {
 	t.Helper()
-	await.Run(t, "App.Run", app.Run)
+	testwait.Run(t, "App.Run", app.Run)
 }
 
 func TestApp_ControllerReadsItsOwnWritesRecordsEventsAndServesItsMetrics(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,7 +14,6 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // A controller keyed by a type of its own: Watches maps each ConfigMap to
@@ -52,7 +53,7 @@ func TestNewKeyedController_ReconcilesTheKeysItsWatchesMapTo(t *testing.T) {
 	if _, err := kc.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := await.Receive(t, "a reconcile of the team", teams); got != "blue" {
+	if got := testwait.Receive(t, "a reconcile of the team", teams); got != "blue" {
 		t.Errorf("reconciled %q, want blue (the ConfigMap's team)", got)
 	}
 }

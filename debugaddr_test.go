@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +21,6 @@ import (
 	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/metrics/secure"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 func TestNew_DebugAddrIsLoopbackOnlyUnlessSecured(t *testing.T) {
@@ -62,7 +63,7 @@ func TestApp_DebugAddrServesTheAppsControllersAndInformers(t *testing.T) {
 	if _, err := kc.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "one"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := await.Receive(t, "a reconcile", seen); got != "one" {
+	if got := testwait.Receive(t, "a reconcile", seen); got != "one" {
 		t.Fatalf("reconciled %q, want one", got)
 	}
 	// The one worker counts a reconcile after it returns: once it is in
@@ -70,10 +71,10 @@ func TestApp_DebugAddrServesTheAppsControllersAndInformers(t *testing.T) {
 	if _, err := kc.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "two"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := await.Receive(t, "a second reconcile", seen); got != "two" {
+	if got := testwait.Receive(t, "a second reconcile", seen); got != "two" {
 		t.Fatalf("reconciled %q, want two", got)
 	}
-	await.Closed(t, "the debug page's address", app.Debug().AddrReady())
+	testwait.Closed(t, "the debug page's address", app.Debug().AddrReady())
 	resp, err := http.Get(app.Debug().SnapshotURL())
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,7 +98,7 @@ func TestApp_ALoopingControllerIsReportedAsAHotLoop(t *testing.T) {
 		t.Errorf("kloop_controller_self_triggered_reconciles_total = %v, want at least 10", v)
 	}
 
-	await.Closed(t, "the debug page's address", app.Debug().AddrReady())
+	testwait.Closed(t, "the debug page's address", app.Debug().AddrReady())
 	resp, err := http.Get(app.Debug().SnapshotURL())
 	if err != nil {
 		t.Fatal(err)

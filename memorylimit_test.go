@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 
@@ -26,7 +28,7 @@ func TestRun_SetsTheGoMemoryLimitAndSaysWhy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	await.Run(t, "the App", func(ctx context.Context) error { return app.Run(ctx) })
+	testwait.Run(t, "the App", func(ctx context.Context) error { return app.Run(ctx) })
 	rec := await.Logged(t, "the memory limit's log line", logs, func(r await.Record) bool { return r.Message == "Go memory limit set" })
 	if rec.Attrs["bytes"] != strconv.Itoa(limit) || rec.Attrs["why"] == "" {
 		t.Errorf("logged %s, want bytes=%d and why", rec, limit)

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,7 +16,6 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 func TestApp_NamespacesReadsAndReconcilesEveryNamespaceOfTheSetAndNoOther(t *testing.T) {
@@ -38,7 +39,7 @@ func TestApp_NamespacesReadsAndReconcilesEveryNamespaceOfTheSetAndNoOther(t *tes
 	}
 	runApp(t, app)
 	ctx := t.Context()
-	await.Closed(t, "the App's caches synced", app.Manager().Synced())
+	testwait.Closed(t, "the App's caches synced", app.Manager().Synced())
 
 	// Written through the handle, read back at once: read-your-writes in
 	// each namespace of the set, though the watches of a and b move apart.
@@ -75,7 +76,7 @@ func TestApp_NamespacesReadsAndReconcilesEveryNamespaceOfTheSetAndNoOther(t *tes
 
 	want := map[cache.Key]bool{{Namespace: a, Name: "cm"}: true, {Namespace: b, Name: "cm"}: true}
 	for len(want) > 0 {
-		k := await.Receive(t, "a reconcile of each namespace's ConfigMap", seen)
+		k := testwait.Receive(t, "a reconcile of each namespace's ConfigMap", seen)
 		if k.Namespace == other {
 			t.Fatalf("reconciled %s, outside the set", k)
 		}

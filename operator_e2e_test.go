@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -183,7 +185,7 @@ func TestHandle_FinalizeAddsTheFinalizerBeforeApplyAndRemovesItOnlyAfterACleanup
 	if _, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bucket", Finalizers: []string{"example.com/other"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	await.Receive(t, "apply", applied)
+	testwait.Receive(t, "apply", applied)
 	got := await.Object(t, "the finalizer on the ConfigMap", kc.CoreV1().ConfigMaps(ns), "bucket", func(cm *corev1.ConfigMap) bool {
 		return slices.Contains(cm.Finalizers, finalizerName)
 	})
@@ -196,8 +198,8 @@ func TestHandle_FinalizeAddsTheFinalizerBeforeApplyAndRemovesItOnlyAfterACleanup
 	}
 	// The first cleanup fails: a Warning event says so, and the retry
 	// succeeds.
-	await.Receive(t, "the first cleanup", cleanedUp)
-	await.Receive(t, "the second cleanup", cleanedUp)
+	testwait.Receive(t, "the first cleanup", cleanedUp)
+	testwait.Receive(t, "the second cleanup", cleanedUp)
 	warnings := metav1.ListOptions{FieldSelector: "reason=" + kloop.ReasonFinalizerFailed}
 	await.Watched(t, "a FinalizerFailed event", kc.CoreV1().Events(ns), warnings, func(ctx context.Context) (bool, error) {
 		l, err := kc.CoreV1().Events(ns).List(ctx, warnings)

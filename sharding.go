@@ -128,7 +128,7 @@ func (a *App) shardObjects(gvr schema.GroupVersionResource, scope informer.Scope
 }
 
 // gate keeps a controller to this replica's share of the keys (see
-// sharding.GateKeys). forUID looks up the UID of the For kind's object by
+// sharding.Gate). forUID looks up the UID of the For kind's object by
 // key; forKeys lists the For kind's cached keys.
 func (a *App) gate(c *controller.Controller[cache.Key], forUID func(cache.Key) (string, bool), forKeys func() []cache.Key) error {
 	if a.member == nil {
@@ -138,7 +138,7 @@ func (a *App) gate(c *controller.Controller[cache.Key], forUID func(cache.Key) (
 	if err := c.Watch(h); err != nil {
 		return err
 	}
-	return sharding.GateKeys(a.member, h, forUID, forKeys)
+	return sharding.Gate(a.member, h, forUID, forKeys)
 }
 
 // handover is a controller as sharding gates it, whose keys enqueued for a
@@ -193,5 +193,5 @@ var alwaysDone = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 // shardsBy reports whether the App shards by key.
 func (a *App) shardsBy(key sharding.Key) bool {
-	return a.member != nil && a.member.Options().Key == key
+	return a.member != nil && a.opts.Sharding != nil && a.opts.Sharding.Key == key
 }

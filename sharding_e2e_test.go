@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/slots"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,7 +127,7 @@ func TestApp_ShardedByUIDSplitsTheForKindBetweenReplicas(t *testing.T) {
 				t.Errorf("%s cached by %s and replica %d", o.Name, prev, i)
 			}
 			cached[o.Name] = fmt.Sprint("replica ", i)
-			if !active.Has(sharding.SlotOf(sharding.Hash(string(o.UID)), 16)) {
+			if !active.Has(slots.Of(slots.Hash(string(o.UID)), 16)) {
 				t.Errorf("replica %d caches %s outside its slots", i, o.Name)
 			}
 		}

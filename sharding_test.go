@@ -38,7 +38,7 @@ func TestNew_ShardingRefusesLeaderElectionAndNeedsANamespace(t *testing.T) {
 
 func TestNewController_ShardedNeedsACacheKeyAndAForKind(t *testing.T) {
 	app := newApp(t, kloop.Options{Scheme: foo.Scheme(), Sharding: &kloop.Sharding{Namespace: "ns"}})
-	if app.Member() == nil || app.Member().Options().Key != sharding.ByNamespace {
+	if app.Member() == nil || app.Member().Status().Key != sharding.ByNamespace {
 		t.Fatal("no member, or not by namespace")
 	}
 	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource))

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,7 +83,7 @@ func TestHandle_WriteStatusSkipsAStatusAlreadyThereOrPrunedAfterItsOwnWrite(t *t
 	if err := manifest.InstallCRD(ctx, env.Config, []byte(prunedCRD)); err != nil {
 		t.Fatal(err)
 	}
-	await.CRDServed(t, env.Config, "foos.pruned.kloop.dev")
+	testwait.CRDServed(t, env.Config, "foos.pruned.kloop.dev")
 	ns := testenv.NewNamespace(t, kubernetes.NewForConfigOrDie(env.Config), "status")
 	scheme := kloop.NewScheme(func(s *runtime.Scheme) error {
 		s.AddKnownTypes(prunedGV, &v1alpha1.Foo{}, &v1alpha1.FooList{})

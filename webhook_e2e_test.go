@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	corev1 "k8s.io/api/core/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,7 +24,6 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 	"github.com/kloop-dev/kloop/webhook"
 )
 
@@ -37,7 +38,7 @@ func startStoppable(t *testing.T, app *kloop.App) (stop func()) {
 	stop = func() {
 		once.Do(func() {
 			cancel()
-			if err := await.Receive(t, "App.Run to return after the stop", done); err != nil {
+			if err := testwait.Receive(t, "App.Run to return after the stop", done); err != nil {
 				t.Errorf("App.Run = %v, want nil after the stop", err)
 			}
 		})
@@ -122,7 +123,7 @@ func TestWebhook_LocalModeDefaultsValidatesWarnsAndRemovesItsConfigurations(t *t
 		t.Fatal(err)
 	}
 	stop := startStoppable(t, app)
-	await.Closed(t, "the API server to call the local webhooks", app.WebhooksReady())
+	testwait.Closed(t, "the API server to call the local webhooks", app.WebhooksReady())
 
 	var warned warnings
 	cfg := rest.CopyConfig(env.Config)
@@ -299,7 +300,7 @@ func TestWebhook_LocalModeConvertsACustomResourceBetweenVersions(t *testing.T) {
 	if err := manifest.InstallCRD(ctx, env.Config, []byte(widgetCRD)); err != nil {
 		t.Fatal(err)
 	}
-	await.CRDServed(t, env.Config, "widgets.webhooks.kloop.dev")
+	testwait.CRDServed(t, env.Config, "widgets.webhooks.kloop.dev")
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -320,7 +321,7 @@ func TestWebhook_LocalModeConvertsACustomResourceBetweenVersions(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := startStoppable(t, app)
-	await.Closed(t, "the API server to call the local conversion webhook", app.WebhooksReady())
+	testwait.Closed(t, "the API server to call the local conversion webhook", app.WebhooksReady())
 
 	dyn := dynamic.NewForConfigOrDie(env.Config)
 	v2 := &unstructured.Unstructured{Object: map[string]any{

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -21,7 +23,6 @@ import (
 	"github.com/kloop-dev/kloop/internal/webhookmode"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // gadgetCRD converts through the Service "hooks" of the namespace NS. The
@@ -113,7 +114,7 @@ func TestWebhook_SelfSignedReplicasAgreeOnOneSecretAndInjectTheCA(t *testing.T) 
 			stops = append(stops, startStoppable(t, app))
 		}
 		for _, app := range apps {
-			await.Closed(t, "the self-signed webhook server to serve", app.WebhooksReady())
+			testwait.Closed(t, "the self-signed webhook server to serve", app.WebhooksReady())
 		}
 		return apps, func() {
 			for _, stop := range stops {

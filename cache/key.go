@@ -32,8 +32,8 @@ func (k Key) String() string {
 	return k.Namespace + "/" + k.Name
 }
 
-// ParseKey is the inverse of Key.String.
-func ParseKey(s string) (Key, error) {
+// parseKey is the inverse of Key.String.
+func parseKey(s string) (Key, error) {
 	ns, name, found := strings.Cut(s, "/")
 	switch {
 	case !found && s != "":

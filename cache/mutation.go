@@ -14,14 +14,14 @@ import (
 // MutationDetectorEnv names the environment variable that switches the
 // mutation detector on ("1", "true") or off ("0", "false") for the stores
 // created from then on, unless the program says otherwise (DetectMutations,
-// SetMutationHandler). testenv.DetectMutations sets it for the test binary
+// setMutationHandler). testenv.DetectMutations sets it for the test binary
 // and the processes its tests start.
 const MutationDetectorEnv = "KLOOP_CACHE_MUTATION_DETECTOR"
 
-// MutationError reports that a cached object was modified in place by
+// mutationError reports that a cached object was modified in place by
 // someone who got it from a store. Cached objects are shared by every reader
 // and must be treated as read-only; write to a Copy instead.
-type MutationError struct {
+type mutationError struct {
 	Key  Key
 	Type string
 	// Before and After are the JSON forms of the object as it was stored
@@ -29,7 +29,7 @@ type MutationError struct {
 	Before, After string
 }
 
-func (e *MutationError) Error() string {
+func (e *mutationError) Error() string {
 	return fmt.Sprintf("cache: cached %s %s was modified in place; objects from a store are read-only, use cache.Copy before writing\nstored: %s\nfound:  %s",
 		e.Type, e.Key, e.Before, e.After)
 }
@@ -61,7 +61,7 @@ func handler() *func(error) {
 func panicOnMutation(err error) { panic(err) }
 
 // DetectMutations switches the mutation detector on for stores created from
-// now on: a mutation found panics with a *MutationError. It returns a
+// now on: a mutation found panics with a *mutationError. It returns a
 // function that restores the previous setting.
 //
 // The detector keeps a deep copy of every stored object and compares the
@@ -69,15 +69,15 @@ func panicOnMutation(err error) { panic(err) }
 // Writer.CheckMutations is called (informers call it when they stop). It
 // doubles the memory and CPU of the cache, so it is off unless switched
 // on: by this function, which test mains call (testenv.DetectMutations,
-// and testenv's Shared.Main, do), by SetMutationHandler, or by
+// and testenv's Shared.Main, do), by setMutationHandler, or by
 // KLOOP_CACHE_MUTATION_DETECTOR=1.
-func DetectMutations() (restore func()) { return SetMutationHandler(panicOnMutation) }
+func DetectMutations() (restore func()) { return setMutationHandler(panicOnMutation) }
 
-// SetMutationHandler switches the mutation detector on for stores created
+// setMutationHandler switches the mutation detector on for stores created
 // from now on, with report called (from the writer's goroutine) for each
 // mutation found; report == nil switches it off. It returns a function that
 // restores the previous setting. See DetectMutations.
-func SetMutationHandler(report func(error)) (restore func()) {
+func setMutationHandler(report func(error)) (restore func()) {
 	var prev *func(error)
 	wasSet := mutationSet.Swap(true)
 	if report == nil {
@@ -133,7 +133,7 @@ func (d *detector[T]) compare(k Key, orig, cur T) error {
 	}
 	before, _ := json.Marshal(orig)
 	after, _ := json.Marshal(cur)
-	err := &MutationError{Key: k, Type: fmt.Sprintf("%T", cur), Before: string(before), After: string(after)}
+	err := &mutationError{Key: k, Type: fmt.Sprintf("%T", cur), Before: string(before), After: string(after)}
 	d.report(err)
 	return err
 }

@@ -45,10 +45,10 @@ func (e *StaleError) Error() string {
 // Is makes errors.Is(err, ErrCacheStale) true.
 func (e *StaleError) Is(target error) bool { return target == ErrCacheStale }
 
-// Cache is what a CachedReader needs of a cache: reads, the resourceVersion
+// readCache is what a CachedReader needs of a cache: reads, the resourceVersion
 // it has caught up with, and a channel closed at its next change.
 // cache.Lister (a *cache.Store) provides it.
-type Cache[T watcher.Object] interface {
+type readCache[T watcher.Object] interface {
 	Get(namespace, name string) (T, bool)
 	ListInNamespace(namespace string, selector labels.Selector) []T
 	ResourceVersion() string
@@ -79,7 +79,7 @@ type ReaderOptions struct {
 // Objects returned are the cache's: read-only, shared with every other
 // reader. Use cache.Copy before modifying one. It is safe for concurrent use.
 type CachedReader[T watcher.Object] struct {
-	cache   Cache[T]
+	cache   readCache[T]
 	tracker *writeTracker
 	gr      schema.GroupResource
 	maxWait time.Duration
@@ -89,7 +89,7 @@ type CachedReader[T watcher.Object] struct {
 // newCachedReader returns a reader of the cache c of resource gr that waits
 // for the writes recorded in tracker (nil: never waits); Resource.Cached
 // makes one for a Resource's own client.
-func newCachedReader[T watcher.Object](c Cache[T], tracker *writeTracker, gr schema.GroupResource, opts ReaderOptions) *CachedReader[T] {
+func newCachedReader[T watcher.Object](c readCache[T], tracker *writeTracker, gr schema.GroupResource, opts ReaderOptions) *CachedReader[T] {
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = DefaultMaxWait
 	}
@@ -101,7 +101,7 @@ func newCachedReader[T watcher.Object](c Cache[T], tracker *writeTracker, gr sch
 
 // Cached returns a CachedReader of c, which must cache this Resource's
 // objects, that waits for this client's writes.
-func (r *Resource[T]) Cached(c Cache[T], opts ReaderOptions) *CachedReader[T] {
+func (r *Resource[T]) Cached(c readCache[T], opts ReaderOptions) *CachedReader[T] {
 	return newCachedReader(c, r.c.tracker, r.gvr.GroupResource(), opts)
 }
 

@@ -15,7 +15,7 @@ type (
 
 var NewWriteTracker = newWriteTracker
 
-func NewCachedReader[T watcher.Object](c Cache[T], tracker *writeTracker, gr schema.GroupResource, opts ReaderOptions) *CachedReader[T] {
+func NewCachedReader[T watcher.Object](c readCache[T], tracker *writeTracker, gr schema.GroupResource, opts ReaderOptions) *CachedReader[T] {
 	return newCachedReader(c, tracker, gr, opts)
 }
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,8 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // Widget is a custom resource defined by the tests, with a hand-written
@@ -117,5 +117,5 @@ func installWidgetCRD(t *testing.T, cfg *rest.Config) {
 	if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create Widget CRD: %v", err)
 	}
-	await.CRDServed(t, cfg, crd.Name)
+	testwait.CRDServed(t, cfg, crd.Name)
 }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kloop-dev/kloop/controller"
@@ -25,7 +27,7 @@ func TestController_LogsReconciledForASuccessAndNotForAFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	await.Run(t, "the controller", c.Start)
+	testwait.Run(t, "the controller", c.Start)
 	c.Enqueue("bad")
 	await.Logged(t, "the terminal error of bad", logs, func(r await.Record) bool {
 		return r.Level == slog.LevelError && r.Attrs["key"] == "bad"

@@ -12,13 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
+	"github.com/kloop-dev/kloop/internal/slots"
+
 	"github.com/chromedp/chromedp"
 
 	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // ChromiumEnv overrides where the browser test finds Chromium (default
@@ -205,10 +208,10 @@ func TestPage_InChromium_ShowsTheShardTable(t *testing.T) {
 	}
 	member := fakeMember{st: sharding.Status{
 		Group: "foo", Identity: "foo-a", Slots: 8, Key: sharding.ByNamespace, Joined: true,
-		Scope: sharding.NewSet(8, 0, 1, 2, 5),
+		Scope: slots.New(8, 0, 1, 2, 5),
 		Members: []sharding.MemberStatus{
-			{Identity: "foo-a", Self: true, Live: true, Held: sharding.NewSet(8, 0, 1, 2, 5), Assigned: 4, Age: time.Second},
-			{Identity: "foo-b", Held: sharding.NewSet(8, 3, 4), Draining: sharding.NewSet(8, 4), Assigned: 4, Age: time.Minute},
+			{Identity: "foo-a", Self: true, Live: true, Held: slots.New(8, 0, 1, 2, 5), Assigned: 4, Age: time.Second},
+			{Identity: "foo-b", Held: slots.New(8, 3, 4), Draining: slots.New(8, 4), Assigned: 4, Age: time.Minute},
 		},
 		Informers: []sharding.InformerStatus{{Name: "foos [all namespaces]", Objects: 12, Filtering: "server"}},
 	}}
@@ -219,8 +222,8 @@ func TestPage_InChromium_ShowsTheShardTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	await.Run(t, "the debug server's Start", srv.Start)
-	await.Closed(t, "the debug server to bind", srv.AddrReady())
+	testwait.Run(t, "the debug server's Start", srv.Start)
+	testwait.Closed(t, "the debug server to bind", srv.AddrReady())
 	if err := chromedp.Do(tab, chromedp.Navigate(srv.URL())); err != nil {
 		t.Fatalf("open %s: %v", srv.URL(), err)
 	}

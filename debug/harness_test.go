@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,7 +105,7 @@ func newFooRun(t *testing.T, env *testenv.Env, before ...string) *fooRun {
 			t.Logf("controller logs:\n%s", r.logs)
 		}
 	})
-	await.Run(t, "App.Run", app.Run)
+	testwait.Run(t, "App.Run", app.Run)
 	select {
 	case <-r.srv.AddrReady():
 	case <-time.After(30 * time.Second):

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,8 +56,8 @@ func TestServer_SecuredLikeMetrics_ServesOnlyCallersTheAPIServerAuthorizes(t *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	await.Run(t, "the debug server's Start", srv.Start)
-	await.Closed(t, "the debug server to bind", srv.AddrReady())
+	testwait.Run(t, "the debug server's Start", srv.Start)
+	testwait.Closed(t, "the debug server to bind", srv.AddrReady())
 	if !strings.HasPrefix(srv.URL(), "https://127.0.0.1:") {
 		t.Fatalf("URL() = %q, want https on loopback", srv.URL())
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/slots"
+
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
@@ -178,10 +180,10 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 func TestBuild_ShardTable(t *testing.T) {
 	st := sharding.Status{
 		Group: "foo", Identity: "foo-a", Slots: 8, Key: sharding.ByNamespace, Joined: true,
-		Scope: sharding.NewSet(8, 0, 1, 2, 5),
+		Scope: slots.New(8, 0, 1, 2, 5),
 		Members: []sharding.MemberStatus{
-			{Identity: "foo-a", Self: true, Live: true, Held: sharding.NewSet(8, 0, 1, 2, 5), Assigned: 4, Age: time.Second},
-			{Identity: "foo-b", Live: false, Held: sharding.NewSet(8, 3, 4), Draining: sharding.NewSet(8, 4), Assigned: 4, Age: time.Minute},
+			{Identity: "foo-a", Self: true, Live: true, Held: slots.New(8, 0, 1, 2, 5), Assigned: 4, Age: time.Second},
+			{Identity: "foo-b", Live: false, Held: slots.New(8, 3, 4), Draining: slots.New(8, 4), Assigned: 4, Age: time.Minute},
 		},
 		Informers: []sharding.InformerStatus{{Name: "foos [all namespaces]", Objects: 12, Filtering: "server"}},
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,7 +41,7 @@ func TestCronJobController_KeepsItsCronJobsAsDeploysServiceAccountWithNothingFor
 	cs, dyn := kubernetes.NewForConfigOrDie(e.Config), dynamic.NewForConfigOrDie(e.Config)
 	objs := render(t, "cronjob-controller")
 	newApplier(t, e.Config).apply(t, objs)
-	await.CRDServed(t, e.Config, "cronjobs.batch.tutorial.kubebuilder.io")
+	testwait.CRDServed(t, e.Config, "cronjobs.batch.tutorial.kubebuilder.io")
 	await.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(cronJobNS, "cronjob-controller"),
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "batch.tutorial.kubebuilder.io", Resource: "cronjobs", Verb: "watch"}}, true)
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -229,7 +231,7 @@ func TestCronJobSelfSignedOverlay_WritesTheSecretAndInjectsTheCAWithDeploysRight
 	cs := kubernetes.NewForConfigOrDie(e.Config)
 	objs := render(t, "overlays/cronjob-controller-self-signed")
 	newApplier(t, e.Config).apply(t, objs)
-	await.CRDServed(t, e.Config, cronJobCRD)
+	testwait.CRDServed(t, e.Config, cronJobCRD)
 	await.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(cronJobNS, "cronjob-controller"),
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: cronJobNS, Resource: "secrets", Verb: "create"}}, true)
 

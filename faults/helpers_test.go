@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +21,6 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // deadline bounds a phase of a test; when it is hit the cause says what was
@@ -180,8 +181,8 @@ func runMirrored(t *testing.T, setup context.Context, f *informer.Factory, ns, n
 	if err := c.Watch(controller.For[*corev1.ConfigMap](inf)); err != nil {
 		t.Fatal(err)
 	}
-	await.Run(t, "factory", f.Start)
-	await.Run(t, "controller", c.Start)
+	testwait.Run(t, "factory", f.Start)
+	testwait.Run(t, "controller", c.Start)
 	if err := f.WaitForSync(setup); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
@@ -23,7 +25,6 @@ import (
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/metrics"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 const (
@@ -116,8 +117,8 @@ func TestFault_SlowAndSheddingServer_BackOffNoRelistConverge(t *testing.T) {
 			sumSeries(t, "kloop_rest_client_request_retries_total", "", "")
 	}
 	answersBefore, retriesBefore := shed429()
-	await.Run(t, "factory", f.Start)
-	await.Run(t, "controller", c.Start)
+	testwait.Run(t, "factory", f.Start)
+	testwait.Run(t, "controller", c.Start)
 
 	// Under pressure for a while: the values change once more midway.
 	pressure := deadline(t, 90*time.Second, "the controller under pressure")

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -51,7 +53,7 @@ func e2eContext(t *testing.T, d time.Duration, what string) context.Context {
 // test ends.
 func runFactory(t *testing.T, f *informer.Factory) {
 	t.Helper()
-	await.Run(t, "factory Start", f.Start)
+	testwait.Run(t, "factory Start", f.Start)
 }
 
 func TestE2E(t *testing.T) {
@@ -646,7 +648,7 @@ func testCustomResource(t *testing.T, cfg *rest.Config, cs kubernetes.Interface)
 	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create CRD: %v", err)
 	}
-	await.CRDServed(t, cfg, crd.Name)
+	testwait.CRDServed(t, cfg, crd.Name)
 
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {

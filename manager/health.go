@@ -9,23 +9,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Check is a health or readiness check: nil means healthy.
-type Check func(r *http.Request) error
+// checkFunc is a health or readiness check: nil means healthy.
+type checkFunc func(r *http.Request) error
 
 type namedCheck struct {
 	name  string
-	check Check
+	check checkFunc
 }
 
 // AddHealthzCheck adds a check to /healthz. Call it before Start.
-func (m *Manager) AddHealthzCheck(name string, c Check) {
+func (m *Manager) AddHealthzCheck(name string, c checkFunc) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.healthz = append(m.healthz, namedCheck{name, c})
 }
 
 // AddReadyzCheck adds a check to /readyz. Call it before Start.
-func (m *Manager) AddReadyzCheck(name string, c Check) {
+func (m *Manager) AddReadyzCheck(name string, c checkFunc) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.readyz = append(m.readyz, namedCheck{name, c})

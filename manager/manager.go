@@ -51,23 +51,23 @@ func (f RunnableFunc) Start(ctx context.Context) error { return f(ctx) }
 
 // LeaderElectionRunnable is implemented by runnables that say whether they
 // need leadership. A Runnable that does not implement it needs leadership
-// (runs only on the leader) unless it is a Cache.
+// (runs only on the leader) unless it fills caches.
 type LeaderElectionRunnable interface {
 	NeedLeaderElection() bool
 }
 
-// Cache is a Runnable that fills caches (an *informer.Factory is one). The
+// filler is a Runnable that fills caches (an *informer.Factory is one). The
 // manager runs caches on every replica, leader or not, so a standby has
 // warm caches when it takes over; /readyz reports ready only once every
 // cache has synced; and caches stop only after every other runnable has.
-type Cache interface {
+type filler interface {
 	Runnable
 	WaitForSync(ctx context.Context) error
 }
 
-// Elector runs a leader election for the manager: a
+// elector runs a leader election for the manager: a
 // *leaderelection.Elector, over a coordination.k8s.io Lease, is one.
-type Elector interface {
+type elector interface {
 	// Run campaigns until ctx is done. Each time this replica becomes the
 	// leader it calls lead with a context that is cancelled when leadership
 	// is lost or ctx ends, and it keeps (renews) the lease until lead
@@ -103,7 +103,7 @@ type Options struct {
 
 	// LeaderElection, if set, makes leader-needing runnables (controllers
 	// by default) run only while this replica leads. Nil: they always run.
-	LeaderElection Elector
+	LeaderElection elector
 
 	// ShutdownTimeout bounds the stop, from ctx done until every runnable
 	// has returned. Controllers bound their own drain by their DrainTimeout;
@@ -126,7 +126,7 @@ type Manager struct {
 	log  *slog.Logger
 
 	mu            sync.Mutex
-	caches        []Cache
+	caches        []filler
 	always        []Runnable // need no leadership
 	leader        []Runnable // need leadership
 	healthz       []namedCheck
@@ -169,7 +169,7 @@ func (m *Manager) Add(r Runnable) error {
 	}
 	switch {
 	case isCache(r):
-		m.caches = append(m.caches, r.(Cache))
+		m.caches = append(m.caches, r.(filler))
 	case needsLeader(r):
 		m.leader = append(m.leader, r)
 	default:
@@ -179,7 +179,7 @@ func (m *Manager) Add(r Runnable) error {
 }
 
 func isCache(r Runnable) bool {
-	_, ok := r.(Cache)
+	_, ok := r.(filler)
 	return ok
 }
 
@@ -382,7 +382,7 @@ func (m *Manager) elect(ctx context.Context, leader []Runnable, run func(*sync.W
 }
 
 // waitForCaches marks the manager synced once every cache has synced.
-func (m *Manager) waitForCaches(ctx context.Context, caches []Cache) {
+func (m *Manager) waitForCaches(ctx context.Context, caches []filler) {
 	for _, c := range caches {
 		if err := c.WaitForSync(ctx); err != nil {
 			if ctx.Err() == nil {

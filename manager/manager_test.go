@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +25,6 @@ import (
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -137,7 +138,7 @@ func TestManager_ServesMetricsAndReportsReadyOnlyAfterCachesSync(t *testing.T) {
 		t.Errorf("/readyz before sync = %d %q, want 503 naming caches", code, body)
 	}
 	close(gate)
-	await.Closed(t, "the manager's caches to sync", m.Synced())
+	testwait.Closed(t, "the manager's caches to sync", m.Synced())
 	if code, body := get(t, base+"/readyz"); code != 200 || body != "ok\n" {
 		t.Fatalf("/readyz after the caches synced = %d %q, want 200 ok", code, body)
 	}
@@ -183,7 +184,7 @@ type fakeElector struct {
 	onRelease func()        // if set, called when lead has returned
 }
 
-var _ manager.Elector = (*leaderelection.Elector)(nil)
+var _ manager.ElectorForTest = (*leaderelection.Elector)(nil)
 
 func (e *fakeElector) Run(ctx context.Context, lead func(context.Context) error) error {
 	select {
@@ -259,7 +260,7 @@ func TestManager_RunsLeaderRunnablesOnlyWhileLeadingAndReleasesAfterTheyReturn(t
 	}
 	// A standby replica with synced (no) caches is ready (once the
 	// manager has noted that they synced).
-	await.Closed(t, "the manager's caches to sync", m.Synced())
+	testwait.Closed(t, "the manager's caches to sync", m.Synced())
 	if code, body := get(t, base+"/readyz"); code != 200 {
 		t.Errorf("/readyz on a standby = %d %q, want 200", code, body)
 	}
@@ -273,7 +274,7 @@ func TestManager_RunsLeaderRunnablesOnlyWhileLeadingAndReleasesAfterTheyReturn(t
 		t.Error("IsLeader = false while leading")
 	}
 	close(el.lose)
-	await.Closed(t, "the leader runnable to begin its drain", p.draining)
+	testwait.Closed(t, "the leader runnable to begin its drain", p.draining)
 	select {
 	case <-el.released:
 		t.Error("lead returned (the lease releasable) while a leader runnable was still draining")

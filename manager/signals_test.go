@@ -14,11 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/manager"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 const helperEnv = "KLOOP_MANAGER_TEST_HELPER"
@@ -154,7 +155,7 @@ func TestSignalContext_SecondSignalExitsOne(t *testing.T) {
 		}
 		done <- cmd.Wait()
 	}()
-	err := await.Receive(t, "the helper to exit after the second SIGTERM", done)
+	err := testwait.Receive(t, "the helper to exit after the second SIGTERM", done)
 	var exitErr *exec.ExitError
 	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
 		t.Fatalf("helper ended with %v, want exit status 1", err)

@@ -6,7 +6,7 @@ type Status struct {
 	Started bool
 	// Synced: every cache has synced.
 	Synced bool
-	// LeaderElection: the manager runs with an Elector; Electing: it is
+	// LeaderElection: the manager runs with an elector; Electing: it is
 	// campaigning (leading or standing by).
 	LeaderElection, Electing bool
 	// Leading: the leader-needing runnables run (always, once started,
@@ -47,4 +47,4 @@ func (m *Manager) Runnables() []Runnable {
 
 // LeaderElection returns Options.LeaderElection: nil without leader
 // election.
-func (m *Manager) LeaderElection() Elector { return m.opts.LeaderElection }
+func (m *Manager) LeaderElection() elector { return m.opts.LeaderElection }

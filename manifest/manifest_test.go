@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -48,7 +50,7 @@ func TestInstallCRD_ReturnsOnceEstablishedAndAgainForAnUpdate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !await.CRDEstablished(got) {
+		if !testwait.CRDEstablished(got) {
 			t.Fatalf("%s: InstallCRD returned before the CRD was Established: %+v", step, got.Status.Conditions)
 		}
 	}
@@ -82,7 +84,7 @@ func TestInstallCRD_FailsNamingTheCRDWhenItIsNeverEstablished(t *testing.T) {
 	if gerr != nil {
 		t.Fatal(gerr)
 	}
-	if await.CRDEstablished(got) {
+	if testwait.CRDEstablished(got) {
 		t.Fatalf("the conflicting CRD is Established after all: %+v", got.Status.Conditions)
 	}
 }

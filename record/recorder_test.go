@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"log/slog"
 	"testing"
 	"time"
@@ -90,7 +92,7 @@ func installGadgetCRD(ctx context.Context, t *testing.T, env *testenv.Env) {
 	if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create Gadget CRD: %v", err)
 	}
-	await.CRDServed(t, env.Config, crd.Name)
+	testwait.CRDServed(t, env.Config, crd.Name)
 }
 
 // startRecorder runs a recorder until the test ends.

@@ -3,6 +3,8 @@ package sharding
 import (
 	"slices"
 	"time"
+
+	"github.com/kloop-dev/kloop/internal/slots"
 )
 
 // This file is the member's pure core: what it knows of the group's Leases
@@ -195,7 +197,7 @@ func (c *core) blocked(now time.Time) bool {
 
 // heldByOthers is every slot a live member's Lease lists.
 func (c *core) heldByOthers(now time.Time) Set {
-	s := NewSet(c.n)
+	s := slots.New(c.n)
 	for _, p := range c.peers {
 		if p.live(now) && c.compatible(p) {
 			s = s.Union(p.rec.Held)
@@ -205,10 +207,10 @@ func (c *core) heldByOthers(now time.Time) Set {
 }
 
 func (c *core) inState(states ...slotState) Set {
-	s := NewSet(c.n)
+	s := slots.New(c.n)
 	for i, st := range c.state {
 		if slices.Contains(states, st) {
-			s.w[i/64] |= 1 << (i % 64)
+			s.Add(i)
 		}
 	}
 	return s
@@ -223,7 +225,7 @@ func (c *core) held() Set {
 func (c *core) scope() Set { return c.inState(slotStarting, slotActive) }
 
 func (c *core) set(now time.Time, s Set, to slotState) {
-	for _, i := range s.slots() {
+	for _, i := range s.Slots() {
 		c.state[i], c.since[i] = to, now
 	}
 }
@@ -237,7 +239,7 @@ type plan struct {
 
 // next decides, at now, which slots to release and which to claim.
 func (c *core) next(now time.Time) plan {
-	p := plan{release: NewSet(c.n), claim: NewSet(c.n)}
+	p := plan{release: slots.New(c.n), claim: slots.New(c.n)}
 	for _, peer := range c.peers {
 		if exp := peer.observedAt.Add(peer.rec.Duration); exp.After(now) && (p.wake.IsZero() || exp.Before(p.wake)) {
 			p.wake = exp
@@ -246,7 +248,7 @@ func (c *core) next(now time.Time) plan {
 	if c.lost(now) || c.leaving {
 		// Everything stops; claims that were never started are simply dropped.
 		p.release = c.scope()
-		for _, i := range c.inState(slotClaiming).slots() {
+		for _, i := range c.inState(slotClaiming).Slots() {
 			c.state[i], c.since[i] = slotFree, now
 		}
 		return p
@@ -254,7 +256,7 @@ func (c *core) next(now time.Time) plan {
 	if !c.joined {
 		return p
 	}
-	owners := Assign(c.members(now), c.n)
+	owners := slots.Assign(c.members(now), c.n)
 	others := c.heldByOthers(now)
 	blocked := c.blocked(now) || now.Before(c.claimFrom)
 	if now.Before(c.claimFrom) && (p.wake.IsZero() || c.claimFrom.Before(p.wake)) {
@@ -265,7 +267,7 @@ func (c *core) next(now time.Time) plan {
 		switch st {
 		case slotStarting, slotActive:
 			if !mine {
-				p.release.w[i/64] |= 1 << (i % 64)
+				p.release.Add(i)
 			}
 		case slotFree:
 			if !mine {
@@ -276,7 +278,7 @@ func (c *core) next(now time.Time) plan {
 				c.want[i] = now
 			}
 			if !others.Has(i) && !blocked {
-				p.claim.w[i/64] |= 1 << (i % 64)
+				p.claim.Add(i)
 			}
 		}
 	}
@@ -288,23 +290,23 @@ func (c *core) next(now time.Time) plan {
 // ours starts; the others are given up. It returns the slots to start and
 // how long each had waited since it was first assigned to us.
 func (c *core) confirm(now time.Time) (start Set, waited []time.Duration) {
-	start = NewSet(c.n)
+	start = slots.New(c.n)
 	if c.lost(now) || !c.joined || c.leaving {
-		for _, i := range c.inState(slotClaiming).slots() {
+		for _, i := range c.inState(slotClaiming).Slots() {
 			c.state[i], c.since[i] = slotFree, now
 		}
 		return start, nil
 	}
-	owners := Assign(c.members(now), c.n)
+	owners := slots.Assign(c.members(now), c.n)
 	others := c.heldByOthers(now)
 	blocked := c.blocked(now)
-	for _, i := range c.inState(slotClaiming).slots() {
+	for _, i := range c.inState(slotClaiming).Slots() {
 		if owners[i] != c.self || others.Has(i) || blocked {
 			c.state[i], c.since[i] = slotFree, now
 			continue
 		}
 		c.state[i], c.since[i] = slotStarting, now
-		start.w[i/64] |= 1 << (i % 64)
+		start.Add(i)
 		if !c.want[i].IsZero() {
 			waited = append(waited, now.Sub(c.want[i]))
 		}
@@ -315,8 +317,8 @@ func (c *core) confirm(now time.Time) (start Set, waited []time.Duration) {
 
 // view describes every known member at now, ourselves first.
 func (c *core) view(now time.Time) []MemberStatus {
-	owners := Assign(c.members(now), c.n)
-	count := func(id string) int { return owned(owners, id).Len() }
+	owners := slots.Assign(c.members(now), c.n)
+	count := func(id string) int { return slots.Owned(owners, id).Len() }
 	rows := []MemberStatus{{
 		Identity: c.self,
 		Self:     true,

@@ -3,6 +3,8 @@ package sharding
 import (
 	"testing"
 	"time"
+
+	"github.com/kloop-dev/kloop/internal/slots"
 )
 
 const (
@@ -75,7 +77,7 @@ func TestCore_HandoverWaitsForTheReleasingMember(t *testing.T) {
 		t.Fatalf("a releases %s; want b's share", pa.release)
 	}
 	a.set(at(1), pa.release, slotReleasing)
-	if a.scope().Intersect(pa.release).Len() != 0 || !a.held().Equal(FullSet(tSlots)) {
+	if a.scope().Intersect(pa.release).Len() != 0 || !a.held().Equal(slots.Full(tSlots)) {
 		t.Fatalf("releasing: scope %s, held %s; the slots leave scope at once but stay held", a.scope(), a.held())
 	}
 	// a's Lease says draining: b still waits.
@@ -220,7 +222,7 @@ func TestCore_ALostLeaseReleasesEverything(t *testing.T) {
 
 func TestCore_AMemberWithAnotherConfigurationBlocksClaims(t *testing.T) {
 	a := joined("a", at(0))
-	other := record{Identity: "z", Slots: 16, Key: ByNamespace, Held: NewSet(16), Draining: NewSet(16), Duration: tDuration, RV: "1"}
+	other := record{Identity: "z", Slots: 16, Key: ByNamespace, Held: slots.New(16), Draining: slots.New(16), Duration: tDuration, RV: "1"}
 	a.observe(at(0), []record{other})
 	if p := a.next(at(0)); p.claim.Len() != 0 || !a.blocked(at(0)) {
 		t.Fatalf("claims %s next to a member with 16 slots", p.claim)
@@ -260,7 +262,7 @@ func TestCore_AGoneLeaseIsForgotten(t *testing.T) {
 func TestCore_TheFirstMemberCollectsLeasesLeftBehind(t *testing.T) {
 	a := joined("a", at(0))
 	b := joined("b", at(0))
-	dead := record{Identity: "c", Name: "g-c", Slots: tSlots, Held: NewSet(tSlots, 1), Draining: NewSet(tSlots), Duration: tDuration, RV: "9"}
+	dead := record{Identity: "c", Name: "g-c", Slots: tSlots, Held: slots.New(tSlots, 1), Draining: slots.New(tSlots), Duration: tDuration, RV: "9"}
 	a.observe(at(0), []record{dead, rec(b, "1")})
 	b.observe(at(0), []record{dead, rec(a, "2")})
 	a.wrote(at(59))

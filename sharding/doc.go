@@ -12,15 +12,15 @@
 // replica is a Member of a group: it holds a coordination.k8s.io Lease of
 // its own, labelled with the group, renewed like a leader-election Lease,
 // which lists the slots it holds. The live members fix the owner of every
-// slot deterministically (Assign: rendezvous hashing with bounded loads),
-// so a member joining or leaving moves about 1/N of the slots.
+// slot deterministically (rendezvous hashing with bounded loads), so a
+// member joining or leaving moves about 1/N of the slots.
 //
 // A member's informers (through the informer factory's Restrict: Shard or
 // ShardWhen) send a shard selector for the slots it holds
-// ("shardRange(object.metadata.namespace, '0x…', '0x…') || …", see
-// Selector) and keep only those slots' objects, so an API server with the
-// feature sends each replica its share, and one without sends everything
-// and the replica drops the rest. Its controllers (Gate) reconcile only
+// ("shardRange(object.metadata.namespace, '0x…', '0x…') || …") and keep
+// only those slots' objects, so an API server with the feature sends each
+// replica its share, and one without sends everything and the replica
+// drops the rest. Its controllers (Gate) reconcile only
 // keys of the slots it holds with filled caches.
 //
 // # Handover without overlap

@@ -2,7 +2,6 @@ package sharding_test
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -12,16 +11,6 @@ import (
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/sharding"
 )
-
-// The shard selector of a replica holding slots 0 and 1 of 4, and where a
-// namespace falls.
-func ExampleSelector() {
-	fmt.Println(sharding.Selector(sharding.ByNamespace, sharding.NewSet(4, 0, 1)))
-	fmt.Println(sharding.SlotOf(sharding.Hash("default"), 4))
-	// Output:
-	// shardRange(object.metadata.namespace, '0x0000000000000000', '0x8000000000000000')
-	// 3
-}
 
 // A replica of a ConfigMap controller sharded by namespace, wired by hand
 // (kloop.Options.Sharding does this on the builder): the member is the
@@ -46,13 +35,15 @@ func ExampleMember() {
 		if err := c.Watch(controller.For[*corev1.ConfigMap](cms)); err != nil {
 			return err
 		}
-		sharding.Gate(m, c, func(k cache.Key) (string, bool) { return k.Namespace, true }, func() []cache.Key {
+		if err := sharding.Gate(m, c, nil, func() []cache.Key {
 			var keys []cache.Key
 			for _, o := range cms.Lister().List(nil) {
 				keys = append(keys, cache.KeyOf(o))
 			}
 			return keys
-		})
+		}); err != nil {
+			return err
+		}
 		// Run all three until ctx is done (a manager does this).
 		errs := make(chan error, 3)
 		for _, start := range []func(context.Context) error{f.Start, c.Start, m.Start} {

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/slots"
+
 	"github.com/prometheus/client_golang/prometheus"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -248,7 +250,7 @@ func newMember(leases leaseClient, lw watcher.ListerWatcher[*coordinationv1.Leas
 		log:    c.Logger.With("shardGroup", c.Group, "member", c.Identity),
 		name:   leaseName(c.Group, c.Identity),
 	}
-	empty := NewSet(c.Slots)
+	empty := slots.New(c.Slots)
 	m.scope.Store(&empty)
 	m.active.Store(&empty)
 	mm, err := newMemberMetrics(c.Registerer, c.Group, m.objects)
@@ -264,11 +266,8 @@ func newMember(leases leaseClient, lw watcher.ListerWatcher[*coordinationv1.Leas
 // identity is this replica's name in the group.
 func (m *Member) identity() string { return m.cfg.Identity }
 
-// Options returns the resolved options.
-func (m *Member) Options() Options { return m.cfg }
-
-// Owns reports whether obj is in this replica's slots now.
-func (m *Member) Owns(obj metav1.Object) bool { return m.ownsValue(m.cfg.Key.value(obj)) }
+// owns reports whether obj is in this replica's slots now.
+func (m *Member) owns(obj metav1.Object) bool { return m.ownsValue(m.cfg.Key.value(obj)) }
 
 // ownsValue reports whether an object whose key field (namespace or UID)
 // is value is in this replica's slots now.
@@ -276,7 +275,7 @@ func (m *Member) ownsValue(value string) bool { return m.scope.Load().Has(m.slot
 
 // slotOf is the slot of an object whose key field is value: the one place
 // a replica places objects and keys.
-func (m *Member) slotOf(value string) int { return SlotOf(Hash(value), m.cfg.Slots) }
+func (m *Member) slotOf(value string) int { return slots.Of(slots.Hash(value), m.cfg.Slots) }
 
 // Scope is the set of slots whose objects this replica caches now: the
 // slots it works on, and those it is starting (whose caches are filling).
@@ -292,7 +291,7 @@ func (m *Member) selector() string {
 	if m.cfg.ClientSideOnly {
 		return ""
 	}
-	return Selector(m.cfg.Key, *m.scope.Load())
+	return selector(m.cfg.Key, *m.scope.Load())
 }
 
 // listOptions adds the shard selector of the current scope to a request.
@@ -306,7 +305,7 @@ func (m *Member) listOptions(opts *metav1.ListOptions) { opts.ShardSelector = m.
 func (m *Member) Shard(resource string, scope informer.Scope) *informer.Restriction {
 	return &informer.Restriction{
 		ListOptions: m.listOptions,
-		Keep:        func(obj watcher.Object) bool { return m.Owns(obj) },
+		Keep:        func(obj watcher.Object) bool { return m.owns(obj) },
 		Attach:      m.attach,
 	}
 }
@@ -323,7 +322,7 @@ func (m *Member) ShardWhen(on func() bool) *informer.Restriction {
 				m.listOptions(opts)
 			}
 		},
-		Keep:   func(obj watcher.Object) bool { return !on() || m.Owns(obj) },
+		Keep:   func(obj watcher.Object) bool { return !on() || m.owns(obj) },
 		Attach: func(r informer.Restricted) { m.attach(conditional{r, on}) },
 	}
 }
@@ -360,14 +359,14 @@ type Gated[K comparable] interface {
 	Enqueue(key K)
 }
 
-// gate is one Gate: restrict waits for the keys outside the active slots,
+// gate is one gateBy: restrict waits for the keys outside the active slots,
 // activate enqueues the keys of newly active slots.
 type gate struct {
 	restrict func(ctx context.Context) error
 	activate func(slots Set)
 }
 
-// Gate keeps c to this replica's slots: it reconciles a key only while
+// gateBy keeps c to this replica's slots: it reconciles a key only while
 // value(key), the key's namespace or UID, is in a slot this replica holds
 // with its caches filled, and a slot is given up only once c has no
 // Reconcile of its keys in flight. A key for which value reports false is
@@ -375,14 +374,14 @@ type gate struct {
 // now (the keys of its primary kind's cached objects): when a slot
 // becomes active, those of it are enqueued, since the notifications of
 // the slot's objects came while the slot's caches were still filling and
-// their keys were left out then. Call Gate before Start.
+// their keys were left out then. Call it before Start.
 //
 // For cache.Keys of namespaced objects sharded ByNamespace, value returns
 // the key's namespace. ByUID needs the object's UID, which the cache holds
 // only while the object is there: value looks it up in the primary kind's
 // informer, so the key of an object gone from the cache is not reconciled
 // (see the package documentation).
-func Gate[K comparable](m *Member, c Gated[K], value func(K) (string, bool), keys func() []K) {
+func gateBy[K comparable](m *Member, c Gated[K], value func(K) (string, bool), keys func() []K) {
 	admit := func(k K) bool {
 		v, ok := value(k)
 		return ok && m.activeValue(v)
@@ -408,13 +407,18 @@ func Gate[K comparable](m *Member, c Gated[K], value func(K) (string, bool), key
 	m.gates = append(m.gates, g)
 }
 
-// GateKeys is Gate for a controller keyed by cache.Key, placing each key
-// as the member's Key says: by the key's namespace (ByNamespace), or by
-// uid(key), the UID of the primary kind's cached object (ByUID). keys
-// lists the primary kind's cached keys. Both come from the controller's
-// primary kind, which sharding needs: its objects are what a replica takes
-// over.
-func GateKeys(m *Member, c Gated[cache.Key], uid func(cache.Key) (string, bool), keys func() []cache.Key) error {
+// Gate keeps c, a controller keyed by cache.Key, to this replica's slots:
+// it reconciles a key only while the key is in a slot this replica holds
+// with its caches filled, and a slot is given up only once c has no
+// Reconcile of its keys in flight. Each key is placed as the member's Key
+// says: by the key's namespace (ByNamespace), or by uid(key), the UID of
+// the primary kind's cached object (ByUID; uid may be nil for
+// ByNamespace). keys lists the primary kind's cached keys: when a slot
+// becomes active, those of it are enqueued, since the notifications of
+// the slot's objects came while its caches were still filling. Both come
+// from the controller's primary kind, which sharding needs: its objects
+// are what a replica takes over. Call Gate before Start.
+func Gate(m *Member, c Gated[cache.Key], uid func(cache.Key) (string, bool), keys func() []cache.Key) error {
 	if keys == nil {
 		return errors.New("sharding needs a controller with a For kind: its objects are what a replica takes over")
 	}
@@ -425,7 +429,7 @@ func GateKeys(m *Member, c Gated[cache.Key], uid func(cache.Key) (string, bool),
 		}
 		value = uid
 	}
-	Gate(m, c, value, keys)
+	gateBy(m, c, value, keys)
 	return nil
 }
 
@@ -758,7 +762,7 @@ func (r *run) claim(ctx context.Context, claim Set) {
 		return
 	}
 	start, waited := r.c.confirm(r.clk.Now())
-	if given := claim.minus(start); given.Len() > 0 {
+	if given := claim.Minus(start); given.Len() > 0 {
 		m.log.Info("Claim given up: another member holds or claims these slots", "slots", given.String())
 	}
 	if start.Len() > 0 {
@@ -825,9 +829,9 @@ func (r *run) activate(slots Set) {
 func (r *run) release(now time.Time, slots Set) {
 	m := r.m
 	r.c.set(now, slots, slotReleasing)
-	active := m.Active().minus(slots)
+	active := m.Active().Minus(slots)
 	m.active.Store(&active)
-	scope := m.Scope().minus(slots)
+	scope := m.Scope().Minus(slots)
 	m.scope.Store(&scope)
 	m.log.Info("Releasing slots", "slots", slots.String(), "scope", scope.String())
 	r.draining++

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/slots"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -85,13 +87,15 @@ func startReplica(t *testing.T, cfg *rest.Config, leaseNS, id, run string, clien
 	if err := c.Watch(controller.For[*corev1.ConfigMap](r.inf)); err != nil {
 		t.Fatal(err)
 	}
-	sharding.Gate(m, c, func(k cache.Key) (string, bool) { return k.Namespace, true }, func() []cache.Key {
+	if err := sharding.Gate(m, c, nil, func() []cache.Key {
 		var keys []cache.Key
 		for _, o := range r.inf.Lister().List(nil) {
 			keys = append(keys, cache.KeyOf(o))
 		}
 		return keys
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	for _, run := range []func(context.Context) error{f.Start, c.Start, m.Start} {
@@ -175,26 +179,26 @@ func waitSettled(t *testing.T, ctx context.Context, n int, rs ...*replica) {
 func checkPartition(t *testing.T, want map[string]bool, rs ...*replica) {
 	t.Helper()
 	seen := map[string]string{}
-	slots := sharding.NewSet(16)
+	taken := slots.New(16)
 	for _, r := range rs {
 		active := r.member.Active()
-		if active.Intersect(slots).Len() != 0 {
+		if active.Intersect(taken).Len() != 0 {
 			t.Errorf("replica %s's active slots %s overlap another's", r.id, active)
 		}
-		slots = slots.Union(active)
+		taken = taken.Union(active)
 		for _, o := range r.inf.Lister().List(nil) {
 			k := cache.KeyOf(o).String()
 			if prev, ok := seen[k]; ok {
 				t.Errorf("%s cached by %s and %s", k, prev, r.id)
 			}
 			seen[k] = r.id
-			if !active.Has(sharding.SlotOf(sharding.Hash(o.Namespace), 16)) {
+			if !active.Has(slots.Of(slots.Hash(o.Namespace), 16)) {
 				t.Errorf("%s cached by %s outside its slots", k, r.id)
 			}
 		}
 	}
-	if slots.Len() != 16 {
-		t.Errorf("active slots cover %d of 16", slots.Len())
+	if taken.Len() != 16 {
+		t.Errorf("active slots cover %d of 16", taken.Len())
 	}
 	for k := range want {
 		if _, ok := seen[k]; !ok {

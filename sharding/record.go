@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/slots"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -53,10 +55,10 @@ func recordOf(l *coordinationv1.Lease) (record, error) {
 		return r, fmt.Errorf("lease %s: annotation %s=%q is not a shard key", l.Name, KeyAnnotation, a[KeyAnnotation])
 	}
 	r.Key = k
-	if r.Held, err = ParseSet(a[HeldAnnotation], n); err != nil {
+	if r.Held, err = slots.Parse(a[HeldAnnotation], n); err != nil {
 		return r, fmt.Errorf("lease %s: %w", l.Name, err)
 	}
-	if r.Draining, err = ParseSet(a[DrainingAnnotation], n); err != nil {
+	if r.Draining, err = slots.Parse(a[DrainingAnnotation], n); err != nil {
 		return r, fmt.Errorf("lease %s: %w", l.Name, err)
 	}
 	return r, nil

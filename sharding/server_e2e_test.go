@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/slots"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -57,11 +58,11 @@ func checkServerSharding(t *testing.T, ctx context.Context, env *testenv.Env, ga
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	run := fmt.Sprintf("srv%d", time.Now().UnixNano()%1e6)
 	nss := makeConfigMaps(t, ctx, cs, run, 24)
-	lower := sharding.NewSet(2, 0) // the lower half of the hash space
-	sel := sharding.Selector(sharding.ByNamespace, lower)
+	lower := slots.New(2, 0) // the lower half of the hash space
+	sel := slots.Selector("object.metadata.namespace", lower)
 	inLower := 0
 	for _, ns := range nss {
-		if lower.Has(sharding.SlotOf(sharding.Hash(ns), 2)) {
+		if lower.Has(slots.Of(slots.Hash(ns), 2)) {
 			inLower++
 		}
 	}
@@ -88,7 +89,7 @@ func checkServerSharding(t *testing.T, ctx context.Context, env *testenv.Env, ga
 			t.Errorf("list has %d items, want the %d in the lower half", len(list.Items), inLower)
 		}
 		for _, cm := range list.Items {
-			if !lower.Has(sharding.SlotOf(sharding.Hash(cm.Namespace), 2)) {
+			if !lower.Has(slots.Of(slots.Hash(cm.Namespace), 2)) {
 				t.Errorf("%s/%s is outside the selector but was listed", cm.Namespace, cm.Name)
 			}
 		}
@@ -105,7 +106,7 @@ func checkServerSharding(t *testing.T, ctx context.Context, env *testenv.Env, ga
 		if _, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, name, "application/merge-patch+json", []byte(`{"data":{"touched":"yes"}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if !gate || lower.Has(sharding.SlotOf(sharding.Hash(ns), 2)) {
+		if !gate || lower.Has(slots.Of(slots.Hash(ns), 2)) {
 			want = append(want, ns+"/"+name)
 		}
 	}
@@ -132,7 +133,7 @@ func checkServerSharding(t *testing.T, ctx context.Context, env *testenv.Env, ga
 		// Nothing outside the selector follows: a marker inside it comes next.
 		var marker string
 		for _, ns := range nss {
-			if lower.Has(sharding.SlotOf(sharding.Hash(ns), 2)) {
+			if lower.Has(slots.Of(slots.Hash(ns), 2)) {
 				marker = ns
 				break
 			}

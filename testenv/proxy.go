@@ -62,9 +62,9 @@ type Proxy struct {
 	wg sync.WaitGroup
 }
 
-// NewProxy listens on a free port of 127.0.0.1 and forwards to backend
+// newProxy listens on a free port of 127.0.0.1 and forwards to backend
 // ("127.0.0.1:port"), passing everything until Set says otherwise.
-func NewProxy(backend string) (*Proxy, error) {
+func newProxy(backend string) (*Proxy, error) {
 	host, _, err := net.SplitHostPort(backend)
 	if err != nil {
 		return nil, fmt.Errorf("testenv: proxy backend %q: %w", backend, err)
@@ -179,7 +179,7 @@ func (e *Env) APIServerProxy(t interface {
 	Cleanup(func())
 }) *Proxy {
 	t.Helper()
-	p, err := NewProxy(net.JoinHostPort("127.0.0.1", strconv.Itoa(e.APIServerPort)))
+	p, err := newProxy(net.JoinHostPort("127.0.0.1", strconv.Itoa(e.APIServerPort)))
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

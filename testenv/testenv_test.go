@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -465,7 +467,7 @@ func TestEnv_ChildrenDieWhenTheirParentIsKilled(t *testing.T) {
 	})
 	// The kernel delivers the parent-death signal asynchronously.
 	for name, pid := range pids {
-		await.Exited(t, fmt.Sprintf("%s (pid %d) to die with its parent", name, pid), pid)
+		testwait.Exited(t, fmt.Sprintf("%s (pid %d) to die with its parent", name, pid), pid)
 	}
 }
 

@@ -18,18 +18,18 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// TypedClient is the List/Watch pair every client-go typed client has, for
+// typedClient is the List/Watch pair every client-go typed client has, for
 // example kubernetes.Interface.CoreV1().ConfigMaps(namespace). L is the list
 // type (*corev1.ConfigMapList).
-type TypedClient[L runtime.Object] interface {
+type typedClient[L runtime.Object] interface {
 	List(ctx context.Context, opts metav1.ListOptions) (L, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error)
 }
 
-// ListObject is what FromClient needs of a list type: list metadata and an
+// listObject is what FromClient needs of a list type: list metadata and an
 // Items field holding the element type by value (as every Kubernetes list
 // type has).
-type ListObject interface {
+type listObject interface {
 	runtime.Object
 	GetResourceVersion() string
 	GetContinue() string
@@ -49,7 +49,7 @@ type ListObject interface {
 func FromClient[T interface {
 	*E
 	Object
-}, E any, L ListObject](c TypedClient[L], opts Scope) ListerWatcher[T] {
+}, E any, L listObject](c typedClient[L], opts Scope) ListerWatcher[T] {
 	if opts.Namespace != "" {
 		panic("watcher.FromClient: Options.Namespace must be empty; the typed client chooses the namespace")
 	}
@@ -64,7 +64,7 @@ func FromClient[T interface {
 // gvr, through a dynamic client. It suits any resource, CRDs included, with no
 // Go types at all.
 func FromDynamic(c dynamic.Interface, gvr schema.GroupVersionResource, opts Scope) ListerWatcher[*unstructured.Unstructured] {
-	var rc TypedClient[*unstructured.UnstructuredList] = c.Resource(gvr)
+	var rc typedClient[*unstructured.UnstructuredList] = c.Resource(gvr)
 	if opts.Namespace != "" {
 		rc = c.Resource(gvr).Namespace(opts.Namespace)
 	}
@@ -77,7 +77,7 @@ func FromDynamic(c dynamic.Interface, gvr schema.GroupVersionResource, opts Scop
 // annotations, owners, but no spec or status. It is the cheapest way to cache
 // objects whose metadata is all a controller reads.
 func FromMetadata(c metadata.Interface, gvr schema.GroupVersionResource, opts Scope) ListerWatcher[*metav1.PartialObjectMetadata] {
-	var rc TypedClient[*metav1.PartialObjectMetadataList] = c.Resource(gvr)
+	var rc typedClient[*metav1.PartialObjectMetadataList] = c.Resource(gvr)
 	if opts.Namespace != "" {
 		rc = c.Resource(gvr).Namespace(opts.Namespace)
 	}
@@ -120,7 +120,7 @@ func FromResource[T interface {
 		return nil, fmt.Errorf("watcher.FromResource %s: %w", gvr, err)
 	}
 	listType := reflect.TypeOf(list)
-	if _, ok := list.(ListObject); !ok {
+	if _, ok := list.(listObject); !ok {
 		return nil, fmt.Errorf("watcher.FromResource %s: %v has no list metadata", gvr, listType)
 	}
 	idx, err := itemsField[E](listType)
@@ -146,18 +146,18 @@ func FromResource[T interface {
 		client:    rc,
 		namespace: opts.Namespace,
 		resource:  gvr.Resource,
-		newList:   func() ListObject { return reflect.New(listType.Elem()).Interface().(ListObject) },
+		newList:   func() listObject { return reflect.New(listType.Elem()).Interface().(listObject) },
 	}
 	opts.Namespace = ""
-	return &clientLW[T, E, ListObject]{client: client, opts: opts, items: idx}, nil
+	return &clientLW[T, E, listObject]{client: client, opts: opts, items: idx}, nil
 }
 
-// clientLW adapts a TypedClient to ListerWatcher[T].
+// clientLW adapts a typedClient to ListerWatcher[T].
 type clientLW[T interface {
 	*E
 	Object
-}, E any, L ListObject] struct {
-	client TypedClient[L]
+}, E any, L listObject] struct {
+	client typedClient[L]
 	opts   Scope
 	items  []int // field index of Items in *L's struct
 }
@@ -191,7 +191,7 @@ func (c *clientLW[T, E, L]) Watch(ctx context.Context, opts metav1.ListOptions) 
 
 // listMetaOf copies a list's metadata: all of it for typed and
 // unstructured lists, the resourceVersion and continue token of others.
-func listMetaOf(list ListObject) metav1.ListMeta {
+func listMetaOf(list listObject) metav1.ListMeta {
 	switch l := any(list).(type) {
 	case metav1.ListMetaAccessor:
 		if lm, ok := l.GetListMeta().(*metav1.ListMeta); ok && lm != nil {
@@ -231,15 +231,15 @@ var paramCodec = func() runtime.ParameterCodec {
 
 var metaV1 = schema.GroupVersion{Version: "v1"}
 
-// restClient is a TypedClient over a plain REST client, for FromResource.
+// restClient is a typedClient over a plain REST client, for FromResource.
 type restClient struct {
 	client    *rest.RESTClient
 	namespace string
 	resource  string
-	newList   func() ListObject
+	newList   func() listObject
 }
 
-func (c *restClient) List(ctx context.Context, opts metav1.ListOptions) (ListObject, error) {
+func (c *restClient) List(ctx context.Context, opts metav1.ListOptions) (listObject, error) {
 	list := c.newList()
 	err := c.client.Get().
 		NamespaceIfScoped(c.namespace, c.namespace != "").

@@ -9,7 +9,7 @@
 //     type (CRDs included) through a REST client and a scheme, FromDynamic
 //     unstructured objects and FromMetadata metadata-only objects
 //     (*metav1.PartialObjectMetadata). A Scope adds namespace, label and field
-//     selectors. Funcs adapts two functions.
+//     selectors.
 //   - Reflector[T] runs the list/watch protocol and calls emit with Event[T]s.
 //     Its logic is a pure state machine (no goroutines, I/O or clock) driven
 //     by Run, which performs the calls, the waits and the emits.

@@ -69,24 +69,6 @@ func (o Scope) apply(opts *metav1.ListOptions) {
 	opts.FieldSelector = o.FieldSelector
 }
 
-// Funcs adapts two functions to ListerWatcher, for tests and for sources this
-// package has no constructor for. Both must be set. The ownership rules of
-// ListerWatcher apply.
-type Funcs[T Object] struct {
-	ListFunc  func(ctx context.Context, opts metav1.ListOptions) (ListPage[T], error)
-	WatchFunc func(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error)
-}
-
-// List calls ListFunc.
-func (f Funcs[T]) List(ctx context.Context, opts metav1.ListOptions) (ListPage[T], error) {
-	return f.ListFunc(ctx, opts)
-}
-
-// Watch calls WatchFunc.
-func (f Funcs[T]) Watch(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {
-	return f.WatchFunc(ctx, opts)
-}
-
 func init() {
 	lean.WithDecoding = func(opts any, d lean.Decoding) any {
 		o := opts.(Scope)

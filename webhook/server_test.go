@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/kloop-dev/kloop/internal/webhookmode"
-	"github.com/kloop-dev/kloop/testenv/await"
 	"github.com/kloop-dev/kloop/webhook"
 )
 
@@ -88,8 +89,8 @@ func (c *clock) Add(d time.Duration) {
 // startServer starts srv until the test ends.
 func startServer(t *testing.T, srv *webhook.Server) {
 	t.Helper()
-	await.Run(t, "the webhook server", srv.Start)
-	await.Closed(t, "the webhook server to serve", srv.Serving())
+	testwait.Run(t, "the webhook server", srv.Start)
+	testwait.Closed(t, "the webhook server to serve", srv.Serving())
 }
 
 // servedSerial is the serial number of the certificate srv serves.

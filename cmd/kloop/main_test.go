@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -151,7 +153,7 @@ func TestDev_PrintsKubeconfigServesKubectlAndStopsCleanlyOnSIGINT(t *testing.T) 
 	n := 0
 	for pid := range pids {
 		n++
-		await.Exited(t, fmt.Sprintf("child pid %d to end after kloop dev exited", pid), pid)
+		testwait.Exited(t, fmt.Sprintf("child pid %d to end after kloop dev exited", pid), pid)
 	}
 	if n != 3 {
 		t.Errorf("kloop dev logged %d child pids, want 3 (etcd, kube-apiserver, kube-controller-manager)", n)
@@ -338,7 +340,7 @@ func TestDev_ASecondSIGINTKillsTheControlPlaneRemovesItsTemporaryDirectoryAndExi
 	}
 	for _, m := range pids {
 		pid, _ := strconv.Atoi(m[1])
-		await.Exited(t, fmt.Sprintf("child pid %d to end after kloop dev exited", pid), pid)
+		testwait.Exited(t, fmt.Sprintf("child pid %d to end after kloop dev exited", pid), pid)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/slots"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
@@ -135,7 +137,7 @@ func createDemoFoos(ctx context.Context, cfg *rest.Config, o shardDemoOptions) (
 	for i := range o.namespaces {
 		// A fixed, generated-looking suffix per index: the same names on
 		// every run, so that --data-dir finds them again.
-		h := sharding.Hash(fmt.Sprint("kloop-demo-", i))
+		h := slots.Hash(fmt.Sprint("kloop-demo-", i))
 		var b strings.Builder
 		for range 5 {
 			b.WriteByte(letters[h%uint64(len(letters))])

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -23,7 +25,6 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/internal/metricstest"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 var gadgets = schema.GroupVersionResource{Group: "notifier.kloop.dev", Version: "v1", Resource: "gadgets"}
@@ -53,7 +54,7 @@ func installGadgetCRD(t *testing.T, ctx context.Context, cfg *rest.Config) {
 	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create CRD: %v", err)
 	}
-	await.CRDServed(t, cfg, crd.Name)
+	testwait.CRDServed(t, cfg, crd.Name)
 }
 
 func TestNotifier_CustomResourcesThroughTheDynamicClientAndMetricsOnTheHTTPEndpoint(t *testing.T) {

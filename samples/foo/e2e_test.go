@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -123,7 +125,7 @@ func (h *harness) observe() {
 	notifyOn(h.t, kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(appsv1.SchemeGroupVersion.WithResource("deployments"))), h.changes)
 	notifyOn(h.t, kloop.Objects[*corev1.Pod](app, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("pods"))), h.changes)
 	notifyOn(h.t, kloop.Objects[*corev1.Event](app, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("events"))), h.changes)
-	await.Run(h.t, "the harness's observer App", app.Run)
+	testwait.Run(h.t, "the harness's observer App", app.Run)
 }
 
 // notifyOn notifies sig of every add, update and delete h's informer
@@ -539,7 +541,7 @@ func TestFoo_StatusKeepsFollowingWhenThePlainCRDGainsTheStatusSubresource(t *tes
 					return false
 				}
 			}
-			return await.CRDEstablished(crd)
+			return testwait.CRDEstablished(crd)
 		})
 	h.scaleFoo("upgraded", 2)
 	h.waitAvailable("upgraded", "upgraded", 2)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,7 +47,7 @@ func runPodsim(t *testing.T, e *testenv.Env, opts podsim.Options) {
 	t.Helper()
 	opts.Logger = slog.New(slog.DiscardHandler)
 	opts.Registry = prometheus.NewRegistry()
-	await.Run(t, "podsim.Run", func(ctx context.Context) error { return podsim.Run(ctx, e.Config, opts) })
+	testwait.Run(t, "podsim.Run", func(ctx context.Context) error { return podsim.Run(ctx, e.Config, opts) })
 }
 
 func pod(name, scheduler string) *corev1.Pod {

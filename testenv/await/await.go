@@ -82,38 +82,3 @@ func UntilContext(ctx context.Context, changed func() <-chan struct{}, cond func
 		}
 	}
 }
-
-// Closed waits up to Timeout for ch to be closed (or to receive). It fails
-// t, naming what, if that does not happen in time.
-func Closed[V any](t TB, what string, ch <-chan V) {
-	t.Helper()
-	timer := time.NewTimer(Timeout)
-	defer timer.Stop()
-	select {
-	case <-ch:
-	case <-timer.C:
-		t.Fatalf("waiting for %s: not within %v", what, Timeout)
-	case <-t.Context().Done():
-		t.Fatalf("waiting for %s: %v", what, context.Cause(t.Context()))
-	}
-}
-
-// Receive waits up to Timeout for a value from ch and returns it. It fails
-// t, naming what, if none comes in time or ch is closed.
-func Receive[V any](t TB, what string, ch <-chan V) V {
-	t.Helper()
-	timer := time.NewTimer(Timeout)
-	defer timer.Stop()
-	select {
-	case v, ok := <-ch:
-		if !ok {
-			t.Fatalf("waiting for %s: channel closed", what)
-		}
-		return v
-	case <-timer.C:
-		t.Fatalf("waiting for %s: nothing within %v", what, Timeout)
-	case <-t.Context().Done():
-		t.Fatalf("waiting for %s: %v", what, context.Cause(t.Context()))
-	}
-	panic("unreachable")
-}

@@ -13,6 +13,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
+
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -93,7 +95,7 @@ func TestSignal_NotifyWithoutWaitersIsANoOpAndChangedClosesOnTheNextOne(t *testi
 func TestReceive_ReturnsTheValueSent(t *testing.T) {
 	ch := make(chan int, 1)
 	ch <- 7
-	if v := await.Receive(t, "a value", ch); v != 7 {
+	if v := testwait.Receive(t, "a value", ch); v != 7 {
 		t.Errorf("Receive = %d, want 7", v)
 	}
 }
@@ -146,7 +148,7 @@ func TestCRDServed_ReturnsOnlyOnceTheResourcesCanBeCreated(t *testing.T) {
 	if _, err := apiextensions.NewForConfigOrDie(e.Config).ApiextensionsV1().CustomResourceDefinitions().Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	await.CRDServed(t, e.Config, crd.Name)
+	testwait.CRDServed(t, e.Config, crd.Name)
 	thing := &unstructured.Unstructured{Object: map[string]any{"apiVersion": gv.String(), "kind": "Thing", "metadata": map[string]any{"name": "t"}}}
 	if _, err := dynamic.NewForConfigOrDie(e.Config).Resource(gv.WithResource("things")).Namespace(ns).Create(t.Context(), thing, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create right after CRDServed: %v", err)
@@ -164,7 +166,7 @@ func TestExited_ReturnsWhenAProcessEndsAndAtOnceForOneGone(t *testing.T) {
 	reaped := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(reaped) }()
 	returned := make(chan struct{})
-	go func() { await.Exited(t, "sleep", pid); close(returned) }()
+	go func() { testwait.Exited(t, "sleep", pid); close(returned) }()
 	select {
 	case <-returned:
 		t.Fatal("Exited returned while the process ran")
@@ -175,9 +177,9 @@ func TestExited_ReturnsWhenAProcessEndsAndAtOnceForOneGone(t *testing.T) {
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	await.Closed(t, "Exited to return after the kill", returned)
+	testwait.Closed(t, "Exited to return after the kill", returned)
 	<-reaped
-	await.Exited(t, "a reaped process", pid) // gone: returns at once
+	testwait.Exited(t, "a reaped process", pid) // gone: returns at once
 }
 
 func TestRun_StopsFnWhenTheTestEndsAndReportsItsError(t *testing.T) {
@@ -185,7 +187,7 @@ func TestRun_StopsFnWhenTheTestEndsAndReportsItsError(t *testing.T) {
 	ft := &fakeTB{TB: t}
 	t.Run("inner", func(inner *testing.T) {
 		ft.TB = inner
-		await.Run(ft, "the loop", func(ctx context.Context) error {
+		testwait.Run(ft, "the loop", func(ctx context.Context) error {
 			<-ctx.Done()
 			stopped.Store(true)
 			return errors.New("boom")
@@ -311,7 +313,7 @@ func TestGone_ReturnsAtOnceForNoObjectAndOnceAFinalizedOneIsDeleted(t *testing.T
 	if _, err := cms.Update(t.Context(), held, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	await.Closed(t, "Gone to return", done)
+	testwait.Closed(t, "Gone to return", done)
 	if _, err := cms.Get(t.Context(), "held", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Get after Gone: %v, want NotFound", err)
 	}

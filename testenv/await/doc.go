@@ -8,12 +8,12 @@
 // The sources:
 //   - the API server's watch: Object ("eventually this object satisfies
 //     f"), Gone ("this object is gone"), Watched (a condition over several
-//     objects), Changes, CRDServed;
+//     objects), Changes;
 //   - a controller's log: Logs is an slog.Handler that keeps records;
 //     Logged waits for a record, Reconciled for a controller to have
 //     reconciled a key;
-//   - the code under test: a Signal it notifies (Until), a channel (Closed,
-//     Receive), a Buffer of a command's output, a process's end (Exited).
+//   - the code under test: a Signal it notifies (Until), a Buffer of a
+//     command's output.
 //
 // Two waits ask again on a timer, because nothing reports the state they
 // wait for: Authorized (the RBAC authorizer's cache) and QuotaEnforced

@@ -66,6 +66,7 @@ import (
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/informer"
+	slotset "github.com/kloop-dev/kloop/internal/slots"
 	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -356,7 +357,7 @@ func fenceObjects(ctx context.Context, kc kubernetes.Interface, mode string, pro
 	}
 	held := map[string]sharding.Set{}
 	for _, l := range leases.Items {
-		s, err := sharding.ParseSet(l.Annotations[sharding.HeldAnnotation], slots)
+		s, err := slotset.Parse(l.Annotations[sharding.HeldAnnotation], slots)
 		if err != nil {
 			return nil, err
 		}
@@ -369,7 +370,7 @@ func fenceObjects(ctx context.Context, kc kubernetes.Interface, mode string, pro
 	out := make([]string, len(procs))
 	for i, p := range procs {
 		for _, cm := range list.Items {
-			if held[p.id].Has(sharding.SlotOf(sharding.Hash(string(cm.UID)), slots)) {
+			if held[p.id].Has(slotset.Of(slotset.Hash(string(cm.UID)), slots)) {
 				out[i] = cm.Name
 				break
 			}

@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	slotset "github.com/kloop-dev/kloop/internal/slots"
+
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -134,7 +136,7 @@ func scenario(t *testing.T, env *testenv.Env, filtering string) {
 			if len(changed) == changedFoos {
 				break
 			}
-			if dead.Has(sharding.SlotOf(sharding.Hash(f.Namespace), slots)) {
+			if dead.Has(slotset.Of(slotset.Hash(f.Namespace), slots)) {
 				c.patchReplicas(ctx, f, 2)
 				changed = append(changed, f.Namespace+"/"+f.Name)
 			}
@@ -532,7 +534,7 @@ func (c *cluster) held() map[string]sharding.Set {
 	out := map[string]sharding.Set{}
 	for _, l := range c.leases.Lister().List(nil) {
 		id := ptr.Deref(l.Spec.HolderIdentity, "")
-		s, err := sharding.ParseSet(l.Annotations[sharding.HeldAnnotation], slots)
+		s, err := slotset.Parse(l.Annotations[sharding.HeldAnnotation], slots)
 		if err != nil {
 			c.t.Fatalf("lease %s: %v", l.Name, err)
 		}
@@ -577,13 +579,13 @@ func (c *cluster) waitLeases(ctx context.Context, what string, cond func(map[str
 // each of them is settled.
 func (c *cluster) waitConverged(ctx context.Context, ids ...string) {
 	c.t.Helper()
-	owners := sharding.Assign(ids, slots)
+	owners := slotset.Assign(ids, slots)
 	c.waitLeases(ctx, fmt.Sprintf("slots split between %v", ids), func(h map[string]sharding.Set) bool {
 		for _, id := range ids {
-			want := sharding.NewSet(slots)
+			want := slotset.New(slots)
 			for s, o := range owners {
 				if o == id {
-					want = want.Union(sharding.NewSet(slots, s))
+					want = want.Union(slotset.New(slots, s))
 				}
 			}
 			if !h[id].Equal(want) {

@@ -1,4 +1,4 @@
-package sharding
+package slots
 
 import (
 	"cmp"
@@ -74,9 +74,9 @@ func mix(x uint64) uint64 {
 	return x
 }
 
-// owned is the set of slots owners gives to member.
-func owned(owners []string, member string) Set {
-	s := NewSet(len(owners))
+// Owned is the set of slots owners gives to member.
+func Owned(owners []string, member string) Set {
+	s := New(len(owners))
 	for i, o := range owners {
 		if o == member {
 			s.w[i/64] |= 1 << (i % 64)

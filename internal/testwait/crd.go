@@ -1,4 +1,4 @@
-package await
+package testwait
 
 import (
 	"slices"
@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
@@ -19,13 +21,13 @@ var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", V
 // APIService the API server registers for it is Available (requests for a
 // new group reach the handler only then). Until both, requests for the
 // resources can fail with 404.
-func CRDServed(t TB, cfg *rest.Config, name string) {
+func CRDServed(t await.TB, cfg *rest.Config, name string) {
 	t.Helper()
 	ext, err := apiextensions.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd := Object(t, "CRD "+name+" established", ext.ApiextensionsV1().CustomResourceDefinitions(), name, CRDEstablished)
+	crd := await.Object(t, "CRD "+name+" established", ext.ApiextensionsV1().CustomResourceDefinitions(), name, CRDEstablished)
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +37,7 @@ func CRDServed(t TB, cfg *rest.Config, name string) {
 			continue
 		}
 		svc := v.Name + "." + crd.Spec.Group
-		Object(t, "APIService "+svc+" available", dyn.Resource(apiServices), svc, func(u *unstructured.Unstructured) bool {
+		await.Object(t, "APIService "+svc+" available", dyn.Resource(apiServices), svc, func(u *unstructured.Unstructured) bool {
 			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 			return slices.ContainsFunc(conds, func(c any) bool {
 				m, _ := c.(map[string]any)

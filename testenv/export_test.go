@@ -1,0 +1,4 @@
+package testenv
+
+// NewProxy is exported for the external tests.
+var NewProxy = newProxy
