@@ -32,6 +32,7 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
@@ -227,8 +228,8 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 	if err := setupFleetFoo(app); err != nil {
 		t.Fatal(err)
 	}
-	await.Run(t, "fleet App", app.Run)
-	await.Closed(t, "fleet caches synced", app.Manager().Synced())
+	testwait.Run(t, "fleet App", app.Run)
+	testwait.Closed(t, "fleet caches synced", app.Manager().Synced())
 
 	clusters := []*fleetCluster{a, b, c}
 	t.Run("FoosInEachClusterConvergeThere", func(t *testing.T) {

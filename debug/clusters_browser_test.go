@@ -11,8 +11,8 @@ import (
 
 	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/internal/fleet"
+	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/manager"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // fakeFleet is a fleet App's runnable as the debug page reads it.
@@ -42,8 +42,8 @@ func TestPage_InChromium_ListsTheFleetsClusters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	await.Run(t, "the debug server's Start", srv.Start)
-	await.Closed(t, "the debug server to bind", srv.AddrReady())
+	testwait.Run(t, "the debug server's Start", srv.Start)
+	testwait.Closed(t, "the debug server to bind", srv.AddrReady())
 	if err := chromedp.Do(tab, chromedp.Navigate(srv.URL())); err != nil {
 		t.Fatalf("open %s: %v", srv.URL(), err)
 	}

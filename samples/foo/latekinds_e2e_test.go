@@ -20,6 +20,7 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
@@ -50,8 +51,8 @@ func TestFoo_WaitsForItsCRDAndStopsAndResumesWithIt(t *testing.T) {
 	if err := foo.Setup(app, foo.DefaultWorkers); err != nil {
 		t.Fatal(err)
 	}
-	await.Run(t, "the Foo controller", app.Run)
-	await.Closed(t, "the App ready with the Foo CRD missing", app.Manager().Synced())
+	testwait.Run(t, "the Foo controller", app.Run)
+	testwait.Closed(t, "the App ready with the Foo CRD missing", app.Manager().Synced())
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("logs:\n%s", logs)
@@ -79,7 +80,7 @@ func TestFoo_WaitsForItsCRDAndStopsAndResumesWithIt(t *testing.T) {
 	if h := kloop.Objects[*v1alpha1.Foo](wrong, kloop.ClusterScoped()); h.Err() != nil {
 		t.Fatalf("Objects of a kind not served, with WaitForKinds: %v, want it to wait", h.Err())
 	}
-	await.Run(t, "the App that takes Foo for cluster-scoped", wrong.Run)
+	testwait.Run(t, "the App that takes Foo for cluster-scoped", wrong.Run)
 
 	// Installed: an existing Foo converges within 10 s.
 	c, err := client.New(env.Config, client.Options{Scheme: foo.Scheme(), DisableWriteTracking: true})
