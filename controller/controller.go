@@ -141,6 +141,8 @@ type Controller[K comparable] struct {
 	causes pendingCauses[K]
 	// hot follows the keys woken by the program's own writes.
 	hot hotLoops[K]
+	// hist keeps the latest reconciles, for Status.
+	hist history[K]
 
 	mu         sync.Mutex
 	sources    []Source[K]
@@ -423,8 +425,10 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 	ctx = withCall(ctx, call)
 	start := time.Now()
 	res, err := c.call(ctx, key)
-	c.m.duration.Observe(time.Since(start).Seconds())
+	dur := time.Since(start)
+	c.m.duration.Observe(dur.Seconds())
 	c.watchLoop(key, log, &call.causes, start)
+	rec := record[K]{key: key, start: start, dur: dur, causes: call.causes}
 
 	switch {
 	case err == nil && res.RequeueAfter > 0:
@@ -432,11 +436,15 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 		c.note(key, Cause{Source: causeRequeueAfter})
 		c.queue.AddAfter(key, res.RequeueAfter)
 		c.m.requeueAfter.Inc()
+		rec.outcome = OutcomeRequeueAfter
+		c.hist.add(rec)
 		log.Debug(reconciledMessage, "requeueAfter", res.RequeueAfter)
 		return
 	case err == nil:
 		c.queue.Forget(key)
 		c.m.success.Inc()
+		rec.outcome = OutcomeSuccess
+		c.hist.add(rec)
 		log.Debug(reconciledMessage)
 		return
 	}
@@ -448,7 +456,9 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 	}
 	retries := c.queue.NumRequeues(key)
 	terminal := errors.Is(err, ErrTerminal)
-	c.recent.add(ReconcileError{Time: time.Now(), Key: keyString(key), Error: err.Error(), Terminal: terminal, Retries: retries})
+	rec.outcome, rec.err, rec.terminal, rec.retries = OutcomeError, err.Error(), terminal, retries
+	c.hist.add(rec)
+	c.recent.add(rec.reconcile())
 	var pe *PanicError
 	if errors.As(err, &pe) {
 		c.m.panics.Inc()
