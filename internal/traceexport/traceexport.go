@@ -64,7 +64,7 @@ func Enabled(cfg Config) (bool, error) {
 		if err := CheckEndpoint(cfg.Endpoint); err != nil {
 			return false, err
 		}
-		return true, checkProtocol(getenv)
+		return protocol(getenv)
 	}
 	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
 		return false, nil
@@ -80,7 +80,13 @@ func Enabled(cfg Config) (bool, error) {
 	if exp == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
 		return false, nil
 	}
-	return true, checkProtocol(getenv)
+	return protocol(getenv)
+}
+
+// protocol reports whether the protocol asked for is one kloop sends.
+func protocol(getenv func(string) string) (bool, error) {
+	err := checkProtocol(getenv)
+	return err == nil, err
 }
 
 // CheckEndpoint checks an OTLP/HTTP endpoint given in code or on the
