@@ -56,7 +56,7 @@ func startReceiver(t *testing.T) *receiver {
 	f := otlpreceiver.NewFactory()
 	cfg := f.CreateDefaultConfig().(*otlpreceiver.Config)
 	cfg.Protocols.GRPC = configoptional.None[configgrpc.ServerConfig]()
-	cfg.Protocols.HTTP.Get().ServerConfig.NetAddr.Endpoint = addr
+	cfg.Protocols.HTTP.GetOrInsertDefault().ServerConfig.NetAddr.Endpoint = addr
 	sink, err := consumer.NewTraces(func(_ context.Context, td ptrace.Traces) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()

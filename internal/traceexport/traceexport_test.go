@@ -3,8 +3,11 @@ package traceexport
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,4 +164,59 @@ func quantile99(h controller.Histogram) float64 {
 		}
 	}
 	return 0
+}
+
+// BenchmarkReconcile measures what tracing adds to a reconcile: one
+// controller reconciling b.N keys, without a Tracer and with one whose
+// spans go to a local OTLP/HTTP endpoint that takes and discards them.
+func BenchmarkReconcile(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer srv.Close()
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("tracing=%v", on), func(b *testing.B) {
+			reg := prometheus.NewRegistry()
+			opts := controller.Options[int]{Name: "bench", Registerer: reg, Logger: slog.New(slog.DiscardHandler)}
+			var exp *Exporter
+			if on {
+				var err error
+				exp, err = New(Config{Endpoint: srv.URL, Service: "bench", Logger: slog.New(slog.DiscardHandler), Registerer: reg, Getenv: env(nil)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				exp.Start()
+				opts.Tracer = exp.Tracer()
+			}
+			var done atomic.Int64
+			var sig await.Signal
+			ctl, err := controller.New[int](controller.ReconcilerFunc[int](func(ctx context.Context, key int) (controller.Result, error) {
+				done.Add(1)
+				sig.Notify()
+				return controller.Result{}, nil
+			}), opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			stopped := make(chan struct{})
+			go func() { _ = ctl.Start(ctx); close(stopped) }()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				ctl.Enqueue(i)
+			}
+			await.Until(b, "every reconcile", sig.Changed, func() bool { return done.Load() >= int64(b.N) })
+			b.StopTimer()
+			cancel()
+			<-stopped
+			if exp != nil {
+				sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+				_ = exp.Shutdown(sctx)
+				c()
+				b.ReportMetric(metricstest.Value(b, reg, "kloop_trace_spans_dropped_total", "reason", "queue_full"), "dropped")
+			}
+		})
+	}
 }
