@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configgrpc"
@@ -200,5 +199,4 @@ func TestApp_SendsNoTraceWithoutOTELConfiguration(t *testing.T) {
 			t.Errorf("metric %s registered without traces on", mf.GetName())
 		}
 	}
-	_ = time.Second
 }
