@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,6 +27,7 @@ import (
 	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/internal/memlimit"
+	"github.com/kloop-dev/kloop/internal/traceexport"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/metrics"
@@ -58,6 +60,8 @@ type App struct {
 	debug    *debug.Server
 	client   *client.Client
 	recorder *record.Recorder
+	// traces is the trace pipeline (Options.TraceEndpoint), nil when off.
+	traces *traceexport.Exporter
 
 	mu         sync.Mutex
 	errs       []error
@@ -105,6 +109,10 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 		return nil, fmt.Errorf("kloop.New: %w", err)
 	}
 	a.client = c
+	a.traces, err = traceexport.New(traceexport.Config{Endpoint: opts.TraceEndpoint, Service: opts.Name, Logger: opts.Logger, Registerer: opts.Registry})
+	if err != nil {
+		return nil, fmt.Errorf("kloop.New: traces: %w", err)
+	}
 	host, _ := os.Hostname()
 	a.recorder, err = record.New(cfg, record.Options{
 		Component:  opts.Name,
@@ -486,9 +494,30 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	a.log.Info("Starting "+a.opts.Name, "namespace", a.watchNS)
 	setMemoryLimit(a.opts.MemoryLimit, a.log)
+	if a.traces != nil {
+		a.traces.Start()
+	}
 	err := a.mgr.Start(ctx)
+	a.stopTraces()
 	a.log.Info("Stopped "+a.opts.Name, "err", err)
 	return err
+}
+
+// traceFlushTimeout bounds how long a stop waits to send the last spans.
+const traceFlushTimeout = 5 * time.Second
+
+// stopTraces sends the spans still queued, giving up after
+// traceFlushTimeout (a receiver that does not answer must not hold the
+// stop), and stops the exporter.
+func (a *App) stopTraces() {
+	if a.traces == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
+	defer cancel()
+	if err := a.traces.Shutdown(ctx); err != nil {
+		a.log.Warn("Traces: the last spans were not all sent", "err", err)
+	}
 }
 
 // setMemoryLimit applies Options.MemoryLimit (see memlimit.Decide) and

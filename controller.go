@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"slices"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/internal/kindgate"
+	"github.com/kloop-dev/kloop/internal/tracing"
 	"github.com/kloop-dev/kloop/sharding"
 )
 
@@ -107,7 +109,8 @@ func (b *ControllerBuilder) Workers(n int) *ControllerBuilder {
 //	.WithOptions(func(o *controller.Options[cache.Key]) { o.MaxRetries = 5 })
 //
 // Name, Logger and Registerer are the App's; OwnWrite is the App client's
-// Wrote unless set.
+// Wrote unless set; Tracer and OwnWriteSpan are the App's when it traces
+// (Options.TraceEndpoint).
 func (b *ControllerBuilder) WithOptions(change func(*controller.Options[cache.Key])) *ControllerBuilder {
 	change(&b.b.opts)
 	return b
@@ -230,6 +233,15 @@ func (b *builder[K]) make(nothing string, gate func(*controller.Controller[K]) e
 	b.opts.Registerer = b.app.opts.Registry
 	if b.opts.OwnWrite == nil && b.app.client != nil {
 		b.opts.OwnWrite = b.app.client.Wrote
+	}
+	if t := b.app.traces; t != nil && b.opts.Tracer == nil {
+		b.opts.Tracer = t.Tracer()
+		if b.opts.OwnWriteSpan == nil && b.app.client != nil {
+			c := b.app.client
+			b.opts.OwnWriteSpan = func(namespace, name, rv string) trace.SpanContext {
+				return tracing.WriteSpan(c, namespace, name, rv)
+			}
+		}
 	}
 	c, err := controller.New[K](controller.ReconcilerFunc[K](b.reconcile), b.opts)
 	if err != nil {

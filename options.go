@@ -85,6 +85,23 @@ type Options struct {
 	// non-resource URLs /debug and /debug/*), on any address. Debug returns
 	// the server, for its URL.
 	DebugAddr string
+	// TraceEndpoint, if set, traces the App's reconciles and their writes
+	// with OpenTelemetry and sends the spans over OTLP/HTTP to this URL,
+	// such as "http://127.0.0.1:4318". Without it, the standard OTEL_*
+	// environment variables decide: traces are on when
+	// OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+	// is set, unless OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true;
+	// the exporter reads the other OTEL_EXPORTER_OTLP_* variables, the
+	// sampler OTEL_TRACES_SAMPLER, the resource OTEL_SERVICE_NAME
+	// (default Name) and OTEL_RESOURCE_ATTRIBUTES, the queue
+	// OTEL_BSP_MAX_QUEUE_SIZE (2048 spans), OTEL_BSP_SCHEDULE_DELAY and
+	// OTEL_BSP_EXPORT_TIMEOUT. A span that ends with the queue full, or in
+	// a batch the receiver does not take, is dropped and counted in
+	// kloop_trace_spans_dropped_total: a slow or unreachable receiver
+	// never makes a reconcile wait. What the spans hold:
+	// controller.Options.Tracer.
+	TraceEndpoint string
+
 	// HealthAddr is where /healthz and /readyz are served. "" or "0" means
 	// off. It may equal MetricsAddr: then one server serves all three.
 	HealthAddr string

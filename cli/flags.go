@@ -90,6 +90,9 @@ func (f *Flags) Validate() error {
 	if _, err := f.Serving.debugAddr(); err != nil {
 		return err
 	}
+	if err := f.Serving.traceEndpoint(); err != nil {
+		return err
+	}
 	if _, err := f.Serving.webhookAddr(); err != nil {
 		return err
 	}
@@ -111,7 +114,7 @@ func (f *Flags) Validate() error {
 // (a bad one is a *FlagError), sets the logger up (Logging.Setup), loads
 // the client configuration (the Cluster group) and returns it with the
 // Options for kloop.New: Name, Namespace or Namespaces, Logger,
-// MetricsAddr, HealthAddr, SecureMetrics, DebugAddr, the Webhook options,
+// MetricsAddr, HealthAddr, SecureMetrics, DebugAddr, TraceEndpoint, the Webhook options,
 // LeaderElection, Sharding and MemoryLimit filled in. The
 // command sets the rest (Scheme, ...) before calling kloop.New.
 func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) {
@@ -148,6 +151,7 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 		HealthAddr:        health,
 		SecureMetrics:     sec,
 		DebugAddr:         debugAddr,
+		TraceEndpoint:     f.Serving.TraceEndpoint,
 		WebhookAddr:       webhookAddr,
 		WebhookCertDir:    f.Serving.WebhookCertDir,
 		WebhookLocal:      f.Serving.WebhookLocal,

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/internal/traceexport"
 	"github.com/kloop-dev/kloop/metrics/secure"
 )
 
@@ -55,6 +56,10 @@ type Serving struct {
 	WebhookSelfSignedSecret string
 	WebhookService          string
 	WebhookServiceNamespace string
+	// TraceEndpoint is --trace-endpoint: an OTLP/HTTP URL to send a span
+	// per reconcile and per write to (kloop.Options.TraceEndpoint); ""
+	// leaves it to the OTEL_* environment variables.
+	TraceEndpoint string
 }
 
 // newServing returns kloop's defaults: both off, so that nothing listens
@@ -76,6 +81,8 @@ func (s *Serving) addFlags(fs *pflag.FlagSet) {
 		"with --metrics-secure: the directory holding tls.crt and tls.key to serve /metrics with (default: a self-signed certificate)")
 	fs.StringVar(&s.DebugAddr, "debug-bind-address", s.DebugAddr,
 		`serve the live debug page (informers, queues, reconciles, leader, shards) at /debug/ on this host:port, for example "127.0.0.1:8082"; a loopback address unless --metrics-secure is on, which gives it /metrics' TLS and authorization; 0 turns it off`)
+	fs.StringVar(&s.TraceEndpoint, "trace-endpoint", s.TraceEndpoint,
+		`send OpenTelemetry traces (a span per reconcile, with its causes, and per write) over OTLP/HTTP to this URL, for example "http://127.0.0.1:4318"; without it the OTEL_* environment variables decide (on with OTEL_EXPORTER_OTLP_ENDPOINT)`)
 	fs.StringVar(&s.WebhookAddr, "webhook-bind-address", s.WebhookAddr,
 		`serve the admission and conversion webhooks over TLS at this host:port, for example ":9443"; 0 turns them off`)
 	fs.StringVar(&s.WebhookCertDir, "webhook-cert-dir", s.WebhookCertDir,
@@ -130,6 +137,17 @@ func (s *Serving) webhookAddr() (string, error) {
 // debugAddr validates --debug-bind-address and returns it, "" for off. Without
 // --metrics-secure the page has no authentication, so its address must be
 // a loopback one.
+// traceEndpoint checks --trace-endpoint.
+func (s *Serving) traceEndpoint() error {
+	if s.TraceEndpoint == "" {
+		return nil
+	}
+	if err := traceexport.CheckEndpoint(s.TraceEndpoint); err != nil {
+		return &FlagError{Flag: "--trace-endpoint", Value: s.TraceEndpoint, Want: "the OTLP/HTTP receiver's URL, such as http://127.0.0.1:4318"}
+	}
+	return nil
+}
+
 func (s *Serving) debugAddr() (string, error) {
 	addr, err := bindAddr("--debug-bind-address", s.DebugAddr)
 	if err != nil || addr == "" || s.MetricsSecure {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -162,8 +163,14 @@ func (r *Resource[T]) UpdateStatus(ctx context.Context, obj T) (T, error) {
 	return r.write(ctx, "PUT", obj.GetNamespace(), obj.GetName(), "status", obj)
 }
 
-func (r *Resource[T]) write(ctx context.Context, verb, namespace, name, subresource string, obj T) (T, error) {
+func (r *Resource[T]) write(ctx context.Context, verb, namespace, name, subresource string, obj T) (_ T, err error) {
+	spanVerb := "update"
+	if verb == "POST" {
+		spanVerb, name = "create", ""
+	}
+	ctx, span := r.startSpan(ctx, spanVerb, namespace, cmp.Or(name, obj.GetName()), subresource)
 	out := r.newObj()
+	defer func() { r.endSpan(span, out, err) }()
 	req := r.req(verb, namespace).
 		Param("fieldManager", r.c.fieldManager).
 		Body(obj)
@@ -196,8 +203,14 @@ type PatchOptions struct {
 // types.StrategicMergePatchType (built-in types only) or
 // types.ApplyPatchType (server-side apply, with the client's field manager;
 // see also Apply).
-func (r *Resource[T]) Patch(ctx context.Context, namespace, name string, pt types.PatchType, data []byte, opts PatchOptions) (T, error) {
+func (r *Resource[T]) Patch(ctx context.Context, namespace, name string, pt types.PatchType, data []byte, opts PatchOptions) (_ T, err error) {
+	verb := "patch"
+	if pt == types.ApplyPatchType {
+		verb = "apply"
+	}
+	ctx, span := r.startSpan(ctx, verb, namespace, name, opts.Subresource)
 	out := r.newObj()
+	defer func() { r.endSpan(span, out, err) }()
 	req := r.rc.Patch(pt).
 		NamespaceIfScoped(namespace, namespace != "").
 		Resource(r.gvr.Resource).
@@ -244,7 +257,9 @@ func (r *Resource[T]) Apply(ctx context.Context, obj T, opts PatchOptions) (T, e
 // when the server returns only a Status (most built-in resources) it waits
 // until the cache no longer holds the object with the deleted UID. A dry
 // run (opts.DryRun) is not recorded.
-func (r *Resource[T]) Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+func (r *Resource[T]) Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) (err error) {
+	ctx, span := r.startSpan(ctx, "delete", namespace, name, "")
+	defer func() { r.endSpan(span, nil, err) }()
 	// JSON both ways, whatever the resource's content type: the body is
 	// read below as JSON.
 	raw, err := r.req("DELETE", namespace).Name(name).Body(mustJSON(opts)).

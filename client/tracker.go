@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,6 +38,16 @@ type writeTracker struct {
 	own     map[ownWrite]struct{}
 	ownRing []ownWrite
 	ownNext int
+	// spans holds the span of each traced write among own, for the
+	// reconcile its watch event wakes to link to (made on the first).
+	spans map[ownWrite]spanRef
+}
+
+// spanRef is a write's span, kept small.
+type spanRef struct {
+	trace trace.TraceID
+	span  trace.SpanID
+	flags trace.TraceFlags
 }
 
 // ownWrites bounds what a tracker remembers for Wrote: the watch event of
@@ -196,10 +207,44 @@ func (t *writeTracker) remember(w ownWrite) {
 		t.ownRing = append(t.ownRing, w)
 	} else {
 		delete(t.own, t.ownRing[t.ownNext])
+		delete(t.spans, t.ownRing[t.ownNext])
 		t.ownRing[t.ownNext] = w
 		t.ownNext = (t.ownNext + 1) % ownWrites
 	}
 	t.own[w] = struct{}{}
+}
+
+// rememberSpan notes sc as the span of the write that left
+// namespace/name at rv, recorded already (remember).
+func (t *writeTracker) rememberSpan(namespace, name, rv string, sc trace.SpanContext) {
+	if t == nil || rv == "" || !sc.IsValid() {
+		return
+	}
+	w := ownWrite{namespace, name, rv}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.own[w]; !ok {
+		return
+	}
+	if t.spans == nil {
+		t.spans = make(map[ownWrite]spanRef)
+	}
+	t.spans[w] = spanRef{trace: sc.TraceID(), span: sc.SpanID(), flags: sc.TraceFlags()}
+}
+
+// wroteSpan returns the span of the write that left namespace/name at rv,
+// if it was traced and is still remembered; an invalid SpanContext if not.
+func (t *writeTracker) wroteSpan(namespace, name, rv string) trace.SpanContext {
+	if t == nil || rv == "" {
+		return trace.SpanContext{}
+	}
+	t.mu.Lock()
+	ref, ok := t.spans[ownWrite{namespace, name, rv}]
+	t.mu.Unlock()
+	if !ok {
+		return trace.SpanContext{}
+	}
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: ref.trace, SpanID: ref.span, TraceFlags: ref.flags})
 }
 
 // Wrote reports whether a write recorded by t, among the latest ownWrites,

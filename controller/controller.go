@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/workqueue"
@@ -121,6 +122,23 @@ type Options[K comparable] struct {
 	// waking by its own writes. An App sets its client's Wrote. It is
 	// called on the workers, once per kept cause.
 	OwnWrite func(namespace, name, resourceVersion string) bool
+
+	// Tracer, if set, traces every reconcile: a span named "reconcile "
+	// + Name, with the attributes kloop.controller, kloop.key,
+	// kloop.causes (each cause as the logs write it), kloop.causes.total,
+	// kloop.self_triggered and kloop.outcome ("success", "requeue_after",
+	// "error"), and the error as its status. Its context is the
+	// Reconcile call's, so the writes of the App's client in the call are
+	// its children. The span links to the span of each own write among
+	// its causes (OwnWriteSpan); a reconcile woken only by own writes is
+	// a child of the latest of them, so a self-triggered loop is one
+	// trace. Default nil: no spans. An App sets it from the OTEL_*
+	// environment (kloop.Options.TraceEndpoint).
+	Tracer trace.Tracer
+	// OwnWriteSpan, with Tracer, returns the span of the program's write
+	// that left namespace/name at resourceVersion (invalid when unknown).
+	// An App sets it from its client.
+	OwnWriteSpan func(namespace, name, resourceVersion string) trace.SpanContext
 }
 
 // Controller reconciles keys of type K: sources enqueue keys, workers hand
@@ -141,6 +159,8 @@ type Controller[K comparable] struct {
 	causes pendingCauses[K]
 	// hot follows the keys woken by the program's own writes.
 	hot hotLoops[K]
+	// hist keeps the latest reconciles, for Status.
+	hist history[K]
 
 	mu         sync.Mutex
 	sources    []Source[K]
@@ -421,10 +441,16 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 	call := newReconcileHandler(c.log, key, causes)
 	log := call.log
 	ctx = withCall(ctx, call)
+	var span trace.Span
+	if c.opts.Tracer != nil {
+		ctx, span = c.startSpan(ctx, key, &call.causes)
+	}
 	start := time.Now()
 	res, err := c.call(ctx, key)
-	c.m.duration.Observe(time.Since(start).Seconds())
+	dur := time.Since(start)
+	c.m.duration.Observe(dur.Seconds())
 	c.watchLoop(key, log, &call.causes, start)
+	rec := record[K]{key: key, start: start, dur: dur, causes: call.causes}
 
 	switch {
 	case err == nil && res.RequeueAfter > 0:
@@ -432,11 +458,15 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 		c.note(key, Cause{Source: causeRequeueAfter})
 		c.queue.AddAfter(key, res.RequeueAfter)
 		c.m.requeueAfter.Inc()
+		rec.outcome = OutcomeRequeueAfter
+		c.done(span, rec, res, nil)
 		log.Debug(reconciledMessage, "requeueAfter", res.RequeueAfter)
 		return
 	case err == nil:
 		c.queue.Forget(key)
 		c.m.success.Inc()
+		rec.outcome = OutcomeSuccess
+		c.done(span, rec, res, nil)
 		log.Debug(reconciledMessage)
 		return
 	}
@@ -448,7 +478,9 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 	}
 	retries := c.queue.NumRequeues(key)
 	terminal := errors.Is(err, ErrTerminal)
-	c.recent.add(ReconcileError{Time: time.Now(), Key: keyString(key), Error: err.Error(), Terminal: terminal, Retries: retries})
+	rec.outcome, rec.err, rec.terminal, rec.retries = OutcomeError, err.Error(), terminal, retries
+	c.done(span, rec, res, err)
+	c.recent.add(rec.reconcile())
 	var pe *PanicError
 	if errors.As(err, &pe) {
 		c.m.panics.Inc()

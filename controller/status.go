@@ -31,7 +31,15 @@ type Status struct {
 	Duration Histogram
 	// RecentErrors are the latest failed reconciles, newest first, at most
 	// RecentErrors of them.
-	RecentErrors []ReconcileError
+	RecentErrors []Reconcile
+	// Recent are the latest reconciles, failed or not, newest first, at
+	// most RecentReconciles of them: what woke each and how it ended.
+	Recent []Reconcile
+	// KeyHistory returns the latest reconciles of each key, newest first
+	// (at most 5 a key), for the 256 keys reconciled most recently, by key
+	// as text. It copies them when called; nil in a Status not made by a
+	// Controller.
+	KeyHistory func() map[string][]Reconcile
 	// HotLoops are the keys reconciled again and again, woken only by the
 	// program's own writes (every cause Own): at least 10 such reconciles
 	// in a row within 30 s, the latest of them within the last 30 s. At
@@ -53,28 +61,15 @@ type Histogram struct {
 	Buckets     []uint64
 }
 
-// ReconcileError is one failed reconcile.
-type ReconcileError struct {
-	Time time.Time
-	// Key is the key as text (cache.Key: "namespace/name").
-	Key string
-	// Error is the error's message.
-	Error string
-	// Terminal: a TerminalError, not retried.
-	Terminal bool
-	// Retries is how many rate-limited retries the key had had before.
-	Retries int
-}
-
 // recentErrors is a ring of the latest failures.
 type recentErrors struct {
 	mu   sync.Mutex
-	ring [RecentErrors]ReconcileError
+	ring [RecentErrors]Reconcile
 	next int
 	n    int
 }
 
-func (r *recentErrors) add(e ReconcileError) {
+func (r *recentErrors) add(e Reconcile) {
 	r.mu.Lock()
 	r.ring[r.next] = e
 	r.next = (r.next + 1) % len(r.ring)
@@ -82,10 +77,10 @@ func (r *recentErrors) add(e ReconcileError) {
 	r.mu.Unlock()
 }
 
-func (r *recentErrors) list() []ReconcileError {
+func (r *recentErrors) list() []Reconcile {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]ReconcileError, 0, r.n)
+	out := make([]Reconcile, 0, r.n)
 	for i := 1; i <= r.n; i++ {
 		out = append(out, r.ring[(r.next-i+len(r.ring))%len(r.ring)])
 	}
@@ -106,6 +101,8 @@ func (c *Controller[K]) Status() Status {
 		Panics:        kmetrics.Count(c.m.panics),
 		Timeouts:      kmetrics.Count(c.m.timeouts),
 		RecentErrors:  c.recent.list(),
+		Recent:        c.hist.list(),
+		KeyHistory:    c.hist.byKey,
 		HotLoops:      c.hot.list(time.Now()),
 		Queue:         c.queue.Status(),
 	}

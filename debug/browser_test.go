@@ -247,3 +247,45 @@ func TestPage_InChromium_ShowsTheShardTable(t *testing.T) {
 		}
 	}
 }
+
+func TestPage_InChromium_ShowsWhyAFooWasReconciled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane and Chromium (not run with -short)")
+	}
+	tab := browser(t)
+	r := newFooRun(t, controlPlane.Env(t), "web")
+	if err := chromedp.Do(tab, chromedp.Navigate(r.srv.URL())); err != nil {
+		t.Fatalf("open %s: %v", r.srv.URL(), err)
+	}
+	key := r.ns + "/web"
+	// The Foo's first reconcile, woken by the informer's initial list.
+	rows := fmt.Sprintf(`[...document.querySelectorAll('section[data-controller="foo-controller"] .why tr[data-reconcile-key="%s"] [data-field="causes"]')].map(c => c.textContent)`, key)
+	until(t, tab, 60*time.Second, "a reconcile of "+key+" woken by the Foo's initial list",
+		rows+`.some(c => c.includes("For Foo `+key+`@") && c.includes("Added (replay)"))`, rows)
+
+	// The test changes the Foo's replicas: the page names that update,
+	// at the resourceVersion the API server gave it, as the cause.
+	f, err := r.foos.Get(t.Context(), r.ns, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	three := int32(3)
+	f.Spec.Replicas = &three
+	f, err = r.foos.Update(t.Context(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cause := fmt.Sprintf("For Foo %s@%s Updated", key, f.ResourceVersion)
+	until(t, tab, 60*time.Second, "the reconcile woken by the change: "+cause,
+		rows+fmt.Sprintf(`.some(c => c.includes(%q))`, cause), rows)
+
+	// The key's own history, one click away, has it too.
+	link := fmt.Sprintf(`section[data-controller="foo-controller"] a.key[data-key="%s"]`, key)
+	if ok, err := chromedp.Run(tab, chromedp.Evaluate[bool](fmt.Sprintf(`(a => { if (a) a.click(); return !!a; })(document.querySelector(%q))`, link))); err != nil || !ok {
+		t.Fatalf("click the key %s: found %v, %v", key, ok, err)
+	}
+	hist := fmt.Sprintf(`(b => b ? b.textContent.replace(/\s+/g, " ") : null)(document.querySelector('[data-key-history="%s"]'))`, key)
+	got := until(t, tab, 30*time.Second, "the key's history with the change as a cause",
+		fmt.Sprintf(`(h => h && h.includes("Why did %s run?") && h.includes(%q) && h.includes("ok") ? h : null)(%s)`, key, cause, hist), hist)
+	t.Logf("the key's history shows: %s", got)
+}

@@ -94,7 +94,15 @@
 //	                  controller's life), p50, p99}, estimated from the
 //	                  histogram's buckets like histogram_quantile
 //	  recentErrors[]  the latest failed reconciles, newest first, at most 10:
-//	                  {time, key, error, terminal, retries (before this one)}
+//	                  {time (started), key, outcome, durationSeconds, error,
+//	                  terminal, retries (before this one), causes[] (what
+//	                  woke it, as the logs write them), causesTotal}
+//	  recentReconciles[]  the latest reconciles, failed or not, newest
+//	                  first, at most 20, in the same form: why each ran
+//	                  ("For Foo ns/web@42 Updated") and how it ended
+//	                  (outcome "success", "requeue_after" or "error")
+//	  hotLoops[]      keys woken only by the controller's own writes:
+//	                  {key, reconciles, since, last, causes[]}
 //	  queue           {ready, readyByPriority {"0": n, ...}, delayed,
 //	                  inFlight, oldestReadySeconds, longestRunningSeconds,
 //	                  adds, retries}
@@ -115,6 +123,14 @@
 //	               "invalid"), since, objects (in its caches), lastError,
 //	               level (failed or invalid: bad; joining, or an informer's
 //	               error: warn), trouble[]}
+//
+// # Why did a key run?
+//
+// KeysPath ("/debug/api/v1/keys?controller=NAME", optionally &key=KEY)
+// answers with {version, controller, keys: {KEY: [reconcile, ...]}}: the
+// latest 5 reconciles of each of the 256 keys the controller reconciled
+// most recently, newest first, in the form of recentReconciles. On the
+// page, a click on a key of the latest reconciles shows its history.
 //
 // # Trouble
 //

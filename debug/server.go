@@ -28,6 +28,11 @@ import (
 const (
 	PagePath     = "/debug/"
 	SnapshotPath = "/debug/api/v1/snapshot"
+	// KeysPath answers "why did this key run?": for ?controller=NAME, the
+	// latest reconciles of each key it reconciled recently (the last 5 of
+	// each of the 256 most recent keys; controller.Status.KeyHistory),
+	// with their causes; &key=KEY narrows it to one key.
+	KeysPath = "/debug/api/v1/keys"
 	// PprofPath is net/http/pprof's index of the process's profiles
 	// (goroutine, heap, allocs, mutex, block, CPU profile, trace), behind
 	// the same guard as the page: `go tool pprof URL/heap` with the
@@ -254,6 +259,7 @@ func (s *Server) Handler() http.Handler {
 			s.log.Debug("debug: writing a snapshot", "err", err)
 		}
 	})
+	mux.HandleFunc("GET "+KeysPath, s.serveKeys)
 	mux.HandleFunc("GET "+PprofPath, pprof.Index) // and each named profile below it
 	mux.HandleFunc("GET "+PprofPath+"cmdline", pprof.Cmdline)
 	mux.HandleFunc("GET "+PprofPath+"profile", pprof.Profile)
@@ -313,4 +319,49 @@ func gather(m *manager.Manager) input {
 		}
 	}
 	return in
+}
+
+// keysDoc is the document of KeysPath.
+type keysDoc struct {
+	Version    int                         `json:"version"`
+	Controller string                      `json:"controller"`
+	Keys       map[string][]reconcileError `json:"keys"`
+}
+
+// serveKeys answers KeysPath: the latest reconciles of a controller's
+// keys, or of one key.
+func (s *Server) serveKeys(w http.ResponseWriter, r *http.Request) {
+	name, key := r.URL.Query().Get("controller"), r.URL.Query().Get("key")
+	var names []string
+	for _, run := range s.m.Runnables() {
+		c, ok := run.(interface{ Status() controller.Status })
+		if !ok {
+			continue
+		}
+		st := c.Status()
+		if st.Name != name {
+			names = append(names, st.Name)
+			continue
+		}
+		doc := keysDoc{Version: SchemaVersion, Controller: name, Keys: map[string][]reconcileError{}}
+		if st.KeyHistory != nil {
+			for k, rs := range st.KeyHistory() {
+				if key != "" && k != key {
+					continue
+				}
+				out := make([]reconcileError, 0, len(rs))
+				for _, x := range rs {
+					out = append(out, reconcileOf(x))
+				}
+				doc.Keys[k] = out
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := json.NewEncoder(w).Encode(doc); err != nil {
+			s.log.Debug("debug: writing the keys of a controller", "err", err)
+		}
+		return
+	}
+	http.Error(w, fmt.Sprintf("no controller %q: give ?controller= one of %q", name, names), http.StatusNotFound)
 }

@@ -180,6 +180,9 @@ type controllerState struct {
 	// over the controller's life.
 	Duration     durations        `json:"duration"`
 	RecentErrors []reconcileError `json:"recentErrors"`
+	// RecentReconciles are the latest reconciles, failed or not, newest
+	// first, with what woke each (controller.Status.Recent).
+	RecentReconciles []reconcileError `json:"recentReconciles"`
 	// HotLoops are the keys reconciled again and again, woken only by
 	// the controller's own writes (controller.Status.HotLoops).
 	HotLoops []hotLoop  `json:"hotLoops"`
@@ -219,13 +222,35 @@ type durations struct {
 	P99    float64 `json:"p99"`
 }
 
-// reconcileError is one failed reconcile.
+// reconcileError is one reconcile, failed (recentErrors) or not
+// (recentReconciles): when it started, its key, how it ended, and its
+// causes as the logs write them.
 type reconcileError struct {
-	Time     time.Time `json:"time"`
-	Key      string    `json:"key"`
-	Error    string    `json:"error"`
-	Terminal bool      `json:"terminal"`
-	Retries  int       `json:"retries"`
+	Time            time.Time `json:"time"`
+	Key             string    `json:"key"`
+	Outcome         string    `json:"outcome"`
+	DurationSeconds float64   `json:"durationSeconds"`
+	Error           string    `json:"error"`
+	Terminal        bool      `json:"terminal"`
+	Retries         int       `json:"retries"`
+	Causes          []string  `json:"causes"`
+	CausesTotal     int       `json:"causesTotal"`
+}
+
+// reconcileOf is r as the snapshot shows it.
+func reconcileOf(r controller.Reconcile) reconcileError {
+	return reconcileError{
+		Time: r.Time, Key: r.Key, Outcome: r.Outcome, DurationSeconds: r.Duration.Seconds(), Error: r.Error,
+		Terminal: r.Terminal, Retries: r.Retries, Causes: causeStrings(r.Causes), CausesTotal: r.CausesTotal,
+	}
+}
+
+func causeStrings(cs []controller.Cause) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.String()
+	}
+	return out
 }
 
 // hotLoop is a key woken only by its controller's own writes, again and
@@ -476,15 +501,15 @@ func buildController(now time.Time, st controller.Status, base *sample, history 
 		c.Queue.ReadyByPriority[strconv.Itoa(p)] = n
 	}
 	for _, e := range st.RecentErrors {
-		c.RecentErrors = append(c.RecentErrors, reconcileError(e))
+		c.RecentErrors = append(c.RecentErrors, reconcileOf(e))
+	}
+	c.RecentReconciles = make([]reconcileError, 0, len(st.Recent))
+	for _, r := range st.Recent {
+		c.RecentReconciles = append(c.RecentReconciles, reconcileOf(r))
 	}
 	c.HotLoops = make([]hotLoop, 0, len(st.HotLoops))
 	for _, h := range st.HotLoops {
-		causes := make([]string, len(h.Causes))
-		for i, x := range h.Causes {
-			causes[i] = x.String()
-		}
-		c.HotLoops = append(c.HotLoops, hotLoop{Key: h.Key, Reconciles: h.Reconciles, Since: h.Since, Last: h.Last, Causes: causes})
+		c.HotLoops = append(c.HotLoops, hotLoop{Key: h.Key, Reconciles: h.Reconciles, Since: h.Since, Last: h.Last, Causes: causeStrings(h.Causes)})
 	}
 	trouble := func(level, format string, args ...any) {
 		c.Level = worse(c.Level, level)

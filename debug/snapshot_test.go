@@ -137,7 +137,7 @@ func TestBuild_StuckKeysAndLeader(t *testing.T) {
 	c := ctl(1, 0, 1, 1, 1, 1, 1)
 	c.Queue.OldestReady = 2 * time.Minute
 	c.Queue.LongestRunning = 90 * time.Second
-	c.RecentErrors = []controller.ReconcileError{{Time: t0, Key: "ns/a", Error: "boom", Retries: 3}}
+	c.RecentErrors = []controller.Reconcile{{Time: t0, Key: "ns/a", Error: "boom", Retries: 3}}
 	leader := leaderelection.Status{Lease: "ns/l", Identity: "me", Leader: "me", Leading: true, LeadingSince: t0.Add(-time.Hour), Renewals: 7}
 	s := build(input{Time: t0, Manager: manager.Status{Started: true, Leading: true}, Leader: &leader, Controllers: []controller.Status{c}}, nil, time.Minute, time.Minute)
 	got := s.Controllers[0]
@@ -222,5 +222,19 @@ func TestBuild_HotLoopsAreListedWithTheirCausesAndWarned(t *testing.T) {
 	}
 	if l := s.Controllers[0]; l.Level != LevelWarn || len(l.Trouble) != 1 || !strings.Contains(l.Trouble[0], "hot loop") {
 		t.Errorf("level %s, trouble %q; want a warning of the hot loop", l.Level, l.Trouble)
+	}
+}
+
+func TestBuild_RecentReconcilesCarryTheirCausesAsText(t *testing.T) {
+	c := ctl(1, 0, 1, 1, 1, 1, 1)
+	c.Recent = []controller.Reconcile{{
+		Time: t0, Key: "ns/web", Duration: 3 * time.Millisecond, Outcome: controller.OutcomeSuccess, CausesTotal: 4,
+		Causes: []controller.Cause{{Source: "For", Kind: "Foo", Namespace: "ns", Name: "web", ResourceVersion: "42", Change: cache.Updated}},
+	}}
+	s := build(input{Time: t0, Controllers: []controller.Status{c}}, nil, time.Minute, time.Minute)
+	got, _ := json.Marshal(s.Controllers[0].RecentReconciles)
+	want := `[{"time":"` + t0.Format(time.RFC3339Nano) + `","key":"ns/web","outcome":"success","durationSeconds":0.003,"error":"","terminal":false,"retries":0,"causes":["For Foo ns/web@42 Updated"],"causesTotal":4}]`
+	if string(got) != want {
+		t.Errorf("recentReconciles = %s\nwant %s", got, want)
 	}
 }

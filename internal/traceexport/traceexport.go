@@ -1,0 +1,356 @@
+// Package traceexport sets up the OpenTelemetry SDK for an App's traces
+// (package tracing names what they hold): an OTLP/HTTP exporter configured
+// by the standard OTEL_* environment variables, or by an endpoint given
+// in code or on the command line, behind a bounded queue that never makes
+// a reconcile wait. It is off unless configured.
+package traceexport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kloop-dev/kloop/internal/kmetrics"
+	"github.com/kloop-dev/kloop/internal/tracing"
+)
+
+// Config is what the App gives: the rest comes from the environment.
+type Config struct {
+	// Endpoint, if set, turns tracing on and sends the spans to this
+	// OTLP/HTTP URL (such as http://127.0.0.1:4318), whatever the
+	// environment says of the endpoint.
+	Endpoint string
+	// Service is the default service.name (OTEL_SERVICE_NAME and
+	// OTEL_RESOURCE_ATTRIBUTES override it).
+	Service    string
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	// Getenv reads the environment; default os.Getenv.
+	Getenv func(string) string
+}
+
+// Exporter is a configured trace pipeline: a TracerProvider whose spans
+// go through a bounded queue to an OTLP exporter. Start runs the
+// exporting; Shutdown flushes what is queued and stops.
+type Exporter struct {
+	provider *sdktrace.TracerProvider
+	queue    *queue
+}
+
+// Enabled reports whether the environment (or cfg.Endpoint) asks for
+// traces, and returns an error for a setting kloop cannot honour, saying
+// what to set instead. Traces are on with an endpoint
+// (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT, or
+// cfg.Endpoint) or OTEL_TRACES_EXPORTER=otlp, unless
+// OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true (cfg.Endpoint wins
+// over both).
+func Enabled(cfg Config) (bool, error) {
+	getenv := cfg.getenv()
+	if cfg.Endpoint != "" {
+		if err := CheckEndpoint(cfg.Endpoint); err != nil {
+			return false, err
+		}
+		return protocol(getenv)
+	}
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return false, nil
+	}
+	exp := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")))
+	switch exp {
+	case "none":
+		return false, nil
+	case "", "otlp":
+	default:
+		return false, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: kloop exports traces with OTLP only: set it to otlp (or leave it unset) with OTEL_EXPORTER_OTLP_ENDPOINT, or to none", exp)
+	}
+	if exp == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
+		return false, nil
+	}
+	return protocol(getenv)
+}
+
+// protocol reports whether the protocol asked for is one kloop sends.
+func protocol(getenv func(string) string) (bool, error) {
+	err := checkProtocol(getenv)
+	return err == nil, err
+}
+
+// CheckEndpoint checks an OTLP/HTTP endpoint given in code or on the
+// command line: an http or https URL with a host.
+func CheckEndpoint(endpoint string) error {
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("trace endpoint %q: give the OTLP/HTTP receiver's URL, such as http://127.0.0.1:4318", endpoint)
+	}
+	return nil
+}
+
+func checkProtocol(getenv func(string) string) error {
+	name, p := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+	if p == "" {
+		name, p = "OTEL_EXPORTER_OTLP_PROTOCOL", getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+	}
+	if p != "" && p != "http/protobuf" {
+		return fmt.Errorf("%s=%q: kloop sends traces over OTLP/HTTP: set it to http/protobuf (or leave it unset) and point the endpoint at the collector's OTLP/HTTP port (4318)", name, p)
+	}
+	return nil
+}
+
+func (cfg Config) getenv() func(string) string {
+	if cfg.Getenv != nil {
+		return cfg.Getenv
+	}
+	return os.Getenv
+}
+
+// New returns the trace pipeline cfg and the environment ask for, or nil
+// when they ask for none. It does no I/O and starts no goroutine (Start
+// does).
+func New(cfg Config) (*Exporter, error) {
+	on, err := Enabled(cfg)
+	if err != nil || !on {
+		return nil, err
+	}
+	getenv := cfg.getenv()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	var opts []otlptracehttp.Option
+	if cfg.Endpoint != "" {
+		opts = append(opts, otlptracehttp.WithEndpointURL(cfg.Endpoint))
+	}
+	// The exporter reads the other OTEL_EXPORTER_OTLP_* variables itself
+	// (headers, timeout, compression, certificates); New makes no request.
+	exp, err := otlptracehttp.New(context.Background(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("traces: the OTLP exporter: %w", err)
+	}
+	qo, err := queueOptions(getenv)
+	if err != nil {
+		return nil, err
+	}
+	q, err := newQueue(exp, qo, cfg.Logger, cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	res, err := resource.New(context.Background(),
+		resource.WithAttributes(attribute.String("service.name", cfg.Service)),
+		resource.WithFromEnv(), resource.WithTelemetrySDK())
+	if err != nil && res == nil {
+		return nil, fmt.Errorf("traces: OTEL_RESOURCE_ATTRIBUTES or OTEL_SERVICE_NAME: %w", err)
+	}
+	// The sampler comes from OTEL_TRACES_SAMPLER (default: every span).
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(q), sdktrace.WithResource(res))
+	return &Exporter{provider: tp, queue: q}, nil
+}
+
+// Tracer is the tracer of kloop's spans.
+func (e *Exporter) Tracer() trace.Tracer { return e.provider.Tracer(tracing.Scope) }
+
+// Start exports queued spans until Shutdown.
+func (e *Exporter) Start() { e.queue.start() }
+
+// Shutdown exports what is queued, within ctx, and stops.
+func (e *Exporter) Shutdown(ctx context.Context) error { return e.provider.Shutdown(ctx) }
+
+// queueOpts bound the queue: the OTEL_BSP_* variables of the SDK's
+// batch span processor, with its defaults.
+type queueOpts struct {
+	size, batch   int
+	delay, export time.Duration
+}
+
+func queueOptions(getenv func(string) string) (queueOpts, error) {
+	o := queueOpts{size: 2048, batch: 512, delay: 5 * time.Second, export: 30 * time.Second}
+	var errs []error
+	num := func(name string, into *int) {
+		v := getenv(name)
+		if v == "" {
+			return
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: give a positive whole number", name, v))
+			return
+		}
+		*into = n
+	}
+	ms := func(name string, into *time.Duration) {
+		n := -1
+		num(name, &n)
+		if n > 0 {
+			*into = time.Duration(n) * time.Millisecond
+		}
+	}
+	num("OTEL_BSP_MAX_QUEUE_SIZE", &o.size)
+	num("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", &o.batch)
+	ms("OTEL_BSP_SCHEDULE_DELAY", &o.delay)
+	ms("OTEL_BSP_EXPORT_TIMEOUT", &o.export)
+	o.batch = min(o.batch, o.size)
+	return o, errors.Join(errs...)
+}
+
+// queue is a span processor like the SDK's batch span processor, whose
+// drops are counted in kloop_trace_spans_dropped_total: a span that ends
+// when the queue is full is dropped at once, never waited for, and a
+// batch the exporter fails to send (a receiver down, unreachable or
+// silent past OTEL_BSP_EXPORT_TIMEOUT) is dropped too.
+type queue struct {
+	exp  sdktrace.SpanExporter
+	o    queueOpts
+	log  *slog.Logger
+	in   chan sdktrace.ReadOnlySpan
+	full prometheus.Counter
+	fail prometheus.Counter
+	sent prometheus.Counter
+
+	startOnce sync.Once
+	flush     chan chan struct{}
+	stop      chan struct{}
+	stopped   chan struct{}
+	stopOnce  sync.Once
+	// lastWarn is when a failed export was last logged (one a minute).
+	lastWarn time.Time
+}
+
+func newQueue(exp sdktrace.SpanExporter, o queueOpts, log *slog.Logger, reg prometheus.Registerer) (*queue, error) {
+	r := kmetrics.NewRegistrar(reg)
+	dropped := r.CounterVec(prometheus.CounterOpts{Name: "kloop_trace_spans_dropped_total",
+		Help: "Spans not exported: reason queue_full (ended while OTEL_BSP_MAX_QUEUE_SIZE spans waited) or export_failed (the OTLP receiver did not take their batch)"}, "reason")
+	sent := r.CounterVec(prometheus.CounterOpts{Name: "kloop_trace_spans_exported_total", Help: "Spans the OTLP receiver took"})
+	if err := r.Err(); err != nil {
+		return nil, fmt.Errorf("traces: registering metrics: %w", err)
+	}
+	return &queue{
+		exp: exp, o: o, log: log,
+		in:   make(chan sdktrace.ReadOnlySpan, o.size),
+		full: dropped.WithLabelValues("queue_full"), fail: dropped.WithLabelValues("export_failed"),
+		sent:  sent.WithLabelValues(),
+		flush: make(chan chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{}),
+	}, nil
+}
+
+func (q *queue) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+
+// OnEnd queues s, or drops it when the queue is full: it never waits.
+func (q *queue) OnEnd(s sdktrace.ReadOnlySpan) {
+	if !s.SpanContext().IsSampled() {
+		return
+	}
+	select {
+	case q.in <- s:
+	default:
+		q.full.Inc()
+	}
+}
+
+func (q *queue) start() { q.startOnce.Do(func() { go q.run() }) }
+
+// run sends batches: when one is full, every OTEL_BSP_SCHEDULE_DELAY, on
+// ForceFlush, and what is left at Shutdown.
+func (q *queue) run() {
+	defer close(q.stopped)
+	batch := make([]sdktrace.ReadOnlySpan, 0, q.o.batch)
+	tick := time.NewTicker(q.o.delay)
+	defer tick.Stop()
+	send := func() {
+		if len(batch) > 0 {
+			q.export(batch)
+			clear(batch)
+			batch = batch[:0]
+		}
+	}
+	for {
+		select {
+		case s := <-q.in:
+			batch = append(batch, s)
+			if len(batch) >= q.o.batch {
+				send()
+			}
+		case <-tick.C:
+			send()
+		case done := <-q.flush:
+			q.drain(&batch, send)
+			close(done)
+		case <-q.stop:
+			q.drain(&batch, send)
+			return
+		}
+	}
+}
+
+// drain sends every span queued now.
+func (q *queue) drain(batch *[]sdktrace.ReadOnlySpan, send func()) {
+	for {
+		select {
+		case s := <-q.in:
+			*batch = append(*batch, s)
+			if len(*batch) >= q.o.batch {
+				send()
+			}
+		default:
+			send()
+			return
+		}
+	}
+}
+
+func (q *queue) export(batch []sdktrace.ReadOnlySpan) {
+	ctx, cancel := context.WithTimeout(context.Background(), q.o.export)
+	defer cancel()
+	if err := q.exp.ExportSpans(ctx, batch); err != nil {
+		q.fail.Add(float64(len(batch)))
+		if now := time.Now(); now.Sub(q.lastWarn) >= time.Minute {
+			q.lastWarn = now
+			q.log.Warn("Traces not exported; spans are dropped until the OTLP receiver answers (kloop_trace_spans_dropped_total)", "spans", len(batch), "err", err)
+		}
+		return
+	}
+	q.sent.Add(float64(len(batch)))
+}
+
+// ForceFlush exports what is queued now, or gives up when ctx is done.
+func (q *queue) ForceFlush(ctx context.Context) error {
+	q.start()
+	done := make(chan struct{})
+	select {
+	case q.flush <- done:
+	case <-q.stopped:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Shutdown exports what is queued and stops the exporter, or gives up
+// when ctx is done (the spans left are lost).
+func (q *queue) Shutdown(ctx context.Context) error {
+	q.start()
+	q.stopOnce.Do(func() { close(q.stop) })
+	select {
+	case <-q.stopped:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return q.exp.Shutdown(ctx)
+}
