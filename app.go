@@ -402,7 +402,8 @@ func (a *App) resourceOfLocked(gvk schema.GroupVersionKind) (_ schema.GroupVersi
 
 // Add adds a runnable of your own (a server, a periodic job) to be run by
 // Run like the App's own. Without leader election it runs at once; with it,
-// only on the leader unless it implements manager.LeaderElectionRunnable.
+// only on the leader unless it has a method NeedLeaderElection() bool that
+// returns false.
 func (a *App) Add(r manager.Runnable) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

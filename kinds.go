@@ -15,7 +15,6 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/internal/kindgate"
-	"github.com/kloop-dev/kloop/manager"
 )
 
 // kinds is what Options.WaitForKinds keeps: one gate per custom kind the
@@ -171,8 +170,6 @@ func (a *App) heldBy(c *controller.Controller[cache.Key]) func(cache.Key) bool {
 // kindsRunnable polls discovery for the App's shut gates while Run runs,
 // on every replica.
 type kindsRunnable struct{ a *App }
-
-var _ manager.LeaderElectionRunnable = kindsRunnable{}
 
 func (kindsRunnable) NeedLeaderElection() bool { return false }
 

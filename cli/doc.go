@@ -107,7 +107,7 @@
 //	                     so 0 is info and 4 is debug
 //
 // Logging.Setup routes klog, and with it client-go's logs, into the same
-// logger (manager.RouteKlog) and sets klog's verbosity to match, so a
+// logger (klog.SetSlogLogger) and sets klog's verbosity to match, so a
 // process writes one stream in one format.
 //
 // # Client-side throttling

@@ -11,8 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
-
-	"github.com/kloop-dev/kloop/manager"
 )
 
 // Logging is --log-level, --log-format and klog's -v. The fields hold the
@@ -141,7 +139,7 @@ func (l *Logging) Setup(cmd *cobra.Command) (*slog.Logger, error) {
 	if err := fs.Set("v", strconv.Itoa(v)); err != nil {
 		return nil, fmt.Errorf("setting klog's verbosity: %w", err)
 	}
-	manager.RouteKlog(log)
+	klog.SetSlogLogger(log)
 	if s := stateOf(cmd); s != nil {
 		s.logger = log
 	}

@@ -481,7 +481,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 	rec.outcome, rec.err, rec.terminal, rec.retries = OutcomeError, err.Error(), terminal, retries
 	c.done(span, rec, res, err)
 	c.recent.add(rec.reconcile())
-	var pe *PanicError
+	var pe *panicError
 	if errors.As(err, &pe) {
 		c.m.panics.Inc()
 		log = log.With("stack", string(pe.Stack))
@@ -514,11 +514,11 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 // returned no error; tests wait for it (testenv/await.Reconciled).
 const reconciledMessage = "Reconciled"
 
-// call runs Reconcile, turning a panic into a *PanicError.
+// call runs Reconcile, turning a panic into a *panicError.
 func (c *Controller[K]) call(ctx context.Context, key K) (res Result, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			res, err = Result{}, &PanicError{Value: v, Stack: debug.Stack()}
+			res, err = Result{}, &panicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
 	return c.rec.Reconcile(ctx, key)

@@ -13,10 +13,10 @@ import (
 // loggerKey is the context key of the logger LoggerFrom returns.
 type loggerKey struct{}
 
-// WithLogger returns a copy of ctx that carries log, for LoggerFrom. The
+// withLogger returns a copy of ctx that carries log, for LoggerFrom. The
 // controller does it for every Reconcile call; code that calls a reconciler
 // itself (a test, a one-off run) can do it too.
-func WithLogger(ctx context.Context, log *slog.Logger) context.Context {
+func withLogger(ctx context.Context, log *slog.Logger) context.Context {
 	return context.WithValue(ctx, loggerKey{}, log)
 }
 

@@ -7,7 +7,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 )
 
-// ControllerOwnerKey returns the key of obj's controller owner (the owner
+// controllerOwnerKey returns the key of obj's controller owner (the owner
 // reference with controller: true) when that owner has the given group and
 // kind. The version in the reference's apiVersion is ignored, so an owner
 // served under several versions still matches. ok is false when obj has no
@@ -16,7 +16,7 @@ import (
 // Owner references name an owner in the same namespace as obj (or a
 // cluster-scoped one, for which the key's namespace would be wrong); the key
 // returned is obj's namespace and the owner's name.
-func ControllerOwnerKey(obj metav1.Object, owner schema.GroupKind) (key cache.Key, ok bool) {
+func controllerOwnerKey(obj metav1.Object, owner schema.GroupKind) (key cache.Key, ok bool) {
 	refs := obj.GetOwnerReferences()
 	for i := range refs {
 		ref := &refs[i]

@@ -30,10 +30,10 @@ func GenerationChanged[T watcher.Object](e cache.Event[T]) bool {
 	return e.Old.GetGeneration() != e.New.GetGeneration()
 }
 
-// ResourceVersionChanged passes an Update only when the resourceVersion
+// resourceVersionChanged passes an Update only when the resourceVersion
 // changed, which filters out periodic replays of an unchanged cache. Adds and
 // Deletes pass.
-func ResourceVersionChanged[T watcher.Object](e cache.Event[T]) bool {
+func resourceVersionChanged[T watcher.Object](e cache.Event[T]) bool {
 	if e.Kind != cache.Updated {
 		return true
 	}

@@ -76,20 +76,20 @@ func (e *terminalError) Unwrap() []error {
 	return []error{ErrTerminal, e.err}
 }
 
-// PanicError is the error a Reconcile call that panicked is turned into.
+// panicError is the error a Reconcile call that panicked is turned into.
 // It is retried like any other error and counted in
 // controller_runtime_reconcile_panics_total.
-type PanicError struct {
+type panicError struct {
 	// Value is what was passed to panic.
 	Value any
 	// Stack is the goroutine's stack at the panic.
 	Stack []byte
 }
 
-func (e *PanicError) Error() string { return fmt.Sprintf("reconcile panicked: %v", e.Value) }
+func (e *panicError) Error() string { return fmt.Sprintf("reconcile panicked: %v", e.Value) }
 
 // Unwrap returns the panic value when it is an error.
-func (e *PanicError) Unwrap() error {
+func (e *panicError) Unwrap() error {
 	err, _ := e.Value.(error)
 	return err
 }

@@ -80,7 +80,7 @@ func For[T watcher.Object](inf Informer[T], preds ...Predicate[T]) Source[cache.
 
 // Owns is the source for objects a controller creates and owns: every
 // event of an object that passes all preds enqueues the key of its
-// controller owner (see ControllerOwnerKey) when that owner has the given
+// controller owner (see controllerOwnerKey) when that owner has the given
 // group and kind. Objects without such an owner are ignored. An update that
 // moves the object to another owner enqueues both owners. Deletes found only
 // by a relist map like any other delete, from the last known state.
@@ -92,12 +92,12 @@ func Owns[T watcher.Object](inf Informer[T], owner schema.GroupKind, preds ...Pr
 		kind:  kindOf[T](),
 		preds: preds,
 		keys: func(e cache.Event[T], add func(cache.Key)) {
-			k, ok := ControllerOwnerKey(e.Object(), owner)
+			k, ok := controllerOwnerKey(e.Object(), owner)
 			if ok {
 				add(k)
 			}
 			if e.Kind == cache.Updated {
-				if ko, ok := ControllerOwnerKey(e.Old, owner); ok && ko != k {
+				if ko, ok := controllerOwnerKey(e.Old, owner); ok && ko != k {
 					add(ko)
 				}
 			}

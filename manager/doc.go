@@ -33,6 +33,6 @@
 // # Signals and logs
 //
 // SignalContext cancels a context on the first SIGINT or SIGTERM and exits
-// with status 1 on the second. RouteKlog sends client-go's klog output to a
-// slog.Logger.
+// with status 1 on the second. (klog.SetSlogLogger sends client-go's klog
+// output to a slog.Logger; cli's logging flags do it for a command.)
 package manager

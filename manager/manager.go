@@ -38,7 +38,9 @@ var (
 // Runnable is anything the manager runs: controllers, informer factories,
 // servers of your own. Start runs until ctx is done and returns only once
 // everything it started has stopped. An error returned before ctx is done
-// stops the whole manager.
+// stops the whole manager. With leader election a Runnable runs only on the
+// leader, unless it fills caches or has a method NeedLeaderElection() bool
+// that returns false.
 type Runnable interface {
 	Start(ctx context.Context) error
 }
@@ -49,10 +51,11 @@ type RunnableFunc func(ctx context.Context) error
 // Start calls f(ctx).
 func (f RunnableFunc) Start(ctx context.Context) error { return f(ctx) }
 
-// LeaderElectionRunnable is implemented by runnables that say whether they
-// need leadership. A Runnable that does not implement it needs leadership
-// (runs only on the leader) unless it fills caches.
-type LeaderElectionRunnable interface {
+// leaderChooser is implemented by runnables that say whether they need
+// leadership: a Runnable with a method NeedLeaderElection() bool that
+// returns false runs on every replica. A Runnable without the method needs
+// leadership (runs only on the leader) unless it fills caches.
+type leaderChooser interface {
 	NeedLeaderElection() bool
 }
 
@@ -158,7 +161,7 @@ func New(opts Options) (*Manager, error) {
 }
 
 // Add registers a runnable. Caches run on every replica and gate
-// readiness; runnables that need leadership (see LeaderElectionRunnable)
+// readiness; runnables that need leadership (see leaderChooser)
 // run only on the leader; the rest run everywhere. Add must be called
 // before Start.
 func (m *Manager) Add(r Runnable) error {
@@ -184,7 +187,7 @@ func isCache(r Runnable) bool {
 }
 
 func needsLeader(r Runnable) bool {
-	if le, ok := r.(LeaderElectionRunnable); ok {
+	if le, ok := r.(leaderChooser); ok {
 		return le.NeedLeaderElection()
 	}
 	return true

@@ -3,13 +3,10 @@ package manager
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"os/signal"
 	"sync"
 	"syscall"
-
-	"k8s.io/klog/v2"
 )
 
 // ErrSignal is the context.Cause of a context SignalContext cancelled.
@@ -57,10 +54,3 @@ type signalError struct{ sig os.Signal }
 
 func (e *signalError) Error() string { return "received signal " + e.sig.String() }
 func (e *signalError) Unwrap() error { return ErrSignal }
-
-// RouteKlog sends the logs of client-go and other libraries that log
-// through k8s.io/klog/v2 to logger, so a program has one structured log
-// stream. It changes klog's global logger.
-func RouteKlog(logger *slog.Logger) {
-	klog.SetSlogLogger(logger)
-}
