@@ -288,6 +288,12 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	for _, c := range caches {
 		run(&cacheWG, cacheCtx, c)
 	}
+	if m.opts.LeaderElection != nil {
+		// Electing from now, not from when elect's goroutine is scheduled:
+		// a /readyz once the caches synced must not see a standby as not
+		// electing.
+		m.electing.Store(true)
+	}
 	runWG.Go(func() { m.waitForCaches(runCtx, caches) })
 	for _, r := range always {
 		run(&runWG, runCtx, r)
@@ -359,9 +365,9 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 }
 
 // elect campaigns until ctx is done; lead runs the leader-needing
-// runnables and returns only once they all have.
+// runnables and returns only once they all have. The caller has set
+// electing.
 func (m *Manager) elect(ctx context.Context, leader []Runnable, run func(*sync.WaitGroup, context.Context, Runnable), fail func(error)) {
-	m.electing.Store(true)
 	defer m.electing.Store(false)
 	err := m.opts.LeaderElection.Run(ctx, func(lctx context.Context) error {
 		m.log.Info("Became the leader; starting controllers", "controllers", len(leader))
