@@ -23,7 +23,7 @@ import (
 //
 // A key of a cluster that is not joined (it left, or is joining again) is
 // dropped without a call: its keys are enqueued again when it joins.
-func NewFleetController(app *App, name string, reconcile func(ctx context.Context, key ClusterKey) (controller.Result, error)) *KeyedControllerBuilder[ClusterKey] {
+func NewFleetController(app *App, name string, reconcile func(ctx context.Context, key ClusterKey) (controller.Result, error)) *FleetControllerBuilder {
 	call := reconcile
 	if f := app.fleet; f != nil && reconcile != nil {
 		call = func(ctx context.Context, key ClusterKey) (controller.Result, error) {
@@ -37,14 +37,22 @@ func NewFleetController(app *App, name string, reconcile func(ctx context.Contex
 	if app.fleet == nil {
 		b.b.errs = append(b.b.errs, errors.New("NewFleetController needs an App with Options.Fleet; for one cluster, use NewController"))
 	}
-	return b
+	return &FleetControllerBuilder{b}
+}
+
+// FleetControllerBuilder declares a controller over a fleet of clusters
+// (NewFleetController): a KeyedControllerBuilder of ClusterKey with For
+// and Owns, which only a fleet controller has. Give For and Owns first:
+// Watches, Workers and WithOptions return the keyed builder.
+type FleetControllerBuilder struct {
+	*KeyedControllerBuilder[ClusterKey]
 }
 
 // For, in a fleet controller (NewFleetController), reconciles the watched
 // kind's objects themselves in every cluster: each change enqueues the
 // object's ClusterKey. It takes a handle of the fleet App (or its Where),
 // and a controller has one For.
-func (b *KeyedControllerBuilder[K]) For(w Watched) *KeyedControllerBuilder[K] {
+func (b *FleetControllerBuilder) For(w Watched) *FleetControllerBuilder {
 	b.fleetSource(w, false)
 	return b
 }
@@ -52,7 +60,7 @@ func (b *KeyedControllerBuilder[K]) For(w Watched) *KeyedControllerBuilder[K] {
 // Owns, in a fleet controller, reconciles the owners of the watched kind's
 // objects, in the objects' own cluster, as ControllerBuilder.Owns does in
 // one cluster. Give For first.
-func (b *KeyedControllerBuilder[K]) Owns(w Watched) *KeyedControllerBuilder[K] {
+func (b *FleetControllerBuilder) Owns(w Watched) *FleetControllerBuilder {
 	b.fleetSource(w, true)
 	return b
 }

@@ -71,9 +71,6 @@ func TestFleet_DeclarationsMakeNoRequestAndMistakesSayWhatToFix(t *testing.T) {
 		t.Errorf("NewFleetController without a fleet = %v, want an error naming Options.Fleet", err)
 	}
 	d := kloop.Objects[*appsv1.Deployment](single, kloop.WithResource(deployments))
-	if _, err := kloop.NewKeyedController(single, "keyed-for", func(context.Context, string) (controller.Result, error) { return controller.Result{}, nil }).For(d).Complete(); err == nil || !strings.Contains(err.Error(), "NewFleetController") {
-		t.Errorf("For in a keyed controller of a single-cluster App = %v, want an error pointing to NewFleetController", err)
-	}
 	if d.In("") != d {
 		t.Error(`In("") of a single-cluster handle is not the handle`)
 	}

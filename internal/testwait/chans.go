@@ -7,21 +7,6 @@ import (
 	"github.com/kloop-dev/kloop/testenv/await"
 )
 
-// Closed waits up to await.Timeout for ch to be closed (or to receive). It fails
-// t, naming what, if that does not happen in time.
-func Closed[V any](t await.TB, what string, ch <-chan V) {
-	t.Helper()
-	timer := time.NewTimer(await.Timeout)
-	defer timer.Stop()
-	select {
-	case <-ch:
-	case <-timer.C:
-		t.Fatalf("waiting for %s: not within %v", what, await.Timeout)
-	case <-t.Context().Done():
-		t.Fatalf("waiting for %s: %v", what, context.Cause(t.Context()))
-	}
-}
-
 // Receive waits up to await.Timeout for a value from ch and returns it. It fails
 // t, naming what, if none comes in time or ch is closed.
 func Receive[V any](t await.TB, what string, ch <-chan V) V {
