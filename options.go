@@ -86,8 +86,11 @@ type Options struct {
 	// the server, for its URL.
 	DebugAddr string
 	// TraceEndpoint, if set, traces the App's reconciles and their writes
-	// with OpenTelemetry and sends the spans over OTLP/HTTP to this URL,
-	// such as "http://127.0.0.1:4318". Without it, the standard OTEL_*
+	// with OpenTelemetry and sends the spans over OTLP/HTTP to this
+	// receiver, such as "http://127.0.0.1:4318": a URL without a path is
+	// the receiver's base URL and spans go to its /v1/traces, as with
+	// OTEL_EXPORTER_OTLP_ENDPOINT; a URL with a path is used as it is.
+	// Without it, the standard OTEL_*
 	// environment variables decide: traces are on when
 	// OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
 	// is set, unless OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true;

@@ -99,6 +99,22 @@ func CheckEndpoint(endpoint string) error {
 	return nil
 }
 
+// TracesURL is where spans for endpoint go. An endpoint without a path is
+// the receiver's base URL, as OTEL_EXPORTER_OTLP_ENDPOINT is: its traces
+// path is /v1/traces (the OTLP exporter would post to "/" otherwise). An
+// endpoint with a path is used as it is, as
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is.
+func TracesURL(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return endpoint
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/v1/traces"
+	}
+	return u.String()
+}
+
 func checkProtocol(getenv func(string) string) error {
 	name, p := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
 	if p == "" {
@@ -131,7 +147,7 @@ func New(cfg Config) (*Exporter, error) {
 	}
 	var opts []otlptracehttp.Option
 	if cfg.Endpoint != "" {
-		opts = append(opts, otlptracehttp.WithEndpointURL(cfg.Endpoint))
+		opts = append(opts, otlptracehttp.WithEndpointURL(TracesURL(cfg.Endpoint)))
 	}
 	// The exporter reads the other OTEL_EXPORTER_OTLP_* variables itself
 	// (headers, timeout, compression, certificates); New makes no request.
