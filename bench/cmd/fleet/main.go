@@ -80,6 +80,9 @@ func main() {
 	flag.Parse()
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
 	if *child != "" {
+		if *profile != "" {
+			runtime.MemProfileRate = 1 // every allocation in the heap profile, not a sample
+		}
 		if err := runChild(*child, *home, *dir, *clusters, *objects, *profile); err != nil {
 			fmt.Fprintf(os.Stderr, "fleet benchmark, %s child: %v\n", *child, err)
 			os.Exit(1)
