@@ -391,13 +391,28 @@ func (a *App) resourceOfLocked(gvk schema.GroupVersionKind) (_ schema.GroupVersi
 		if a.resources == nil {
 			a.resources = map[schema.GroupVersion]*metav1.APIResourceList{}
 		}
-		a.resources[gv], l = fetched, fetched
+		l = kindsOf(fetched)
+		a.resources[gv] = l
 	}
 	r, found := find(l)
 	if !found {
 		return schema.GroupVersionResource{}, false, &meta.NoKindMatchError{GroupKind: gvk.GroupKind(), SearchedVersions: []string{gvk.Version}}
 	}
 	return gv.WithResource(r.Name), r.Namespaced, nil
+}
+
+// kindsOf keeps of a discovery list what resourceOfLocked reads: each
+// resource's name, kind and scope, without subresources, verbs and short
+// names, so that an App (one per cluster in a fleet) does not hold the
+// whole list.
+func kindsOf(l *metav1.APIResourceList) *metav1.APIResourceList {
+	out := &metav1.APIResourceList{GroupVersion: l.GroupVersion}
+	for _, r := range l.APIResources {
+		if !strings.Contains(r.Name, "/") {
+			out.APIResources = append(out.APIResources, metav1.APIResource{Name: r.Name, Kind: r.Kind, Namespaced: r.Namespaced})
+		}
+	}
+	return out
 }
 
 // Add adds a runnable of your own (a server, a periodic job) to be run by

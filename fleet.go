@@ -465,7 +465,7 @@ func (f *fleet) serve(ctx context.Context, m *member) error {
 	dialer := &fleetspec.Dialer{}
 	defer dialer.Close()
 	cfg := rest.CopyConfig(m.spec.Config)
-	cfg.Dial = dialer.Dial
+	cfg.Dial, cfg.WrapTransport = dialer.Dial, dialer.Share(cfg.WrapTransport) // one connection for all of the cluster's clients
 	ca, err := f.app.clusterApp(m.name, cfg)
 	if err != nil {
 		return err
@@ -509,11 +509,10 @@ func (f *fleet) serve(ctx context.Context, m *member) error {
 func probe(ctx context.Context, cfg *rest.Config) error {
 	c := rest.CopyConfig(cfg)
 	c.Timeout = probeTimeout
-	hc, err := rest.HTTPClientFor(c)
+	hc, err := rest.HTTPClientFor(c) // the cluster's shared transport: its connection serves the informers next
 	if err != nil {
 		return err
 	}
-	defer hc.CloseIdleConnections()
 	dc, err := discovery.NewDiscoveryClientForConfigAndClient(c, hc)
 	if err != nil {
 		return err

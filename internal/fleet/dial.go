@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -16,6 +17,30 @@ type Dialer struct {
 	mu     sync.Mutex
 	conns  map[*trackedConn]struct{}
 	closed bool
+	shared http.RoundTripper // the cluster's transport (Share)
+}
+
+// Share returns a rest.Config's WrapTransport that gives every client made
+// from the config the first transport made for it, so that the cluster's
+// informers, client, recorder and discovery share one connection pool (one
+// HTTP/2 connection, its goroutine and buffers) as a program's clients of
+// one cluster do in client-go: with Dial set, client-go makes a transport,
+// and so a connection, for each. wrap, if not nil, is the config's own
+// WrapTransport, applied on top. Every config given it must have the
+// cluster's TLS settings.
+func (d *Dialer) Share(wrap func(http.RoundTripper) http.RoundTripper) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper {
+		d.mu.Lock()
+		if d.shared == nil {
+			d.shared = rt
+		}
+		rt = d.shared
+		d.mu.Unlock()
+		if wrap != nil {
+			return wrap(rt)
+		}
+		return rt
+	}
 }
 
 // Dial is a rest.Config's Dial.
