@@ -107,7 +107,7 @@ func main() {
 	flag.StringVar(&debugMode, "debug", "off", "the kloop side's debug page: off; idle (served, nobody looks); polled (its snapshot read once a second); compare, compare-polled (kloop with the page, idle or polled, against kloop without it); internal for a child: managed (a manager, no page)")
 	flag.StringVar(&compareRevs, "compare", "", "compare kloop as it is with kloop at these git revisions of this repository (comma-separated), each built from an export of its tree into a temporary directory, instead of with client-go: RESULT controller-vs-<commit>-*")
 	flag.BoolVar(&traceCompare, "trace", false, "compare kloop with tracing on, exporting to a counting OTLP/HTTP sink on loopback, against kloop with it off, instead of with client-go: RESULT controller-trace-*")
-	flag.StringVar(&traceEndpoint, "trace-endpoint", "", "internal for a child: trace its reconciles to this OTLP/HTTP endpoint")
+	flag.StringVar(&traceEndpoint, "trace-endpoint", "", "internal for a child: trace its reconciles to this OTLP/HTTP endpoint (as OTEL_EXPORTER_OTLP_ENDPOINT)")
 	flag.StringVar(&memProfile, "memprofile", "", "profiling aid: each child writes a heap profile, after its measurement, to this path with the side's name appended")
 	flag.Parse()
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
@@ -657,7 +657,10 @@ func runKloop(ctx context.Context, cfg *rest.Config, ns string, s *seen) (wait f
 	if traceEndpoint != "" {
 		// As an App does with OTEL_EXPORTER_OTLP_ENDPOINT set: the
 		// SDK's default queue and batch (OTEL_BSP_*).
-		if exporter, err = traceexport.New(traceexport.Config{Endpoint: traceEndpoint, Service: "bench", Logger: log, Registerer: traceReg}); err != nil {
+		if err := os.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", traceEndpoint); err != nil {
+			return nil, err
+		}
+		if exporter, err = traceexport.New(traceexport.Config{Service: "bench", Logger: log, Registerer: traceReg}); err != nil {
 			return nil, err
 		}
 		exporter.Start()
