@@ -68,6 +68,9 @@ func (r *record[K]) reconcile() Reconcile {
 // history keeps the latest reconciles: a ring of all keys', and per key a
 // ring of its own, for the most recently reconciled keys (the least
 // recent key's is reused for a new key once there are keyHistoryKeys).
+// A key's ring holds one record until the key is reconciled again: most
+// keys are reconciled once in a while, and a full ring for each of them
+// would hold four empty records (some 300 KB a controller).
 type history[K comparable] struct {
 	mu     sync.Mutex
 	recent [RecentReconciles]record[K]
@@ -79,9 +82,11 @@ type history[K comparable] struct {
 }
 
 type keyRecords[K comparable] struct {
-	key          K
-	ring         [keyHistoryDepth]record[K]
-	next, n      int
+	key K
+	// ring holds the key's latest records, at most keyHistoryDepth; next
+	// is where the next goes (len(ring) until it is full).
+	ring         []record[K]
+	next         int
 	newer, older *keyRecords[K]
 }
 
@@ -102,7 +107,8 @@ func (h *history[K]) add(r record[K]) {
 		k = h.oldest
 		h.unlink(k)
 		delete(h.keys, k.key)
-		*k = keyRecords[K]{key: r.key}
+		clear(k.ring)
+		*k = keyRecords[K]{key: r.key, ring: k.ring[:0]}
 		h.keys[r.key] = k
 	default:
 		if h.keys == nil {
@@ -111,9 +117,22 @@ func (h *history[K]) add(r record[K]) {
 		k = &keyRecords[K]{key: r.key}
 		h.keys[r.key] = k
 	}
-	k.ring[k.next] = r
+	switch {
+	case len(k.ring) == keyHistoryDepth:
+		k.ring[k.next] = r
+	case len(k.ring) < cap(k.ring):
+		k.ring = append(k.ring, r)
+	default:
+		// Room for one record, then, for a key reconciled again, for all.
+		size := 1
+		if len(k.ring) > 0 {
+			size = keyHistoryDepth
+		}
+		ring := make([]record[K], len(k.ring), size)
+		copy(ring, k.ring)
+		k.ring = append(ring, r)
+	}
 	k.next = (k.next + 1) % keyHistoryDepth
-	k.n = min(k.n+1, keyHistoryDepth)
 	// Link it as the newest.
 	k.older, k.newer = h.newest, nil
 	if h.newest != nil {
@@ -157,9 +176,10 @@ func (h *history[K]) byKey() map[string][]Reconcile {
 	defer h.mu.Unlock()
 	out := make(map[string][]Reconcile, len(h.keys))
 	for _, k := range h.keys {
-		rs := make([]Reconcile, 0, k.n)
-		for i := 1; i <= k.n; i++ {
-			rs = append(rs, k.ring[(k.next-i+keyHistoryDepth)%keyHistoryDepth].reconcile())
+		n := len(k.ring)
+		rs := make([]Reconcile, 0, n)
+		for i := 1; i <= n; i++ {
+			rs = append(rs, k.ring[(k.next-i+n)%n].reconcile())
 		}
 		out[keyString(k.key)] = rs
 	}

@@ -29,7 +29,20 @@
 // manager, with the page (idle, or polled) and without it, and the RESULT
 // lines are controller-debug-*: the page's cost within one run.
 //
-// Run with: cd bench && go run ./cmd/controller -n 5000 [-debug idle|polled|compare|compare-polled]
+// With -compare REV[,REV...] the peers are kloop itself at those git
+// revisions of this repository: the benchmark as it was at each is built
+// from an export of its tree in a temporary directory (removed after), and
+// its kloop side runs in the rotation (RESULT controller-vs-<commit>-*).
+// With -trace the peer is kloop with tracing off and the subject kloop
+// with tracing on, as an App with OTEL_EXPORTER_OTLP_ENDPOINT set has it
+// (the SDK's default queue and batch), exporting to an OTLP/HTTP endpoint
+// in the parent on loopback that decodes each request and counts its spans
+// (RESULT controller-trace-*, and the spans received and dropped).
+//
+// With more than two sides, each group of rounds has one round of each and
+// the order rotates from group to group.
+//
+// Run with: cd bench && go run ./cmd/controller -n 5000 [-debug idle|polled|compare|compare-polled] [-compare REV,...] [-trace]
 package main
 
 import (
@@ -40,9 +53,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -53,6 +69,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -68,6 +87,7 @@ import (
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/traceexport"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -85,6 +105,9 @@ func main() {
 	namespace := flag.String("namespace", "", "internal: the child's namespace")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "profiling aid: each child writes a CPU profile, from READY to DONE, to this path with the side's name appended")
 	flag.StringVar(&debugMode, "debug", "off", "the kloop side's debug page: off; idle (served, nobody looks); polled (its snapshot read once a second); compare, compare-polled (kloop with the page, idle or polled, against kloop without it); internal for a child: managed (a manager, no page)")
+	flag.StringVar(&compareRevs, "compare", "", "compare kloop as it is with kloop at these git revisions of this repository (comma-separated), each built from an export of its tree into a temporary directory, instead of with client-go: RESULT controller-vs-<commit>-*")
+	flag.BoolVar(&traceCompare, "trace", false, "compare kloop with tracing on, exporting to a counting OTLP/HTTP sink on loopback, against kloop with it off, instead of with client-go: RESULT controller-trace-*")
+	flag.StringVar(&traceEndpoint, "trace-endpoint", "", "internal for a child: trace its reconciles to this OTLP/HTTP endpoint (as OTEL_EXPORTER_OTLP_ENDPOINT)")
 	flag.StringVar(&memProfile, "memprofile", "", "profiling aid: each child writes a heap profile, after its measurement, to this path with the side's name appended")
 	flag.Parse()
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
@@ -108,10 +131,70 @@ type measurement struct {
 	heapInuse uint64
 	rss       uint64
 	cpu       time.Duration // the side's own CPU time while the ConfigMaps were created
+	load      float64       // the machine's 1-minute load average when the round ended
+	spans     int64         // -trace: spans the sink received from the round
+	dropped   int64         // -trace: spans the child dropped
+}
+
+// side is one of the controllers a run compares.
+type side struct {
+	name  string // as reported: kloop, client-go, kloop@<rev>, ...
+	child string // the -child it runs
+	bin   string // the binary it runs; "" for this one
+	debug string // its -debug
+	trace bool   // kloop with traces to the sink
+	base  measurement
 }
 
 func runParent(n, rounds int) error {
 	ctx := context.Background()
+	// The sides: the subject (reported as kloop=) first, then its peers,
+	// and the -debug each kloop child runs with.
+	subject := &side{name: "kloop", child: "kloop", debug: debugMode}
+	peers := []*side{{name: "client-go", child: "client-go", debug: "off"}}
+	figure := func(*side) string { return "controller" }
+	switch debugMode {
+	case "off", "idle", "polled":
+	case "compare", "compare-polled":
+		subject.debug = cmp.Or(strings.TrimPrefix(strings.TrimPrefix(debugMode, "compare"), "-"), "idle")
+		peers = []*side{{name: "kloop-without-page", child: "kloop-nopage", debug: "managed"}}
+		figure = func(*side) string { return "controller-debug" }
+	default:
+		return fmt.Errorf("-debug %q: want off, idle, polled, compare or compare-polled", debugMode)
+	}
+	var sink *traceSink
+	if traceCompare {
+		if compareRevs != "" || len(peers) != 1 || peers[0].name != "client-go" {
+			return errors.New("-trace goes alone: not with -compare or -debug")
+		}
+		var err error
+		if sink, err = startTraceSink(); err != nil {
+			return err
+		}
+		defer sink.close()
+		subject.trace = true
+		peers = []*side{{name: "kloop-without-traces", child: "kloop", debug: debugMode}}
+		figure = func(*side) string { return "controller-trace" }
+	}
+	if compareRevs != "" {
+		dir, err := os.MkdirTemp("", "controller-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		peers = nil
+		for _, rev := range strings.Split(compareRevs, ",") {
+			s, err := buildRevision(dir, strings.TrimSpace(rev))
+			if err != nil {
+				return err
+			}
+			s.debug = debugMode
+			peers = append(peers, s)
+		}
+		figure = func(p *side) string { return "controller-vs-" + strings.TrimPrefix(p.name, "kloop@") }
+	}
+	sides := append([]*side{subject}, peers...)
+
 	env, err := testenv.Start(ctx, testenv.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
@@ -123,115 +206,179 @@ func runParent(n, rounds int) error {
 	if err != nil {
 		return err
 	}
-	// The sides: the subject (reported as kloop=) and its peer, and the
-	// -debug each kloop child runs with.
-	subject, peer, peerName, figure := "kloop", "client-go", "client-go", "controller"
-	childDebug := map[string]string{"kloop": debugMode, "client-go": "off"}
-	switch debugMode {
-	case "off", "idle", "polled":
-	case "compare", "compare-polled":
-		peer, peerName, figure = "kloop-nopage", "kloop-without-page", "controller-debug"
-		childDebug["kloop"], childDebug[peer] = strings.TrimPrefix(strings.TrimPrefix(debugMode, "compare"), "-"), "managed"
-		if childDebug["kloop"] == "" {
-			childDebug["kloop"] = "idle"
-		}
-	default:
-		return fmt.Errorf("-debug %q: want off, idle, polled, compare or compare-polled", debugMode)
+	names := []string{}
+	for _, s := range sides {
+		names = append(names, s.name)
 	}
-	fmt.Printf("controller benchmark: N=%d ConfigMaps, %d writers, %d workers per side, each side in its own child process, GOMAXPROCS=%d, kloop's debug page %s\n",
-		n, writers, workers, runtime.GOMAXPROCS(0), debugMode)
+	fmt.Printf("controller benchmark: N=%d ConfigMaps, %d writers, %d workers per side, each side in its own child process, GOMAXPROCS=%d, kloop's debug page %s; sides %s; load average %.2f\n",
+		n, writers, workers, runtime.GOMAXPROCS(0), debugMode, strings.Join(names, ", "), loadAverage())
 
-	base, err := measureBaseline()
-	if err != nil {
-		return err
-	}
-	fmt.Printf("  baseline (this binary, nothing running) heap in use %.1f MiB  VmRSS %.1f MiB\n",
-		float64(base.heapInuse)/(1<<20), float64(base.rss)/(1<<20))
-
-	results := map[string][]measurement{}
-	var seconds []float64 // e2e of each round, in the order run
-	order := []string{}
-	for r := range rounds {
-		if r%2 == 0 {
-			order = append(order, subject, peer)
-		} else {
-			order = append(order, peer, subject)
-		}
-	}
-	for i, side := range order {
-		ns := fmt.Sprintf("bench-%d-%s", i, side)
-		m, err := runRound(ctx, kc, env.KubeconfigPath, side, childDebug[side], ns, n)
-		if err != nil {
-			return fmt.Errorf("round %d (%s): %w", i+1, side, err)
-		}
-		fmt.Printf("  round %d %-12s e2e %6.2fs  lag after the last create %6.0f ms  CPU %5.0f ms  heap in use %6.1f MiB  VmRSS %6.1f MiB\n",
-			i+1, side, m.e2e.Seconds(), float64(m.lag)/1e6, m.cpu.Seconds()*1000, float64(m.heapInuse)/(1<<20), float64(m.rss)/(1<<20))
-		results[side] = append(results[side], m)
-		seconds = append(seconds, m.e2e.Seconds())
-		// Free the server's memory for the next round.
-		if err := kc.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+	for _, s := range sides {
+		if s.base, err = measureBaseline(s.bin); err != nil {
 			return err
 		}
+		fmt.Printf("  baseline of %s's binary (nothing running) heap in use %.1f MiB  VmRSS %.1f MiB\n",
+			s.name, float64(s.base.heapInuse)/(1<<20), float64(s.base.rss)/(1<<20))
 	}
-	mean := func(side string, f func(measurement) float64) float64 {
-		var s float64
-		for _, m := range results[side] {
-			s += f(m)
+
+	// Rounds run in groups of one round of each side, back to back; the
+	// order rotates from group to group (kloop, client-go; client-go,
+	// kloop; ... with two sides), so that each side goes first as often.
+	results := map[*side][]measurement{}
+	i := 0
+	for r := range rounds {
+		for j := range sides {
+			s := sides[(j+r)%len(sides)]
+			ns := fmt.Sprintf("bench-%d-side-%d", i, (j+r)%len(sides))
+			i++
+			m, err := runRound(ctx, kc, env.KubeconfigPath, s, ns, n, sink)
+			if err != nil {
+				return fmt.Errorf("round %d (%s): %w", i, s.name, err)
+			}
+			fmt.Printf("  round %2d %-20s e2e %6.2fs  lag after the last create %6.0f ms  CPU %5.0f ms  heap in use %6.1f MiB  VmRSS %6.1f MiB  load %5.2f",
+				i, s.name, m.e2e.Seconds(), float64(m.lag)/1e6, m.cpu.Seconds()*1000, float64(m.heapInuse)/(1<<20), float64(m.rss)/(1<<20), m.load)
+			if s.trace {
+				fmt.Printf("  spans received %d dropped %d", m.spans, m.dropped)
+			}
+			fmt.Println()
+			results[s] = append(results[s], m)
+			// Free the server's memory for the next round.
+			if err := kc.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+				return err
+			}
 		}
-		return s / float64(len(results[side]))
 	}
-	median := func(side string, f func(measurement) float64) float64 {
-		var v []float64
-		for _, m := range results[side] {
-			v = append(v, f(m))
+	// Time and CPU: the two sides of one group see the same machine and
+	// server load; the group with the median ratio is reported, so that
+	// load drifting over the run moves both sides of a group together
+	// instead of deciding which side's median round was luckier.
+	pick := func(p *side, f func(measurement) float64) (k, q float64, ratios []float64) {
+		type pair struct{ k, p float64 }
+		var pairs []pair
+		for r := range results[p] {
+			pairs = append(pairs, pair{f(results[subject][r]), f(results[p][r])})
 		}
-		slices.Sort(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
+		slices.SortFunc(pairs, func(x, y pair) int { return cmp.Compare(x.k/x.p, y.k/y.p) })
+		for _, x := range pairs {
+			ratios = append(ratios, x.k/x.p)
 		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+		mid := pairs[len(pairs)/2]
+		return mid.k, mid.p, ratios
 	}
-	// Time: rounds run in pairs (one of each side, back to back), so the
-	// two sides of a pair see the same machine and server load; the pair
-	// with the median kloop/client-go ratio is reported. Load that drifts
-	// over the run then moves both sides of a pair together instead of
-	// deciding which side's median round was luckier.
-	type pair struct{ k, p float64 }
-	var pairs []pair
-	for i := 0; i+1 < len(order); i += 2 {
-		a, b := seconds[i], seconds[i+1]
-		if order[i] != subject {
-			a, b = b, a
+	stat := func(s *side, f func(measurement) float64) (mean, lo, hi float64) {
+		lo, hi = math.Inf(1), math.Inf(-1)
+		for _, m := range results[s] {
+			v := f(m)
+			mean += v / float64(len(results[s]))
+			lo, hi = min(lo, v), max(hi, v)
 		}
-		pairs = append(pairs, pair{a, b})
+		return mean, lo, hi
 	}
-	slices.SortFunc(pairs, func(x, y pair) int { return cmp.Compare(x.k/x.p, y.k/y.p) })
-	mid := pairs[len(pairs)/2]
-	e2eK, e2eP := mid.k, mid.p
-	lagK := median(subject, func(m measurement) float64 { return m.lag.Seconds() * 1000 })
-	lagP := median(peer, func(m measurement) float64 { return m.lag.Seconds() * 1000 })
-	heapK := mean(subject, func(m measurement) float64 { return float64(m.heapInuse) - float64(base.heapInuse) })
-	heapP := mean(peer, func(m measurement) float64 { return float64(m.heapInuse) - float64(base.heapInuse) })
-	cpuK := median(subject, func(m measurement) float64 { return m.cpu.Seconds() * 1000 })
-	cpuP := median(peer, func(m measurement) float64 { return m.cpu.Seconds() * 1000 })
-	rssK := mean(subject, func(m measurement) float64 { return float64(m.rss) })
-	rssP := mean(peer, func(m measurement) float64 { return float64(m.rss) })
-	fmt.Printf("RESULT %s-e2e-seconds kloop=%.3f peer=%.3f ratio=%.2f unit=s peer_name=%s\n", figure, e2eK, e2eP, e2eK/e2eP, peerName)
-	fmt.Printf("RESULT %s-rss-bytes kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=%s\n", figure, heapK, heapP, heapK/heapP, peerName)
-	fmt.Printf("# controller-e2e-seconds is the back-to-back pair of rounds with the median ratio; median lag from the last create's response to the last reconcile: kloop=%.0f ms peer=%.0f ms\n", lagK, lagP)
-	fmt.Printf("# CPU time each side used from its first event to its last reconcile (median; it shares 2 cores with the API server): kloop=%.0f ms peer=%.0f ms ratio=%.2f\n", cpuK, cpuP, cpuK/cpuP)
-	fmt.Printf("# controller-rss-bytes is retained Go heap: heap in use after GC in each side's own process (cache and controller running) minus the baseline process's; whole-process VmRSS kloop=%.0f peer=%.0f ratio=%.2f\n",
-		rssK, rssP, rssK/rssP)
+	loads := func(s *side) string {
+		_, lo, hi := stat(s, func(m measurement) float64 { return m.load })
+		return fmt.Sprintf("%.1f–%.1f", lo, hi)
+	}
+	e2e := func(m measurement) float64 { return m.e2e.Seconds() }
+	cpu := func(m measurement) float64 { return m.cpu.Seconds() * 1000 }
+	lag := func(m measurement) float64 { return m.lag.Seconds() * 1000 }
+	rss := func(m measurement) float64 { return float64(m.rss) }
+	for _, p := range peers {
+		heap := func(s *side) func(m measurement) float64 {
+			return func(m measurement) float64 { return float64(m.heapInuse) - float64(s.base.heapInuse) }
+		}
+		tk, tp, tr := pick(p, e2e)
+		ck, cp, cr := pick(p, cpu)
+		lk, lp, _ := pick(p, lag)
+		hk, hklo, hkhi := stat(subject, heap(subject))
+		hp, hplo, hphi := stat(p, heap(p))
+		rk, _, _ := stat(subject, rss)
+		rp, _, _ := stat(p, rss)
+		name := figure(p)
+		fmt.Printf("RESULT %s-e2e-seconds kloop=%.3f peer=%.3f ratio=%.2f unit=s peer_name=%s\n", name, tk, tp, tk/tp, p.name)
+		fmt.Printf("RESULT %s-rss-bytes kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=%s\n", name, hk, hp, hk/hp, p.name)
+		fmt.Printf("RESULT %s-cpu-ms kloop=%.0f peer=%.0f ratio=%.2f unit=ms peer_name=%s\n", name, ck, cp, ck/cp, p.name)
+		fmt.Printf("# %s: %d groups, load average %s; time ratios %s; CPU ratios %s (the group with the median ratio is reported)\n",
+			p.name, len(results[p]), loads(p), fmtRatios(tr), fmtRatios(cr))
+		fmt.Printf("# %s: lag from the last create's response to the last reconcile in the median-time group: kloop=%.0f ms peer=%.0f ms\n", p.name, lk, lp)
+		fmt.Printf("# %s: retained Go heap is heap in use after GC in each side's own process (cache and controller running) minus its binary's baseline process's, mean of the rounds: kloop %.0f (%.0f–%.0f) peer %.0f (%.0f–%.0f); whole-process VmRSS kloop=%.0f peer=%.0f ratio=%.2f\n",
+			p.name, hk, hklo, hkhi, hp, hplo, hphi, rk, rp, rk/rp)
+	}
+	if subject.trace {
+		var spans, dropped int64
+		for _, m := range results[subject] {
+			spans += m.spans
+			dropped += m.dropped
+		}
+		fmt.Printf("RESULT controller-trace-spans received=%d dropped=%d reconciles=%d unit=spans\n", spans, dropped, len(results[subject])*n)
+	}
 	return nil
+}
+
+func fmtRatios(r []float64) string {
+	var b strings.Builder
+	for i, v := range r {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%.2f", v)
+	}
+	return b.String()
+}
+
+// loadAverage is the machine's 1-minute load average.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
+
+// buildRevision builds this benchmark as it was at git revision rev of
+// the repository it is in (kloop and the bench module both at rev), from
+// an export of that tree under dir, and returns a side that runs it.
+func buildRevision(dir, rev string) (*side, error) {
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		return nil, fmt.Errorf("-compare %s: run it inside kloop's git repository: %w", rev, err)
+	}
+	short, err := exec.Command("git", "rev-parse", "--short", rev+"^{commit}").Output()
+	if err != nil {
+		return nil, fmt.Errorf("-compare %s: not a commit of this repository: %w", rev, err)
+	}
+	id := strings.TrimSpace(string(short))
+	tree := filepath.Join(dir, id)
+	if err := os.MkdirAll(tree, 0o755); err != nil {
+		return nil, err
+	}
+	archive := exec.Command("sh", "-c", `git -C "$1" archive --format=tar "$2" | tar -x -C "$3"`, "sh", strings.TrimSpace(string(top)), id, tree)
+	archive.Stderr = os.Stderr
+	if err := archive.Run(); err != nil {
+		return nil, fmt.Errorf("-compare %s: exporting the tree: %w", rev, err)
+	}
+	bin := filepath.Join(dir, "controller-"+id)
+	fmt.Printf("building the benchmark at %s (kloop@%s) ...\n", rev, id)
+	build := exec.Command("go", "build", "-o", bin, "./cmd/controller")
+	build.Dir = filepath.Join(tree, "bench")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return nil, fmt.Errorf("-compare %s: building its bench/cmd/controller: %w", rev, err)
+	}
+	return &side{name: "kloop@" + id, child: "kloop", bin: bin}, nil
 }
 
 // measureBaseline runs a child that does nothing but measure itself: the
 // heap every child has from this binary's package initialisation alone.
 // The lowest of three counts.
-func measureBaseline() (measurement, error) {
+func measureBaseline(bin string) (measurement, error) {
 	var best measurement
 	for i := range 3 {
-		out, err := exec.Command(os.Args[0], "-child", "baseline").Output()
+		out, err := exec.Command(cmp.Or(bin, os.Args[0]), "-child", "baseline").Output()
 		if err != nil {
 			return measurement{}, fmt.Errorf("baseline child: %w", err)
 		}
@@ -248,11 +395,25 @@ func measureBaseline() (measurement, error) {
 
 // runRound starts a child for side watching ns, creates n ConfigMaps in ns
 // once the child is synced, and collects the child's figures.
-func runRound(ctx context.Context, kc kubernetes.Interface, kubeconfig, side, childDebug, ns string, n int) (measurement, error) {
+func runRound(ctx context.Context, kc kubernetes.Interface, kubeconfig string, s *side, ns string, n int, sink *traceSink) (measurement, error) {
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return measurement{}, err
 	}
-	child, err := childproc.Start("-child", side, "-kubeconfig", kubeconfig, "-namespace", ns, "-n", strconv.Itoa(n), "-memprofile", memProfile, "-cpuprofile", cpuProfile, "-debug", childDebug)
+	// Profiles are written to the path with the -child appended: a side
+	// of another build gets its own path.
+	profile := func(path string) string {
+		if path == "" || s.bin == "" {
+			return path
+		}
+		return path + "." + strings.TrimPrefix(s.name, "kloop@")
+	}
+	args := []string{"-child", s.child, "-kubeconfig", kubeconfig, "-namespace", ns, "-n", strconv.Itoa(n),
+		"-memprofile", profile(memProfile), "-cpuprofile", profile(cpuProfile), "-debug", s.debug}
+	if s.trace {
+		args = append(args, "-trace-endpoint", sink.url)
+		sink.spans.Store(0)
+	}
+	child, err := childproc.StartProgram(cmp.Or(s.bin, os.Args[0]), args...)
 	if err != nil {
 		return measurement{}, err
 	}
@@ -294,6 +455,19 @@ func runRound(ctx context.Context, kc kubernetes.Interface, kubeconfig, side, ch
 	m.e2e = time.Unix(0, last).Sub(first)
 	m.cpu = time.Duration(cpuNS)
 	m.lag = time.Unix(0, last).Sub(lastCreated)
+	m.load = loadAverage()
+	if s.trace {
+		// The child has sent what it kept (it stops its exporter after
+		// MEM) and says how many it dropped.
+		tr, err := expect("TRACE")
+		if err != nil {
+			return measurement{}, err
+		}
+		if _, err := fmt.Sscanf(tr, "dropped=%d", &m.dropped); err != nil {
+			return measurement{}, fmt.Errorf("parse %q: %w", tr, err)
+		}
+		m.spans = sink.spans.Load()
+	}
 	return m, nil
 }
 
@@ -410,11 +584,31 @@ func runChild(side, kubeconfig, ns string, n int) error {
 			return err
 		}
 	}
+	if exporter != nil {
+		sctx, stop := context.WithTimeout(ctx, time.Minute)
+		err := exporter.Shutdown(sctx)
+		stop()
+		if err != nil {
+			return fmt.Errorf("sending the last spans: %w", err)
+		}
+		dropped, err := counterSum(traceReg, "kloop_trace_spans_dropped_total")
+		if err != nil {
+			return err
+		}
+		fmt.Printf("TRACE dropped=%d\n", int64(dropped))
+	}
 	<-ctx.Done()
 	return wait()
 }
 
-var memProfile, cpuProfile, debugMode string
+var (
+	memProfile, cpuProfile, debugMode string
+	compareRevs, traceEndpoint        string
+	traceCompare                      bool
+	// exporter is the kloop child's trace pipeline with -trace-endpoint.
+	exporter *traceexport.Exporter
+	traceReg = prometheus.NewRegistry()
+)
 
 // printMem prints the heap in use after two forced collections, and VmRSS.
 func printMem() {
@@ -459,12 +653,25 @@ func runKloop(ctx context.Context, cfg *rest.Config, ns string, s *seen) (wait f
 		return nil, err
 	}
 	lister := cms.Lister()
+	opts := controller.Options[cache.Key]{Name: "bench", Workers: workers, Logger: log}
+	if traceEndpoint != "" {
+		// As an App does with OTEL_EXPORTER_OTLP_ENDPOINT set: the
+		// SDK's default queue and batch (OTEL_BSP_*).
+		if err := os.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", traceEndpoint); err != nil {
+			return nil, err
+		}
+		if exporter, err = traceexport.New(traceexport.Config{Service: "bench", Logger: log, Registerer: traceReg}); err != nil {
+			return nil, err
+		}
+		exporter.Start()
+		opts.Tracer = exporter.Tracer()
+	}
 	c, err := controller.New(controller.ReconcilerFunc[cache.Key](func(ctx context.Context, k cache.Key) (controller.Result, error) {
 		if _, ok := lister.Get(k.Namespace, k.Name); ok {
 			s.add(k.String())
 		}
 		return controller.Result{}, nil
-	}), controller.Options[cache.Key]{Name: "bench", Workers: workers, Logger: log})
+	}), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -629,3 +836,69 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// counterSum is the sum of the counter name's series in reg.
+func counterSum(reg *prometheus.Registry, name string) (float64, error) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum, nil
+}
+
+// traceSink is an OTLP/HTTP endpoint on loopback that decodes each
+// export request (protobuf, as kloop's exporter sends it) and counts its
+// spans: a receiver that costs the sender what a collector's would, and
+// keeps nothing.
+type traceSink struct {
+	url   string
+	srv   *http.Server
+	spans atomic.Int64
+}
+
+func startTraceSink() (*traceSink, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	t := &traceSink{url: "http://" + l.Addr().String()}
+	ok, err := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		var req coltracepb.ExportTraceServiceRequest
+		if err == nil {
+			err = proto.Unmarshal(body, &req)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var n int64
+		for _, rs := range req.GetResourceSpans() {
+			for _, ss := range rs.GetScopeSpans() {
+				n += int64(len(ss.GetSpans()))
+			}
+		}
+		t.spans.Add(n)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(ok)
+	})
+	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = t.srv.Serve(l) }()
+	return t, nil
+}
+
+func (t *traceSink) close() { _ = t.srv.Close() }

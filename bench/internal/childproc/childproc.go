@@ -22,8 +22,12 @@ type Child struct {
 }
 
 // Start runs the benchmark's binary (os.Args[0]) with args.
-func Start(args ...string) (*Child, error) {
-	cmd := exec.Command(os.Args[0], args...)
+func Start(args ...string) (*Child, error) { return StartProgram(os.Args[0], args...) }
+
+// StartProgram runs the binary at path with args: another build of the
+// benchmark, which speaks the same protocol.
+func StartProgram(path string, args ...string) (*Child, error) {
+	cmd := exec.Command(path, args...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
