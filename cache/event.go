@@ -52,7 +52,7 @@ type Event[T watcher.Object] struct {
 	Old T
 	// New is the state after the change: set for Added and Updated, the
 	// zero value for Deleted.
-	New T
+	New  T
 	Kind ChangeKind
 	// Replay is true when the event re-delivers state rather than reports
 	// a change: an Added of the state a receiver starts from (an informer's
