@@ -540,6 +540,7 @@ func (a *App) stopTraces() {
 // logs what the limit is and why.
 func setMemoryLimit(explicit int64, log *slog.Logger) {
 	d := memlimit.Decide(explicit, os.Getenv, os.DirFS("/"))
+	memlimit.Record(d) // for the debug page
 	if d.Limit > 0 {
 		runtimedebug.SetMemoryLimit(d.Limit)
 		log.Info("Go memory limit set", "bytes", d.Limit, "why", d.Why)

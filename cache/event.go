@@ -42,14 +42,18 @@ func (k ChangeKind) String() string {
 // list/watch stream below the cache has its own steps, watcher.Event.)
 //
 // Objects are the cache's: read-only.
+//
+// Kind comes after the objects so that the struct is 24 bytes, not 32: a
+// snapshot's notifications are a slice of them, allocated as the first
+// sync peaks.
 type Event[T watcher.Object] struct {
-	Kind ChangeKind
 	// Old is the state before the change: the previous state for Updated,
 	// the last known state for Deleted, the zero value for Added.
 	Old T
 	// New is the state after the change: set for Added and Updated, the
 	// zero value for Deleted.
-	New T
+	New  T
+	Kind ChangeKind
 	// Replay is true when the event re-delivers state rather than reports
 	// a change: an Added of the state a receiver starts from (an informer's
 	// first snapshot, the cache as it was when a handler was added, or an

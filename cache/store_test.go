@@ -319,3 +319,11 @@ func TestChanged_ClosesOnEveryKindOfChangeAndNotBefore(t *testing.T) {
 		}
 	}
 }
+
+// A snapshot's notifications are a slice of Events, allocated as the first
+// sync peaks (100,000 objects: 2.4 MB at 24 bytes an Event, 3.2 MB at 32).
+func TestEvent_Is24Bytes(t *testing.T) {
+	if got := unsafe.Sizeof(cache.Event[*corev1.ConfigMap]{}); got != 24 {
+		t.Errorf("cache.Event is %d bytes, want 24 (the objects first, then Kind and the two flags)", got)
+	}
+}

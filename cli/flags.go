@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/informer"
 )
 
 // Flags are the conventions of a controller command, in five groups. Make
@@ -35,6 +36,11 @@ type Flags struct {
 	// from the container's (kloop.Options.MemoryLimit 0), "off" leaves it
 	// as it is, a quantity such as 400Mi sets it.
 	MemoryLimit string
+	// EncodedUnder is --encoded-cache-under: informers keep their cache
+	// encoded when the memory budget (the Go memory limit) is under this
+	// quantity (kloop.Options.Memory.EncodedUnder); "0", the default,
+	// never switches.
+	EncodedUnder string
 }
 
 // NewFlags returns kloop's defaults for the program name: client-go's
@@ -49,6 +55,7 @@ func NewFlags(name string) *Flags {
 		Serving:        newServing(),
 		Logging:        NewLogging(),
 		MemoryLimit:    "auto",
+		EncodedUnder:   "0",
 	}
 }
 
@@ -65,6 +72,8 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet) {
 		"watch the namespaced kinds in this `namespace` only, or in several: a,b,c (or the flag given again); none: every namespace")
 	fs.StringVar(&f.MemoryLimit, "memory-limit", f.MemoryLimit,
 		"the Go memory limit: auto (90% of the container's memory limit, unless GOMEMLIMIT is set), off (leave it as it is), or a `quantity` such as 400Mi")
+	fs.StringVar(&f.EncodedUnder, "encoded-cache-under", f.EncodedUnder,
+		"keep informers' caches encoded (about half the memory, each read decodes) when the Go memory limit is under this `quantity`, such as 512Mi; 0: never")
 }
 
 // Validate checks every flag without I/O or side effects.
@@ -102,6 +111,9 @@ func (f *Flags) Validate() error {
 	if _, err := parseMemoryLimit(f.MemoryLimit); err != nil {
 		return err
 	}
+	if _, err := parseEncodedUnder(f.EncodedUnder); err != nil {
+		return err
+	}
 	for _, ns := range f.Namespaces {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 			return &FlagError{Flag: "--namespace", Value: strings.Join(f.Namespaces, ","), Want: "namespace names separated by commas: " + strconv.Quote(ns) + " is not one: " + strings.Join(errs, "; ")}
@@ -115,7 +127,7 @@ func (f *Flags) Validate() error {
 // the client configuration (the Cluster group) and returns it with the
 // Options for kloop.New: Name, Namespace or Namespaces, Logger,
 // MetricsAddr, HealthAddr, SecureMetrics, DebugAddr, TraceEndpoint, the Webhook options,
-// LeaderElection, Sharding and MemoryLimit filled in. The
+// LeaderElection, Sharding, MemoryLimit and Memory.EncodedUnder filled in. The
 // command sets the rest (Scheme, ...) before calling kloop.New.
 func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) {
 	if err := f.Validate(); err != nil {
@@ -133,6 +145,7 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 	webhookAddr, _ := f.Serving.webhookAddr()
 	selfSigned, _ := f.Serving.selfSignedOptions()
 	memoryLimit, _ := parseMemoryLimit(f.MemoryLimit)
+	encodedUnder, _ := parseEncodedUnder(f.EncodedUnder)
 	cfg, err := f.Cluster.restConfig()
 	if err != nil {
 		return nil, kloop.Options{}, err
@@ -159,6 +172,7 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 		LeaderElection:    le,
 		Sharding:          sh,
 		MemoryLimit:       memoryLimit,
+		Memory:            informer.Memory{EncodedUnder: encodedUnder},
 	}, nil
 }
 
@@ -176,4 +190,18 @@ func parseMemoryLimit(v string) (int64, error) {
 		return n, nil
 	}
 	return 0, &FlagError{Flag: "--memory-limit", Value: v, Want: "auto, off, or a positive quantity of bytes such as 400Mi or 1Gi"}
+}
+
+// parseEncodedUnder reads --encoded-cache-under as
+// informer.Memory.EncodedUnder: 0 never switches, else the bytes of the
+// quantity.
+func parseEncodedUnder(v string) (int64, error) {
+	if v == "" || v == "0" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(v)
+	if n, ok := q.AsInt64(); err == nil && ok && n >= 0 {
+		return n, nil
+	}
+	return 0, &FlagError{Flag: "--encoded-cache-under", Value: v, Want: "0 (never) or a quantity of bytes such as 512Mi or 1Gi: informers keep their cache encoded when the Go memory limit is under it"}
 }

@@ -380,6 +380,42 @@ func TestFlags_MemoryLimitReachesOptionsOrNamesTheBadValue(t *testing.T) {
 	}
 }
 
+func TestFlags_EncodedCacheUnderReachesMemoryOrNamesTheBadValue(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		want int64
+		bad  bool
+	}{
+		{"", 0, false}, // the default: never
+		{"--encoded-cache-under=0", 0, false},
+		{"--encoded-cache-under=512Mi", 512 << 20, false},
+		{"--encoded-cache-under=1G", 1e9, false},
+		{"--encoded-cache-under=-5Mi", 0, true},
+		{"--encoded-cache-under=half", 0, true},
+	} {
+		flags := cli.NewFlags("demo")
+		var opts kloop.Options
+		cmd := &cobra.Command{Use: "demo", RunE: func(cmd *cobra.Command, _ []string) error {
+			_, o, err := flags.Config(cmd)
+			opts = o
+			return err
+		}}
+		flags.AddFlags(cmd.Flags())
+		args := []string{"--master", "https://127.0.0.1:6443"}
+		if tc.arg != "" {
+			args = append(args, tc.arg)
+		}
+		var stderr strings.Builder
+		code := cli.Run(t.Context(), cmd, args, io.Discard, &stderr)
+		switch {
+		case tc.bad && (code != cli.ExitUsage || !strings.Contains(stderr.String(), "--encoded-cache-under") || !strings.Contains(stderr.String(), "0 (never) or a quantity of bytes")):
+			t.Errorf("%s: exit %d, stderr %q; want a usage error naming the flag and what it takes", tc.arg, code, stderr.String())
+		case !tc.bad && (code != cli.ExitOK || opts.Memory.EncodedUnder != tc.want || opts.Memory.Encoded):
+			t.Errorf("%s: exit %d (%s), Memory %+v; want EncodedUnder %d", tc.arg, code, stderr.String(), opts.Memory, tc.want)
+		}
+	}
+}
+
 func TestFlags_NamespaceTakesOneOrSeveralNamespaces(t *testing.T) {
 	for _, tc := range []struct {
 		args      []string

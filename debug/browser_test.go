@@ -8,6 +8,7 @@ import (
 	"image/png"
 	"os"
 	"os/exec"
+	runtimedebug "runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/debug"
+	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/testenv"
@@ -288,4 +291,36 @@ func TestPage_InChromium_ShowsWhyAFooWasReconciled(t *testing.T) {
 	got := until(t, tab, 30*time.Second, "the key's history with the change as a cause",
 		fmt.Sprintf(`(h => h && h.includes("Why did %s run?") && h.includes(%q) && h.includes("ok") ? h : null)(%s)`, key, cause, hist), hist)
 	t.Logf("the key's history shows: %s", got)
+}
+
+// The page says which informers keep their cache encoded and why, and the
+// Go memory limit the App set and why: here a limit of 3 GiB set by the
+// program, under an EncodedUnder of 4 GiB, so the Deployment informer is
+// encoded while the Foo informer, whose type has no protobuf, stays decoded.
+func TestPage_InChromium_ShowsEachCacheAndTheMemoryLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane and Chromium (not run with -short)")
+	}
+	before := runtimedebug.SetMemoryLimit(-1)
+	t.Cleanup(func() { runtimedebug.SetMemoryLimit(before) })
+	tab := browser(t)
+	r := newFooRunWith(t, controlPlane.Env(t), func(o *kloop.Options) {
+		o.MemoryLimit = 3 << 30
+		o.Memory = informer.Memory{EncodedUnder: 4 << 30}
+	}, "web")
+	if err := chromedp.Do(tab, chromedp.Navigate(r.srv.URL())); err != nil {
+		t.Fatalf("open %s: %v", r.srv.URL(), err)
+	}
+	cache := func(resource string) string {
+		return fmt.Sprintf(`(() => { const c = document.querySelector('tr[data-resource="%s"] [data-field="cacheBytes"]');
+			return c && { encoded: c.dataset.encoded === "true", shown: c.textContent.trim(), why: c.title }; })()`, resource)
+	}
+	deps, foos := cache(deploymentResource), cache(fooResource)
+	until(t, tab, 60*time.Second, "the Deployment informer's cache encoded, because 3 GiB is under EncodedUnder", fmt.Sprintf(
+		`%[1]s && %[1]s.encoded && %[1]s.shown.startsWith("encoded ") && %[1]s.why.includes("3221225472 bytes") && %[1]s.why.includes("is under Memory.EncodedUnder")`, deps), deps)
+	until(t, tab, 10*time.Second, "the Foo informer's cache decoded, saying its type has no protobuf", fmt.Sprintf(
+		`%[1]s && !%[1]s.encoded && !%[1]s.shown.includes("encoded") && %[1]s.why.includes("but the decoded cache") && %[1]s.why.includes("protobuf")`, foos), foos)
+	limit := `(() => { const m = document.querySelector('#meta [data-field="memoryLimit"]'); return m && { bytes: Number(m.dataset.bytes), shown: m.textContent, why: m.title }; })()`
+	until(t, tab, 10*time.Second, "the Go memory limit of 3 GiB, set by the program", fmt.Sprintf(
+		`%[1]s && %[1]s.bytes === %d && %[1]s.shown === "Go memory limit 3.0 GiB" && %[1]s.why.includes("set by the program")`, limit, 3<<30), limit)
 }

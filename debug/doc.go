@@ -78,6 +78,9 @@
 //	                  "stopped"
 //	  error           the latest list/watch error, "" when healthy
 //	  objects, resourceVersion   what the cache holds
+//	  cacheBytes      the estimated heap of the cached objects
+//	  encoded, cacheWhy  the cache keeps objects encoded (informer.Memory),
+//	                  and why it is or is not ("" when not asked)
 //	  lastEvent       when the newest event arrived (null before any)
 //	  pending         events between the reflector and the cache
 //	  lists, watches, relists (completed snapshots), errors
@@ -123,6 +126,8 @@
 //	               "invalid"), since, objects (in its caches), lastError,
 //	               level (failed or invalid: bad; joining, or an informer's
 //	               error: warn), trouble[]}
+//	memory         {goLimitBytes (the Go memory limit now; 0: none), why
+//	               (what kloop.App.Run derived or found at the start)}
 //
 // # Why did a key run?
 //

@@ -62,6 +62,12 @@ const (
 // starts, then starts it.
 func newFooRun(t *testing.T, env *testenv.Env, before ...string) *fooRun {
 	t.Helper()
+	return newFooRunWith(t, env, nil, before...)
+}
+
+// newFooRunWith is newFooRun with the App's options changed by with.
+func newFooRunWith(t *testing.T, env *testenv.Env, with func(*kloop.Options), before ...string) *fooRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	if err := manifest.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
@@ -81,8 +87,12 @@ func newFooRun(t *testing.T, env *testenv.Env, before ...string) *fooRun {
 		r.createFoo(name, name)
 	}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(r.logs, notifier{&r.changed}), nil))
-	app, err := kloop.New(env.Config, kloop.Options{Name: foo.ControllerName, Scheme: foo.Scheme(), Namespace: r.ns, Logger: log, Registry: r.reg,
-		DebugAddr: "127.0.0.1:0"})
+	opts := kloop.Options{Name: foo.ControllerName, Scheme: foo.Scheme(), Namespace: r.ns, Logger: log, Registry: r.reg,
+		DebugAddr: "127.0.0.1:0"}
+	if with != nil {
+		with(&opts)
+	}
+	app, err := kloop.New(env.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,12 +11,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	runtimedebug "runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/internal/fleet"
+	"github.com/kloop-dev/kloop/internal/memlimit"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/sharding"
@@ -318,6 +320,8 @@ func gather(m *manager.Manager) input {
 			in.Clusters = append(in.Clusters, x.Clusters()...)
 		}
 	}
+	in.MemoryLimit = runtimedebug.SetMemoryLimit(-1)
+	in.MemoryLimitSet, in.MemoryLimitApplied = memlimit.Applied()
 	return in
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/internal/fleet"
+	"github.com/kloop-dev/kloop/internal/memlimit"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/sharding"
@@ -61,6 +62,17 @@ type snapshot struct {
 	Shards []shardGroup `json:"shards"`
 	// Clusters has one entry per cluster of a fleet App; empty without.
 	Clusters []clusterState `json:"clusters"`
+	Memory   memoryState    `json:"memory"`
+}
+
+// memoryState is the process's Go memory limit and why it is what it is.
+type memoryState struct {
+	// GoLimitBytes is the Go memory limit now (runtime/debug.SetMemoryLimit);
+	// 0 when there is none.
+	GoLimitBytes int64 `json:"goLimitBytes"`
+	// Why: what kloop.App.Run derived or found when it started (set from
+	// the container's limit, the program's, GOMEMLIMIT, none...).
+	Why string `json:"why"`
 }
 
 // shardGroup is this replica's view of its shard group: the shard table.
@@ -135,7 +147,11 @@ type informerState struct {
 	Error   string `json:"error"`
 	Objects int    `json:"objects"`
 	// CacheBytes: the informer's estimate of its cached objects' heap.
-	CacheBytes      int64      `json:"cacheBytes"`
+	CacheBytes int64 `json:"cacheBytes"`
+	// Encoded: the cache keeps objects encoded; CacheWhy says why (or,
+	// under Memory.EncodedUnder, why not).
+	Encoded         bool       `json:"encoded"`
+	CacheWhy        string     `json:"cacheWhy"`
 	ResourceVersion string     `json:"resourceVersion"`
 	LastEvent       *time.Time `json:"lastEvent"`
 	// Pending: events between the reflector and the cache.
@@ -295,6 +311,11 @@ type input struct {
 	Controllers []controller.Status
 	Shards      []sharding.Status
 	Clusters    []fleet.ClusterStatus
+	// MemoryLimit is the Go memory limit in force; MemoryLimitSet what
+	// kloop.App.Run decided about it, if MemoryLimitApplied.
+	MemoryLimit        int64
+	MemoryLimitSet     memlimit.Decision
+	MemoryLimitApplied bool
 }
 
 // sample is the part of an input kept in the history for rates and plots.
@@ -342,6 +363,7 @@ func build(in input, history []sample, window, seriesSpan time.Duration) snapsho
 		Clusters:    make([]clusterState, 0, len(in.Clusters)),
 		Level:       LevelOK,
 	}
+	s.Memory = buildMemory(in)
 	if l := in.Leader; l != nil {
 		s.Leader = &leaderState{
 			Lease: l.Lease, Identity: l.Identity, Holder: l.Leader, Leading: l.Leading,
@@ -419,6 +441,23 @@ func buildShards(st sharding.Status) shardGroup {
 	return g
 }
 
+func buildMemory(in input) memoryState {
+	m := memoryState{GoLimitBytes: in.MemoryLimit}
+	if in.MemoryLimit == math.MaxInt64 {
+		m.GoLimitBytes = 0
+	}
+	d := in.MemoryLimitSet
+	switch {
+	case !in.MemoryLimitApplied:
+		m.Why = "not set by kloop.App"
+	case d.Limit > 0 && d.Limit != in.MemoryLimit:
+		m.Why = fmt.Sprintf("changed by the program since the start, which set %d bytes: %s", d.Limit, d.Why)
+	default:
+		m.Why = d.Why
+	}
+	return m
+}
+
 func buildInformer(st informer.Status) informerState {
 	src := st.Source
 	inf := informerState{
@@ -429,6 +468,8 @@ func buildInformer(st informer.Status) informerState {
 		State:           src.Phase.String(),
 		Objects:         st.Objects,
 		CacheBytes:      st.CacheBytes,
+		Encoded:         st.Encoded,
+		CacheWhy:        st.CacheWhy,
 		ResourceVersion: st.ResourceVersion,
 		LastEvent:       timePtr(src.LastEvent),
 		Pending:         st.Pending,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/memlimit"
 	"github.com/kloop-dev/kloop/internal/slots"
 
 	"github.com/kloop-dev/kloop/cache"
@@ -60,17 +61,42 @@ func TestBuild_InformerLevelsAndTrouble(t *testing.T) {
 func TestBuild_CopiesInformerCountsAndScope(t *testing.T) {
 	s := build(input{Time: t0, Informers: []informer.Status{{
 		Name: "foos [namespace=a]", Resource: "foos.v1alpha1.samplecontroller.k8s.io", Scope: informer.Scope{Namespace: "a"},
-		Synced: true, Objects: 3, CacheBytes: 3 << 10, ResourceVersion: "77", Pending: 1, Adds: 4, Updates: 5, Deletes: 1, DeletesFinalStateUnknown: 2,
+		Synced: true, Objects: 3, CacheBytes: 3 << 10, Encoded: true, CacheWhy: "Memory.Encoded is set", ResourceVersion: "77", Pending: 1, Adds: 4, Updates: 5, Deletes: 1, DeletesFinalStateUnknown: 2,
 		Handlers: []informer.HandlerStatus{{Name: "h", Pending: 2, Synced: true}},
 		Source:   watcher.Status{Phase: watcher.PhaseWatching, LastEvent: t0.Add(-time.Second), Lists: 2, Watches: 3, Errors: 1, Snapshots: 2},
 	}}}, nil, time.Minute, time.Minute)
 	got, _ := json.Marshal(s.Informers[0])
 	want := `{"name":"foos [namespace=a]","resource":"foos.v1alpha1.samplecontroller.k8s.io","scope":"namespace=a","synced":true,` +
-		`"state":"watching","error":"","objects":3,"cacheBytes":3072,"resourceVersion":"77","lastEvent":"2026-03-01T11:59:59Z","pending":1,` +
+		`"state":"watching","error":"","objects":3,"cacheBytes":3072,"encoded":true,"cacheWhy":"Memory.Encoded is set","resourceVersion":"77","lastEvent":"2026-03-01T11:59:59Z","pending":1,` +
 		`"lists":2,"watches":3,"relists":2,"errors":1,"changes":{"add":4,"update":5,"delete":1,"deleteFinalStateUnknown":2},` +
 		`"handlers":[{"name":"h","pending":2,"synced":true}],"level":"ok","trouble":[]}`
 	if string(got) != want {
 		t.Errorf("informer JSON:\n got  %s\n want %s", got, want)
+	}
+}
+
+// The Go memory limit in force, and why: what the App decided, unless the
+// program changed it since; none without an App.
+func TestBuild_MemoryLimitAndWhy(t *testing.T) {
+	set := memlimit.Decision{Limit: 900 << 20, Why: "90% of the container's memory limit of 1048576000 bytes (/sys/fs/cgroup/memory.max)"}
+	for _, tc := range []struct {
+		name string
+		in   input
+		want string
+	}{
+		{"no App", input{MemoryLimit: math.MaxInt64}, `{"goLimitBytes":0,"why":"not set by kloop.App"}`},
+		{"derived", input{MemoryLimit: 900 << 20, MemoryLimitSet: set, MemoryLimitApplied: true},
+			`{"goLimitBytes":943718400,"why":"90% of the container's memory limit of 1048576000 bytes (/sys/fs/cgroup/memory.max)"}`},
+		{"left", input{MemoryLimit: math.MaxInt64, MemoryLimitSet: memlimit.Decision{Why: "GOMEMLIMIT=1GiB is set: the Go runtime applies it"}, MemoryLimitApplied: true},
+			`{"goLimitBytes":0,"why":"GOMEMLIMIT=1GiB is set: the Go runtime applies it"}`},
+		{"changed", input{MemoryLimit: 500 << 20, MemoryLimitSet: set, MemoryLimitApplied: true},
+			`{"goLimitBytes":524288000,"why":"changed by the program since the start, which set 943718400 bytes: 90% of the container's memory limit of 1048576000 bytes (/sys/fs/cgroup/memory.max)"}`},
+	} {
+		tc.in.Time = t0
+		got, _ := json.Marshal(build(tc.in, nil, time.Minute, time.Minute).Memory)
+		if string(got) != tc.want {
+			t.Errorf("%s: memory JSON\n got  %s\n want %s", tc.name, got, tc.want)
+		}
 	}
 }
 

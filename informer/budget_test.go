@@ -24,10 +24,12 @@ func TestMemory_EncodedUnderSwitchesToTheEncodedCacheWhenTheBudgetIsShort(t *tes
 		name        string
 		mem         Memory
 		wantEncoded bool
+		wantWhy     string // in Status().CacheWhy
 	}{
-		{"budget short", Memory{EncodedUnder: 1 << 30, Budget: 256 << 20}, true},
-		{"budget enough", Memory{EncodedUnder: 1 << 30, Budget: 2 << 30}, false},
-		{"not asked", Memory{Budget: 256 << 20}, false},
+		{"budget short", Memory{EncodedUnder: 1 << 30, Budget: 256 << 20}, true, "268435456 bytes (Memory.Budget) is under Memory.EncodedUnder"},
+		{"budget enough", Memory{EncodedUnder: 1 << 30, Budget: 2 << 30}, false, "is not under Memory.EncodedUnder"},
+		{"not asked", Memory{Budget: 256 << 20}, false, ""},
+		{"chosen", Memory{Encoded: true}, true, "Memory.Encoded is set"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -35,8 +37,12 @@ func TestMemory_EncodedUnderSwitchesToTheEncodedCacheWhenTheBudgetIsShort(t *tes
 				defer h.stop()
 				h.src.relist("1", cm("a", "ua", "1"))
 				synctest.Wait()
-				if got := h.inf.Status().Encoded; got != c.wantEncoded {
-					t.Errorf("Status().Encoded = %v, want %v", got, c.wantEncoded)
+				st := h.inf.Status()
+				if st.Encoded != c.wantEncoded {
+					t.Errorf("Status().Encoded = %v, want %v", st.Encoded, c.wantEncoded)
+				}
+				if c.wantWhy == "" && st.CacheWhy != "" || !strings.Contains(st.CacheWhy, c.wantWhy) {
+					t.Errorf("Status().CacheWhy = %q, want it to contain %q", st.CacheWhy, c.wantWhy)
 				}
 				a1, ok1 := h.inf.Lister().Get("ns", "a")
 				a2, ok2 := h.inf.Lister().Get("ns", "a")

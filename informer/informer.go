@@ -173,6 +173,7 @@ type Informer[T watcher.Object] struct {
 	intern    *interner // nil: Memory.Unshared
 	size      *sizer    // the cache's bytes, estimated from a sample
 	encoded   bool      // the cache keeps encodings (Memory.Encoded, EncodedUnder)
+	cacheWhy  string    // why the cache is (or is not) encoded: Status.CacheWhy
 	pacer     snapshotPacer
 	transform func(T) T // the user's; set before Start only
 	filter    func(T) bool
@@ -257,6 +258,9 @@ func New[T watcher.Object](src Source[T], opts Options[T]) (*Informer[T], error)
 	if why != "" {
 		logger.Info("informer cache chosen", "informer", name, "encoded", encoded, "why", why)
 	}
+	if why == "" && encoded {
+		why = "Memory.Encoded is set"
+	}
 	opts.Memory.Encoded = encoded
 	m, err := newInformerMetrics(opts.Registerer, name)
 	if err != nil {
@@ -277,6 +281,7 @@ func New[T watcher.Object](src Source[T], opts Options[T]) (*Informer[T], error)
 		intern:    in,
 		size:      newSizer(opts.Memory.Encoded),
 		encoded:   opts.Memory.Encoded,
+		cacheWhy:  why,
 		transform: opts.Transform,
 		filter:    opts.Filter,
 		logger:    logger,

@@ -29,6 +29,10 @@ type Status struct {
 	// Encoded: the cache keeps objects encoded (Memory.Encoded, or
 	// Memory.EncodedUnder with the memory budget under it).
 	Encoded bool
+	// CacheWhy says why the cache is encoded or, when Memory.EncodedUnder
+	// is set, why it is not: "Memory.Encoded is set", or the memory budget
+	// compared with EncodedUnder. Empty when neither option is set.
+	CacheWhy string
 	// Pending counts what waits in the delta queue between the source and
 	// the cache (a snapshot counts as one).
 	Pending int
@@ -70,7 +74,7 @@ func (inf *Informer[T]) Status() Status {
 		ResourceVersion: inf.store.ResourceVersion(),
 	}
 	s.CacheBytes = inf.size.bytes(s.Objects)
-	s.Encoded = inf.encoded
+	s.Encoded, s.CacheWhy = inf.encoded, inf.cacheWhy
 	select {
 	case <-inf.syncedCh:
 		s.Synced = true

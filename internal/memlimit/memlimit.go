@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // Fraction is the share of the container's limit the Go memory limit gets.
@@ -57,6 +58,22 @@ func Decide(explicit int64, getenv func(string) string, fsys fs.FS) Decision {
 		Limit: int64(float64(limit) * Fraction),
 		Why:   fmt.Sprintf("%.0f%% of the container's memory limit of %d bytes (/%s)", Fraction*100, limit, file),
 	}
+}
+
+// applied is the latest Decision Record noted.
+var applied atomic.Pointer[Decision]
+
+// Record notes d as the decision applied to this process, for Applied.
+// The Go memory limit is the process's, and so is this note.
+func Record(d Decision) { applied.Store(&d) }
+
+// Applied returns the decision Record noted last; ok is false when none
+// was (no kloop.App has run).
+func Applied() (d Decision, ok bool) {
+	if p := applied.Load(); p != nil {
+		return *p, true
+	}
+	return Decision{}, false
 }
 
 // unlimitedV1 is the least value cgroup v1's memory.limit_in_bytes takes
