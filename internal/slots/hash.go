@@ -85,7 +85,10 @@ func Offset(cluster string, n int) int {
 	if cluster == "" || n <= 0 {
 		return 0
 	}
-	return Of(Hash(cluster), n)
+	// Mixed: FNV-1a leaves the top bits (which Of reads) of names that
+	// differ only in their last characters, such as "eu-1" and "eu-2",
+	// nearly alike.
+	return Of(mix(Hash(cluster)), n)
 }
 
 // In is the slot of the group that holds key value value of the fleet
