@@ -30,8 +30,11 @@ import (
 // For are sharded, each object by its own UID; the kinds they Own are
 // watched whole by every replica.
 //
-// Controllers must be keyed by cache.Key. Sharding replaces leader
-// election: give one or the other.
+// Controllers must be keyed by cache.Key, or be fleet controllers with
+// For. With Options.Fleet the unit of placement is (cluster, slot): the
+// group's Leases are in the home cluster, and each cluster's namespaced
+// informers are sharded by namespace for its share (see docs/fleet.md).
+// Sharding replaces leader election: give one or the other.
 type Sharding struct {
 	// Group names the replicas that share the work; default Options.Name.
 	// It must be a DNS label.
