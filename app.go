@@ -137,6 +137,10 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 		Gatherer:        opts.Registry,
 		Logger:          opts.Logger,
 	}
+	if opts.Fleet != nil {
+		// Each cluster's informer and recorder metrics, with a cluster label.
+		mopts.Gatherer = prometheus.Gatherers{opts.Registry, prometheus.GathererFunc(a.gatherClusters)}
+	}
 	var sm *secure.Secure
 	if opts.SecureMetrics != nil && (addrOn(opts.MetricsAddr) || addrOn(opts.DebugAddr)) {
 		so := *opts.SecureMetrics

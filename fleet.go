@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -737,6 +738,25 @@ func (a *App) clusterApp(name string, cfg *rest.Config) (*App, error) {
 		return nil, err
 	}
 	return ca, nil
+}
+
+// gatherClusters gathers the joined clusters' registries (their informers'
+// and recorders' metrics), each series labelled with its cluster, for
+// /metrics.
+func (a *App) gatherClusters() ([]*dto.MetricFamily, error) {
+	if a.fleet == nil {
+		return nil, nil
+	}
+	f := a.fleet
+	regs := map[string]prometheus.Gatherer{}
+	f.mu.Lock()
+	for _, m := range f.members {
+		if m.app != nil {
+			regs[m.name] = m.app.opts.Registry
+		}
+	}
+	f.mu.Unlock()
+	return kmetrics.Labelled("cluster", regs)
 }
 
 // Clusters is the fleet's state for the debug page, by name.
