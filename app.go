@@ -75,6 +75,11 @@ type App struct {
 	webhooks   *webhooks               // Options.WebhookAddr, WebhookLocal (see webhook.go)
 	kinds      kinds                   // Options.WaitForKinds (see kinds.go)
 	fleet      *fleet                  // Options.Fleet (see fleet.go)
+	// cluster and left are a fleet cluster's App's: the cluster's name,
+	// and a channel closed once its informers have stopped for good (its
+	// sharded informers are then forgotten by the member).
+	cluster string
+	left    chan struct{}
 	// watchNS is the namespace of the namespaced kinds' informers: "",
 	// Options.Namespace, or Options.Namespaces joined by commas (see
 	// informer.Scope).
@@ -131,6 +136,10 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 		ShutdownTimeout: opts.ShutdownTimeout,
 		Gatherer:        opts.Registry,
 		Logger:          opts.Logger,
+	}
+	if opts.Fleet != nil {
+		// Each cluster's informer and recorder metrics, with a cluster label.
+		mopts.Gatherer = prometheus.Gatherers{opts.Registry, prometheus.GathererFunc(a.gatherClusters)}
 	}
 	var sm *secure.Secure
 	if opts.SecureMetrics != nil && (addrOn(opts.MetricsAddr) || addrOn(opts.DebugAddr)) {

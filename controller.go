@@ -136,6 +136,7 @@ func (b *ControllerBuilder) Complete() (*controller.Controller[cache.Key], error
 type KeyedControllerBuilder[K comparable] struct {
 	b     builder[K]
 	owner *schema.GroupKind // a fleet controller's For kind
+	forW  Watched           // and its handle
 }
 
 // NewKeyedController starts the declaration of a controller named name
@@ -172,11 +173,17 @@ func (b *KeyedControllerBuilder[K]) WithOptions(change func(*controller.Options[
 
 // Complete is ControllerBuilder.Complete.
 func (b *KeyedControllerBuilder[K]) Complete() (*controller.Controller[K], error) {
-	return b.b.complete("it watches nothing: give it Watches", func(*controller.Controller[K]) error {
-		if b.b.app.member != nil {
-			return errors.New("sharding needs a controller with a For kind, whose objects are what a replica takes over: declare it with NewController and a cache.Key")
+	return b.b.complete("it watches nothing: give it Watches", func(c *controller.Controller[K]) error {
+		if b.b.app.member == nil {
+			return nil
 		}
-		return nil
+		if fc, ok := any(c).(*controller.Controller[ClusterKey]); ok && b.forW != nil {
+			return b.b.app.gateFleet(fc, b.forW)
+		}
+		if b.b.app.fleet != nil {
+			return errors.New("sharding needs a controller with a For kind, whose objects are what a replica takes over: give the fleet controller For")
+		}
+		return errors.New("sharding needs a controller with a For kind, whose objects are what a replica takes over: declare it with NewController and a cache.Key")
 	})
 }
 

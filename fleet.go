@@ -10,9 +10,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -24,6 +26,7 @@ import (
 	fleetspec "github.com/kloop-dev/kloop/internal/fleet"
 	"github.com/kloop-dev/kloop/internal/kmetrics"
 	"github.com/kloop-dev/kloop/record"
+	"github.com/kloop-dev/kloop/sharding"
 )
 
 // Fleet configures an App that runs its controllers over many clusters
@@ -176,6 +179,9 @@ func newFleet(a *App, cfg Fleet) (*fleet, error) {
 		if err := fleetspec.CheckName(cfg.Home); err != nil {
 			return nil, fmt.Errorf("kloop.New: Fleet.Home: %w", err)
 		}
+	}
+	if a.member != nil && a.opts.Sharding.Key == sharding.ByUID {
+		return nil, errors.New("kloop.New: Sharding.Key ByUID with Options.Fleet: a fleet is sharded by namespace (ByNamespace, the default)")
 	}
 	if cfg.SyncTimeout <= 0 {
 		cfg.SyncTimeout = defaultFleetSyncTimeout
@@ -470,6 +476,7 @@ func (f *fleet) serve(ctx context.Context, m *member) error {
 	if err != nil {
 		return err
 	}
+	defer close(ca.left) // after the informers below have stopped
 	if err := probe(ctx, cfg); err != nil {
 		return err
 	}
@@ -572,6 +579,25 @@ func (f *fleet) joined(name string) *member {
 		return m
 	}
 	return nil
+}
+
+// joinedCluster is a joined member's name and handles (by declaration).
+type joinedCluster struct {
+	name    string
+	handles []any
+}
+
+// joinedHandles lists the joined members' names and handles.
+func (f *fleet) joinedHandles() []joinedCluster {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []joinedCluster
+	for _, m := range f.members {
+		if m.handles != nil {
+			out = append(out, joinedCluster{m.name, m.handles})
+		}
+	}
+	return out
 }
 
 // handle returns the handle made by decl i in the joined member name.
@@ -683,11 +709,19 @@ func (c fillQueue) AddAfter(k ClusterKey, d time.Duration) { c.q.AddAfter(c.fill
 // the cluster, and a metrics registry of its own (dropped with it).
 func (a *App) clusterApp(name string, cfg *rest.Config) (*App, error) {
 	opts := a.opts
-	opts.Fleet, opts.Sharding, opts.LeaderElection = nil, nil, nil
+	opts.Fleet, opts.LeaderElection = nil, nil
+	if a.member == nil {
+		opts.Sharding = nil
+	}
 	opts.WaitForKinds = false // a cluster that lacks a kind fails its attempt and is retried
 	opts.Registry = prometheus.NewRegistry()
 	opts.Logger = a.log.With("cluster", name)
-	ca := &App{cfg: cfg, opts: opts, log: opts.Logger, watchNS: a.watchNS}
+	ca := &App{cfg: cfg, opts: opts, log: opts.Logger, watchNS: a.watchNS, cluster: name, left: make(chan struct{})}
+	if a.member != nil {
+		// The fleet App's member shards the cluster's informers as the
+		// cluster's (see fleetShard).
+		ca.member, ca.shardFlags = a.member, map[string]*atomic.Bool{}
+	}
 	// A write to a cluster that stopped answering gives up after
 	// clusterWriteTimeout, so a reconcile of it does not hold a worker that
 	// the other clusters' keys need (informers' watches are not bounded).
@@ -703,6 +737,25 @@ func (a *App) clusterApp(name string, cfg *rest.Config) (*App, error) {
 		return nil, err
 	}
 	return ca, nil
+}
+
+// gatherClusters gathers the joined clusters' registries (their informers'
+// and recorders' metrics), each series labelled with its cluster, for
+// /metrics.
+func (a *App) gatherClusters() ([]*dto.MetricFamily, error) {
+	if a.fleet == nil {
+		return nil, nil
+	}
+	f := a.fleet
+	regs := map[string]prometheus.Gatherer{}
+	f.mu.Lock()
+	for _, m := range f.members {
+		if m.app != nil {
+			regs[m.name] = m.app.opts.Registry
+		}
+	}
+	f.mu.Unlock()
+	return kmetrics.Labelled("cluster", regs)
 }
 
 // Clusters is the fleet's state for the debug page, by name.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -251,6 +252,29 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 					t.Errorf("the Deployment of cluster %s's Foo was made in cluster %s too", cl.name, other.name)
 				}
 			}
+		}
+	})
+
+	t.Run("EachClustersInformerMetricsAreServedWithItsName", func(t *testing.T) {
+		rec := httptest.NewRecorder()
+		app.Manager().Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("/metrics: %d\n%s", rec.Code, rec.Body)
+		}
+		for _, cl := range clusters {
+			want := `kloop_informer_objects{cluster="` + cl.name + `",`
+			found := false
+			for line := range strings.Lines(rec.Body.String()) {
+				if strings.HasPrefix(line, want) && strings.Contains(line, "foos") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("/metrics has no series of cluster %s's Foo informer (%s...)", cl.name, want)
+			}
+		}
+		if !strings.Contains(rec.Body.String(), `kloop_fleet_cluster_joined{cluster="b"} 1`) {
+			t.Error("/metrics lost the fleet App's own series")
 		}
 	})
 

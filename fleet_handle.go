@@ -87,7 +87,7 @@ func (b *KeyedControllerBuilder[K]) fleetSource(w Watched, owns bool) {
 		fail(errors.New("For given twice: a controller has one primary kind; use Watches for others"))
 		return
 	case !owns:
-		b.owner = &gk
+		b.owner, b.forW = &gk, w
 	case b.owner == nil:
 		fail(errors.New("Owns before For: give For first, Owns maps objects to owners of the For kind"))
 		return

@@ -11,6 +11,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
+	"github.com/kloop-dev/kloop/sharding"
 )
 
 func nopFleet(context.Context, kloop.ClusterKey) (controller.Result, error) {
@@ -82,5 +83,22 @@ func TestFleet_NewRefusesBadOptions(t *testing.T) {
 	}
 	if _, err := kloop.New(unreachable, kloop.Options{Logger: quiet(), Fleet: &kloop.Fleet{SecretSelector: "a=b"}}); err == nil || !strings.Contains(err.Error(), "SecretNamespace") {
 		t.Errorf("New with a SecretSelector and no namespace = %v, want an error naming SecretNamespace", err)
+	}
+}
+
+func TestFleet_ShardedDeclarationsSayWhatToFix(t *testing.T) {
+	if _, err := kloop.New(unreachable, kloop.Options{Logger: quiet(), Fleet: &kloop.Fleet{Home: "home"},
+		Sharding: &kloop.Sharding{Namespace: "ns", Key: sharding.ByUID}}); err == nil || !strings.Contains(err.Error(), "ByNamespace") {
+		t.Errorf("New with a fleet sharded by UID = %v, want an error pointing to ByNamespace", err)
+	}
+	app := newApp(t, kloop.Options{Scheme: kloop.NewScheme(v1alpha1.AddToScheme), Fleet: &kloop.Fleet{Home: "home"}, Sharding: &kloop.Sharding{Namespace: "ns"}})
+	foos := kloop.Objects[*v1alpha1.Foo](app)
+	deps := kloop.Objects[*appsv1.Deployment](app)
+	if _, err := kloop.NewFleetController(app, "sharded", nopFleet).For(foos).Owns(deps).Complete(); err != nil {
+		t.Errorf("a sharded fleet controller with For: %v", err)
+	}
+	if _, err := kloop.NewFleetController(app, "no-for", nopFleet).
+		Watches(kloop.MapTo(deps, func(*appsv1.Deployment) []kloop.ClusterKey { return nil })).Complete(); err == nil || !strings.Contains(err.Error(), "give the fleet controller For") {
+		t.Errorf("a sharded fleet controller without For = %v, want an error asking for For", err)
 	}
 }

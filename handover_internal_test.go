@@ -25,7 +25,7 @@ func TestHandover_KeysOfATakenOverSlotSaySoInTheirCauses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := &handover{c: c}
+		h := &handover[cache.Key]{c: c}
 		if err := c.Watch(h); err != nil {
 			t.Fatal(err)
 		}

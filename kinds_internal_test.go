@@ -36,7 +36,7 @@ func TestHoldKinds_NoReconcileWhileAKindIsNotServedAndShardingKeepsTheHold(t *te
 		if err := a.holdKinds(c, []*kindgate.Gate{g}); err != nil {
 			t.Fatal(err)
 		}
-		h := &handover{c: c, held: a.heldBy(c)}
+		h := &handover[cache.Key]{c: c, held: a.heldBy(c)}
 		if err := c.Watch(h); err != nil {
 			t.Fatal(err)
 		}

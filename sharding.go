@@ -30,8 +30,11 @@ import (
 // For are sharded, each object by its own UID; the kinds they Own are
 // watched whole by every replica.
 //
-// Controllers must be keyed by cache.Key. Sharding replaces leader
-// election: give one or the other.
+// Controllers must be keyed by cache.Key, or be fleet controllers with
+// For. With Options.Fleet the unit of placement is (cluster, slot): the
+// group's Leases are in the home cluster, and each cluster's namespaced
+// informers are sharded by namespace for its share (see docs/fleet.md).
+// Sharding replaces leader election: give one or the other.
 type Sharding struct {
 	// Group names the replicas that share the work; default Options.Name.
 	// It must be a DNS label.
@@ -98,9 +101,11 @@ func (a *App) newMember(s Sharding) (*sharding.Member, error) {
 func (a *App) Member() *sharding.Member { return a.member }
 
 // shardInformer is the factory's Restrict: each informer is sharded once
-// its flag is set (see shardFlag), which happens before Run.
+// its flag is set (see shardFlag), which happens before Run. A fleet
+// cluster's App shards its informers for the fleet App's member, as that
+// cluster's (see fleetShard).
 func (a *App) shardInformer(resource string, scope informer.Scope) *informer.Restriction {
-	return a.member.ShardWhen(a.shardFlag(resource, scope).Load)
+	return a.member.ShardWhen(a.cluster, a.left, a.shardFlag(resource, scope).Load)
 }
 
 // shardFlag is the flag that says whether the informer of resource in
@@ -134,38 +139,71 @@ func (a *App) gate(c *controller.Controller[cache.Key], forUID func(cache.Key) (
 	if a.member == nil {
 		return nil
 	}
-	h := &handover{c: c, held: a.heldBy(c)}
+	h := &handover[cache.Key]{c: c, held: a.heldBy(c)}
 	if err := c.Watch(h); err != nil {
 		return err
 	}
-	return sharding.Gate(a.member, h, forUID, forKeys)
+	var place func(cache.Key) (string, string, bool)
+	if a.opts.Sharding.Key == sharding.ByUID {
+		if forUID == nil {
+			return errors.New("sharding by UID needs a For kind: its objects' UIDs place the keys")
+		}
+		place = func(k cache.Key) (string, string, bool) {
+			uid, ok := forUID(k)
+			return "", uid, ok
+		}
+	}
+	return sharding.Gate(a.member, h, place, forKeys)
+}
+
+// gateFleet keeps a fleet controller to this replica's share of each
+// cluster (see sharding.Gate): a key is placed by its cluster and
+// namespace; forW, the For kind's fleet handle, lists the keys of every
+// joined cluster.
+func (a *App) gateFleet(c *controller.Controller[ClusterKey], forW Watched) error {
+	h := &handover[ClusterKey]{c: c}
+	if err := c.Watch(h); err != nil {
+		return err
+	}
+	f := a.fleet
+	place := func(k ClusterKey) (string, string, bool) { return k.Cluster, k.Namespace, true }
+	keys := func() []ClusterKey {
+		var out []ClusterKey
+		for _, j := range f.joinedHandles() {
+			for _, k := range forW.in(j.handles).handle().keys() {
+				out = append(out, ClusterKey{j.name, k})
+			}
+		}
+		return out
+	}
+	return sharding.Gate(a.member, h, place, keys)
 }
 
 // handover is a controller as sharding gates it, whose keys enqueued for a
 // slot this replica took over say so in their causes ("Handover"): it is
 // also a source of the controller, so that those keys go through a queue
 // that records why.
-type handover struct {
-	c    *controller.Controller[cache.Key]
-	held func(cache.Key) bool // Options.WaitForKinds' hold, kept by every Restrict
-	q    atomic.Pointer[controller.Queue[cache.Key]]
+type handover[K comparable] struct {
+	c    *controller.Controller[K]
+	held func(K) bool // Options.WaitForKinds' hold, kept by every Restrict
+	q    atomic.Pointer[controller.Queue[K]]
 }
 
 // String names the causes of the keys it enqueues.
-func (h *handover) String() string { return "Handover" }
+func (h *handover[K]) String() string { return "Handover" }
 
-func (h *handover) Register(_ string, q controller.Queue[cache.Key]) (controller.Subscription, error) {
+func (h *handover[K]) Register(_ string, q controller.Queue[K]) (controller.Subscription, error) {
 	h.q.Store(&q)
-	return handoverSub{h}, nil
+	return handoverSub[K]{h}, nil
 }
 
-func (h *handover) Restrict(ctx context.Context, admit func(cache.Key) bool) error {
+func (h *handover[K]) Restrict(ctx context.Context, admit func(K) bool) error {
 	if held := h.held; held != nil {
 		if admit == nil {
 			admit = held
 		} else {
 			shard := admit
-			admit = func(k cache.Key) bool { return held(k) && shard(k) }
+			admit = func(k K) bool { return held(k) && shard(k) }
 		}
 	}
 	return h.c.Restrict(ctx, admit)
@@ -173,7 +211,7 @@ func (h *handover) Restrict(ctx context.Context, admit func(cache.Key) bool) err
 
 // Enqueue adds key through the controller's queue for this source once the
 // controller has started, and as an Enqueue before.
-func (h *handover) Enqueue(key cache.Key) {
+func (h *handover[K]) Enqueue(key K) {
 	if q := h.q.Load(); q != nil {
 		(*q).Add(key)
 		return
@@ -183,11 +221,11 @@ func (h *handover) Enqueue(key cache.Key) {
 
 // handoverSub is the handover source's subscription: it has no initial
 // state to wait for.
-type handoverSub struct{ h *handover }
+type handoverSub[K comparable] struct{ h *handover[K] }
 
-func (handoverSub) WaitForSync(context.Context) error { return nil }
-func (s handoverSub) Remove()                         { s.h.q.Store(nil) }
-func (handoverSub) Done() <-chan struct{}             { return alwaysDone }
+func (handoverSub[K]) WaitForSync(context.Context) error { return nil }
+func (s handoverSub[K]) Remove()                         { s.h.q.Store(nil) }
+func (handoverSub[K]) Done() <-chan struct{}             { return alwaysDone }
 
 var alwaysDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 

@@ -23,6 +23,11 @@
 // drops the rest. Its controllers (Gate) reconcile only
 // keys of the slots it holds with filled caches.
 //
+// A fleet of clusters shares one member and its slots: ShardWhen and Gate
+// name the cluster of an informer and of a key, and each cluster's hash
+// slots are turned by an offset from its name, so that slot s holds a
+// different part of each cluster and a replica about 1/N of every one.
+//
 // # Handover without overlap
 //
 // When slot s moves from A to B:

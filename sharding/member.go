@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,12 +205,16 @@ type Member struct {
 	// as the ShardInfo of the Lease lists tells: shardingUnknown, On, Off.
 	serverSharding atomic.Int32
 
-	scope   atomic.Pointer[Set] // slots whose objects we cache: starting and active
-	active  atomic.Pointer[Set] // slots whose keys we reconcile: caches filled
+	scope  atomic.Pointer[Set] // slots whose objects we cache: starting and active
+	active atomic.Pointer[Set] // slots whose caches have filled in every cluster
+	// filling is, per cluster of a fleet ("" for the member's own), the
+	// slots of scope whose objects that cluster's informers are still
+	// relisting: their keys wait. Replaced whole under mu.
+	filling atomic.Pointer[map[string]Set]
 	started atomic.Bool
 
 	mu        sync.Mutex
-	informers []informer.Restricted
+	informers []attached
 	gates     []gate
 	status    Status        // latest, for Status
 	statusCh  chan struct{} // closed when status is next replaced
@@ -253,6 +259,7 @@ func newMember(leases leaseClient, lw watcher.ListerWatcher[*coordinationv1.Leas
 	empty := slots.New(c.Slots)
 	m.scope.Store(&empty)
 	m.active.Store(&empty)
+	m.filling.Store(&map[string]Set{})
 	mm, err := newMemberMetrics(c.Registerer, c.Group, m.objects)
 	if err != nil {
 		m.log.Warn("sharding metrics not registered", "err", err)
@@ -266,16 +273,30 @@ func newMember(leases leaseClient, lw watcher.ListerWatcher[*coordinationv1.Leas
 // identity is this replica's name in the group.
 func (m *Member) identity() string { return m.cfg.Identity }
 
-// owns reports whether obj is in this replica's slots now.
-func (m *Member) owns(obj metav1.Object) bool { return m.ownsValue(m.cfg.Key.value(obj)) }
+// owns reports whether obj, of the fleet cluster named cluster ("" for
+// the member's own), is in this replica's slots now.
+func (m *Member) owns(cluster string, obj metav1.Object) bool {
+	return m.scope.Load().Has(m.slotOf(cluster, m.cfg.Key.value(obj)))
+}
 
-// ownsValue reports whether an object whose key field (namespace or UID)
-// is value is in this replica's slots now.
-func (m *Member) ownsValue(value string) bool { return m.scope.Load().Has(m.slotOf(value)) }
+// slotOf is the slot of an object of cluster whose key field (namespace or
+// UID) is value: the one place a replica places objects and keys. In a
+// fleet each cluster's hash slots are turned by an offset of its own
+// (slots.In), so that a unit (cluster, hash slot) is held by whoever holds
+// its turned slot.
+func (m *Member) slotOf(cluster, value string) int { return slots.In(cluster, value, m.cfg.Slots) }
 
-// slotOf is the slot of an object whose key field is value: the one place
-// a replica places objects and keys.
-func (m *Member) slotOf(value string) int { return slots.Of(slots.Hash(value), m.cfg.Slots) }
+// admits reports whether a key of cluster whose key field is value may be
+// reconciled now: its slot is in scope, and that cluster's caches hold the
+// slot's objects.
+func (m *Member) admits(cluster, value string) bool {
+	s := m.slotOf(cluster, value)
+	if !m.scope.Load().Has(s) {
+		return false
+	}
+	f, ok := (*m.filling.Load())[cluster]
+	return !ok || !f.Has(s)
+}
 
 // Scope is the set of slots whose objects this replica caches now: the
 // slots it works on, and those it is starting (whose caches are filling).
@@ -284,18 +305,13 @@ func (m *Member) Scope() Set { return *m.scope.Load() }
 // Active is the set of slots whose keys this replica reconciles now.
 func (m *Member) Active() Set { return *m.active.Load() }
 
-func (m *Member) activeValue(value string) bool { return m.active.Load().Has(m.slotOf(value)) }
-
-// selector is the shard selector of the current scope.
-func (m *Member) selector() string {
+// selector is the shard selector of the current scope in cluster.
+func (m *Member) selector(cluster string) string {
 	if m.cfg.ClientSideOnly {
 		return ""
 	}
-	return selector(m.cfg.Key, *m.scope.Load())
+	return selector(m.cfg.Key, slots.Turn(*m.scope.Load(), cluster))
 }
-
-// listOptions adds the shard selector of the current scope to a request.
-func (m *Member) listOptions(opts *metav1.ListOptions) { opts.ShardSelector = m.selector() }
 
 // Shard restricts an informer to this replica's slots: pass it as
 // informer.FactoryOptions.Restrict, and every informer the factory creates
@@ -304,36 +320,54 @@ func (m *Member) listOptions(opts *metav1.ListOptions) { opts.ShardSelector = m.
 // their own; a factory that also holds others needs a choice (see Only).
 func (m *Member) Shard(resource string, scope informer.Scope) *informer.Restriction {
 	return &informer.Restriction{
-		ListOptions: m.listOptions,
-		Keep:        func(obj watcher.Object) bool { return m.owns(obj) },
-		Attach:      m.attach,
+		ListOptions: func(opts *metav1.ListOptions) { opts.ShardSelector = m.selector("") },
+		Keep:        func(obj watcher.Object) bool { return m.owns("", obj) },
+		Attach:      func(r informer.Restricted) { m.attach(attached{r: r}) },
 	}
 }
 
 // ShardWhen is Shard for an informer whose sharding is decided after it
 // is made, but before it starts (say, once a controller declares it as
-// its primary kind): while on reports false the informer sends no
+// its primary kind), of the fleet cluster named cluster ("" for the
+// member's own cluster): while on reports false the informer sends no
 // selector, keeps every object and is not told of handovers. on must give
-// its final answer before the informer starts.
-func (m *Member) ShardWhen(on func() bool) *informer.Restriction {
+// its final answer before the informer starts. Once left is closed (nil:
+// never), the informer has stopped for good and the member forgets it.
+//
+// A fleet's clusters share the member's slots: slot s holds, of each
+// cluster, the objects whose key hashes into that cluster's hash slot
+// turned by an offset of the cluster's own, so a replica holds about 1/N
+// of every cluster, and a namespace found in every cluster is not held by
+// one replica everywhere.
+func (m *Member) ShardWhen(cluster string, left <-chan struct{}, on func() bool) *informer.Restriction {
 	return &informer.Restriction{
 		ListOptions: func(opts *metav1.ListOptions) {
 			if on() {
-				m.listOptions(opts)
+				opts.ShardSelector = m.selector(cluster)
 			}
 		},
-		Keep:   func(obj watcher.Object) bool { return !on() || m.owns(obj) },
-		Attach: func(r informer.Restricted) { m.attach(conditional{r, on}) },
+		Keep:   func(obj watcher.Object) bool { return !on() || m.owns(cluster, obj) },
+		Attach: func(r informer.Restricted) { m.attach(attached{r: r, cluster: cluster, on: on, left: left}) },
 	}
 }
 
-// conditional is an informer that moves only while on says so.
-type conditional struct {
-	informer.Restricted
-	on func() bool
+// attached is an informer a member moves: of cluster ("" for its own),
+// while on says so (nil: always), until left is closed (nil: never).
+type attached struct {
+	r       informer.Restricted
+	cluster string
+	on      func() bool
+	left    <-chan struct{}
 }
 
-func (c conditional) sharded() bool { return c.on() }
+func (a attached) gone() bool {
+	select {
+	case <-a.left:
+		return true
+	default:
+		return false
+	}
+}
 
 // only returns a FactoryOptions.Restrict that shards the informers pick
 // accepts and leaves the others whole.
@@ -346,10 +380,10 @@ func (m *Member) only(pick func(resource string, scope informer.Scope) bool) fun
 	}
 }
 
-func (m *Member) attach(r informer.Restricted) {
+func (m *Member) attach(a attached) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.informers = append(m.informers, r)
+	m.informers = append(m.informers, a)
 }
 
 // Gated is a controller that can be kept to the keys of some slots; every
@@ -360,43 +394,38 @@ type Gated[K comparable] interface {
 }
 
 // gate is one gateBy: restrict waits for the keys outside the active slots,
-// activate enqueues the keys of newly active slots.
+// activate enqueues the keys of newly active slots in the clusters which
+// picks.
 type gate struct {
 	restrict func(ctx context.Context) error
-	activate func(slots Set)
+	activate func(slots Set, which func(cluster string) bool)
 }
 
 // gateBy keeps c to this replica's slots: it reconciles a key only while
-// value(key), the key's namespace or UID, is in a slot this replica holds
-// with its caches filled, and a slot is given up only once c has no
-// Reconcile of its keys in flight. A key for which value reports false is
-// not reconciled. keys lists the keys c would reconcile if it started
-// now (the keys of its primary kind's cached objects): when a slot
-// becomes active, those of it are enqueued, since the notifications of
-// the slot's objects came while the slot's caches were still filling and
-// their keys were left out then. Call it before Start.
-//
-// For cache.Keys of namespaced objects sharded ByNamespace, value returns
-// the key's namespace. ByUID needs the object's UID, which the cache holds
-// only while the object is there: value looks it up in the primary kind's
-// informer, so the key of an object gone from the cache is not reconciled
-// (see the package documentation).
-func gateBy[K comparable](m *Member, c Gated[K], value func(K) (string, bool), keys func() []K) {
+// the key is in a slot this replica holds with its caches filled (in the
+// key's cluster), and a slot is given up only once c has no Reconcile of
+// its keys in flight. place tells where a key is (see Gate); a key it
+// cannot place is not reconciled. keys lists the keys c would reconcile if
+// it started now (the keys of its primary kind's cached objects): when a
+// slot becomes active, those of it are enqueued, since the notifications
+// of the slot's objects came while the slot's caches were still filling
+// and their keys were left out then. Call it before Start.
+func gateBy[K comparable](m *Member, c Gated[K], place func(K) (cluster, value string, ok bool), keys func() []K) {
 	admit := func(k K) bool {
-		v, ok := value(k)
-		return ok && m.activeValue(v)
+		cl, v, ok := place(k)
+		return ok && m.admits(cl, v)
 	}
 	// Nothing is in flight before Start, so this returns at once; from now
 	// on admit follows the active slots as they change.
 	_ = c.Restrict(context.Background(), admit)
 	g := gate{
 		restrict: func(ctx context.Context) error { return c.Restrict(ctx, admit) },
-		activate: func(slots Set) {
+		activate: func(slots Set, which func(string) bool) {
 			if keys == nil {
 				return
 			}
 			for _, k := range keys() {
-				if v, ok := value(k); ok && slots.Has(m.slotOf(v)) {
+				if cl, v, ok := place(k); ok && which(cl) && slots.Has(m.slotOf(cl, v)) {
 					c.Enqueue(k)
 				}
 			}
@@ -407,51 +436,63 @@ func gateBy[K comparable](m *Member, c Gated[K], value func(K) (string, bool), k
 	m.gates = append(m.gates, g)
 }
 
-// Gate keeps c, a controller keyed by cache.Key, to this replica's slots:
-// it reconciles a key only while the key is in a slot this replica holds
-// with its caches filled, and a slot is given up only once c has no
-// Reconcile of its keys in flight. Each key is placed as the member's Key
-// says: by the key's namespace (ByNamespace), or by uid(key), the UID of
-// the primary kind's cached object (ByUID; uid may be nil for
-// ByNamespace). keys lists the primary kind's cached keys: when a slot
+// Gate keeps c to this replica's slots: it reconciles a key only while
+// the key is in a slot this replica holds with its caches filled, and a
+// slot is given up only once c has no Reconcile of its keys in flight.
+// place tells where a key is: the fleet cluster of its object ("" for the
+// member's own cluster, as for every key of a program of one cluster; see
+// ShardWhen) and the value of the member's Key for it: the key's namespace
+// (ByNamespace), or the UID of the primary kind's cached object (ByUID;
+// ok false when it is not cached, and the key is then not reconciled).
+// place may be nil for a controller keyed by cache.Key sharded
+// ByNamespace. keys lists the primary kind's cached keys: when a slot
 // becomes active, those of it are enqueued, since the notifications of
 // the slot's objects came while its caches were still filling. Both come
 // from the controller's primary kind, which sharding needs: its objects
 // are what a replica takes over. Call Gate before Start.
-func Gate(m *Member, c Gated[cache.Key], uid func(cache.Key) (string, bool), keys func() []cache.Key) error {
+func Gate[K comparable](m *Member, c Gated[K], place func(K) (cluster, value string, ok bool), keys func() []K) error {
 	if keys == nil {
 		return errors.New("sharding needs a controller with a For kind: its objects are what a replica takes over")
 	}
-	value := func(k cache.Key) (string, bool) { return k.Namespace, true }
-	if m.cfg.Key == ByUID {
-		if uid == nil {
-			return errors.New("sharding by UID needs a For kind: its objects' UIDs place the keys")
+	if place == nil {
+		byNamespace, ok := any(func(k cache.Key) (string, string, bool) { return "", k.Namespace, true }).(func(K) (string, string, bool))
+		switch {
+		case m.cfg.Key == ByUID:
+			return errors.New("sharding by UID needs a For kind: its objects' UIDs place the keys (give Gate a place that looks them up)")
+		case !ok:
+			return errors.New("sharding: Gate needs a place for keys other than cache.Key")
 		}
-		value = uid
+		place = byNamespace
 	}
-	gateBy(m, c, value, keys)
+	gateBy(m, c, place, keys)
 	return nil
 }
 
-// snapshot returns the informers that are sharded now, and the gates.
-func (m *Member) snapshot() ([]informer.Restricted, []gate) {
+// snapshot returns the informers that are sharded now, and the gates. It
+// forgets the informers whose cluster has left.
+func (m *Member) snapshot() ([]attached, []gate) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	infs := make([]informer.Restricted, 0, len(m.informers))
-	for _, r := range m.informers {
-		if c, ok := r.(conditional); ok && !c.sharded() {
+	return m.snapshotLocked(), append([]gate(nil), m.gates...)
+}
+
+func (m *Member) snapshotLocked() []attached {
+	m.informers = slices.DeleteFunc(m.informers, attached.gone)
+	infs := make([]attached, 0, len(m.informers))
+	for _, a := range m.informers {
+		if a.on != nil && !a.on() {
 			continue
 		}
-		infs = append(infs, r)
+		infs = append(infs, a)
 	}
-	return infs, append([]gate(nil), m.gates...)
+	return infs
 }
 
 func (m *Member) objects() float64 {
 	infs, _ := m.snapshot()
 	n := 0
-	for _, inf := range infs {
-		n += inf.Len()
+	for _, a := range infs {
+		n += a.r.Len()
 	}
 	return float64(n)
 }
@@ -487,7 +528,7 @@ type run struct {
 
 	changed     chan struct{}
 	released    chan Set
-	started     chan Set
+	started     chan filled
 	stop        chan struct{} // closed when the loop returns
 	drainCtx    context.Context
 	drains      sync.WaitGroup
@@ -520,7 +561,7 @@ func (r *run) loop(ctx context.Context) error {
 	m := r.m
 	r.changed = make(chan struct{}, 1)
 	r.released = make(chan Set, 16)
-	r.started = make(chan Set, 16)
+	r.started = make(chan filled, 16)
 	r.stop = make(chan struct{})
 	r.warnedLease = make(map[string]string)
 	r.seen = make(map[string]seenAt)
@@ -634,8 +675,8 @@ func (r *run) loop(ctx context.Context) error {
 		case <-timer.C():
 		case s := <-r.released:
 			r.finishRelease(s)
-		case s := <-r.started:
-			r.activate(s.Intersect(r.c.inState(slotStarting)))
+		case f := <-r.started:
+			r.filled(f)
 		}
 		timer.Stop()
 	}
@@ -773,41 +814,119 @@ func (r *run) claim(ctx context.Context, claim Set) {
 	}
 }
 
-// begin brings slots into scope: the informers relist to fetch the slots'
-// objects; once they all have, the slots become active (activate).
+// begin brings slots into scope: each cluster's informers relist to
+// fetch the slots' objects; once a cluster's have, the slots' keys of that
+// cluster are let through (filled), and once every cluster's have, the
+// slots are active.
 func (r *run) begin(slots Set, waited []time.Duration) {
 	m := r.m
 	r.c.set(r.clk.Now(), slots, slotStarting)
+	// Under mu, so that an informer attached later lists with the new
+	// scope, and one attached before is relisted below.
+	m.mu.Lock()
+	infs := m.snapshotLocked()
+	byCluster := map[string][]attached{}
+	for _, a := range infs {
+		byCluster[a.cluster] = append(byCluster[a.cluster], a)
+	}
+	fill := maps.Clone(*m.filling.Load())
+	for c := range byCluster {
+		fill[c] = fill[c].Union(slots)
+	}
+	m.filling.Store(&fill)
 	scope := m.Scope().Union(slots)
 	m.scope.Store(&scope)
-	infs, _ := m.snapshot()
-	relisted := make([]<-chan struct{}, 0, len(infs))
-	for _, inf := range infs {
-		relisted = append(relisted, inf.Relist())
-	}
+	m.mu.Unlock()
 	for _, w := range waited {
 		m.m.handoverDuration.WithLabelValues("in").Observe(w.Seconds())
 	}
 	m.m.handovers.WithLabelValues("in").Add(float64(slots.Len()))
 	m.log.Info("Starting slots", "slots", slots.String(), "scope", scope.String())
-	// Caches fill in the background; the slots are active once they have.
-	r.background.Go(func() {
-		for _, ch := range relisted {
-			select {
-			case <-ch:
-			case <-r.stop:
-				return
+	b := &batch{slots: slots, clusters: map[string]bool{}, left: len(byCluster)}
+	if len(byCluster) == 0 {
+		r.background.Go(func() { r.send(filled{batch: b, none: true}) })
+		return
+	}
+	// Caches fill in the background, each cluster's on its own, so that
+	// a cluster that does not answer holds up only its own keys; an
+	// informer whose cluster left counts as filled.
+	for c, list := range byCluster {
+		b.clusters[c] = true
+		relisted := make([]<-chan struct{}, 0, len(list))
+		for _, a := range list {
+			relisted = append(relisted, a.r.Relist())
+		}
+		r.background.Go(func() {
+			for i, ch := range relisted {
+				select {
+				case <-ch:
+				case <-list[i].left:
+				case <-r.stop:
+					return
+				}
 			}
-		}
-		select {
-		case r.started <- slots:
-		case <-r.stop:
-		}
-	})
+			r.send(filled{batch: b, cluster: c})
+		})
+	}
 }
 
-// activate lets the controllers reconcile keys of slots whose caches have
-// filled, and enqueues them.
+// batch is one begin's slots and the clusters still relisting them.
+type batch struct {
+	slots    Set
+	clusters map[string]bool // clusters whose informers relist (read-only once begun)
+	left     int             // of them, how many have not filled yet (the loop's)
+}
+
+// filled says that cluster's informers have relisted for a batch (none:
+// the batch had no informers to relist).
+type filled struct {
+	batch   *batch
+	cluster string
+	none    bool
+}
+
+func (r *run) send(f filled) {
+	select {
+	case r.started <- f:
+	case <-r.stop:
+	}
+}
+
+// filled lets a cluster's keys of a batch's slots through and enqueues
+// them, once its caches have filled; once every cluster's have, the slots
+// are active.
+func (r *run) filled(f filled) {
+	m := r.m
+	b := f.batch
+	now := b.slots.Intersect(m.Scope()) // not released meanwhile
+	_, gates := m.snapshot()
+	if !f.none {
+		m.mu.Lock()
+		fill := maps.Clone(*m.filling.Load())
+		if rest := fill[f.cluster].Minus(b.slots); rest.Len() > 0 {
+			fill[f.cluster] = rest
+		} else {
+			delete(fill, f.cluster)
+		}
+		m.filling.Store(&fill)
+		m.mu.Unlock()
+		for _, g := range gates {
+			g.activate(now, func(c string) bool { return c == f.cluster })
+		}
+		b.left--
+	}
+	if b.left > 0 {
+		return
+	}
+	// The keys of clusters without sharded informers flow once every
+	// cluster's caches have filled.
+	for _, g := range gates {
+		g.activate(now, func(c string) bool { return !b.clusters[c] })
+	}
+	r.activate(b.slots.Intersect(r.c.inState(slotStarting)))
+}
+
+// activate marks slots whose caches have filled in every cluster active.
 func (r *run) activate(slots Set) {
 	if slots.Len() == 0 {
 		return
@@ -816,10 +935,6 @@ func (r *run) activate(slots Set) {
 	r.c.set(r.clk.Now(), slots, slotActive)
 	active := m.Active().Union(slots)
 	m.active.Store(&active)
-	_, gates := m.snapshot()
-	for _, g := range gates {
-		g.activate(slots)
-	}
 	m.log.Info("Slots active", "slots", slots.String(), "active", active.String())
 }
 
@@ -831,8 +946,19 @@ func (r *run) release(now time.Time, slots Set) {
 	r.c.set(now, slots, slotReleasing)
 	active := m.Active().Minus(slots)
 	m.active.Store(&active)
+	m.mu.Lock()
 	scope := m.Scope().Minus(slots)
 	m.scope.Store(&scope)
+	fill := maps.Clone(*m.filling.Load())
+	for c, f := range fill {
+		if rest := f.Minus(slots); rest.Len() > 0 {
+			fill[c] = rest
+		} else {
+			delete(fill, c)
+		}
+	}
+	m.filling.Store(&fill)
+	m.mu.Unlock()
 	m.log.Info("Releasing slots", "slots", slots.String(), "scope", scope.String())
 	r.draining++
 	began := r.clk.Now()
@@ -843,15 +969,15 @@ func (r *run) release(now time.Time, slots Set) {
 			_ = g.restrict(ctx)
 		}
 		dropped := 0
-		for _, inf := range infs {
-			dropped += inf.Refilter()
+		for _, a := range infs {
+			dropped += a.r.Refilter()
 		}
 		// The watches still send the slots given up, until they reconnect
 		// with the narrower selector: reconnect now (a relist of this
 		// replica's share), unless the server does not filter anyway.
 		if !m.cfg.ClientSideOnly && m.serverSharding.Load() != shardingOff && m.Scope().Len() > 0 {
-			for _, inf := range infs {
-				inf.Relist()
+			for _, a := range infs {
+				a.r.Relist()
 			}
 		}
 		m.m.handoverDuration.WithLabelValues("out").Observe(r.clk.Since(began).Seconds())
@@ -936,8 +1062,12 @@ func (r *run) report(now time.Time) {
 	st.Settled = st.Joined && !st.Blocked && !st.Leaving && r.draining == 0 &&
 		r.c.inState(slotClaiming, slotStarting, slotReleasing).Len() == 0 &&
 		st.Scope.Len() == rows[0].Assigned
-	for _, inf := range infs {
+	for _, a := range infs {
+		inf := a.r
 		is := InformerStatus{Name: inf.Name(), Objects: inf.Len()}
+		if a.cluster != "" {
+			is.Name = a.cluster + ": " + is.Name
+		}
 		switch {
 		case st.Scope.Len() == st.Slots:
 			is.Filtering = "none"

@@ -75,3 +75,41 @@ func Selector(field string, s Set) string {
 	}
 	return b.String()
 }
+
+// Offset is how far the slots of the fleet cluster named cluster are
+// turned against the hash space, so that a namespace (or any key value)
+// found in every cluster lands in a different slot in each: the
+// cluster's hash slot h is slot (h + Offset(cluster, n)) mod n of the
+// group. The cluster "" (a program of one cluster) is not turned.
+func Offset(cluster string, n int) int {
+	if cluster == "" || n <= 0 {
+		return 0
+	}
+	// Mixed: FNV-1a leaves the top bits (which Of reads) of names that
+	// differ only in their last characters, such as "eu-1" and "eu-2",
+	// nearly alike.
+	return Of(mix(Hash(cluster)), n)
+}
+
+// In is the slot of the group that holds key value value of the fleet
+// cluster named cluster ("" for a program of one cluster): its hash slot
+// turned by the cluster's Offset.
+func In(cluster, value string, n int) int {
+	return (Of(Hash(value), n) + Offset(cluster, n)) % n
+}
+
+// Turn maps a set of the group's slots to the hash slots of the cluster
+// named cluster that they hold (the inverse of In's turn), for the
+// cluster's shard selector.
+func Turn(s Set, cluster string) Set {
+	n := s.Cap()
+	off := Offset(cluster, n)
+	if off == 0 {
+		return s
+	}
+	out := New(n)
+	for _, g := range s.Slots() {
+		out.Add((g - off + n) % n)
+	}
+	return out
+}

@@ -74,3 +74,28 @@ func TestSet_StringRoundTrips(t *testing.T) {
 		t.Error("Full")
 	}
 }
+
+func TestIn_TurnsEachClustersSlotsAndTurnInvertsIt(t *testing.T) {
+	const n = 64
+	if got, want := In("", "default", n), Of(Hash("default"), n); got != want {
+		t.Errorf(`In("", "default") = %d, want the plain slot %d`, got, want)
+	}
+	groups := map[int]bool{}
+	for _, c := range []string{"a", "b", "c", "home", "prod-eu-1"} {
+		groups[In(c, "default", n)] = true
+		mine := New(n, 1, 5, 6, 63)
+		hashSlots := Turn(mine, c)
+		if hashSlots.Len() != mine.Len() {
+			t.Fatalf("Turn(%s) has %d slots, want %d", c, hashSlots.Len(), mine.Len())
+		}
+		for h := range n {
+			g := (h + Offset(c, n)) % n
+			if hashSlots.Has(h) != mine.Has(g) {
+				t.Errorf("cluster %s: hash slot %d in the turned set is %v, group slot %d in the set is %v", c, h, hashSlots.Has(h), g, mine.Has(g))
+			}
+		}
+	}
+	if len(groups) < 3 {
+		t.Errorf("namespace default lands in %d distinct group slots over 5 clusters, want them spread", len(groups))
+	}
+}

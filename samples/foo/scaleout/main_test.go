@@ -12,8 +12,12 @@ import (
 var cp testenv.Shared
 
 // The test binary is also the replica program: run with replicaEnv set, it
-// is one Foo-controller replica (see replica_test.go) instead of the tests.
+// is one Foo-controller replica (see replica_test.go) instead of the tests,
+// with fleetDirEnv set too, one replica over a fleet (fleet_replica_test.go).
 func TestMain(m *testing.M) {
+	if os.Getenv(fleetDirEnv) != "" {
+		os.Exit(fleetReplicaMain())
+	}
 	if os.Getenv(replicaEnv) != "" {
 		os.Exit(replicaMain())
 	}

@@ -52,6 +52,9 @@ type cacheDump struct {
 	Deployments map[string]string // cached Deployment key → its controlling Foo's name
 	Filtering   map[string]string // informer → "server" or "client"
 	Table       string            // the shard table
+	// Clusters is a fleet replica's caches, by cluster (Foos and
+	// Deployments above are then empty).
+	Clusters map[string]clusterDump
 }
 
 // replicaMain runs one Foo-controller replica until SIGTERM. It prints

@@ -76,6 +76,10 @@ func scenario(t *testing.T, env *testenv.Env, filtering string) {
 	ctx, cancel := context.WithTimeoutCause(t.Context(), 8*time.Minute, errors.New("the scale-out scenario did not finish in 8 minutes"))
 	defer cancel()
 	c := newCluster(t, ctx, env)
+	if err := manifest.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
+		t.Fatal(err)
+	}
+	c.createFoos(ctx)
 
 	t.Run("ThreeReplicasShare600Foos", func(t *testing.T) {
 		c.t = t
@@ -227,12 +231,14 @@ func scenario(t *testing.T, env *testenv.Env, filtering string) {
 	})
 }
 
-// cluster is one scenario's control plane, Foos and replica processes.
+// cluster is one scenario's control plane, Foos and replica processes (for
+// the fleet test, the home cluster's: the Leases are there).
 type cluster struct {
 	t       *testing.T
 	env     *testenv.Env
 	group   string
 	dir     string
+	env2    []string // more environment for the replicas (the fleet test's)
 	kc      kubernetes.Interface
 	foosRes *client.Resource[*v1alpha1.Foo]
 	foos    []types.NamespacedName
@@ -265,9 +271,6 @@ func newCluster(t *testing.T, ctx context.Context, env *testenv.Env) *cluster {
 		procs:   map[string]*replicaProc{},
 		killed:  map[string]time.Time{},
 	}
-	if err := manifest.InstallCRD(ctx, env.Config, foo.CRDYAML); err != nil {
-		t.Fatal(err)
-	}
 	cl, err := client.New(env.Config, client.Options{Scheme: foo.Scheme(), DisableWriteTracking: true})
 	if err != nil {
 		t.Fatal(err)
@@ -278,7 +281,6 @@ func newCluster(t *testing.T, ctx context.Context, env *testenv.Env) *cluster {
 	if _, err := c.kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.group}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.createFoos(ctx)
 
 	// The test's own view of the group's Leases and of the Deployments.
 	f := informer.NewFactory(env.Config, informer.FactoryOptions{Logger: slog.New(slog.DiscardHandler), Registerer: prometheus.NewRegistry()})
@@ -436,6 +438,7 @@ func (c *cluster) start(id string) {
 		groupEnv+"="+c.group,
 		recordsEnv+"="+filepath.Join(c.dir, "records"),
 	)
+	cmd.Env = append(cmd.Env, c.env2...)
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
