@@ -37,7 +37,7 @@
 //
 //  1. Treat every object a store hands out as read-only. It is shared by all
 //     readers. Use Copy and modify the copy. The mutation detector (which
-//     test mains switch on, see DetectMutations) fails tests that break this.
+//     test mains switch on through testenv.DetectMutations) fails tests that break this.
 //  2. Call the Writer from one goroutine at a time, and do not modify an
 //     object after giving it to the Writer.
 //  3. Keep IndexFunc pure: the store calls it again on the same object when

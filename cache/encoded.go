@@ -490,7 +490,7 @@ func (s *Store[T]) getEncoded(namespace, name string) (T, bool) {
 	return s.codec.decode(namespace, e), true
 }
 
-// applyEncoded is ApplyAt for an encoded store.
+// applyEncoded is Apply for an encoded store.
 func (w *Writer[T]) applyEncoded(obj T, rv string) (old T, existed bool) {
 	s := w.s
 	k := KeyOf(obj)
@@ -523,7 +523,7 @@ func (w *Writer[T]) applyEncoded(obj T, rv string) (old T, existed bool) {
 	return old, existed
 }
 
-// deleteEncoded is DeleteAt for an encoded store.
+// deleteEncoded is Delete for an encoded store.
 func (w *Writer[T]) deleteEncoded(final T, rv string) (old T, existed bool) {
 	s := w.s
 	k := KeyOf(final)

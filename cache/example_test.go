@@ -23,7 +23,7 @@ func Example() {
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "backend", UID: "2", ResourceVersion: "11", Labels: map[string]string{"tier": "back"}}},
 	}, "11")
 	// ...then watch events.
-	w.Apply(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "frontend", UID: "1", ResourceVersion: "12", Labels: map[string]string{"tier": "front"}}})
+	w.Apply(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "frontend", UID: "1", ResourceVersion: "12", Labels: map[string]string{"tier": "front"}}}, "12")
 
 	// Readers get read-only objects.
 	var lister cache.Lister[*corev1.ConfigMap] = store

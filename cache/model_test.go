@@ -152,7 +152,7 @@ func runModel(t *testing.T, encoded bool, ops opReader, steps int, more func() b
 		case op < 5: // apply
 			o := mk()
 			desc = "apply " + cache.KeyOf(o).String()
-			old, existed := w.Apply(o)
+			old, existed := w.Apply(o, o.GetResourceVersion())
 			prev, had := m.objs[cache.KeyOf(o)]
 			if existed != had || (had && !m.same(old, prev)) {
 				t.Fatalf("step %d %s: Apply returned (%v, %v), model had (%v, %v)", step, desc, old, existed, prev, had)
@@ -164,7 +164,7 @@ func runModel(t *testing.T, encoded bool, ops opReader, steps int, more func() b
 			k := cache.Key{Namespace: modelNamespaces[ops.next(len(modelNamespaces))], Name: modelNames[ops.next(len(modelNames))]}
 			desc = "delete " + k.String()
 			final := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name, ResourceVersion: strconv.Itoa(rv)}}
-			old, existed := w.Delete(final)
+			old, existed := w.Delete(final, final.GetResourceVersion())
 			prev, had := m.objs[k]
 			if existed != had || (had && !m.same(old, prev)) {
 				t.Fatalf("step %d %s: Delete returned (%v, %v), model had (%v, %v)", step, desc, old, existed, prev, had)

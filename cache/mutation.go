@@ -13,8 +13,8 @@ import (
 
 // MutationDetectorEnv names the environment variable that switches the
 // mutation detector on ("1", "true") or off ("0", "false") for the stores
-// created from then on, unless the program says otherwise (DetectMutations,
-// setMutationHandler). testenv.DetectMutations sets it for the test binary
+// created from then on, unless this package's tests say otherwise
+// (setMutationHandler). testenv.DetectMutations sets it for the test binary
 // and the processes its tests start.
 const MutationDetectorEnv = "KLOOP_CACHE_MUTATION_DETECTOR"
 
@@ -60,23 +60,19 @@ func handler() *func(error) {
 
 func panicOnMutation(err error) { panic(err) }
 
-// DetectMutations switches the mutation detector on for stores created from
-// now on: a mutation found panics with a *mutationError. It returns a
-// function that restores the previous setting.
-//
 // The detector keeps a deep copy of every stored object and compares the
 // two whenever the store replaces or drops the object, and when
 // Writer.CheckMutations is called (informers call it when they stop). It
 // doubles the memory and CPU of the cache, so it is off unless switched
-// on: by this function, which test mains call (testenv.DetectMutations,
-// and testenv's Shared.Main, do), by setMutationHandler, or by
-// KLOOP_CACHE_MUTATION_DETECTOR=1.
-func DetectMutations() (restore func()) { return setMutationHandler(panicOnMutation) }
+// on: by KLOOP_CACHE_MUTATION_DETECTOR=1, which test mains set through
+// testenv.DetectMutations (testenv's Shared.Main calls it), or by
+// setMutationHandler in this package's tests. A mutation found panics
+// with a *mutationError.
 
 // setMutationHandler switches the mutation detector on for stores created
 // from now on, with report called (from the writer's goroutine) for each
 // mutation found; report == nil switches it off. It returns a function that
-// restores the previous setting. See DetectMutations.
+// restores the previous setting.
 func setMutationHandler(report func(error)) (restore func()) {
 	var prev *func(error)
 	wasSet := mutationSet.Swap(true)

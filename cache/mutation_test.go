@@ -31,15 +31,15 @@ func captureMutations(t *testing.T) func() []error {
 
 func TestMutationDetector_ReportsAReaderThatModifiedACachedObject(t *testing.T) {
 	for name, release := range map[string]func(w *cache.Writer[*corev1.ConfigMap]){
-		"on update":         func(w *cache.Writer[*corev1.ConfigMap]) { w.Apply(cm("ns", "a", "u1", "2")) },
-		"on delete":         func(w *cache.Writer[*corev1.ConfigMap]) { w.Delete(cm("ns", "a", "u1", "2")) },
+		"on update":         func(w *cache.Writer[*corev1.ConfigMap]) { w.Apply(cm("ns", "a", "u1", "2"), "2") },
+		"on delete":         func(w *cache.Writer[*corev1.ConfigMap]) { w.Delete(cm("ns", "a", "u1", "2"), "2") },
 		"on replace":        func(w *cache.Writer[*corev1.ConfigMap]) { w.Replace(nil, "2") },
 		"on CheckMutations": func(w *cache.Writer[*corev1.ConfigMap]) { _ = w.CheckMutations() },
 	} {
 		t.Run(name, func(t *testing.T) {
 			reported := captureMutations(t)
 			s, w := newStore(t, cache.Options[*corev1.ConfigMap]{})
-			w.Apply(cm("ns", "a", "u1", "1"))
+			w.Apply(cm("ns", "a", "u1", "1"), "1")
 
 			obj, _ := s.Get("ns", "a")
 			obj.Data = map[string]string{"oops": "written through the cache"} // the bug under test
@@ -60,14 +60,14 @@ func TestMutationDetector_ReportsAReaderThatModifiedACachedObject(t *testing.T) 
 func TestMutationDetector_IsQuietForReadersThatCopyBeforeWriting(t *testing.T) {
 	reported := captureMutations(t)
 	s, w := newStore(t, cache.Options[*corev1.ConfigMap]{})
-	w.Apply(cm("ns", "a", "u1", "1"))
+	w.Apply(cm("ns", "a", "u1", "1"), "1")
 	obj, _ := s.Get("ns", "a")
 	mine := cache.Copy(obj)
 	mine.Data = map[string]string{"fine": "a private copy"}
 	if err := w.CheckMutations(); err != nil {
 		t.Fatal(err)
 	}
-	w.Apply(mine)
+	w.Apply(mine, mine.GetResourceVersion())
 	w.Replace([]*corev1.ConfigMap{cm("ns", "b", "u2", "3")}, "3")
 	if errs := reported(); len(errs) != 0 {
 		t.Fatalf("detector reported %v for correct use", errs)
@@ -84,10 +84,10 @@ func TestMutationDetector_IsOnInTests(t *testing.T) {
 		}
 	}()
 	s, w := newStore(t, cache.Options[*corev1.ConfigMap]{})
-	w.Apply(cm("ns", "a", "u1", "1"))
+	w.Apply(cm("ns", "a", "u1", "1"), "1")
 	obj, _ := s.Get("ns", "a")
 	obj.Labels = map[string]string{"mutated": "yes"}
-	w.Apply(cm("ns", "a", "u1", "2"))
+	w.Apply(cm("ns", "a", "u1", "2"), "2")
 }
 
 // The environment variable, which testenv.DetectMutations sets for a test
@@ -100,10 +100,10 @@ func TestMutationDetectorEnv_SwitchesItOnUnlessTheProgramSaysOtherwise(t *testin
 	mutate := func() (panicked bool) {
 		defer func() { panicked = recover() != nil }()
 		s, w := newStore(t, cache.Options[*corev1.ConfigMap]{})
-		w.Apply(cm("ns", "a", "u1", "1"))
+		w.Apply(cm("ns", "a", "u1", "1"), "1")
 		obj, _ := s.Get("ns", "a")
 		obj.Labels = map[string]string{"mutated": "yes"}
-		w.Apply(cm("ns", "a", "u1", "2"))
+		w.Apply(cm("ns", "a", "u1", "2"), "2")
 		return false
 	}
 	t.Setenv(cache.MutationDetectorEnv, "0")

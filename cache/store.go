@@ -368,18 +368,14 @@ func (s *Store[T]) advanceLocked(rv string, relist bool) {
 // Store returns the store this writer writes to.
 func (w *Writer[T]) Store() *Store[T] { return w.s }
 
-// Apply stores obj under its key and returns what it replaced. The store's
-// resourceVersion becomes obj's.
-func (w *Writer[T]) Apply(obj T) (old T, existed bool) {
-	return w.ApplyAt(obj, obj.GetResourceVersion())
-}
-
-// ApplyAt is Apply for a writer that applies changes out of the stream's
-// order (one key's coalesced changes at that key's first place in line):
-// the store's resourceVersion becomes rv, the point of the stream up to
-// which every change has been applied, which may be behind obj's own.
-// WaitFor relies on it: a store at rv holds every change up to rv.
-func (w *Writer[T]) ApplyAt(obj T, rv string) (old T, existed bool) {
+// Apply stores obj under its key and returns what it replaced. The
+// store's resourceVersion becomes rv: the point of the stream up to which
+// every change has been applied. A writer that applies changes in stream
+// order passes obj's own resourceVersion; one that applies a key's
+// coalesced changes at that key's first place in line (as an informer's
+// delta queue does) passes the stream's position, which may be behind
+// obj's. WaitFor relies on it: a store at rv holds every change up to rv.
+func (w *Writer[T]) Apply(obj T, rv string) (old T, existed bool) {
 	s := w.s
 	if s.codec != nil {
 		return w.applyEncoded(obj, rv)
@@ -413,14 +409,8 @@ func (w *Writer[T]) ApplyAt(obj T, rv string) (old T, existed bool) {
 
 // Delete removes the object with final's key, where final is the object's
 // last state (as a watch Deleted event carries it), and returns what the
-// store held. The store's resourceVersion becomes final's.
-func (w *Writer[T]) Delete(final T) (old T, existed bool) {
-	return w.DeleteAt(final, final.GetResourceVersion())
-}
-
-// DeleteAt is Delete where the store's resourceVersion becomes rv, as for
-// ApplyAt.
-func (w *Writer[T]) DeleteAt(final T, rv string) (old T, existed bool) {
+// store held. The store's resourceVersion becomes rv, as for Apply.
+func (w *Writer[T]) Delete(final T, rv string) (old T, existed bool) {
 	s := w.s
 	if s.codec != nil {
 		return w.deleteEncoded(final, rv)

@@ -61,10 +61,10 @@ func TestKey_StringRoundTrips(t *testing.T) {
 func TestReplace_ReportsAddsUpdatesAndDeletesAndKeepsUnchangedPointers(t *testing.T) {
 	s, w := newStore(t, cache.Options[*corev1.ConfigMap]{})
 	same := cm("ns", "same", "u1", "10")
-	w.Apply(same)
-	w.Apply(cm("ns", "changed", "u2", "11"))
-	w.Apply(cm("ns", "gone", "u3", "12"))
-	w.Apply(cm("ns", "recreated", "u4", "13"))
+	w.Apply(same, same.GetResourceVersion())
+	w.Apply(cm("ns", "changed", "u2", "11"), "11")
+	w.Apply(cm("ns", "gone", "u3", "12"), "12")
+	w.Apply(cm("ns", "recreated", "u4", "13"), "13")
 
 	changes := w.Replace([]*corev1.ConfigMap{
 		cm("ns", "same", "u1", "10"),
@@ -117,7 +117,7 @@ func TestWaitFor_ReturnsOnceTheStoreReachesTheResourceVersion(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, w := newStore(t, cache.Options[*corev1.ConfigMap]{})
 		s := w.Store()
-		w.Apply(cm("ns", "a", "u1", "5"))
+		w.Apply(cm("ns", "a", "u1", "5"), "5")
 		ctx := t.Context()
 		if err := s.WaitFor(ctx, cache.Key{Namespace: "ns", Name: "a"}, "5"); err != nil {
 			t.Fatalf("object already at rv: %v", err)
@@ -132,7 +132,7 @@ func TestWaitFor_ReturnsOnceTheStoreReachesTheResourceVersion(t *testing.T) {
 			t.Fatalf("WaitFor returned early: %v", err)
 		default:
 		}
-		w.Apply(cm("ns", "a", "u1", "7")) // the object itself reaches 7
+		w.Apply(cm("ns", "a", "u1", "7"), "7") // the object itself reaches 7
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
@@ -150,30 +150,30 @@ func TestWaitFor_ReturnsOnceTheStoreReachesTheResourceVersion(t *testing.T) {
 	})
 }
 
-// ApplyAt and DeleteAt apply a change while the store records only how far
+// Apply and Delete apply a change while the store records only how far
 // the stream is applied, behind the change's own resourceVersion, so
 // WaitFor does not take a change still waiting for the whole store's.
-func TestApplyAtAndDeleteAt_RecordTheGivenResourceVersion(t *testing.T) {
+func TestApplyAndDelete_RecordTheGivenResourceVersion(t *testing.T) {
 	for _, encoded := range []bool{false, true} {
 		_, w := newStore(t, cache.Options[*corev1.ConfigMap]{Encoded: encoded})
 		s := w.Store()
-		w.ApplyAt(cm("ns", "a", "u1", "7"), "4")
+		w.Apply(cm("ns", "a", "u1", "7"), "4")
 		if got, ok := s.Get("ns", "a"); !ok || got.ResourceVersion != "7" {
-			t.Fatalf("encoded=%v: a = %v, %v after ApplyAt; want it at 7", encoded, got, ok)
+			t.Fatalf("encoded=%v: a = %v, %v after Apply; want it at 7", encoded, got, ok)
 		}
 		if rv := s.ResourceVersion(); rv != "4" {
-			t.Fatalf("encoded=%v: store at %s after ApplyAt(a@7, 4), want 4", encoded, rv)
+			t.Fatalf("encoded=%v: store at %s after Apply(a@7, 4), want 4", encoded, rv)
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		if err := s.WaitFor(ctx, cache.Key{Namespace: "ns", Name: "b"}, "6"); err == nil {
 			t.Fatalf("encoded=%v: WaitFor(b, 6) returned with the store at 4", encoded)
 		}
-		if _, existed := w.DeleteAt(cm("ns", "a", "u1", "8"), "6"); !existed {
-			t.Fatalf("encoded=%v: DeleteAt did not find a", encoded)
+		if _, existed := w.Delete(cm("ns", "a", "u1", "8"), "6"); !existed {
+			t.Fatalf("encoded=%v: Delete did not find a", encoded)
 		}
 		if rv := s.ResourceVersion(); rv != "6" || s.Len() != 0 {
-			t.Fatalf("encoded=%v: store at %s with %d objects after DeleteAt(a@8, 6), want 6 and none", encoded, rv, s.Len())
+			t.Fatalf("encoded=%v: store at %s with %d objects after Delete(a@8, 6), want 6 and none", encoded, rv, s.Len())
 		}
 	}
 }
@@ -189,7 +189,7 @@ func TestList_UsesLabelIndexAndStillAppliesTheWholeSelector(t *testing.T) {
 	c := cm("other", "c", "u3", "3")
 	c.Labels = map[string]string{"app": "x", "tier": "web"}
 	for _, o := range []*corev1.ConfigMap{a, b, c} {
-		w.Apply(o)
+		w.Apply(o, o.GetResourceVersion())
 	}
 	sel, err := metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchLabels: map[string]string{"app": "x", "tier": "web"}})
 	if err != nil {
@@ -210,7 +210,7 @@ func TestEncoded_ReadsDecodeAFreshCopyOfWhatWasStoredWithoutManagedFields(t *tes
 	in.Labels = map[string]string{"app": "web"}
 	in.Data = map[string]string{"payload": "value"}
 	in.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
-	if _, existed := w.Apply(in); existed {
+	if _, existed := w.Apply(in, in.GetResourceVersion()); existed {
 		t.Fatal("Apply into an empty store reported an object it replaced")
 	}
 	if len(in.ManagedFields) != 1 || in.Namespace != "ns" {
@@ -237,7 +237,7 @@ func TestEncoded_ReadsDecodeAFreshCopyOfWhatWasStoredWithoutManagedFields(t *tes
 	}
 
 	upd := cm("ns", "a", "u1", "6")
-	old, existed := w.Apply(upd)
+	old, existed := w.Apply(upd, upd.GetResourceVersion())
 	if !existed || !equality.Semantic.DeepEqual(old, want) {
 		t.Errorf("Apply of an update returned %v, %v; want the decoded previous state %v", old, existed, want)
 	}
@@ -249,7 +249,7 @@ func TestEncoded_ReadsDecodeAFreshCopyOfWhatWasStoredWithoutManagedFields(t *tes
 	if objs, _ := s.ByIndex(cache.IndexLabel, "app=web"); len(objs) != 0 {
 		t.Errorf("label index still lists %v after the labels went", objs)
 	}
-	old, existed = w.Delete(cm("ns", "a", "u1", "7"))
+	old, existed = w.Delete(cm("ns", "a", "u1", "7"), "7")
 	if !existed || old.ResourceVersion != "6" || s.Len() != 0 {
 		t.Errorf("Delete returned %v, %v and left %d objects; want the state at 6 and an empty store", old, existed, s.Len())
 	}
@@ -269,7 +269,7 @@ func TestEncoded_SharedLabelSetsAreCheckedByTheMutationDetector(t *testing.T) {
 	for _, name := range []string{"a", "b"} {
 		o := cm("ns", name, "u-"+name, "1")
 		o.Labels = map[string]string{"app": "web"}
-		w.Apply(o)
+		w.Apply(o, o.GetResourceVersion())
 	}
 	a, _ := s.Get("ns", "a")
 	b, _ := s.Get("ns", "b")
@@ -301,9 +301,9 @@ func TestChanged_ClosesOnEveryKindOfChangeAndNotBefore(t *testing.T) {
 		what  string
 		apply func()
 	}{
-		{"an apply", func() { w.Apply(cm("ns", "a", "u1", "5")) }},
+		{"an apply", func() { w.Apply(cm("ns", "a", "u1", "5"), "5") }},
 		{"a bookmark", func() { w.Bookmark("6") }},
-		{"a delete", func() { w.Delete(cm("ns", "a", "u1", "7")) }},
+		{"a delete", func() { w.Delete(cm("ns", "a", "u1", "7"), "7") }},
 		{"a relist", func() { w.Replace(nil, "8") }},
 	} {
 		ch := s.Changed()

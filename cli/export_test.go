@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"log/slog"
+
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
@@ -23,3 +25,5 @@ func (s *Sharding) Options() (*kloop.Sharding, error)             { return s.opt
 func (s *Serving) Addrs() (metrics, health string, err error)     { return s.addrs() }
 func (s *Serving) Debug() (string, error)                         { return s.debugAddr() }
 func (s *Serving) Secure() (*secure.Options, error)               { return s.secureOptions() }
+
+func (l *Logging) SlogLevel() (slog.Level, error) { return l.slogLevel() }

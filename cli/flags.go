@@ -53,7 +53,7 @@ func NewFlags(name string) *Flags {
 		LeaderElection: newLeaderElection(name),
 		Sharding:       newSharding(name),
 		Serving:        newServing(),
-		Logging:        NewLogging(),
+		Logging:        Logging{Level: "info", Format: "text"},
 		MemoryLimit:    "auto",
 		EncodedUnder:   "0",
 	}

@@ -26,9 +26,6 @@ type Logging struct {
 	v          verbosity // -v
 }
 
-// NewLogging returns the defaults: info, text.
-func NewLogging() Logging { return Logging{Level: "info", Format: "text"} }
-
 // AddFlags registers the flags on fs, with l's fields as defaults.
 func (l *Logging) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(&levelFlag{l}, "log-level", "least severe logs written: debug, info, warn or error")
@@ -72,9 +69,9 @@ func (v *verbosity) Set(s string) error {
 
 func (v *verbosity) Type() string { return "int" }
 
-// SlogLevel returns the level the flags select. -v=N is slog.Level(-N),
+// slogLevel returns the level the flags select. -v=N is slog.Level(-N),
 // the level klog's V(N) lines are written at once klog is routed to slog.
-func (l *Logging) SlogLevel() (slog.Level, error) {
+func (l *Logging) slogLevel() (slog.Level, error) {
 	if l.v.set {
 		if l.levelGiven {
 			return 0, Usagef("--log-level %s and -v %d: give one of them", l.Level, l.v.n)
@@ -96,7 +93,7 @@ func (l *Logging) SlogLevel() (slog.Level, error) {
 
 // validate checks the flags.
 func (l *Logging) validate() error {
-	if _, err := l.SlogLevel(); err != nil {
+	if _, err := l.slogLevel(); err != nil {
 		return err
 	}
 	switch strings.ToLower(l.Format) {
@@ -112,7 +109,7 @@ func (l *Logging) NewLogger(w io.Writer) (*slog.Logger, error) {
 	if err := l.validate(); err != nil {
 		return nil, err
 	}
-	level, _ := l.SlogLevel()
+	level, _ := l.slogLevel()
 	opts := &slog.HandlerOptions{Level: level}
 	if strings.EqualFold(l.Format, "json") {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
@@ -129,7 +126,7 @@ func (l *Logging) Setup(cmd *cobra.Command) (*slog.Logger, error) {
 	if err != nil {
 		return nil, err
 	}
-	level, _ := l.SlogLevel()
+	level, _ := l.slogLevel()
 	v := 0
 	if level < 0 {
 		v = int(-level)

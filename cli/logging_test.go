@@ -15,7 +15,7 @@ func TestLogging_FormatsAndLevels(t *testing.T) {
 		wantJSON   bool
 		wantPrefix string
 	}{
-		{cli.NewLogging(), 3, false, "time="},
+		{cli.Logging{Level: "info", Format: "text"}, 3, false, "time="},
 		{cli.Logging{Level: "debug", Format: "json"}, 4, true, "{"},
 		{cli.Logging{Level: "error", Format: "text"}, 1, false, "time="},
 		{cli.Logging{}, 3, false, "time="}, // the zero value is info, text

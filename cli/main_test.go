@@ -5,11 +5,11 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/testenv"
 )
 
 func TestMain(m *testing.M) {
-	cache.DetectMutations() // as every kloop test binary has it
+	testenv.DetectMutations() // as every kloop test binary has it
 	// klog's flush daemon starts once klog is configured (Logging.Setup).
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"))
 }

@@ -23,11 +23,12 @@ const DefaultMaxWait = 10 * time.Second
 
 // ErrCacheStale is matched (errors.Is) by the error a CachedReader returns
 // when its cache did not reach the client's own write within MaxWait. The
-// error is a *StaleError.
+// error's message says which write, the cache's resourceVersion and how
+// long the read waited.
 var ErrCacheStale = errors.New("client: cache has not caught up with this client's write")
 
-// StaleError says which write a cache did not reach in time.
-type StaleError struct {
+// staleError says which write a cache did not reach in time.
+type staleError struct {
 	Resource schema.GroupResource
 	// Key is the object whose write the cache had not seen.
 	Key cache.Key
@@ -37,13 +38,13 @@ type StaleError struct {
 	Waited     time.Duration
 }
 
-func (e *StaleError) Error() string {
+func (e *staleError) Error() string {
 	return fmt.Sprintf("client: cache of %s did not reach this client's write of %s (%s) within %v (cache is at %q)",
 		e.Resource, e.Key, e.Want, e.Waited, e.Have)
 }
 
 // Is makes errors.Is(err, ErrCacheStale) true.
-func (e *StaleError) Is(target error) bool { return target == ErrCacheStale }
+func (e *staleError) Is(target error) bool { return target == ErrCacheStale }
 
 // readCache is what a CachedReader needs of a cache: reads, the resourceVersion
 // it has caught up with, and a channel closed at its next change.
@@ -73,7 +74,7 @@ type ReaderOptions struct {
 // the cache as a whole has passed N); after a delete the server confirmed
 // without returning the object, it waits until the cache no longer holds the
 // deleted object; a List waits for every pending write in the namespace. Each wait is bounded by MaxWait and
-// ends with a *StaleError (errors.Is ErrCacheStale) rather than stale data.
+// ends with an error that is ErrCacheStale (errors.Is) rather than stale data.
 // Keys the client has not written are read without waiting.
 //
 // Objects returned are the cache's: read-only, shared with every other
@@ -203,7 +204,7 @@ func (r *CachedReader[T]) wait(ctx context.Context, ws []pendingWrite) error {
 			case <-wctx.Done():
 				err := context.Cause(wctx)
 				if errors.Is(err, errMaxWait) {
-					return &StaleError{Resource: r.gr, Key: w.Key, Want: w.want(), Have: r.cache.ResourceVersion(), Waited: time.Since(began)}
+					return &staleError{Resource: r.gr, Key: w.Key, Want: w.want(), Have: r.cache.ResourceVersion(), Waited: time.Since(began)}
 				}
 				return fmt.Errorf("client: waiting for the cache of %s to reach %s at %s (cache is at %q): %w",
 					r.gr, w.Key, w.want(), r.cache.ResourceVersion(), err)

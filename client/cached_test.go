@@ -98,9 +98,9 @@ func startConfigMapCache(t *testing.T, env *testenv.Env, ns string) *heldCache[*
 		}
 		switch ev.Type {
 		case watcher.Added, watcher.Modified:
-			w.Apply(ev.Object)
+			w.Apply(ev.Object, ev.Object.GetResourceVersion())
 		case watcher.Deleted:
-			w.Delete(ev.Object)
+			w.Delete(ev.Object, ev.Object.GetResourceVersion())
 		case watcher.Bookmark:
 			w.Bookmark(ev.ResourceVersion)
 		case watcher.RelistStart:

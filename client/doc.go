@@ -33,7 +33,7 @@
 //     resources) is seen once the cache no longer holds the deleted UID.
 //   - CachedReader.List waits for every pending write in the namespace.
 //   - Each wait is bounded (ReaderOptions.MaxWait, 10s by default). On
-//     timeout the read fails with a *StaleError, errors.Is ErrCacheStale,
+//     timeout the read fails with an error that is ErrCacheStale (errors.Is),
 //     instead of returning data from before the write; return it from the
 //     reconciler to retry later.
 //   - resourceVersions are compared as integers (comparable resource

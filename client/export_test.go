@@ -22,3 +22,7 @@ func NewCachedReader[T watcher.Object](c readCache[T], tracker *writeTracker, gr
 // Tracker returns the client's record of its writes (nil with
 // Options.DisableWriteTracking).
 func (c *Client) Tracker() *writeTracker { return c.tracker }
+
+// StaleError is the error a read that waited too long for its own write
+// returns; the tests look at its fields.
+type StaleError = staleError

@@ -123,8 +123,8 @@ func TestCachedReader_GetWaitsForTrackedWriteThenReturnsIt(t *testing.T) {
 	recv(t, sc.waiting, "Get to wait for the store")
 	// An unrelated event that moves the store, but not past 8, must not
 	// end the wait (Get would return a at 5); the write itself must.
-	w.Apply(cm("ns", "other", "7"))
-	w.Apply(cm("ns", "a", "8"))
+	w.Apply(cm("ns", "other", "7"), "7")
+	w.Apply(cm("ns", "a", "8"), "8")
 	select {
 	case got := <-res:
 		if got.err != nil || got.rv != "8" {
@@ -197,8 +197,8 @@ func TestCachedReader_ListWaitsForEveryPendingWriteInNamespace(t *testing.T) {
 		}
 		res <- len(items)
 	}()
-	w.Apply(cm("ns", "a", "2"))
-	w.Apply(cm("ns", "b", "3"))
+	w.Apply(cm("ns", "a", "2"), "2")
+	w.Apply(cm("ns", "b", "3"), "3")
 	select {
 	case n := <-res:
 		if n != 2 {
@@ -235,14 +235,14 @@ func TestCachedReader_GetAfterDeleteWithoutResourceVersionWaitsUntilObjectGone(t
 		res <- err
 	}()
 	recv(t, sc.waiting, "Get to wait for the delete")
-	w.Apply(cm("ns", "other", "100")) // the store moves, a is still there
-	w.Delete(cm("ns", "a", "101"))
+	w.Apply(cm("ns", "other", "100"), "100") // the store moves, a is still there
+	w.Delete(cm("ns", "a", "101"), "101")
 	if err := recv(t, res, "Get after the delete reached the store"); !apierrors.IsNotFound(err) {
 		t.Fatalf("Get after own delete: got %v, want NotFound", err)
 	}
 
 	// b was re-created by someone else (another UID): that counts as seen.
-	w.Apply(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b", UID: "other", ResourceVersion: "102"}})
+	w.Apply(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b", UID: "other", ResourceVersion: "102"}}, "102")
 	if obj, err := r.Get(ctx, "ns", "b"); err != nil || obj.UID != "other" {
 		t.Fatalf("Get of a key re-created by someone else = %v, %v; want the new object", obj, err)
 	}
@@ -278,12 +278,12 @@ func TestCachedReader_AChangeBetweenTheCheckAndTheWaitIsNotMissed(t *testing.T) 
 		// nothing else would move the cache for MaxWait.
 		name:    "delete",
 		record:  func(tr *client.WriteTracker) { tr.RecordGone(cmGR, key("ns", "a"), "u-a") },
-		between: func(w *cache.Writer[*corev1.ConfigMap]) { w.Delete(cm("ns", "a", "11")) },
+		between: func(w *cache.Writer[*corev1.ConfigMap]) { w.Delete(cm("ns", "a", "11"), "11") },
 		wantErr: apierrors.IsNotFound,
 	}, {
 		name:    "update",
 		record:  func(tr *client.WriteTracker) { tr.Record(cmGR, key("ns", "a"), "11") },
-		between: func(w *cache.Writer[*corev1.ConfigMap]) { w.Apply(cm("ns", "a", "11")) },
+		between: func(w *cache.Writer[*corev1.ConfigMap]) { w.Apply(cm("ns", "a", "11"), "11") },
 		wantErr: func(err error) bool { return err == nil },
 	}} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,7 +17,6 @@ import (
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/metrics/secure"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // The page behind --metrics-secure's guard: TLS, a bearer token the API
@@ -41,7 +40,7 @@ func TestServer_SecuredLikeMetrics_ServesOnlyCallersTheAPIServerAuthorizes(t *te
 		t.Fatal(err)
 	}
 	viewer, stranger := authtest.ServiceAccount(t, cs, ns, "viewer"), authtest.ServiceAccount(t, cs, ns, "stranger")
-	await.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:" + ns + ":viewer",
+	testwait.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:" + ns + ":viewer",
 		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: debug.SnapshotPath, Verb: "get"}}, true)
 
 	guard, err := secure.New(e.Config, secure.Options{Logger: quiet()})

@@ -42,7 +42,7 @@ func TestCronJobController_KeepsItsCronJobsAsDeploysServiceAccountWithNothingFor
 	objs := render(t, "cronjob-controller")
 	newApplier(t, e.Config).apply(t, objs)
 	testwait.CRDServed(t, e.Config, "cronjobs.batch.tutorial.kubebuilder.io")
-	await.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(cronJobNS, "cronjob-controller"),
+	testwait.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(cronJobNS, "cronjob-controller"),
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "batch.tutorial.kubebuilder.io", Resource: "cronjobs", Verb: "watch"}}, true)
 
 	args, _, _ := containerArgs(t, find(t, objs, "Deployment", "cronjob-controller"))

@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/samples/podsim"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 const fooNS = "kloop-foo"
@@ -173,7 +173,7 @@ var anyForbidden = regexp.MustCompile(`(?i)forbidden`)
 
 func TestFooController_PassesTheScenarioAsDeploysServiceAccountWithExactlyItsRights(t *testing.T) {
 	c := newFooCluster(t)
-	await.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(fooNS, "foo-controller"),
+	testwait.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(fooNS, "foo-controller"),
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "samplecontroller.k8s.io", Resource: "foos", Verb: "watch"}}, true)
 	p := c.startFoo(t, "foo-controller")
 	p.stderr.WaitFor(t, "the leader's start", regexp.MustCompile(`Became the leader`))
@@ -245,9 +245,9 @@ func removeRule(t *testing.T, a *applier, cs kubernetes.Interface, objs []*unstr
 	a.apply(t, []*unstructured.Unstructured{without(t, objs, rc)})
 	t.Cleanup(func() {
 		a.apply(t, []*unstructured.Unstructured{find(t, objs, rc.kind, rc.name)})
-		await.Authorized(t, cs, spec, true)
+		testwait.Authorized(t, cs, spec, true)
 	})
-	await.Authorized(t, cs, spec, false)
+	testwait.Authorized(t, cs, spec, false)
 }
 
 // forbiddenLine is the error a missing rule must show: one of its verbs

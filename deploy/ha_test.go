@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 var (
@@ -51,7 +51,7 @@ func matching(lines []string, re *regexp.Regexp) int {
 
 func TestFooController_TwoReplicasOneLeadsTheWarmStandbyTakesOverAfterSIGKILL(t *testing.T) {
 	c := newFooCluster(t)
-	await.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(fooNS, "foo-controller"),
+	testwait.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(fooNS, "foo-controller"),
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: fooNS, Group: "coordination.k8s.io", Resource: "leases", Verb: "create"}}, true)
 
 	a := c.startFoo(t, "replica-a")

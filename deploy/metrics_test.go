@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kloop-dev/kloop/internal/authtest"
-	"github.com/kloop-dev/kloop/testenv/await"
+	"github.com/kloop-dev/kloop/internal/testwait"
 )
 
 func scrape(t *testing.T, url, token string) (int, string) {
@@ -48,7 +48,7 @@ func TestFooController_MetricsSecure401WithoutToken403WithoutRBAC200WithItPlainH
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	await.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(ns, "prometheus"),
+	testwait.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(ns, "prometheus"),
 		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}}, true)
 
 	p := c.startFoo(t, "foo-controller")
@@ -77,7 +77,7 @@ func TestFooController_MetricsSecure401WithoutToken403WithoutRBAC200WithItPlainH
 		t.Fatal(err)
 	}
 	for _, path := range []string{"/debug", "/debug/api/v1/snapshot"} {
-		await.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(ns, "debugger"),
+		testwait.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(ns, "debugger"),
 			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: "get"}}, true)
 	}
 	debugAddr := freeAddr(t)

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/kloop-dev/kloop/testenv/await"
+	"github.com/kloop-dev/kloop/internal/testwait"
 )
 
 // namespacedNS is where overlays/foo-controller-namespaced runs the
@@ -36,9 +36,9 @@ func (c *fooCluster) startNamespacedFoo(t *testing.T, name string, extra ...stri
 func TestFooNamespacedOverlay_FoosInItsNamespacesConvergeAndOthersAreNotSeen(t *testing.T) {
 	c := newFooClusterFrom(t, "overlays/foo-controller-namespaced")
 	user := saUser(namespacedNS, "foo-controller")
-	await.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: user,
+	testwait.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: user,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "team-b", Group: "samplecontroller.k8s.io", Resource: "foos", Verb: "watch"}}, true)
-	await.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: user,
+	testwait.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: user,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "samplecontroller.k8s.io", Resource: "foos", Verb: "list"}}, false)
 	if _, err := c.cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-c"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestFooNamespacedOverlay_FoosInItsNamespacesConvergeAndOthersAreNotSeen(t *
 
 func TestFooNamespacedOverlay_ANamespaceItMayNotListIsNamedWhileTheOthersConverge(t *testing.T) {
 	c := newFooClusterFrom(t, "overlays/foo-controller-namespaced")
-	await.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(namespacedNS, "foo-controller"),
+	testwait.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(namespacedNS, "foo-controller"),
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "team-a", Group: "samplecontroller.k8s.io", Resource: "foos", Verb: "watch"}}, true)
 
 	// "nowhere" does not exist, so it has no Role for the controller: it

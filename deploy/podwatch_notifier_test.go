@@ -19,8 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop/internal/notifier"
+	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // deployed is a control plane with one of deploy/'s bases applied.
@@ -76,7 +76,7 @@ func (d *deployed) bindReader(t *testing.T, role string) string {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	await.Authorized(t, d.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(ns, "prometheus"),
+	testwait.Authorized(t, d.cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(ns, "prometheus"),
 		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}}, true)
 	return tokenOf(t, saKubeconfig(t, d.e, ns, "prometheus"))
 }
@@ -95,7 +95,7 @@ func (d *deployed) startPodwatch(t *testing.T, name string) *proc {
 func TestPodwatch_PrintsItsNamespacesPodsAsDeploysServiceAccountAndNamesTheMissingRule(t *testing.T) {
 	d := deployBase(t, "podwatch")
 	user := saUser(podwatchNS, "podwatch")
-	await.Authorized(t, d.cs, authorizationv1.SubjectAccessReviewSpec{User: user,
+	testwait.Authorized(t, d.cs, authorizationv1.SubjectAccessReviewSpec{User: user,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: podwatchNS, Resource: "pods", Verb: "watch"}}, true)
 	prometheus := d.bindReader(t, "podwatch-metrics-reader")
 
@@ -157,7 +157,7 @@ func (d *deployed) startNotifier(t *testing.T, name string) *proc {
 func TestNotifier_NotifiesAsDeploysServiceAccountWithItsReadOnlyRoleAndNamesTheMissingRule(t *testing.T) {
 	d := deployBase(t, "notifier")
 	user := saUser(notifierNS, "notifier")
-	await.Authorized(t, d.cs, authorizationv1.SubjectAccessReviewSpec{User: user,
+	testwait.Authorized(t, d.cs, authorizationv1.SubjectAccessReviewSpec{User: user,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Resource: "pods", Verb: "watch"}}, true)
 
 	p := d.startNotifier(t, "notifier")

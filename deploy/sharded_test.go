@@ -10,9 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 var slotsActive = regexp.MustCompile(`msg="Slots active"`)
@@ -26,7 +26,7 @@ var slotsActive = regexp.MustCompile(`msg="Slots active"`)
 func TestFooShardedOverlay_TwoReplicasShareTheFoosWithExactlyTheOverlaysRights(t *testing.T) {
 	c := newFooClusterFrom(t, "overlays/foo-controller-sharded")
 	user := saUser(fooNS, "foo-controller")
-	await.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: user,
+	testwait.Authorized(t, c.cs, authorizationv1.SubjectAccessReviewSpec{User: user,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: fooNS, Group: "coordination.k8s.io", Resource: "leases", Verb: "list"}}, true)
 
 	replicas := []*proc{c.startFoo(t, "replica-a"), c.startFoo(t, "replica-b")}

@@ -232,7 +232,7 @@ func TestCronJobSelfSignedOverlay_WritesTheSecretAndInjectsTheCAWithDeploysRight
 	objs := render(t, "overlays/cronjob-controller-self-signed")
 	newApplier(t, e.Config).apply(t, objs)
 	testwait.CRDServed(t, e.Config, cronJobCRD)
-	await.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(cronJobNS, "cronjob-controller"),
+	testwait.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: saUser(cronJobNS, "cronjob-controller"),
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: cronJobNS, Resource: "secrets", Verb: "create"}}, true)
 
 	d := find(t, objs, "Deployment", "cronjob-controller")

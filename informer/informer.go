@@ -489,7 +489,7 @@ func (inf *Informer[T]) Refilter() int {
 	dropped := 0
 	for _, obj := range inf.store.List(nil) {
 		if !inf.filter(obj) {
-			inf.writer.Delete(obj)
+			inf.writer.Delete(obj, obj.GetResourceVersion())
 			dropped++
 		}
 	}
@@ -709,11 +709,11 @@ func (inf *Informer[T]) apply(o op[T]) {
 	case opDelta:
 		d := o.delta
 		if inf.filter != nil && !inf.filter(d.obj) {
-			inf.writer.DeleteAt(d.obj, o.rv) // out of view now: dropped, not deleted
+			inf.writer.Delete(d.obj, o.rv) // out of view now: dropped, not deleted
 			break
 		}
 		if d.deleted {
-			old, existed := inf.writer.DeleteAt(d.obj, o.rv)
+			old, existed := inf.writer.Delete(d.obj, o.rv)
 			switch {
 			case !existed:
 			case d.obj.GetUID() == "" || old.GetUID() == d.obj.GetUID():
@@ -725,7 +725,7 @@ func (inf *Informer[T]) apply(o op[T]) {
 			}
 			break
 		}
-		old, existed := inf.writer.ApplyAt(d.obj, o.rv)
+		old, existed := inf.writer.Apply(d.obj, o.rv)
 		switch {
 		case !existed:
 			inf.metrics.adds.Inc()
@@ -887,7 +887,7 @@ func (inf *Informer[T]) Seed(objs ...T) error {
 		if inf.filter != nil && !inf.filter(obj) {
 			continue
 		}
-		inf.writer.Apply(obj)
+		inf.writer.Apply(obj, obj.GetResourceVersion())
 	}
 	return nil
 }

@@ -2,9 +2,10 @@
 // benchmarks and local development: etcd and kube-apiserver, and optionally
 // kube-controller-manager, built from their official Go modules by
 // `kloop controlplane install` (or `make controlplane` in kloop's
-// repository) into a per-user directory, UserBinDir. Projects of one's own
-// find them there with no flag or environment variable; Options.BinDir and
-// $KLOOP_CONTROLPLANE_BIN override it (see BinDir).
+// repository) into a per-user directory (`kloop controlplane dir` prints
+// it). Projects of one's own find them there with no flag or environment
+// variable; Options.BinDir and $KLOOP_CONTROLPLANE_BIN (BinDirEnv) override
+// it.
 //
 // Guarantees:
 //   - Start returns only once the API server answers /readyz, or an error that

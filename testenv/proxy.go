@@ -139,8 +139,8 @@ func (p *Proxy) Reset() {
 	}
 }
 
-// Conns is the number of client connections open now.
-func (p *Proxy) Conns() int {
+// openConns is the number of client connections open now.
+func (p *Proxy) openConns() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.conns)

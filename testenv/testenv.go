@@ -24,11 +24,14 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kloop-dev/kloop/internal/cpbin"
 )
 
 // BinDirEnv names the environment variable that overrides where the
-// control-plane binaries are looked up (default: UserBinDir, see BinDir).
-const BinDirEnv = "KLOOP_CONTROLPLANE_BIN"
+// control-plane binaries are looked up (default: the per-user directory
+// that `kloop controlplane install` fills; see Options.BinDir).
+const BinDirEnv = cpbin.Env
 
 // DefaultFeatureGates are the kube-apiserver feature gates Start sets
 // unless Options.FeatureGates says otherwise: ShardedListAndWatch (KEP-5866,
@@ -86,9 +89,13 @@ type Options struct {
 	DataDir string
 
 	// BinDir holds etcd, kube-apiserver and kube-controller-manager. Empty
-	// means $KLOOP_CONTROLPLANE_BIN, else UserBinDir (where
-	// `kloop controlplane install` puts them), else bin/ at the root of a
-	// kloop checkout above the working directory.
+	// means $KLOOP_CONTROLPLANE_BIN, else the per-user directory
+	// os.UserCacheDir()/kloop/controlplane/KubernetesVersion (where
+	// `kloop controlplane install` puts them and `kloop controlplane dir`
+	// prints) when it holds etcd, else bin/ at the root of a kloop checkout
+	// above the working directory when that does, else the per-user
+	// directory, whose missing binaries Start reports with the command that
+	// installs them.
 	BinDir string
 
 	// APIServerPort and EtcdPort pin ports on 127.0.0.1; 0 picks free ones.
@@ -118,8 +125,8 @@ type Options struct {
 }
 
 // Env is a running local control plane. Its methods are safe for concurrent
-// use; the fault hooks (RestartAPIServer, StopAPIServer, StartAPIServer,
-// RestartEtcd) are serialized. Faults on the network path between a client
+// use; the fault hooks (StopAPIServer, StartAPIServer, RestartEtcd,
+// CompactAndRestart) are serialized. Faults on the network path between a client
 // and the API server come from a Proxy (see APIServerProxy).
 type Env struct {
 	// Config is an admin (system:masters) client config for the API server.
@@ -164,8 +171,8 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 	binDir := opts.BinDir
 	if binDir == "" {
-		if binDir, err = BinDir(); err != nil {
-			return nil, err
+		if binDir, err = cpbin.Dir(); err != nil {
+			return nil, fmt.Errorf("testenv: %w", err)
 		}
 	}
 	bins := map[string]string{}
@@ -444,9 +451,9 @@ func (e *Env) StartAPIServer(ctx context.Context) error {
 	return e.startAPIServerLocked(ctx)
 }
 
-// RestartAPIServer stops kube-apiserver and starts it again; watches open
-// across it end, data in etcd stays.
-func (e *Env) RestartAPIServer(ctx context.Context) error {
+// restartAPIServer stops kube-apiserver and starts it again; watches open
+// across it end, data in etcd stays. (StopAPIServer then StartAPIServer.)
+func (e *Env) restartAPIServer(ctx context.Context) error {
 	e.StopAPIServer()
 	return e.StartAPIServer(ctx)
 }
@@ -507,7 +514,7 @@ func (e *Env) CompactAndRestart(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return rev, e.RestartAPIServer(ctx)
+	return rev, e.restartAPIServer(ctx)
 }
 
 // EtcdPut writes value under key straight into etcd, past the API server.

@@ -222,8 +222,8 @@ func TestE2E(t *testing.T) {
 				if got := slices.Sorted(maps.Keys(items)); !slices.Equal(got, []string{"a", "b", "c", "d", "e"}) {
 					t.Fatalf("snapshot names %v, want a..e", got)
 				}
-				if l.r.LastSyncResourceVersion() == "" || l.r.LastError() != nil {
-					t.Fatalf("after sync: LastSyncResourceVersion %q, LastError %v", l.r.LastSyncResourceVersion(), l.r.LastError())
+				if l.r.Status().ResourceVersion == "" || l.r.LastError() != nil {
+					t.Fatalf("after sync: Status().ResourceVersion %q, LastError %v", l.r.Status().ResourceVersion, l.r.LastError())
 				}
 
 				createCM(t, ctx, cs, ns, "f")

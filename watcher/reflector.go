@@ -18,7 +18,7 @@ import (
 // on errors. It reports what it sees as Events to the emit function given to
 // Run. See the package documentation for the guarantees.
 //
-// LastError and LastSyncResourceVersion may be called from any goroutine.
+// LastError and Status may be called from any goroutine.
 type Reflector[T Object] struct {
 	lw      ListerWatcher[T]
 	cfg     resolved
@@ -75,15 +75,6 @@ func (r *Reflector[T]) ErrorChanged() <-chan struct{} {
 		r.errChanged = make(chan struct{})
 	}
 	return r.errChanged
-}
-
-// LastSyncResourceVersion returns the resourceVersion of the newest event
-// delivered to emit (a RelistDone, a Bookmark or an object event), or "" before
-// the first snapshot completed.
-func (r *Reflector[T]) LastSyncResourceVersion() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.lastRV
 }
 
 // ListMeta is the metadata of the latest LIST page the server returned

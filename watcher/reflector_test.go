@@ -193,8 +193,8 @@ func TestReflector_StreamingList_EmitsItemsAsTheyArriveThenWatchesFromItsEnd(t *
 		w2.Delete(obj("b", "12"))
 		x.expectEvents("Modified a@11", "Deleted b@12")
 		x.expectNoCall()
-		if got := x.r.LastSyncResourceVersion(); got != "12" {
-			t.Fatalf("LastSyncResourceVersion = %q, want 12", got)
+		if got := x.r.Status().ResourceVersion; got != "12" {
+			t.Fatalf("Status().ResourceVersion = %q, want 12", got)
 		}
 		x.stop()
 		if !w.IsStopped() {

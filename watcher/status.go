@@ -39,7 +39,9 @@ type Status struct {
 	Phase Phase
 	// LastError is LastError().
 	LastError error
-	// ResourceVersion is LastSyncResourceVersion().
+	// ResourceVersion is that of the newest event delivered to emit (a
+	// RelistDone, a Bookmark or an object event), or "" before the first
+	// snapshot completed.
 	ResourceVersion string
 	// LastEvent is when the newest event (object, bookmark or snapshot)
 	// arrived from the server; zero before any.

@@ -378,7 +378,7 @@ func (q *Queue[K]) addAfterLocked(e *entry[K], p int64, at int64) {
 // also counts a requeue for k. After ShutDown it does nothing, not even
 // count.
 func (q *Queue[K]) AddRateLimited(k K) {
-	if q.ShuttingDown() {
+	if q.shuttingDownNow() {
 		return
 	}
 	q.AddAfter(k, q.limiter.When(k))
@@ -639,8 +639,9 @@ func (q *Queue[K]) Len() int {
 	return q.ring.n + q.prio.len()
 }
 
-// ShuttingDown reports whether ShutDown or ShutDownWithDrain was called.
-func (q *Queue[K]) ShuttingDown() bool {
+// shuttingDownNow reports whether ShutDown or ShutDownWithDrain was called
+// (Status().ShuttingDown, without the rest of the status).
+func (q *Queue[K]) shuttingDownNow() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.shuttingDown

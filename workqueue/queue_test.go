@@ -174,8 +174,8 @@ func TestQueue_AfterShutDownHandsOutReadyKeysThenReportsShutDown(t *testing.T) {
 	q.Add("b")
 	q.ShutDown()
 	q.Add("c") // ignored
-	if !q.ShuttingDown() {
-		t.Fatal("ShuttingDown = false after ShutDown")
+	if !q.Status().ShuttingDown {
+		t.Fatal("Status().ShuttingDown = false after ShutDown")
 	}
 	for _, w := range []string{"a", "b"} {
 		if k := mustGet(t, q); k != w {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kloop-dev/kloop/cli"
+	"github.com/kloop-dev/kloop/internal/cpbin"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -71,7 +72,7 @@ func controlPlaneDirCommand() *cobra.Command {
 		Short: "Print the directory testenv and kloop dev take the control-plane binaries from",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := testenv.BinDir()
+			dir, err := cpbin.Dir()
 			if err != nil {
 				return err
 			}
@@ -86,7 +87,7 @@ func (f *installFlags) install(log io.Writer) (string, error) {
 	dir := f.binDir
 	if dir == "" {
 		var err error
-		if dir, err = testenv.UserBinDir(); err != nil {
+		if dir, err = cpbin.UserDir(); err != nil {
 			return "", err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/cpbin"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -226,12 +227,12 @@ func TestInit_NewProjectPassesItsMakeTest(t *testing.T) {
 
 	// The per-user cache directory gets the binaries of this build when it
 	// has none yet (CI's make controlplane has put them there already).
-	user, err := testenv.UserBinDir()
+	user, err := cpbin.UserDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(user, "etcd")); err != nil {
-		from, err := testenv.BinDir()
+		from, err := cpbin.Dir()
 		if err != nil || from == user {
 			t.Fatalf("no control-plane binaries in %s, and none elsewhere to copy (%v): run kloop controlplane install", user, err)
 		}

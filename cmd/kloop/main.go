@@ -32,7 +32,7 @@
 // builds etcd, kube-apiserver and kube-controller-manager from
 // tools/controlplane of the kloop checkout the command was built from into
 // the per-user directory where testenv, kloop dev and projects made by
-// kloop init find them (testenv.UserBinDir), or copies them there from
+// kloop init find them (internal/cpbin.UserDir), or copies them there from
 // --from; dir prints where they are looked up.
 //
 //	kloop init [DIR] --module PATH --group GROUP --kind KIND [--version v1alpha1] [--kloop-dir DIR]
@@ -108,7 +108,7 @@ func (f *controlPlaneFlags) loggers(cmd *cobra.Command) (log, controlPlane *slog
 		return nil, nil, err
 	}
 	cp := cli.Logging{Level: "info", Format: f.logging.Format}
-	if lvl, _ := f.logging.SlogLevel(); lvl < slog.LevelInfo {
+	if log.Enabled(context.Background(), slog.LevelInfo-1) { // debug, or -v
 		return log, log, nil
 	}
 	controlPlane, err = cp.NewLogger(cmd.ErrOrStderr())
@@ -132,7 +132,7 @@ type devRun struct {
 }
 
 func devCommand() *cobra.Command {
-	f := &controlPlaneFlags{logging: cli.NewLogging()}
+	f := &controlPlaneFlags{logging: cli.Logging{Level: "info", Format: "text"}}
 	d := &devFlags{}
 	cmd := &cobra.Command{
 		Use:   "dev [flags] [-- COMMAND [ARG...]]",

@@ -2,5 +2,5 @@
 // (the metrics endpoint, the debug page, the deployed controllers) need to
 // call them as a given ServiceAccount: a token from the TokenRequest API,
 // as a kubelet mounts one, and a GET with it as the bearer token. Waiting
-// until RBAC allows a call is await.Authorized.
+// until RBAC allows a call is internal/testwait.Authorized.
 package authtest

@@ -20,7 +20,7 @@ const repoRoot = "../.."
 // allowed are the waits the repository-wide check accepts, by
 // "file:function" (the file relative to the repository's root), each with
 // the reason. Keep it short: an entry is a wait that no event can drive.
-// (testenv/await.Authorized and QuotaEnforced, the polls on API caches, are not in test files.)
+// (internal/testwait.Authorized and QuotaEnforced, the polls on API caches, are not in test files.)
 var allowed = map[string]string{
 	"faults/silent_test.go:TestFault_SilentWatch_NoticedReconnectedAndCaughtUp": "holds the " +
 		"blackhole for the length of the fault under test; it waits for no goroutine and no state",

@@ -30,9 +30,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kloop-dev/kloop/internal/authtest"
+	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/metrics/secure"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // cluster is what each test sets up: a namespace, a user for the filter
@@ -68,9 +68,9 @@ func setup(t *testing.T) *cluster {
 	c.scraper = authtest.ServiceAccount(t, cs, ns, "scraper")
 	c.stranger = authtest.ServiceAccount(t, cs, ns, "stranger")
 
-	await.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: filterUser,
+	testwait.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: filterUser,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "authorization.k8s.io", Resource: "subjectaccessreviews", Verb: "create"}}, true)
-	await.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:" + ns + ":scraper",
+	testwait.Authorized(t, cs, authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:" + ns + ":scraper",
 		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}}, true)
 	return c
 }

@@ -67,7 +67,7 @@ func pod(name, scheduler string) *corev1.Pod {
 func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
 	kc := kubernetes.NewForConfigOrDie(controlPlane.Env(t).Config)
-	changed := await.Changes(t, kc.CoreV1().Nodes(), kc.CoordinationV1().Leases(podsim.NodeLeaseNamespace), kc.CoreV1().Pods(""))
+	changed := testwait.Changes(t, kc.CoreV1().Nodes(), kc.CoordinationV1().Leases(podsim.NodeLeaseNamespace), kc.CoreV1().Pods(""))
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	var condErr error

@@ -231,7 +231,7 @@ func TestQuotaEnforced_ReturnsOnlyOnceAPodIsRefused(t *testing.T) {
 	if _, err := kc.CoreV1().ResourceQuotas(ns).UpdateStatus(t.Context(), quota, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	await.QuotaEnforced(t, kc, ns)
+	testwait.QuotaEnforced(t, kc, ns)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p"},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c"}}},

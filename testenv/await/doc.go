@@ -8,16 +8,14 @@
 // The sources:
 //   - the API server's watch: Object ("eventually this object satisfies
 //     f"), Gone ("this object is gone"), Watched (a condition over several
-//     objects), Changes;
+//     objects);
 //   - a controller's log: Logs is an slog.Handler that keeps records;
 //     Logged waits for a record, Reconciled for a controller to have
 //     reconciled a key;
 //   - the code under test: a Signal it notifies (Until), a Buffer of a
 //     command's output.
 //
-// Two waits ask again on a timer, because nothing reports the state they
-// wait for: Authorized (the RBAC authorizer's cache) and QuotaEnforced
-// (quota admission's).
+// None asks again on a timer.
 //
 // The ...Context forms take no testing.TB and return an error instead:
 // they serve helper processes and library code.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -258,40 +257,4 @@ func watchedFor(ctx context.Context, wi watch.Interface, cond func(ctx context.C
 			}
 		}
 	}
-}
-
-// Changes returns a Signal notified on every event of a watch opened now on
-// each of ws, until the test ends: a change source for Until when the
-// state a condition reads is spread over several resources. A watch the
-// server ends is not reopened; conditions that wait longer than the
-// server's watch timeout (minutes) should use Watched.
-func Changes(t TB, ws ...Watcher) *Signal {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	sig := &Signal{}
-	var wg sync.WaitGroup
-	for _, w := range ws {
-		wi, err := w.Watch(ctx, metav1.ListOptions{})
-		if err != nil {
-			cancel()
-			wg.Wait()
-			t.Fatalf("watch for changes: %v", err)
-		}
-		wg.Go(func() {
-			defer wi.Stop()
-			for {
-				select {
-				case _, ok := <-wi.ResultChan():
-					if !ok {
-						return
-					}
-					sig.Notify()
-				case <-ctx.Done():
-					return
-				}
-			}
-		})
-	}
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	return sig
 }

@@ -1,4 +1,4 @@
-package await
+package testwait
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // askEvery is how often the waits of this file ask again.
@@ -21,10 +23,10 @@ const askEvery = 20 * time.Millisecond
 // cache of its own, which catches up with a change some time after the
 // change is stored, and nothing tells when: a watch on the bindings would
 // fire too early. So Authorized asks again every 20 ms (with QuotaEnforced,
-// the only waits of this package that ask on a timer). It does not use t's
+// the only waits of kloop's tests that ask on a timer). It does not use t's
 // context, so that it also works in a cleanup, and fails t, naming spec, if
-// the answer is still not allowed after Timeout.
-func Authorized(t TB, cs kubernetes.Interface, spec authorizationv1.SubjectAccessReviewSpec, allowed bool) {
+// the answer is still not allowed after await.Timeout.
+func Authorized(t await.TB, cs kubernetes.Interface, spec authorizationv1.SubjectAccessReviewSpec, allowed bool) {
 	t.Helper()
 	ask(t, fmt.Sprintf("RBAC to answer allowed=%v for %+v", allowed, spec), func(ctx context.Context) (bool, any) {
 		sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
@@ -43,7 +45,7 @@ func Authorized(t TB, cs kubernetes.Interface, spec authorizationv1.SubjectAcces
 // enforced), and reads quotas from a cache of its own that catches up some
 // time later; no watch tells when. Call it after creating a quota that
 // allows no Pods, before the test relies on Pods being refused.
-func QuotaEnforced(t TB, cs kubernetes.Interface, ns string) {
+func QuotaEnforced(t await.TB, cs kubernetes.Interface, ns string) {
 	t.Helper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "quota-probe-"},
@@ -59,10 +61,10 @@ func QuotaEnforced(t TB, cs kubernetes.Interface, ns string) {
 }
 
 // ask calls try every askEvery until it reports done, and fails t with
-// try's last answer if that takes longer than Timeout.
-func ask(t TB, what string, try func(ctx context.Context) (done bool, last any)) {
+// try's last answer if that takes longer than await.Timeout.
+func ask(t await.TB, what string, try func(ctx context.Context) (done bool, last any)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), await.Timeout)
 	defer cancel()
 	tick := time.NewTicker(askEvery)
 	defer tick.Stop()
@@ -73,7 +75,7 @@ func ask(t TB, what string, try func(ctx context.Context) (done bool, last any))
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("waiting for %s: not within %v (last answer: %v)", what, Timeout, last)
+			t.Fatalf("waiting for %s: not within %v (last answer: %v)", what, await.Timeout, last)
 			return
 		case <-tick.C:
 		}
