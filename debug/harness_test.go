@@ -111,7 +111,7 @@ func newFooRun(t *testing.T, env *testenv.Env, before ...string) *fooRun {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the debug server did not bind within 30s")
 	}
-	if r.srv.Addr() == nil {
+	if r.srv.URL() == "" {
 		t.Fatal("the debug server failed to listen")
 	}
 	return r

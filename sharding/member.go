@@ -277,12 +277,12 @@ func (m *Member) ownsValue(value string) bool { return m.scope.Load().Has(m.slot
 // a replica places objects and keys.
 func (m *Member) slotOf(value string) int { return slots.Of(slots.Hash(value), m.cfg.Slots) }
 
-// Scope is the set of slots whose objects this replica caches now: the
+// inScope is the set of slots whose objects this replica caches now: the
 // slots it works on, and those it is starting (whose caches are filling).
-func (m *Member) Scope() Set { return *m.scope.Load() }
+func (m *Member) inScope() Set { return *m.scope.Load() }
 
-// Active is the set of slots whose keys this replica reconciles now.
-func (m *Member) Active() Set { return *m.active.Load() }
+// activeNow is the set of slots whose keys this replica reconciles now.
+func (m *Member) activeNow() Set { return *m.active.Load() }
 
 func (m *Member) activeValue(value string) bool { return m.active.Load().Has(m.slotOf(value)) }
 
@@ -778,7 +778,7 @@ func (r *run) claim(ctx context.Context, claim Set) {
 func (r *run) begin(slots Set, waited []time.Duration) {
 	m := r.m
 	r.c.set(r.clk.Now(), slots, slotStarting)
-	scope := m.Scope().Union(slots)
+	scope := m.inScope().Union(slots)
 	m.scope.Store(&scope)
 	infs, _ := m.snapshot()
 	relisted := make([]<-chan struct{}, 0, len(infs))
@@ -814,7 +814,7 @@ func (r *run) activate(slots Set) {
 	}
 	m := r.m
 	r.c.set(r.clk.Now(), slots, slotActive)
-	active := m.Active().Union(slots)
+	active := m.activeNow().Union(slots)
 	m.active.Store(&active)
 	_, gates := m.snapshot()
 	for _, g := range gates {
@@ -829,9 +829,9 @@ func (r *run) activate(slots Set) {
 func (r *run) release(now time.Time, slots Set) {
 	m := r.m
 	r.c.set(now, slots, slotReleasing)
-	active := m.Active().Minus(slots)
+	active := m.activeNow().Minus(slots)
 	m.active.Store(&active)
-	scope := m.Scope().Minus(slots)
+	scope := m.inScope().Minus(slots)
 	m.scope.Store(&scope)
 	m.log.Info("Releasing slots", "slots", slots.String(), "scope", scope.String())
 	r.draining++
@@ -849,7 +849,7 @@ func (r *run) release(now time.Time, slots Set) {
 		// The watches still send the slots given up, until they reconnect
 		// with the narrower selector: reconnect now (a relist of this
 		// replica's share), unless the server does not filter anyway.
-		if !m.cfg.ClientSideOnly && m.serverSharding.Load() != shardingOff && m.Scope().Len() > 0 {
+		if !m.cfg.ClientSideOnly && m.serverSharding.Load() != shardingOff && m.inScope().Len() > 0 {
 			for _, inf := range infs {
 				inf.Relist()
 			}
@@ -930,7 +930,8 @@ func (r *run) report(now time.Time) {
 		Joined:   r.c.joined && !r.c.lost(now),
 		Blocked:  r.c.blocked(now),
 		Leaving:  r.c.leaving,
-		Scope:    m.Scope(),
+		Scope:    m.inScope(),
+		Active:   m.activeNow(),
 		Members:  rows,
 	}
 	st.Settled = st.Joined && !st.Blocked && !st.Leaving && r.draining == 0 &&
