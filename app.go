@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,6 +33,7 @@ import (
 	"github.com/kloop-dev/kloop/metrics/secure"
 	"github.com/kloop-dev/kloop/record"
 	"github.com/kloop-dev/kloop/sharding"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // DefaultName is the default of Options.Name.
@@ -310,10 +310,6 @@ func (a *App) Options() Options { return a.opts }
 
 // Logger is the App's logger, given once in Options.
 func (a *App) Logger() *slog.Logger { return a.log }
-
-// Registry is where the App's components register their metrics, and what
-// /metrics serves.
-func (a *App) Registry() prometheus.Registerer { return a.opts.Registry }
 
 // Manager is the App's manager, for health and readiness checks of your
 // own. Run starts it; do not start it yourself.

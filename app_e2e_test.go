@@ -111,7 +111,7 @@ func TestApp_ControllerReadsItsOwnWritesRecordsEventsAndServesItsMetrics(t *test
 
 	// The one registry is where the controller's metrics are and what
 	// /metrics serves.
-	resp, err := http.Get("http://" + app.Manager().MetricsAddr().String() + "/metrics")
+	resp, err := http.Get("http://" + app.Manager().Status().MetricsAddr.String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestApp_ControllerReadsItsOwnWritesRecordsEventsAndServesItsMetrics(t *test
 	if !strings.Contains(string(body), `controller_runtime_reconcile_total{controller="copier"`) {
 		t.Errorf("/metrics lacks the copier's reconcile counter:\n%.2000s", body)
 	}
-	if app.Manager().HealthAddr() != nil {
+	if app.Manager().Status().HealthAddr != nil {
 		t.Error("a health server listens without HealthAddr")
 	}
 }

@@ -402,7 +402,7 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 				t.Errorf("kloop_fleet_cluster_failures_total{cluster=%q} = 0, want > 0", name)
 			}
 		}
-		resp, err := http.Get("http://" + app.Manager().HealthAddr().String() + "/readyz?verbose")
+		resp, err := http.Get("http://" + app.Manager().Status().HealthAddr.String() + "/readyz?verbose")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ const allNamespaces = "*"
 
 // IndexValue is the value under which AddIndex keeps value for the objects
 // of a namespaced kind in namespace, or in every namespace when namespace
-// is "": what to give the handle's Lister().ByIndex, which does not scope
+// is "": what to give the handle's Informer().Lister().ByIndex, which does not scope
 // values itself. Handle.ByIndex takes the namespace and value apart.
 func IndexValue(namespace, value string) string {
 	if namespace == "" {
@@ -72,7 +72,7 @@ func scopedIndex[T watcher.Object](fn cache.IndexFunc[T]) cache.IndexFunc[T] {
 // ByIndex returns the cached objects indexed under value in the named
 // index (see AddIndex), in namespace ("" for all), after waiting for this
 // App's earlier writes in that namespace as List does. A cluster-scoped
-// kind takes namespace "". Lister().ByIndex reads without waiting.
+// kind takes namespace "". Informer().Lister().ByIndex reads without waiting.
 func (h *Handle[T]) ByIndex(ctx context.Context, namespace, index, value string) ([]T, error) {
 	if h.err != nil {
 		return nil, h.err

@@ -57,7 +57,7 @@ func TestHandle_ByIndexOfANamespacedKindAnswersWithinANamespaceOrAll(t *testing.
 		}
 	}
 	// The Lister reads the same values as IndexValue scopes them.
-	got, err := cms.Lister().ByIndex("team", kloop.IndexValue("a", "red"))
+	got, err := cms.Informer().Lister().ByIndex("team", kloop.IndexValue("a", "red"))
 	if err != nil || !slices.Equal(keysOf(got), []string{"a/y"}) {
 		t.Errorf("Lister().ByIndex(team, IndexValue(a, red)) = %v, %v; want [a/y]", keysOf(got), err)
 	}
@@ -82,7 +82,7 @@ func TestHandle_ByIndexOfAClusterScopedKindKeepsValuesAsTheyAre(t *testing.T) {
 	if err != nil || !slices.Equal(keysOf(got), []string{"one", "three"}) {
 		t.Errorf("ByIndex(\"\", team, blue) = %v, %v; want [one three]", keysOf(got), err)
 	}
-	if got, err := nss.Lister().ByIndex("team", "red"); err != nil || !slices.Equal(keysOf(got), []string{"two"}) {
+	if got, err := nss.Informer().Lister().ByIndex("team", "red"); err != nil || !slices.Equal(keysOf(got), []string{"two"}) {
 		t.Errorf("Lister().ByIndex(team, red) = %v, %v; want [two]: a cluster-scoped kind's values are not scoped", keysOf(got), err)
 	}
 	if _, err := nss.ByIndex(t.Context(), "default", "team", "blue"); err == nil || !strings.Contains(err.Error(), `pass namespace ""`) {

@@ -211,7 +211,10 @@ func (h *Handle[T]) Err() error { return h.err }
 func (h *Handle[T]) GVR() schema.GroupVersionResource { return h.gvr }
 
 // Informer is the handle's shared informer, for handlers and indexes of
-// your own. Nil if Objects failed.
+// your own. Nil if Objects failed. Its Lister reads the cache directly,
+// without waiting for this App's writes (see Get): the escape hatch for
+// code that must not block, such as a MapTo function; its ByIndex takes,
+// for a namespaced kind, the value as IndexValue scopes it (see AddIndex).
 func (h *Handle[T]) Informer() *informer.Informer[T] { return h.inf }
 
 // Resource is the handle's client for T, for reads that must come from the
@@ -363,17 +366,6 @@ func (w watched[T]) forSource() controller.Source[cache.Key] {
 }
 func (w watched[T]) ownsSource(owner schema.GroupKind) controller.Source[cache.Key] {
 	return controller.Owns[T](w.h.inf, owner, w.preds...)
-}
-
-// Lister reads the handle's cache directly, without waiting for this
-// App's writes (see Get): the escape hatch for code that must not block,
-// such as a MapTo function. Its ByIndex takes, for a namespaced kind, the
-// value as IndexValue scopes it (see AddIndex). Nil if Objects failed.
-func (h *Handle[T]) Lister() cache.Lister[T] {
-	if h.inf == nil {
-		return nil
-	}
-	return h.inf.Lister()
 }
 
 // MapTo is a source for a controller's Watches: each change of h's objects

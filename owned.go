@@ -37,23 +37,10 @@ func (h *Handle[T]) ListControlledBy(ctx context.Context, owner metav1.Object) (
 //
 // The deletes propagate in the background: the garbage collector deletes
 // what the deleted objects own in turn (a Job's Pods, which a Job's
-// default, orphan, would leave behind). DeleteControlledByWith chooses
-// another propagation.
+// default, orphan, would leave behind). For another propagation, list with
+// ListControlledBy and Delete with its DeleteOptions.
 func (h *Handle[T]) DeleteControlledBy(ctx context.Context, owner metav1.Object, keep ...string) (int, error) {
-	return h.DeleteControlledByWith(ctx, owner, metav1.DeletePropagationBackground, keep...)
-}
-
-// DeleteControlledByWith is DeleteControlledBy with the deletes'
-// propagation policy: metav1.DeletePropagationForeground (each object is
-// gone only after what it owns), DeletePropagationBackground, or
-// DeletePropagationOrphan (what it owns is left, without the reference).
-func (h *Handle[T]) DeleteControlledByWith(ctx context.Context, owner metav1.Object, propagation metav1.DeletionPropagation, keep ...string) (int, error) {
-	switch propagation {
-	case metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan:
-	default:
-		return 0, fmt.Errorf("kloop: DeleteControlledByWith on %s: propagation %q is none of %s, %s, %s", h.gvk.Kind, propagation,
-			metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan)
-	}
+	propagation := metav1.DeletePropagationBackground
 	objs, err := h.ListControlledBy(ctx, owner)
 	if err != nil {
 		return 0, err

@@ -160,7 +160,7 @@ func TestHandle_WriteStatusSkipsAStatusAlreadyThereOrPrunedAfterItsOwnWrite(t *t
 		t.Fatal(err)
 	}
 	await.Until(t, "the labelled Foo in the handle's cache", updated.Changed, func() bool {
-		got, ok := foos.Lister().Get(ns, "f")
+		got, ok := foos.Informer().Lister().Get(ns, "f")
 		if ok {
 			cached = got
 		}

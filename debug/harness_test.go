@@ -121,7 +121,7 @@ func newFooRunWith(t *testing.T, env *testenv.Env, with func(*kloop.Options), be
 	case <-time.After(30 * time.Second):
 		t.Fatal("the debug server did not bind within 30s")
 	}
-	if r.srv.Addr() == nil {
+	if r.srv.URL() == "" {
 		t.Fatal("the debug server failed to listen")
 	}
 	return r

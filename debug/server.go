@@ -19,7 +19,6 @@ import (
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/internal/fleet"
 	"github.com/kloop-dev/kloop/internal/memlimit"
-	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/sharding"
 )
@@ -151,15 +150,12 @@ func checkLoopback(opts Options) error {
 	return nil
 }
 
-// Name names the server in the manager's logs.
-func (s *Server) Name() string { return "debug server" }
-
 // NeedLeaderElection is false: every replica serves its own page.
 func (s *Server) NeedLeaderElection() bool { return false }
 
-// Addr is the address the server listens on once Start has bound it, else
+// bound is the address the server listens on once Start has bound it, else
 // nil.
-func (s *Server) Addr() net.Addr {
+func (s *Server) bound() net.Addr {
 	select {
 	case <-s.addrReady:
 		return s.addr
@@ -171,14 +167,15 @@ func (s *Server) Addr() net.Addr {
 // AddrReady is closed once Start has bound its address or failed to.
 func (s *Server) AddrReady() <-chan struct{} { return s.addrReady }
 
-// URL is the page's address, "" before Start has bound it.
+// URL is the page's address, "" before Start has bound it (and after a
+// Start that failed to listen).
 func (s *Server) URL() string { return s.url(PagePath) }
 
 // SnapshotURL is the snapshot's address, "" before Start has bound it.
 func (s *Server) SnapshotURL() string { return s.url(SnapshotPath) }
 
 func (s *Server) url(path string) string {
-	a := s.Addr()
+	a := s.bound()
 	if a == nil {
 		return ""
 	}
@@ -209,7 +206,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.addr = lis.Addr()
 	close(s.addrReady)
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: s.opts.TLS}
+	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: s.opts.TLS}
 	done := make(chan error, 1)
 	go func() {
 		if s.opts.TLS != nil {
@@ -234,10 +231,10 @@ func (s *Server) Start(ctx context.Context) error {
 	return fmt.Errorf("debug: serving on %s: %w", s.addr, err)
 }
 
-// Handler serves the page at PagePath, the snapshot at SnapshotPath and
-// the profiles at PprofPath, wrapped by Options.Wrap. Start serves it; mount it on a server of your
-// own instead if you prefer.
-func (s *Server) Handler() http.Handler {
+// handler serves the page at PagePath, the snapshot at SnapshotPath and
+// the profiles at PprofPath, wrapped by Options.Wrap. Only Start serves it,
+// so that New's check of the address (loopback unless guarded) holds.
+func (s *Server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", http.RedirectHandler(PagePath, http.StatusFound))
 	mux.HandleFunc("GET "+PagePath+"{$}", func(w http.ResponseWriter, r *http.Request) {
@@ -302,12 +299,7 @@ func (s *Server) snapshot() snapshot {
 // zero.
 func gather(m *manager.Manager) input {
 	in := input{Manager: m.Status()}
-	if el, ok := m.LeaderElection().(interface {
-		Status() leaderelection.Status
-	}); ok {
-		st := el.Status()
-		in.Leader = &st
-	}
+	in.Leader = in.Manager.Election
 	for _, r := range m.Runnables() {
 		switch x := r.(type) {
 		case interface{ Status() []informer.Status }:

@@ -354,9 +354,12 @@ func sampleOf(in input) sample {
 // last seriesSpan. build is a pure function.
 func build(in input, history []sample, window, seriesSpan time.Duration) snapshot {
 	s := snapshot{
-		Version:     SchemaVersion,
-		Time:        in.Time,
-		Manager:     managerState(in.Manager),
+		Version: SchemaVersion,
+		Time:    in.Time,
+		Manager: managerState{
+			Started: in.Manager.Started, Synced: in.Manager.Synced, LeaderElection: in.Manager.LeaderElection,
+			Electing: in.Manager.Electing, Leading: in.Manager.Leading, Stopping: in.Manager.Stopping,
+		},
 		Informers:   make([]informerState, 0, len(in.Informers)),
 		Controllers: make([]controllerState, 0, len(in.Controllers)),
 		Shards:      make([]shardGroup, 0, len(in.Shards)),

@@ -24,8 +24,8 @@ import (
 const FieldManager = "kloop-leader-election"
 
 // Elector competes for one Lease and runs the leader's work while it holds
-// it. Create it with New and call Run. IsLeader, Leader, Identity and Check
-// may be called from any goroutine.
+// it. Create it with New and call Run. Status and Check may be called
+// from any goroutine.
 type Elector struct {
 	cfg          Options
 	leases       lease.Client
@@ -73,26 +73,6 @@ func newElector(leases lease.Client, cfg Options) (*Elector, error) {
 	g := vec.WithLabelValues(cfg.Namespace + "/" + cfg.Name)
 	g.Set(0)
 	return &Elector{cfg: cfg, leases: leases, leadingGauge: g}, nil
-}
-
-// Identity is this candidate's identity in the lease.
-func (e *Elector) Identity() string { return e.cfg.Identity }
-
-// IsLeader reports whether this candidate currently leads: it acquired the
-// lease, the leader's work has not been told to stop, and RenewDeadline has
-// not passed since the last renewal.
-func (e *Elector) IsLeader() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.leading
-}
-
-// Leader is the holder of the lease as last observed ("" when released or
-// not yet seen).
-func (e *Elector) Leader() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.leader
 }
 
 // Check returns an error when this candidate believes it leads but has not

@@ -168,13 +168,13 @@ func TestAgainstAPIServer(t *testing.T) {
 		if first.id == "a" {
 			second = "b"
 		}
-		if !els[first.id].IsLeader() {
+		if !els[first.id].Status().Leading {
 			t.Fatalf("%s runs the leader's work but IsLeader is false", first.id)
 		}
 		// The other candidate sees the leader and waits.
-		await.Until(t, second+" to observe "+first.id+" leading", c.observed.Changed, func() bool { return els[second].Leader() == first.id })
-		if els[second].IsLeader() {
-			t.Fatalf("%s: Leader() = %q, IsLeader %v; want it to observe %s and not lead", second, els[second].Leader(), els[second].IsLeader(), first.id)
+		await.Until(t, second+" to observe "+first.id+" leading", c.observed.Changed, func() bool { return els[second].Status().Leader == first.id })
+		if els[second].Status().Leading {
+			t.Fatalf("%s: Status().Leader = %q, Leading %v; want it to observe %s and not lead", second, els[second].Status().Leader, els[second].Status().Leading, first.id)
 		}
 		if h, _ := holder(ctx, "handover"); h != first.id {
 			t.Fatalf("lease holder %q, want %s", h, first.id)
@@ -255,7 +255,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		if took > renewDeadline+slack {
 			t.Fatalf("the leader's work stopped %v after the API server went away, want at most RenewDeadline+slack = %v", took, renewDeadline+slack)
 		}
-		if el.IsLeader() {
+		if el.Status().Leading {
 			t.Fatal("IsLeader after losing leadership")
 		}
 		t.Logf("leader stopped %v after the API server went away", took)

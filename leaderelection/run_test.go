@@ -157,8 +157,8 @@ func TestRun_LeaderWhoseRenewalsFailStopsWithinRenewDeadline(t *testing.T) {
 		<-started
 		// Let a few renewals succeed, then cut the API server off.
 		time.Sleep(5 * time.Second)
-		if !e.IsLeader() || m.holder() != "a" {
-			t.Fatalf("IsLeader %v, holder %q after 5s: want a leading", e.IsLeader(), m.holder())
+		if !e.Status().Leading || m.holder() != "a" {
+			t.Fatalf("Leading %v, holder %q after 5s: want a leading", e.Status().Leading, m.holder())
 		}
 		m.setFail(errors.New("connection refused"))
 		failedAt := time.Now()
@@ -177,8 +177,8 @@ func TestRun_LeaderWhoseRenewalsFailStopsWithinRenewDeadline(t *testing.T) {
 			t.Fatalf("stopped leading %v after the server went away, want within (%v, %v]",
 				took, DefaultRenewDeadline-DefaultRetryPeriod, DefaultRenewDeadline)
 		}
-		if e.IsLeader() || !stopped.Load() {
-			t.Fatalf("after losing: IsLeader %v, OnStoppedLeading called %v", e.IsLeader(), stopped.Load())
+		if e.Status().Leading || !stopped.Load() {
+			t.Fatalf("after losing: Leading %v, OnStoppedLeading called %v", e.Status().Leading, stopped.Load())
 		}
 	})
 }
@@ -293,8 +293,8 @@ func TestRun_CandidateThatNeverLedGetsNoStartOrStopCallbacks(t *testing.T) {
 		if startedOrStopped.Load() {
 			t.Fatal("the leader's work or OnStoppedLeading called for a candidate that never led")
 		}
-		if len(leaders) != 1 || leaders[0] != "b" || e.Leader() != "b" {
-			t.Fatalf("OnNewLeader calls %v, Leader() %q: want [b] and b", leaders, e.Leader())
+		if len(leaders) != 1 || leaders[0] != "b" || e.Status().Leader != "b" {
+			t.Fatalf("OnNewLeader calls %v, Status().Leader %q: want [b] and b", leaders, e.Status().Leader)
 		}
 	})
 }

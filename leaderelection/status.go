@@ -9,7 +9,9 @@ type Status struct {
 	// Identity is this candidate's; Leader the holder as last observed
 	// ("" when released or not yet seen).
 	Identity, Leader string
-	// Leading: this candidate leads (see IsLeader).
+	// Leading: this candidate leads: it acquired the lease, the leader's
+	// work has not been told to stop, and RenewDeadline has not passed
+	// since the last renewal.
 	Leading bool
 	// LeadingSince is when this candidate last became the leader; zero if
 	// it never did.

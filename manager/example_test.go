@@ -27,7 +27,7 @@ func Example() {
 	ctx, stop := context.WithCancel(context.Background())
 	_ = m.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-m.AddrReady()
-		resp, err := http.Get("http://" + m.HealthAddr().String() + "/healthz")
+		resp, err := http.Get("http://" + m.Status().HealthAddr.String() + "/healthz")
 		if err != nil {
 			return err
 		}

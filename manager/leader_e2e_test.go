@@ -194,13 +194,13 @@ func TestLeaderElection_OneLeaderHandsOverOnStopAndReconcilesNeverOverlap(t *tes
 	if h := lease.Spec.HolderIdentity; h == nil || *h != leader.name {
 		t.Fatalf("lease held by %v after two lease durations, want %s", h, leader.name)
 	}
-	if !leader.m.IsLeader() || standby.m.IsLeader() {
-		t.Fatalf("IsLeader: %s=%v %s=%v, want only %s", leader.name, leader.m.IsLeader(), standby.name, standby.m.IsLeader(), leader.name)
+	if !leader.m.Status().Leading || standby.m.Status().Leading {
+		t.Fatalf("Leading: %s=%v %s=%v, want only %s", leader.name, leader.m.Status().Leading, standby.name, standby.m.Status().Leading, leader.name)
 	}
 	if _, ok := watch.first(standby.name); ok {
 		t.Fatalf("standby %s reconciled while %s led", standby.name, leader.name)
 	}
-	if got := leader.elector.Leader(); got != leader.name {
+	if got := leader.elector.Status().Leader; got != leader.name {
 		t.Errorf("lease holder seen by the leader = %q, want %q", got, leader.name)
 	}
 	// The standby is ready: synced and campaigning.
@@ -227,8 +227,8 @@ func TestLeaderElection_OneLeaderHandsOverOnStopAndReconcilesNeverOverlap(t *tes
 	} else {
 		t.Logf("hand-over: %s reconciled %v after %s was stopped", standby.name, d.Round(time.Millisecond), leader.name)
 	}
-	if !standby.m.IsLeader() {
-		t.Error("new leader's IsLeader = false")
+	if !standby.m.Status().Leading {
+		t.Error("new leader's Status().Leading = false")
 	}
 	if n := watch.overlaps.Load(); n != 0 {
 		t.Errorf("reconciles of two replicas ran at the same time %d times", n)

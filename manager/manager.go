@@ -193,14 +193,6 @@ func needsLeader(r Runnable) bool {
 	return true
 }
 
-// MetricsAddr returns the address /metrics is served on, once Start has
-// bound it, or nil.
-func (m *Manager) MetricsAddr() net.Addr { return m.boundAddr("metrics") }
-
-// HealthAddr returns the address /healthz and /readyz are served on, once
-// Start has bound it, or nil.
-func (m *Manager) HealthAddr() net.Addr { return m.boundAddr("health") }
-
 func (m *Manager) boundAddr(endpoint string) net.Addr {
 	select {
 	case <-m.addrReady:
@@ -210,13 +202,9 @@ func (m *Manager) boundAddr(endpoint string) net.Addr {
 	}
 }
 
-// AddrReady is closed once MetricsAddr and HealthAddr are known (or Start
-// failed to listen; an address that is off stays nil).
+// AddrReady is closed once Status's MetricsAddr and HealthAddr are known
+// (or Start failed to listen; an address that is off stays nil).
 func (m *Manager) AddrReady() <-chan struct{} { return m.addrReady }
-
-// IsLeader reports whether leader-needing runnables are running: always
-// true without leader election, once started.
-func (m *Manager) IsLeader() bool { return m.leading.Load() }
 
 // Start runs everything until ctx is done or a runnable fails:
 //

@@ -125,9 +125,9 @@ func TestManager_ServesMetricsAndReportsReadyOnlyAfterCachesSync(t *testing.T) {
 	}
 	stop, _ := startManager(t, m)
 	<-m.AddrReady()
-	base := "http://" + m.MetricsAddr().String()
-	if m.MetricsAddr().String() != lis.Addr().String() {
-		t.Errorf("Addr = %v, want the listener's %v", m.MetricsAddr(), lis.Addr())
+	base := "http://" + m.Status().MetricsAddr.String()
+	if m.Status().MetricsAddr.String() != lis.Addr().String() {
+		t.Errorf("Addr = %v, want the listener's %v", m.Status().MetricsAddr, lis.Addr())
 	}
 
 	if code, body := get(t, base+"/healthz"); code != 200 || body != "ok\n" {
@@ -246,7 +246,7 @@ func TestManager_RunsLeaderRunnablesOnlyWhileLeadingAndReleasesAfterTheyReturn(t
 	_ = m.Add(nonLeader{everywhere})
 	_, wait := startManager(t, m)
 	<-m.AddrReady()
-	base := "http://" + m.MetricsAddr().String()
+	base := "http://" + m.Status().MetricsAddr.String()
 
 	select {
 	case <-everywhere.started:
@@ -270,8 +270,8 @@ func TestManager_RunsLeaderRunnablesOnlyWhileLeadingAndReleasesAfterTheyReturn(t
 	case <-time.After(10 * time.Second):
 		t.Fatal("leader-needing runnable did not start after leading")
 	}
-	if !m.IsLeader() {
-		t.Error("IsLeader = false while leading")
+	if !m.Status().Leading {
+		t.Error("Status().Leading = false while leading")
 	}
 	close(el.lose)
 	testwait.Closed(t, "the leader runnable to begin its drain", p.draining)
@@ -352,7 +352,7 @@ func TestManager_MetricsAndHealthOnSeparateAddresses(t *testing.T) {
 	}
 	stop, _ := startManager(t, m)
 	<-m.AddrReady()
-	metricsURL, healthURL := "http://"+m.MetricsAddr().String(), "http://"+m.HealthAddr().String()
+	metricsURL, healthURL := "http://"+m.Status().MetricsAddr.String(), "http://"+m.Status().HealthAddr.String()
 	if metricsURL == healthURL {
 		t.Fatalf("metrics and health share %s, want two servers", metricsURL)
 	}
@@ -381,7 +381,7 @@ func TestManager_ListensOnNothingUnlessAsked(t *testing.T) {
 		}
 		stop, _ := startManager(t, m)
 		<-m.AddrReady()
-		if a, h := m.MetricsAddr(), m.HealthAddr(); a != nil || h != nil {
+		if a, h := m.Status().MetricsAddr, m.Status().HealthAddr; a != nil || h != nil {
 			t.Errorf("addresses %q: MetricsAddr = %v, HealthAddr = %v, want both nil", addr, a, h)
 		}
 		if err := stop(); err != nil {

@@ -1,5 +1,11 @@
 package manager
 
+import (
+	"net"
+
+	"github.com/kloop-dev/kloop/leaderelection"
+)
+
 // Status is the manager's own state at one moment.
 type Status struct {
 	// Started: Start has been called.
@@ -14,6 +20,13 @@ type Status struct {
 	Leading bool
 	// Stopping: the stop has begun.
 	Stopping bool
+	// MetricsAddr is the address /metrics is served on, HealthAddr that of
+	// /healthz and /readyz, once Start has bound them (see AddrReady); nil
+	// before, and for an endpoint that is off.
+	MetricsAddr, HealthAddr net.Addr
+	// Election is the elector's own status when it reports one (a
+	// *leaderelection.Elector does); nil without leader election.
+	Election *leaderelection.Status
 }
 
 // Status reports the manager's state. It may be called from any goroutine.
@@ -21,14 +34,21 @@ func (m *Manager) Status() Status {
 	m.mu.Lock()
 	started := m.started
 	m.mu.Unlock()
-	return Status{
+	st := Status{
 		Started:        started,
 		Synced:         m.synced.Load(),
 		LeaderElection: m.opts.LeaderElection != nil,
 		Electing:       m.electing.Load(),
 		Leading:        m.leading.Load(),
 		Stopping:       m.stopping.Load(),
+		MetricsAddr:    m.boundAddr("metrics"),
+		HealthAddr:     m.boundAddr("health"),
 	}
+	if el, ok := m.opts.LeaderElection.(interface{ Status() leaderelection.Status }); ok {
+		es := el.Status()
+		st.Election = &es
+	}
+	return st
 }
 
 // Runnables returns what has been added: the caches, then the runnables
@@ -44,7 +64,3 @@ func (m *Manager) Runnables() []Runnable {
 	out = append(out, m.always...)
 	return append(out, m.leader...)
 }
-
-// LeaderElection returns Options.LeaderElection: nil without leader
-// election.
-func (m *Manager) LeaderElection() elector { return m.opts.LeaderElection }

@@ -37,8 +37,8 @@ func testManagerStatus(t *testing.T) {
 	if len(rs) != 3 || rs[0] != manager.Runnable(c) || rs[1].(named).leader || !rs[2].(named).leader {
 		t.Fatalf("Runnables() = %v; want the cache, then the one for every replica, then the leader's", rs)
 	}
-	if m.LeaderElection() != nil {
-		t.Fatal("LeaderElection() is set without leader election")
+	if e := m.Status().Election; e != nil {
+		t.Fatalf("Status().Election = %+v without leader election, want nil", e)
 	}
 	if s := m.Status(); s != (manager.Status{}) {
 		t.Fatalf("before Start: %+v", s)

@@ -298,12 +298,12 @@ func (m *Member) admits(cluster, value string) bool {
 	return !ok || !f.Has(s)
 }
 
-// Scope is the set of slots whose objects this replica caches now: the
+// inScope is the set of slots whose objects this replica caches now: the
 // slots it works on, and those it is starting (whose caches are filling).
-func (m *Member) Scope() Set { return *m.scope.Load() }
+func (m *Member) inScope() Set { return *m.scope.Load() }
 
-// Active is the set of slots whose keys this replica reconciles now.
-func (m *Member) Active() Set { return *m.active.Load() }
+// activeNow is the set of slots whose keys this replica reconciles now.
+func (m *Member) activeNow() Set { return *m.active.Load() }
 
 // selector is the shard selector of the current scope in cluster.
 func (m *Member) selector(cluster string) string {
@@ -834,7 +834,7 @@ func (r *run) begin(slots Set, waited []time.Duration) {
 		fill[c] = fill[c].Union(slots)
 	}
 	m.filling.Store(&fill)
-	scope := m.Scope().Union(slots)
+	scope := m.inScope().Union(slots)
 	m.scope.Store(&scope)
 	m.mu.Unlock()
 	for _, w := range waited {
@@ -898,7 +898,7 @@ func (r *run) send(f filled) {
 func (r *run) filled(f filled) {
 	m := r.m
 	b := f.batch
-	now := b.slots.Intersect(m.Scope()) // not released meanwhile
+	now := b.slots.Intersect(m.inScope()) // not released meanwhile
 	_, gates := m.snapshot()
 	if !f.none {
 		m.mu.Lock()
@@ -933,7 +933,7 @@ func (r *run) activate(slots Set) {
 	}
 	m := r.m
 	r.c.set(r.clk.Now(), slots, slotActive)
-	active := m.Active().Union(slots)
+	active := m.activeNow().Union(slots)
 	m.active.Store(&active)
 	m.log.Info("Slots active", "slots", slots.String(), "active", active.String())
 }
@@ -944,10 +944,10 @@ func (r *run) activate(slots Set) {
 func (r *run) release(now time.Time, slots Set) {
 	m := r.m
 	r.c.set(now, slots, slotReleasing)
-	active := m.Active().Minus(slots)
+	active := m.activeNow().Minus(slots)
 	m.active.Store(&active)
 	m.mu.Lock()
-	scope := m.Scope().Minus(slots)
+	scope := m.inScope().Minus(slots)
 	m.scope.Store(&scope)
 	fill := maps.Clone(*m.filling.Load())
 	for c, f := range fill {
@@ -975,7 +975,7 @@ func (r *run) release(now time.Time, slots Set) {
 		// The watches still send the slots given up, until they reconnect
 		// with the narrower selector: reconnect now (a relist of this
 		// replica's share), unless the server does not filter anyway.
-		if !m.cfg.ClientSideOnly && m.serverSharding.Load() != shardingOff && m.Scope().Len() > 0 {
+		if !m.cfg.ClientSideOnly && m.serverSharding.Load() != shardingOff && m.inScope().Len() > 0 {
 			for _, a := range infs {
 				a.r.Relist()
 			}
@@ -1056,7 +1056,8 @@ func (r *run) report(now time.Time) {
 		Joined:   r.c.joined && !r.c.lost(now),
 		Blocked:  r.c.blocked(now),
 		Leaving:  r.c.leaving,
-		Scope:    m.Scope(),
+		Scope:    m.inScope(),
+		Active:   m.activeNow(),
 		Members:  rows,
 	}
 	st.Settled = st.Joined && !st.Blocked && !st.Leaving && r.draining == 0 &&

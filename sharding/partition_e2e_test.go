@@ -27,7 +27,7 @@ func TestMember_PartitionedMemberStopsBeforeTheTakeoverAndRejoins(t *testing.T) 
 	a := startReplica(t, env.Config, leaseNS, "a", run, false, note)
 	b := startReplica(t, proxy.RESTConfig(env.Config), leaseNS, "b", run, false, note)
 	waitSettled(t, ctx, 2, a, b)
-	if b.member.Active().Len() == 0 {
+	if b.member.Status().Active.Len() == 0 {
 		t.Fatal("b holds nothing before the partition")
 	}
 
@@ -49,8 +49,8 @@ func TestMember_PartitionedMemberStopsBeforeTheTakeoverAndRejoins(t *testing.T) 
 	}
 	partitioned := time.Now()
 	proxy.Set(testenv.Fault{Blackhole: true})
-	go watch(b, func() bool { return b.member.Active().Len() == 0 && b.member.Scope().Len() == 0 }, stopped)
-	go watch(a, func() bool { return a.member.Active().Len() == 16 }, taken)
+	go watch(b, func() bool { return b.member.Status().Active.Len() == 0 && b.member.Status().Scope.Len() == 0 }, stopped)
+	go watch(a, func() bool { return a.member.Status().Active.Len() == 16 }, taken)
 	var stopAt, takeAt time.Time
 	for stopAt.IsZero() || takeAt.IsZero() {
 		select {
@@ -74,7 +74,7 @@ func TestMember_PartitionedMemberStopsBeforeTheTakeoverAndRejoins(t *testing.T) 
 	// Healed: b writes its Lease again, holding nothing, and gets its share back.
 	proxy.Pass()
 	waitSettled(t, ctx, 2, a, b)
-	if b.member.Active().Len() == 0 || a.member.Active().Len() == 16 {
-		t.Errorf("after healing a holds %d slots, b %d", a.member.Active().Len(), b.member.Active().Len())
+	if b.member.Status().Active.Len() == 0 || a.member.Status().Active.Len() == 16 {
+		t.Errorf("after healing a holds %d slots, b %d", a.member.Status().Active.Len(), b.member.Status().Active.Len())
 	}
 }

@@ -26,9 +26,11 @@ type Status struct {
 	// the slots the live members' assignment gives it, its caches hold
 	// their objects, and nothing is being claimed or released.
 	Settled bool
-	// Scope: the slots whose keys this replica reconciles and whose objects
-	// it caches.
+	// Scope: the slots whose objects this replica caches: those it works
+	// on, and those it is starting (whose caches are filling).
 	Scope Set
+	// Active: the slots whose keys this replica reconciles now.
+	Active Set
 	// Members: every known member, this one first.
 	Members []MemberStatus
 	// Informers: the sharded informers and how they are filtered.

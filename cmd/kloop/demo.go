@@ -137,7 +137,7 @@ func demo(dataDir, binDir, namespace, debugAddr string, log, cpLog *slog.Logger,
 	if page != nil {
 		select {
 		case <-page.AddrReady():
-			if page.Addr() != nil {
+			if page.URL() != "" {
 				out.printf("# the Foo controller's live page: %s (its JSON: %s)\n", page.URL(), page.SnapshotURL())
 			}
 		case <-ctx.Done():

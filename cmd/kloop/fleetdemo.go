@@ -108,7 +108,7 @@ func fleetDemo(n int, dataDir, binDir, namespace, debugAddr string, log, cpLog *
 	if page := app.Debug(); page != nil {
 		select {
 		case <-page.AddrReady():
-			if page.Addr() != nil {
+			if page.URL() != "" {
 				fmt.Fprintf(stdout, "# the Foo controller's live page, with its clusters: %s\n", page.URL())
 			}
 		case <-ctx.Done():

@@ -268,7 +268,7 @@ func (d *shardDemoRun) start(ctx context.Context, wg *sync.WaitGroup, id string)
 	if page != nil {
 		select {
 		case <-page.AddrReady():
-			if page.Addr() != nil {
+			if page.URL() != "" {
 				d.out.printf("# %s: live page %s (the shard table is on it)\n", id, page.URL())
 			}
 		case <-ctx.Done():

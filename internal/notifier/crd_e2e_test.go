@@ -114,7 +114,7 @@ func TestNotifier_CustomResourcesThroughTheDynamicClientAndMetricsOnTheHTTPEndpo
 		t.Errorf("received:\n%s", got)
 	}
 
-	resp, err := http.Get("http://" + app.Manager().MetricsAddr().String() + "/metrics")
+	resp, err := http.Get("http://" + app.Manager().Status().MetricsAddr.String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

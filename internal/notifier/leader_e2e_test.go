@@ -94,7 +94,7 @@ func TestNotifier_WithLeaderElectionOnlyTheLeaderNotifiesAndTheOtherTakesOver(t 
 		t.Fatal("the standby's caches did not sync within 60s")
 	}
 	for _, r := range []*replica{leader, standby} {
-		resp, err := http.Get("http://" + r.app.Manager().HealthAddr().String() + "/readyz")
+		resp, err := http.Get("http://" + r.app.Manager().Status().HealthAddr.String() + "/readyz")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -107,7 +107,7 @@ func New(app *kloop.App, cfg Config, opts Options) (*Notifier, error) {
 	if st := app.Options().ShutdownTimeout; st > 0 && st <= opts.DrainTimeout {
 		return nil, fmt.Errorf("notifier: the App's ShutdownTimeout (%v) must be longer than DrainTimeout (%v)", st, opts.DrainTimeout)
 	}
-	m, err := newMetrics(app.Registry())
+	m, err := newMetrics(app.Options().Registry)
 	if err != nil {
 		return nil, fmt.Errorf("notifier: metrics: %w", err)
 	}
@@ -186,7 +186,7 @@ func New(app *kloop.App, cfg Config, opts Options) (*Notifier, error) {
 			return nil
 		default:
 		}
-		if mgr.LeaderElection() != nil && !mgr.IsLeader() {
+		if st := mgr.Status(); st.LeaderElection && !st.Leading {
 			return nil // a standby: ready once its caches are, which the manager's own check reports
 		}
 		return errors.New("the notifier has not taken its initial lists yet")

@@ -11,7 +11,7 @@
 //
 //	s, err := secure.New(restConfig, secure.Options{})
 //	srv := &http.Server{Handler: s.Wrap(metricsHandler), TLSConfig: s.TLSConfig()}
-//	srv.ServeTLS(listener, "", "")   // or srv.Serve(s.Listener(listener))
+//	srv.ServeTLS(listener, "", "")
 //
 // # Answers
 //

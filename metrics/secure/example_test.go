@@ -40,7 +40,7 @@ func Example() {
 	}
 	srv := &http.Server{Handler: s.Wrap(mux), ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(s.Listener(lis)) }()
+	go func() { served <- srv.Serve(tls.NewListener(lis, s.TLSConfig())) }()
 	defer func() {
 		_ = srv.Close()
 		if err := <-served; !errors.Is(err, http.ErrServerClosed) {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -127,11 +126,6 @@ func (s *Secure) TLSConfig() *tls.Config {
 		NextProtos:     []string{"http/1.1"},
 		GetCertificate: s.certs.get,
 	}
-}
-
-// Listener wraps lis so that it accepts TLS connections with TLSConfig.
-func (s *Secure) Listener(lis net.Listener) net.Listener {
-	return tls.NewListener(lis, s.TLSConfig())
 }
 
 // Wrap returns a handler that serves a request with h only once the API

@@ -100,7 +100,7 @@ func serve(t *testing.T, s *secure.Secure, h http.Handler) string {
 	}
 	srv := &http.Server{Handler: s.Wrap(h), ReadHeaderTimeout: 5 * time.Second, ErrorLog: nil}
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(s.Listener(lis)) }()
+	go func() { done <- srv.Serve(tls.NewListener(lis, s.TLSConfig())) }()
 	t.Cleanup(func() {
 		srv.Close()
 		if err := <-done; !errors.Is(err, http.ErrServerClosed) {

@@ -103,7 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 // map function must not block, so it reads the index through the Lister,
 // which does not wait for the App's own writes.
 func (r *Reconciler) deploymentsMounting(cm *corev1.ConfigMap) []cache.Key {
-	deps, _ := r.Deployments.Lister().ByIndex(byConfigMap, kloop.IndexValue(cm.Namespace, cm.Name))
+	deps, _ := r.Deployments.Informer().Lister().ByIndex(byConfigMap, kloop.IndexValue(cm.Namespace, cm.Name))
 	keys := make([]cache.Key, 0, len(deps))
 	for _, d := range deps {
 		keys = append(keys, cache.KeyOf(d))

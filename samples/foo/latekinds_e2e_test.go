@@ -58,7 +58,7 @@ func TestFoo_WaitsForItsCRDAndStopsAndResumesWithIt(t *testing.T) {
 			t.Logf("logs:\n%s", logs)
 		}
 	})
-	readyz := "http://" + app.Manager().HealthAddr().String() + "/readyz?verbose"
+	readyz := "http://" + app.Manager().Status().HealthAddr.String() + "/readyz?verbose"
 	waiting := "waiting for kind Foo samplecontroller.k8s.io/v1alpha1: not served"
 
 	code, body := get(t, readyz)

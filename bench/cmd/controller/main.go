@@ -728,7 +728,7 @@ func runWithDebugPage(ctx context.Context, wg *sync.WaitGroup, errs chan<- error
 	}
 	wg.Go(func() { errs <- m.Start(ctx) })
 	<-srv.AddrReady()
-	if srv.Addr() == nil {
+	if srv.URL() == "" {
 		return errors.New("the debug page did not start")
 	}
 	if debugMode == "polled" {
