@@ -3,6 +3,7 @@ package scaleout_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -212,7 +213,9 @@ func TestFleetScaleOut(t *testing.T) {
 		if took > takeoverSpan {
 			t.Errorf("takeover took %v, want at most the lease duration and a renew period (%v)", took, takeoverSpan)
 		}
-		d := c.dump(ctx, "r1")
+		// The Lease lists the slots before r1's caches have filled: read
+		// them once r1 reconciles every slot.
+		d := c.dumpPath(ctx, "r1", fmt.Sprintf("/cache?active=%d", slots))
 		for _, m := range members {
 			if n := len(d.Clusters[m.name].Foos); n != fleetNamespaces {
 				t.Errorf("after the takeover r1 caches %d Foos of cluster %s, want all %d", n, m.name, fleetNamespaces)

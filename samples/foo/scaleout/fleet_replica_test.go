@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -117,13 +118,24 @@ func fleetReplicaMain() int {
 	mux := http.NewServeMux()
 	mux.Handle("/", app.Manager().Handler())
 	// /cache waits until the member is settled and ready holds (the
-	// member's status changes at least at every renewal), then describes
-	// the caches of each cluster.
+	// member's status changes at least at every renewal), and with
+	// ?active=N until it reconciles N slots (a Lease lists slots taken
+	// over before their caches have filled), then describes the caches of
+	// each cluster.
 	mux.HandleFunc("/cache", func(w http.ResponseWriter, req *http.Request) {
 		m := app.Member()
+		active := 0
+		if v := req.URL.Query().Get("active"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				http.Error(w, "active: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			active = n
+		}
 		for {
 			ch := m.StatusChanged()
-			if m.Status().Settled && ready() {
+			if st := m.Status(); st.Settled && st.Active.Len() >= active && ready() {
 				break
 			}
 			select {

@@ -523,10 +523,16 @@ func (c *cluster) get(ctx context.Context, id, path string) string {
 // dump reads a replica's caches once it is settled.
 func (c *cluster) dump(ctx context.Context, id string) cacheDump {
 	c.t.Helper()
+	return c.dumpPath(ctx, id, "/cache")
+}
+
+// dumpPath reads a replica's caches from path, /cache with a query.
+func (c *cluster) dumpPath(ctx context.Context, id, path string) cacheDump {
+	c.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	var d cacheDump
-	if err := json.Unmarshal([]byte(c.get(ctx, id, "/cache")), &d); err != nil {
+	if err := json.Unmarshal([]byte(c.get(ctx, id, path)), &d); err != nil {
 		c.t.Fatal(err)
 	}
 	return d
