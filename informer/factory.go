@@ -125,12 +125,16 @@ type factoryEntry struct {
 }
 
 // NewFactory returns a factory whose informers talk to the API server at
-// cfg. It starts nothing and makes no request.
+// cfg. It starts nothing and makes no request. Unless cfg has a Dial or
+// Transport of its own, the informers share one connection of their own,
+// whose HTTP/2 streams buffer at most 256 KiB each (client-go's default is
+// 4 MiB): an initial list arrives faster than it is decoded, and the
+// smaller window takes that buffer off the first sync's peak memory.
 func NewFactory(cfg *rest.Config, opts FactoryOptions) *Factory {
 	if opts.Scheme == nil {
 		opts.Scheme = clientgoscheme.Scheme
 	}
-	return &Factory{cfg: cfg, opts: opts, entries: make(map[factoryKey]*factoryEntry)}
+	return &Factory{cfg: watchConfig(cfg), opts: opts, entries: make(map[factoryKey]*factoryEntry)}
 }
 
 // Of returns the factory's informer for the built-in (or scheme-registered)
