@@ -177,7 +177,12 @@ func OfResource[T interface {
 			if err != nil {
 				return nil, err
 			}
-			return any(watcher.FromMetadata(c, gvr, o)).(watcher.ListerWatcher[T]), nil
+			var rc metadata.ResourceInterface = c.Resource(gvr)
+			if o.Namespace != "" {
+				rc = c.Resource(gvr).Namespace(o.Namespace)
+			}
+			o.Namespace = "" // the client's
+			return any(watcher.FromClient[*metav1.PartialObjectMetadata](rc, o)).(watcher.ListerWatcher[T]), nil
 		})
 	case *unstructured.Unstructured:
 		return ofListerWatcher(f, ResourceName(gvr)+" (unstructured)", scope, func(o watcher.Scope) (watcher.ListerWatcher[T], error) {
@@ -185,7 +190,12 @@ func OfResource[T interface {
 			if err != nil {
 				return nil, err
 			}
-			return any(watcher.FromDynamic(c, gvr, o)).(watcher.ListerWatcher[T]), nil
+			var rc dynamic.ResourceInterface = c.Resource(gvr)
+			if o.Namespace != "" {
+				rc = c.Resource(gvr).Namespace(o.Namespace)
+			}
+			o.Namespace = "" // the client's
+			return any(watcher.FromClient[*unstructured.Unstructured](rc, o)).(watcher.ListerWatcher[T]), nil
 		})
 	}
 	return ofListerWatcher(f, ResourceName(gvr), scope, func(o watcher.Scope) (watcher.ListerWatcher[T], error) {
