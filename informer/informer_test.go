@@ -852,7 +852,7 @@ func TestInformer_WaitForSyncNamesTheInformerAndKeepsTheCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Options[*corev1.ConfigMap]{Name: "configmaps.v1 [namespace=web]"})
 		defer h.stop()
-		h.src.setErr(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps", Err: apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "")})
+		h.src.setErr(fmt.Errorf("list configmaps: %w", apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "")))
 
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
@@ -886,7 +886,7 @@ func TestInformer_WaitForSyncReturnsAsSoonAsTheInformerIsRefused(t *testing.T) {
 			t.Fatalf("WaitForSync returned %v before any error", err)
 		default:
 		}
-		h.src.setErr(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps", Err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New(`User "bob" cannot list resource "configmaps"`))})
+		h.src.setErr(fmt.Errorf("list configmaps: %w", apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New(`User "bob" cannot list resource "configmaps"`))))
 		err := <-done
 		if waited := time.Since(began); waited != time.Minute {
 			t.Errorf("WaitForSync returned %v after it began, want at the refusal (1m), not at the deadline", waited)

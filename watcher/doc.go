@@ -89,7 +89,7 @@
 //   - Objects handed to emit belong to the receiver; the reflector keeps no
 //     reference to them after emit returns.
 //   - Errors are kept: LastError returns the latest (nil after a successful
-//     snapshot or watch) as an *OpError wrapping the client's error, so that
+//     snapshot or watch) as an error that names the call and wraps the client's error, so that
 //     apierrors.IsForbidden, IsNotFound and errors.Is on this package's
 //     sentinels work. Options.OnError sees each one.
 //   - Run returns nil only when ctx is done, having stopped its watch, and
