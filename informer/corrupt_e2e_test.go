@@ -45,11 +45,11 @@ func TestE2E_CorruptObjectDeletedUnsafelyLeavesTheCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone := make(chan informer.Deleted[*corev1.ConfigMap], 1)
+	gone := make(chan bool, 1) // its finalStateUnknown
 	if _, err := inf.AddHandler(informer.HandlerFuncs[*corev1.ConfigMap]{
-		DeleteFunc: func(d informer.Deleted[*corev1.ConfigMap]) {
-			if d.Obj.Name == "corrupt" {
-				gone <- d
+		DeleteFunc: func(obj *corev1.ConfigMap, finalStateUnknown bool) {
+			if obj.Name == "corrupt" {
+				gone <- finalStateUnknown
 			}
 		},
 	}, informer.HandlerOptions{}); err != nil {
@@ -76,8 +76,8 @@ func TestE2E_CorruptObjectDeletedUnsafelyLeavesTheCache(t *testing.T) {
 	}
 
 	select {
-	case d := <-gone:
-		if !d.FinalStateUnknown {
+	case finalStateUnknown := <-gone:
+		if !finalStateUnknown {
 			t.Errorf("the corrupt object's delete came as a watch event; want it from a relist (FinalStateUnknown)")
 		}
 	case <-ctx.Done():

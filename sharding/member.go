@@ -585,9 +585,9 @@ func (r *run) loop(ctx context.Context) error {
 	if _, err := linf.AddHandler(informer.HandlerFuncs[*coordinationv1.Lease]{
 		AddFunc:    func(l *coordinationv1.Lease, _ bool) { r.noteSeen(l); poke() },
 		UpdateFunc: func(_, l *coordinationv1.Lease) { r.noteSeen(l); poke() },
-		DeleteFunc: func(d informer.Deleted[*coordinationv1.Lease]) {
+		DeleteFunc: func(obj *coordinationv1.Lease, finalStateUnknown bool) {
 			r.seenMu.Lock()
-			delete(r.seen, d.Obj.Name)
+			delete(r.seen, obj.Name)
 			r.seenMu.Unlock()
 			poke()
 		},
