@@ -22,6 +22,7 @@ import (
 
 	"github.com/kloop-dev/kloop/internal/kindgate"
 	"github.com/kloop-dev/kloop/internal/lean"
+	"github.com/kloop-dev/kloop/internal/restrict"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -74,9 +75,9 @@ type FactoryOptions struct {
 	// Restrict, if set, is called once for each informer the factory
 	// creates, with its resource (such as "deployments.v1.apps", see
 	// ResourceName) and Scope, and may narrow it to a part of its objects
-	// (see Restriction); nil leaves the informer whole. Default: every
-	// informer is whole.
-	Restrict func(resource string, scope Scope) *Restriction
+	// (a Restriction: the sharding package's Member.Shard makes them);
+	// nil leaves the informer whole. Default: every informer is whole.
+	Restrict func(resource string, scope Scope) *restrict.Restriction
 	// WaitFor, if set, is called once for each informer the factory
 	// creates, with its resource as Restrict gets it; a gate it returns
 	// holds the informer while the gate's kind is not served (an empty,
@@ -263,7 +264,7 @@ func ofListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 		Logger:     f.opts.Logger,
 		Registerer: f.opts.Registerer,
 	}
-	var r *Restriction
+	var r *restrict.Restriction
 	if f.opts.Restrict != nil {
 		r = f.opts.Restrict(resource, scope)
 	}
@@ -311,7 +312,7 @@ func ofListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 		return nil, err
 	}
 	if r != nil && r.Attach != nil {
-		r.Attach(inf)
+		r.Attach(restricted[T]{inf})
 	}
 	e := &factoryEntry{name: name, resource: resource, scope: scope, informer: inf, run: inf.Start, wait: inf.WaitForSync, status: inf.Status}
 	f.entries[key] = e

@@ -87,7 +87,7 @@ type HandlerOptions struct {
 	// workqueue (controller sources register so). A handler that may block
 	// must not be inline: while it runs, the cache and every other handler
 	// of the informer wait. An inline handler must not call the informer's
-	// AddHandler, AddIndex, Refilter or Seed (they wait for it); reading the
+	// AddHandler, AddIndex or Seed (they wait for it); reading the
 	// cache and Registration.Remove are fine. Events are not merged for it:
 	// it hears each change the cache goes through.
 	Inline bool
