@@ -81,7 +81,7 @@ func TestE2E_CorruptObjectDeletedUnsafelyLeavesTheCache(t *testing.T) {
 			t.Errorf("the corrupt object's delete came as a watch event; want it from a relist (FinalStateUnknown)")
 		}
 	case <-ctx.Done():
-		t.Fatalf("the corrupt object never left the cache (last error: %v): %v", inf.LastError(), context.Cause(ctx))
+		t.Fatalf("the corrupt object never left the cache (last error: %v): %v", inf.Status().Source.LastError, context.Cause(ctx))
 	}
 	if _, ok := inf.Lister().Get(ns, "corrupt"); ok {
 		t.Errorf("corrupt still cached after its delete was delivered")

@@ -487,7 +487,7 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 		t.Fatal(err)
 	}
 	if err := inf.Lister().WaitFor(ctx, cache.KeyOf(sentinel), sentinel.ResourceVersion); err != nil {
-		t.Fatalf("cache never caught up with the last write: %v (informer last error: %v)", err, inf.LastError())
+		t.Fatalf("cache never caught up with the last write: %v (informer last error: %v)", err, inf.Status().Source.LastError)
 	}
 	fresh, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {

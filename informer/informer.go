@@ -303,9 +303,6 @@ func (inf *Informer[T]) String() string { return "informer " + inf.name }
 // Lister reads the informer's cache. Objects it returns are read-only.
 func (inf *Informer[T]) Lister() cache.Lister[T] { return inf.store }
 
-// LastError is the Source's latest list/watch error, nil when healthy.
-func (inf *Informer[T]) LastError() error { return inf.src.LastError() }
-
 // Synced is closed once the first snapshot has been applied to the cache.
 // Handlers may still be busy with it: see Registration.Synced.
 func (inf *Informer[T]) Synced() <-chan struct{} { return inf.syncedCh }
@@ -335,7 +332,7 @@ wait:
 		if notifier != nil {
 			changed = notifier.ErrorChanged() // before LastError: no change is missed
 		}
-		if err := inf.LastError(); refused(err) {
+		if err := inf.src.LastError(); refused(err) {
 			select {
 			case <-synced:
 				return nil
@@ -360,7 +357,7 @@ wait:
 		return nil
 	default:
 	}
-	cause := inf.LastError()
+	cause := inf.src.LastError()
 	if cause == nil {
 		inf.mu.Lock()
 		if inf.state == stateNew {
@@ -496,9 +493,6 @@ func (inf *Informer[T]) refilter() int {
 	inf.metrics.objects.Set(float64(inf.store.Len()))
 	return dropped
 }
-
-// Len is the number of objects in the cache.
-func (inf *Informer[T]) Len() int { return inf.store.Len() }
 
 // listMeta is the metadata of the Source's latest LIST page (see
 // watcher.Reflector.listMeta): what the API server made of the parameters
