@@ -210,8 +210,11 @@ func newFleet(a *App, cfg Fleet) (*fleet, error) {
 		if err != nil {
 			return nil, fmt.Errorf("kloop.New: Fleet.SecretSelector: %w", err)
 		}
-		if _, err := inf.AddHandler(informer.HandlerFunc[*corev1.Secret](func(cache.Event[*corev1.Secret]) { f.poke() }),
-			informer.HandlerOptions{Name: "fleet", Inline: true}); err != nil {
+		if _, err := inf.AddHandler(informer.HandlerFuncs[*corev1.Secret]{
+			AddFunc:    func(*corev1.Secret, bool) { f.poke() },
+			UpdateFunc: func(_, _ *corev1.Secret) { f.poke() },
+			DeleteFunc: func(*corev1.Secret, bool) { f.poke() },
+		}, informer.HandlerOptions{Name: "fleet", Inline: true}); err != nil {
 			return nil, fmt.Errorf("kloop.New: Fleet.SecretSelector: %w", err)
 		}
 		f.secrets = inf

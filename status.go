@@ -201,10 +201,8 @@ func (h *Handle[T]) forgetStatus() {
 // deleted. forget only takes a short lock, so it runs inline, on the
 // informer's goroutine.
 func (h *Handle[T]) forgetDeleted(forget func(cache.Key)) error {
-	_, err := h.inf.AddHandler(informer.HandlerFunc[T](func(e cache.Event[T]) {
-		if e.Kind == cache.Deleted {
-			forget(e.Key())
-		}
-	}), informer.HandlerOptions{Name: "kloop-status-writes", Inline: true})
+	_, err := h.inf.AddHandler(informer.HandlerFuncs[T]{
+		DeleteFunc: func(obj T, _ bool) { forget(cache.KeyOf(obj)) },
+	}, informer.HandlerOptions{Name: "kloop-status-writes", Inline: true})
 	return err
 }

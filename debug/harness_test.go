@@ -105,7 +105,7 @@ func newFooRunWith(t *testing.T, env *testenv.Env, with func(*kloop.Options), be
 	if _, err := kloop.Objects[*appsv1.Deployment](app).Informer().AddHandler(informer.HandlerFuncs[*appsv1.Deployment]{
 		AddFunc:    func(*appsv1.Deployment, bool) { notify() },
 		UpdateFunc: func(_, _ *appsv1.Deployment) { notify() },
-		DeleteFunc: func(informer.Deleted[*appsv1.Deployment]) { notify() },
+		DeleteFunc: func(*appsv1.Deployment, bool) { notify() },
 	}, informer.HandlerOptions{Name: "test"}); err != nil {
 		t.Fatal(err)
 	}

@@ -115,7 +115,7 @@ func (o *observed) mirror() informer.HandlerFuncs[*corev1.ConfigMap] {
 	return informer.HandlerFuncs[*corev1.ConfigMap]{
 		AddFunc:    func(cm *corev1.ConfigMap, _ bool) { o.set(cm.Name, cm.ResourceVersion) },
 		UpdateFunc: func(_, cm *corev1.ConfigMap) { o.set(cm.Name, cm.ResourceVersion) },
-		DeleteFunc: func(d informer.Deleted[*corev1.ConfigMap]) { o.del(d.Obj.Name) },
+		DeleteFunc: func(obj *corev1.ConfigMap, finalStateUnknown bool) { o.del(obj.Name) },
 	}
 }
 

@@ -105,7 +105,7 @@ func TestFault_SilentWatch_NoticedReconnectedAndCaughtUp(t *testing.T) {
 	// Noticed within the bound: the watch fails (or its reconnect does).
 	select {
 	case d := <-firstErr:
-		t.Logf("the reflector noticed the silence after %v (bound %v); last error: %v", d.Round(time.Millisecond), noticeBound, inf.LastError())
+		t.Logf("the reflector noticed the silence after %v (bound %v); last error: %v", d.Round(time.Millisecond), noticeBound, inf.Status().Source.LastError)
 		if d > noticeBound {
 			t.Errorf("silence noticed after %v, want within %v", d, noticeBound)
 		}
@@ -136,7 +136,7 @@ func TestFault_SilentWatch_NoticedReconnectedAndCaughtUp(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("not every changed object was reconciled at its new state (want %s): %v", render(want), err)
 	}
-	if err := inf.LastError(); err != nil && !errors.Is(err, context.Canceled) {
+	if err := inf.Status().Source.LastError; err != nil && !errors.Is(err, context.Canceled) {
 		t.Errorf("LastError after catching up = %v, want nil", err)
 	}
 }

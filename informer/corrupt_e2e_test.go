@@ -45,11 +45,11 @@ func TestE2E_CorruptObjectDeletedUnsafelyLeavesTheCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone := make(chan informer.Deleted[*corev1.ConfigMap], 1)
+	gone := make(chan bool, 1) // its finalStateUnknown
 	if _, err := inf.AddHandler(informer.HandlerFuncs[*corev1.ConfigMap]{
-		DeleteFunc: func(d informer.Deleted[*corev1.ConfigMap]) {
-			if d.Obj.Name == "corrupt" {
-				gone <- d
+		DeleteFunc: func(obj *corev1.ConfigMap, finalStateUnknown bool) {
+			if obj.Name == "corrupt" {
+				gone <- finalStateUnknown
 			}
 		},
 	}, informer.HandlerOptions{}); err != nil {
@@ -76,12 +76,12 @@ func TestE2E_CorruptObjectDeletedUnsafelyLeavesTheCache(t *testing.T) {
 	}
 
 	select {
-	case d := <-gone:
-		if !d.FinalStateUnknown {
+	case finalStateUnknown := <-gone:
+		if !finalStateUnknown {
 			t.Errorf("the corrupt object's delete came as a watch event; want it from a relist (FinalStateUnknown)")
 		}
 	case <-ctx.Done():
-		t.Fatalf("the corrupt object never left the cache (last error: %v): %v", inf.LastError(), context.Cause(ctx))
+		t.Fatalf("the corrupt object never left the cache (last error: %v): %v", inf.Status().Source.LastError, context.Cause(ctx))
 	}
 	if _, ok := inf.Lister().Get(ns, "corrupt"); ok {
 		t.Errorf("corrupt still cached after its delete was delivered")

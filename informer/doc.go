@@ -59,10 +59,11 @@
 //     wait ended.
 //   - Start returns only when every goroutine it started has exited. No
 //     constructor starts a goroutine.
-//   - With a Filter (Options.Filter, or a factory's Restriction), only the
-//     objects it accepts are cached and notified. Refilter drops objects it
-//     no longer accepts without telling handlers (they were not deleted);
-//     Relist takes a new snapshot, whose newly accepted objects reach
+//   - With a Filter (Options.Filter, or a factory's Restrict), only the
+//     objects it accepts are cached and notified. When a factory's
+//     Restrict moves (a sharding member's share), the informer drops the
+//     objects it no longer accepts without telling handlers (they were not
+//     deleted) and takes a new snapshot, whose newly accepted objects reach
 //     handlers as Added events with Replay set. A snapshot never reports an object the
 //     Filter rejects as deleted.
 //   - managedFields are stripped before objects are queued or cached

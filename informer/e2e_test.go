@@ -302,15 +302,15 @@ func (c *counter) OnUpdate(old, new *corev1.ConfigMap) {
 	c.saw(new.Name, new.ResourceVersion)
 }
 
-func (c *counter) OnDelete(d informer.Deleted[*corev1.ConfigMap]) {
+func (c *counter) OnDelete(obj *corev1.ConfigMap, finalStateUnknown bool) {
 	defer c.changed.Notify()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.view[d.Obj.Name]; !ok {
-		c.violations = append(c.violations, "delete of unknown "+d.Obj.Name)
+	if _, ok := c.view[obj.Name]; !ok {
+		c.violations = append(c.violations, "delete of unknown "+obj.Name)
 	}
-	delete(c.view, d.Obj.Name)
-	if d.FinalStateUnknown {
+	delete(c.view, obj.Name)
+	if finalStateUnknown {
 		c.unknown++
 	}
 }
@@ -487,7 +487,7 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 		t.Fatal(err)
 	}
 	if err := inf.Lister().WaitFor(ctx, cache.KeyOf(sentinel), sentinel.ResourceVersion); err != nil {
-		t.Fatalf("cache never caught up with the last write: %v (informer last error: %v)", err, inf.LastError())
+		t.Fatalf("cache never caught up with the last write: %v (informer last error: %v)", err, inf.Status().Source.LastError)
 	}
 	fresh, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -681,8 +681,8 @@ func testCustomResource(t *testing.T, cfg *rest.Config, cs kubernetes.Interface)
 		UpdateFunc: func(old, new *Widget) {
 			events <- fmt.Sprintf("update %s size=%d>%d", new.Name, old.Spec.Size, new.Spec.Size)
 		},
-		DeleteFunc: func(d informer.Deleted[*Widget]) {
-			events <- fmt.Sprintf("delete %s size=%d unknown=%v", d.Obj.Name, d.Obj.Spec.Size, d.FinalStateUnknown)
+		DeleteFunc: func(obj *Widget, finalStateUnknown bool) {
+			events <- fmt.Sprintf("delete %s size=%d unknown=%v", obj.Name, obj.Spec.Size, finalStateUnknown)
 		},
 	}, informer.HandlerOptions{})
 	if err != nil {

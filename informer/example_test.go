@@ -76,10 +76,10 @@ func Example() {
 			defer mu.Unlock()
 			seen = append(seen, fmt.Sprintf("add %s initial=%v", cm.Name, initial))
 		},
-		DeleteFunc: func(d informer.Deleted[*corev1.ConfigMap]) {
+		DeleteFunc: func(obj *corev1.ConfigMap, finalStateUnknown bool) {
 			mu.Lock()
 			defer mu.Unlock()
-			seen = append(seen, fmt.Sprintf("delete %s unknown=%v", d.Obj.Name, d.FinalStateUnknown))
+			seen = append(seen, fmt.Sprintf("delete %s unknown=%v", obj.Name, finalStateUnknown))
 			close(done)
 		},
 	}, informer.HandlerOptions{Name: "printer"})

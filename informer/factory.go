@@ -22,6 +22,7 @@ import (
 
 	"github.com/kloop-dev/kloop/internal/kindgate"
 	"github.com/kloop-dev/kloop/internal/lean"
+	"github.com/kloop-dev/kloop/internal/restrict"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -74,9 +75,9 @@ type FactoryOptions struct {
 	// Restrict, if set, is called once for each informer the factory
 	// creates, with its resource (such as "deployments.v1.apps", see
 	// ResourceName) and Scope, and may narrow it to a part of its objects
-	// (see Restriction); nil leaves the informer whole. Default: every
-	// informer is whole.
-	Restrict func(resource string, scope Scope) *Restriction
+	// (a Restriction: the sharding package's Member.Shard makes them);
+	// nil leaves the informer whole. Default: every informer is whole.
+	Restrict func(resource string, scope Scope) *restrict.Restriction
 	// WaitFor, if set, is called once for each informer the factory
 	// creates, with its resource as Restrict gets it; a gate it returns
 	// holds the informer while the gate's kind is not served (an empty,
@@ -181,7 +182,12 @@ func OfResource[T interface {
 			if err != nil {
 				return nil, err
 			}
-			return any(watcher.FromMetadata(c, gvr, o)).(watcher.ListerWatcher[T]), nil
+			var rc metadata.ResourceInterface = c.Resource(gvr)
+			if o.Namespace != "" {
+				rc = c.Resource(gvr).Namespace(o.Namespace)
+			}
+			o.Namespace = "" // the client's
+			return any(watcher.FromClient[*metav1.PartialObjectMetadata](rc, o)).(watcher.ListerWatcher[T]), nil
 		})
 	case *unstructured.Unstructured:
 		return ofListerWatcher(f, ResourceName(gvr)+" (unstructured)", scope, func(o watcher.Scope) (watcher.ListerWatcher[T], error) {
@@ -189,7 +195,12 @@ func OfResource[T interface {
 			if err != nil {
 				return nil, err
 			}
-			return any(watcher.FromDynamic(c, gvr, o)).(watcher.ListerWatcher[T]), nil
+			var rc dynamic.ResourceInterface = c.Resource(gvr)
+			if o.Namespace != "" {
+				rc = c.Resource(gvr).Namespace(o.Namespace)
+			}
+			o.Namespace = "" // the client's
+			return any(watcher.FromClient[*unstructured.Unstructured](rc, o)).(watcher.ListerWatcher[T]), nil
 		})
 	}
 	return ofListerWatcher(f, ResourceName(gvr), scope, func(o watcher.Scope) (watcher.ListerWatcher[T], error) {
@@ -257,7 +268,7 @@ func ofListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 		Logger:     f.opts.Logger,
 		Registerer: f.opts.Registerer,
 	}
-	var r *Restriction
+	var r *restrict.Restriction
 	if f.opts.Restrict != nil {
 		r = f.opts.Restrict(resource, scope)
 	}
@@ -305,7 +316,7 @@ func ofListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 		return nil, err
 	}
 	if r != nil && r.Attach != nil {
-		r.Attach(inf)
+		r.Attach(restricted[T]{inf})
 	}
 	e := &factoryEntry{name: name, resource: resource, scope: scope, informer: inf, run: inf.Start, wait: inf.WaitForSync, status: inf.Status}
 	f.entries[key] = e

@@ -70,7 +70,7 @@ func TestInformer_RefilterAndRelist_MoveObjectsInAndOutOfViewWithoutDeletes(t *t
 
 		// b leaves view: dropped from the cache, nobody told.
 		v.set("a")
-		if n := h.inf.Refilter(); n != 1 {
+		if n := h.inf.refilter(); n != 1 {
 			t.Errorf("Refilter dropped %d, want 1", n)
 		}
 		synctest.Wait()
@@ -86,7 +86,7 @@ func TestInformer_RefilterAndRelist_MoveObjectsInAndOutOfViewWithoutDeletes(t *t
 		// c comes into view: the informer starts its source again and
 		// the snapshot's c is an add marked initial; a is unchanged.
 		v.set("a", "c")
-		done := h.inf.Relist()
+		done := h.inf.relist()
 		synctest.Wait()
 		if closed(done) {
 			t.Fatal("Relist done before a new snapshot")
@@ -123,7 +123,7 @@ func TestInformer_Relist_DuringASnapshotAndAfterStop(t *testing.T) {
 		h.src.relist("1", cm("a", "1", "1"))
 		h.src.send(watcher.Event[*corev1.ConfigMap]{Type: watcher.RelistStart}, ev(watcher.RelistItem, cm("x", "9", "2")))
 		synctest.Wait() // the partial snapshot is queued
-		done := h.inf.Relist()
+		done := h.inf.relist()
 		// The stopped source has returned and the new one waits: an event
 		// sent before that could be taken by the stopped one (its select
 		// has the cancelled context and the event ready at once), which
@@ -139,7 +139,7 @@ func TestInformer_Relist_DuringASnapshotAndAfterStop(t *testing.T) {
 			t.Errorf("logs: %s", got)
 		}
 		h.stop()
-		if !closed(h.inf.Relist()) {
+		if !closed(h.inf.relist()) {
 			t.Error("Relist after stop did not answer at once")
 		}
 	})

@@ -22,14 +22,6 @@ type Handler[T watcher.Object] interface {
 	OnEvent(e cache.Event[T])
 }
 
-// HandlerFunc adapts a function to a Handler.
-type HandlerFunc[T watcher.Object] func(e cache.Event[T])
-
-// OnEvent implements Handler.
-func (f HandlerFunc[T]) OnEvent(e cache.Event[T]) { f(e) }
-
-var _ Handler[watcher.Object] = HandlerFunc[watcher.Object](nil)
-
 // HandlerFuncs adapts one function per kind of event to a Handler, for
 // handlers that treat the kinds apart. A nil function ignores its events.
 //
@@ -39,11 +31,20 @@ var _ Handler[watcher.Object] = HandlerFunc[watcher.Object](nil)
 //     or an object coming into view through Relist).
 //   - UpdateFunc gets an Updated event's Old and New; a periodic replay
 //     (HandlerOptions.ReplayInterval) calls it with old == new.
-//   - DeleteFunc gets a Deleted event as a Deleted.
+//   - DeleteFunc gets a Deleted event's Old and its FinalStateUnknown.
+//     When finalStateUnknown is false, obj is the object's last state as
+//     the delete event carried it. When it is true the informer did not
+//     see the delete itself, only that the object is gone (a relist no
+//     longer had it, or the key now holds an object with another UID), and
+//     obj is the last state the informer knew, which may be older than the
+//     object's final one.
+//
+// A handler that treats every event alike implements Handler itself, or
+// sets all three functions.
 type HandlerFuncs[T watcher.Object] struct {
 	AddFunc    func(obj T, inInitialList bool)
 	UpdateFunc func(old, new T)
-	DeleteFunc func(d Deleted[T])
+	DeleteFunc func(obj T, finalStateUnknown bool)
 }
 
 var _ Handler[watcher.Object] = HandlerFuncs[watcher.Object]{}
@@ -61,21 +62,9 @@ func (f HandlerFuncs[T]) OnEvent(e cache.Event[T]) {
 		}
 	case cache.Deleted:
 		if f.DeleteFunc != nil {
-			f.DeleteFunc(Deleted[T]{Obj: e.Old, FinalStateUnknown: e.FinalStateUnknown})
+			f.DeleteFunc(e.Old, e.FinalStateUnknown)
 		}
 	}
-}
-
-// Deleted is a Deleted event as HandlerFuncs.DeleteFunc gets it.
-//
-// When FinalStateUnknown is false, Obj is the object's last state as the
-// delete event carried it. When it is true the informer did not see the
-// delete itself, only that the object is gone (a relist no longer had it,
-// or the key now holds an object with another UID), and Obj is the last
-// state the informer knew, which may be older than the object's final one.
-type Deleted[T watcher.Object] struct {
-	Obj               T
-	FinalStateUnknown bool
 }
 
 // HandlerOptions configures one registration. The zero value works.
@@ -98,7 +87,7 @@ type HandlerOptions struct {
 	// workqueue (controller sources register so). A handler that may block
 	// must not be inline: while it runs, the cache and every other handler
 	// of the informer wait. An inline handler must not call the informer's
-	// AddHandler, AddIndex, Refilter or Seed (they wait for it); reading the
+	// AddHandler, AddIndex or Seed (they wait for it); reading the
 	// cache and Registration.Remove are fine. Events are not merged for it:
 	// it hears each change the cache goes through.
 	Inline bool

@@ -149,10 +149,10 @@ type Options[T watcher.Object] struct {
 	Transform func(T) T
 	// Filter, if set, says which objects the informer keeps: the others are
 	// neither cached nor notified. It sees objects as they arrive, before
-	// Transform, and must be fast. Its answers may change while the
-	// informer runs (that is how a Restriction moves): call Refilter
-	// once it rejects objects it accepted, and Relist once it
-	// accepts objects it rejected. See Refilter for what handlers are told.
+	// Transform, and must be fast. Its answers must not change while the
+	// informer runs; a factory's Restrict (the sharding package's) is the
+	// filter that may, and it drops what it no longer accepts and relists
+	// for what it accepts anew.
 	Filter func(T) bool
 	// Logger receives structured logs, with key "informer" set to Name.
 	// Default: slog.Default().
@@ -303,9 +303,6 @@ func (inf *Informer[T]) String() string { return "informer " + inf.name }
 // Lister reads the informer's cache. Objects it returns are read-only.
 func (inf *Informer[T]) Lister() cache.Lister[T] { return inf.store }
 
-// LastError is the Source's latest list/watch error, nil when healthy.
-func (inf *Informer[T]) LastError() error { return inf.src.LastError() }
-
 // Synced is closed once the first snapshot has been applied to the cache.
 // Handlers may still be busy with it: see Registration.Synced.
 func (inf *Informer[T]) Synced() <-chan struct{} { return inf.syncedCh }
@@ -335,7 +332,7 @@ wait:
 		if notifier != nil {
 			changed = notifier.ErrorChanged() // before LastError: no change is missed
 		}
-		if err := inf.LastError(); refused(err) {
+		if err := inf.src.LastError(); refused(err) {
 			select {
 			case <-synced:
 				return nil
@@ -360,7 +357,7 @@ wait:
 		return nil
 	default:
 	}
-	cause := inf.LastError()
+	cause := inf.src.LastError()
 	if cause == nil {
 		inf.mu.Lock()
 		if inf.state == stateNew {
@@ -449,7 +446,7 @@ func (inf *Informer[T]) runSource(runCtx context.Context) error {
 	}
 }
 
-// Relist makes the informer take a new snapshot from its Source, as it did
+// relist makes the informer take a new snapshot from its Source, as it did
 // when it started: the Source is stopped and run again. The returned
 // channel is closed once a snapshot taken after the call has been applied
 // to the cache (or the informer has stopped). Use it when Filter, or a
@@ -458,7 +455,7 @@ func (inf *Informer[T]) runSource(runCtx context.Context) error {
 // OnAdd(obj, true), like the objects of a first snapshot, since to this
 // informer they are not new, only newly in view. Objects that did not change are not
 // notified. Before Start, the first snapshot answers it.
-func (inf *Informer[T]) Relist() <-chan struct{} {
+func (inf *Informer[T]) relist() <-chan struct{} {
 	inf.relistMu.Lock()
 	defer inf.relistMu.Unlock()
 	inf.relistEpoch++
@@ -474,13 +471,13 @@ func (inf *Informer[T]) Relist() <-chan struct{} {
 	return done
 }
 
-// Refilter drops from the cache, at once, every object Filter now
+// refilter drops from the cache, at once, every object Filter now
 // rejects, and returns how many it dropped. Handlers are not told: the
 // objects were not deleted, they are only no longer this informer's (a
 // notification already queued for one may still be delivered). If Filter
 // accepts such an object again later, it comes back through a Relist as
 // OnAdd(obj, true). Without a Filter it does nothing.
-func (inf *Informer[T]) Refilter() int {
+func (inf *Informer[T]) refilter() int {
 	if inf.filter == nil {
 		return 0
 	}
@@ -497,13 +494,10 @@ func (inf *Informer[T]) Refilter() int {
 	return dropped
 }
 
-// Len is the number of objects in the cache.
-func (inf *Informer[T]) Len() int { return inf.store.Len() }
-
-// ListMeta is the metadata of the Source's latest LIST page (see
+// listMeta is the metadata of the Source's latest LIST page (see
 // watcher.Reflector.listMeta): what the API server made of the parameters
 // a Restriction adds, for one. It is zero when the Source cannot tell.
-func (inf *Informer[T]) ListMeta() metav1.ListMeta {
+func (inf *Informer[T]) listMeta() metav1.ListMeta {
 	if s, ok := inf.src.(interface{ ListMeta() metav1.ListMeta }); ok {
 		return s.ListMeta()
 	}

@@ -157,12 +157,12 @@ func (r *recorder) OnUpdate(old, new *corev1.ConfigMap) {
 	r.view[new.Name] = new.ResourceVersion
 }
 
-func (r *recorder) OnDelete(d Deleted[*corev1.ConfigMap]) {
+func (r *recorder) OnDelete(obj *corev1.ConfigMap, finalStateUnknown bool) {
 	r.wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.calls = append(r.calls, fmt.Sprintf("delete %s@%s unknown=%v", d.Obj.Name, d.Obj.ResourceVersion, d.FinalStateUnknown))
-	delete(r.view, d.Obj.Name)
+	r.calls = append(r.calls, fmt.Sprintf("delete %s@%s unknown=%v", obj.Name, obj.ResourceVersion, finalStateUnknown))
+	delete(r.view, obj.Name)
 }
 
 // OnEvent implements Handler through the per-kind methods above.
@@ -719,7 +719,7 @@ func TestInformer_PanickingHandlerIsRecoveredLoggedAndCountedWhileOthersGoOn(t *
 			add(t, inf, HandlerFuncs[*corev1.ConfigMap]{
 				AddFunc:    func(*corev1.ConfigMap, bool) { panic("boom on add") },
 				UpdateFunc: func(_, _ *corev1.ConfigMap) { panic("boom on update") },
-				DeleteFunc: func(Deleted[*corev1.ConfigMap]) { panic("boom on delete") },
+				DeleteFunc: func(*corev1.ConfigMap, bool) { panic("boom on delete") },
 			}, HandlerOptions{Name: "broken"})
 			add(t, inf, good, HandlerOptions{Name: "good"})
 		})
@@ -786,7 +786,7 @@ func TestInformer_SetTransform_KeepsOnlyWhatItReturnsInTheCacheAndForHandlers(t 
 		h := start(t, Options[*corev1.ConfigMap]{}, func(inf *Informer[*corev1.ConfigMap]) {
 			add(t, inf, rec, HandlerOptions{})
 			add(t, inf, HandlerFuncs[*corev1.ConfigMap]{
-				DeleteFunc: func(d Deleted[*corev1.ConfigMap]) { deletedData = append(deletedData, len(d.Obj.Data)) },
+				DeleteFunc: func(obj *corev1.ConfigMap, finalStateUnknown bool) { deletedData = append(deletedData, len(obj.Data)) },
 			}, HandlerOptions{})
 			err := inf.SetTransform(func(o *corev1.ConfigMap) *corev1.ConfigMap {
 				seen = append(seen, fmt.Sprintf("%s@%s managedFields=%d", o.Name, o.ResourceVersion, len(o.ManagedFields)))
@@ -852,7 +852,7 @@ func TestInformer_WaitForSyncNamesTheInformerAndKeepsTheCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Options[*corev1.ConfigMap]{Name: "configmaps.v1 [namespace=web]"})
 		defer h.stop()
-		h.src.setErr(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps", Err: apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "")})
+		h.src.setErr(fmt.Errorf("list configmaps: %w", apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, "")))
 
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
@@ -886,7 +886,7 @@ func TestInformer_WaitForSyncReturnsAsSoonAsTheInformerIsRefused(t *testing.T) {
 			t.Fatalf("WaitForSync returned %v before any error", err)
 		default:
 		}
-		h.src.setErr(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps", Err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New(`User "bob" cannot list resource "configmaps"`))})
+		h.src.setErr(fmt.Errorf("list configmaps: %w", apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New(`User "bob" cannot list resource "configmaps"`))))
 		err := <-done
 		if waited := time.Since(began); waited != time.Minute {
 			t.Errorf("WaitForSync returned %v after it began, want at the refusal (1m), not at the deadline", waited)

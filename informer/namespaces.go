@@ -117,7 +117,7 @@ func (s *namespacesSource[T]) notifyErrorChanged() {
 }
 
 // ListMeta is the latest LIST metadata of the first namespace that has
-// one (see Informer.ListMeta).
+// one (see Informer.listMeta).
 func (s *namespacesSource[T]) ListMeta() metav1.ListMeta {
 	for _, src := range s.srcs {
 		if l, ok := src.(interface{ ListMeta() metav1.ListMeta }); ok {

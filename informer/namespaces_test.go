@@ -166,8 +166,8 @@ func TestInformer_SeveralNamespaces_OneCacheReadsAndHandlersSeeEveryNamespace(t 
 		if got := names(byIndex); !slices.Equal(got, []string{"a/x", "b/x", "b/y"}) {
 			t.Errorf("ByIndex(app, web) after the update = %v", got)
 		}
-		if inf.LastError() != nil {
-			t.Errorf("LastError() = %v, want nil", inf.LastError())
+		if inf.src.LastError() != nil {
+			t.Errorf("LastError() = %v, want nil", inf.src.LastError())
 		}
 	})
 }
@@ -186,7 +186,7 @@ func TestInformer_SeveralNamespaces_ANamespaceThatCannotBeListedIsNamedAndTheOth
 		if err := f.WaitForSync(ctx); err != nil {
 			t.Fatalf("WaitForSync: %v; want the namespace that can be listed served", err)
 		}
-		err := inf.LastError()
+		err := inf.src.LastError()
 		if err == nil || !strings.Contains(err.Error(), "namespace locked:") || !strings.Contains(err.Error(), "forbidden") {
 			t.Errorf("LastError() = %v; want it to name namespace locked and say why", err)
 		}
@@ -211,7 +211,7 @@ func TestInformer_SeveralNamespaces_ANamespaceThatCannotBeListedIsNamedAndTheOth
 		if _, ok := inf.Lister().Get("locked", "y"); !ok {
 			t.Error("the namespace's object is not in the cache")
 		}
-		if err := inf.LastError(); err != nil {
+		if err := inf.src.LastError(); err != nil {
 			t.Errorf("LastError() = %v once every namespace is served", err)
 		}
 	})

@@ -35,7 +35,7 @@
 //  1. A stops handing out keys of s, waits for its reconciles of s in
 //     flight (controller.Controller.Restrict), drops the objects of s from
 //     its caches without telling handlers they were deleted
-//     (informer.Informer.Refilter), and then writes its Lease without s.
+//     (the informer factory's Restrict), and then writes its Lease without s.
 //  2. B claims s only while no other live Lease lists it: it writes s into
 //     its Lease, reads every Lease of the group afresh, and starts s only if
 //     still no other live Lease lists it (two members that claim one slot
@@ -43,7 +43,7 @@
 //     writer, and backs off). A Lease that has not changed for its
 //     duration, on the reader's clock, no longer counts: a member that was
 //     killed is taken over after its Lease duration.
-//  3. B's informers relist (informer.Informer.Relist) with the wider
+//  3. B's informers relist (again through the factory's Restrict) with the wider
 //     selector; the objects of s reach its handlers as OnAdd(obj, true),
 //     like an initial list, not as creations. Once every informer has
 //     relisted, s is active: its keys are enqueued and reconciled.

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/restrict"
 	"github.com/kloop-dev/kloop/internal/slots"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -318,11 +319,11 @@ func (m *Member) selector(cluster string) string {
 // follows them. Shard only the informers whose objects carry the key: for
 // ByNamespace the namespaced kinds, for ByUID the kinds reconciled on
 // their own; a factory that also holds others needs a choice (see Only).
-func (m *Member) Shard(resource string, scope informer.Scope) *informer.Restriction {
-	return &informer.Restriction{
+func (m *Member) Shard(resource string, scope informer.Scope) *restrict.Restriction {
+	return &restrict.Restriction{
 		ListOptions: func(opts *metav1.ListOptions) { opts.ShardSelector = m.selector("") },
 		Keep:        func(obj watcher.Object) bool { return m.owns("", obj) },
-		Attach:      func(r informer.Restricted) { m.attach(attached{r: r}) },
+		Attach:      func(r restrict.Informer) { m.attach(attached{r: r}) },
 	}
 }
 
@@ -339,22 +340,22 @@ func (m *Member) Shard(resource string, scope informer.Scope) *informer.Restrict
 // turned by an offset of the cluster's own, so a replica holds about 1/N
 // of every cluster, and a namespace found in every cluster is not held by
 // one replica everywhere.
-func (m *Member) ShardWhen(cluster string, left <-chan struct{}, on func() bool) *informer.Restriction {
-	return &informer.Restriction{
+func (m *Member) ShardWhen(cluster string, left <-chan struct{}, on func() bool) *restrict.Restriction {
+	return &restrict.Restriction{
 		ListOptions: func(opts *metav1.ListOptions) {
 			if on() {
 				opts.ShardSelector = m.selector(cluster)
 			}
 		},
 		Keep:   func(obj watcher.Object) bool { return !on() || m.owns(cluster, obj) },
-		Attach: func(r informer.Restricted) { m.attach(attached{r: r, cluster: cluster, on: on, left: left}) },
+		Attach: func(r restrict.Informer) { m.attach(attached{r: r, cluster: cluster, on: on, left: left}) },
 	}
 }
 
 // attached is an informer a member moves: of cluster ("" for its own),
 // while on says so (nil: always), until left is closed (nil: never).
 type attached struct {
-	r       informer.Restricted
+	r       restrict.Informer
 	cluster string
 	on      func() bool
 	left    <-chan struct{}
@@ -371,8 +372,8 @@ func (a attached) gone() bool {
 
 // only returns a FactoryOptions.Restrict that shards the informers pick
 // accepts and leaves the others whole.
-func (m *Member) only(pick func(resource string, scope informer.Scope) bool) func(resource string, scope informer.Scope) *informer.Restriction {
-	return func(resource string, scope informer.Scope) *informer.Restriction {
+func (m *Member) only(pick func(resource string, scope informer.Scope) bool) func(resource string, scope informer.Scope) *restrict.Restriction {
+	return func(resource string, scope informer.Scope) *restrict.Restriction {
 		if !pick(resource, scope) {
 			return nil
 		}
@@ -585,9 +586,9 @@ func (r *run) loop(ctx context.Context) error {
 	if _, err := linf.AddHandler(informer.HandlerFuncs[*coordinationv1.Lease]{
 		AddFunc:    func(l *coordinationv1.Lease, _ bool) { r.noteSeen(l); poke() },
 		UpdateFunc: func(_, l *coordinationv1.Lease) { r.noteSeen(l); poke() },
-		DeleteFunc: func(d informer.Deleted[*coordinationv1.Lease]) {
+		DeleteFunc: func(obj *coordinationv1.Lease, finalStateUnknown bool) {
 			r.seenMu.Lock()
-			delete(r.seen, d.Obj.Name)
+			delete(r.seen, obj.Name)
 			r.seenMu.Unlock()
 			poke()
 		},

@@ -238,7 +238,7 @@ func TestMember_ReplicasSplitTheObjectsAndHandOverWhenOneLeaves(t *testing.T) {
 				if got, want := metricstest.Value(t, r.reg, "kloop_shard_slots", "group", group, "state", "active"), float64(r.member.Status().Active.Len()); got != want {
 					t.Errorf("%s: kloop_shard_slots{state=active} = %v, want %v", r.id, got, want)
 				}
-				if got, want := metricstest.Value(t, r.reg, "kloop_shard_objects", "group", group), float64(r.inf.Len()); got != want {
+				if got, want := metricstest.Value(t, r.reg, "kloop_shard_objects", "group", group), float64(r.inf.Status().Objects); got != want {
 					t.Errorf("%s: kloop_shard_objects = %v, want %v", r.id, got, want)
 				}
 				if got := metricstest.Value(t, r.reg, "kloop_shard_members", "group", group); got != 3 {

@@ -13,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 )
 
@@ -37,9 +35,18 @@ type listObject interface {
 
 // FromClient returns a ListerWatcher over a client-go typed client:
 //
-//	lw := watcher.FromClient[*corev1.ConfigMap](clientset.CoreV1().ConfigMaps("default"), watcher.Options{
+//	lw := watcher.FromClient[*corev1.ConfigMap](clientset.CoreV1().ConfigMaps("default"), watcher.Scope{
 //		LabelSelector: "app=web",
 //	})
+//
+// A dynamic or a metadata client's resource is such a client too: over
+// dynamicClient.Resource(gvr).Namespace(ns) it lists and watches
+// unstructured objects of any resource, CRDs included, with no Go types at
+// all; over metadataClient.Resource(gvr) only their metadata
+// (*metav1.PartialObjectMetadata), the cheapest way to cache objects whose
+// metadata is all a controller reads:
+//
+//	lw := watcher.FromClient[*metav1.PartialObjectMetadata](metadataClient.Resource(gvr), watcher.Scope{})
 //
 // The namespace is the typed client's; opts.Namespace must be empty (it
 // panics otherwise, as it does when L has no Items field of type []E).
@@ -58,31 +65,6 @@ func FromClient[T interface {
 		panic("watcher.FromClient: " + err.Error())
 	}
 	return &clientLW[T, E, L]{client: c, opts: opts, items: idx}
-}
-
-// FromDynamic returns a ListerWatcher of unstructured objects of the resource
-// gvr, through a dynamic client. It suits any resource, CRDs included, with no
-// Go types at all.
-func FromDynamic(c dynamic.Interface, gvr schema.GroupVersionResource, opts Scope) ListerWatcher[*unstructured.Unstructured] {
-	var rc typedClient[*unstructured.UnstructuredList] = c.Resource(gvr)
-	if opts.Namespace != "" {
-		rc = c.Resource(gvr).Namespace(opts.Namespace)
-	}
-	opts.Namespace = ""
-	return FromClient[*unstructured.Unstructured](rc, opts)
-}
-
-// FromMetadata returns a ListerWatcher of metadata-only objects
-// (*metav1.PartialObjectMetadata) of the resource gvr: names, labels,
-// annotations, owners, but no spec or status. It is the cheapest way to cache
-// objects whose metadata is all a controller reads.
-func FromMetadata(c metadata.Interface, gvr schema.GroupVersionResource, opts Scope) ListerWatcher[*metav1.PartialObjectMetadata] {
-	var rc typedClient[*metav1.PartialObjectMetadataList] = c.Resource(gvr)
-	if opts.Namespace != "" {
-		rc = c.Resource(gvr).Namespace(opts.Namespace)
-	}
-	opts.Namespace = ""
-	return FromClient[*metav1.PartialObjectMetadata](rc, opts)
 }
 
 // FromResource returns a ListerWatcher for a Go type T served at gvr, with no

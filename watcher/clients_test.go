@@ -107,7 +107,7 @@ func TestFromClient_PanicsOnMisuse(t *testing.T) {
 	}
 }
 
-func TestFromDynamic_ListsAndWatchesUnstructuredInANamespace(t *testing.T) {
+func TestFromClient_OverADynamicClientListsAndWatchesUnstructuredInANamespace(t *testing.T) {
 	u := func(ns, name string) *unstructured.Unstructured {
 		o := &unstructured.Unstructured{}
 		o.SetAPIVersion("v1")
@@ -118,7 +118,7 @@ func TestFromDynamic_ListsAndWatchesUnstructuredInANamespace(t *testing.T) {
 	}
 	c := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{cmGVR: "ConfigMapList"}, u("ns", "a"), u("other", "b"))
-	lw := watcher.FromDynamic(c, cmGVR, watcher.Scope{Namespace: "ns"})
+	lw := watcher.FromClient[*unstructured.Unstructured](c.Resource(cmGVR).Namespace("ns"), watcher.Scope{})
 	p, err := lw.List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +152,7 @@ func TestFromDynamic_ListsAndWatchesUnstructuredInANamespace(t *testing.T) {
 	}
 }
 
-func TestFromMetadata_ListsPartialObjectMetadata(t *testing.T) {
+func TestFromClient_OverAMetadataClientListsPartialObjectMetadata(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := metav1.AddMetaToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestFromMetadata_ListsPartialObjectMetadata(t *testing.T) {
 		}
 	}
 	c := metadatafake.NewSimpleMetadataClient(scheme, m("a"), m("b"))
-	lw := watcher.FromMetadata(c, cmGVR, watcher.Scope{Namespace: "ns"})
+	lw := watcher.FromClient[*metav1.PartialObjectMetadata](c.Resource(cmGVR).Namespace("ns"), watcher.Scope{})
 	p, err := lw.List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -109,7 +109,7 @@ type Options struct {
 	Rand func() float64
 
 	// OnError, if set, is called from Run's goroutine with every error the
-	// reflector meets (an *OpError), before it backs off or falls back. It
+	// reflector meets (naming the call, wrapping its cause), before it backs off or falls back. It
 	// must not block for long. LastError keeps the latest one as well.
 	OnError func(error)
 

@@ -5,10 +5,10 @@
 // # Parts
 //
 //   - ListerWatcher[T] is the narrow view of one resource: List a page, open
-//     a Watch. FromClient adapts a client-go typed client, FromResource any Go
-//     type (CRDs included) through a REST client and a scheme, FromDynamic
-//     unstructured objects and FromMetadata metadata-only objects
-//     (*metav1.PartialObjectMetadata). A Scope adds namespace, label and field
+//     a Watch. FromClient adapts a client-go typed client, or a dynamic or
+//     metadata client's resource (unstructured or metadata-only objects,
+//     *metav1.PartialObjectMetadata); FromResource any Go type (CRDs
+//     included) through a REST client and a scheme. A Scope adds namespace, label and field
 //     selectors.
 //   - Reflector[T] runs the list/watch protocol and calls emit with Event[T]s.
 //     Its logic is a pure state machine (no goroutines, I/O or clock) driven
@@ -89,7 +89,7 @@
 //   - Objects handed to emit belong to the receiver; the reflector keeps no
 //     reference to them after emit returns.
 //   - Errors are kept: LastError returns the latest (nil after a successful
-//     snapshot or watch) as an *OpError wrapping the client's error, so that
+//     snapshot or watch) as an error that names the call and wraps the client's error, so that
 //     apierrors.IsForbidden, IsNotFound and errors.Is on this package's
 //     sentinels work. Options.OnError sees each one.
 //   - Run returns nil only when ctx is done, having stopped its watch, and

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -363,8 +364,10 @@ func TestE2E(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ld := runLive(t, watcher.FromDynamic(dyn, cmGVR, opts), watcher.Options{})
-		lm := runLive(t, watcher.FromMetadata(md, cmGVR, opts), watcher.Options{})
+		clientOpts := opts
+		clientOpts.Namespace = "" // the client's
+		ld := runLive(t, watcher.FromClient[*unstructured.Unstructured](dyn.Resource(cmGVR).Namespace(opts.Namespace), clientOpts), watcher.Options{})
+		lm := runLive(t, watcher.FromClient[*metav1.PartialObjectMetadata](md.Resource(cmGVR).Namespace(opts.Namespace), clientOpts), watcher.Options{})
 		lr := runLive(t, rest, watcher.Options{})
 
 		want := []string{"x", "y"}

@@ -12,7 +12,7 @@ import (
 )
 
 // Sentinel errors. They reach LastError and Options.OnError wrapped in an
-// *OpError; test for them with errors.Is.
+// *opError; test for them with errors.Is.
 var (
 	// ErrNoResourceVersion: a LIST response or the bookmark that ends a
 	// streaming list carried no resourceVersion, so there is nothing to watch
@@ -46,34 +46,34 @@ var (
 	ErrAlreadyRunning = errors.New("watch: reflector is already running")
 )
 
-// Op names the call that failed.
-type Op string
+// opName names the call that failed.
+type opName string
 
 const (
-	// OpList is a paginated LIST call.
-	OpList Op = "list"
-	// OpWatchList is a streaming list: a WATCH with sendInitialEvents=true.
-	OpWatchList Op = "watch-list"
-	// OpWatch is a plain WATCH resumed from a resourceVersion.
-	OpWatch Op = "watch"
+	// opList is a paginated LIST call.
+	opList opName = "list"
+	// opWatchList is a streaming list: a WATCH with sendInitialEvents=true.
+	opWatchList opName = "watch-list"
+	// opWatch is a plain WATCH resumed from a resourceVersion.
+	opWatch opName = "watch"
 )
 
-// OpError is the error the reflector reports (through LastError and
+// opError is the error the reflector reports (through LastError and
 // Options.OnError) when a list or watch fails. Err is the error returned by the
 // ListerWatcher, or the status carried by a watch error event, or one of this
-// package's sentinels; errors.Is and errors.As see through OpError, so
+// package's sentinels; errors.Is and errors.As see through opError, so
 // apierrors.IsForbidden(err) and apierrors.IsNotFound(err) work on it.
-type OpError struct {
-	Op       Op
+type opError struct {
+	Op       opName
 	Resource string // Options.Name of the reflector
 	Err      error
 }
 
-func (e *OpError) Error() string {
+func (e *opError) Error() string {
 	return fmt.Sprintf("%s %s: %v", e.Op, e.Resource, e.Err)
 }
 
-func (e *OpError) Unwrap() error { return e.Err }
+func (e *opError) Unwrap() error { return e.Err }
 
 // isExpired reports whether err says that the resourceVersion (or continue
 // token) asked for is no longer available: 410 Gone / reason Expired.

@@ -2,12 +2,10 @@ package watcher_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
@@ -74,18 +72,4 @@ func ExampleFromResource() {
 	r := watcher.NewReflector(lw, watcher.Options{Name: "web-configmaps"})
 	fmt.Println(r.Name())
 	// Output: web-configmaps
-}
-
-// LastError and OnError tell why a reflector has not synced: a 403 from the
-// API server stays an *apierrors.StatusError inside the *watcher.OpError.
-func ExampleReflector_LastError() {
-	err := error(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps",
-		Err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("RBAC: access denied"))})
-
-	fmt.Println(apierrors.IsForbidden(err))
-	var oe *watcher.OpError
-	fmt.Println(errors.As(err, &oe) && oe.Op == watcher.OpList)
-	// Output:
-	// true
-	// true
 }

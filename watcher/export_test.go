@@ -23,3 +23,12 @@ func (f Funcs[T]) List(ctx context.Context, opts metav1.ListOptions) (ListPage[T
 func (f Funcs[T]) Watch(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error) {
 	return f.WatchFunc(ctx, opts)
 }
+
+// OpError and its Op values, for the tests that check which call failed.
+type OpError = opError
+
+const (
+	OpList      = opList
+	OpWatchList = opWatchList
+	OpWatch     = opWatch
+)

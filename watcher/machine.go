@@ -48,7 +48,7 @@ func (k actionKind) String() string { return actionNames[k] }
 
 type action struct {
 	kind  actionKind
-	op    Op                 // actList, actWatch: which call
+	op    opName             // actList, actWatch: which call
 	opts  metav1.ListOptions // actList, actWatch
 	delay time.Duration      // actWait: the wait; actReceive: time until timerFired if nothing arrives, 0 = none
 }
@@ -180,7 +180,7 @@ func (m *machine[T]) plan() {
 		default:
 			opts.ResourceVersion = m.listRV
 		}
-		m.act = action{kind: actList, op: OpList, opts: opts}
+		m.act = action{kind: actList, op: opList, opts: opts}
 	case phaseStream:
 		if m.open {
 			m.act = action{kind: actReceive, delay: initialEventsIdle}
@@ -191,7 +191,7 @@ func (m *machine[T]) plan() {
 			rv = ""
 		}
 		sendInitial := true
-		m.act = action{kind: actWatch, op: OpWatchList, opts: metav1.ListOptions{
+		m.act = action{kind: actWatch, op: opWatchList, opts: metav1.ListOptions{
 			ResourceVersion:      rv,
 			ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
 			SendInitialEvents:    &sendInitial,
@@ -203,7 +203,7 @@ func (m *machine[T]) plan() {
 			m.act = action{kind: actReceive, delay: max(m.watchDeadline.Sub(m.now), time.Nanosecond)}
 			return
 		}
-		m.act = action{kind: actWatch, op: OpWatch, opts: metav1.ListOptions{
+		m.act = action{kind: actWatch, op: opWatch, opts: metav1.ListOptions{
 			ResourceVersion:     m.lastRV,
 			AllowWatchBookmarks: true,
 			TimeoutSeconds:      m.watchTimeout(),
@@ -219,8 +219,8 @@ func (m *machine[T]) watchTimeout() *int64 {
 
 // fail records a failed call and schedules a retry after a backoff. The
 // phase is left as it is, so the retry repeats the call that failed.
-func (m *machine[T]) fail(now time.Time, op Op, err error) error {
-	e := &OpError{Op: op, Resource: m.cfg.name, Err: err}
+func (m *machine[T]) fail(now time.Time, op opName, err error) error {
+	e := &opError{Op: op, Resource: m.cfg.name, Err: err}
 	m.lastErr = e
 	m.wait = m.delay(now, err)
 	m.plan()
@@ -238,8 +238,8 @@ func (m *machine[T]) delay(now time.Time, err error) time.Duration {
 }
 
 // report records an error that needs no retry.
-func (m *machine[T]) report(op Op, err error) error {
-	e := &OpError{Op: op, Resource: m.cfg.name, Err: err}
+func (m *machine[T]) report(op opName, err error) error {
+	e := &opError{Op: op, Resource: m.cfg.name, Err: err}
 	m.lastErr = e
 	m.plan()
 	return e
@@ -264,7 +264,7 @@ func (m *machine[T]) relist(now time.Time, err error) {
 // what the cache holds about the failing object; a snapshot replaces it.
 // The error is reported and stays LastError until the snapshot completes.
 func (m *machine[T]) relistFailed(now time.Time, err error) error {
-	e := &OpError{Op: OpWatch, Resource: m.cfg.name, Err: err}
+	e := &opError{Op: opWatch, Resource: m.cfg.name, Err: err}
 	m.lastErr = e
 	m.log.Info("watch failed, relisting", "rv", m.lastRV, "err", err)
 	m.startSync()
@@ -321,7 +321,7 @@ func (m *machine[T]) timerFired(now time.Time) error {
 			return nil
 		}
 		m.open = false
-		return m.fail(now, OpWatch, fmt.Errorf("%w: opened %v ago", ErrWatchOverdue, now.Sub(m.watchStart).Round(time.Second)))
+		return m.fail(now, opWatch, fmt.Errorf("%w: opened %v ago", ErrWatchOverdue, now.Sub(m.watchStart).Round(time.Second)))
 	}
 	return nil
 }
@@ -348,7 +348,7 @@ func (m *machine[T]) listed(now time.Time, page ListPage[T], err error) ([]Event
 			m.plan()
 			return nil, nil
 		}
-		return nil, m.fail(now, OpList, err)
+		return nil, m.fail(now, opList, err)
 	}
 
 	evs := make([]Event[T], 0, len(page.Items)+2)
@@ -369,7 +369,7 @@ func (m *machine[T]) listed(now time.Time, page ListPage[T], err error) ([]Event
 	}
 	if m.snapRV == "" {
 		m.startList()
-		return evs, m.fail(now, OpList, ErrNoResourceVersion)
+		return evs, m.fail(now, opList, ErrNoResourceVersion)
 	}
 	return m.finish(evs, m.snapRV), nil
 }
@@ -398,7 +398,7 @@ func (m *machine[T]) watchOpened(now time.Time, err error) error {
 		m.relist(now, err)
 		return nil
 	}
-	return m.fail(now, OpWatch, err)
+	return m.fail(now, opWatch, err)
 }
 
 // streamFailed handles any failure of a streaming list: retry from the
@@ -421,7 +421,7 @@ func (m *machine[T]) streamFailed(now time.Time, err error) error {
 		m.plan()
 		return nil
 	}
-	return m.fail(now, OpWatchList, err)
+	return m.fail(now, opWatchList, err)
 }
 
 // received takes one event of the open watch.
@@ -435,7 +435,7 @@ func (m *machine[T]) received(now time.Time, ev apiwatch.Event) ([]Event[T], err
 	case apiwatch.Added, apiwatch.Modified, apiwatch.Deleted:
 		obj, ok := ev.Object.(T)
 		if !ok {
-			return nil, m.report(OpWatch, unexpected(ev))
+			return nil, m.report(opWatch, unexpected(ev))
 		}
 		rv := obj.GetResourceVersion()
 		if rv != "" {
@@ -454,7 +454,7 @@ func (m *machine[T]) received(now time.Time, ev apiwatch.Event) ([]Event[T], err
 	case apiwatch.Bookmark:
 		meta, ok := ev.Object.(metav1.Object)
 		if !ok {
-			return nil, m.report(OpWatch, unexpected(ev))
+			return nil, m.report(opWatch, unexpected(ev))
 		}
 		rv := meta.GetResourceVersion()
 		if rv == "" {
@@ -475,11 +475,11 @@ func (m *machine[T]) received(now time.Time, ev apiwatch.Event) ([]Event[T], err
 		case apierrors.IsTooManyRequests(err), isStreamBroken(err):
 			// Slow down, or the connection broke: the resourceVersion is
 			// still good, watch on from it after the delay.
-			return nil, m.fail(now, OpWatch, err)
+			return nil, m.fail(now, opWatch, err)
 		}
 		return nil, m.relistFailed(now, err)
 	}
-	return nil, m.report(OpWatch, unexpected(ev))
+	return nil, m.report(opWatch, unexpected(ev))
 }
 
 // receivedInitial takes one event of a streaming list before its end.
@@ -488,14 +488,14 @@ func (m *machine[T]) receivedInitial(now time.Time, ev apiwatch.Event) ([]Event[
 	case apiwatch.Added:
 		obj, ok := ev.Object.(T)
 		if !ok {
-			return nil, m.report(OpWatchList, unexpected(ev))
+			return nil, m.report(opWatchList, unexpected(ev))
 		}
 		evs := append(m.begin(m.out[:0]), Event[T]{Type: RelistItem, Object: obj, ResourceVersion: obj.GetResourceVersion()})
 		return evs, nil
 	case apiwatch.Bookmark:
 		meta, ok := ev.Object.(metav1.Object)
 		if !ok {
-			return nil, m.report(OpWatchList, unexpected(ev))
+			return nil, m.report(opWatchList, unexpected(ev))
 		}
 		if meta.GetAnnotations()[metav1.InitialEventsAnnotationKey] != "true" {
 			return nil, nil // progress only; the snapshot is not complete yet
@@ -512,7 +512,7 @@ func (m *machine[T]) receivedInitial(now time.Time, ev apiwatch.Event) ([]Event[
 	case apiwatch.Error:
 		return nil, m.streamFailed(now, apierrors.FromObject(ev.Object))
 	}
-	return nil, m.report(OpWatchList, unexpected(ev))
+	return nil, m.report(opWatchList, unexpected(ev))
 }
 
 // closed: the open watch's channel closed.
@@ -523,7 +523,7 @@ func (m *machine[T]) closed(now time.Time) error {
 		return m.streamFailed(now, fmt.Errorf("%w: the stream closed", ErrInitialEventsEndMissing))
 	}
 	if m.watchEvents == 0 && now.Sub(m.watchStart) < watchMinLife {
-		return m.fail(now, OpWatch, ErrWatchClosedEarly)
+		return m.fail(now, opWatch, ErrWatchClosedEarly)
 	}
 	m.plan() // watch again from lastRV
 	return nil

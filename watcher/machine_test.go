@@ -142,7 +142,7 @@ func (h *harness) expectStream(rv string) {
 	h.t.Helper()
 	a := h.expectAct(actWatch)
 	o := a.opts
-	if a.op != OpWatchList || o.ResourceVersion != rv || o.SendInitialEvents == nil || !*o.SendInitialEvents ||
+	if a.op != opWatchList || o.ResourceVersion != rv || o.SendInitialEvents == nil || !*o.SendInitialEvents ||
 		o.ResourceVersionMatch != metav1.ResourceVersionMatchNotOlderThan || !o.AllowWatchBookmarks || o.TimeoutSeconds == nil {
 		h.t.Fatalf("streaming list options = %+v (op %s), want rv %q, sendInitialEvents, NotOlderThan, bookmarks, timeout", o, a.op, rv)
 	}
@@ -153,7 +153,7 @@ func (h *harness) expectWatch(rv string) {
 	h.t.Helper()
 	a := h.expectAct(actWatch)
 	o := a.opts
-	if a.op != OpWatch || o.ResourceVersion != rv || o.SendInitialEvents != nil || o.ResourceVersionMatch != "" || !o.AllowWatchBookmarks || o.TimeoutSeconds == nil {
+	if a.op != opWatch || o.ResourceVersion != rv || o.SendInitialEvents != nil || o.ResourceVersionMatch != "" || !o.AllowWatchBookmarks || o.TimeoutSeconds == nil {
 		h.t.Fatalf("watch options = %+v (op %s), want rv %q with bookmarks and a timeout", o, a.op, rv)
 	}
 }
@@ -421,9 +421,9 @@ func TestMachine_ListErrorMidPagination_RetriesThatPageAfterBackoff(t *testing.T
 	h.listOK(page("10", "c1", obj("a", "3")))
 	h.expectList("", 500, "c1")
 	_, err := h.list(ListPage[cm]{}, errInternal)
-	var oe *OpError
-	if !errors.As(err, &oe) || oe.Op != OpList || !apierrors.IsInternalError(err) {
-		t.Fatalf("error = %v, want an *OpError for list wrapping the internal error", err)
+	var oe *opError
+	if !errors.As(err, &oe) || oe.Op != opList || !apierrors.IsInternalError(err) {
+		t.Fatalf("error = %v, want an *opError for list wrapping the internal error", err)
 	}
 	if !errors.Is(h.m.lastErr, err) {
 		t.Fatalf("last error = %v, want %v", h.m.lastErr, err)
@@ -612,9 +612,9 @@ func TestMachine_ForcedStreaming_BacksOffAndRetriesInsteadOfFallingBack(t *testi
 	h := newHarness(t, Options{InitialList: InitialListStreaming})
 	h.expectStream("")
 	err := h.open(errInvalid)
-	var oe *OpError
-	if !errors.As(err, &oe) || oe.Op != OpWatchList || !apierrors.IsInvalid(err) {
-		t.Fatalf("error = %v, want *OpError{watch-list} wrapping 422", err)
+	var oe *opError
+	if !errors.As(err, &oe) || oe.Op != opWatchList || !apierrors.IsInvalid(err) {
+		t.Fatalf("error = %v, want *opError{watch-list} wrapping 422", err)
 	}
 	h.expectWait(800*time.Millisecond, 1600*time.Millisecond)
 	h.expectStream("")
@@ -730,9 +730,9 @@ func TestMachine_WatchOpenPastItsTimeout_IsStoppedAndResumedFromTheLastRV(t *tes
 	h.expectAct(actReceive)
 	h.advance(150*time.Second + watchTimeoutGrace)
 	err := h.m.timerFired(h.now)
-	var oe *OpError
-	if !errors.Is(err, ErrWatchOverdue) || !errors.As(err, &oe) || oe.Op != OpWatch {
-		t.Fatalf("error = %v, want *OpError{watch} wrapping ErrWatchOverdue", err)
+	var oe *opError
+	if !errors.Is(err, ErrWatchOverdue) || !errors.As(err, &oe) || oe.Op != opWatch {
+		t.Fatalf("error = %v, want *opError{watch} wrapping ErrWatchOverdue", err)
 	}
 	h.expectWait(800*time.Millisecond, 1600*time.Millisecond)
 	h.expectWatch("11")
@@ -766,9 +766,9 @@ func TestMachine_WatchErrorEventFromTheServer_ReportsAndRelistsAfterBackoff(t *t
 			h.syncByList("10", obj("a", "3"), obj("bad", "5"))
 			h.recv(apiwatch.Added, obj("b", "11"))
 			err := h.recvErr(tc.err)
-			var oe *OpError
-			if !errors.As(err, &oe) || oe.Op != OpWatch || apierrors.ReasonForError(err) != apierrors.ReasonForError(tc.err) {
-				t.Fatalf("error = %v, want *OpError{watch} wrapping %v", err, tc.err)
+			var oe *opError
+			if !errors.As(err, &oe) || oe.Op != opWatch || apierrors.ReasonForError(err) != apierrors.ReasonForError(tc.err) {
+				t.Fatalf("error = %v, want *opError{watch} wrapping %v", err, tc.err)
 			}
 			h.expectWait(800*time.Millisecond, 1600*time.Millisecond)
 			if !errors.Is(h.m.lastErr, err) {

@@ -54,7 +54,7 @@ func NewReflector[T Object](lw ListerWatcher[T], cfg Options) *Reflector[T] {
 // Name is Options.Name, or its default.
 func (r *Reflector[T]) Name() string { return r.cfg.name }
 
-// LastError returns the latest error of a list or watch (an *OpError), or nil
+// LastError returns the latest error of a list or watch (naming the call and wrapping its cause), or nil
 // once a snapshot completed or a watch opened after it. Use errors.Is and
 // errors.As on it: apierrors.IsForbidden(r.LastError()) tells a missing RBAC
 // rule.

@@ -490,3 +490,17 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map
 	}
 	return metricstest.Value(t, reg, name, pairs...)
 }
+
+// LastError and OnError tell why a reflector has not synced: a 403 from the
+// API server stays an *apierrors.StatusError inside the reflector's error.
+func TestOpError_KeepsTheServersStatusErrorForErrorsAs(t *testing.T) {
+	err := error(&watcher.OpError{Op: watcher.OpList, Resource: "configmaps",
+		Err: apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("RBAC: access denied"))})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("apierrors.IsForbidden(%v) = false, want true", err)
+	}
+	var oe *watcher.OpError
+	if !errors.As(err, &oe) || oe.Op != watcher.OpList {
+		t.Errorf("errors.As(%v) gives %+v, want a list OpError", err, oe)
+	}
+}

@@ -313,7 +313,7 @@ func addPrinter[T watcher.Object](p *printer, inf *informer.Informer[T], prefix 
 	_, err := inf.AddHandler(informer.HandlerFuncs[T]{
 		AddFunc:    func(obj T, _ bool) { p.show(prefix+obj.GetName(), line(obj)) },
 		UpdateFunc: func(_, obj T) { p.show(prefix+obj.GetName(), line(obj)) },
-		DeleteFunc: func(d informer.Deleted[T]) { p.gone(prefix + cache.KeyOf(d.Obj).Name) },
+		DeleteFunc: func(obj T, finalStateUnknown bool) { p.gone(prefix + cache.KeyOf(obj).Name) },
 	}, informer.HandlerOptions{Name: "print-" + strings.TrimSuffix(prefix, "/")})
 	return err
 }

@@ -347,8 +347,8 @@ func (d *shardDemoRun) report(ctx context.Context) {
 		for _, r := range rs {
 			st := r.app.Member().Status()
 			settled = settled && st.Settled
-			deps += r.deps.Len()
-			s := fmt.Sprintf("%s %d slots, %d Foos", r.id, st.Scope.Len(), r.foos.Len())
+			deps += r.deps.Status().Objects
+			s := fmt.Sprintf("%s %d slots, %d Foos", r.id, st.Scope.Len(), r.foos.Status().Objects)
 			split = append(split, s)
 			parts = append(parts, fmt.Sprintf("%s, %d reconciles", s, int(reconciles(r.reg))))
 			if table == "" {

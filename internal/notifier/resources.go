@@ -133,7 +133,7 @@ func informerFor[T watcher.Object](inf *informer.Informer[T]) informerOf {
 			return inf.AddHandler(informer.HandlerFuncs[T]{
 				AddFunc:    func(obj T, initial bool) { h.add(obj, initial) },
 				UpdateFunc: func(old, new T) { h.update(old, new) },
-				DeleteFunc: func(d informer.Deleted[T]) { h.del(d.Obj, d.FinalStateUnknown) },
+				DeleteFunc: func(obj T, finalStateUnknown bool) { h.del(obj, finalStateUnknown) },
 			}, informer.HandlerOptions{Name: "notifier"})
 		},
 	}

@@ -138,7 +138,7 @@ func notifyOn[T watcher.Object](t *testing.T, h *kloop.Handle[T], sig *await.Sig
 	if _, err := h.Informer().AddHandler(informer.HandlerFuncs[T]{
 		AddFunc:    func(T, bool) { sig.Notify() },
 		UpdateFunc: func(T, T) { sig.Notify() },
-		DeleteFunc: func(informer.Deleted[T]) { sig.Notify() },
+		DeleteFunc: func(T, bool) { sig.Notify() },
 	}, informer.HandlerOptions{Name: "harness"}); err != nil {
 		t.Fatal(err)
 	}

@@ -407,7 +407,6 @@ func startPeakSide(cfg *rest.Config, side, workload string) (*peakRunning, error
 type kloopInformer[T watcher.Object] interface {
 	AddHandler(informer.Handler[T], informer.HandlerOptions) (*informer.Registration, error)
 	Synced() <-chan struct{}
-	Len() int
 	Status() informer.Status
 }
 
@@ -418,7 +417,7 @@ func kloopRunning[T watcher.Object](f *informer.Factory, inf kloopInformer[T]) (
 	}
 	return &peakRunning{
 		synced: inf.Synced(), handled: reg.Synced(), live: inf, stop: startFactory(f),
-		count:      inf.Len,
+		count:      func() int { return inf.Status().Objects },
 		cacheBytes: func() int64 { return inf.Status().CacheBytes },
 	}, nil
 }

@@ -464,7 +464,7 @@ func replica() int {
 			<-ch
 		}
 	}
-	fmt.Printf("SYNCED %.0f %d %.0f\n", heap()-base, inf.Len(), events(reg))
+	fmt.Printf("SYNCED %.0f %d %.0f\n", heap()-base, inf.Status().Objects, events(reg))
 
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {

@@ -206,7 +206,7 @@ func changes[T watcher.Object](n *await.Signal) informer.Handler[T] {
 	return informer.HandlerFuncs[T]{
 		AddFunc:    func(T, bool) { n.Notify() },
 		UpdateFunc: func(_, _ T) { n.Notify() },
-		DeleteFunc: func(informer.Deleted[T]) { n.Notify() },
+		DeleteFunc: func(T, bool) { n.Notify() },
 	}
 }
 
