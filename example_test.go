@@ -46,7 +46,7 @@ func Example() {
 			return controller.Result{}, err
 		}
 		if _, err := deployments.Get(ctx, f.Namespace, f.Spec.DeploymentName); apierrors.IsNotFound(err) {
-			app.Recorder().Eventf(f, "Normal", "NoDeployment", "no Deployment %s yet", f.Spec.DeploymentName)
+			app.Recorder().Event(f, "Normal", "NoDeployment", "no Deployment "+f.Spec.DeploymentName+" yet")
 		}
 		return controller.Result{}, nil
 	}
