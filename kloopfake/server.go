@@ -103,7 +103,7 @@ func NewServer(opts Options) (*Server, error) {
 // Config returns a rest.Config whose requests the server answers, without
 // client-side rate limiting (QPS is negative).
 func (s *Server) Config() *rest.Config {
-	return &rest.Config{Host: Host, Transport: s, QPS: -1}
+	return &rest.Config{Host: Host, Transport: roundTripper{s}, QPS: -1}
 }
 
 // Add stores objs as they are (a copy of each), status, uid and
@@ -204,9 +204,12 @@ func namespaceOf(r *resource, ns string) string {
 	return ns
 }
 
-// RoundTrip answers req as the API server would, from memory. It is what
-// makes the Server an http.RoundTripper.
-func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
+// roundTripper is the transport of Config: it answers each request as the
+// API server would, from the server's memory.
+type roundTripper struct{ s *Server }
+
+func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	s := t.s
 	var body []byte
 	if req.Body != nil {
 		var err error
