@@ -502,7 +502,7 @@ func TestServer_SelectorsOnListAndWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	web := kloop.Objects[*corev1.ConfigMap](app, kloop.WithSelectors("tier=web", "metadata.namespace="+ns))
+	web := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{LabelSelector: "tier=web", FieldSelector: "metadata.namespace=" + ns})
 	stop, err := kloopfake.Start(t.Context(), app)
 	if err != nil {
 		t.Fatal(err)

@@ -145,7 +145,7 @@ func fleetDemo(n int, dataDir, binDir, namespace, debugAddr string, log, cpLog *
 // setupFleetFoo declares the Foo sample's reconciler over the App's fleet:
 // a key's Foo is read, and its Deployment made, in the key's cluster.
 func setupFleetFoo(app *kloop.App) error {
-	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource))
+	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
 	deps := kloop.Objects[*appsv1.Deployment](app).WithTransform(foo.LeanDeployment)
 	_, err := kloop.NewFleetController(app, foo.ControllerName, func(ctx context.Context, k kloop.ClusterKey) (controller.Result, error) {
 		c := app.Cluster(k.Cluster)

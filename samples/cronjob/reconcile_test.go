@@ -73,7 +73,7 @@ func reconcileInMemory(t testing.TB) {
 	}
 	r := &cronjob.Reconciler{
 		App:      app,
-		CronJobs: kloop.Objects[*batch.CronJob](app, kloop.WithResource(batch.Resource)),
+		CronJobs: kloop.Objects[*batch.CronJob](app, kloop.ObjectsOptions{Resource: batch.Resource}),
 		Jobs:     kloop.Objects[*batchv1.Job](app),
 		Clock:    clock,
 	}
