@@ -68,7 +68,7 @@
 //     finalizer).
 //   - No controllers of Kubernetes: no ReplicaSets for Deployments, no
 //     Pods, no Job completion, no namespace lifecycle (namespaces need not
-//     exist). A test writes those objects itself (Server.Add, or a client).
+//     exist). A test writes those objects itself (Options.Objects, or a client).
 //   - No version conversion: each version of a kind is a resource of its
 //     own, with objects of its own.
 //   - Field selectors on anything but metadata.name and metadata.namespace

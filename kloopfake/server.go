@@ -41,7 +41,12 @@ type Options struct {
 	// their resource name, scope, status subresource (a CRD's plural name,
 	// scope and subresources).
 	Resources []Resource
-	// Objects are stored before the first request, as Add stores them.
+	// Objects are stored before the first request as they are (a copy of
+	// each), status, uid and creationTimestamp included, unlike a create
+	// through the API, which resets them: known state for a test to start
+	// from. Each gets a resourceVersion, a uid and creationTimestamp if it
+	// has none, and metadata.generation 1. An object of a kind the server
+	// does not serve, or given twice, fails NewServer.
 	Objects []runtime.Object
 	// Clock gives creationTimestamp and deletionTimestamp. Default: the
 	// real clock.
@@ -94,7 +99,7 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{scheme: opts.Scheme, codecs: serializer.NewCodecFactory(opts.Scheme), res: res, store: newStore(opts.Clock), closeCh: make(chan struct{})}
-	if err := s.Add(opts.Objects...); err != nil {
+	if err := s.add(opts.Objects...); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -106,13 +111,8 @@ func (s *Server) Config() *rest.Config {
 	return &rest.Config{Host: Host, Transport: roundTripper{s}, QPS: -1}
 }
 
-// Add stores objs as they are (a copy of each), status, uid and
-// creationTimestamp included, unlike a create through the API, which
-// resets them: known state for a test to start from. Each gets a new
-// resourceVersion, a uid and creationTimestamp if it has none, and
-// metadata.generation 1. An object that exists already is an
-// AlreadyExists error.
-func (s *Server) Add(objs ...runtime.Object) error {
+// add stores Options.Objects.
+func (s *Server) add(objs ...runtime.Object) error {
 	for _, obj := range objs {
 		r, err := s.resourceOf(obj)
 		if err != nil {
@@ -122,7 +122,7 @@ func (s *Server) Add(objs ...runtime.Object) error {
 		cp.GetObjectKind().SetGroupVersionKind(r.gvk)
 		cp.(metav1.Object).SetResourceVersion("")
 		if _, err := s.store.create(r, cp.(metav1.Object).GetNamespace(), cp, true, false); err != nil {
-			return fmt.Errorf("kloopfake: Add %T: %w", obj, err)
+			return fmt.Errorf("kloopfake: Options.Objects: %T: %w", obj, err)
 		}
 	}
 	return nil

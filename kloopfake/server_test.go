@@ -574,7 +574,7 @@ func TestServer_InterceptFailsARequestAndChangesNothing(t *testing.T) {
 	}
 }
 
-func TestServer_AddKeepsStatusAndRejectsUnknownKinds(t *testing.T) {
+func TestServer_ObjectsKeepStatusAndUnknownKindsAreRejected(t *testing.T) {
 	d := deployment("seeded")
 	d.Status.ReadyReplicas = 1
 	e := newEnv(t, kloopfake.Options{Objects: []runtime.Object{d}})
@@ -582,8 +582,8 @@ func TestServer_AddKeepsStatusAndRejectsUnknownKinds(t *testing.T) {
 	if err != nil || got.Status.ReadyReplicas != 1 || got.UID == "" {
 		t.Errorf("seeded: %v, %v; want status as given and a uid", got, err)
 	}
-	if err := e.srv.Add(&metav1.Status{}); err == nil {
-		t.Error("Add of a kind the server does not serve succeeded")
+	if _, err := kloopfake.NewServer(kloopfake.Options{Objects: []runtime.Object{&metav1.Status{}}}); err == nil {
+		t.Error("Objects of a kind the server does not serve: NewServer succeeded")
 	}
 	if _, err := kloopfake.NewServer(kloopfake.Options{Resources: []kloopfake.Resource{{Kind: batch.Kind}}}); err == nil || !strings.Contains(err.Error(), "AddToScheme") {
 		t.Errorf("a Resource of a kind outside the scheme: %v, want an error saying to add it", err)
