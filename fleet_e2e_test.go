@@ -33,6 +33,7 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
@@ -419,7 +420,7 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 		var snap struct {
 			Clusters []struct{ Name, State, LastError, Level string }
 		}
-		resp, err = http.Get(app.Debug().SnapshotURL())
+		resp, err = http.Get(app.Debug().URL(debug.SnapshotPath))
 		if err != nil {
 			t.Fatal(err)
 		}

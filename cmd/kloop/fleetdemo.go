@@ -14,6 +14,7 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
@@ -108,8 +109,8 @@ func fleetDemo(n int, dataDir, binDir, namespace, debugAddr string, log, cpLog *
 	if page := app.Debug(); page != nil {
 		select {
 		case <-page.AddrReady():
-			if page.URL() != "" {
-				fmt.Fprintf(stdout, "# the Foo controller's live page, with its clusters: %s\n", page.URL())
+			if page.URL(debug.PagePath) != "" {
+				fmt.Fprintf(stdout, "# the Foo controller's live page, with its clusters: %s\n", page.URL(debug.PagePath))
 			}
 		case <-ctx.Done():
 		}

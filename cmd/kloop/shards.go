@@ -268,8 +268,8 @@ func (d *shardDemoRun) start(ctx context.Context, wg *sync.WaitGroup, id string)
 	if page != nil {
 		select {
 		case <-page.AddrReady():
-			if page.URL() != "" {
-				d.out.printf("# %s: live page %s (the shard table is on it)\n", id, page.URL())
+			if page.URL(debug.PagePath) != "" {
+				d.out.printf("# %s: live page %s (the shard table is on it)\n", id, page.URL(debug.PagePath))
 			}
 		case <-ctx.Done():
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/manifest"
@@ -65,7 +66,7 @@ func TestFoo_WaitsForItsCRDAndStopsAndResumesWithIt(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, "[+]caches ok") || !strings.Contains(body, waiting) {
 		t.Fatalf("/readyz?verbose = %d:\n%s\nwant 200, the caches ok and %q", code, body, waiting)
 	}
-	if _, snap := get(t, app.Debug().SnapshotURL()); !strings.Contains(snap, waiting) {
+	if _, snap := get(t, app.Debug().URL(debug.SnapshotPath)); !strings.Contains(snap, waiting) {
 		t.Errorf("the debug page's snapshot does not name the waiting kind (%q):\n%.3000s", waiting, snap)
 	}
 
