@@ -8,11 +8,11 @@
 // read-your-writes tracking, the informers (streaming lists, watches,
 // bookmarks), discovery and the event recorder. So a reconcile function
 // needs no interface or fake of its own to be tested: build its Handles
-// on an App from NewApp, start the caches with Start, call Reconcile, and
+// on an App on the server (kloop.New with Server.Config), start the caches with Start, call Reconcile, and
 // check what the Server holds.
 //
 //	srv, _ := kloopfake.NewServer(kloopfake.Options{Scheme: scheme, Objects: []runtime.Object{foo}})
-//	app, _ := kloopfake.NewApp(srv, kloop.Options{Name: "foo-controller"})
+//	app, _ := kloop.New(srv.Config(), kloop.Options{Name: "foo-controller", Scheme: scheme})
 //	r := &Reconciler{Foos: kloop.Objects[*v1alpha1.Foo](app), Deployments: kloop.Objects[*appsv1.Deployment](app)}
 //	stop, _ := kloopfake.Start(ctx, app)
 //	defer stop()

@@ -44,7 +44,7 @@ func newEnv(t *testing.T, opts kloopfake.Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := kloopfake.NewApp(srv, kloop.Options{Name: "test"})
+	app, err := kloop.New(srv.Config(), kloop.Options{Name: "test", Scheme: opts.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,7 +498,7 @@ func TestServer_SelectorsOnListAndWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := kloopfake.NewApp(srv, kloop.Options{})
+	app, err := kloop.New(srv.Config(), kloop.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

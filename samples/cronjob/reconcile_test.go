@@ -62,7 +62,7 @@ func reconcileInMemory(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := kloopfake.NewApp(srv, kloop.Options{Name: cronjob.ControllerName})
+	app, err := kloop.New(srv.Config(), kloop.Options{Name: cronjob.ControllerName, Scheme: cronjob.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
