@@ -128,23 +128,6 @@ func (s *Server) add(objs ...runtime.Object) error {
 	return nil
 }
 
-// Get returns a copy of the stored object of obj's kind named like obj
-// (its namespace and name), as a read from the API server would, filled
-// into obj. A missing object is a NotFound error.
-func (s *Server) Get(obj runtime.Object) error {
-	r, err := s.resourceOf(obj)
-	if err != nil {
-		return err
-	}
-	a := obj.(metav1.Object)
-	got, err := s.store.get(r, namespaceOf(r, a.GetNamespace()), a.GetName())
-	if err != nil {
-		return err
-	}
-	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(got).Elem())
-	return nil
-}
-
 // resourceVersion is the resourceVersion of the server's latest write.
 func (s *Server) resourceVersion() string {
 	s.store.mu.Lock()

@@ -565,8 +565,8 @@ func TestServer_InterceptFailsARequestAndChangesNothing(t *testing.T) {
 		t.Fatalf("intercepted update: %v, want the injected Conflict", err)
 	}
 	e.srv.Intercept(nil)
-	stored := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}}
-	if err := e.srv.Get(stored); err != nil || stored.Data["k"] != "v" || stored.ResourceVersion != cur.ResourceVersion {
+	stored, err := e.configMaps.Resource().Get(ctx, ns, "a")
+	if err != nil || stored.Data["k"] != "v" || stored.ResourceVersion != cur.ResourceVersion {
 		t.Errorf("stored after the failed update: %v, %v; want it unchanged", stored, err)
 	}
 	if len(seen) != 1 || seen[0].Verb != "update" || seen[0].Namespace != ns || seen[0].Name != "a" || seen[0].Resource.Resource != "configmaps" {
