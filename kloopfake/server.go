@@ -68,7 +68,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	intercept func(Request) error
-	closeCh   chan struct{} // closed by Close: the watches open then end
+	closeCh   chan struct{} // closed by endWatches: the watches open then end
 	managers  fieldManagers
 }
 
@@ -148,16 +148,16 @@ func (s *Server) Intercept(fn func(Request) error) {
 	s.mu.Unlock()
 }
 
-// Close ends every open watch, as an API server going away does: clients
-// watch again, and the server answers them as before.
-func (s *Server) Close() {
+// endWatches ends every open watch, as an API server going away does:
+// clients watch again, and the server answers them as before.
+func (s *Server) endWatches() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	close(s.closeCh)
 	s.closeCh = make(chan struct{})
 }
 
-// closing is closed by the next Close.
+// closing is closed by the next endWatches.
 func (s *Server) closing() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -590,9 +590,9 @@ func TestServer_ObjectsKeepStatusAndUnknownKindsAreRejected(t *testing.T) {
 	}
 }
 
-func TestServer_CloseEndsWatches(t *testing.T) {
+func TestServer_EndedWatchesAreWatchedAgain(t *testing.T) {
 	e := newEnv(t, kloopfake.Options{})
-	e.srv.Close()
+	kloopfake.EndWatches(e.srv)
 	// The informers see their watches end and try again; the server still
 	// answers, so reads and writes work on.
 	ctx := context.WithoutCancel(t.Context())
