@@ -43,7 +43,7 @@ func TestHandle_ByIndexOfANamespacedKindAnswersWithinANamespaceOrAll(t *testing.
 	cm := func(ns, name, team string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: "1", Labels: map[string]string{"team": team}}}
 	}
-	if err := cms.Informer().Seed(cm("a", "x", "blue"), cm("a", "y", "red"), cm("b", "z", "blue")); err != nil {
+	if err := cms.Seed(cm("a", "x", "blue"), cm("a", "y", "red"), cm("b", "z", "blue")); err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
@@ -75,7 +75,7 @@ func TestHandle_ByIndexOfAClusterScopedKindKeepsValuesAsTheyAre(t *testing.T) {
 	ns := func(name, team string) *corev1.Namespace {
 		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Labels: map[string]string{"team": team}}}
 	}
-	if err := nss.Informer().Seed(ns("one", "blue"), ns("two", "red"), ns("three", "blue")); err != nil {
+	if err := nss.Seed(ns("one", "blue"), ns("two", "red"), ns("three", "blue")); err != nil {
 		t.Fatal(err)
 	}
 	got, err := nss.ByIndex(t.Context(), "", "team", "blue")

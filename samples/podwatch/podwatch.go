@@ -56,12 +56,7 @@ func Run(ctx context.Context, cfg *rest.Config, app kloop.Options, opts Options)
 		return err
 	}
 	pods := kloop.Objects[*corev1.Pod](a, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("pods")})
-	if err := pods.Err(); err != nil {
-		return err
-	}
-	if err := pods.Informer().Seed(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: Missing}}); err != nil {
-		return err
-	}
+	pods.Seed(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: Missing}})
 	out := opts.Out
 	if out == nil {
 		out = os.Stdout
