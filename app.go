@@ -301,10 +301,6 @@ func (a *App) newElector(le LeaderElection) (*leaderelection.Elector, error) {
 	return el, nil
 }
 
-// Config returns the rest.Config the App talks to the API server with.
-// Treat it as read-only.
-func (a *App) Config() *rest.Config { return a.cfg }
-
 // Options returns the App's options with their defaults filled in.
 func (a *App) Options() Options { return a.opts }
 

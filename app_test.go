@@ -64,9 +64,9 @@ func TestNew_LeaderElectionWithoutANamespaceSaysWhichFlagToSet(t *testing.T) {
 
 func TestObjects_WithResourceMakesNoRequestAndDeclaresAController(t *testing.T) {
 	app := newApp(t, kloop.Options{})
-	deps := kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(deployments))
+	deps := kloop.Objects[*appsv1.Deployment](app, kloop.ObjectsOptions{Resource: deployments})
 	if err := deps.Err(); err != nil {
-		t.Fatalf("Objects with WithResource against an unreachable server: %v", err)
+		t.Fatalf("Objects with ObjectsOptions.Resource against an unreachable server: %v", err)
 	}
 	if deps.GVR() != deployments {
 		t.Errorf("GVR %v, want %v", deps.GVR(), deployments)
@@ -82,7 +82,7 @@ func TestObjects_WithResourceMakesNoRequestAndDeclaresAController(t *testing.T) 
 
 func TestObjects_ATypeOutsideTheSchemeFailsRunWithoutStartingAnything(t *testing.T) {
 	app := newApp(t, kloop.Options{}) // client-go's scheme: no Foo
-	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource))
+	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
 	if err := foos.Err(); err == nil || !strings.Contains(err.Error(), "AddToScheme") {
 		t.Fatalf("Err = %v, want one that says to add the type to the scheme", err)
 	}
@@ -115,11 +115,11 @@ func TestNewController_DeclarationMistakesNameWhatToFix(t *testing.T) {
 		want    string
 	}{
 		{"owns before for", func(app *kloop.App) error {
-			_, err := kloop.NewController(app, "c", nop).Owns(kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(deployments))).Complete()
+			_, err := kloop.NewController(app, "c", nop).Owns(kloop.Objects[*appsv1.Deployment](app, kloop.ObjectsOptions{Resource: deployments})).Complete()
 			return err
 		}, "give For first"},
 		{"two fors", func(app *kloop.App) error {
-			d := kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(deployments))
+			d := kloop.Objects[*appsv1.Deployment](app, kloop.ObjectsOptions{Resource: deployments})
 			_, err := kloop.NewController(app, "c", nop).For(d).For(d).Complete()
 			return err
 		}, "For given twice"},
@@ -128,7 +128,7 @@ func TestNewController_DeclarationMistakesNameWhatToFix(t *testing.T) {
 			return err
 		}, "watches nothing"},
 		{"no name", func(app *kloop.App) error {
-			_, err := kloop.NewController(app, "", nop).For(kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(cms))).Complete()
+			_, err := kloop.NewController(app, "", nop).For(kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: cms})).Complete()
 			return err
 		}, "no name"},
 		{"keyed, nothing watched", func(app *kloop.App) error {
@@ -167,8 +167,8 @@ func TestApp_RunTwiceIsAnError(t *testing.T) {
 
 func TestNew_NamespacesIsOneSetOfNamespacesForTheNamespacedKinds(t *testing.T) {
 	app := newApp(t, kloop.Options{Namespaces: []string{"b", "a", "b"}})
-	deps := kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(deployments))
-	nodes := kloop.Objects[*corev1.Node](app, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("nodes")), kloop.ClusterScoped())
+	deps := kloop.Objects[*appsv1.Deployment](app, kloop.ObjectsOptions{Resource: deployments})
+	nodes := kloop.Objects[*corev1.Node](app, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("nodes"), ClusterScoped: true})
 	if got := deps.Informer().Name(); got != "deployments.v1.apps [namespace=a,b]" {
 		t.Errorf("namespaced kind's informer is %q, want one over namespaces a and b", got)
 	}

@@ -26,7 +26,7 @@ func TestNewKeyedController_ReconcilesTheKeysItsWatchesMapTo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(configMaps))
+	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: configMaps})
 	teams := make(chan string, 16)
 	reconcile := func(_ context.Context, team string) (controller.Result, error) {
 		select {

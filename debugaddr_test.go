@@ -75,7 +75,7 @@ func TestApp_DebugAddrServesTheAppsControllersAndInformers(t *testing.T) {
 		t.Fatalf("reconciled %q, want two", got)
 	}
 	testwait.Closed(t, "the debug page's address", app.Debug().AddrReady())
-	resp, err := http.Get(app.Debug().SnapshotURL())
+	resp, err := http.Get(app.Debug().URL(debug.SnapshotPath))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,9 +19,9 @@
 // older than what it wrote itself; writes (Create, Update, UpdateStatus,
 // WriteStatus, Apply, Patch, Delete) go to the API server through the App's
 // client, with the App's name as field manager. The resource is found
-// through discovery, or named with WithResource:
+// through discovery, or named with ObjectsOptions.Resource:
 //
-//	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource))
+//	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
 //	deployments := kloop.Objects[*appsv1.Deployment](app)
 //
 // Then the controller, in one statement: For the kind it reconciles, Owns

@@ -34,8 +34,8 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource))
-	deployments := kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(appsv1.SchemeGroupVersion.WithResource("deployments")))
+	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
+	deployments := kloop.Objects[*appsv1.Deployment](app, kloop.ObjectsOptions{Resource: appsv1.SchemeGroupVersion.WithResource("deployments")})
 
 	reconcile := func(ctx context.Context, key cache.Key) (controller.Result, error) {
 		f, err := foos.Get(ctx, key.Namespace, key.Name) // the cache, with this App's own writes
@@ -46,7 +46,7 @@ func Example() {
 			return controller.Result{}, err
 		}
 		if _, err := deployments.Get(ctx, f.Namespace, f.Spec.DeploymentName); apierrors.IsNotFound(err) {
-			app.Recorder().Eventf(f, "Normal", "NoDeployment", "no Deployment %s yet", f.Spec.DeploymentName)
+			app.Recorder().Event(f, "Normal", "NoDeployment", "no Deployment "+f.Spec.DeploymentName+" yet")
 		}
 		return controller.Result{}, nil
 	}
@@ -59,7 +59,7 @@ func Example() {
 
 	// Mistakes are kept and returned by Run, which then starts nothing.
 	bad, _ := kloop.New(cfg, kloop.Options{Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
-	kloop.NewController(bad, "bad", reconcile).Owns(kloop.Objects[*appsv1.Deployment](bad, kloop.WithResource(appsv1.SchemeGroupVersion.WithResource("deployments")))).Complete()
+	kloop.NewController(bad, "bad", reconcile).Owns(kloop.Objects[*appsv1.Deployment](bad, kloop.ObjectsOptions{Resource: appsv1.SchemeGroupVersion.WithResource("deployments")})).Complete()
 	fmt.Println(bad.Run(context.Background()))
 	// Output:
 	// controller foo-notes for foos owning deployments
@@ -74,7 +74,7 @@ func ExampleHandle_WithTransform() {
 	if err != nil {
 		panic(err)
 	}
-	deployments := kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(appsv1.SchemeGroupVersion.WithResource("deployments"))).
+	deployments := kloop.Objects[*appsv1.Deployment](app, kloop.ObjectsOptions{Resource: appsv1.SchemeGroupVersion.WithResource("deployments")}).
 		WithTransform(foo.LeanDeployment)
 	fmt.Println(deployments.GVR().Resource, deployments.Err())
 	// Output: deployments <nil>
@@ -88,7 +88,7 @@ func ExampleNewKeyedController() {
 	if err != nil {
 		panic(err)
 	}
-	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("configmaps")))
+	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("configmaps")})
 	reconcile := func(ctx context.Context, team string) (controller.Result, error) {
 		return controller.Result{}, nil // the team's shared state
 	}

@@ -378,7 +378,7 @@ func (f *fleet) update(ctx context.Context) {
 func (f *fleet) reportSpec(sp fleetspec.Spec, err error) {
 	f.app.log.Error("Fleet: cluster definition cannot be used", "cluster", sp.Name, "from", sp.Origin, "err", err)
 	if sp.Secret != nil {
-		f.app.recorder.Eventf(sp.Secret, record.Warning, "KubeconfigInvalid", "cluster %s: %v", sp.Name, err)
+		f.app.recorder.Event(sp.Secret, record.Warning, "KubeconfigInvalid", fmt.Sprintf("cluster %s: %v", sp.Name, err))
 	}
 }
 
@@ -443,7 +443,7 @@ func (f *fleet) run(ctx context.Context, m *member) {
 		f.metrics.failures.WithLabelValues(m.name).Inc()
 		f.app.log.Error("Fleet: cluster not joined; retrying", "cluster", m.name, "err", err, "retryIn", wait)
 		if m.spec.Secret != nil {
-			f.app.recorder.Eventf(m.spec.Secret, record.Warning, "ClusterUnavailable", "cluster %s: %v", m.name, err)
+			f.app.recorder.Event(m.spec.Secret, record.Warning, "ClusterUnavailable", fmt.Sprintf("cluster %s: %v", m.name, err))
 		}
 		t := time.NewTimer(wait)
 		select {

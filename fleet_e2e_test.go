@@ -33,6 +33,7 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
@@ -44,7 +45,7 @@ import (
 // setupFleetFoo declares the Foo sample's reconciler over the App's fleet:
 // each key's Foo is read, and its Deployment made, in the key's cluster.
 func setupFleetFoo(app *kloop.App) error {
-	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource))
+	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
 	deps := kloop.Objects[*appsv1.Deployment](app).WithTransform(foo.LeanDeployment)
 	_, err := kloop.NewFleetController(app, "fleet-foo", func(ctx context.Context, k kloop.ClusterKey) (controller.Result, error) {
 		c := app.Cluster(k.Cluster)
@@ -419,7 +420,7 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 		var snap struct {
 			Clusters []struct{ Name, State, LastError, Level string }
 		}
-		resp, err = http.Get(app.Debug().SnapshotURL())
+		resp, err = http.Get(app.Debug().URL(debug.SnapshotPath))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -143,11 +143,13 @@ func (s fleetMap[T, K]) Register(name string, q controller.Queue[K]) (controller
 func fleetObjects[T interface {
 	*E
 	watcher.Object
-}, E any](app *App, opts []ObjectsOption) *Handle[T] {
+}, E any](app *App, opts []ObjectsOptions) *Handle[T] {
 	h := &Handle[T]{app: app, fleet: app.fleet}
-	var cfg objectsConfig
-	for _, o := range opts {
-		o(&cfg)
+	cfg, err := objectsOptions(opts)
+	if err != nil {
+		h.err = fmt.Errorf("kloop.Objects[%T]: %w", T(nil), err)
+		app.fail(h.err)
+		return h
 	}
 	kinds, _, err := app.opts.Scheme.ObjectKinds(T(new(E)))
 	if err != nil || len(kinds) == 0 {
@@ -157,11 +159,11 @@ func fleetObjects[T interface {
 	}
 	h.gvk = kinds[0]
 	for _, k := range kinds {
-		if !cfg.gvr.Empty() && k.GroupVersion() == cfg.gvr.GroupVersion() {
+		if !cfg.Resource.Empty() && k.GroupVersion() == cfg.Resource.GroupVersion() {
 			h.gvk = k
 		}
 	}
-	h.gvr = cfg.gvr
+	h.gvr = cfg.Resource
 	h.err = fmt.Errorf("kloop.Objects[%T] is a handle on every cluster of the fleet: read and write through its In(key.Cluster)", T(nil))
 	app.mu.Lock()
 	defer app.mu.Unlock()

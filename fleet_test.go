@@ -71,7 +71,7 @@ func TestFleet_DeclarationsMakeNoRequestAndMistakesSayWhatToFix(t *testing.T) {
 	if _, err := kloop.NewFleetController(single, "no-fleet", nopFleet).Complete(); err == nil || !strings.Contains(err.Error(), "Options.Fleet") {
 		t.Errorf("NewFleetController without a fleet = %v, want an error naming Options.Fleet", err)
 	}
-	d := kloop.Objects[*appsv1.Deployment](single, kloop.WithResource(deployments))
+	d := kloop.Objects[*appsv1.Deployment](single, kloop.ObjectsOptions{Resource: deployments})
 	if d.In("") != d {
 		t.Error(`In("") of a single-cluster handle is not the handle`)
 	}

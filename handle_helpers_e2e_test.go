@@ -23,7 +23,7 @@ func TestHandle_GetOrCreateCreatesOnceAndRepairAppliesOnlyWhatDrifted(t *testing
 		t.Fatal(err)
 	}
 	// The cache drops what the program never reads.
-	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(configMaps)).WithTransform(func(cm *corev1.ConfigMap) *corev1.ConfigMap {
+	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: configMaps}).WithTransform(func(cm *corev1.ConfigMap) *corev1.ConfigMap {
 		delete(cm.Data, "ignored")
 		return cm
 	})

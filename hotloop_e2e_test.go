@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/internal/testwait"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -99,7 +100,7 @@ func TestApp_ALoopingControllerIsReportedAsAHotLoop(t *testing.T) {
 	}
 
 	testwait.Closed(t, "the debug page's address", app.Debug().AddrReady())
-	resp, err := http.Get(app.Debug().SnapshotURL())
+	resp, err := http.Get(app.Debug().URL(debug.SnapshotPath))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func keysOf[T interface {
 
 func TestHandle_ByIndexOfANamespacedKindAnswersWithinANamespaceOrAll(t *testing.T) {
 	app := newApp(t, kloop.Options{})
-	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(configMaps))
+	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: configMaps})
 	if err := cms.AddIndex("team", byTeam[*corev1.ConfigMap]); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestHandle_ByIndexOfANamespacedKindAnswersWithinANamespaceOrAll(t *testing.
 
 func TestHandle_ByIndexOfAClusterScopedKindKeepsValuesAsTheyAre(t *testing.T) {
 	app := newApp(t, kloop.Options{})
-	nss := kloop.Objects[*corev1.Namespace](app, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("namespaces")), kloop.ClusterScoped())
+	nss := kloop.Objects[*corev1.Namespace](app, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("namespaces"), ClusterScoped: true})
 	if err := nss.AddIndex("team", byTeam[*corev1.Namespace]); err != nil {
 		t.Fatal(err)
 	}

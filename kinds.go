@@ -121,12 +121,12 @@ func (a *App) probe(gvk schema.GroupVersionKind, gvr schema.GroupVersionResource
 			}
 			switch {
 			case r.Name != gvr.Resource:
-				return false, fmt.Sprintf("served as resource %q, not %q: name it with kloop.WithResource(schema.GroupVersionResource{Group: %q, Version: %q, Resource: %q})",
+				return false, fmt.Sprintf("served as resource %q, not %q: name it with kloop.ObjectsOptions{Resource: schema.GroupVersionResource{Group: %q, Version: %q, Resource: %q}}",
 					r.Name, gvr.Resource, gvr.Group, gvr.Version, r.Name), nil
 			case r.Namespaced && !namespaced:
-				return false, "served as a namespaced resource, but the App watches it as cluster-scoped: drop kloop.ClusterScoped()", nil
+				return false, "served as a namespaced resource, but the App watches it as cluster-scoped: drop ObjectsOptions.ClusterScoped", nil
 			case !r.Namespaced && namespaced:
-				return false, "served as a cluster-scoped resource, but the App watches it as namespaced: give kloop.ClusterScoped()", nil
+				return false, "served as a cluster-scoped resource, but the App watches it as namespaced: set ObjectsOptions.ClusterScoped", nil
 			}
 			return true, "", nil
 		}

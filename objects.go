@@ -46,51 +46,57 @@ type Handle[T watcher.Object] struct {
 	each  []func(*Handle[T])
 }
 
-// ObjectsOption changes how Objects finds or watches a kind.
-type ObjectsOption func(*objectsConfig)
-
-type objectsConfig struct {
-	gvr           schema.GroupVersionResource
-	clusterScoped bool
-	scope         informer.Scope
-	namespace     *string // InNamespace; nil: Options.Namespace
+// ObjectsOptions say how Objects and Unstructured find and watch a kind.
+// The zero value asks discovery for the resource and watches all of it in
+// Options.Namespace.
+type ObjectsOptions struct {
+	// Resource names the kind's resource instead of asking the API
+	// server's discovery, for example
+	// v1alpha1.SchemeGroupVersion.WithResource("foos"). The kind is then
+	// taken to be namespaced unless ClusterScoped is set too. Unstructured
+	// takes the resource as its argument and ignores this.
+	Resource schema.GroupVersionResource
+	// ClusterScoped says, with Resource, that the kind is cluster-scoped,
+	// so it is watched whole whatever Options.Namespace says.
+	ClusterScoped bool
+	// Namespace, if not nil, is where a namespaced kind is watched ("" for
+	// every namespace) instead of Options.Namespace: for a program whose
+	// objects' namespace comes from elsewhere, such as a config file. It
+	// has no effect on a cluster-scoped kind.
+	Namespace *string
+	// LabelSelector and FieldSelector narrow what the informer watches
+	// (sent to the API server as they are).
+	LabelSelector, FieldSelector string
 }
 
-// WithResource names the kind's resource instead of asking the API server's
-// discovery, for example v1alpha1.SchemeGroupVersion.WithResource("foos").
-// The kind is then taken to be namespaced unless ClusterScoped is given too.
-func WithResource(gvr schema.GroupVersionResource) ObjectsOption {
-	return func(c *objectsConfig) { c.gvr = gvr }
-}
-
-// ClusterScoped says, with WithResource, that the kind is cluster-scoped, so
-// it is watched whole whatever Options.Namespace says.
-func ClusterScoped() ObjectsOption {
-	return func(c *objectsConfig) { c.clusterScoped = true }
-}
-
-// WithSelectors narrows what the handle's informer watches by label and
-// field selectors (sent to the API server as they are). Its namespace is
-// the App's.
-func WithSelectors(labelSelector, fieldSelector string) ObjectsOption {
-	return func(c *objectsConfig) {
-		c.scope.LabelSelector, c.scope.FieldSelector = labelSelector, fieldSelector
+// objectsOptions returns the one ObjectsOptions of a call, or an error
+// for more than one.
+func objectsOptions(opts []ObjectsOptions) (ObjectsOptions, error) {
+	switch len(opts) {
+	case 0:
+		return ObjectsOptions{}, nil
+	case 1:
+		return opts[0], nil
 	}
+	return ObjectsOptions{}, fmt.Errorf("give at most one ObjectsOptions, got %d: merge them into one", len(opts))
 }
 
-// InNamespace watches a namespaced kind in namespace ns ("" for every
-// namespace) instead of Options.Namespace: for a program whose objects'
-// namespace comes from elsewhere, such as a config file. It has no effect
-// on a cluster-scoped kind.
-func InNamespace(ns string) ObjectsOption {
-	return func(c *objectsConfig) { c.namespace = &ns }
+func (o *ObjectsOptions) scope() informer.Scope {
+	return informer.Scope{LabelSelector: o.LabelSelector, FieldSelector: o.FieldSelector}
+}
+
+func (o *ObjectsOptions) namespaceOr(def string) string {
+	if o.Namespace != nil {
+		return *o.Namespace
+	}
+	return def
 }
 
 // Objects returns the App's handle on the kind of T, which the App's scheme
 // must register. Its resource is found through the API server's discovery
-// (cached: one request per API group) unless WithResource names it; its
-// informer is the App's shared one for that resource, namespace and
-// selectors, started by Run. Objects makes no request with WithResource.
+// (cached: one request per API group) unless ObjectsOptions.Resource names
+// it; its informer is the App's shared one for that resource, namespace
+// and selectors, started by Run. Objects makes no request with Resource.
 //
 // A failure (T not in the scheme, a kind the server does not serve) is
 // recorded in the App and returned by Run; the handle's methods return it
@@ -99,7 +105,7 @@ func InNamespace(ns string) ObjectsOption {
 func Objects[T interface {
 	*E
 	watcher.Object
-}, E any](app *App, opts ...ObjectsOption) *Handle[T] {
+}, E any](app *App, opts ...ObjectsOptions) *Handle[T] {
 	if app.fleet != nil {
 		return fleetObjects[T](app, opts)
 	}
@@ -148,10 +154,10 @@ func (h *Handle[T]) WithTransform(fn func(T) T) *Handle[T] {
 }
 
 // resolve finds the handle's kind, resource and scope.
-func (h *Handle[T]) resolve(sample T, opts []ObjectsOption) error {
-	var cfg objectsConfig
-	for _, o := range opts {
-		o(&cfg)
+func (h *Handle[T]) resolve(sample T, opts []ObjectsOptions) error {
+	cfg, err := objectsOptions(opts)
+	if err != nil {
+		return err
 	}
 	a := h.app
 	kinds, _, err := a.opts.Scheme.ObjectKinds(sample)
@@ -160,12 +166,12 @@ func (h *Handle[T]) resolve(sample T, opts []ObjectsOption) error {
 	}
 	h.gvk = kinds[0]
 	for _, k := range kinds {
-		if !cfg.gvr.Empty() && k.GroupVersion() == cfg.gvr.GroupVersion() {
+		if !cfg.Resource.Empty() && k.GroupVersion() == cfg.Resource.GroupVersion() {
 			h.gvk = k
 		}
 	}
-	namespaced := !cfg.clusterScoped
-	if cfg.gvr.Empty() {
+	namespaced := !cfg.ClusterScoped
+	if cfg.Resource.Empty() {
 		a.mu.Lock()
 		gvr, ns, err := a.resourceOfLocked(h.gvk)
 		a.mu.Unlock()
@@ -178,30 +184,23 @@ func (h *Handle[T]) resolve(sample T, opts []ObjectsOption) error {
 		}
 		if err != nil {
 			if meta.IsNoMatchError(err) {
-				return fmt.Errorf("the API server serves no resource of kind %s: install its CRD, or name the resource with kloop.WithResource (%w)", h.gvk, err)
+				return fmt.Errorf("the API server serves no resource of kind %s: install its CRD, or name the resource with kloop.ObjectsOptions.Resource (%w)", h.gvk, err)
 			}
 			return fmt.Errorf("discover the resource of %s: %w", h.gvk, err)
 		}
 		h.gvr, namespaced = gvr, ns
 		h.gate = a.kindGate(h.gvk, h.gvr, namespaced, served)
 	} else {
-		h.gvr = cfg.gvr
+		h.gvr = cfg.Resource
 		// Not asked: open until a list or watch finds it not served.
 		h.gate = a.kindGate(h.gvk, h.gvr, namespaced, true)
 	}
-	h.scope = cfg.scope
+	h.scope = cfg.scope()
 	h.namespaced = namespaced
 	if namespaced {
 		h.scope.Namespace = cfg.namespaceOr(a.watchNS)
 	}
 	return nil
-}
-
-func (c *objectsConfig) namespaceOr(def string) string {
-	if c.namespace != nil {
-		return *c.namespace
-	}
-	return def
 }
 
 // Err is the error Objects met, or nil.

@@ -35,11 +35,11 @@ func Declare(app *kloop.App) {
 func TestHandle_WithTransformTwiceOnASharedInformerIsADeclarationError(t *testing.T) {
 	app := newApp(t, kloop.Options{})
 	keep := func(cm *corev1.ConfigMap) *corev1.ConfigMap { return cm }
-	first := kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(configMaps)).WithTransform(keep)
+	first := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: configMaps}).WithTransform(keep)
 	if err := first.Err(); err != nil {
 		t.Fatalf("first WithTransform: %v", err)
 	}
-	second := kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(configMaps)).WithTransform(keep)
+	second := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: configMaps}).WithTransform(keep)
 	if err := second.Err(); !errors.Is(err, informer.ErrTransformSet) || !strings.Contains(err.Error(), "WithTransform") {
 		t.Fatalf("second WithTransform: Err = %v, want ErrTransformSet naming WithTransform", err)
 	}

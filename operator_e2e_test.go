@@ -39,8 +39,8 @@ func TestHandle_DeleteControlledByPropagatesSoAJobsPodsAreCollected(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(configMaps))
-	jobs := kloop.Objects[*batchv1.Job](app, kloop.WithResource(batchv1.SchemeGroupVersion.WithResource("jobs")))
+	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: configMaps})
+	jobs := kloop.Objects[*batchv1.Job](app, kloop.ObjectsOptions{Resource: batchv1.SchemeGroupVersion.WithResource("jobs")})
 	startApp(t, app)
 	owner, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}})
 	if err != nil {
@@ -99,7 +99,7 @@ func TestHandle_ByIndexWaitsForTheAppsOwnWritesInTheNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(configMaps))
+	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: configMaps})
 	if err := cms.AddIndex("team", byTeam[*corev1.ConfigMap]); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestHandle_FinalizeAddsTheFinalizerBeforeApplyAndRemovesItOnlyAfterACleanup
 	if err != nil {
 		t.Fatal(err)
 	}
-	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(configMaps))
+	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: configMaps})
 	var (
 		mu                 sync.Mutex
 		applies, cleanups  int
@@ -243,7 +243,7 @@ func TestHandle_FinalizeWorksOnAClusterScopedKindAndRefusesAStaleObject(t *testi
 	if err != nil {
 		t.Fatal(err)
 	}
-	roles := kloop.Objects[*rbacv1.ClusterRole](app, kloop.WithResource(rbacv1.SchemeGroupVersion.WithResource("clusterroles")), kloop.ClusterScoped())
+	roles := kloop.Objects[*rbacv1.ClusterRole](app, kloop.ObjectsOptions{Resource: rbacv1.SchemeGroupVersion.WithResource("clusterroles"), ClusterScoped: true})
 	startApp(t, app)
 	name := "kloop-finalize-cluster-scoped"
 	created, err := roles.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}})

@@ -51,8 +51,8 @@ type Options struct {
 	// ("waiting for kind Foo samplecontroller.k8s.io/v1alpha1: not
 	// served"), and the App stays ready. A kind that Objects does not
 	// find is watched under the resource name its kind guesses (Foo:
-	// foos) and namespaced unless ClusterScoped is given: name another
-	// with WithResource. Built-in kinds never wait. Default false: a kind
+	// foos) and namespaced unless ObjectsOptions.ClusterScoped is set:
+	// name another with ObjectsOptions.Resource. Built-in kinds never wait. Default false: a kind
 	// that is not served is a declaration error that Run returns ("install
 	// its CRD"), the clearest answer when the CRD should be there. See
 	// docs/controllers.md.

@@ -24,7 +24,7 @@ func TestHandle_DeleteControlledByDeletesWhatTheOwnerControlsExceptWhatItKeeps(t
 	if err != nil {
 		t.Fatal(err)
 	}
-	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("configmaps")))
+	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("configmaps")})
 	startApp(t, app)
 	owner, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}})
 	if err != nil {

@@ -18,7 +18,7 @@ func TestRun_ReturnsTheFirstSetupErrorAndRunsNoLaterSetup(t *testing.T) {
 	later := false
 	err := kloop.Run(context.Background(), unreachable, kloop.Options{Logger: quiet(), Registry: prometheus.NewRegistry()},
 		func(app *kloop.App) error {
-			handles = kloop.Objects[*corev1.Pod](app, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("pods")))
+			handles = kloop.Objects[*corev1.Pod](app, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("pods")})
 			return errSetup
 		},
 		func(*kloop.App) error { later = true; return nil },
@@ -36,7 +36,7 @@ func TestRun_ReturnsADeclarationErrorWithoutStarting(t *testing.T) {
 	// request (the config points nowhere).
 	err := kloop.Run(context.Background(), unreachable, kloop.Options{Logger: quiet(), Registry: prometheus.NewRegistry()},
 		func(app *kloop.App) error {
-			kloop.Objects[*notInScheme](app, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("pods")))
+			kloop.Objects[*notInScheme](app, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("pods")})
 			return nil
 		})
 	if err == nil || !strings.Contains(err.Error(), "does not register") {

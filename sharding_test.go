@@ -41,8 +41,8 @@ func TestNewController_ShardedNeedsACacheKeyAndAForKind(t *testing.T) {
 	if app.Member() == nil || app.Member().Status().Key != sharding.ByNamespace {
 		t.Fatal("no member, or not by namespace")
 	}
-	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource))
-	deps := kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(appsv1.SchemeGroupVersion.WithResource("deployments")))
+	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
+	deps := kloop.Objects[*appsv1.Deployment](app, kloop.ObjectsOptions{Resource: appsv1.SchemeGroupVersion.WithResource("deployments")})
 	_, err := kloop.NewKeyedController(app, "strings", func(context.Context, string) (controller.Result, error) { return controller.Result{}, nil }).
 		Watches(kloop.MapTo(deps, func(*appsv1.Deployment) []string { return nil })).Complete()
 	if err == nil || !strings.Contains(err.Error(), "declare it with NewController and a cache.Key") {

@@ -94,7 +94,7 @@ func TestHandle_WriteStatusSkipsAStatusAlreadyThereOrPrunedAfterItsOwnWrite(t *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(prunedGV.WithResource("foos")))
+	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: prunedGV.WithResource("foos")})
 	startApp(t, app)
 	if err := foos.Informer().WaitForSync(ctx); err != nil {
 		t.Fatal(err)

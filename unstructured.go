@@ -15,9 +15,10 @@ import (
 // run time (named in a config file) or whose Go types the program does not
 // have (another project's CRD). The scheme need not know the kind and no
 // discovery request is made, so gvr must name the resource; it is taken to
-// be namespaced unless ClusterScoped is given, and a namespaced one is
-// watched in Options.Namespace unless InNamespace names another.
-// WithSelectors narrows it; WithResource is not needed and is ignored.
+// be namespaced unless ObjectsOptions.ClusterScoped is set, and a
+// namespaced one is watched in Options.Namespace unless
+// ObjectsOptions.Namespace names another. The selectors of ObjectsOptions
+// narrow it; its Resource is not needed and is ignored.
 //
 // The informer is the App's factory's, started by Run (at once if Run is
 // already running). It offers reads of the cache (Lister) and handlers
@@ -27,20 +28,18 @@ import (
 //
 // An error (an empty resource name, a stopped App) is recorded in the App,
 // so Run returns it too, and returned.
-func Unstructured(app *App, gvr schema.GroupVersionResource, opts ...ObjectsOption) (*informer.Informer[*unstructured.Unstructured], error) {
-	var cfg objectsConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
-	scope := cfg.scope
-	if !cfg.clusterScoped {
+func Unstructured(app *App, gvr schema.GroupVersionResource, opts ...ObjectsOptions) (*informer.Informer[*unstructured.Unstructured], error) {
+	cfg, err := objectsOptions(opts)
+	scope := cfg.scope()
+	if !cfg.ClusterScoped {
 		scope.Namespace = cfg.namespaceOr(app.watchNS)
 	}
-	var err error
 	var inf *informer.Informer[*unstructured.Unstructured]
-	if gvr.Resource == "" || gvr.Version == "" {
+	switch {
+	case err != nil:
+	case gvr.Resource == "" || gvr.Version == "":
 		err = errors.New("name the resource and its version, for example {Group: \"example.com\", Version: \"v1\", Resource: \"widgets\"}")
-	} else {
+	default:
 		inf, err = informer.OfResource[*unstructured.Unstructured](app.Factory(), gvr, scope)
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/informer"
@@ -20,7 +21,7 @@ import (
 
 var configMaps = corev1.SchemeGroupVersion.WithResource("configmaps")
 
-// InNamespace and ClusterScoped decide the scope of Objects' and
+// ObjectsOptions' Namespace and ClusterScoped decide the scope of Objects' and
 // Unstructured's informers, whatever the App's namespace; the same scope
 // shares one informer.
 func TestUnstructuredAndInNamespace_ScopeTheInformersWithoutARequest(t *testing.T) {
@@ -29,23 +30,23 @@ func TestUnstructuredAndInNamespace_ScopeTheInformersWithoutARequest(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	inOther, err := kloop.Unstructured(app, configMaps, kloop.InNamespace("other"))
+	inOther, err := kloop.Unstructured(app, configMaps, kloop.ObjectsOptions{Namespace: ptr.To("other")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	everywhere, err := kloop.Unstructured(app, configMaps, kloop.InNamespace(""))
+	everywhere, err := kloop.Unstructured(app, configMaps, kloop.ObjectsOptions{Namespace: ptr.To("")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes, err := kloop.Unstructured(app, corev1.SchemeGroupVersion.WithResource("nodes"), kloop.ClusterScoped(), kloop.InNamespace("ignored"))
+	nodes, err := kloop.Unstructured(app, corev1.SchemeGroupVersion.WithResource("nodes"), kloop.ObjectsOptions{ClusterScoped: true, Namespace: ptr.To("ignored")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, _ := kloop.Unstructured(app, configMaps, kloop.InNamespace("other"))
+	again, _ := kloop.Unstructured(app, configMaps, kloop.ObjectsOptions{Namespace: ptr.To("other")})
 	if again != inOther {
 		t.Error("the same resource and scope made a second informer")
 	}
-	typed := kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(configMaps), kloop.InNamespace("other"))
+	typed := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: configMaps, Namespace: ptr.To("other")})
 	if err := typed.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestUnstructured_WithoutAResourceNameIsADeclarationErrorRunReturns(t *testi
 }
 
 // On the real control plane: an unstructured informer of a namespace given
-// with InNamespace sees that namespace's objects, not the App's.
+// with ObjectsOptions.Namespace sees that namespace's objects, not the App's.
 func TestUnstructured_WatchesTheNamespaceInNamespaceNames(t *testing.T) {
 	env := controlPlane.Env(t)
 	kc := kubernetes.NewForConfigOrDie(env.Config)
@@ -97,7 +98,7 @@ func TestUnstructured_WatchesTheNamespaceInNamespaceNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inf, err := kloop.Unstructured(app, configMaps, kloop.InNamespace(watched))
+	inf, err := kloop.Unstructured(app, configMaps, kloop.ObjectsOptions{Namespace: ptr.To(watched)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -316,7 +316,7 @@ func TestWebhook_LocalModeConvertsACustomResourceBetweenVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	widgets := kloop.Objects[*WidgetV1](app, kloop.WithResource(widgetsV1.WithResource("widgets")))
+	widgets := kloop.Objects[*WidgetV1](app, kloop.ObjectsOptions{Resource: widgetsV1.WithResource("widgets")})
 	if err := kloop.NewWebhook(app, widgets).Conversion().Complete(); err != nil {
 		t.Fatal(err)
 	}

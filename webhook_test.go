@@ -54,7 +54,7 @@ func TestNewWebhook_MistakesAreReturnedByCompleteAndRun(t *testing.T) {
 	noop := func(context.Context, *corev1.ConfigMap) error { return nil }
 	t.Run("no webhook server", func(t *testing.T) {
 		app := newApp(t, kloop.Options{})
-		cms := kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(configmaps))
+		cms := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: configmaps})
 		if err := kloop.NewWebhook(app, cms).Defaulter(noop).Complete(); err == nil || !strings.Contains(err.Error(), "WebhookAddr") {
 			t.Errorf("Complete = %v, want an error naming WebhookAddr", err)
 		}
@@ -69,20 +69,20 @@ func TestNewWebhook_MistakesAreReturnedByCompleteAndRun(t *testing.T) {
 		want    string
 	}{
 		{"nothing to serve", func(app *kloop.App) error {
-			return kloop.NewWebhook(app, kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(configmaps))).Complete()
+			return kloop.NewWebhook(app, kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: configmaps})).Complete()
 		}, "nothing to serve"},
 		{"a kind declared twice", func(app *kloop.App) error {
-			cms := kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(configmaps))
+			cms := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: configmaps})
 			if err := kloop.NewWebhook(app, cms).Defaulter(noop).Complete(); err != nil {
 				return nil // not the mistake under test: the test fails on the missing error
 			}
 			return kloop.NewWebhook(app, cms).Defaulter(noop).Complete()
 		}, "/mutate--v1-configmap already"},
 		{"conversion of a built-in kind", func(app *kloop.App) error {
-			return kloop.NewWebhook(app, kloop.Objects[*corev1.ConfigMap](app, kloop.WithResource(configmaps))).Conversion().Complete()
+			return kloop.NewWebhook(app, kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: configmaps})).Conversion().Complete()
 		}, "built-in kind"},
 		{"conversion without a Hub", func(app *kloop.App) error {
-			foos := kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.SchemeGroupVersion.WithResource("foos")))
+			foos := kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.SchemeGroupVersion.WithResource("foos")})
 			return kloop.NewWebhook(app, foos).Conversion().Complete()
 		}, "kind " + schema.GroupKind{Group: v1alpha1.SchemeGroupVersion.Group, Kind: "Foo"}.String() + " has no Hub version in the scheme"},
 	} {

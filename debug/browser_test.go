@@ -115,8 +115,8 @@ func TestPage_InChromium_ShowsTheFooControllerLive(t *testing.T) {
 	// A control plane of its own: the test stops its API server.
 	env := testenv.StartT(t, testenv.Options{})
 	r := newFooRun(t, env, "one", "two", "three")
-	if err := chromedp.Do(tab, chromedp.Navigate(r.srv.URL())); err != nil {
-		t.Fatalf("open %s: %v", r.srv.URL(), err)
+	if err := chromedp.Do(tab, chromedp.Navigate(r.srv.URL(debug.PagePath))); err != nil {
+		t.Fatalf("open %s: %v", r.srv.URL(debug.PagePath), err)
 	}
 	if ok, err := chromedp.Run(tab, chromedp.Evaluate[bool](helpers)); err != nil || !ok {
 		t.Fatalf("install the test's helpers: %v", err)
@@ -227,8 +227,8 @@ func TestPage_InChromium_ShowsTheShardTable(t *testing.T) {
 	}
 	testwait.Run(t, "the debug server's Start", srv.Start)
 	testwait.Closed(t, "the debug server to bind", srv.AddrReady())
-	if err := chromedp.Do(tab, chromedp.Navigate(srv.URL())); err != nil {
-		t.Fatalf("open %s: %v", srv.URL(), err)
+	if err := chromedp.Do(tab, chromedp.Navigate(srv.URL(debug.PagePath))); err != nil {
+		t.Fatalf("open %s: %v", srv.URL(debug.PagePath), err)
 	}
 	table := `(() => {
 	  const g = document.querySelector('[data-shard-group="foo"]');
@@ -257,8 +257,8 @@ func TestPage_InChromium_ShowsWhyAFooWasReconciled(t *testing.T) {
 	}
 	tab := browser(t)
 	r := newFooRun(t, controlPlane.Env(t), "web")
-	if err := chromedp.Do(tab, chromedp.Navigate(r.srv.URL())); err != nil {
-		t.Fatalf("open %s: %v", r.srv.URL(), err)
+	if err := chromedp.Do(tab, chromedp.Navigate(r.srv.URL(debug.PagePath))); err != nil {
+		t.Fatalf("open %s: %v", r.srv.URL(debug.PagePath), err)
 	}
 	key := r.ns + "/web"
 	// The Foo's first reconcile, woken by the informer's initial list.
@@ -308,8 +308,8 @@ func TestPage_InChromium_ShowsEachCacheAndTheMemoryLimit(t *testing.T) {
 		o.MemoryLimit = 3 << 30
 		o.Memory = informer.Memory{EncodedUnder: 4 << 30}
 	}, "web")
-	if err := chromedp.Do(tab, chromedp.Navigate(r.srv.URL())); err != nil {
-		t.Fatalf("open %s: %v", r.srv.URL(), err)
+	if err := chromedp.Do(tab, chromedp.Navigate(r.srv.URL(debug.PagePath))); err != nil {
+		t.Fatalf("open %s: %v", r.srv.URL(debug.PagePath), err)
 	}
 	cache := func(resource string) string {
 		return fmt.Sprintf(`(() => { const c = document.querySelector('tr[data-resource="%s"] [data-field="cacheBytes"]');

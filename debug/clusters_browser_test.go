@@ -44,8 +44,8 @@ func TestPage_InChromium_ListsTheFleetsClusters(t *testing.T) {
 	}
 	testwait.Run(t, "the debug server's Start", srv.Start)
 	testwait.Closed(t, "the debug server to bind", srv.AddrReady())
-	if err := chromedp.Do(tab, chromedp.Navigate(srv.URL())); err != nil {
-		t.Fatalf("open %s: %v", srv.URL(), err)
+	if err := chromedp.Do(tab, chromedp.Navigate(srv.URL(debug.PagePath))); err != nil {
+		t.Fatalf("open %s: %v", srv.URL(debug.PagePath), err)
 	}
 	table := `(() => {
 	  const row = id => { const r = document.querySelector('tr[data-cluster="' + id + '"]'); return r && { text: r.textContent.replace(/\s+/g, " ").trim(), cls: r.className }; };

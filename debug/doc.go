@@ -5,7 +5,7 @@
 //	srv, err := debug.New(mgr, debug.Options{Addr: "127.0.0.1:8082"})
 //	if err != nil { ... }
 //	if err := mgr.Add(srv); err != nil { ... }
-//	// once started: srv.URL() is "http://127.0.0.1:8082/debug/"
+//	// once started: srv.URL(debug.PagePath) is "http://127.0.0.1:8082/debug/"
 //
 // The page (PagePath, "/debug/"; "/" redirects there) is one HTML file with
 // its CSS and JavaScript, embedded in the binary; it loads nothing from

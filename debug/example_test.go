@@ -45,7 +45,7 @@ func Example() {
 	defer func() { stop(); <-done }()
 	<-srv.AddrReady()
 
-	resp, err := http.Get(srv.SnapshotURL())
+	resp, err := http.Get(srv.URL(debug.SnapshotPath))
 	if err != nil {
 		log.Fatal(err)
 	}

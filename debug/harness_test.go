@@ -121,7 +121,7 @@ func newFooRunWith(t *testing.T, env *testenv.Env, with func(*kloop.Options), be
 	case <-time.After(30 * time.Second):
 		t.Fatal("the debug server did not bind within 30s")
 	}
-	if r.srv.URL() == "" {
+	if r.srv.URL(debug.PagePath) == "" {
 		t.Fatal("the debug server failed to listen")
 	}
 	return r
@@ -170,7 +170,7 @@ func (r *fooRun) informerName(resource string) string {
 // package's types, the way a script reads it.
 func (r *fooRun) snapshotJSON() map[string]any {
 	r.t.Helper()
-	resp, err := http.Get(r.srv.URL() + "api/v1/snapshot")
+	resp, err := http.Get(r.srv.URL(debug.SnapshotPath))
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -57,8 +57,8 @@ func TestServer_SecuredLikeMetrics_ServesOnlyCallersTheAPIServerAuthorizes(t *te
 	}
 	testwait.Run(t, "the debug server's Start", srv.Start)
 	testwait.Closed(t, "the debug server to bind", srv.AddrReady())
-	if !strings.HasPrefix(srv.URL(), "https://127.0.0.1:") {
-		t.Fatalf("URL() = %q, want https on loopback", srv.URL())
+	if !strings.HasPrefix(srv.URL(debug.PagePath), "https://127.0.0.1:") {
+		t.Fatalf("URL(PagePath) = %q, want https on loopback", srv.URL(debug.PagePath))
 	}
 
 	// The certificate is self-signed: the test trusts it as a scraper
@@ -69,8 +69,8 @@ func TestServer_SecuredLikeMetrics_ServesOnlyCallersTheAPIServerAuthorizes(t *te
 		t.Helper()
 		return authtest.Get(t, c, url, token)
 	}
-	pprofURL := strings.TrimSuffix(srv.URL(), debug.PagePath) + debug.PprofPath + "goroutine?debug=1"
-	for _, url := range []string{srv.URL(), srv.SnapshotURL(), pprofURL} {
+	pprofURL := srv.URL(debug.PprofPath) + "goroutine?debug=1"
+	for _, url := range []string{srv.URL(debug.PagePath), srv.URL(debug.SnapshotPath), pprofURL} {
 		if code, _ := call(url, ""); code != http.StatusUnauthorized {
 			t.Errorf("GET %s without a token: %d, want 401", url, code)
 		}
@@ -78,17 +78,17 @@ func TestServer_SecuredLikeMetrics_ServesOnlyCallersTheAPIServerAuthorizes(t *te
 			t.Errorf("GET %s as a ServiceAccount without the binding: %d, want 403", url, code)
 		}
 	}
-	if code, body := call(srv.URL(), viewer); code != 200 || !strings.Contains(body, "<title>kloop</title>") {
+	if code, body := call(srv.URL(debug.PagePath), viewer); code != 200 || !strings.Contains(body, "<title>kloop</title>") {
 		t.Errorf("GET the page as the viewer: %d, want 200 and the page", code)
 	}
-	if code, body := call(srv.SnapshotURL(), viewer); code != 200 || !strings.Contains(body, `"version":1`) {
+	if code, body := call(srv.URL(debug.SnapshotPath), viewer); code != 200 || !strings.Contains(body, `"version":1`) {
 		t.Errorf("GET the snapshot as the viewer: %d %.200s, want 200 and the snapshot", code, body)
 	}
 	if code, body := call(pprofURL, viewer); code != 200 || !strings.Contains(body, "goroutine profile:") {
 		t.Errorf("GET the goroutine profile as the viewer: %d %.200s, want 200 and the profile", code, body)
 	}
 	// No plain HTTP on the secured address.
-	plain := "http" + strings.TrimPrefix(srv.SnapshotURL(), "https")
+	plain := "http" + strings.TrimPrefix(srv.URL(debug.SnapshotPath), "https")
 	if resp, err := http.Get(plain); err == nil {
 		resp.Body.Close()
 		if resp.StatusCode == 200 {

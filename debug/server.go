@@ -167,14 +167,10 @@ func (s *Server) bound() net.Addr {
 // AddrReady is closed once Start has bound its address or failed to.
 func (s *Server) AddrReady() <-chan struct{} { return s.addrReady }
 
-// URL is the page's address, "" before Start has bound it (and after a
-// Start that failed to listen).
-func (s *Server) URL() string { return s.url(PagePath) }
-
-// SnapshotURL is the snapshot's address, "" before Start has bound it.
-func (s *Server) SnapshotURL() string { return s.url(SnapshotPath) }
-
-func (s *Server) url(path string) string {
+// URL is the address of path on the server (PagePath for the page,
+// SnapshotPath for its JSON, PprofPath...), "" before Start has bound it
+// (and after a Start that failed to listen).
+func (s *Server) URL(path string) string {
 	a := s.bound()
 	if a == nil {
 		return ""
@@ -215,7 +211,7 @@ func (s *Server) Start(ctx context.Context) error {
 			done <- srv.Serve(lis)
 		}
 	}()
-	s.log.Info("Serving the debug page", "url", s.URL())
+	s.log.Info("Serving the debug page", "url", s.URL(PagePath))
 	var err error
 	select {
 	case <-ctx.Done():

@@ -101,10 +101,10 @@ func start(t *testing.T, s *Server) (url string) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the server did not bind within 10s")
 	}
-	if s.URL() == "" {
+	if s.URL(PagePath) == "" {
 		t.Fatalf("Start failed to listen: %v", <-done)
 	}
-	return s.URL()
+	return s.URL(PagePath)
 }
 
 func get(t *testing.T, url string, header ...string) (*http.Response, string) {
@@ -139,8 +139,8 @@ func TestServer_ServesThePageAndTheSnapshotOfTheManagersParts(t *testing.T) {
 	clock := t0
 	s.now = func() time.Time { return clock }
 	url := start(t, s)
-	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasSuffix(url, "/debug/") || s.SnapshotURL() != url+"api/v1/snapshot" {
-		t.Fatalf("URL() = %q, SnapshotURL() = %q", url, s.SnapshotURL())
+	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasSuffix(url, "/debug/") || s.URL(SnapshotPath) != url+"api/v1/snapshot" {
+		t.Fatalf("URL(PagePath) = %q, URL(SnapshotPath) = %q", url, s.URL(SnapshotPath))
 	}
 	root := strings.TrimSuffix(url, "debug/")
 	if resp, body := get(t, root); resp.StatusCode != 200 || resp.Request.URL.Path != PagePath || !strings.Contains(body, "<title>kloop</title>") {
@@ -276,8 +276,8 @@ func TestServer_StartFailsOnABusyAddress(t *testing.T) {
 	if err := s.Start(t.Context()); err == nil || !strings.Contains(err.Error(), "listen on") {
 		t.Fatalf("Start on a busy address = %v, want a listen error", err)
 	}
-	if s.URL() != "" {
-		t.Fatalf("URL %q after a failed Start, want \"\"", s.URL())
+	if s.URL(PagePath) != "" {
+		t.Fatalf("URL %q after a failed Start, want \"\"", s.URL(PagePath))
 	}
 	if s.NeedLeaderElection() {
 		t.Fatal("the debug server needs leadership; it must run on every replica")

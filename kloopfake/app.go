@@ -9,20 +9,6 @@ import (
 	"github.com/kloop-dev/kloop"
 )
 
-// NewApp returns a kloop App whose API server is srv: kloop.New with
-// srv.Config(). opts.Scheme defaults to srv's scheme; give both the same
-// one. Handles of the App (kloop.Objects) then read from informers fed by
-// srv and write to srv.
-func NewApp(srv *Server, opts kloop.Options) (*kloop.App, error) {
-	if srv == nil {
-		return nil, errors.New("kloopfake.NewApp: srv is nil: make one with NewServer")
-	}
-	if opts.Scheme == nil {
-		opts.Scheme = srv.scheme
-	}
-	return kloop.New(srv.Config(), opts)
-}
-
 // Start runs app's informers and event recorder, but not its controllers,
 // until ctx is done, and returns once every informer has synced: a test
 // then calls a reconcile function itself, on a full cache, and nothing

@@ -8,11 +8,11 @@
 // read-your-writes tracking, the informers (streaming lists, watches,
 // bookmarks), discovery and the event recorder. So a reconcile function
 // needs no interface or fake of its own to be tested: build its Handles
-// on an App from NewApp, start the caches with Start, call Reconcile, and
+// on an App on the server (kloop.New with Server.Config), start the caches with Start, call Reconcile, and
 // check what the Server holds.
 //
 //	srv, _ := kloopfake.NewServer(kloopfake.Options{Scheme: scheme, Objects: []runtime.Object{foo}})
-//	app, _ := kloopfake.NewApp(srv, kloop.Options{Name: "foo-controller"})
+//	app, _ := kloop.New(srv.Config(), kloop.Options{Name: "foo-controller", Scheme: scheme})
 //	r := &Reconciler{Foos: kloop.Objects[*v1alpha1.Foo](app), Deployments: kloop.Objects[*appsv1.Deployment](app)}
 //	stop, _ := kloopfake.Start(ctx, app)
 //	defer stop()
@@ -68,7 +68,7 @@
 //     finalizer).
 //   - No controllers of Kubernetes: no ReplicaSets for Deployments, no
 //     Pods, no Job completion, no namespace lifecycle (namespaces need not
-//     exist). A test writes those objects itself (Server.Add, or a client).
+//     exist). A test writes those objects itself (Options.Objects, or a client).
 //   - No version conversion: each version of a kind is a resource of its
 //     own, with objects of its own.
 //   - Field selectors on anything but metadata.name and metadata.namespace

@@ -21,7 +21,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	app, err := kloopfake.NewApp(srv, kloop.Options{Name: "example"})
+	app, err := kloop.New(srv.Config(), kloop.Options{Name: "example"})
 	if err != nil {
 		panic(err)
 	}

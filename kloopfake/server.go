@@ -41,7 +41,12 @@ type Options struct {
 	// their resource name, scope, status subresource (a CRD's plural name,
 	// scope and subresources).
 	Resources []Resource
-	// Objects are stored before the first request, as Add stores them.
+	// Objects are stored before the first request as they are (a copy of
+	// each), status, uid and creationTimestamp included, unlike a create
+	// through the API, which resets them: known state for a test to start
+	// from. Each gets a resourceVersion, a uid and creationTimestamp if it
+	// has none, and metadata.generation 1. An object of a kind the server
+	// does not serve, or given twice, fails NewServer.
 	Objects []runtime.Object
 	// Clock gives creationTimestamp and deletionTimestamp. Default: the
 	// real clock.
@@ -63,7 +68,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	intercept func(Request) error
-	closeCh   chan struct{} // closed by Close: the watches open then end
+	closeCh   chan struct{} // closed by endWatches: the watches open then end
 	managers  fieldManagers
 }
 
@@ -94,7 +99,7 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{scheme: opts.Scheme, codecs: serializer.NewCodecFactory(opts.Scheme), res: res, store: newStore(opts.Clock), closeCh: make(chan struct{})}
-	if err := s.Add(opts.Objects...); err != nil {
+	if err := s.add(opts.Objects...); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -103,16 +108,11 @@ func NewServer(opts Options) (*Server, error) {
 // Config returns a rest.Config whose requests the server answers, without
 // client-side rate limiting (QPS is negative).
 func (s *Server) Config() *rest.Config {
-	return &rest.Config{Host: Host, Transport: s, QPS: -1}
+	return &rest.Config{Host: Host, Transport: roundTripper{s}, QPS: -1}
 }
 
-// Add stores objs as they are (a copy of each), status, uid and
-// creationTimestamp included, unlike a create through the API, which
-// resets them: known state for a test to start from. Each gets a new
-// resourceVersion, a uid and creationTimestamp if it has none, and
-// metadata.generation 1. An object that exists already is an
-// AlreadyExists error.
-func (s *Server) Add(objs ...runtime.Object) error {
+// add stores Options.Objects.
+func (s *Server) add(objs ...runtime.Object) error {
 	for _, obj := range objs {
 		r, err := s.resourceOf(obj)
 		if err != nil {
@@ -122,26 +122,9 @@ func (s *Server) Add(objs ...runtime.Object) error {
 		cp.GetObjectKind().SetGroupVersionKind(r.gvk)
 		cp.(metav1.Object).SetResourceVersion("")
 		if _, err := s.store.create(r, cp.(metav1.Object).GetNamespace(), cp, true, false); err != nil {
-			return fmt.Errorf("kloopfake: Add %T: %w", obj, err)
+			return fmt.Errorf("kloopfake: Options.Objects: %T: %w", obj, err)
 		}
 	}
-	return nil
-}
-
-// Get returns a copy of the stored object of obj's kind named like obj
-// (its namespace and name), as a read from the API server would, filled
-// into obj. A missing object is a NotFound error.
-func (s *Server) Get(obj runtime.Object) error {
-	r, err := s.resourceOf(obj)
-	if err != nil {
-		return err
-	}
-	a := obj.(metav1.Object)
-	got, err := s.store.get(r, namespaceOf(r, a.GetNamespace()), a.GetName())
-	if err != nil {
-		return err
-	}
-	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(got).Elem())
 	return nil
 }
 
@@ -165,16 +148,16 @@ func (s *Server) Intercept(fn func(Request) error) {
 	s.mu.Unlock()
 }
 
-// Close ends every open watch, as an API server going away does: clients
-// watch again, and the server answers them as before.
-func (s *Server) Close() {
+// endWatches ends every open watch, as an API server going away does:
+// clients watch again, and the server answers them as before.
+func (s *Server) endWatches() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	close(s.closeCh)
 	s.closeCh = make(chan struct{})
 }
 
-// closing is closed by the next Close.
+// closing is closed by the next endWatches.
 func (s *Server) closing() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -204,9 +187,12 @@ func namespaceOf(r *resource, ns string) string {
 	return ns
 }
 
-// RoundTrip answers req as the API server would, from memory. It is what
-// makes the Server an http.RoundTripper.
-func (s *Server) RoundTrip(req *http.Request) (*http.Response, error) {
+// roundTripper is the transport of Config: it answers each request as the
+// API server would, from the server's memory.
+type roundTripper struct{ s *Server }
+
+func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	s := t.s
 	var body []byte
 	if req.Body != nil {
 		var err error

@@ -44,7 +44,7 @@ func newEnv(t *testing.T, opts kloopfake.Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := kloopfake.NewApp(srv, kloop.Options{Name: "test"})
+	app, err := kloop.New(srv.Config(), kloop.Options{Name: "test", Scheme: opts.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,11 +498,11 @@ func TestServer_SelectorsOnListAndWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := kloopfake.NewApp(srv, kloop.Options{})
+	app, err := kloop.New(srv.Config(), kloop.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	web := kloop.Objects[*corev1.ConfigMap](app, kloop.WithSelectors("tier=web", "metadata.namespace="+ns))
+	web := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{LabelSelector: "tier=web", FieldSelector: "metadata.namespace=" + ns})
 	stop, err := kloopfake.Start(t.Context(), app)
 	if err != nil {
 		t.Fatal(err)
@@ -565,8 +565,8 @@ func TestServer_InterceptFailsARequestAndChangesNothing(t *testing.T) {
 		t.Fatalf("intercepted update: %v, want the injected Conflict", err)
 	}
 	e.srv.Intercept(nil)
-	stored := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}}
-	if err := e.srv.Get(stored); err != nil || stored.Data["k"] != "v" || stored.ResourceVersion != cur.ResourceVersion {
+	stored, err := e.configMaps.Resource().Get(ctx, ns, "a")
+	if err != nil || stored.Data["k"] != "v" || stored.ResourceVersion != cur.ResourceVersion {
 		t.Errorf("stored after the failed update: %v, %v; want it unchanged", stored, err)
 	}
 	if len(seen) != 1 || seen[0].Verb != "update" || seen[0].Namespace != ns || seen[0].Name != "a" || seen[0].Resource.Resource != "configmaps" {
@@ -574,7 +574,7 @@ func TestServer_InterceptFailsARequestAndChangesNothing(t *testing.T) {
 	}
 }
 
-func TestServer_AddKeepsStatusAndRejectsUnknownKinds(t *testing.T) {
+func TestServer_ObjectsKeepStatusAndUnknownKindsAreRejected(t *testing.T) {
 	d := deployment("seeded")
 	d.Status.ReadyReplicas = 1
 	e := newEnv(t, kloopfake.Options{Objects: []runtime.Object{d}})
@@ -582,17 +582,17 @@ func TestServer_AddKeepsStatusAndRejectsUnknownKinds(t *testing.T) {
 	if err != nil || got.Status.ReadyReplicas != 1 || got.UID == "" {
 		t.Errorf("seeded: %v, %v; want status as given and a uid", got, err)
 	}
-	if err := e.srv.Add(&metav1.Status{}); err == nil {
-		t.Error("Add of a kind the server does not serve succeeded")
+	if _, err := kloopfake.NewServer(kloopfake.Options{Objects: []runtime.Object{&metav1.Status{}}}); err == nil {
+		t.Error("Objects of a kind the server does not serve: NewServer succeeded")
 	}
 	if _, err := kloopfake.NewServer(kloopfake.Options{Resources: []kloopfake.Resource{{Kind: batch.Kind}}}); err == nil || !strings.Contains(err.Error(), "AddToScheme") {
 		t.Errorf("a Resource of a kind outside the scheme: %v, want an error saying to add it", err)
 	}
 }
 
-func TestServer_CloseEndsWatches(t *testing.T) {
+func TestServer_EndedWatchesAreWatchedAgain(t *testing.T) {
 	e := newEnv(t, kloopfake.Options{})
-	e.srv.Close()
+	kloopfake.EndWatches(e.srv)
 	// The informers see their watches end and try again; the server still
 	// answers, so reads and writes work on.
 	ctx := context.WithoutCancel(t.Context())

@@ -24,8 +24,8 @@ import (
 const FieldManager = "kloop-leader-election"
 
 // Elector competes for one Lease and runs the leader's work while it holds
-// it. Create it with New and call Run. Status and Check may be called
-// from any goroutine.
+// it. Create it with New and call Run. Status may be called from any
+// goroutine.
 type Elector struct {
 	cfg          Options
 	leases       lease.Client
@@ -75,13 +75,8 @@ func newElector(leases lease.Client, cfg Options) (*Elector, error) {
 	return &Elector{cfg: cfg, leases: leases, leadingGauge: g}, nil
 }
 
-// Check returns an error when this candidate believes it leads but has not
-// renewed the lease for longer than LeaseDuration, which means its renew
-// loop is stuck; a liveness probe can use it. It returns nil otherwise,
-// including when not leading.
-func (e *Elector) Check() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+// stalledLocked is Status.Stalled.
+func (e *Elector) stalledLocked() error {
 	if e.leading {
 		if since := e.cfg.Clock.Since(e.renewedAt); since > e.cfg.LeaseDuration {
 			return fmt.Errorf("leaderelection: leading lease %s/%s but last renewed %v ago, more than LeaseDuration %v",

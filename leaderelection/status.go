@@ -20,6 +20,11 @@ type Status struct {
 	// while leading; Renewals counts its renewals since New.
 	RenewedAt time.Time
 	Renewals  uint64
+	// Stalled is an error when this candidate believes it leads but has
+	// not renewed the lease for longer than LeaseDuration, which means its
+	// renew loop is stuck; a liveness probe fails on it (the manager's
+	// /healthz does). It is nil otherwise, including when not leading.
+	Stalled error
 }
 
 // Status reports the elector's state. It may be called from any goroutine.
@@ -34,5 +39,6 @@ func (e *Elector) Status() Status {
 		LeadingSince: e.since,
 		RenewedAt:    e.renewedAt,
 		Renewals:     e.renewals,
+		Stalled:      e.stalledLocked(),
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kloop-dev/kloop/leaderelection"
 )
 
 // checkFunc is a health or readiness check: nil means healthy.
@@ -75,8 +77,8 @@ func (m *Manager) healthzHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
 		checks := []namedCheck{{"ping", func(*http.Request) error { return nil }}}
-		if c, ok := m.opts.LeaderElection.(interface{ Check() error }); ok {
-			checks = append(checks, namedCheck{"leader-election", func(*http.Request) error { return c.Check() }})
+		if el, ok := m.opts.LeaderElection.(interface{ Status() leaderelection.Status }); ok {
+			checks = append(checks, namedCheck{"leader-election", func(*http.Request) error { return el.Status().Stalled }})
 		}
 		checks = append(checks, m.healthz...)
 		m.mu.Unlock()

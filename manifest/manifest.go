@@ -1,6 +1,5 @@
 // Package manifest turns manifests into objects and objects into what a
-// controller needs around them: Decode and DecodeCRD read YAML or JSON
-// strictly, InstallCRD creates or updates a CRD and waits until it is
+// controller needs around them: Decode reads YAML or JSON strictly, InstallCRD creates or updates a CRD and waits until it is
 // served, and Drifted tells whether
 // applying a manifest would change a live object.
 package manifest
@@ -38,8 +37,8 @@ func Decode[T runtime.Object](scheme *runtime.Scheme, manifest []byte) (T, error
 	return t, nil
 }
 
-// DecodeCRD decodes a CustomResourceDefinition manifest, strictly.
-func DecodeCRD(manifest []byte) (*apiextensionsv1.CustomResourceDefinition, error) {
+// decodeCRD decodes a CustomResourceDefinition manifest, strictly.
+func decodeCRD(manifest []byte) (*apiextensionsv1.CustomResourceDefinition, error) {
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := yaml.UnmarshalStrict(manifest, crd); err != nil {
 		return nil, fmt.Errorf("decode CRD: %w", err)
@@ -53,7 +52,7 @@ func DecodeCRD(manifest []byte) (*apiextensionsv1.CustomResourceDefinition, erro
 // watch of that CRD, not by asking again on a timer; the error names the
 // CRD and says what the wait ended on.
 func InstallCRD(ctx context.Context, cfg *rest.Config, manifest []byte) error {
-	want, err := DecodeCRD(manifest)
+	want, err := decodeCRD(manifest)
 	if err != nil {
 		return err
 	}

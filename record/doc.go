@@ -4,7 +4,7 @@
 //
 //	r, err := record.New(cfg, record.Options{Component: "foo-controller"})
 //	go r.Start(ctx) // or let the manager run it
-//	r.Eventf(foo, record.Warning, "SyncFailed", "deployment %s: %v", name, err)
+//	r.Event(foo, record.Warning, "SyncFailed", "deployment "+name+": "+err.Error())
 //
 // # Guarantees
 //

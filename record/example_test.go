@@ -31,7 +31,7 @@ func Example() {
 	go func() { done <- r.Start(ctx) }() // writes until ctx ends, then drains
 
 	// From a reconciler: cheap, never blocks on the API server.
-	r.Eventf(cm, record.Normal, "Synced", "synced from %s", "settings.yaml")
+	r.Event(cm, record.Normal, "Synced", fmt.Sprintf("synced from %s", "settings.yaml"))
 	r.Event(cm, record.Warning, "InvalidKey", "key x is not a DNS label")
 	r.Event(cm, record.Warning, "InvalidKey", "key x is not a DNS label") // a repeat: a series of 2
 

@@ -357,11 +357,6 @@ func (r *Recorder) take() []pending {
 	return ps
 }
 
-// Eventf is Event with a fmt.Sprintf message.
-func (r *Recorder) Eventf(obj watcher.Object, eventType, reason, format string, args ...any) {
-	r.Event(obj, eventType, reason, fmt.Sprintf(format, args...))
-}
-
 // Start writes queued events until ctx is done, then stops accepting events,
 // writes those still queued (for at most DrainTimeout) and returns nil. It
 // runs on the caller's goroutine and starts no other; it may be called

@@ -191,7 +191,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("EventAboutAnObjectCarriesItsReferenceReasonMessageAndType", func(t *testing.T) {
 		r, _ := startRecorder(t, env, record.Options{Component: "test-controller", Host: "node-1"})
 		cm := newConfigMap(t, "described")
-		r.Eventf(cm, record.Warning, "SyncFailed", "could not sync %s: %s", cm.Name, "boom")
+		r.Event(cm, record.Warning, "SyncFailed", fmt.Sprintf("could not sync %s: %s", cm.Name, "boom"))
 		evs := waitForEvents(ctx, t, cs, "default", cm.UID, "the event", func(e []eventsv1.Event) bool { return len(e) == 1 })
 		ev := evs[0]
 		want := corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: "default", Name: "described", UID: cm.UID, ResourceVersion: cm.ResourceVersion}

@@ -24,6 +24,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
@@ -137,8 +138,8 @@ func demo(dataDir, binDir, namespace, debugAddr string, log, cpLog *slog.Logger,
 	if page != nil {
 		select {
 		case <-page.AddrReady():
-			if page.URL() != "" {
-				out.printf("# the Foo controller's live page: %s (its JSON: %s)\n", page.URL(), page.SnapshotURL())
+			if page.URL(debug.PagePath) != "" {
+				out.printf("# the Foo controller's live page: %s (its JSON: %s)\n", page.URL(debug.PagePath), page.URL(debug.SnapshotPath))
 			}
 		case <-ctx.Done():
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
@@ -108,8 +109,8 @@ func fleetDemo(n int, dataDir, binDir, namespace, debugAddr string, log, cpLog *
 	if page := app.Debug(); page != nil {
 		select {
 		case <-page.AddrReady():
-			if page.URL() != "" {
-				fmt.Fprintf(stdout, "# the Foo controller's live page, with its clusters: %s\n", page.URL())
+			if page.URL(debug.PagePath) != "" {
+				fmt.Fprintf(stdout, "# the Foo controller's live page, with its clusters: %s\n", page.URL(debug.PagePath))
 			}
 		case <-ctx.Done():
 		}
@@ -145,7 +146,7 @@ func fleetDemo(n int, dataDir, binDir, namespace, debugAddr string, log, cpLog *
 // setupFleetFoo declares the Foo sample's reconciler over the App's fleet:
 // a key's Foo is read, and its Deployment made, in the key's cluster.
 func setupFleetFoo(app *kloop.App) error {
-	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource))
+	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
 	deps := kloop.Objects[*appsv1.Deployment](app).WithTransform(foo.LeanDeployment)
 	_, err := kloop.NewFleetController(app, foo.ControllerName, func(ctx context.Context, k kloop.ClusterKey) (controller.Result, error) {
 		c := app.Cluster(k.Cluster)

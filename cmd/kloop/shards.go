@@ -217,8 +217,8 @@ func (d *shardDemoRun) start(ctx context.Context, wg *sync.WaitGroup, id string)
 		return err
 	}
 	r := &demoReplica{id: id, app: app, reg: reg, done: make(chan struct{})}
-	r.foos = kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource)).Informer()
-	r.deps = kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(appsv1.SchemeGroupVersion.WithResource("deployments"))).Informer()
+	r.foos = kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource}).Informer()
+	r.deps = kloop.Objects[*appsv1.Deployment](app, kloop.ObjectsOptions{Resource: appsv1.SchemeGroupVersion.WithResource("deployments")}).Informer()
 	var page *debug.Server
 	if d.debugAddr != "" && d.debugAddr != "0" {
 		addr := d.debugAddr
@@ -268,8 +268,8 @@ func (d *shardDemoRun) start(ctx context.Context, wg *sync.WaitGroup, id string)
 	if page != nil {
 		select {
 		case <-page.AddrReady():
-			if page.URL() != "" {
-				d.out.printf("# %s: live page %s (the shard table is on it)\n", id, page.URL())
+			if page.URL(debug.PagePath) != "" {
+				d.out.printf("# %s: live page %s (the shard table is on it)\n", id, page.URL(debug.PagePath))
 			}
 		case <-ctx.Done():
 		}

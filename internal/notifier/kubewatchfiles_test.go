@@ -133,8 +133,7 @@ func build(t *testing.T, cfg *notifier.Config) error {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.Close)
-	app, err := kloopfake.NewApp(srv, kloop.Options{Name: "notifier", Namespace: cfg.Namespace, Logger: slog.New(slog.DiscardHandler)})
+	app, err := kloop.New(srv.Config(), kloop.Options{Name: "notifier", Namespace: cfg.Namespace, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

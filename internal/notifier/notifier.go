@@ -151,13 +151,12 @@ func New(app *kloop.App, cfg Config, opts Options) (*Notifier, error) {
 		n.deliveries = append(n.deliveries, d)
 	}
 
-	in := kloop.InNamespace(cfg.Namespace)
 	for _, name := range cfg.Resources {
 		r, _ := lookupResource(name)
-		opts := []kloop.ObjectsOption{in}
+		opts := kloop.ObjectsOptions{Namespace: &cfg.Namespace, ClusterScoped: r.clusterScoped}
 		ns := cfg.Namespace
 		if r.clusterScoped {
-			opts, ns = append(opts, kloop.ClusterScoped()), ""
+			ns = ""
 		}
 		inf, err := r.watch(app, r.gvr(), opts)
 		if err != nil {
@@ -167,12 +166,12 @@ func New(app *kloop.App, cfg Config, opts Options) (*Notifier, error) {
 	}
 	for _, cr := range cfg.CustomResources {
 		gvr := schema.GroupVersionResource{Group: cr.Group, Version: cr.Version, Resource: cr.Resource}
-		opts := []kloop.ObjectsOption{in}
+		opts := kloop.ObjectsOptions{Namespace: &cfg.Namespace, ClusterScoped: cr.ClusterScoped}
 		ns := cfg.Namespace
 		if cr.ClusterScoped {
-			opts, ns = append(opts, kloop.ClusterScoped()), ""
+			ns = ""
 		}
-		inf, err := kloop.Unstructured(app, gvr, opts...)
+		inf, err := kloop.Unstructured(app, gvr, opts)
 		if err != nil {
 			return nil, fmt.Errorf("notifier: watching %s: %w", gvr, err)
 		}

@@ -33,7 +33,7 @@ type resource struct {
 	// clusterScoped kinds ignore the namespace setting, as in kubewatch.
 	clusterScoped bool
 	// watch asks the App for the kind's informer.
-	watch func(app *kloop.App, gvr schema.GroupVersionResource, opts []kloop.ObjectsOption) (informerOf, error)
+	watch func(app *kloop.App, gvr schema.GroupVersionResource, opts kloop.ObjectsOptions) (informerOf, error)
 	// env is kubewatch's environment toggle (KW_POD=true), if it has one.
 	env string
 }
@@ -118,8 +118,9 @@ type informerOf struct {
 func typed[T interface {
 	*E
 	watcher.Object
-}, E any](app *kloop.App, gvr schema.GroupVersionResource, opts []kloop.ObjectsOption) (informerOf, error) {
-	h := kloop.Objects[T](app, append(opts, kloop.WithResource(gvr))...)
+}, E any](app *kloop.App, gvr schema.GroupVersionResource, opts kloop.ObjectsOptions) (informerOf, error) {
+	opts.Resource = gvr
+	h := kloop.Objects[T](app, opts)
 	if err := h.Err(); err != nil {
 		return informerOf{}, err
 	}

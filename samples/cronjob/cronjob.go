@@ -83,7 +83,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts kloop.Options, o Options) e
 func Setup(app *kloop.App, o Options) error {
 	r := &Reconciler{
 		App:      app,
-		CronJobs: kloop.Objects[*batch.CronJob](app, kloop.WithResource(batch.Resource)),
+		CronJobs: kloop.Objects[*batch.CronJob](app, kloop.ObjectsOptions{Resource: batch.Resource}),
 		Jobs:     kloop.Objects[*batchv1.Job](app),
 		Clock:    cmp.Or[clock.PassiveClock](o.Clock, clock.RealClock{}),
 	}

@@ -62,7 +62,7 @@ func reconcileInMemory(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app, err := kloopfake.NewApp(srv, kloop.Options{Name: cronjob.ControllerName})
+	app, err := kloop.New(srv.Config(), kloop.Options{Name: cronjob.ControllerName, Scheme: cronjob.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func reconcileInMemory(t testing.TB) {
 	}
 	r := &cronjob.Reconciler{
 		App:      app,
-		CronJobs: kloop.Objects[*batch.CronJob](app, kloop.WithResource(batch.Resource)),
+		CronJobs: kloop.Objects[*batch.CronJob](app, kloop.ObjectsOptions{Resource: batch.Resource}),
 		Jobs:     kloop.Objects[*batchv1.Job](app),
 		Clock:    clock,
 	}
@@ -89,8 +89,8 @@ func reconcileInMemory(t testing.TB) {
 	key := cache.Key{Namespace: ns, Name: name}
 	stored := func() *batch.CronJob {
 		t.Helper()
-		got := &batch.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-		if err := srv.Get(got); err != nil {
+		got, err := r.CronJobs.Resource().Get(ctx, ns, name)
+		if err != nil {
 			t.Fatal(err)
 		}
 		return got
@@ -166,10 +166,10 @@ func reconcileInMemory(t testing.TB) {
 	if _, err := r.Reconcile(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Get(&batch.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); !apierrors.IsNotFound(err) {
+	if _, err := r.CronJobs.Resource().Get(ctx, ns, name); !apierrors.IsNotFound(err) {
 		t.Errorf("the CronJob after its cleanup: %v, want NotFound", err)
 	}
-	if err := srv.Get(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: job.Name}}); !apierrors.IsNotFound(err) {
+	if _, err := r.Jobs.Resource().Get(ctx, ns, job.Name); !apierrors.IsNotFound(err) {
 		t.Errorf("Job %s after the CronJob's cleanup: %v, want NotFound", job.Name, err)
 	}
 }

@@ -97,8 +97,8 @@ func TestFooController_ReconcileCausesNameTheChangeThatWokeIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &foo.Reconciler{
-		Foos:        kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource)),
-		Deployments: kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(appsv1.SchemeGroupVersion.WithResource("deployments"))).WithTransform(foo.LeanDeployment),
+		Foos:        kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource}),
+		Deployments: kloop.Objects[*appsv1.Deployment](app, kloop.ObjectsOptions{Resource: appsv1.SchemeGroupVersion.WithResource("deployments")}).WithTransform(foo.LeanDeployment),
 		Recorder:    app.Recorder(),
 		Logger:      app.Logger(),
 	}

@@ -121,10 +121,10 @@ func (h *harness) observe() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	notifyOn(h.t, kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource)), h.changes)
-	notifyOn(h.t, kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(appsv1.SchemeGroupVersion.WithResource("deployments"))), h.changes)
-	notifyOn(h.t, kloop.Objects[*corev1.Pod](app, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("pods"))), h.changes)
-	notifyOn(h.t, kloop.Objects[*corev1.Event](app, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("events"))), h.changes)
+	notifyOn(h.t, kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource}), h.changes)
+	notifyOn(h.t, kloop.Objects[*appsv1.Deployment](app, kloop.ObjectsOptions{Resource: appsv1.SchemeGroupVersion.WithResource("deployments")}), h.changes)
+	notifyOn(h.t, kloop.Objects[*corev1.Pod](app, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("pods")}), h.changes)
+	notifyOn(h.t, kloop.Objects[*corev1.Event](app, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("events")}), h.changes)
 	testwait.Run(h.t, "the harness's observer App", app.Run)
 }
 

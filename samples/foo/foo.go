@@ -104,7 +104,7 @@ func Scheme() *runtime.Scheme { return kloop.NewScheme(v1alpha1.AddToScheme) }
 // scheme must hold Foo (Scheme() does). app.Run runs it.
 func Setup(app *kloop.App, workers int) error {
 	r := &Reconciler{
-		Foos:        kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource)),
+		Foos:        kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource}),
 		Deployments: kloop.Objects[*appsv1.Deployment](app).WithTransform(LeanDeployment),
 		Recorder:    app.Recorder(),
 		Logger:      app.Logger().With("controller", ControllerName),

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/manifest"
@@ -65,7 +66,7 @@ func TestFoo_WaitsForItsCRDAndStopsAndResumesWithIt(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, "[+]caches ok") || !strings.Contains(body, waiting) {
 		t.Fatalf("/readyz?verbose = %d:\n%s\nwant 200, the caches ok and %q", code, body, waiting)
 	}
-	if _, snap := get(t, app.Debug().SnapshotURL()); !strings.Contains(snap, waiting) {
+	if _, snap := get(t, app.Debug().URL(debug.SnapshotPath)); !strings.Contains(snap, waiting) {
 		t.Errorf("the debug page's snapshot does not name the waiting kind (%q):\n%.3000s", waiting, snap)
 	}
 
@@ -77,7 +78,7 @@ func TestFoo_WaitsForItsCRDAndStopsAndResumesWithIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := kloop.Objects[*v1alpha1.Foo](wrong, kloop.ClusterScoped()); h.Err() != nil {
+	if h := kloop.Objects[*v1alpha1.Foo](wrong, kloop.ObjectsOptions{ClusterScoped: true}); h.Err() != nil {
 		t.Fatalf("Objects of a kind not served, with WaitForKinds: %v, want it to wait", h.Err())
 	}
 	testwait.Run(t, "the App that takes Foo for cluster-scoped", wrong.Run)
@@ -100,7 +101,7 @@ func TestFoo_WaitsForItsCRDAndStopsAndResumesWithIt(t *testing.T) {
 	}
 	await.Logged(t, "the cluster-scoped Foo's App told what to fix", wrongLogs, func(r await.Record) bool {
 		return r.Message == "Waiting for kind" && strings.Contains(r.Attrs["reason"],
-			"served as a namespaced resource, but the App watches it as cluster-scoped: drop kloop.ClusterScoped()")
+			"served as a namespaced resource, but the App watches it as cluster-scoped: drop ObjectsOptions.ClusterScoped")
 	})
 	if _, body := get(t, readyz); !strings.Contains(body, "kinds: every kind served") {
 		t.Errorf("/readyz?verbose with the CRD installed:\n%s\nwant \"kinds: every kind served\"", body)

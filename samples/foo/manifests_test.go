@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop/manifest"
@@ -16,13 +18,20 @@ import (
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 )
 
+// crdScheme decodes CustomResourceDefinitions.
+var crdScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	return s
+}()
+
 func mustCRD(t *testing.T, path string) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd, err := manifest.DecodeCRD(b)
+	crd, err := manifest.Decode[*apiextensionsv1.CustomResourceDefinition](crdScheme, b)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
@@ -60,7 +69,7 @@ func TestCRD_GeneratedMatchesSampleControllersCRD(t *testing.T) {
 	if !reflect.DeepEqual(ours.Spec, mustCRD(t, "crd/samplecontroller.k8s.io_foos.yaml").Spec) {
 		t.Fatal("decoding is not deterministic")
 	}
-	embedded, err := manifest.DecodeCRD(foo.CRDYAML)
+	embedded, err := manifest.Decode[*apiextensionsv1.CustomResourceDefinition](crdScheme, foo.CRDYAML)
 	if err != nil {
 		t.Fatal(err)
 	}

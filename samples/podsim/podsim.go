@@ -95,7 +95,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	pods := kloop.Objects[*corev1.Pod](app, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("pods")))
+	pods := kloop.Objects[*corev1.Pod](app, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("pods")})
 	// Nodes and Leases are only written: no informer for them.
 	nodes, err := client.NewResource[*corev1.Node](app.Client(), corev1.SchemeGroupVersion.WithResource("nodes"))
 	if err != nil {

@@ -55,7 +55,7 @@ func Run(ctx context.Context, cfg *rest.Config, app kloop.Options, opts Options)
 	if err != nil {
 		return err
 	}
-	pods := kloop.Objects[*corev1.Pod](a, kloop.WithResource(corev1.SchemeGroupVersion.WithResource("pods")))
+	pods := kloop.Objects[*corev1.Pod](a, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("pods")})
 	pods.Seed(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: Missing}})
 	out := opts.Out
 	if out == nil {

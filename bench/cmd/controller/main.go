@@ -728,11 +728,11 @@ func runWithDebugPage(ctx context.Context, wg *sync.WaitGroup, errs chan<- error
 	}
 	wg.Go(func() { errs <- m.Start(ctx) })
 	<-srv.AddrReady()
-	if srv.URL() == "" {
+	if srv.URL(debug.PagePath) == "" {
 		return errors.New("the debug page did not start")
 	}
 	if debugMode == "polled" {
-		url := srv.SnapshotURL()
+		url := srv.URL(debug.SnapshotPath)
 		wg.Go(func() {
 			t := time.NewTicker(time.Second)
 			defer t.Stop()

@@ -81,8 +81,8 @@ func fleetReplicaMain() int {
 	if err != nil {
 		return fail(err)
 	}
-	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.WithResource(v1alpha1.Resource))
-	deps := kloop.Objects[*appsv1.Deployment](app, kloop.WithResource(appsv1.SchemeGroupVersion.WithResource("deployments")))
+	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
+	deps := kloop.Objects[*appsv1.Deployment](app, kloop.ObjectsOptions{Resource: appsv1.SchemeGroupVersion.WithResource("deployments")})
 	var mu sync.Mutex
 	record := func(what string, key kloop.ClusterKey) {
 		mu.Lock()
