@@ -145,7 +145,7 @@ func (a *App) WebhooksReady() <-chan struct{} {
 type WebhookBuilder[T watcher.Object] struct {
 	app  *App
 	h    *Handle[T]
-	def  webhook.Defaulter[T]
+	def  func(ctx context.Context, obj T) error
 	val  webhook.Validator[T]
 	conv bool
 }
@@ -236,7 +236,7 @@ func (b *WebhookBuilder[T]) complete() error {
 	}
 	if b.def != nil {
 		p := webhook.MutatePath(gvk)
-		w.srv.Handle(p, webhook.Mutating(scheme, webhook.Defaulter[T](b.def), log.With("webhook", p)))
+		w.srv.Handle(p, webhook.Mutating(scheme, b.def, log.With("webhook", p)))
 		w.hooks.Webhooks = append(w.hooks.Webhooks, webhookmode.Hook{Kind: gvk, Resource: gvr, Mutating: true})
 	}
 	if b.val != nil {
