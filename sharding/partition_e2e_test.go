@@ -72,7 +72,7 @@ func TestMember_PartitionedMemberStopsBeforeTheTakeoverAndRejoins(t *testing.T) 
 	}
 
 	// Healed: b writes its Lease again, holding nothing, and gets its share back.
-	proxy.Pass()
+	proxy.Set(testenv.Fault{})
 	waitSettled(t, ctx, 2, a, b)
 	if b.member.Status().Active.Len() == 0 || a.member.Status().Active.Len() == 16 {
 		t.Errorf("after healing a holds %d slots, b %d", a.member.Status().Active.Len(), b.member.Status().Active.Len())
