@@ -289,7 +289,7 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 		}
 		before := round("before")
 		proxyC.Set(testenv.Fault{Blackhole: true})
-		unblock := sync.OnceFunc(proxyC.Pass)
+		unblock := sync.OnceFunc(func() { proxyC.Set(testenv.Fault{}) })
 		defer unblock()
 		fc := c.createFoo(t, ns, "during-c") // straight to c, not through the proxy
 		during := round("during")
