@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/kloop-dev/kloop/internal/convhub"
 	"github.com/kloop-dev/kloop/internal/webhookmode"
 	"github.com/kloop-dev/kloop/watcher"
 	"github.com/kloop-dev/kloop/webhook"
@@ -217,7 +218,7 @@ func (b *WebhookBuilder[T]) complete() error {
 		if gvk.Group == "" {
 			return fmt.Errorf("Conversion: %s is a built-in kind, not a custom resource", gvk.Kind)
 		}
-		if _, err := webhook.HubOf(scheme, gvk.GroupKind()); err != nil {
+		if _, err := convhub.Of(scheme, gvk.GroupKind()); err != nil {
 			return fmt.Errorf("Conversion: %w", err)
 		}
 		crd = gvr.Resource + "." + gvr.Group
