@@ -81,9 +81,6 @@ func newProxy(backend string) (*Proxy, error) {
 	return p, nil
 }
 
-// Addr is the proxy's address, 127.0.0.1:port.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
-
 // port is the proxy's port on 127.0.0.1.
 func (p *Proxy) port() int { return p.ln.Addr().(*net.TCPAddr).Port }
 

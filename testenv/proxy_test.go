@@ -61,7 +61,7 @@ func newProxy(t *testing.T, backend string) *testenv.Proxy {
 
 func dial(t *testing.T, p *testenv.Proxy) net.Conn {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+	c, err := net.DialTimeout("tcp", testenv.ProxyAddr(p), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
