@@ -34,6 +34,7 @@ import (
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/debug"
+	"github.com/kloop-dev/kloop/internal/kubeconfig"
 	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
@@ -142,7 +143,7 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, cluster string) 
 func kubeconfigBytes(t *testing.T, cfg *rest.Config) []byte {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := testenv.WriteKubeconfig(path, cfg); err != nil {
+	if err := kubeconfig.Write(path, cfg); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)
@@ -194,10 +195,10 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 	proxyC := envs[2].APIServerProxy(t)
 
 	dir := t.TempDir()
-	if err := testenv.WriteKubeconfig(filepath.Join(dir, "b.kubeconfig"), b.env.Config); err != nil {
+	if err := kubeconfig.Write(filepath.Join(dir, "b.kubeconfig"), b.env.Config); err != nil {
 		t.Fatal(err)
 	}
-	if err := testenv.WriteKubeconfig(filepath.Join(dir, "c.kubeconfig"), proxyC.RESTConfig(c.env.Config)); err != nil {
+	if err := kubeconfig.Write(filepath.Join(dir, "c.kubeconfig"), proxyC.RESTConfig(c.env.Config)); err != nil {
 		t.Fatal(err)
 	}
 	const label = "kloop.dev/fleet-e2e"
@@ -290,7 +291,7 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 		}
 		before := round("before")
 		proxyC.Set(testenv.Fault{Blackhole: true})
-		unblock := sync.OnceFunc(proxyC.Pass)
+		unblock := sync.OnceFunc(func() { proxyC.Set(testenv.Fault{}) })
 		defer unblock()
 		fc := c.createFoo(t, ns, "during-c") // straight to c, not through the proxy
 		during := round("during")

@@ -91,11 +91,32 @@ func (a *App) newMember(s Sharding) (*sharding.Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kloop.New: sharding: %w", err)
 	}
-	a.mgr.AddReadyzCheck("sharding", func(*http.Request) error { return m.Check() })
+	a.mgr.AddReadyzCheck("sharding", func(*http.Request) error { return shardReady(m.Status()) })
 	a.mgr.AddReadyzReport(func() string { return m.Status().String() })
 	a.runnables = append(a.runnables, m)
 	a.shardFlags = map[string]*atomic.Bool{}
 	return m, nil
+}
+
+// The reasons a shard group member is not ready.
+var (
+	errNotJoined = errors.New("sharding: member Lease not written or not renewed in time")
+	errBlocked   = errors.New("sharding: a live member has another slot count or shard key")
+	errLeaving   = errors.New("sharding: leaving the group")
+)
+
+// shardReady is the readiness check of a member in status st: nil once it
+// holds a current Lease in a group it agrees with.
+func shardReady(st sharding.Status) error {
+	switch {
+	case st.Leaving:
+		return errLeaving
+	case !st.Joined:
+		return errNotJoined
+	case st.Blocked:
+		return errBlocked
+	}
+	return nil
 }
 
 // Member is the App's shard group member, nil without Options.Sharding.

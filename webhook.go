@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/kloop-dev/kloop/internal/convhub"
 	"github.com/kloop-dev/kloop/internal/webhookmode"
 	"github.com/kloop-dev/kloop/watcher"
 	"github.com/kloop-dev/kloop/webhook"
@@ -145,7 +146,7 @@ func (a *App) WebhooksReady() <-chan struct{} {
 type WebhookBuilder[T watcher.Object] struct {
 	app  *App
 	h    *Handle[T]
-	def  webhook.Defaulter[T]
+	def  func(ctx context.Context, obj T) error
 	val  webhook.Validator[T]
 	conv bool
 }
@@ -217,7 +218,7 @@ func (b *WebhookBuilder[T]) complete() error {
 		if gvk.Group == "" {
 			return fmt.Errorf("Conversion: %s is a built-in kind, not a custom resource", gvk.Kind)
 		}
-		if _, err := webhook.HubOf(scheme, gvk.GroupKind()); err != nil {
+		if _, err := convhub.Of(scheme, gvk.GroupKind()); err != nil {
 			return fmt.Errorf("Conversion: %w", err)
 		}
 		crd = gvr.Resource + "." + gvr.Group
@@ -236,7 +237,7 @@ func (b *WebhookBuilder[T]) complete() error {
 	}
 	if b.def != nil {
 		p := webhook.MutatePath(gvk)
-		w.srv.Handle(p, webhook.Mutating(scheme, webhook.Defaulter[T](b.def), log.With("webhook", p)))
+		w.srv.Handle(p, webhook.Mutating(scheme, b.def, log.With("webhook", p)))
 		w.hooks.Webhooks = append(w.hooks.Webhooks, webhookmode.Hook{Kind: gvk, Resource: gvr, Mutating: true})
 	}
 	if b.val != nil {

@@ -59,8 +59,8 @@ type Options[K comparable] struct {
 	Workers int
 
 	// RateLimiter decides how long a failed key waits before its retry.
-	// Default: workqueue.DefaultRateLimiter (5 ms doubling per failure up to
-	// 1000 s, and at most 10 retries a second overall, burst 100).
+	// Default: the workqueue's (5 ms doubling per failure up to 1000 s,
+	// and at most 10 retries a second overall, burst 100).
 	RateLimiter workqueue.RateLimiter[K]
 
 	// ReconcileTimeout, when positive, bounds each Reconcile call: its ctx

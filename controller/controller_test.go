@@ -104,7 +104,7 @@ func TestController_RetriesFailingKeyWithGrowingDelays(t *testing.T) {
 			}
 			return controller.Result{}, nil
 		})
-		rl := workqueue.DefaultRateLimiter[string](nil)
+		rl := workqueue.NewControllerRateLimiter[string](5*time.Millisecond, 1000*time.Second, 10, 100, nil) // the default
 		h := start(t, rec, controller.Options[string]{RateLimiter: rl})
 		h.c.Enqueue("a")
 		time.Sleep(time.Second) // fake time: far more than 5+10+20+40+80 ms
@@ -413,7 +413,7 @@ func TestController_MaxRetriesDropsKey(t *testing.T) {
 			calls.Add(1)
 			return controller.Result{}, errors.New("always")
 		})
-		rl := workqueue.DefaultRateLimiter[string](nil)
+		rl := workqueue.NewControllerRateLimiter[string](5*time.Millisecond, 1000*time.Second, 10, 100, nil) // the default
 		h := start(t, rec, controller.Options[string]{
 			RateLimiter: rl,
 			MaxRetries:  5,

@@ -296,7 +296,7 @@ func (s *Server) snapshot() snapshot {
 func gather(m *manager.Manager) input {
 	in := input{Manager: m.Status()}
 	in.Leader = in.Manager.Election
-	for _, r := range m.Runnables() {
+	for _, r := range in.Manager.Runnables {
 		switch x := r.(type) {
 		case interface{ Status() []informer.Status }:
 			in.Informers = append(in.Informers, x.Status()...)
@@ -325,7 +325,7 @@ type keysDoc struct {
 func (s *Server) serveKeys(w http.ResponseWriter, r *http.Request) {
 	name, key := r.URL.Query().Get("controller"), r.URL.Query().Get("key")
 	var names []string
-	for _, run := range s.m.Runnables() {
+	for _, run := range s.m.Status().Runnables {
 		c, ok := run.(interface{ Status() controller.Status })
 		if !ok {
 			continue

@@ -140,7 +140,7 @@ func TestFault_SlowAndSheddingServer_BackOffNoRelistConverge(t *testing.T) {
 
 	// The pressure ends.
 	shed(t, pressure, admin, false)
-	proxy.Pass()
+	proxy.Set(testenv.Fault{})
 	ended := time.Now()
 	converge := deadline(t, shedConvergeBound+15*time.Second, "convergence after the pressure")
 	if err := converged.waitUntil(converge, func(got map[string]string) bool {

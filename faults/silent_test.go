@@ -119,7 +119,7 @@ func TestFault_SilentWatch_NoticedReconnectedAndCaughtUp(t *testing.T) {
 	// wait for a goroutine.
 	<-time.After(time.Until(now.Add(silentFor)))
 
-	proxy.Pass()
+	proxy.Set(testenv.Fault{})
 	passed := time.Now()
 	catchUp := deadline(t, catchUpBound+15*time.Second, "catching up after the blackhole")
 	want := serverView(catchUp, t, admin, ns)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/ctxwait"
 	"github.com/kloop-dev/kloop/internal/testwait"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -426,7 +427,7 @@ func testChurn(t *testing.T, env *testenv.Env, cfg *rest.Config, cs kubernetes.I
 					// The API server is down: carry on once it is up
 					// again (at once if it already is).
 					failed.Add(1)
-					_ = await.UntilContext(ctx, server.Changed, func() bool { return server.up.Load() })
+					_ = ctxwait.Until(ctx, server.Changed, func() bool { return server.up.Load() })
 				}
 			}
 		})

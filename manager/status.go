@@ -27,12 +27,22 @@ type Status struct {
 	// Election is the elector's own status when it reports one (a
 	// *leaderelection.Elector does); nil without leader election.
 	Election *leaderelection.Status
+	// Runnables is what has been added: the caches, then the runnables
+	// that run on every replica, then those that need leadership, each in
+	// the order added. Tools that show a manager's parts (package debug)
+	// ask each for its own status.
+	Runnables []Runnable
 }
 
 // Status reports the manager's state. It may be called from any goroutine.
 func (m *Manager) Status() Status {
 	m.mu.Lock()
 	started := m.started
+	runnables := make([]Runnable, 0, len(m.caches)+len(m.always)+len(m.leader))
+	for _, c := range m.caches {
+		runnables = append(runnables, c)
+	}
+	runnables = append(append(runnables, m.always...), m.leader...)
 	m.mu.Unlock()
 	st := Status{
 		Started:        started,
@@ -43,24 +53,11 @@ func (m *Manager) Status() Status {
 		Stopping:       m.stopping.Load(),
 		MetricsAddr:    m.boundAddr("metrics"),
 		HealthAddr:     m.boundAddr("health"),
+		Runnables:      runnables,
 	}
 	if el, ok := m.opts.LeaderElection.(interface{ Status() leaderelection.Status }); ok {
 		es := el.Status()
 		st.Election = &es
 	}
 	return st
-}
-
-// Runnables returns what has been added: the caches, then the runnables
-// that run on every replica, then those that need leadership, each in the
-// order added. Tools that show a manager's parts (package debug) read it.
-func (m *Manager) Runnables() []Runnable {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]Runnable, 0, len(m.caches)+len(m.always)+len(m.leader))
-	for _, c := range m.caches {
-		out = append(out, c)
-	}
-	out = append(out, m.always...)
-	return append(out, m.leader...)
 }

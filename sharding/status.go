@@ -1,7 +1,6 @@
 package sharding
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -82,28 +81,6 @@ func (m *Member) StatusChanged() <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.statusCh
-}
-
-// Errors of Check.
-var (
-	ErrNotJoined = errors.New("sharding: member Lease not written or not renewed in time")
-	ErrBlocked   = errors.New("sharding: a live member has another slot count or shard key")
-	ErrLeaving   = errors.New("sharding: leaving the group")
-)
-
-// Check is a readiness check: nil once the member holds a current Lease
-// in a group it agrees with.
-func (m *Member) Check() error {
-	st := m.Status()
-	switch {
-	case st.Leaving:
-		return ErrLeaving
-	case !st.Joined:
-		return ErrNotJoined
-	case st.Blocked:
-		return ErrBlocked
-	}
-	return nil
 }
 
 // String renders the shard table:

@@ -9,6 +9,10 @@ import (
 // NewProxy is exported for the external tests.
 var NewProxy = newProxy
 
+// ProxyAddr is p's address, 127.0.0.1:port, for the tests that dial it
+// themselves (users reach it through RESTConfig).
+func ProxyAddr(p *Proxy) string { return p.ln.Addr().String() }
+
 // The binaries' directories are internal/cpbin's; the tests check the
 // order Start looks in under these names.
 var (

@@ -81,21 +81,12 @@ func newProxy(backend string) (*Proxy, error) {
 	return p, nil
 }
 
-// Addr is the proxy's address, 127.0.0.1:port.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
-
 // port is the proxy's port on 127.0.0.1.
 func (p *Proxy) port() int { return p.ln.Addr().(*net.TCPAddr).Port }
 
-// Fault returns the fault in force.
-func (p *Proxy) Fault() Fault {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.fault
-}
-
-// Set makes f the fault in force, for open connections and new ones.
-// Leaving a blackhole resets the connections it swallowed bytes of.
+// Set makes f the fault in force, for open connections and new ones;
+// Set(Fault{}) lets everything through again. Leaving a blackhole resets
+// the connections it swallowed bytes of.
 func (p *Proxy) Set(f Fault) {
 	p.mu.Lock()
 	was := p.fault
@@ -121,9 +112,6 @@ func limiter(bps int) *rate.Limiter {
 	}
 	return rate.NewLimiter(rate.Limit(bps), max(bps/10, chunkSize))
 }
-
-// Pass lets everything through again: Set(Fault{}).
-func (p *Proxy) Pass() { p.Set(Fault{}) }
 
 // Reset cuts every open connection with a TCP reset; new connections are
 // accepted as usual.

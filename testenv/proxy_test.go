@@ -61,7 +61,7 @@ func newProxy(t *testing.T, backend string) *testenv.Proxy {
 
 func dial(t *testing.T, p *testenv.Proxy) net.Conn {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", p.Addr(), 5*time.Second)
+	c, err := net.DialTimeout("tcp", testenv.ProxyAddr(p), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestProxy_BlackholeKeepsConnectionsOpenAndSilentThenResetsThem(t *testing.T
 	}
 
 	// The path returns: connections that lost bytes are reset; new ones work.
-	p.Pass()
+	p.Set(testenv.Fault{})
 	for name, c := range map[string]net.Conn{"old": old, "fresh": fresh} {
 		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		_, err := c.Read(make([]byte, 1))
@@ -146,13 +146,13 @@ func TestProxy_LatencyDelaysEachDirection(t *testing.T) {
 	if rtt := time.Since(began); rtt < 2*latency {
 		t.Fatalf("round trip took %v with %v latency each way; want at least %v", rtt, latency, 2*latency)
 	}
-	p.Pass()
+	p.Set(testenv.Fault{})
 	began = time.Now()
 	if _, err := roundTrip(c, []byte("ping"), 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if rtt := time.Since(began); rtt >= latency {
-		t.Fatalf("round trip took %v after Pass; want no added latency", rtt)
+		t.Fatalf("round trip took %v after Set(Fault{}); want no added latency", rtt)
 	}
 }
 

@@ -22,10 +22,9 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kloop-dev/kloop/internal/cpbin"
+	"github.com/kloop-dev/kloop/internal/kubeconfig"
 )
 
 // BinDirEnv names the environment variable that overrides where the
@@ -253,7 +252,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}
 	e.Config = adminCfg
 	e.KubeconfigPath = filepath.Join(e.Dir, "kubeconfig")
-	if err := WriteKubeconfig(e.KubeconfigPath, adminCfg); err != nil {
+	if err := kubeconfig.Write(e.KubeconfigPath, adminCfg); err != nil {
 		return nil, err
 	}
 
@@ -572,20 +571,6 @@ func (e *Env) UserConfig(user string, groups ...string) (*rest.Config, error) {
 		QPS:   200,
 		Burst: 400,
 	}, nil
-}
-
-// WriteKubeconfig writes cfg (host, CA and client certificate) as a
-// kubeconfig file with one context named "kloop".
-func WriteKubeconfig(path string, cfg *rest.Config) error {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["kloop"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["kloop"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
-	kc.Contexts["kloop"] = &clientcmdapi.Context{Cluster: "kloop", AuthInfo: "kloop", Namespace: "default"}
-	kc.CurrentContext = "kloop"
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		return fmt.Errorf("testenv: write kubeconfig: %w", err)
-	}
-	return nil
 }
 
 // logTails returns the last n lines of each process log, for failure reports.

@@ -28,10 +28,6 @@ const maxBody = 7 << 20
 // them), whether it is allowed or not.
 type Warnings []string
 
-// Defaulter sets defaults on obj in place. An error refuses the request
-// (see Mutating).
-type Defaulter[T runtime.Object] func(ctx context.Context, obj T) error
-
 // Validator checks a create, an update or a delete of a T. An error refuses
 // the request (see Validating); warnings go to the client either way.
 type Validator[T runtime.Object] interface {
@@ -42,17 +38,17 @@ type Validator[T runtime.Object] interface {
 
 type requestKey struct{}
 
-// RequestFrom returns the admission request a Defaulter or Validator is
-// called for: its operation, user, dry-run flag, sub-resource.
+// RequestFrom returns the admission request a defaulting function or a
+// Validator is called for: its operation, user, dry-run flag, sub-resource.
 func RequestFrom(ctx context.Context) (*admissionv1.AdmissionRequest, bool) {
 	r, ok := ctx.Value(requestKey{}).(*admissionv1.AdmissionRequest)
 	return r, ok
 }
 
 // Mutating serves the mutating webhook of T (admission.k8s.io/v1
-// AdmissionReview): it decodes the object through scheme, calls d, and
-// answers with the JSON patch from the object as sent to the object as d
-// left it. Fields the Go type does not know are left as they are, not
+// AdmissionReview): it decodes the object through scheme, calls d, which
+// sets defaults on it in place (an error refuses the request), and answers
+// with the JSON patch from the object as sent to the object as d left it. Fields the Go type does not know are left as they are, not
 // removed. DELETE and CONNECT are allowed without calling d.
 //
 // An error from d refuses the request. One that is an
@@ -61,7 +57,7 @@ func RequestFrom(ctx context.Context) (*admissionv1.AdmissionRequest, bool) {
 // spec.field: ...`; any other is a 403 Forbidden with its message. A panic
 // in d refuses the request with code 500 and the panic's value. A body that
 // is not an AdmissionReview is answered with HTTP 400.
-func Mutating[T runtime.Object](scheme *runtime.Scheme, d Defaulter[T], log *slog.Logger) http.Handler {
+func Mutating[T runtime.Object](scheme *runtime.Scheme, d func(ctx context.Context, obj T) error, log *slog.Logger) http.Handler {
 	return newAdmission[T](scheme, log, "defaulter", func(ctx context.Context, dec *decoder[T], req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 		if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 			return &admissionv1.AdmissionResponse{Allowed: true}

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kloop-dev/kloop/internal/convhub"
 )
 
 // Hub marks the one version of a kind that every other version converts
@@ -152,10 +154,11 @@ func (c *converter) convertOne(raw []byte, to schema.GroupVersion) (out []byte, 
 
 // convert goes from src to dst through the Hub of their kind.
 func convert(scheme *runtime.Scheme, src, dst runtime.Object, from, to schema.GroupVersionKind) error {
-	hub, err := HubOf(scheme, from.GroupKind())
+	obj, err := convhub.Of(scheme, from.GroupKind())
 	if err != nil {
 		return err
 	}
+	hub := obj.(Hub)
 	if h, ok := src.(Hub); ok {
 		d, ok := dst.(Convertible)
 		if !ok {
@@ -187,34 +190,4 @@ func convert(scheme *runtime.Scheme, src, dst runtime.Object, from, to schema.Gr
 		return fmt.Errorf("convert the hub to %s: %w", to, err)
 	}
 	return nil
-}
-
-// HubOf returns a new object of the Hub version of gk among scheme's
-// types. It fails, saying so, when none or more than one version of gk is
-// a Hub.
-func HubOf(scheme *runtime.Scheme, gk schema.GroupKind) (Hub, error) {
-	var hubs []schema.GroupVersionKind
-	var hub Hub
-	for gvk := range scheme.AllKnownTypes() {
-		if gvk.GroupKind() != gk {
-			continue
-		}
-		obj, err := scheme.New(gvk)
-		if err != nil {
-			continue
-		}
-		if h, ok := obj.(Hub); ok {
-			hubs = append(hubs, gvk)
-			hub = h
-			hub.GetObjectKind().SetGroupVersionKind(gvk)
-		}
-	}
-	switch len(hubs) {
-	case 0:
-		return nil, fmt.Errorf("kind %s has no Hub version in the scheme: give one version's type a Hub() method and the others ConvertTo and ConvertFrom", gk)
-	case 1:
-		return hub, nil
-	default:
-		return nil, fmt.Errorf("kind %s has %d Hub versions in the scheme (%v): only one version may have a Hub() method", gk, len(hubs), hubs)
-	}
 }

@@ -7,8 +7,8 @@
 // files are read again when they change, and a broken new pair leaves the
 // old one in service. It runs on every replica (no leader election).
 //
-// Handlers are typed: Mutating calls a Defaulter[T] with the decoded object
-// and computes the JSON patch itself; Validating calls a Validator[T]. A
+// Handlers are typed: Mutating calls a func(ctx, T) error with the decoded
+// object and computes the JSON patch itself; Validating calls a Validator[T]. A
 // returned apierrors.APIStatus error (apierrors.NewInvalid with field
 // errors) reaches the client as that status; any other error is a 403
 // refusal with its message; a panic is a refusal with code 500, never a

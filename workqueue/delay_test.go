@@ -34,8 +34,8 @@ func TestQueue_AddAfterHandsOutKeyOnlyOnceItsDelayHasPassed(t *testing.T) {
 		q := New(Options[string]{})
 		start := time.Now()
 		q.AddAfter("a", 3*time.Second)
-		if n := q.Len(); n != 0 {
-			t.Fatalf("Len = %d right after AddAfter; want 0", n)
+		if n := q.Status().Ready; n != 0 {
+			t.Fatalf("Status().Ready = %d right after AddAfter; want 0", n)
 		}
 		got := <-getAsync(q)
 		if got.key != "a" || got.err != nil {
@@ -88,15 +88,15 @@ func TestQueue_AddMakesDelayedKeyReadyAtOnce(t *testing.T) {
 	q := New(Options[string]{})
 	q.AddAfter("a", time.Hour)
 	q.Add("a")
-	if n := q.Len(); n != 1 {
-		t.Fatalf("Len = %d after Add of a delayed key; want 1", n)
+	if n := q.Status().Ready; n != 1 {
+		t.Fatalf("Status().Ready = %d after Add of a delayed key; want 1", n)
 	}
 	if k := mustGet(t, q); k != "a" {
 		t.Fatalf("Get = %q, want a", k)
 	}
 	q.Done("a")
-	if n := q.Len(); n != 0 {
-		t.Fatalf("Len = %d; want 0: the hour-long delay must be gone", n)
+	if n := q.Status().Ready; n != 0 {
+		t.Fatalf("Status().Ready = %d; want 0: the hour-long delay must be gone", n)
 	}
 }
 
@@ -120,8 +120,8 @@ func TestQueue_DelayOfInFlightKeyRequeuesItAfterDone(t *testing.T) {
 		k := mustGet(t, q)
 		q.AddAfter(k, time.Second) // a reconciler's RequeueAfter
 		time.Sleep(2 * time.Second)
-		if n := q.Len(); n != 0 {
-			t.Fatalf("Len = %d while a is still in flight; want 0", n)
+		if n := q.Status().Ready; n != 0 {
+			t.Fatalf("Status().Ready = %d while a is still in flight; want 0", n)
 		}
 		q.Done(k)
 		if k := mustGet(t, q); k != "a" {
@@ -201,8 +201,8 @@ func TestQueue_ThousandsOfDelaysStartNoGoroutines(t *testing.T) {
 			t.Fatalf("%d keys in the delay heap; want 5000", n)
 		}
 		time.Sleep(time.Second)
-		if n := q.Len(); n != 5000 {
-			t.Fatalf("Len = %d after every delay passed; want 5000", n)
+		if n := q.Status().Ready; n != 5000 {
+			t.Fatalf("Status().Ready = %d after every delay passed; want 5000", n)
 		}
 		q.ShutDown()
 	})

@@ -45,7 +45,7 @@
 //     a delayed key moves it earlier, a later one changes nothing, and Add
 //     makes it ready at once. At most one timer runs, held by a goroutine
 //     blocked in Get. Keys whose delay has passed while no Get was blocked
-//     become ready when a Get or Len next runs.
+//     become ready when a Get or Status next runs.
 //   - Nothing lost at shutdown: after ShutDown, Get keeps handing out the
 //     keys that were ready, and keys added while in flight once they are
 //     Done, and only then returns ErrShutDown. ShutDownWithDrain waits for
@@ -60,7 +60,7 @@
 //     in flight, do not take the queue's lock; nor, in a queue without a
 //     Name, does adding a key the queue knows and holds idle, or raising
 //     the priority of a ready key. Such an add leaves the key on a lock-free
-//     list that the next call taking the lock (Get, Len, a locked add, Done
+//     list that the next call taking the lock (Get, Status, a locked add, Done
 //     of a re-queued key, ShutDown) takes in first, in the order the adds
 //     were made, with the ready time and priority they asked for; a blocked
 //     Get is woken for it as for any add. So every Get sees the adds that
@@ -82,7 +82,7 @@
 //
 // # Non-guarantees
 //
-//   - Len, and the depth metric, count ready keys only, not delayed or in
+//   - Status().Ready, and the depth metric, count ready keys only, not delayed or in
 //     flight ones, and may be stale as soon as they are read.
 //   - Delays are not exact: a delayed key becomes ready no earlier than its
 //     time, and later if every worker is busy (it then ages from when the
@@ -110,8 +110,8 @@
 //
 // # Rate limiting
 //
-// AddRateLimited delays a key by what Options.RateLimiter says. The default,
-// DefaultRateLimiter, is the one client-go and controller-runtime give
+// AddRateLimited delays a key by what Options.RateLimiter says. The default
+// (a nil RateLimiter) is the one client-go and controller-runtime give
 // controllers: the larger of a per-key exponential back-off from 5 ms
 // doubling to 1000 s, and an overall token bucket of 10 per second with a
 // burst of 100. NewControllerRateLimiter is the same shape with other

@@ -152,7 +152,7 @@ func TestQueueMetrics_QueuesShareARegistryAndPriorityLabelsAreBounded(t *testing
 		t.Errorf("depth{priority=%s} = %v, %v; want the priorities past the limit counted there", priorityLabelOverflow, v, ok)
 	}
 	// Drain foo: every label, the overflow one included, returns to zero.
-	for foo.Len() > 0 {
+	for foo.Status().Ready > 0 {
 		k := mustGet(t, foo)
 		foo.Done(k)
 	}

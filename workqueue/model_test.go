@@ -17,7 +17,7 @@ import (
 // This file checks the queue against a naive reference model: a map of keys
 // to states, scanned linearly, that spells out the package documentation's
 // contract. A program of random operations (Add, AddWithPriority, AddAfter,
-// AddRateLimited, Get, Done, Forget, clock steps, Len, ShutDown,
+// AddRateLimited, Get, Done, Forget, clock steps, Status, ShutDown,
 // ShutDownWithDrain) runs on both, one operation at a time on a fake clock,
 // and every answer of the queue must equal the model's. Get is called only
 // when the model says it will not block.
@@ -379,8 +379,8 @@ func runModel(t *testing.T, b []byte) {
 			trace = append(trace, fmt.Sprintf("Step(%v)", d))
 			clk.Step(d)
 			m.step(d)
-			if n, want := q.Len(), m.count(mReady); n != want {
-				fail("Len = %d after the step, want %d", n, want)
+			if n, want := q.Status().Ready, m.count(mReady); n != want {
+				fail("Status().Ready = %d after the step, want %d", n, want)
 			}
 		case op < 19:
 			trace = append(trace, fmt.Sprintf("Forget(%d)", k))
@@ -404,9 +404,9 @@ func runModel(t *testing.T, b []byte) {
 					fail("ShutDownWithDrain = %v with drained = %v", err, drained)
 				}
 			default:
-				trace = append(trace, fmt.Sprintf("Len, NumRequeues(%d)", k))
-				if n, want := q.Len(), m.count(mReady); n != want {
-					fail("Len = %d, want %d", n, want)
+				trace = append(trace, fmt.Sprintf("Status, NumRequeues(%d)", k))
+				if n, want := q.Status().Ready, m.count(mReady); n != want {
+					fail("Status().Ready = %d, want %d", n, want)
 				}
 				if n, want := q.NumRequeues(k), m.failures[k]; n != want {
 					fail("NumRequeues(%d) = %d, want %d", k, n, want)

@@ -104,7 +104,7 @@ func TestQueue_LowPriorityKeyIsHandedOutWithinAgingBoundUnderSaturation(t *testi
 		}
 
 		time.Sleep(500 * time.Millisecond) // saturate first
-		if n := q.Len(); n < keys/2 {
+		if n := q.Status().Ready; n < keys/2 {
 			t.Fatalf("only %d keys ready after warm-up: the workers are not saturated", n)
 		}
 		added := time.Now()

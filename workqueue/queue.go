@@ -26,8 +26,8 @@ var ErrDrainStopped = errors.New("workqueue: ShutDown called while draining")
 const DefaultAging = 100 * time.Millisecond
 
 // Options configure a Queue. The zero value is a working configuration: an
-// unnamed queue (no metrics) on the real clock with DefaultRateLimiter and
-// DefaultAging.
+// unnamed queue (no metrics) on the real clock with the default rate
+// limiter and DefaultAging.
 type Options[K comparable] struct {
 	// Name identifies the queue in metrics, as the "name" and "controller"
 	// labels of the workqueue_* families. An empty Name records no metrics
@@ -41,7 +41,10 @@ type Options[K comparable] struct {
 	Registerer prometheus.Registerer
 
 	// RateLimiter decides the delay of AddRateLimited and answers
-	// NumRequeues and Forget. Nil means DefaultRateLimiter on Clock.
+	// NumRequeues and Forget. Nil means the default on Clock: the larger
+	// of a per-key back-off from 5 ms doubling up to 1000 s and an overall
+	// bucket of 10 retries a second, burst 100 (NewControllerRateLimiter
+	// makes that shape with other numbers).
 	RateLimiter RateLimiter[K]
 
 	// Clock is the source of time for delays, aging and metrics. Nil means
@@ -162,7 +165,7 @@ func New[K comparable](cfg Options[K]) *Queue[K] {
 	}
 	rl := cfg.RateLimiter
 	if rl == nil {
-		rl = DefaultRateLimiter[K](clk)
+		rl = defaultRateLimiter[K](clk)
 	}
 	q := &Queue[K]{
 		waiterPool: sync.Pool{New: func() any {
@@ -624,19 +627,6 @@ func (q *Queue[K]) signalDone() {
 		close(q.doneCh)
 		q.doneCh = nil
 	}
-}
-
-// Len reports how many keys are ready to be handed out, not counting keys in
-// flight or delayed. It is for information only: the answer may be stale
-// before it is used.
-func (q *Queue[K]) Len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.drainPending()
-	if q.delays.len() > 0 {
-		q.promote(q.now())
-	}
-	return q.ring.n + q.prio.len()
 }
 
 // shuttingDownNow reports whether ShutDown or ShutDownWithDrain was called

@@ -52,8 +52,8 @@ func TestQueue_DeduplicatesKeysWaitingToBeHandedOut(t *testing.T) {
 	q.Add("b")
 	q.Add("a")
 	q.Add("a")
-	if got := q.Len(); got != 2 {
-		t.Fatalf("Len = %d after adding a, b, a, a; want 2", got)
+	if got := q.Status().Ready; got != 2 {
+		t.Fatalf("Status().Ready = %d after adding a, b, a, a; want 2", got)
 	}
 	if k := mustGet(t, q); k != "a" {
 		t.Fatalf("first Get = %q, want a", k)
@@ -61,8 +61,8 @@ func TestQueue_DeduplicatesKeysWaitingToBeHandedOut(t *testing.T) {
 	if k := mustGet(t, q); k != "b" {
 		t.Fatalf("second Get = %q, want b", k)
 	}
-	if got := q.Len(); got != 0 {
-		t.Fatalf("Len = %d after handing out both keys; want 0 (a was queued twice?)", got)
+	if got := q.Status().Ready; got != 0 {
+		t.Fatalf("Status().Ready = %d after handing out both keys; want 0 (a was queued twice?)", got)
 	}
 }
 
@@ -72,19 +72,19 @@ func TestQueue_KeyAddedWhileInFlightIsHandedOutAgainOnlyAfterDone(t *testing.T) 
 	k := mustGet(t, q)
 	q.Add("a")
 	q.Add("a")
-	if got := q.Len(); got != 0 {
-		t.Fatalf("Len = %d while a is in flight; want 0: a must wait for its Done", got)
+	if got := q.Status().Ready; got != 0 {
+		t.Fatalf("Status().Ready = %d while a is in flight; want 0: a must wait for its Done", got)
 	}
 	q.Done(k)
-	if got := q.Len(); got != 1 {
-		t.Fatalf("Len = %d after Done; want 1: a was added while in flight", got)
+	if got := q.Status().Ready; got != 1 {
+		t.Fatalf("Status().Ready = %d after Done; want 1: a was added while in flight", got)
 	}
 	if k := mustGet(t, q); k != "a" {
 		t.Fatalf("Get = %q, want a", k)
 	}
 	q.Done("a")
-	if got := q.Len(); got != 0 {
-		t.Fatalf("Len = %d after the second Done; want 0", got)
+	if got := q.Status().Ready; got != 0 {
+		t.Fatalf("Status().Ready = %d after the second Done; want 0", got)
 	}
 }
 
@@ -334,8 +334,8 @@ func TestQueue_DoneForKeyNotInFlightIsIgnored(t *testing.T) {
 	q.Done("never-added")
 	q.Add("a")
 	q.Done("a") // ready, not in flight
-	if got := q.Len(); got != 1 {
-		t.Fatalf("Len = %d after Done of a ready key; want 1 (Done must not drop it)", got)
+	if got := q.Status().Ready; got != 1 {
+		t.Fatalf("Status().Ready = %d after Done of a ready key; want 1 (Done must not drop it)", got)
 	}
 	k := mustGet(t, q)
 	q.Done(k)
@@ -529,8 +529,8 @@ func TestQueue_AddIgnoresSnapshotEntryRecycledForAnotherKey(t *testing.T) {
 	}
 	q.Add("new") // recycles old's entry
 	q.Add("old")
-	if n := q.Len(); n != 2 {
-		t.Fatalf("Len = %d after adding new and old; want 2 (old was merged into new's recycled entry?)", n)
+	if n := q.Status().Ready; n != 2 {
+		t.Fatalf("Status().Ready = %d after adding new and old; want 2 (old was merged into new's recycled entry?)", n)
 	}
 	got := map[string]bool{mustGet(t, q): true, mustGet(t, q): true}
 	if !got["new"] || !got["old"] {

@@ -19,16 +19,16 @@ type RateLimiter[K comparable] interface {
 	NumRequeues(k K) int
 }
 
-// DefaultRateLimiter is the limiter a Queue uses when Options.RateLimiter is
+// defaultRateLimiter is the limiter a Queue uses when Options.RateLimiter is
 // nil, the one Kubernetes controllers have used for years: the larger of a
 // per-key exponential back-off from 5 ms doubling up to 1000 s, and an
 // overall token bucket of 10 retries per second with a burst of 100. A nil
 // clock means the real clock.
-func DefaultRateLimiter[K comparable](clk clock.PassiveClock) RateLimiter[K] {
+func defaultRateLimiter[K comparable](clk clock.PassiveClock) RateLimiter[K] {
 	return NewControllerRateLimiter[K](5*time.Millisecond, 1000*time.Second, 10, 100, clk)
 }
 
-// NewControllerRateLimiter is DefaultRateLimiter's shape with other
+// NewControllerRateLimiter is the default limiter's shape with other
 // numbers: the larger of a per-key exponential back-off from base doubling
 // up to max, and an overall token bucket of qps retries per second with a
 // burst of burst. sample-controller, for example, uses 5 ms, 1000 s, 50

@@ -105,7 +105,7 @@ func TestMaxOfRateLimiter_TakesTheLongestDelayAndForgetsEverywhere(t *testing.T)
 
 func TestDefaultRateLimiter_IsExponentialFrom5msCappedByAnOverallBucket(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
-	r := DefaultRateLimiter[int](clk)
+	r := defaultRateLimiter[int](clk)
 	for i, w := range []time.Duration{5, 10, 20, 40} {
 		if d := r.When(1); d != w*time.Millisecond {
 			t.Fatalf("retry %d: When = %v, want %v", i+1, d, w*time.Millisecond)
@@ -119,7 +119,7 @@ func TestDefaultRateLimiter_IsExponentialFrom5msCappedByAnOverallBucket(t *testi
 	}
 	// 100 distinct keys fit the burst; the 101st waits for the 10 qps bucket.
 	// (Keys 2.. have had 0 retries: exponential says 5ms.)
-	r2 := DefaultRateLimiter[int](clk)
+	r2 := defaultRateLimiter[int](clk)
 	for k := range 100 {
 		if d := r2.When(k); d != 5*time.Millisecond {
 			t.Fatalf("key %d: When = %v, want 5ms", k, d)

@@ -16,7 +16,7 @@ func (q *Queue[K]) schedule(e *entry[K], state uint8, at int64) {
 }
 
 // promote makes every entry whose delay has passed ready, as of now (when
-// the queue sees it due: a timer fired, or Get or Len ran).
+// the queue sees it due: a timer fired, or Get or Status ran).
 func (q *Queue[K]) promote(now int64) {
 	for q.delays.len() > 0 && q.delays.first().readyAt <= now {
 		e := q.delays.first()

@@ -25,6 +25,7 @@ import (
 
 	"github.com/kloop-dev/kloop/cli"
 	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/internal/ctxwait"
 	"github.com/kloop-dev/kloop/internal/reexec"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
@@ -166,7 +167,7 @@ func TestFooController_SampleControllersPlainCRDAndExampleReachAvailableAndSIGTE
 	fooWatch := dynamic.NewForConfigOrDie(e.Config).Resource(v1alpha1.Resource).Namespace("default")
 	availCtx, availCancel := context.WithTimeout(ctx, 90*time.Second) // pods need kube-controller-manager and podsim
 	defer availCancel()
-	_, err = await.ObjectContext(availCtx, fooWatch, "example-foo", func(f *unstructured.Unstructured) bool {
+	_, err = ctxwait.Object(availCtx, fooWatch, "example-foo", func(f *unstructured.Unstructured) bool {
 		n, _, _ := unstructured.NestedInt64(f.Object, "status", "availableReplicas")
 		return n == 1
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/debug"
+	"github.com/kloop-dev/kloop/internal/kubeconfig"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
@@ -74,7 +75,7 @@ func fleetDemo(n int, dataDir, binDir, namespace, debugAddr string, log, cpLog *
 			return exitCode(ctx, "kloop demo", err, stderr)
 		}
 		if i > 0 {
-			if err := testenv.WriteKubeconfig(filepath.Join(kubeconfigs, clusterName(i)+".kubeconfig"), env.Config); err != nil {
+			if err := kubeconfig.Write(filepath.Join(kubeconfigs, clusterName(i)+".kubeconfig"), env.Config); err != nil {
 				fmt.Fprintf(stderr, "kloop demo: %v\n", err)
 				return 1
 			}

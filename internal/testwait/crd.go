@@ -50,7 +50,7 @@ func CRDServed(t await.TB, cfg *rest.Config, name string) {
 // CRDEstablished reports whether crd has the condition Established: the
 // API server has accepted its names and serves its resources (a new group
 // may still answer 404 for a moment; see CRDServed). A condition for
-// Object and ObjectContext.
+// await.Object and ctxwait.Object.
 func CRDEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	return slices.ContainsFunc(crd.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
 		return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/ctxwait"
 	"github.com/kloop-dev/kloop/internal/testwait"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,7 +21,6 @@ import (
 
 	"github.com/kloop-dev/kloop/samples/podsim"
 	"github.com/kloop-dev/kloop/testenv"
-	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // controlPlane is etcd and kube-apiserver only: podsim is the one acting on
@@ -71,7 +71,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx 
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
 	var condErr error
-	err := await.UntilContext(ctx, changed.Changed, func() bool {
+	err := ctxwait.Until(ctx, changed.Changed, func() bool {
 		ok, err := cond(ctx)
 		condErr = err
 		return ok || err != nil

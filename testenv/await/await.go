@@ -4,11 +4,13 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/kloop-dev/kloop/internal/ctxwait"
 )
 
 // TB is the part of testing.TB the waits use; *testing.T and *testing.B
-// satisfy it. It is declared here so that library code using the ...Context
-// forms (manifest.InstallCRD) does not link package testing into programs.
+// satisfy it. It is declared here so that code built on the waits (kloop's
+// internal test helpers) does not link package testing into programs.
 type TB interface {
 	Helper()
 	Context() context.Context
@@ -61,24 +63,7 @@ func Until(t TB, what string, changed func() <-chan struct{}, cond func() bool) 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
 	defer cancel()
-	if err := UntilContext(ctx, changed, cond); err != nil {
+	if err := ctxwait.Until(ctx, changed, cond); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
-// UntilContext is Until for code that has no testing.TB (a helper process,
-// a goroutine that must not call t.Fatal): it returns ctx's cause when ctx
-// ends before cond holds.
-func UntilContext(ctx context.Context, changed func() <-chan struct{}, cond func() bool) error {
-	for {
-		ch := changed()
-		if cond() {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/ctxwait"
 	"github.com/kloop-dev/kloop/internal/testwait"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,14 +61,14 @@ func TestUntil_ChecksAgainOnEveryNotifyAndReturnsOnceTrue(t *testing.T) {
 	})
 }
 
-func TestUntilContext_ReturnsTheCauseWhenTheConditionNeverHolds(t *testing.T) {
+func TestCtxwaitUntil_ReturnsTheCauseWhenTheConditionNeverHolds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var sig await.Signal
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		err := await.UntilContext(ctx, sig.Changed, func() bool { return false })
+		err := ctxwait.Until(ctx, sig.Changed, func() bool { return false })
 		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("UntilContext = %v, want the deadline", err)
+			t.Fatalf("ctxwait.Until = %v, want the deadline", err)
 		}
 	})
 }
@@ -319,7 +320,7 @@ func TestGone_ReturnsAtOnceForNoObjectAndOnceAFinalizedOneIsDeleted(t *testing.T
 	}
 }
 
-func TestObjectContext_SaysWhatItLastSawWhenTheConditionNeverHolds(t *testing.T) {
+func TestCtxwaitObject_SaysWhatItLastSawWhenTheConditionNeverHolds(t *testing.T) {
 	e := controlPlane.Env(t)
 	kc := kubernetes.NewForConfigOrDie(e.Config)
 	ns := testenv.NewNamespace(t, kc, "await-last")
@@ -329,14 +330,14 @@ func TestObjectContext_SaysWhatItLastSawWhenTheConditionNeverHolds(t *testing.T)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
-	_, err := await.ObjectContext(ctx, cms, "c", func(*corev1.ConfigMap) bool { return false })
+	_, err := ctxwait.Object(ctx, cms, "c", func(*corev1.ConfigMap) bool { return false })
 	if err == nil || !strings.Contains(err.Error(), "seen-value") || !strings.Contains(err.Error(), "c last seen as") {
-		t.Errorf("ObjectContext error = %v, want the deadline with the object last seen", err)
+		t.Errorf("ctxwait.Object error = %v, want the deadline with the object last seen", err)
 	}
 	ctx, cancel = context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
-	_, err = await.ObjectContext(ctx, cms, "missing", func(*corev1.ConfigMap) bool { return true })
+	_, err = ctxwait.Object(ctx, cms, "missing", func(*corev1.ConfigMap) bool { return true })
 	if err == nil || !strings.Contains(err.Error(), "missing was never seen") {
-		t.Errorf("ObjectContext for a missing object: %v, want it to say it never saw it", err)
+		t.Errorf("ctxwait.Object for a missing object: %v, want it to say it never saw it", err)
 	}
 }

@@ -17,8 +17,8 @@
 //
 // None asks again on a timer.
 //
-// The ...Context forms take no testing.TB and return an error instead:
-// they serve helper processes and library code.
+// Every wait ends with the test's context, or after Timeout, whichever is
+// first, and then fails the test it is given.
 //
 // It is not named wait so that it does not shadow
 // k8s.io/apimachinery/pkg/util/wait.

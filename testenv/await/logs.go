@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kloop-dev/kloop/internal/ctxwait"
 )
 
 // Logs is an slog.Handler that keeps every record it is given, at every
@@ -155,7 +157,7 @@ func Logged(t TB, what string, logs *Logs, match func(Record) bool) Record {
 	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
 	defer cancel()
 	var found Record
-	err := UntilContext(ctx, logs.changed, func() bool {
+	err := ctxwait.Until(ctx, logs.changed, func() bool {
 		for _, r := range logs.Records() {
 			if match(r) {
 				found = r

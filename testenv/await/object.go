@@ -2,15 +2,12 @@ package await
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
+
+	"github.com/kloop-dev/kloop/internal/ctxwait"
 )
 
 // Watcher is what Object needs of a client: the Watch method every
@@ -30,99 +27,11 @@ func Object[T runtime.Object](t TB, what string, w Watcher, name string, cond fu
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
 	defer cancel()
-	obj, err := ObjectContext(ctx, w, name, cond)
+	obj, err := ctxwait.Object(ctx, w, name, cond)
 	if err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
 	return obj
-}
-
-// ObjectContext is Object for code that has no testing.TB: it returns
-// ctx's cause when ctx ends before cond holds, with the last state of the
-// object it saw.
-func ObjectContext[T runtime.Object](ctx context.Context, w Watcher, name string, cond func(T) bool) (T, error) {
-	var zero T
-	var lastErr error
-	var last runtime.Object
-	for {
-		// No resourceVersion: the watch starts with the object's current
-		// state as an Added event, then reports every change.
-		wi, err := w.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
-		if err != nil {
-			if ctx.Err() != nil {
-				return zero, fmt.Errorf("%w (last error: %v; %s)", context.Cause(ctx), err, lastSeen(name, last))
-			}
-			// Nothing would tell when to try again: fail rather than
-			// spin.
-			return zero, fmt.Errorf("watch %s: %w", name, err)
-		}
-		obj, done, err := watchFor(ctx, wi, cond, &last)
-		wi.Stop()
-		if done {
-			return obj, nil
-		}
-		if err != nil {
-			lastErr = err
-		}
-		if ctx.Err() != nil {
-			if lastErr != nil {
-				return zero, fmt.Errorf("%w (last watch error: %v; %s)", context.Cause(ctx), lastErr, lastSeen(name, last))
-			}
-			return zero, fmt.Errorf("%w (%s)", context.Cause(ctx), lastSeen(name, last))
-		}
-	}
-}
-
-// lastSeenMax bounds how much of an object a failure message quotes.
-const lastSeenMax = 4 << 10
-
-// lastSeen says what a wait last saw of the object called name: its JSON
-// (cut at lastSeenMax), that it was deleted, or that it never existed.
-func lastSeen(name string, last runtime.Object) string {
-	switch {
-	case last == nil:
-		return fmt.Sprintf("%s was never seen", name)
-	case last == deleted:
-		return fmt.Sprintf("%s was last seen deleted", name)
-	}
-	b, err := json.Marshal(last)
-	if err != nil {
-		return fmt.Sprintf("%s last seen as %T (%v)", name, last, err)
-	}
-	if len(b) > lastSeenMax {
-		b = append(b[:lastSeenMax], "..."...)
-	}
-	return fmt.Sprintf("%s last seen as %s", name, b)
-}
-
-// deleted stands for "the object was deleted" in a wait's last state.
-var deleted runtime.Object = &metav1.Status{Reason: "Deleted"}
-
-// watchFor reads wi until cond holds (done), the watch ends or ctx does.
-// It keeps the latest state in *last.
-func watchFor[T runtime.Object](ctx context.Context, wi watch.Interface, cond func(T) bool, last *runtime.Object) (_ T, done bool, _ error) {
-	var zero T
-	for {
-		select {
-		case <-ctx.Done():
-			return zero, false, nil
-		case ev, ok := <-wi.ResultChan():
-			if !ok {
-				return zero, false, nil
-			}
-			switch ev.Type {
-			case watch.Added, watch.Modified:
-				*last = ev.Object
-				if obj, ok := ev.Object.(T); ok && cond(obj) {
-					return obj, true, nil
-				}
-			case watch.Deleted:
-				*last = deleted
-			case watch.Error:
-				return zero, false, fmt.Errorf("watch error: %v", ev.Object)
-			}
-		}
-	}
 }
 
 // Gone waits until the object called name that w serves does not exist:
@@ -134,75 +43,8 @@ func Gone(t TB, what string, w Watcher, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
 	defer cancel()
-	if err := goneContext(ctx, w, name); err != nil {
+	if err := ctxwait.Gone(ctx, w, name); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
-// goneContext is Gone for code that has no testing.TB: it returns ctx's
-// cause, with the object's last state, when ctx ends first.
-func goneContext(ctx context.Context, w Watcher, name string) error {
-	var last runtime.Object
-	for {
-		// A watch that sends the current state first and then a bookmark
-		// marking its end: without it, "no such object" would look the
-		// same as "nothing happened yet".
-		wi, err := w.Watch(ctx, metav1.ListOptions{
-			FieldSelector:        fields.OneTermEqualSelector("metadata.name", name).String(),
-			SendInitialEvents:    ptr.To(true),
-			ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
-			AllowWatchBookmarks:  true,
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("%w (last error: %v; %s)", context.Cause(ctx), err, lastSeen(name, last))
-			}
-			return fmt.Errorf("watch %s: %w", name, err)
-		}
-		done, err := goneIn(ctx, wi, &last)
-		wi.Stop()
-		switch {
-		case done:
-			return nil
-		case err != nil:
-			return err
-		case ctx.Err() != nil:
-			return fmt.Errorf("%w (%s)", context.Cause(ctx), lastSeen(name, last))
-		}
-	}
-}
-
-// goneIn reads wi until the object is known to be absent (done), the watch
-// ends or ctx does.
-func goneIn(ctx context.Context, wi watch.Interface, last *runtime.Object) (done bool, _ error) {
-	exists, listed := false, false
-	for {
-		select {
-		case <-ctx.Done():
-			return false, nil
-		case ev, ok := <-wi.ResultChan():
-			if !ok {
-				return false, nil
-			}
-			switch ev.Type {
-			case watch.Added, watch.Modified:
-				exists, *last = true, ev.Object
-			case watch.Deleted:
-				if listed {
-					return true, nil
-				}
-				exists, *last = false, deleted
-			case watch.Bookmark:
-				if m, err := meta.Accessor(ev.Object); err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
-					listed = true
-					if !exists {
-						return true, nil
-					}
-				}
-			case watch.Error:
-				return false, fmt.Errorf("watch error: %v", ev.Object)
-			}
-		}
 	}
 }
 
@@ -217,44 +59,7 @@ func Watched(t TB, what string, w Watcher, opts metav1.ListOptions, cond func(ct
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
 	defer cancel()
-	if err := watchedContext(ctx, w, opts, cond); err != nil {
+	if err := ctxwait.Watched(ctx, w, opts, cond); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
-// watchedContext is Watched for code that has no testing.TB.
-func watchedContext(ctx context.Context, w Watcher, opts metav1.ListOptions, cond func(ctx context.Context) (bool, error)) error {
-	for {
-		wi, err := w.Watch(ctx, opts)
-		if err != nil {
-			return fmt.Errorf("watch: %w", err)
-		}
-		done, err := watchedFor(ctx, wi, cond)
-		wi.Stop()
-		if done || err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-	}
-}
-
-// watchedFor checks cond once, then after each event of wi, until it holds
-// (done), fails, or the watch or ctx ends.
-func watchedFor(ctx context.Context, wi watch.Interface, cond func(ctx context.Context) (bool, error)) (done bool, _ error) {
-	for {
-		ok, err := cond(ctx)
-		if ok || err != nil {
-			return ok, err
-		}
-		select {
-		case <-ctx.Done():
-			return false, nil
-		case _, open := <-wi.ResultChan():
-			if !open {
-				return false, nil
-			}
-		}
 	}
 }

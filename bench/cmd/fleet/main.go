@@ -60,6 +60,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kloop-dev/kloop/bench/internal/childproc"
+	"github.com/kloop-dev/kloop/internal/kubeconfig"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -141,11 +142,11 @@ func run(counts []int, joins, objects int, profile string) error {
 	defer os.RemoveAll(dir)
 	home := planes[0]
 	homeKubeconfig := filepath.Join(dir, "home.kubeconfig")
-	if err := testenv.WriteKubeconfig(homeKubeconfig, home.env.Config); err != nil {
+	if err := kubeconfig.Write(homeKubeconfig, home.env.Config); err != nil {
 		return err
 	}
 	for i, p := range planes[1:] {
-		if err := testenv.WriteKubeconfig(filepath.Join(dir, memberName(i+1)+".kubeconfig"), p.env.Config); err != nil {
+		if err := kubeconfig.Write(filepath.Join(dir, memberName(i+1)+".kubeconfig"), p.env.Config); err != nil {
 			return err
 		}
 		for j := range objects {

@@ -66,6 +66,7 @@ import (
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/kubeconfig"
 	slotset "github.com/kloop-dev/kloop/internal/slots"
 	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/testenv"
@@ -124,8 +125,8 @@ func run(n, updates int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := testenv.WriteKubeconfig(kubeconfig, env.Config); err != nil {
+	kcPath := filepath.Join(dir, "kubeconfig")
+	if err := kubeconfig.Write(kcPath, env.Config); err != nil {
 		return err
 	}
 	fmt.Printf("sharding benchmark: N=%d ConfigMaps (512-byte payload) in one namespace, %d updates counted, %d replicas of %d slots by UID, GOMAXPROCS=%d\n",
@@ -144,7 +145,7 @@ func run(n, updates int) error {
 	results := map[string][]result{}
 	for _, mode := range []string{"unsharded", "server", "client"} {
 		t := time.Now()
-		rs, err := measure(ctx, kc, kubeconfig, mode, n, updates)
+		rs, err := measure(ctx, kc, kcPath, mode, n, updates)
 		if err != nil {
 			return fmt.Errorf("%s: %w", mode, err)
 		}

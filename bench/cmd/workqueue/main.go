@@ -75,7 +75,7 @@ func (k kloopQueue) get() (string, bool) {
 	return key, err == nil
 }
 func (k kloopQueue) done(key string) { k.q.Done(key) }
-func (k kloopQueue) len() int        { return k.q.Len() }
+func (k kloopQueue) len() int        { return k.q.Status().Ready }
 func (k kloopQueue) shutDown()       { k.q.ShutDown() }
 
 type clientGoQueue struct {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/kubeconfig"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
@@ -85,7 +86,7 @@ func TestFleetScaleOut(t *testing.T) {
 	nsNames := namespaceNames(int(scenarios.Add(1)))[:fleetNamespaces] // like generated names: FNV-1a, which places them, spreads "team-01", "team-02" ... poorly
 	for i, env := range envs {
 		m := newFleetMember(t, ctx, string(rune('a'+i)), env, nsNames)
-		if err := testenv.WriteKubeconfig(filepath.Join(dir, m.name+".kubeconfig"), env.Config); err != nil {
+		if err := kubeconfig.Write(filepath.Join(dir, m.name+".kubeconfig"), env.Config); err != nil {
 			t.Fatal(err)
 		}
 		members = append(members, m)

@@ -36,6 +36,7 @@ import (
 
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/kubeconfig"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
@@ -419,9 +420,9 @@ func (c *cluster) procsList() []*replicaProc {
 // start runs the replica id: this test binary in replica mode.
 func (c *cluster) start(id string) {
 	c.t.Helper()
-	kubeconfig := filepath.Join(c.dir, "kubeconfig")
-	if _, err := os.Stat(kubeconfig); err != nil {
-		if err := testenv.WriteKubeconfig(kubeconfig, c.env.Config); err != nil {
+	kcPath := filepath.Join(c.dir, "kubeconfig")
+	if _, err := os.Stat(kcPath); err != nil {
+		if err := kubeconfig.Write(kcPath, c.env.Config); err != nil {
 			c.t.Fatal(err)
 		}
 	}
@@ -434,7 +435,7 @@ func (c *cluster) start(id string) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(),
 		replicaEnv+"="+id,
-		kubeconfigEnv+"="+kubeconfig,
+		kubeconfigEnv+"="+kcPath,
 		groupEnv+"="+c.group,
 		recordsEnv+"="+filepath.Join(c.dir, "records"),
 	)
