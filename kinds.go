@@ -23,7 +23,7 @@ import (
 type kinds struct {
 	mu         sync.Mutex
 	gates      map[schema.GroupVersionKind]*kindgate.Gate
-	byResource map[string]*kindgate.Gate // informer.ResourceName
+	byResource map[string]*kindgate.Gate // kindgate.ResourceName
 	order      []*kindgate.Gate
 	holds      map[*controller.Controller[cache.Key]]func(cache.Key) bool
 	disc       discovery.DiscoveryInterface
@@ -63,23 +63,13 @@ func (a *App) kindGate(gvk schema.GroupVersionKind, gvr schema.GroupVersionResou
 	}
 	g := kindgate.New(kindName(gvk), open, "not served", a.probe(gvk, gvr, namespaced))
 	k.gates[gvk] = g
-	k.byResource[resourceName(gvr)] = g
+	k.byResource[kindgate.ResourceName(gvr)] = g
 	k.order = append(k.order, g)
 	if k.runCtx != nil {
 		ctx := k.runCtx
 		k.wg.Go(func() { g.Run(ctx, a.log) })
 	}
 	return g
-}
-
-// resourceName is informer.ResourceName, which the factory's WaitFor
-// gets (with a suffix for metadata and unstructured informers).
-func resourceName(gvr schema.GroupVersionResource) string {
-	s := gvr.Resource + "." + gvr.Version
-	if gvr.Group != "" {
-		s += "." + gvr.Group
-	}
-	return s
 }
 
 // gateOf is the factory's WaitFor: the gate of an informer's resource.

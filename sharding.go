@@ -13,6 +13,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/kindgate"
 	"github.com/kloop-dev/kloop/internal/restrict"
 	"github.com/kloop-dev/kloop/sharding"
 )
@@ -151,7 +152,7 @@ func (a *App) shardObjects(gvr schema.GroupVersionResource, scope informer.Scope
 	if a.member == nil {
 		return
 	}
-	a.shardFlag(informer.ResourceName(gvr), scope).Store(true)
+	a.shardFlag(kindgate.ResourceName(gvr), scope).Store(true)
 }
 
 // gate keeps a controller to this replica's share of the keys (see

@@ -74,7 +74,7 @@ type FactoryOptions struct {
 	Memory Memory
 	// Restrict, if set, is called once for each informer the factory
 	// creates, with its resource (such as "deployments.v1.apps", see
-	// ResourceName) and Scope, and may narrow it to a part of its objects
+	// kindgate.ResourceName) and Scope, and may narrow it to a part of its objects
 	// (a Restriction: the sharding package's Member.Shard makes them);
 	// nil leaves the informer whole. Default: every informer is whole.
 	Restrict func(resource string, scope Scope) *restrict.Restriction
@@ -177,7 +177,7 @@ func OfResource[T interface {
 }, E any](f *Factory, gvr schema.GroupVersionResource, scope Scope) (*Informer[T], error) {
 	switch any(T(nil)).(type) {
 	case *metav1.PartialObjectMetadata:
-		return ofListerWatcher(f, ResourceName(gvr)+" (metadata)", scope, func(o watcher.Scope) (watcher.ListerWatcher[T], error) {
+		return ofListerWatcher(f, kindgate.ResourceName(gvr)+" (metadata)", scope, func(o watcher.Scope) (watcher.ListerWatcher[T], error) {
 			c, err := f.metadataClient()
 			if err != nil {
 				return nil, err
@@ -190,7 +190,7 @@ func OfResource[T interface {
 			return any(watcher.FromClient[*metav1.PartialObjectMetadata](rc, o)).(watcher.ListerWatcher[T]), nil
 		})
 	case *unstructured.Unstructured:
-		return ofListerWatcher(f, ResourceName(gvr)+" (unstructured)", scope, func(o watcher.Scope) (watcher.ListerWatcher[T], error) {
+		return ofListerWatcher(f, kindgate.ResourceName(gvr)+" (unstructured)", scope, func(o watcher.Scope) (watcher.ListerWatcher[T], error) {
 			c, err := f.dynamicClient()
 			if err != nil {
 				return nil, err
@@ -203,7 +203,7 @@ func OfResource[T interface {
 			return any(watcher.FromClient[*unstructured.Unstructured](rc, o)).(watcher.ListerWatcher[T]), nil
 		})
 	}
-	return ofListerWatcher(f, ResourceName(gvr), scope, func(o watcher.Scope) (watcher.ListerWatcher[T], error) {
+	return ofListerWatcher(f, kindgate.ResourceName(gvr), scope, func(o watcher.Scope) (watcher.ListerWatcher[T], error) {
 		if f.cfg == nil {
 			return nil, errors.New("informer: factory has no rest.Config")
 		}
@@ -325,18 +325,6 @@ func ofListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 		f.startLocked(e)
 	}
 	return inf, nil
-}
-
-// ResourceName is how the factory names the resource gvr: in informer
-// names, and to FactoryOptions.Restrict (for the typed informers of OfResource and Of;
-// the metadata and unstructured ones add " (metadata)" and
-// " (unstructured)"). For example "deployments.v1.apps".
-func ResourceName(gvr schema.GroupVersionResource) string {
-	s := gvr.Resource + "." + gvr.Version
-	if gvr.Group != "" {
-		s += "." + gvr.Group
-	}
-	return s
 }
 
 func (f *Factory) metadataClient() (metadata.Interface, error) {

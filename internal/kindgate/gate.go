@@ -28,6 +28,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Timing of Run's polling.
@@ -202,4 +204,16 @@ func (g *Gate) String() string {
 		return err.Error()
 	}
 	return fmt.Sprintf("kind %s: served", g.kind)
+}
+
+// ResourceName is how kloop names the resource gvr: in informer names, in
+// the keys of a factory's WaitFor and Restrict, and on the debug page (the
+// metadata and unstructured informers add " (metadata)" and
+// " (unstructured)"). For example "deployments.v1.apps".
+func ResourceName(gvr schema.GroupVersionResource) string {
+	s := gvr.Resource + "." + gvr.Version
+	if gvr.Group != "" {
+		s += "." + gvr.Group
+	}
+	return s
 }

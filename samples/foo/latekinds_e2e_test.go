@@ -21,6 +21,7 @@ import (
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/internal/kindgate"
 	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
@@ -189,7 +190,7 @@ func installFoo(t *testing.T, cfg *rest.Config, foos *client.Resource[*v1alpha1.
 func fooInformer(t *testing.T, app *kloop.App) informer.Status {
 	t.Helper()
 	for _, st := range app.Factory().Status() {
-		if st.Resource == informer.ResourceName(v1alpha1.Resource) {
+		if st.Resource == kindgate.ResourceName(v1alpha1.Resource) {
 			return st
 		}
 	}
