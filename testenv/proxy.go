@@ -31,16 +31,6 @@ type Fault struct {
 	BytesPerSecond int
 }
 
-func (f Fault) String() string {
-	switch {
-	case f.Blackhole:
-		return "blackhole"
-	case f.Latency == 0 && f.BytesPerSecond == 0:
-		return "pass"
-	}
-	return fmt.Sprintf("latency %v, %d B/s", f.Latency, f.BytesPerSecond)
-}
-
 // Proxy is a TCP proxy on 127.0.0.1 in front of one backend address, whose
 // Fault a test switches at any time: it applies at once to every open
 // connection and to new ones. Reset cuts every connection. Only loopback
