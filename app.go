@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/kloop-dev/kloop/client"
@@ -68,6 +69,7 @@ type App struct {
 	started    bool
 	factory    *informer.Factory
 	discovery  discovery.DiscoveryInterface
+	metadata   metadata.Interface                              // CatchUp's lists, made on first use
 	resources  map[schema.GroupVersion]*metav1.APIResourceList // discovered, by group and version
 	runnables  []manager.Runnable
 	member     *sharding.Member        // Options.Sharding
@@ -343,6 +345,19 @@ func (a *App) factoryLocked() *informer.Factory {
 		a.factory = informer.NewFactory(a.cfg, fopts)
 	}
 	return a.factory
+}
+
+// waitForInformers returns once every informer the App holds has synced
+// (see informer.Factory.WaitForSync), or with an error naming each that
+// has not: what a controller waits for before its first reconcile.
+func (a *App) waitForInformers(ctx context.Context) error {
+	a.mu.Lock()
+	f := a.factory
+	a.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f.WaitForSync(ctx)
 }
 
 // Client returns the App's client: every write of the App goes through it,

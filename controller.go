@@ -109,7 +109,8 @@ func (b *ControllerBuilder) Workers(n int) *ControllerBuilder {
 //	.WithOptions(func(o *controller.Options[cache.Key]) { o.MaxRetries = 5 })
 //
 // Name, Logger and Registerer are the App's; OwnWrite is the App client's
-// Wrote unless set; Tracer and OwnWriteSpan are the App's when it traces
+// Wrote unless set; WaitForSync waits for every informer the App holds
+// unless set (see "When reads are answered" in docs/controllers.md); Tracer and OwnWriteSpan are the App's when it traces
 // (Options.TraceEndpoint).
 func (b *ControllerBuilder) WithOptions(change func(*controller.Options[cache.Key])) *ControllerBuilder {
 	change(&b.b.opts)
@@ -240,6 +241,9 @@ func (b *builder[K]) make(nothing string, gate func(*controller.Controller[K]) e
 	b.opts.Registerer = b.app.opts.Registry
 	if b.opts.OwnWrite == nil && b.app.client != nil {
 		b.opts.OwnWrite = b.app.client.Wrote
+	}
+	if b.opts.WaitForSync == nil {
+		b.opts.WaitForSync = b.app.waitForInformers
 	}
 	if t := b.app.traces; t != nil && b.opts.Tracer == nil {
 		b.opts.Tracer = t.Tracer()

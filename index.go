@@ -70,12 +70,13 @@ func scopedIndex[T watcher.Object](fn cache.IndexFunc[T]) cache.IndexFunc[T] {
 }
 
 // ByIndex returns the cached objects indexed under value in the named
-// index (see AddIndex), in namespace ("" for all), after waiting for this
-// App's earlier writes in that namespace as List does. A cluster-scoped
-// kind takes namespace "". Informer().Lister().ByIndex reads without waiting.
+// index (see AddIndex), in namespace ("" for all), after waiting for the
+// cache's sync and this App's earlier writes in that namespace as List
+// does. A cluster-scoped kind takes namespace "".
+// Informer().Lister().ByIndex reads without waiting.
 func (h *Handle[T]) ByIndex(ctx context.Context, namespace, index, value string) ([]T, error) {
-	if h.err != nil {
-		return nil, h.err
+	if err := h.readable(ctx); err != nil {
+		return nil, err
 	}
 	if !h.namespaced && namespace != "" {
 		return nil, fmt.Errorf("kloop: ByIndex %q on %s in namespace %q: %s is cluster-scoped; pass namespace \"\"", index, h.gvk.Kind, namespace, h.gvk.Kind)

@@ -5,10 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/kloopfake"
 )
 
 func byTeam[T interface{ GetLabels() map[string]string }](obj T) []string {
@@ -34,18 +37,42 @@ func keysOf[T interface {
 	return out
 }
 
+// startOnFake returns an App on an in-memory server holding objs; setup
+// declares its handles, then its informers run (and have synced) until the
+// test ends.
+func startOnFake(t *testing.T, setup func(*kloop.App), objs ...runtime.Object) {
+	t.Helper()
+	srv, err := kloopfake.NewServer(kloopfake.Options{Objects: objs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := kloop.New(srv.Config(), kloop.Options{Name: "index", Logger: quiet(), Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setup(app)
+	stop, err := kloopfake.Start(t.Context(), app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
 func TestHandle_ByIndexOfANamespacedKindAnswersWithinANamespaceOrAll(t *testing.T) {
-	app := newApp(t, kloop.Options{})
-	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: configMaps})
-	if err := cms.AddIndex("team", byTeam[*corev1.ConfigMap]); err != nil {
-		t.Fatal(err)
-	}
 	cm := func(ns, name, team string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: "1", Labels: map[string]string{"team": team}}}
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"team": team}}}
 	}
-	if err := cms.Seed(cm("a", "x", "blue"), cm("a", "y", "red"), cm("b", "z", "blue")); err != nil {
-		t.Fatal(err)
-	}
+	var cms *kloop.Handle[*corev1.ConfigMap]
+	startOnFake(t, func(app *kloop.App) {
+		cms = kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: configMaps})
+		if err := cms.AddIndex("team", byTeam[*corev1.ConfigMap]); err != nil {
+			t.Fatal(err)
+		}
+	}, cm("a", "x", "blue"), cm("a", "y", "red"), cm("b", "z", "blue"))
 	ctx := t.Context()
 	for _, tc := range []struct {
 		ns   string
@@ -67,17 +94,16 @@ func TestHandle_ByIndexOfANamespacedKindAnswersWithinANamespaceOrAll(t *testing.
 }
 
 func TestHandle_ByIndexOfAClusterScopedKindKeepsValuesAsTheyAre(t *testing.T) {
-	app := newApp(t, kloop.Options{})
-	nss := kloop.Objects[*corev1.Namespace](app, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("namespaces"), ClusterScoped: true})
-	if err := nss.AddIndex("team", byTeam[*corev1.Namespace]); err != nil {
-		t.Fatal(err)
-	}
 	ns := func(name, team string) *corev1.Namespace {
-		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1", Labels: map[string]string{"team": team}}}
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"team": team}}}
 	}
-	if err := nss.Seed(ns("one", "blue"), ns("two", "red"), ns("three", "blue")); err != nil {
-		t.Fatal(err)
-	}
+	var nss *kloop.Handle[*corev1.Namespace]
+	startOnFake(t, func(app *kloop.App) {
+		nss = kloop.Objects[*corev1.Namespace](app, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("namespaces"), ClusterScoped: true})
+		if err := nss.AddIndex("team", byTeam[*corev1.Namespace]); err != nil {
+			t.Fatal(err)
+		}
+	}, ns("one", "blue"), ns("two", "red"), ns("three", "blue"))
 	got, err := nss.ByIndex(t.Context(), "", "team", "blue")
 	if err != nil || !slices.Equal(keysOf(got), []string{"one", "three"}) {
 		t.Errorf("ByIndex(\"\", team, blue) = %v, %v; want [one three]", keysOf(got), err)

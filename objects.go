@@ -221,24 +221,57 @@ func (h *Handle[T]) Informer() *informer.Informer[T] { return h.inf }
 func (h *Handle[T]) Resource() *client.Resource[T] { return h.res }
 
 // Get returns the object from the cache, after waiting (bounded) until the
-// cache holds this App's earlier writes of it. A missing object is a
-// NotFound error (apierrors.IsNotFound).
+// cache has synced and holds this App's earlier writes of it. A missing
+// object is a NotFound error (apierrors.IsNotFound). A cache that cannot
+// sync is an error that names the informer and why (see readable), never
+// a NotFound.
 func (h *Handle[T]) Get(ctx context.Context, namespace, name string) (T, error) {
-	if h.err != nil {
+	if err := h.readable(ctx); err != nil {
 		var zero T
-		return zero, h.err
+		return zero, err
 	}
 	return h.reader.Get(ctx, namespace, name)
 }
 
 // List returns the cached objects in namespace ("" for all) that match
-// selector (nil for all), after waiting for this App's earlier writes in
-// that namespace.
+// selector (nil for all), after waiting until the cache has synced and
+// holds this App's earlier writes in that namespace. A cache that cannot
+// sync is an error, never an empty list; but a kind that Options.WaitForKinds
+// waits for lists empty until it is served.
 func (h *Handle[T]) List(ctx context.Context, namespace string, selector labels.Selector) ([]T, error) {
-	if h.err != nil {
-		return nil, h.err
+	if err := h.readable(ctx); err != nil {
+		return nil, err
 	}
 	return h.reader.List(ctx, namespace, selector)
+}
+
+// ReadSyncTimeout bounds how long a read of a Handle (Get, List, ByIndex,
+// ListControlledBy) waits for the first sync of the handle's informer when
+// the read's own context allows longer: the controllers' default
+// SyncTimeout.
+const ReadSyncTimeout = controller.DefaultSyncTimeout
+
+// readable returns once the handle can answer reads: it was made without
+// error and its informer has synced (a read before that would find an
+// empty cache and call it the truth). It waits at most ReadSyncTimeout,
+// and fails at once when the API server refuses the informer (403); the
+// error is an *informer.SyncError naming the informer and its last
+// list/watch error. A synced informer costs one channel check.
+func (h *Handle[T]) readable(ctx context.Context) error {
+	if h.err != nil {
+		return h.err
+	}
+	select {
+	case <-h.inf.Synced():
+		return nil
+	default:
+	}
+	ctx, cancel := context.WithTimeout(ctx, ReadSyncTimeout)
+	defer cancel()
+	if err := h.inf.WaitForSync(ctx); err != nil {
+		return fmt.Errorf("kloop: read of %s: its cache has not synced: %w", h.gvk.Kind, err)
+	}
+	return nil
 }
 
 // Create creates obj on the API server and returns what the server stored.

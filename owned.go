@@ -14,13 +14,13 @@ import (
 
 // ListControlledBy returns the cached objects whose controller reference
 // is owner (in owner's namespace; in every namespace for a cluster-scoped
-// owner), after waiting for this App's own writes of objects owner
-// controls or controlled, not for every write in the namespace as List
-// does (see client.CachedReader.ListControlledBy). The objects are
-// read-only.
+// owner), after waiting for the cache's sync (as List) and for this App's
+// own writes of objects owner controls or controlled, not for every write
+// in the namespace as List does (see client.CachedReader.ListControlledBy).
+// The objects are read-only.
 func (h *Handle[T]) ListControlledBy(ctx context.Context, owner metav1.Object) ([]T, error) {
-	if h.err != nil {
-		return nil, h.err
+	if err := h.readable(ctx); err != nil {
+		return nil, err
 	}
 	if owner == nil || owner.GetUID() == "" {
 		return nil, fmt.Errorf("kloop: ListControlledBy on %s: the owner has no UID; pass the owner as read from the API server or a cache", h.gvk.Kind)

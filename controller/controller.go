@@ -84,6 +84,14 @@ type Options[K comparable] struct {
 	// negative means wait as long as ctx allows.
 	SyncTimeout time.Duration
 
+	// WaitForSync, if set, is waited for with the sources, within
+	// SyncTimeout, before the first worker starts; its error fails Start
+	// as a source's does. An App sets it to wait for every informer it
+	// holds, so that a reconcile's first read of a kind that is not one of
+	// its sources finds that kind's cache synced. Default nil: only the
+	// sources are waited for.
+	WaitForSync func(ctx context.Context) error
+
 	// DrainTimeout bounds how long, once Start's ctx is done, the Reconcile
 	// calls in flight may take to finish: after it their ctx is cancelled
 	// with cause ErrDrainTimeout. Start still returns only when they have.
@@ -274,7 +282,7 @@ func (c *Controller[K]) note(key K, cause Cause) {
 }
 
 // Start registers the sources, waits until each has enqueued its initial
-// state, then runs Options.Workers workers until ctx is done. Then it stops
+// state (and for Options.WaitForSync), then runs Options.Workers workers until ctx is done. Then it stops
 // taking keys, lets the Reconcile calls in flight finish (cancelling them
 // after Options.DrainTimeout) and returns once every worker has exited.
 //
@@ -322,6 +330,15 @@ func (c *Controller[K]) Start(ctx context.Context) error {
 				return nil
 			}
 			return fmt.Errorf("controller %q: source %d: %w: %w", c.name, i, ErrSyncFailed, err)
+		}
+	}
+	if c.opts.WaitForSync != nil {
+		if err := c.opts.WaitForSync(syncCtx); err != nil {
+			cancelSync()
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("controller %q: %w: %w", c.name, ErrSyncFailed, err)
 		}
 	}
 	cancelSync()

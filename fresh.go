@@ -1,0 +1,163 @@
+package kloop
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/client-go/metadata"
+
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/client"
+	"github.com/kloop-dev/kloop/controller"
+)
+
+// CatchUp returns once the handle's cache is at least as fresh as
+// resourceVersion rv: it holds every object of its scope at the state the
+// API server had at rv or later, and none that was deleted by then. The
+// resourceVersions of one cluster are comparable (Kubernetes 1.35), so rv
+// may be any object's, of any kind: the change that woke a reconcile
+// (LatestChange), so that a read of another kind after it sees everything
+// that happened before that change, such as a Deployment created just
+// before the ConfigMap it mounts was edited, which that kind's informer
+// may not have delivered yet.
+//
+// A cache already at rv or later costs one comparison. A cache behind rv
+// may be lagging or only quiet (an informer's resourceVersion moves with
+// its own kind's events, and with the API server's bookmarks about once a
+// minute), so CatchUp asks the API server for the scope's metadata as of
+// rv or later (one list of names and resourceVersions, no bodies) and
+// waits until the cache holds each listed object at its listed
+// resourceVersion and none of those the list no longer has. A quiet cache
+// passes at once; a lagging one, as soon as its informer has delivered
+// what it lags by. The wait is bounded by ctx and by the client's
+// DefaultMaxWait, after which it fails naming what the cache had not seen.
+//
+// An App that shards caches only its share, which the list cannot tell:
+// CatchUp then returns an error.
+func (h *Handle[T]) CatchUp(ctx context.Context, rv string) error {
+	if err := h.readable(ctx); err != nil {
+		return err
+	}
+	if rv == "" {
+		return nil
+	}
+	lister := h.inf.Lister()
+	if atOrAfter(lister.ResourceVersion(), rv) {
+		return nil
+	}
+	if h.app.member != nil {
+		return fmt.Errorf("kloop: CatchUp on %s: the App shards, and its cache holds only this replica's share, which a list of the scope cannot tell", h.gvk.Kind)
+	}
+	listed, listRV, err := h.listMeta(ctx, rv)
+	if err != nil {
+		return fmt.Errorf("kloop: CatchUp on %s to resourceVersion %s: %w", h.gvk.Kind, rv, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, client.DefaultMaxWait)
+	defer cancel()
+	for _, m := range listed {
+		if err := lister.WaitFor(ctx, cache.Key{Namespace: m.Namespace, Name: m.Name}, m.ResourceVersion); err != nil {
+			return fmt.Errorf("kloop: CatchUp on %s to resourceVersion %s: %w", h.gvk.Kind, rv, err)
+		}
+	}
+	// What the cache holds that the list has not was deleted (or left the
+	// scope) by listRV: wait for that to arrive, or for the cache to pass
+	// listRV.
+	keep := make(map[cache.Key]bool, len(listed))
+	for _, m := range listed {
+		keep[cache.Key{Namespace: m.Namespace, Name: m.Name}] = true
+	}
+	for {
+		changed := lister.Changed()
+		gone := atOrAfter(lister.ResourceVersion(), listRV)
+		var left cache.Key
+		if !gone {
+			gone = true
+			for _, obj := range lister.List(nil) {
+				if k := cache.KeyOf(obj); !keep[k] {
+					gone, left = false, k
+					break
+				}
+			}
+		}
+		if gone {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("kloop: CatchUp on %s to resourceVersion %s: the cache still holds %s, which the API server no longer had at %s: %w",
+				h.gvk.Kind, rv, left, listRV, context.Cause(ctx))
+		}
+	}
+}
+
+// listMeta lists the metadata of the handle's scope at rv or later: the
+// objects and the list's resourceVersion.
+func (h *Handle[T]) listMeta(ctx context.Context, rv string) ([]metav1.PartialObjectMetadata, string, error) {
+	mc, err := h.app.metadataClient()
+	if err != nil {
+		return nil, "", err
+	}
+	opts := metav1.ListOptions{
+		LabelSelector:        h.scope.LabelSelector,
+		FieldSelector:        h.scope.FieldSelector,
+		ResourceVersion:      rv,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+	}
+	var (
+		out    []metav1.PartialObjectMetadata
+		listRV string
+	)
+	for _, ns := range strings.Split(h.scope.Namespace, ",") {
+		l, err := mc.Resource(h.gvr).Namespace(ns).List(ctx, opts)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, l.Items...)
+		if listRV == "" || atOrAfter(l.ResourceVersion, listRV) {
+			listRV = l.ResourceVersion
+		}
+	}
+	return out, listRV, nil
+}
+
+// metadataClient is the App's metadata client, made on first use.
+func (a *App) metadataClient() (metadata.Interface, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.metadata == nil {
+		mc, err := metadata.NewForConfig(a.cfg)
+		if err != nil {
+			return nil, err
+		}
+		a.metadata = mc
+	}
+	return a.metadata, nil
+}
+
+// LatestChange is the resourceVersion of the newest object change among
+// the causes of the reconcile ctx belongs to (controller.CausesFrom), ""
+// when none is an object's change: what to give CatchUp before reading a
+// kind other than the one that changed.
+func LatestChange(ctx context.Context) string {
+	latest := ""
+	causes, _ := controller.CausesFrom(ctx)
+	for _, c := range causes {
+		if c.ResourceVersion != "" && (latest == "" || !atOrAfter(latest, c.ResourceVersion)) {
+			latest = c.ResourceVersion
+		}
+	}
+	return latest
+}
+
+// atOrAfter reports whether resourceVersion have is want or later.
+func atOrAfter(have, want string) bool {
+	if have == want {
+		return true
+	}
+	c, err := resourceversion.CompareResourceVersion(have, want)
+	return err == nil && c >= 0
+}

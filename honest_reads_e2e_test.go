@@ -1,0 +1,230 @@
+package kloop_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
+)
+
+// bulkConfigMaps is how many ConfigMaps the honest-reads tests put behind
+// a handle: enough that their informer syncs well after one holding a
+// single object.
+const bulkConfigMaps = 500
+
+var bulk = labels.SelectorFromSet(labels.Set{"bulk": "yes"})
+
+// createBulk creates n ConfigMaps labelled bulk=yes in ns, four at a time.
+func createBulk(t *testing.T, kc kubernetes.Interface, ns string, n int) {
+	t.Helper()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	next := make(chan int)
+	for range 4 {
+		wg.Go(func() {
+			for i := range next {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bulk-%04d", i), Labels: map[string]string{"bulk": "yes"}}}
+				if _, err := kc.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// firstValue returns the first value sent on ch, failing t after
+// await.Timeout.
+func firstValue[V any](t *testing.T, what string, ch <-chan V) V {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(await.Timeout):
+		t.Fatalf("waiting for %s: not within %v", what, await.Timeout)
+	}
+	panic("unreachable")
+}
+
+// countOrError is what a test reconcile read: how many objects, or the
+// read's error.
+type countOrError struct {
+	n   int
+	err error
+}
+
+// reportFirst sends the first read's result on ch and drops the rest.
+func reportFirst(ch chan<- countOrError, n int, err error) {
+	select {
+	case ch <- countOrError{n, err}:
+	default:
+	}
+}
+
+func newHonestApp(t *testing.T, cfg *rest.Config, ns, name string) *kloop.App {
+	t.Helper()
+	app, err := kloop.New(cfg, kloop.Options{Name: name, Namespace: ns, Logger: quiet(), Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return app
+}
+
+// The bug this guards against: a controller For one Secret read 500
+// ConfigMaps through a handle that is not one of its sources, and its first
+// reconcile listed none of them, without an error, because its workers
+// started once the Secrets had synced and the ConfigMaps had not.
+func TestController_FirstReconcileSeesEveryObjectOfAHandleThatIsNotItsSource(t *testing.T) {
+	env := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(env.Config)
+	ns := testenv.NewNamespace(t, kc, "honest")
+	createBulk(t, kc, ns, bulkConfigMaps)
+	if _, err := kc.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "trigger"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for run := range 3 { // each a fresh App, as the bug showed in 3 of 3
+		t.Run(fmt.Sprint("app-", run), func(t *testing.T) {
+			app := newHonestApp(t, env.Config, ns, "honest-first")
+			cms := kloop.Objects[*corev1.ConfigMap](app)
+			secrets := kloop.Objects[*corev1.Secret](app)
+			first := make(chan countOrError, 1)
+			_, err := kloop.NewController(app, "first-read", func(ctx context.Context, _ cache.Key) (controller.Result, error) {
+				list, err := cms.List(ctx, ns, bulk)
+				reportFirst(first, len(list), err)
+				return controller.Result{}, err
+			}).For(secrets).Complete()
+			if err != nil {
+				t.Fatal(err)
+			}
+			startApp(t, app)
+			got := firstValue(t, "the first reconcile", first)
+			if got.err != nil || got.n != bulkConfigMaps {
+				t.Fatalf("the first reconcile listed %d ConfigMaps (err %v), want all %d", got.n, got.err, bulkConfigMaps)
+			}
+		})
+	}
+}
+
+// A handle made after Run (here inside the first reconcile) has an
+// informer that starts then: its first read waits for that informer's
+// sync instead of answering from an empty cache.
+func TestHandle_MadeAfterRunWaitsForItsSyncOnItsFirstRead(t *testing.T) {
+	env := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(env.Config)
+	ns := testenv.NewNamespace(t, kc, "honest-late")
+	createBulk(t, kc, ns, bulkConfigMaps)
+	if _, err := kc.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "trigger"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	app := newHonestApp(t, env.Config, ns, "honest-late")
+	secrets := kloop.Objects[*corev1.Secret](app)
+	first := make(chan countOrError, 1)
+	var once sync.Once
+	_, err := kloop.NewController(app, "late-handle", func(ctx context.Context, _ cache.Key) (controller.Result, error) {
+		once.Do(func() {
+			// Its own selector: a new informer, not one the App holds.
+			late := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{LabelSelector: "bulk=yes"})
+			list, err := late.List(ctx, ns, nil)
+			reportFirst(first, len(list), err)
+		})
+		return controller.Result{}, nil
+	}).For(secrets).Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	startApp(t, app)
+	got := firstValue(t, "the first read of the late handle", first)
+	if got.err != nil || got.n != bulkConfigMaps {
+		t.Fatalf("the late handle's first List found %d ConfigMaps (err %v), want all %d", got.n, got.err, bulkConfigMaps)
+	}
+}
+
+// A controller whose only source is a Watches (MapTo) waits for the
+// App's other informers as a For controller does.
+func TestKeyedController_WithAWatchesSourceFirstReadsAFullCache(t *testing.T) {
+	env := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(env.Config)
+	ns := testenv.NewNamespace(t, kc, "honest-watches")
+	createBulk(t, kc, ns, bulkConfigMaps)
+	if _, err := kc.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "trigger"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	app := newHonestApp(t, env.Config, ns, "honest-watches")
+	cms := kloop.Objects[*corev1.ConfigMap](app)
+	secrets := kloop.Objects[*corev1.Secret](app)
+	first := make(chan countOrError, 1)
+	_, err := kloop.NewKeyedController(app, "per-namespace", func(ctx context.Context, namespace string) (controller.Result, error) {
+		// The raw Lister, which does not wait: honest here because the
+		// controller started only once every informer of the App synced.
+		n := len(cms.Informer().Lister().ListInNamespace(namespace, bulk))
+		reportFirst(first, n, nil)
+		return controller.Result{}, nil
+	}).Watches(kloop.MapTo(secrets, func(s *corev1.Secret) []string { return []string{s.Namespace} })).Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	startApp(t, app)
+	got := firstValue(t, "the first reconcile", first)
+	if got.n != bulkConfigMaps {
+		t.Fatalf("the first reconcile's Lister held %d ConfigMaps, want all %d", got.n, bulkConfigMaps)
+	}
+}
+
+// A read whose informer the API server refuses is an error that names the
+// informer and the refusal, at once: never an empty answer.
+func TestHandle_ReadOfACacheThatCannotSyncIsAnErrorNamingTheInformer(t *testing.T) {
+	env := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(env.Config)
+	ns := testenv.NewNamespace(t, kc, "honest-refused")
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "kloop-test-nobody"} // no rights
+	app := newHonestApp(t, cfg, ns, "honest-refused")
+	cms := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("configmaps")})
+	startApp(t, app)
+	ctx, cancel := context.WithTimeout(t.Context(), await.Timeout)
+	defer cancel()
+	list, err := cms.List(ctx, ns, nil)
+	if err == nil {
+		t.Fatalf("List of a refused cache = %d objects and no error, want an error", len(list))
+	}
+	var se *informer.SyncError
+	if !apierrors.IsForbidden(err) || !errors.As(err, &se) || !strings.Contains(err.Error(), "configmaps") {
+		t.Fatalf("List of a refused cache: %v; want a forbidden *informer.SyncError naming the configmaps informer", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("List of a refused cache returned only when its context ended: %v", err)
+	}
+	if _, err := cms.Get(ctx, ns, "any"); apierrors.IsNotFound(err) || !apierrors.IsForbidden(err) {
+		t.Fatalf("Get of a refused cache: %v; want forbidden, not NotFound", err)
+	}
+}
