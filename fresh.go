@@ -3,6 +3,7 @@ package kloop
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,8 +16,9 @@ import (
 )
 
 // CatchUp returns once the handle's cache is at least as fresh as
-// resourceVersion rv: it holds every object of its scope at the state the
-// API server had at rv or later, and none that was deleted by then. The
+// resourceVersion rv in namespace ("" for all the handle watches): it
+// holds every object there at the state the API server had at rv or later,
+// and none that was deleted by then. The
 // resourceVersions of one cluster are comparable (Kubernetes 1.35), so rv
 // may be any object's, of any kind: the change that woke a reconcile
 // (LatestChange), so that a read of another kind after it sees everything
@@ -28,7 +30,8 @@ import (
 // may be lagging or only quiet (an informer's resourceVersion moves with
 // its own kind's events, and with the API server's bookmarks about once a
 // minute), so CatchUp asks the API server for the scope's metadata as of
-// rv or later (one list of names and resourceVersions, no bodies) and
+// rv or later (one list of the namespace's names and resourceVersions, no
+// bodies, with the handle's selectors) and
 // waits until the cache holds each listed object at its listed
 // resourceVersion and none of those the list no longer has. A quiet cache
 // passes at once; a lagging one, as soon as its informer has delivered
@@ -37,7 +40,7 @@ import (
 //
 // An App that shards caches only its share, which the list cannot tell:
 // CatchUp then returns an error.
-func (h *Handle[T]) CatchUp(ctx context.Context, rv string) error {
+func (h *Handle[T]) CatchUp(ctx context.Context, namespace, rv string) error {
 	if err := h.readable(ctx); err != nil {
 		return err
 	}
@@ -48,10 +51,13 @@ func (h *Handle[T]) CatchUp(ctx context.Context, rv string) error {
 	if atOrAfter(lister.ResourceVersion(), rv) {
 		return nil
 	}
+	if h.namespaced && namespace != "" && h.scope.Namespace != "" && !slices.Contains(strings.Split(h.scope.Namespace, ","), namespace) {
+		return nil // the handle holds nothing there
+	}
 	if h.app.member != nil {
 		return fmt.Errorf("kloop: CatchUp on %s: the App shards, and its cache holds only this replica's share, which a list of the scope cannot tell", h.gvk.Kind)
 	}
-	listed, listRV, err := h.listMeta(ctx, rv)
+	listed, listRV, err := h.listMeta(ctx, namespace)
 	if err != nil {
 		return fmt.Errorf("kloop: CatchUp on %s to resourceVersion %s: %w", h.gvk.Kind, rv, err)
 	}
@@ -75,7 +81,7 @@ func (h *Handle[T]) CatchUp(ctx context.Context, rv string) error {
 		var left cache.Key
 		if !gone {
 			gone = true
-			for _, obj := range lister.List(nil) {
+			for _, obj := range lister.ListInNamespace(namespace, nil) {
 				if k := cache.KeyOf(obj); !keep[k] {
 					gone, left = false, k
 					break
@@ -94,24 +100,28 @@ func (h *Handle[T]) CatchUp(ctx context.Context, rv string) error {
 	}
 }
 
-// listMeta lists the metadata of the handle's scope at rv or later: the
-// objects and the list's resourceVersion.
-func (h *Handle[T]) listMeta(ctx context.Context, rv string) ([]metav1.PartialObjectMetadata, string, error) {
+// listMeta lists the metadata of the handle's objects in namespace ("" for
+// all it watches) as the API server has them now: the objects and the
+// list's resourceVersion.
+func (h *Handle[T]) listMeta(ctx context.Context, namespace string) ([]metav1.PartialObjectMetadata, string, error) {
 	mc, err := h.app.metadataClient()
 	if err != nil {
 		return nil, "", err
 	}
-	opts := metav1.ListOptions{
-		LabelSelector:        h.scope.LabelSelector,
-		FieldSelector:        h.scope.FieldSelector,
-		ResourceVersion:      rv,
-		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
-	}
+	// A consistent list (no resourceVersion) is at rv or later, since
+	// rv was issued before it: the API server serves it from its watch
+	// cache once that is fresh, where a list "not older than rv" of a
+	// quiet resource waits on the cache's own progress.
+	opts := metav1.ListOptions{LabelSelector: h.scope.LabelSelector, FieldSelector: h.scope.FieldSelector}
 	var (
 		out    []metav1.PartialObjectMetadata
 		listRV string
 	)
-	for _, ns := range strings.Split(h.scope.Namespace, ",") {
+	namespaces := strings.Split(h.scope.Namespace, ",")
+	if namespace != "" && h.namespaced {
+		namespaces = []string{namespace}
+	}
+	for _, ns := range namespaces {
 		l, err := mc.Resource(h.gvr).Namespace(ns).List(ctx, opts)
 		if err != nil {
 			return nil, "", err

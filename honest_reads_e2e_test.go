@@ -228,3 +228,81 @@ func TestHandle_ReadOfACacheThatCannotSyncIsAnErrorNamingTheInformer(t *testing.
 		t.Fatalf("Get of a refused cache: %v; want forbidden, not NotFound", err)
 	}
 }
+
+// CatchUp makes a read at least as fresh as a resourceVersion of another
+// kind's event: here a ConfigMaps informer is held behind (its transform
+// blocks on one object), so it must wait, then see the object and miss
+// the one deleted before; a quiet informer, whose resourceVersion is older
+// but which lacks nothing, passes at once.
+func TestHandle_CatchUpWaitsForAnInformerHeldBehindTheEvent(t *testing.T) {
+	env := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(env.Config)
+	ns := testenv.NewNamespace(t, kc, "catchup")
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unhold := func() { releaseOnce.Do(func() { close(release) }) }
+	app := newHonestApp(t, env.Config, ns, "catchup")
+	cms := kloop.Objects[*corev1.ConfigMap](app).WithTransform(func(cm *corev1.ConfigMap) *corev1.ConfigMap {
+		if cm.Name == "held" {
+			<-release
+		}
+		return cm
+	})
+	secrets := kloop.Objects[*corev1.Secret](app)
+	services := kloop.Objects[*corev1.Service](app) // nothing changes them
+	startApp(t, app)
+	t.Cleanup(unhold) // runs before the App's stop, which waits for the informer
+	ctx := t.Context()
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Get(ctx, ns, "gone"); err != nil { // the App's write: the cache has it
+		t.Fatal(err)
+	}
+	// Written by someone else, so that no read-your-writes wait covers it.
+	if _, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kc.CoreV1().ConfigMaps(ns).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	event, err := kc.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "event"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv := event.ResourceVersion
+
+	// The Services informer is behind rv (nothing moved it since its list)
+	// but lacks nothing: it passes at once, without waiting for a bookmark
+	// (about a minute away).
+	if services.Informer().Lister().ResourceVersion() == rv {
+		t.Fatalf("the quiet informer is at %s already; the test needs it behind", rv)
+	}
+	quick, cancelQuick := context.WithTimeout(ctx, 5*time.Second)
+	defer cancelQuick()
+	if err := services.CatchUp(quick, ns, rv); err != nil {
+		t.Fatalf("CatchUp of a quiet informer: %v", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := cms.CatchUp(short, ns, rv); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("CatchUp of the held informer to %s = %v; want it to wait until its context ended", rv, err)
+	}
+	if _, err := cms.Get(ctx, ns, "held"); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get(held) while held = %v; want NotFound (the informer is behind)", err)
+	}
+	if err := secrets.CatchUp(ctx, ns, rv); err != nil {
+		t.Fatalf("CatchUp of the event's own informer: %v", err)
+	}
+
+	unhold()
+	if err := cms.CatchUp(ctx, ns, rv); err != nil {
+		t.Fatalf("CatchUp once released: %v", err)
+	}
+	if _, err := cms.Get(ctx, ns, "held"); err != nil {
+		t.Fatalf("Get(held) after CatchUp: %v", err)
+	}
+	if _, err := cms.Get(ctx, ns, "gone"); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get(gone) after CatchUp = %v; want NotFound: it was deleted before the event", err)
+	}
+}

@@ -7,8 +7,9 @@
 // A Deployment is reconciled when it changes and when a ConfigMap it mounts
 // changes (found through an index of Deployments by mounted ConfigMap). A
 // missing ConfigMap counts as empty, so creating it later rolls the pods
-// too. The annotation is written with a merge patch of that one field, so
-// nothing else of the Deployment is touched.
+// too. The ConfigMaps are read at least as fresh as the change that woke the
+// reconcile (Handle.CatchUp). The annotation is written with a merge patch
+// of that one field, so nothing else of the Deployment is touched.
 package confighash
 
 import (
@@ -76,6 +77,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 	names := configMapNames(dep)
 	if _, stamped := dep.Spec.Template.Annotations[Annotation]; len(names) == 0 && !stamped {
 		return controller.Result{}, nil // mounts no ConfigMap: leave it alone
+	}
+	// The ConfigMaps' informer may lag the Deployments' (or the reverse):
+	// read them at least as fresh as the change that woke this reconcile,
+	// so that a ConfigMap edited just before is not hashed in its old
+	// state, which would roll the pods twice.
+	if len(names) > 0 {
+		if err := r.ConfigMaps.CatchUp(ctx, dep.Namespace, kloop.LatestChange(ctx)); err != nil {
+			return controller.Result{}, err
+		}
 	}
 	h := sha256.New()
 	for _, name := range names {
