@@ -64,19 +64,24 @@ type App struct {
 	// traces is the trace pipeline (Options.TraceEndpoint), nil when off.
 	traces *traceexport.Exporter
 
-	mu         sync.Mutex
-	errs       []error
-	started    bool
-	factory    *informer.Factory
-	discovery  discovery.DiscoveryInterface
-	metadata   metadata.Interface                              // CatchUp's lists, made on first use
-	resources  map[schema.GroupVersion]*metav1.APIResourceList // discovered, by group and version
-	runnables  []manager.Runnable
-	member     *sharding.Member        // Options.Sharding
-	shardFlags map[string]*atomic.Bool // sharded informers (see sharding.go)
-	webhooks   *webhooks               // Options.WebhookAddr, WebhookLocal (see webhook.go)
-	kinds      kinds                   // Options.WaitForKinds (see kinds.go)
-	fleet      *fleet                  // Options.Fleet (see fleet.go)
+	mu      sync.Mutex
+	errs    []error
+	started bool
+	// controllers counts the controllers declared before Run whose workers
+	// have not started yet; ready is closed when it reaches 0 under Run.
+	controllers int
+	ready       chan struct{}
+	readyClosed bool
+	factory     *informer.Factory
+	discovery   discovery.DiscoveryInterface
+	metadata    metadata.Interface                              // CatchUp's lists, made on first use
+	resources   map[schema.GroupVersion]*metav1.APIResourceList // discovered, by group and version
+	runnables   []manager.Runnable
+	member      *sharding.Member        // Options.Sharding
+	shardFlags  map[string]*atomic.Bool // sharded informers (see sharding.go)
+	webhooks    *webhooks               // Options.WebhookAddr, WebhookLocal (see webhook.go)
+	kinds       kinds                   // Options.WaitForKinds (see kinds.go)
+	fleet       *fleet                  // Options.Fleet (see fleet.go)
 	// cluster and left are a fleet cluster's App's: the cluster's name,
 	// and a channel closed once its informers have stopped for good (its
 	// sharded informers are then forgotten by the member).
@@ -110,7 +115,7 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, opts: opts, log: opts.Logger, watchNS: watchNS}
+	a := &App{cfg: cfg, opts: opts, log: opts.Logger, watchNS: watchNS, ready: make(chan struct{})}
 	c, err := client.New(cfg, client.Options{Scheme: opts.Scheme, FieldManager: opts.Name, Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("kloop.New: %w", err)
@@ -503,6 +508,7 @@ func (a *App) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	a.closeReadyLocked()
 	var runs []manager.Runnable
 	if a.factory != nil {
 		runs = append(runs, a.factory)
@@ -533,6 +539,32 @@ func (a *App) Run(ctx context.Context) error {
 	a.stopTraces()
 	a.log.Info("Stopped "+a.opts.Name, "err", err)
 	return err
+}
+
+// Ready is closed once every controller declared before Run runs: its
+// sources and the App's informers have synced, its queue holds the
+// starting state (an initial add, marked Replay, for each object) and its
+// workers have started. A change made after Ready reaches the controllers
+// as a change of its own, not folded into the initial list: what a test
+// waits for before it changes what the controllers watch. An App without
+// controllers is ready once Run starts. With leader election it closes
+// on the leader only, when it leads; it never closes when a controller
+// fails to start (Run returns that error).
+func (a *App) Ready() <-chan struct{} { return a.ready }
+
+// controllerStarted counts one more controller running, for Ready.
+func (a *App) controllerStarted() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.controllers--
+	a.closeReadyLocked()
+}
+
+func (a *App) closeReadyLocked() {
+	if a.started && a.controllers <= 0 && !a.readyClosed {
+		a.readyClosed = true
+		close(a.ready)
+	}
 }
 
 // traceFlushTimeout bounds how long a stop waits to send the last spans.

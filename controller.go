@@ -227,6 +227,11 @@ func (b *builder[K]) complete(nothing string, gate func(*controller.Controller[K
 		return nil, err
 	}
 	b.app.Add(c)
+	b.app.mu.Lock()
+	if !b.app.started {
+		b.app.controllers++
+	}
+	b.app.mu.Unlock()
 	return c, nil
 }
 
@@ -244,6 +249,11 @@ func (b *builder[K]) make(nothing string, gate func(*controller.Controller[K]) e
 	}
 	if b.opts.WaitForSync == nil {
 		b.opts.WaitForSync = b.app.waitForInformers
+	}
+	if started := b.opts.Started; started != nil {
+		b.opts.Started = func() { started(); b.app.controllerStarted() }
+	} else {
+		b.opts.Started = b.app.controllerStarted
 	}
 	if t := b.app.traces; t != nil && b.opts.Tracer == nil {
 		b.opts.Tracer = t.Tracer()

@@ -18,10 +18,12 @@ import (
 // CatchUp returns once the handle's cache is at least as fresh as
 // resourceVersion rv in namespace ("" for all the handle watches): it
 // holds every object there at the state the API server had at rv or later,
-// and none that was deleted by then. The
-// resourceVersions of one cluster are comparable (Kubernetes 1.35), so rv
-// may be any object's, of any kind: the change that woke a reconcile
-// (LatestChange), so that a read of another kind after it sees everything
+// and none that was deleted by then. The resourceVersions of one cluster
+// are comparable (Kubernetes 1.35), so rv may be any object's, of any
+// kind. An rv of "" stands for the newest
+// object change among the causes of the reconcile ctx belongs to
+// (controller.CausesFrom): in a reconcile, CatchUp(ctx, namespace, "")
+// before a read of a kind other than the one that changed sees everything
 // that happened before that change, such as a Deployment created just
 // before the ConfigMap it mounts was edited, which that kind's informer
 // may not have delivered yet.
@@ -45,7 +47,10 @@ func (h *Handle[T]) CatchUp(ctx context.Context, namespace, rv string) error {
 		return err
 	}
 	if rv == "" {
-		return nil
+		rv = latestChange(ctx)
+	}
+	if rv == "" {
+		return nil // no object's change woke it
 	}
 	lister := h.inf.Lister()
 	if atOrAfter(lister.ResourceVersion(), rv) {
@@ -148,11 +153,10 @@ func (a *App) metadataClient() (metadata.Interface, error) {
 	return a.metadata, nil
 }
 
-// LatestChange is the resourceVersion of the newest object change among
-// the causes of the reconcile ctx belongs to (controller.CausesFrom), ""
-// when none is an object's change: what to give CatchUp before reading a
-// kind other than the one that changed.
-func LatestChange(ctx context.Context) string {
+// latestChange is the resourceVersion of the newest object change among
+// the causes of the reconcile ctx belongs to, "" when none is an object's
+// change.
+func latestChange(ctx context.Context) string {
 	latest := ""
 	causes, _ := controller.CausesFrom(ctx)
 	for _, c := range causes {

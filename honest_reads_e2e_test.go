@@ -306,3 +306,46 @@ func TestHandle_CatchUpWaitsForAnInformerHeldBehindTheEvent(t *testing.T) {
 		t.Fatalf("Get(gone) after CatchUp = %v; want NotFound: it was deleted before the event", err)
 	}
 }
+
+// App.Ready says when the controllers have their starting state: a change
+// made after it reaches a reconcile as a change (Replay false), never
+// folded into the initial list.
+func TestApp_ReadyClosesOnceTheControllersRunAndLaterChangesArriveAsChanges(t *testing.T) {
+	env := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(env.Config)
+	ns := testenv.NewNamespace(t, kc, "ready")
+	if _, err := kc.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "watched"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	app := newHonestApp(t, env.Config, ns, "ready")
+	secrets := kloop.Objects[*corev1.Secret](app)
+	changes := make(chan controller.Cause, 16)
+	_, err := kloop.NewController(app, "ready", func(ctx context.Context, _ cache.Key) (controller.Result, error) {
+		causes, _ := controller.CausesFrom(ctx)
+		for _, c := range causes {
+			if c.Change == cache.Updated && !c.Replay {
+				changes <- c
+			}
+		}
+		return controller.Result{}, nil
+	}).For(secrets).Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-app.Ready():
+		t.Fatal("Ready closed before Run")
+	default:
+	}
+	startApp(t, app)
+	await.Closed(t, "the App's controllers to run", app.Ready())
+	patch := []byte(`{"metadata":{"labels":{"changed":"yes"}}}`)
+	updated, err := kc.CoreV1().Secrets(ns).Patch(t.Context(), "watched", "application/merge-patch+json", patch, metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := firstValue(t, "a reconcile for the change made after Ready", changes)
+	if c.Name != "watched" || c.ResourceVersion != updated.ResourceVersion {
+		t.Fatalf("the reconcile's change = %v, want the patch's at %s", c, updated.ResourceVersion)
+	}
+}

@@ -92,6 +92,12 @@ type Options[K comparable] struct {
 	// sources are waited for.
 	WaitForSync func(ctx context.Context) error
 
+	// Started, if set, is called once, when the sources (and WaitForSync)
+	// have synced and the workers start: the controller's queue then holds
+	// its starting state, and every change from then on reaches it as a
+	// change. An App uses it for App.Ready.
+	Started func()
+
 	// DrainTimeout bounds how long, once Start's ctx is done, the Reconcile
 	// calls in flight may take to finish: after it their ctx is cancelled
 	// with cause ErrDrainTimeout. Start still returns only when they have.
@@ -344,6 +350,9 @@ func (c *Controller[K]) Start(ctx context.Context) error {
 	cancelSync()
 
 	c.log.Info("Starting workers", "workers", c.opts.Workers)
+	if c.opts.Started != nil {
+		c.opts.Started()
+	}
 	c.m.workers.Set(float64(c.opts.Workers))
 	// Reconcile calls outlive ctx by up to DrainTimeout, so they get a
 	// context of their own that keeps ctx's values.

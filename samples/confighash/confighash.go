@@ -83,7 +83,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 	// so that a ConfigMap edited just before is not hashed in its old
 	// state, which would roll the pods twice.
 	if len(names) > 0 {
-		if err := r.ConfigMaps.CatchUp(ctx, dep.Namespace, kloop.LatestChange(ctx)); err != nil {
+		if err := r.ConfigMaps.CatchUp(ctx, dep.Namespace, ""); err != nil {
 			return controller.Result{}, err
 		}
 	}
