@@ -101,7 +101,12 @@ func (o *ObjectsOptions) namespaceOr(def string) string {
 // A failure (T not in the scheme, a kind the server does not serve) is
 // recorded in the App and returned by Run; the handle's methods return it
 // too. With Options.WaitForKinds a custom kind the server does not serve is
-// no failure: the handle's cache stays empty until the kind is served.
+// no failure: the handle's cache stays empty, and reads answer empty,
+// until the kind is served.
+//
+// Objects always makes an informer (and its cache), even for a kind the
+// program only writes; client.NewResource[T](app.Client(), gvr) writes
+// through the App's client without one.
 func Objects[T interface {
 	*E
 	watcher.Object
@@ -135,7 +140,10 @@ func Objects[T interface {
 //	kloop.Objects[*appsv1.Deployment](app).WithTransform(LeanDeployment)
 //
 // fn gets each object before the cache keeps it and may drop in place what
-// the program never reads, so that the cache holds less. Call it before
+// the program never reads, so that the cache holds less, or add fields (a
+// computed label). Every read of the informer sees what fn returned: Get,
+// List, ByIndex, index functions, handlers, predicates given to Where and
+// MapTo functions; the handle's writes and Resource() do not. Call it before
 // Run; the informer is shared, so only one handle on it may set a
 // transform. A failure is recorded like Objects' own.
 func (h *Handle[T]) WithTransform(fn func(T) T) *Handle[T] {
