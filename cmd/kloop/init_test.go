@@ -144,7 +144,11 @@ func TestInit_WebhooksAddTheirFilesAndNothingElseDoesWithout(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, webhooks := range []bool{false, true} {
-		f := &initFlags{module: "example.com/guestbook", group: "webapp.example.com", kind: "Guestbook", version: "v1", webhooks: webhooks}
+		forms := ""
+		if webhooks {
+			forms = webhooksBoth
+		}
+		f := &initFlags{module: "example.com/guestbook", group: "webapp.example.com", kind: "Guestbook", version: "v1", webhooks: forms}
 		p, err := f.newProject(filepath.Join(t.TempDir(), "new"), src)
 		if err != nil {
 			t.Fatal(err)

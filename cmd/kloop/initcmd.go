@@ -353,6 +353,9 @@ func (p *project) render() (map[string][]byte, error) {
 		if err != nil || d.IsDir() {
 			return err
 		}
+		if p.Builtin && (strings.HasPrefix(name, "templates/api/") || strings.HasPrefix(name, "templates/config/crd/")) {
+			return nil // a built-in kind has no API package and no CRD
+		}
 		if strings.HasSuffix(name, builtinSuffix) {
 			if !p.Builtin {
 				return nil
