@@ -125,7 +125,7 @@ func (f *initFlags) builtinKind(p *project) error {
 			gvk.Group = ""
 		}
 	}
-	if gvk.Version == "" || gvk.Kind == "" {
+	if !versionRE.MatchString(gvk.Version) || gvk.Kind == "" {
 		return &cli.FlagError{Flag: "--for", Value: f.forKind, Want: "GROUP/VERSION/KIND, such as apps/v1/Deployment, or v1/ConfigMap for the core group; " + known}
 	}
 	for _, k := range builtinKinds {

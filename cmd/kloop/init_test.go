@@ -7,11 +7,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/internal/cpbin"
+	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -22,8 +27,10 @@ func initArgs(dir string, change map[string]string) []string {
 		flags[k] = v
 	}
 	args := []string{"init", dir, "--no-generate"}
-	for _, k := range []string{"--module", "--group", "--kind", "--version"} {
-		args = append(args, k+"="+flags[k])
+	for _, k := range []string{"--module", "--group", "--kind", "--version", "--webhooks"} {
+		if v, ok := flags[k]; ok {
+			args = append(args, k+"="+v)
+		}
 	}
 	return args
 }
@@ -65,7 +72,9 @@ func TestInit_RefusesBadInputSayingWhatToChangeAndWritesNothing(t *testing.T) {
 		{"kind with a dash", map[string]string{"--kind": "Guest-Book"}, false, []string{"--kind", "CamelCase"}},
 		{"kind the API package declares", map[string]string{"--kind": "Resource"}, false, []string{"--kind", "declares Resource itself"}},
 		{"version not an API version", map[string]string{"--version": "1.0"}, false, []string{"--version", "v1, v2, v1alpha1"}},
-		{"missing kind", map[string]string{"--kind": ""}, false, []string{"--module, --group and --kind are required"}},
+		{"missing kind", map[string]string{"--kind": ""}, false, []string{"--group and --kind (a new API type) or --for (a built-in kind) are required"}},
+		{"webhook form unknown", map[string]string{"--webhooks": "defaulting,conversion"}, false, []string{"--webhooks", `"conversion" is not a webhook`, "--webhooks=defaulting"}},
+		{"group of a built-in kind", map[string]string{"--group": "apps.k8s.io"}, false, []string{"--group", "reserved for Kubernetes", "--for apps/v1/Deployment"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "project")
@@ -77,22 +86,64 @@ func TestInit_RefusesBadInputSayingWhatToChangeAndWritesNothing(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			before := listFiles(t, filepath.Dir(dir))
-			var stdout, stderr bytes.Buffer
-			code := run(initArgs(dir, tc.change), &stdout, &stderr)
-			if code != 2 {
-				t.Errorf("exit code %d, want 2 (bad input); stderr:\n%s", code, stderr.String())
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(stderr.String(), w) {
-					t.Errorf("stderr %q does not say %q", stderr.String(), w)
-				}
-			}
-			if after := listFiles(t, filepath.Dir(dir)); strings.Join(after, ",") != strings.Join(before, ",") {
-				t.Errorf("kloop init wrote files on bad input: before %v, after %v", before, after)
-			}
+			checkRefused(t, filepath.Dir(dir), initArgs(dir, tc.change), tc.want)
 		})
 	}
+}
+
+// checkRefused runs kloop with args and checks that it exits 2 (bad
+// input), its stderr says each of want, and nothing under parent changed.
+func checkRefused(t *testing.T, parent string, args []string, want []string) {
+	t.Helper()
+	before := listFiles(t, parent)
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	if code != 2 {
+		t.Errorf("exit code %d, want 2 (bad input); stderr:\n%s", code, stderr.String())
+	}
+	for _, w := range want {
+		if !strings.Contains(stderr.String(), w) {
+			t.Errorf("stderr %q does not say %q", stderr.String(), w)
+		}
+	}
+	if after := listFiles(t, parent); strings.Join(after, ",") != strings.Join(before, ",") {
+		t.Errorf("kloop init wrote files on bad input: before %v, after %v", before, after)
+	}
+}
+
+func TestInit_ForRefusesBadInputSayingWhatToChange(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string // after init DIR --no-generate --module example.com/redeployer
+		want []string
+	}{
+		{"no kind after the version", []string{"--for", "apps/v1"}, []string{"--for", "GROUP/VERSION/KIND, such as apps/v1/Deployment", "apps/v1/StatefulSet"}},
+		{"too many parts", []string{"--for", "apps/v1/Deployment/x"}, []string{"--for", "GROUP/VERSION/KIND"}},
+		{"kind in lower case", []string{"--for", "apps/v1/deployment"}, []string{"--for", "did you mean apps/v1/Deployment?"}},
+		{"core group spelled out, kind misspelled", []string{"--for", "core/v1/configmap"}, []string{"did you mean v1/ConfigMap?"}},
+		{"built-in kind without an example", []string{"--for", "v1/Node"}, []string{"--for", "a kind kloop init has an example object of", "apps/v1/Deployment", "--group and --kind"}},
+		{"not a built-in kind", []string{"--for", "webapp.example.com/v1/Guestbook"}, []string{"--for", "a built-in Kubernetes kind", "give --group and --kind instead"}},
+		{"with --kind", []string{"--for", "apps/v1/Deployment", "--kind", "Guestbook"}, []string{"--for and --group, --kind or --version", "give one or the other"}},
+		{"with --version", []string{"--for", "apps/v1/Deployment", "--version", "v1"}, []string{"--for and --group, --kind or --version"}},
+		{"with --webhooks", []string{"--for", "apps/v1/Deployment", "--webhooks"}, []string{"--webhooks and --for", "leave out --webhooks"}},
+		{"no module", []string{"--for", "apps/v1/Deployment", "--module", ""}, []string{"--module, and --group and --kind"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "project")
+			args := append([]string{"init", dir, "--no-generate", "--module", "example.com/redeployer"}, tc.args...)
+			checkRefused(t, filepath.Dir(dir), args, tc.want)
+		})
+	}
+}
+
+// TestInit_WebhooksListAfterASpaceIsNotTakenForTheDirectory: --webhooks
+// takes an optional value, so "--webhooks defaulting" would otherwise make
+// a project with both webhooks in a directory called defaulting.
+func TestInit_WebhooksListAfterASpaceIsNotTakenForTheDirectory(t *testing.T) {
+	parent := t.TempDir()
+	t.Chdir(parent)
+	checkRefused(t, parent, []string{"init", "--no-generate", "--module", "example.com/guestbook", "--group", "webapp.example.com", "--kind", "Guestbook", "--webhooks", "defaulting"},
+		[]string{"--webhooks takes its list after '='", "--webhooks=defaulting", `"defaulting" was read as the directory`})
 }
 
 func TestInit_RendersGofmtedGoAndNamesFromTheInput(t *testing.T) {
@@ -138,54 +189,174 @@ func TestInit_RendersGofmtedGoAndNamesFromTheInput(t *testing.T) {
 var webhookFiles = []string{"internal/controller/webhook.go", "internal/controller/webhook_test.go",
 	"deploy/webhook/kustomization.yaml", "deploy/webhook/service.yaml", "deploy/webhook/bindings.yaml"}
 
-func TestInit_WebhooksAddTheirFilesAndNothingElseDoesWithout(t *testing.T) {
+// renderProject renders the project f describes.
+func renderProject(t *testing.T, f *initFlags) (*project, map[string][]byte) {
+	t.Helper()
 	src, err := findCheckout("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, webhooks := range []bool{false, true} {
-		forms := ""
-		if webhooks {
-			forms = webhooksBoth
+	p, err := f.newProject(filepath.Join(t.TempDir(), "new"), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := p.render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range files {
+		if len(bytes.TrimSpace(data)) == 0 {
+			t.Errorf("%s is empty", name)
 		}
-		f := &initFlags{module: "example.com/guestbook", group: "webapp.example.com", kind: "Guestbook", version: "v1", webhooks: forms}
-		p, err := f.newProject(filepath.Join(t.TempDir(), "new"), src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files, err := p.render()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, name := range webhookFiles {
-			if _, ok := files[name]; ok != webhooks {
-				t.Errorf("--webhooks=%v: %s written %v", webhooks, name, ok)
-			}
-		}
-		for name, data := range files {
-			if strings.Contains(strings.ToLower(string(data)), "webhook") != webhooks && (name == "internal/controller/controller.go" || name == "Makefile") {
-				t.Errorf("--webhooks=%v: %s mentions webhooks %v", webhooks, name, !webhooks)
-			}
-			if len(bytes.TrimSpace(data)) == 0 {
-				t.Errorf("--webhooks=%v: %s is empty", webhooks, name)
-			}
-		}
-		if !webhooks {
+		if filepath.Ext(name) != ".go" {
 			continue
 		}
-		code := string(files["internal/controller/webhook.go"])
-		for _, marker := range []string{"path=/mutate-webapp-example-com-v1-guestbook,mutating=true", "path=/validate-webapp-example-com-v1-guestbook,mutating=false",
-			"groups=webapp.example.com,resources=guestbooks"} {
-			if !strings.Contains(code, marker) {
-				t.Errorf("webhook.go's markers do not say %q:\n%s", marker, code)
+		if formatted, err := format.Source(data); err != nil || !bytes.Equal(formatted, data) {
+			t.Errorf("%s is not gofmt'ed (%v)", name, err)
+		}
+	}
+	return p, files
+}
+
+func TestInit_EachWebhookFormWritesOnlyItsFilesMarkersTestsAndPatches(t *testing.T) {
+	const (
+		mutateMarker   = "path=/mutate-webapp-example-com-v1-guestbook,mutating=true"
+		validateMarker = "path=/validate-webapp-example-com-v1-guestbook,mutating=false"
+	)
+	for _, tc := range []struct {
+		flag                   string // --webhooks' value
+		defaulting, validation bool
+		e2eTest                string
+	}{
+		{"", false, false, ""},
+		{"false", false, false, ""},
+		{webhooksBoth, true, true, "TestWebhooks_TheAPIServerDefaultsAndRefusesThroughThem"}, // --webhooks alone
+		{"true", true, true, "TestWebhooks_TheAPIServerDefaultsAndRefusesThroughThem"},       // --webhooks=true, from when it was a bool
+		{"validation,defaulting", true, true, "TestWebhooks_TheAPIServerDefaultsAndRefusesThroughThem"},
+		{"defaulting", true, false, "TestWebhooks_TheAPIServerDefaultsThroughIt"},
+		{"validation", false, true, "TestWebhooks_TheAPIServerRefusesThroughIt"},
+	} {
+		t.Run("--webhooks="+tc.flag, func(t *testing.T) {
+			_, files := renderProject(t, &initFlags{module: "example.com/guestbook", group: "webapp.example.com", kind: "Guestbook", version: "v1", webhooks: tc.flag})
+			some := tc.defaulting || tc.validation
+			for _, name := range webhookFiles {
+				if _, ok := files[name]; ok != some {
+					t.Errorf("%s written %v", name, ok)
+				}
 			}
-		}
-		if mk := string(files["Makefile"]); !strings.Contains(mk, "--webhook-local") || !strings.Contains(mk, "output:webhook:artifacts:config=deploy/webhook") {
-			t.Errorf("the Makefile neither runs the demo with --webhook-local nor generates deploy/webhook:\n%s", mk)
-		}
-		if k := string(files["deploy/kustomization.yaml"]); !strings.Contains(k, "components:\n  - webhook") {
-			t.Errorf("deploy/kustomization.yaml does not add the webhook component:\n%s", k)
-		}
+			for _, name := range []string{"internal/controller/controller.go", "Makefile", "deploy/kustomization.yaml", "README.md"} {
+				if got := strings.Contains(strings.ToLower(string(files[name])), "webhook"); got != some {
+					t.Errorf("%s mentions webhooks %v", name, got)
+				}
+			}
+			if !some {
+				return
+			}
+			// Each piece of a form is there exactly when the form is.
+			for _, c := range []struct {
+				file, text string
+				want       bool
+			}{
+				{"internal/controller/webhook.go", mutateMarker, tc.defaulting},
+				{"internal/controller/webhook.go", "func Default(", tc.defaulting},
+				{"internal/controller/webhook.go", validateMarker, tc.validation},
+				{"internal/controller/webhook.go", "type Validator struct", tc.validation},
+				{"internal/controller/controller.go", ".Defaulter(Default)", tc.defaulting},
+				{"internal/controller/controller.go", ".Validator(Validator{})", tc.validation},
+				{"internal/controller/webhook_test.go", "func TestDefault_", tc.defaulting},
+				{"internal/controller/webhook_test.go", "webhook.MutatePath(gvk)", tc.defaulting},
+				{"internal/controller/webhook_test.go", "func TestValidator_", tc.validation},
+				{"internal/controller/webhook_test.go", "webhook.ValidatePath(gvk)", tc.validation},
+				{"internal/controller/e2e_test.go", "controller.DefaultMessage", tc.defaulting},
+				{"internal/controller/e2e_test.go", "controller.MaxMessageLength", tc.validation},
+				{"internal/controller/e2e_test.go", "func " + tc.e2eTest + "(", true},
+				{"deploy/webhook/kustomization.yaml", "kind: MutatingWebhookConfiguration", tc.defaulting},
+				{"deploy/webhook/kustomization.yaml", "value: guestbook-mutating", tc.defaulting},
+				{"deploy/webhook/kustomization.yaml", "kind: ValidatingWebhookConfiguration", tc.validation},
+				{"deploy/webhook/kustomization.yaml", "value: guestbook-validating", tc.validation},
+				{"deploy/kustomization.yaml", "components:\n  - webhook", true},
+				{"Makefile", "--webhook-local", true},
+				{"Makefile", "output:webhook:artifacts:config=deploy/webhook", true},
+			} {
+				if got := strings.Contains(string(files[c.file]), c.text); got != c.want {
+					t.Errorf("%s has %q: %v, want %v", c.file, c.text, got, c.want)
+				}
+			}
+			if strings.Count(string(files["internal/controller/webhook.go"]), "+kubebuilder:webhook:") != btoi(tc.defaulting)+btoi(tc.validation) {
+				t.Errorf("webhook.go has other markers than its form's:\n%s", files["internal/controller/webhook.go"])
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestInit_ForABuiltinKindHasNoAPIAndControlsThatKind(t *testing.T) {
+	for _, k := range builtinKinds {
+		t.Run(forName(k.gvk), func(t *testing.T) {
+			p, files := renderProject(t, &initFlags{module: "example.com/redeployer", forKind: forName(k.gvk)})
+			for name := range files {
+				if strings.HasPrefix(name, "api/") || strings.HasPrefix(name, "config/crd/") {
+					t.Errorf("a project of a built-in kind has %s", name)
+				}
+			}
+			for _, name := range []string{"go.mod", "Makefile", "README.md", "cmd/redeployer/main.go", "internal/controller/controller.go",
+				"internal/controller/controller_test.go", "internal/controller/e2e_test.go", "deploy/kustomization.yaml", "deploy/deployment.yaml"} {
+				if _, ok := files[name]; !ok {
+					t.Errorf("no %s among the files", name)
+				}
+			}
+			group := k.gvk.Group
+			if group == "" {
+				group = `""`
+			}
+			resource := plural(strings.ToLower(k.gvk.Kind))
+			controller := string(files["internal/controller/controller.go"])
+			for _, want := range []string{
+				"+kubebuilder:rbac:groups=" + group + ",resources=" + resource + ",verbs=list;watch;patch",
+				p.Alias + ` "` + p.Package + `"`,
+				"kloop.Objects[*" + p.Alias + "." + k.gvk.Kind + "](app)",
+				".For(r.Objects)",
+			} {
+				if !strings.Contains(controller, want) {
+					t.Errorf("controller.go does not say %q:\n%s", want, controller)
+				}
+			}
+			// The API package is the one the scheme has the kind in.
+			obj, err := kloop.NewScheme().New(k.gvk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := reflect.TypeOf(obj).Elem(); got.PkgPath() != p.Package || got.Name() != k.gvk.Kind {
+				t.Errorf("the kind is %s.%s, the project imports %s", got.PkgPath(), got.Name(), p.Package)
+			}
+			// The example decodes, strictly, into the kind (the e2e test
+			// of the generated project creates it on a real API server).
+			sampleFile := "config/samples/" + k.gvk.Version + "_" + strings.ToLower(k.gvk.Kind) + ".yaml"
+			sample, err := manifest.Decode[runtime.Object](kloop.NewScheme(), files[sampleFile])
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", sampleFile, err, files[sampleFile])
+			}
+			if gvk := sample.GetObjectKind().GroupVersionKind(); gvk != k.gvk {
+				t.Errorf("%s is a %v", sampleFile, gvk)
+			}
+			for _, c := range []struct{ file, text string }{
+				{"Makefile", "crd:crdVersions"},
+				{"Makefile", "config/crd"},
+				{"deploy/kustomization.yaml", "config/crd"},
+				{"cmd/redeployer/main.go", "CRD"},
+				{"README.md", "api/"},
+			} {
+				if strings.Contains(string(files[c.file]), c.text) {
+					t.Errorf("%s of a project without an API type says %q:\n%s", c.file, c.text, files[c.file])
+				}
+			}
+		})
 	}
 }
 
