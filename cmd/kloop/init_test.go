@@ -1,9 +1,12 @@
 package main
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
+	"fmt"
 	"go/format"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -467,5 +470,132 @@ func TestInit_NewProjectPassesItsMakeTest(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// writeProxyModule writes version of the module path, with files (go.mod
+// among them), into dir as a file:// module proxy serves it.
+func writeProxyModule(t *testing.T, dir, path, version string, files map[string]string) {
+	t.Helper()
+	v := filepath.Join(dir, filepath.FromSlash(path), "@v")
+	if err := os.MkdirAll(v, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	z := zip.NewWriter(&buf)
+	for name, text := range files {
+		w, err := z.Create(path + "@" + version + "/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte(text)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	list, _ := os.ReadFile(filepath.Join(v, "list"))
+	for name, data := range map[string][]byte{
+		version + ".info": fmt.Appendf(nil, `{"Version":%q,"Time":"2026-01-01T00:00:00Z"}`, version),
+		version + ".mod":  []byte(files["go.mod"]),
+		version + ".zip":  buf.Bytes(),
+		"list":            append(list, version+"\n"...),
+	} {
+		if err := os.WriteFile(filepath.Join(v, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestInit_DependencyVersionsChangeWithoutLookingUpKloop: kloop is not on a
+// module proxy, so the new go.mod must resolve it through its replace
+// directive alone. Everything here runs offline: the module cache is the
+// only source (after go mod download in the kloop checkout fills it), and
+// a file:// proxy serves a small module at two versions and an older
+// k8s.io/apimachinery that is only a go.mod.
+func TestInit_DependencyVersionsChangeWithoutLookingUpKloop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command on a new module")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	src, err := findCheckout("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goCmd := func(dir string, env []string, args ...string) (string, error) {
+		c := exec.CommandContext(ctx, "go", args...)
+		c.Dir, c.Env = dir, append(withoutEnv("GOFLAGS", "GOPROXY", "GONOPROXY", "GOPRIVATE", "GOMODCACHE", "GOWORK", "GOTOOLCHAIN", "GOSUMDB", testenv.BinDirEnv, "KLOOP_TEST_REEXEC"), env...)
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	// The modules kloop needs, in the module cache: a no-op when the
+	// cache has them; else the only step that reaches the module proxy
+	// (kloop is the main module there, and not looked up).
+	if out, err := goCmd(src.Dir, []string{"GOFLAGS=-mod=mod"}, "mod", "download"); err != nil {
+		t.Fatalf("go mod download in %s: %v\n%s", src.Dir, err, out)
+	}
+	modCache, err := goCmd(src.Dir, nil, "env", "GOMODCACHE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	modCache = strings.TrimSpace(modCache)
+
+	dir := filepath.Join(t.TempDir(), "guestbook")
+	var stdout, stderr bytes.Buffer
+	if code := run(initArgs(dir, nil), &stdout, &stderr); code != 0 {
+		t.Fatalf("kloop init: exit code %d\n%s", code, stderr.String())
+	}
+	offline := []string{"GOPROXY=off", "GOFLAGS=-mod=mod", "GOSUMDB=off", "GOWORK=off", "GOTOOLCHAIN=local"}
+	if out, err := goCmd(dir, offline, "mod", "tidy"); err != nil {
+		t.Fatalf("go mod tidy with GOPROXY=off: %v\n%s", err, out)
+	}
+	out, err := goCmd(dir, offline, "list", "-m", "github.com/kloop-dev/kloop")
+	if want := "github.com/kloop-dev/kloop v0.0.0-00010101000000-000000000000 => " + src.Dir + "\n"; err != nil || out != want {
+		t.Errorf("go list -m github.com/kloop-dev/kloop with GOPROXY=off: %v, %q; want %q", err, out, want)
+	}
+
+	// go get, on a module cache of its own (so that the modules made up
+	// here stay out of the real one), served by the real cache's download
+	// directory and, after it, the made-up modules.
+	proxy := t.TempDir()
+	for _, v := range []string{"v1.0.0", "v1.1.0"} {
+		writeProxyModule(t, proxy, "example.com/tinydep", v, map[string]string{"go.mod": "module example.com/tinydep\n\ngo 1.22\n", "tiny.go": "package tinydep\n"})
+	}
+	writeProxyModule(t, proxy, "k8s.io/apimachinery", "v0.0.1", map[string]string{"go.mod": "module k8s.io/apimachinery\n\ngo 1.22\n"})
+	local := []string{"GOMODCACHE=" + t.TempDir(), "GOFLAGS=-mod=mod -modcacherw", "GOSUMDB=off", "GOWORK=off", "GOTOOLCHAIN=local",
+		"GOPROXY=" + (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(modCache, "cache", "download"))}).String() + "," + (&url.URL{Scheme: "file", Path: filepath.ToSlash(proxy)}).String()}
+	gomod := func() string {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	for _, step := range []struct{ version, want string }{{"v1.1.0", "added"}, {"v1.0.0", "downgraded"}} {
+		out, err := goCmd(dir, local, "get", "example.com/tinydep@"+step.version)
+		if err != nil || !strings.Contains(out, step.want) {
+			t.Fatalf("go get example.com/tinydep@%s: %v, want it %s\n%s", step.version, err, step.want, out)
+		}
+		if !strings.Contains(gomod(), "example.com/tinydep "+step.version) {
+			t.Errorf("go.mod does not require example.com/tinydep %s:\n%s", step.version, gomod())
+		}
+	}
+
+	// Below the version kloop requires, go get would have to take an
+	// older kloop; there is none, which it says with -v when the lookup
+	// of kloop's versions is answered (here: no such module). go.mod
+	// stays as it was.
+	before := gomod()
+	out, err = goCmd(dir, local, "get", "-v", "k8s.io/apimachinery@v0.0.1")
+	if err == nil {
+		t.Fatalf("go get k8s.io/apimachinery@v0.0.1 below kloop's requirement succeeded:\n%s", out)
+	}
+	if want := "github.com/kloop-dev/kloop@v0.0.0-00010101000000-000000000000 requires k8s.io/apimachinery@"; !strings.Contains(out, want) || !strings.Contains(out, "but v0.0.1 is requested") {
+		t.Errorf("go get -v of an older k8s.io/apimachinery does not say %q ... but v0.0.1 is requested:\n%s", want, out)
+	}
+	if gomod() != before {
+		t.Errorf("the failed go get changed go.mod:\n%s", gomod())
 	}
 }
