@@ -15,7 +15,12 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/internal/cpbin"
@@ -597,5 +602,30 @@ func TestInit_DependencyVersionsChangeWithoutLookingUpKloop(t *testing.T) {
 	}
 	if gomod() != before {
 		t.Errorf("the failed go get changed go.mod:\n%s", gomod())
+	}
+}
+
+// TestInit_BuiltinExamplesAreAcceptedByTheAPIServer creates the example
+// object of every kind --for takes on a real API server, as the generated
+// end-to-end test and make demo do.
+func TestInit_BuiltinExamplesAreAcceptedByTheAPIServer(t *testing.T) {
+	env := testenv.StartT(t, testenv.Options{})
+	ns := testenv.NewNamespace(t, kubernetes.NewForConfigOrDie(env.Config), "examples")
+	dc := dynamic.NewForConfigOrDie(env.Config)
+	for _, k := range builtinKinds {
+		p, files := renderProject(t, &initFlags{module: "example.com/redeployer", forKind: forName(k.gvk)})
+		var obj unstructured.Unstructured
+		if err := yaml.Unmarshal(files["config/samples/"+p.Version+"_"+p.Lower+".yaml"], &obj.Object); err != nil {
+			t.Fatal(err)
+		}
+		obj.SetNamespace(ns)
+		created, err := dc.Resource(k.gvk.GroupVersion().WithResource(p.Plural)).Namespace(ns).Create(t.Context(), &obj, metav1.CreateOptions{})
+		if err != nil {
+			t.Errorf("create the example %s: %v", forName(k.gvk), err)
+			continue
+		}
+		if created.GetKind() != k.gvk.Kind || created.GetName() != p.Lower+"-sample" {
+			t.Errorf("created %s %s, want %s %s-sample", created.GetKind(), created.GetName(), k.gvk.Kind, p.Lower)
+		}
 	}
 }
