@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -392,10 +393,12 @@ func withoutEnv(names ...string) []string {
 	return out
 }
 
-// TestInit_NewProjectPassesItsMakeTest makes a project with --webhooks
-// outside the repository and runs its own make test: the unit test and the end-to-end
-// test on a control plane found in the per-user cache directory, with
-// $KLOOP_CONTROLPLANE_BIN removed from the environment.
+// TestInit_NewProjectPassesItsMakeTest makes projects of each form outside
+// the repository and runs their own make test: the unit tests and the
+// end-to-end tests on a control plane found in the per-user cache
+// directory, with $KLOOP_CONTROLPLANE_BIN removed from the environment.
+// Two forms get the cheaper check: go vet, and go test -short (the unit
+// tests; every end-to-end test of theirs is in a form that runs them).
 func TestInit_NewProjectPassesItsMakeTest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a new module and runs its end-to-end test on a control plane")
@@ -405,7 +408,7 @@ func TestInit_NewProjectPassesItsMakeTest(t *testing.T) {
 			t.Fatalf("%s is not on PATH: %v", tool, err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Minute)
 	defer cancel()
 
 	// The per-user cache directory gets the binaries of this build when it
@@ -425,56 +428,116 @@ func TestInit_NewProjectPassesItsMakeTest(t *testing.T) {
 	}
 
 	env := withoutEnv(testenv.BinDirEnv, "KLOOP_TEST_REEXEC")
+	kubectl, _ := exec.LookPath("kubectl") // for kubectl kustomize deploy, when there is one
 
-	// Without --webhooks: the project builds and its tests compile and pass
-	// vet; the project with them below runs them.
-	plain := filepath.Join(t.TempDir(), "plainbook")
-	if out, err := command(ctx, "init", plain, "--module", "example.com/plainbook", "--group", "webapp.example.com", "--kind", "Plainbook").CombinedOutput(); err != nil {
-		t.Fatalf("kloop init (no webhooks): %v\n%s", err, out)
-	}
-	for _, name := range webhookFiles {
-		if _, err := os.Stat(filepath.Join(plain, name)); err == nil {
-			t.Errorf("kloop init without --webhooks wrote %s", name)
-		}
-	}
-	c := exec.CommandContext(ctx, "go", "vet", "./...")
-	c.Dir, c.Env = plain, env
-	if out, err := c.CombinedOutput(); err != nil {
-		t.Fatalf("go vet ./... in the project without webhooks: %v\n%s", err, out)
-	}
-
-	dir := filepath.Join(t.TempDir(), "guestbook")
-	out, err := command(ctx, "init", dir, "--module", "example.com/guestbook", "--group", "webapp.example.com", "--kind", "Guestbook", "--webhooks").CombinedOutput()
-	if err != nil {
-		t.Fatalf("kloop init --webhooks: %v\n%s", err, out)
-	}
-	for _, want := range []string{"replace github.com/kloop-dev/kloop => ", "make test"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("kloop init's output does not say %q:\n%s", want, out)
-		}
-	}
-	for _, generated := range []string{"api/v1alpha1/zz_generated.deepcopy.go", "config/crd/webapp.example.com_guestbooks.yaml", "deploy/rbac/role.yaml", "deploy/rbac/leader_election_role.yaml",
-		"deploy/webhook/manifests.yaml", "deploy/webhook/webhook_certs_role.yaml", "go.sum"} {
-		if _, err := os.Stat(filepath.Join(dir, generated)); err != nil {
-			t.Errorf("kloop init did not generate %s: %v", generated, err)
-		}
-	}
-
-	for _, step := range [][]string{{"go", "build", "./..."}, {"make", "test", "TESTFLAGS=-v"}} {
-		c := exec.CommandContext(ctx, step[0], step[1:]...)
-		c.Dir, c.Env = dir, env
-		out, err := c.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s in the new project: %v\n%s", strings.Join(step, " "), err, out)
-		}
-		if step[0] == "make" {
-			for _, want := range []string{"--- PASS: TestNewConfigMap_IsControlledByTheObjectAndHoldsItsMessage", "--- PASS: TestController_KeepsTheConfigMapInPlaceAndReportsReady",
-				"--- PASS: TestWebhooks_TheAPIServerDefaultsAndRefusesThroughThem", "--- PASS: TestWebhookManifests_CallThePathsSetupServes"} {
+	for _, tc := range []struct {
+		name     string
+		args     []string // kloop init's, after DIR --module example.com/NAME
+		makeTest bool     // else go vet and go test -short
+		files    []string // generated, or written, in the project
+		absent   []string
+		pass     []string // tests that pass
+		kinds    []string // what kubectl kustomize deploy makes, with the count of each
+	}{
+		{
+			name: "plainbook", args: []string{"--group", "webapp.example.com", "--kind", "Plainbook"},
+			files:  []string{"api/v1alpha1/zz_generated.deepcopy.go", "config/crd/webapp.example.com_plainbooks.yaml"},
+			absent: webhookFiles,
+			pass:   []string{"TestReconcile_MakesTheConfigMapAndReportsReady"},
+			kinds:  []string{"1 CustomResourceDefinition", "1 Deployment", "0 MutatingWebhookConfiguration", "0 ValidatingWebhookConfiguration"},
+		},
+		{
+			name: "guestbook", args: []string{"--group", "webapp.example.com", "--kind", "Guestbook", "--webhooks"}, makeTest: true,
+			files: []string{"api/v1alpha1/zz_generated.deepcopy.go", "config/crd/webapp.example.com_guestbooks.yaml", "deploy/rbac/role.yaml", "deploy/rbac/leader_election_role.yaml",
+				"deploy/webhook/manifests.yaml", "deploy/webhook/webhook_certs_role.yaml", "go.sum"},
+			pass: []string{"TestNewConfigMap_IsControlledByTheObjectAndHoldsItsMessage", "TestController_KeepsTheConfigMapInPlaceAndReportsReady",
+				"TestWebhooks_TheAPIServerDefaultsAndRefusesThroughThem", "TestWebhookManifests_CallThePathsSetupServes", "TestDefault_GivesAMessageOnlyWhenThereIsNone",
+				"TestValidator_RefusesATooLongMessageSayingTheLimit"},
+			kinds: []string{"1 CustomResourceDefinition", "1 MutatingWebhookConfiguration", "1 ValidatingWebhookConfiguration", "1 Service"},
+		},
+		{
+			name: "defaultbook", args: []string{"--group", "webapp.example.com", "--kind", "Defaultbook", "--webhooks=defaulting"},
+			files: []string{"deploy/webhook/manifests.yaml"},
+			pass:  []string{"TestDefault_GivesAMessageOnlyWhenThereIsNone", "TestWebhookManifests_CallThePathsSetupServes"},
+			kinds: []string{"1 MutatingWebhookConfiguration", "0 ValidatingWebhookConfiguration", "1 Service"},
+		},
+		{
+			name: "validbook", args: []string{"--group", "webapp.example.com", "--kind", "Validbook", "--webhooks=validation"}, makeTest: true,
+			files: []string{"deploy/webhook/manifests.yaml"},
+			pass: []string{"TestValidator_RefusesATooLongMessageSayingTheLimit", "TestWebhookManifests_CallThePathsSetupServes", "TestWebhooks_TheAPIServerRefusesThroughIt",
+				"TestController_KeepsTheConfigMapInPlaceAndReportsReady"},
+			kinds: []string{"0 MutatingWebhookConfiguration", "1 ValidatingWebhookConfiguration", "1 Service"},
+		},
+		{
+			name: "redeployer", args: []string{"--for", "apps/v1/Deployment"}, makeTest: true,
+			files:  []string{"deploy/rbac/role.yaml", "config/samples/v1_deployment.yaml", "go.sum"},
+			absent: append([]string{"api", "config/crd"}, webhookFiles...),
+			pass:   []string{"TestReconcile_AnnotatesTheObservedGeneration", "TestController_KeepsTheObservedGenerationAnnotation"},
+			kinds:  []string{"0 CustomResourceDefinition", "1 Deployment", "1 ClusterRole", "0 MutatingWebhookConfiguration"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), tc.name)
+			out, err := command(ctx, append([]string{"init", dir, "--module", "example.com/" + tc.name}, tc.args...)...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("kloop init %v: %v\n%s", tc.args, err, out)
+			}
+			for _, want := range []string{"replace github.com/kloop-dev/kloop => ", "make test"} {
 				if !strings.Contains(string(out), want) {
-					t.Errorf("make test passed without %q:\n%s", want, out)
+					t.Errorf("kloop init's output does not say %q:\n%s", want, out)
 				}
 			}
-		}
+			for _, name := range tc.files {
+				if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+					t.Errorf("kloop init did not make %s: %v", name, err)
+				}
+			}
+			for _, name := range tc.absent {
+				if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+					t.Errorf("kloop init %v made %s", tc.args, name)
+				}
+			}
+			if tc.name == "redeployer" {
+				if role, err := os.ReadFile(filepath.Join(dir, "deploy", "rbac", "role.yaml")); err != nil || !strings.Contains(string(role), "- apps\n  resources:\n  - deployments\n  verbs:\n  - list\n  - patch\n  - watch") {
+					t.Errorf("deploy/rbac/role.yaml does not let the controller list, patch and watch deployments (%v):\n%s", err, role)
+				}
+			}
+
+			steps := [][]string{{"go", "build", "./..."}, {"make", "test", "TESTFLAGS=-v"}}
+			if !tc.makeTest {
+				steps = [][]string{{"go", "vet", "./..."}, {"go", "test", "-race", "-short", "-count=1", "-v", "./..."}}
+			}
+			for _, step := range steps {
+				c := exec.CommandContext(ctx, step[0], step[1:]...)
+				c.Dir, c.Env = dir, env
+				out, err := c.CombinedOutput()
+				if err != nil {
+					t.Fatalf("%s in the new project: %v\n%s", strings.Join(step, " "), err, out)
+				}
+				if step[1] != "test" {
+					continue
+				}
+				for _, name := range tc.pass {
+					if !strings.Contains(string(out), "--- PASS: "+name+" ") {
+						t.Errorf("%s passed without %s passing:\n%s", strings.Join(step, " "), name, out)
+					}
+				}
+			}
+
+			if kubectl == "" {
+				return
+			}
+			out, err = exec.CommandContext(ctx, kubectl, "kustomize", filepath.Join(dir, "deploy")).CombinedOutput()
+			if err != nil {
+				t.Fatalf("kubectl kustomize deploy: %v\n%s", err, out)
+			}
+			for _, want := range tc.kinds {
+				n, kind, _ := strings.Cut(want, " ")
+				if got := strings.Count(string(out), "\nkind: "+kind+"\n"); strconv.Itoa(got) != n {
+					t.Errorf("kubectl kustomize deploy makes %d %s, want %s:\n%s", got, kind, n, out)
+				}
+			}
+		})
 	}
 }
 
