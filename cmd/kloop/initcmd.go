@@ -90,7 +90,7 @@ func initCommand() *cobra.Command {
 			"--for GROUP/VERSION/KIND instead of --group and --kind makes a controller of a built-in kind, such as\n" +
 			"--for apps/v1/Deployment (v1/ConfigMap for the core group): no api/ and no CRD; the controller keeps an\n" +
 			"annotation on every object of the kind, with RBAC for it from markers; config/samples/ has an example\n" +
-			"object the tests and make demo create. The kinds it knows an example of: " + strings.Join(builtinKindNames(), ", ") + ".\n\n" +
+			"object the tests and make demo create. The kinds it knows an example of:\n  " + strings.Join(builtinKindNames(), ", ") + "\n\n" +
 			"--webhooks adds a defaulting and a validating admission webhook for KIND (internal/controller/\n" +
 			"webhook.go, with kubebuilder:webhook markers), their tests (unit, and e2e with the real API server\n" +
 			"calling them), deploy/webhook (the generated configurations, a Service, a self-signed certificate\n" +
@@ -131,9 +131,9 @@ func initCommand() *cobra.Command {
 	fs.StringVar(&f.group, "group", "", "the API `group` of a new API type, a DNS subdomain of yours, such as webapp.example.com")
 	fs.StringVar(&f.kind, "kind", "", "the kind of a new API type, in `CamelCase`, such as Guestbook")
 	fs.StringVar(&f.version, "version", "", "the API `version` of a new API type: v1, v1alpha1, v2beta3, ... (default v1alpha1)")
-	fs.StringVar(&f.forKind, "for", "", "a built-in `GROUP/VERSION/KIND` to control instead of a new API type, such as apps/v1/Deployment or v1/ConfigMap")
+	fs.StringVar(&f.forKind, "for", "", "the built-in kind, as `GROUP/VERSION/KIND`, to control instead of a new API type, such as apps/v1/Deployment or v1/ConfigMap")
 	fs.StringVar(&f.kloopDir, "kloop-dir", "", "the kloop checkout the new module's replace directive points at (default: the one this kloop binary was built from)")
-	fs.StringVar(&f.webhooks, "webhooks", "", "admission webhooks for a new API type: `defaulting,validation` (--webhooks alone), or one of them, with their tests and deploy/webhook")
+	fs.StringVar(&f.webhooks, "webhooks", "", "admission webhooks for a new API type, with their tests and deploy/webhook: both (--webhooks), or --webhooks=defaulting or --webhooks=validation (a `list`)")
 	fs.Lookup("webhooks").NoOptDefVal = webhooksBoth
 	fs.BoolVar(&f.noGenerate, "no-generate", false, "write the files only: skip go mod tidy and make generate (run them yourself)")
 	return cmd
