@@ -472,7 +472,7 @@ func TestInit_NewProjectPassesItsMakeTest(t *testing.T) {
 			name: "redeployer", args: []string{"--for", "apps/v1/Deployment"}, makeTest: true,
 			files:  []string{"deploy/rbac/role.yaml", "config/samples/v1_deployment.yaml", "go.sum"},
 			absent: append([]string{"api", "config/crd"}, webhookFiles...),
-			pass:   []string{"TestReconcile_AnnotatesTheObservedGeneration", "TestController_KeepsTheObservedGenerationAnnotation"},
+			pass:   []string{"TestReconcile_LabelsTheObject", "TestController_KeepsTheSeenLabel"},
 			kinds:  []string{"0 CustomResourceDefinition", "1 Deployment", "1 ClusterRole", "0 MutatingWebhookConfiguration"},
 		},
 	} {

@@ -88,8 +88,8 @@ func initCommand() *cobra.Command {
 			"  deploy/             kustomize manifests, with RBAC generated from the controller's markers\n" +
 			"  Makefile            make demo (the controller on a local control plane), make test (unit and e2e)\n\n" +
 			"--for GROUP/VERSION/KIND instead of --group and --kind makes a controller of a built-in kind, such as\n" +
-			"--for apps/v1/Deployment (v1/ConfigMap for the core group): no api/ and no CRD; the controller keeps an\n" +
-			"annotation on every object of the kind, with RBAC for it from markers; config/samples/ has an example\n" +
+			"--for apps/v1/Deployment (v1/ConfigMap for the core group): no api/ and no CRD; the controller keeps a\n" +
+			"label on every object of the kind, with RBAC for it from markers; config/samples/ has an example\n" +
 			"object the tests and make demo create. The kinds it knows an example of:\n  " + strings.Join(builtinKindNames(), ", ") + "\n\n" +
 			"--webhooks adds a defaulting and a validating admission webhook for KIND (internal/controller/\n" +
 			"webhook.go, with kubebuilder:webhook markers), their tests (unit, and e2e with the real API server\n" +
