@@ -39,8 +39,8 @@ type initFlags struct {
 	// forKind is --for: GROUP/VERSION/KIND of a built-in kind, instead of
 	// a new API type.
 	forKind string
-	// webhooks is --webhooks: a comma-separated list of webhookForms
-	// ("" for none).
+	// webhooks is --webhooks: a comma-separated list of webhookDefaulting
+	// and webhookValidation ("" for none), as parseWebhooks reads it.
 	webhooks   string
 	noGenerate bool
 }
