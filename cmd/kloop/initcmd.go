@@ -36,14 +36,49 @@ var templates embed.FS
 // initFlags are kloop init's flags.
 type initFlags struct {
 	module, group, version, kind, kloopDir string
-	noGenerate, webhooks                   bool
+	// forKind is --for: GROUP/VERSION/KIND of a built-in kind, instead of
+	// a new API type.
+	forKind string
+	// webhooks is --webhooks: a comma-separated list of webhookDefaulting
+	// and webhookValidation ("" for none), as parseWebhooks reads it.
+	webhooks   string
+	noGenerate bool
+}
+
+// The forms --webhooks takes; --webhooks alone is both.
+const (
+	webhookDefaulting = "defaulting"
+	webhookValidation = "validation"
+	webhooksBoth      = webhookDefaulting + "," + webhookValidation
+)
+
+// parseWebhooks returns which webhooks --webhooks asks for. "true" and
+// "false" are what the flag took when it was a bool.
+func parseWebhooks(s string) (defaulting, validation bool, err error) {
+	switch s {
+	case "", "false":
+		return false, false, nil
+	case "true":
+		return true, true, nil
+	}
+	for _, form := range strings.Split(s, ",") {
+		switch strings.TrimSpace(form) {
+		case webhookDefaulting:
+			defaulting = true
+		case webhookValidation:
+			validation = true
+		default:
+			return false, false, &cli.FlagError{Flag: "--webhooks", Value: s, Want: fmt.Sprintf("%q is not a webhook: give defaulting, validation or both, such as --webhooks=defaulting or --webhooks=defaulting,validation (--webhooks alone is both)", form)}
+		}
+	}
+	return defaulting, validation, nil
 }
 
 func initCommand() *cobra.Command {
-	f := &initFlags{version: "v1alpha1"}
+	f := &initFlags{}
 	cmd := &cobra.Command{
-		Use:   "init [DIR] --module PATH --group GROUP --kind KIND [--version v1alpha1] [--webhooks]",
-		Short: "Create a controller project of your own: an API type, its controller on kloop, tests, deploy/ and a Makefile",
+		Use:   "init [DIR] --module PATH (--group GROUP --kind KIND [--version v1alpha1] [--webhooks[=defaulting,validation]] | --for GROUP/VERSION/KIND)",
+		Short: "Create a controller project of your own: an API type (or a built-in kind), its controller on kloop, tests, deploy/ and a Makefile",
 		Long: "init creates, in DIR (default: the current directory; it must be empty or absent), a Go module with\n" +
 			"  api/VERSION/        the KIND type with kubebuilder markers, its deepcopy methods (controller-gen)\n" +
 			"  config/crd/         its CustomResourceDefinition (controller-gen), config/samples/ an example\n" +
@@ -52,37 +87,54 @@ func initCommand() *cobra.Command {
 			"  cmd/NAME/           the command, on kloop's cli package; NAME is the module path's last element\n" +
 			"  deploy/             kustomize manifests, with RBAC generated from the controller's markers\n" +
 			"  Makefile            make demo (the controller on a local control plane), make test (unit and e2e)\n\n" +
+			"--for GROUP/VERSION/KIND instead of --group and --kind makes a controller of a built-in kind, such as\n" +
+			"--for apps/v1/Deployment (v1/ConfigMap for the core group): no api/ and no CRD; the controller keeps a\n" +
+			"label on every object of the kind, with RBAC for it from markers; config/samples/ has an example\n" +
+			"object the tests and make demo create. The kinds it knows an example of:\n  " + strings.Join(builtinKindNames(), ", ") + "\n\n" +
 			"--webhooks adds a defaulting and a validating admission webhook for KIND (internal/controller/\n" +
 			"webhook.go, with kubebuilder:webhook markers), their tests (unit, and e2e with the real API server\n" +
 			"calling them), deploy/webhook (the generated configurations, a Service, a self-signed certificate\n" +
-			"the replicas make themselves and its RBAC), and runs make demo with --webhook-local. A conversion\n" +
-			"webhook needs a second API version: see the webhook package's Hub and Convertible.\n\n" +
+			"the replicas make themselves and its RBAC), and runs make demo with --webhook-local.\n" +
+			"--webhooks=defaulting or --webhooks=validation adds only that one, with only its tests, markers and\n" +
+			"patches (write the list after '='). A conversion webhook needs a second API version: see the webhook\n" +
+			"package's Hub and Convertible.\n\n" +
 			"While kloop is not on a module proxy, the new go.mod has\n" +
 			"  replace github.com/kloop-dev/kloop => DIR\n" +
 			"with DIR the kloop checkout this kloop binary was built from (found from the paths the compiler\n" +
 			"records; --kloop-dir overrides it). Then it runs go mod tidy and make generate (controller-gen\n" +
 			"v0.23.0 from the module proxy). The control plane the tests and make demo use is built once into\n" +
 			"a per-user directory by `kloop controlplane install` (make test runs it).\n\n" +
-			"Example:\n" +
+			"Examples:\n" +
 			"  mkdir guestbook && cd guestbook\n" +
 			"  kloop init --module example.com/guestbook --group webapp.example.com --kind Guestbook\n" +
-			"  make test",
+			"  make test\n\n" +
+			"  kloop init redeployer --module example.com/redeployer --for apps/v1/Deployment",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := "."
 			if len(args) == 1 {
 				dir = args[0]
+				// --webhooks takes an optional value, so pflag reads
+				// "--webhooks defaulting" as --webhooks (both) and the
+				// directory "defaulting".
+				if cmd.Flags().Changed("webhooks") && f.webhooks == webhooksBoth {
+					if _, _, err := parseWebhooks(dir); err == nil {
+						return cli.Usagef("--webhooks takes its list after '=': give --webhooks=%s (%q was read as the directory)", dir, dir)
+					}
+				}
 			}
 			return f.run(dir, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.module, "module", "", "the new Go module's `path`, such as example.com/guestbook (required)")
-	fs.StringVar(&f.group, "group", "", "the API `group`, a DNS subdomain of yours, such as webapp.example.com (required)")
-	fs.StringVar(&f.kind, "kind", "", "the API kind, in `CamelCase`, such as Guestbook (required)")
-	fs.StringVar(&f.version, "version", f.version, "the API `version`: v1, v1alpha1, v2beta3, ...")
+	fs.StringVar(&f.group, "group", "", "the API `group` of a new API type, a DNS subdomain of yours, such as webapp.example.com")
+	fs.StringVar(&f.kind, "kind", "", "the kind of a new API type, in `CamelCase`, such as Guestbook")
+	fs.StringVar(&f.version, "version", "", "the API `version` of a new API type: v1, v1alpha1, v2beta3, ... (default v1alpha1)")
+	fs.StringVar(&f.forKind, "for", "", "the built-in kind, as `GROUP/VERSION/KIND`, to control instead of a new API type, such as apps/v1/Deployment or v1/ConfigMap")
 	fs.StringVar(&f.kloopDir, "kloop-dir", "", "the kloop checkout the new module's replace directive points at (default: the one this kloop binary was built from)")
-	fs.BoolVar(&f.webhooks, "webhooks", false, "add defaulting and validating admission webhooks for the kind, their tests and deploy/webhook")
+	fs.StringVar(&f.webhooks, "webhooks", "", "admission webhooks for a new API type, with their tests and deploy/webhook: both (--webhooks), or --webhooks=defaulting or --webhooks=validation (a `list`)")
+	fs.Lookup("webhooks").NoOptDefVal = webhooksBoth
 	fs.BoolVar(&f.noGenerate, "no-generate", false, "write the files only: skip go mod tidy and make generate (run them yourself)")
 	return cmd
 }
@@ -92,15 +144,44 @@ type project struct {
 	Dir       string // absolute
 	Module    string
 	Name      string // the command, the controller, the namespace of deploy/
-	Group     string
+	Group     string // "" for the core group of a built-in kind
 	Version   string
 	Kind      string
 	Lower     string // lower-case Kind
 	Plural    string // the resource
 	GoVersion string
 	Kloop     checkout
-	Webhooks  bool // --webhooks
+
+	// Defaulting and Validation are --webhooks' forms.
+	Defaulting, Validation bool
+
+	// Builtin is true for --for: the kind is a built-in one, in Package
+	// (imported as Alias), with Sample the YAML of an example object after
+	// its metadata; there is no api/ and no CRD.
+	Builtin bool
+	Package string
+	Alias   string
+	Sample  string
 }
+
+// Webhooks reports whether the project has a webhook of either form.
+func (p *project) Webhooks() bool { return p.Defaulting || p.Validation }
+
+// WebhooksTestName names the end-to-end test of the webhooks, after what
+// they do.
+func (p *project) WebhooksTestName() string {
+	switch {
+	case p.Defaulting && p.Validation:
+		return "TheAPIServerDefaultsAndRefusesThroughThem"
+	case p.Defaulting:
+		return "TheAPIServerDefaultsThroughIt"
+	}
+	return "TheAPIServerRefusesThroughIt"
+}
+
+// APIVersion is the kind's apiVersion, such as apps/v1, or v1 for the core
+// group.
+func (p *project) APIVersion() string { return p.gvk().GroupVersion().String() }
 
 // MutatePath and ValidatePath are where Setup serves the kind's webhooks,
 // for their markers.
@@ -132,8 +213,8 @@ var reservedKinds = []string{"GroupName", "SchemeGroupVersion", "Resource", "Add
 // newProject checks the input and returns the project; it writes nothing.
 // Each error names the flag or argument and says what to give instead.
 func (f *initFlags) newProject(dir string, src checkout) (*project, error) {
-	if f.module == "" || f.group == "" || f.kind == "" {
-		return nil, cli.Usagef("--module, --group and --kind are required, such as --module example.com/guestbook --group webapp.example.com --kind Guestbook")
+	if f.module == "" || f.forKind == "" && (f.group == "" || f.kind == "") {
+		return nil, cli.Usagef("--module, and --group and --kind (a new API type) or --for (a built-in kind) are required, such as --module example.com/guestbook --group webapp.example.com --kind Guestbook, or --module example.com/redeployer --for apps/v1/Deployment")
 	}
 	if problem := checkModulePath(f.module); problem != "" {
 		return nil, &cli.FlagError{Flag: "--module", Value: f.module, Want: fmt.Sprintf("a Go module path (this one %s), such as example.com/guestbook or github.com/you/guestbook", problem)}
@@ -142,28 +223,27 @@ func (f *initFlags) newProject(dir string, src checkout) (*project, error) {
 	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
 		return nil, &cli.FlagError{Flag: "--module", Value: f.module, Want: fmt.Sprintf("its last element %q names the command and the controller, and must make a DNS label (lower-case letters, digits and '-', starting with a letter); give a path ending in a name such as guestbook", name)}
 	}
-	if errs := validation.IsDNS1123Subdomain(f.group); len(errs) > 0 || !strings.Contains(f.group, ".") {
-		return nil, &cli.FlagError{Flag: "--group", Value: f.group, Want: "a DNS subdomain with at least one dot (lower-case letters, digits, '-' and '.'), such as webapp.example.com"}
+	p := &project{Module: f.module, Name: name, Kloop: src}
+	var err error
+	if p.Defaulting, p.Validation, err = parseWebhooks(f.webhooks); err != nil {
+		return nil, err
 	}
-	for _, reserved := range []string{"k8s.io", "kubernetes.io"} {
-		if f.group == reserved || strings.HasSuffix(f.group, "."+reserved) {
-			return nil, &cli.FlagError{Flag: "--group", Value: f.group, Want: "a group under a domain of yours: groups under " + reserved + " are reserved for Kubernetes' own APIs"}
-		}
+	if f.forKind != "" {
+		err = f.builtinKind(p)
+	} else {
+		err = f.newKind(p)
 	}
-	if !kindRE.MatchString(f.kind) || len(f.kind) > 60 {
-		return nil, &cli.FlagError{Flag: "--kind", Value: f.kind, Want: "a kind in CamelCase: a capital letter, then letters and digits (at most 60), such as Guestbook"}
-	}
-	if slices.Contains(reservedKinds, f.kind) {
-		return nil, &cli.FlagError{Flag: "--kind", Value: f.kind, Want: fmt.Sprintf("another name: the API package declares %s itself", f.kind)}
-	}
-	if !versionRE.MatchString(f.version) {
-		return nil, &cli.FlagError{Flag: "--version", Value: f.version, Want: "a Kubernetes API version: v1, v2, v1alpha1, v1beta2, ..."}
-	}
-	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
 	}
-	entries, err := os.ReadDir(abs)
+	p.Lower = strings.ToLower(p.Kind)
+	if p.Plural == "" {
+		p.Plural = plural(p.Lower)
+	}
+	if p.Dir, err = filepath.Abs(dir); err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(p.Dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
@@ -171,18 +251,40 @@ func (f *initFlags) newProject(dir string, src checkout) (*project, error) {
 	case len(entries) > 0:
 		return nil, cli.Usagef("directory %s is not empty (it holds %s): give an empty or new directory", dir, entries[0].Name())
 	}
-	goVersion := "1.26.0"
+	p.GoVersion = "1.26.0"
 	if data, err := os.ReadFile(filepath.Join(src.Dir, "go.mod")); err == nil {
 		if m := goLineRE.FindSubmatch(data); m != nil {
-			goVersion = string(m[1])
+			p.GoVersion = string(m[1])
 		}
 	}
-	lower := strings.ToLower(f.kind)
-	return &project{
-		Dir: abs, Module: f.module, Name: name, Group: f.group, Version: f.version,
-		Kind: f.kind, Lower: lower, Plural: plural(lower), GoVersion: goVersion, Kloop: src,
-		Webhooks: f.webhooks,
-	}, nil
+	return p, nil
+}
+
+// newKind checks --group, --kind and --version, the new API type.
+func (f *initFlags) newKind(p *project) error {
+	if errs := validation.IsDNS1123Subdomain(f.group); len(errs) > 0 || !strings.Contains(f.group, ".") {
+		return &cli.FlagError{Flag: "--group", Value: f.group, Want: "a DNS subdomain with at least one dot (lower-case letters, digits, '-' and '.'), such as webapp.example.com"}
+	}
+	for _, reserved := range []string{"k8s.io", "kubernetes.io"} {
+		if f.group == reserved || strings.HasSuffix(f.group, "."+reserved) {
+			return &cli.FlagError{Flag: "--group", Value: f.group, Want: "a group under a domain of yours: groups under " + reserved + " are reserved for Kubernetes' own APIs (for a controller of a built-in kind give --for, such as --for apps/v1/Deployment)"}
+		}
+	}
+	if !kindRE.MatchString(f.kind) || len(f.kind) > 60 {
+		return &cli.FlagError{Flag: "--kind", Value: f.kind, Want: "a kind in CamelCase: a capital letter, then letters and digits (at most 60), such as Guestbook"}
+	}
+	if slices.Contains(reservedKinds, f.kind) {
+		return &cli.FlagError{Flag: "--kind", Value: f.kind, Want: fmt.Sprintf("another name: the API package declares %s itself", f.kind)}
+	}
+	version := f.version
+	if version == "" {
+		version = "v1alpha1"
+	}
+	if !versionRE.MatchString(version) {
+		return &cli.FlagError{Flag: "--version", Value: version, Want: "a Kubernetes API version: v1, v2, v1alpha1, v1beta2, ..."}
+	}
+	p.Group, p.Version, p.Kind = f.group, version, f.kind
+	return nil
 }
 
 var (
@@ -236,15 +338,30 @@ func plural(s string) string {
 	return s + "s"
 }
 
+// builtinSuffix ends the name of a template that a project of a built-in
+// kind (--for) has instead of the one without it.
+const builtinSuffix = ".builtin.tmpl"
+
 // render returns the project's files by path (slash-separated, relative
 // to the project's directory), Go files gofmt'ed. A template that renders
 // to nothing but white space is a file this project does not have (the
-// webhook files without --webhooks).
+// webhook files without --webhooks, api/ with --for). With --for, X.builtin.tmpl
+// is rendered in place of X.tmpl; without, it is not rendered.
 func (p *project) render() (map[string][]byte, error) {
 	files := map[string][]byte{}
 	err := fs.WalkDir(templates, "templates", func(name string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
+		}
+		if p.Builtin && (strings.HasPrefix(name, "templates/api/") || strings.HasPrefix(name, "templates/config/crd/")) {
+			return nil // a built-in kind has no API package and no CRD
+		}
+		if strings.HasSuffix(name, builtinSuffix) {
+			if !p.Builtin {
+				return nil
+			}
+		} else if _, err := fs.Stat(templates, strings.TrimSuffix(name, ".tmpl")+builtinSuffix); p.Builtin && err == nil {
+			return nil
 		}
 		text, err := templates.ReadFile(name)
 		if err != nil {
@@ -258,7 +375,7 @@ func (p *project) render() (map[string][]byte, error) {
 		if err := t.Execute(&buf, p); err != nil {
 			return err
 		}
-		out := strings.TrimSuffix(strings.TrimPrefix(name, "templates/"), ".tmpl")
+		out := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(name, "templates/"), builtinSuffix), ".tmpl")
 		out = strings.NewReplacer("VERSION", p.Version, "NAME", p.Name).Replace(out)
 		switch out {
 		case "gitignore":
@@ -309,7 +426,7 @@ func (f *initFlags) run(dir string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "Created %s (module %s, %s %s/%s) in %s\n", p.Name, p.Module, p.Kind, p.Group, p.Version, p.Dir)
+	fmt.Fprintf(stdout, "Created %s (module %s, %s %s) in %s\n", p.Name, p.Module, p.Kind, p.APIVersion(), p.Dir)
 	if src.Version == "" {
 		fmt.Fprintf(stdout, "go.mod: replace github.com/kloop-dev/kloop => %s (the kloop checkout this kloop was built from)\n", src.Dir)
 	}
