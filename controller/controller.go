@@ -126,7 +126,7 @@ type Options[K comparable] struct {
 	// Tracer, if set, traces every reconcile: a span named "reconcile "
 	// + Name, with the attributes kloop.controller, kloop.key,
 	// kloop.causes (each cause as the logs write it), kloop.causes.total,
-	// kloop.self_triggered and kloop.outcome ("success", "requeue_after",
+	// kloop.self_triggered and kloop.outcome ("success", "requeue_after", "requeue",
 	// "error"), and the error as its status. Its context is the
 	// Reconcile call's, so the writes of the App's client in the call are
 	// its children. The span links to the span of each own write among
@@ -462,6 +462,15 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 		c.done(span, rec, res, nil)
 		log.Debug(reconciledMessage, "requeueAfter", res.RequeueAfter)
 		return
+	case err == nil && res.Requeue:
+		c.queue.Forget(key)
+		c.note(key, Cause{Source: causeRequeue})
+		c.queue.Add(key) // the key is in flight: taken again after Done
+		c.m.requeue.Inc()
+		rec.outcome = OutcomeRequeue
+		c.done(span, rec, res, nil)
+		log.Debug(reconciledMessage, "requeue", true)
+		return
 	case err == nil:
 		c.queue.Forget(key)
 		c.m.success.Inc()
@@ -492,9 +501,9 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 		log.Error("Reconcile failed with a terminal error; not retrying", "err", err, "causes", causes.String())
 		return
 	}
-	if res.RequeueAfter > 0 {
-		log.Warn("Reconcile returned both an error and RequeueAfter; RequeueAfter is ignored, the error is retried with back-off",
-			"requeueAfter", res.RequeueAfter)
+	if res.RequeueAfter > 0 || res.Requeue {
+		log.Warn("Reconcile returned both an error and a requeue; RequeueAfter is ignored, and so is Requeue, the error is retried with back-off",
+			"requeueAfter", res.RequeueAfter, "requeue", res.Requeue)
 	}
 	if c.opts.MaxRetries > 0 && retries >= c.opts.MaxRetries {
 		c.queue.Forget(key)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -197,6 +198,69 @@ func TestController_RequeueAfterReconcilesAgainAfterThatTime(t *testing.T) {
 		}
 		if v := h.counter("controller_runtime_reconcile_total", "controller", "test", "result", "requeue_after"); v != 2 {
 			t.Errorf("reconcile_total{result=requeue_after} = %v, want 2", v)
+		}
+		h.shutdown()
+	})
+}
+
+// Requeue runs the key again at once, with no back-off and no failure
+// counted, and resets the back-off an earlier failure built up.
+func TestController_RequeueReconcilesAgainAtOnceWithoutBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		type call struct {
+			at     time.Time
+			causes []string
+		}
+		var (
+			mu    sync.Mutex
+			calls []call
+		)
+		rec := controller.ReconcilerFunc[string](func(ctx context.Context, key string) (controller.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			causes, _ := controller.CausesFrom(ctx)
+			var sources []string
+			for _, c := range causes {
+				sources = append(sources, c.Source)
+			}
+			calls = append(calls, call{time.Now(), sources})
+			switch len(calls) {
+			case 1, 4:
+				return controller.Result{}, errors.New("boom")
+			case 2, 3:
+				return controller.Result{Requeue: true}, nil
+			}
+			return controller.Result{}, nil
+		})
+		h := start(t, rec, controller.Options[string]{})
+		h.c.Enqueue("a")
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) != 5 {
+			t.Fatalf("Reconcile called %d times, want 5", len(calls))
+		}
+		// error, (5ms back-off) requeue, (at once) requeue, (at once) error,
+		// (5ms: the back-off was reset, not 10ms) done.
+		for i, want := range []time.Duration{5 * time.Millisecond, 0, 0, 5 * time.Millisecond} {
+			if d := calls[i+1].at.Sub(calls[i].at); d != want {
+				t.Errorf("gap before call %d = %v, want %v", i+2, d, want)
+			}
+		}
+		for _, i := range []int{2, 3} {
+			if !slices.Equal(calls[i].causes, []string{"Requeue"}) {
+				t.Errorf("call %d has causes %q, want [Requeue]", i+1, calls[i].causes)
+			}
+		}
+		if v := h.counter("controller_runtime_reconcile_total", "controller", "test", "result", "requeue"); v != 2 {
+			t.Errorf("reconcile_total{result=requeue} = %v, want 2", v)
+		}
+		if v := h.counter("controller_runtime_reconcile_errors_total", "controller", "test"); v != 2 {
+			t.Errorf("reconcile_errors_total = %v, want 2 (the requeues are not failures)", v)
+		}
+		if st := h.c.Status(); st.Requeued != 2 || st.Failed != 2 || st.Succeeded != 1 {
+			t.Errorf("Status: %d requeued, %d failed, %d succeeded; want 2, 2, 1", st.Requeued, st.Failed, st.Succeeded)
 		}
 		h.shutdown()
 	})

@@ -96,7 +96,7 @@
 //	  level, trouble[]  see below
 //	controllers[]  one per controller:
 //	  name, workers, active (reconciles running now)
-//	  reconciles      {total, success, error, requeueAfter, terminal,
+//	  reconciles      {total, success, error, requeueAfter, requeue, terminal,
 //	                  panics, timeouts}
 //	  rates           null without history, else per second over the window:
 //	                  {reconciles, errors, adds, retries}

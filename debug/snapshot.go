@@ -222,6 +222,7 @@ type reconcileCounts struct {
 	Success      uint64 `json:"success"`
 	Error        uint64 `json:"error"`
 	RequeueAfter uint64 `json:"requeueAfter"`
+	Requeue      uint64 `json:"requeue"`
 	Terminal     uint64 `json:"terminal"`
 	Panics       uint64 `json:"panics"`
 	Timeouts     uint64 `json:"timeouts"`
@@ -344,7 +345,7 @@ func sampleOf(in input) sample {
 	s := sample{Time: in.Time, Controllers: make(map[string]controllerSample, len(in.Controllers))}
 	for _, c := range in.Controllers {
 		s.Controllers[c.Name] = controllerSample{
-			Reconciles: c.Succeeded + c.Failed + c.RequeuedAfter,
+			Reconciles: c.Succeeded + c.Failed + c.RequeuedAfter + c.Requeued,
 			Failed:     c.Failed,
 			Adds:       c.Queue.Adds,
 			Retries:    c.Queue.Retries,
@@ -552,8 +553,8 @@ func buildController(now time.Time, st controller.Status, base *sample, history 
 		Workers: st.Workers,
 		Active:  st.Active,
 		Reconciles: reconcileCounts{
-			Total:   st.Succeeded + st.Failed + st.RequeuedAfter,
-			Success: st.Succeeded, Error: st.Failed, RequeueAfter: st.RequeuedAfter,
+			Total:   st.Succeeded + st.Failed + st.RequeuedAfter + st.Requeued,
+			Success: st.Succeeded, Error: st.Failed, RequeueAfter: st.RequeuedAfter, Requeue: st.Requeued,
 			Terminal: st.Terminal, Panics: st.Panics, Timeouts: st.Timeouts,
 		},
 		RecentErrors: make([]reconcileError, 0, len(st.RecentErrors)),
@@ -665,7 +666,7 @@ func series(now time.Time, st controller.Status, history []sample, span time.Dur
 		add(h.Time, cs)
 	}
 	add(now, controllerSample{
-		Reconciles: st.Succeeded + st.Failed + st.RequeuedAfter,
+		Reconciles: st.Succeeded + st.Failed + st.RequeuedAfter + st.Requeued,
 		Failed:     st.Failed,
 		Ready:      st.Queue.Ready,
 	})
