@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/debug"
@@ -104,6 +105,9 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 	if opts.Registry == nil {
 		opts.Registry = metrics.Registry
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	watchNS, err := namespaceSet(&opts)
 	if err != nil {
 		return nil, err
@@ -125,6 +129,7 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 		Scheme:     opts.Scheme,
 		Logger:     opts.Logger,
 		Registerer: opts.Registry,
+		Clock:      opts.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kloop.New: %w", err)

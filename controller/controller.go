@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/utils/clock"
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/workqueue"
@@ -139,6 +140,16 @@ type Options[K comparable] struct {
 	// that left namespace/name at resourceVersion (invalid when unknown).
 	// An App sets it from its client.
 	OwnWriteSpan func(namespace, name, resourceVersion string) trace.SpanContext
+
+	// Clock is the time of the controller's delays: RequeueAfter, the
+	// retries' back-off (the default RateLimiter's), Debounce. A test
+	// passes a fake clock (k8s.io/utils/clock/testing.FakeClock) and
+	// steps it: a key requeued after an hour is reconciled again once the
+	// clock has been stepped by an hour, with no wait. Timeouts
+	// (ReconcileTimeout, SyncTimeout, DrainTimeout) and the measured
+	// durations keep the real clock. Default: the real clock; an App sets
+	// its own (kloop.Options.Clock).
+	Clock clock.Clock
 }
 
 // Controller reconciles keys of type K: sources enqueue keys, workers hand
@@ -153,6 +164,7 @@ type Controller[K comparable] struct {
 	m       *controllerMetrics
 	recent  recentErrors
 	started atomic.Bool
+	clock   clock.Clock
 	epoch   time.Time // for trigger times with Debounce
 	// causes holds the triggers of the keys waiting in queue until a
 	// worker takes them.
@@ -192,6 +204,9 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	if opts.Debounce < 0 {
 		return nil, fmt.Errorf("controller %q: Options.Debounce is %v; give a positive duration, or 0 for none", opts.Name, opts.Debounce)
 	}
@@ -204,12 +219,14 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 		rec:   rec,
 		opts:  opts,
 		log:   opts.Logger.With("controller", opts.Name),
-		epoch: time.Now(),
+		clock: opts.Clock,
+		epoch: opts.Clock.Now(),
 		m:     m,
 		queue: workqueue.New(workqueue.Options[K]{
 			Name:        opts.Name,
 			Registerer:  opts.Registerer,
 			RateLimiter: opts.RateLimiter,
+			Clock:       opts.Clock,
 		}),
 	}
 	return c, nil
@@ -246,7 +263,7 @@ func (c *Controller[K]) triggerTime() int64 {
 	if c.opts.Debounce <= 0 {
 		return 0
 	}
-	return int64(time.Since(c.epoch)) + 1
+	return int64(c.clock.Since(c.epoch)) + 1
 }
 
 // hold puts a key a worker took back in the queue, with its causes, if
