@@ -289,6 +289,56 @@ func TestLogged_ReturnsTheFirstMatchAndOnTimeoutQuotesTheLatestRecords(t *testin
 	})
 }
 
+// Two waits in a row for the same key: Reconciled passes at once on the
+// reconcile already logged, NextReconcile blocks until a new one.
+func TestNextReconcile_WaitsForAReconcileAfterItsCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := await.NewLogs()
+		log := slog.New(logs)
+		log.Debug(await.ReconciledMessage, "controller", "c", "key", "ns/a", "n", 1)
+		if r := await.Reconciled(t, logs, "c", "ns/a"); r.Attrs["n"] != "1" {
+			t.Fatalf("Reconciled returned %v, want the first reconcile", r)
+		}
+		if r := await.Reconciled(t, logs, "c", "ns/a"); r.Attrs["n"] != "1" {
+			t.Fatalf("a second Reconciled returned %v; it matches any past record, so the first", r)
+		}
+		next := await.NextReconcile(t, logs, "c", "ns/a")
+		got := make(chan await.Record, 1)
+		go func() { got <- next() }()
+		synctest.Wait()
+		select {
+		case r := <-got:
+			t.Fatalf("NextReconcile returned %v before any new reconcile", r)
+		default:
+		}
+		log.Debug(await.ReconciledMessage, "controller", "c", "key", "ns/b", "n", 2)                    // another key
+		log.Debug(await.ReconciledMessage, "controller", "other", "key", "ns/a", "n", 3)                // another controller
+		log.Error("Reconcile failed; will retry", "controller", "c", "key", "ns/a", "n", 4, "err", "x") // not reconciled
+		synctest.Wait()
+		select {
+		case r := <-got:
+			t.Fatalf("NextReconcile returned %v, which is not a reconcile of c ns/a", r)
+		default:
+		}
+		log.Debug(await.ReconciledMessage, "controller", "c", "key", "ns/a", "n", 5)
+		synctest.Wait()
+		select {
+		case r := <-got:
+			if r.Attrs["n"] != "5" {
+				t.Errorf("NextReconcile returned %v, want the reconcile logged after it", r)
+			}
+		default:
+			t.Fatal("NextReconcile still waits after a new reconcile of c ns/a")
+		}
+		// On timeout it says which reconcile it waited for.
+		ft := &fatalTB{TB: t}
+		await.NextReconcile(ft, logs, "c", "ns/a")()
+		if !strings.Contains(ft.msg, "waiting for the next controller c to reconcile ns/a (after log record 5)") {
+			t.Errorf("failure message %q does not say what it waited for", ft.msg)
+		}
+	})
+}
+
 func TestGone_ReturnsAtOnceForNoObjectAndOnceAFinalizedOneIsDeleted(t *testing.T) {
 	e := controlPlane.Env(t)
 	kc := kubernetes.NewForConfigOrDie(e.Config)
