@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/internal/metricstest"
@@ -261,6 +262,61 @@ func TestController_RequeueReconcilesAgainAtOnceWithoutBackoff(t *testing.T) {
 		}
 		if st := h.c.Status(); st.Requeued != 2 || st.Failed != 2 || st.Succeeded != 1 {
 			t.Errorf("Status: %d requeued, %d failed, %d succeeded; want 2, 2, 1", st.Requeued, st.Failed, st.Succeeded)
+		}
+		h.shutdown()
+	})
+}
+
+// RequeueAfter and the back-off follow Options.Clock: a key requeued for an
+// hour runs again only once a fake clock has been stepped by the hour, and
+// a failed key's retry waits for the fake clock too. The bubble only lets
+// synctest.Wait tell when the workers are blocked; its own time never
+// moves the fake clock.
+func TestController_DelaysFollowOptionsClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(time.Date(2026, 12, 7, 20, 0, 0, 0, time.UTC))
+		var (
+			mu    sync.Mutex
+			calls []time.Time
+		)
+		rec := controller.ReconcilerFunc[string](func(ctx context.Context, key string) (controller.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, clk.Now())
+			switch len(calls) {
+			case 1:
+				return controller.Result{RequeueAfter: time.Hour}, nil
+			case 2:
+				return controller.Result{}, errors.New("boom")
+			}
+			return controller.Result{}, nil
+		})
+		h := start(t, rec, controller.Options[string]{Clock: clk})
+		count := func() int {
+			synctest.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			return len(calls)
+		}
+		h.c.Enqueue("a")
+		if n := count(); n != 1 {
+			t.Fatalf("%d reconciles after Enqueue, want 1", n)
+		}
+		time.Sleep(2 * time.Hour) // the bubble's time: not the controller's
+		if n := count(); n != 1 {
+			t.Fatalf("%d reconciles after two hours of real (bubble) time, want 1: RequeueAfter did not follow Options.Clock", n)
+		}
+		clk.Step(time.Hour - time.Second)
+		if n := count(); n != 1 {
+			t.Fatalf("%d reconciles a second before the hour, want 1", n)
+		}
+		clk.Step(time.Second)
+		if n := count(); n != 2 {
+			t.Fatalf("%d reconciles once the fake clock passed the hour, want 2", n)
+		}
+		clk.Step(5 * time.Millisecond) // the rate limiter's first delay
+		if n := count(); n != 3 {
+			t.Fatalf("%d reconciles after the fake clock passed the back-off, want 3", n)
 		}
 		h.shutdown()
 	})

@@ -46,6 +46,11 @@
 //     program's own writes, is listed in Status.HotLoops (and on the debug
 //     page) and warned of once per key per 10 minutes; every such
 //     reconcile counts in kloop_controller_self_triggered_reconciles_total.
+//   - Delays follow Options.Clock (default the real clock): RequeueAfter,
+//     the default rate limiter's back-off and Debounce wait on it, so a
+//     test steps a fake clock (k8s.io/utils/clock/testing) instead of
+//     waiting; a kloop App gives its controllers its own
+//     (kloop.Options.Clock).
 //   - Options.Debounce holds a key that sources trigger until its triggers
 //     pause for Debounce, and at most DebounceBound × Debounce from the
 //     first trigger it held.
