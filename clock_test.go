@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/kloopfake"
 	"github.com/kloop-dev/kloop/metrics"
+	"github.com/kloop-dev/kloop/testenv"
 )
 
 // armedClock is a fake clock that tells when a timer is armed on it: a
@@ -38,16 +41,34 @@ func (c armedClock) NewTimer(d time.Duration) clock.Timer {
 
 // A reconcile runs "at" the time of the App's clock, and a key it requeues
 // for an hour is reconciled again as soon as the fake clock is stepped by
-// an hour: no wall-clock wait.
+// an hour: no wall-clock wait. On kloopfake's server and on a real one.
 func TestApp_ClockIsTheTimeOfReconcilesAndOfRequeueAfter(t *testing.T) {
+	t.Run("kloopfake", func(t *testing.T) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "office"}}
+		srv, err := kloopfake.NewServer(kloopfake.Options{Objects: []runtime.Object{cm}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testClock(t, srv.Config(), "")
+	})
+	t.Run("control plane", func(t *testing.T) {
+		env := controlPlane.Env(t)
+		kc := kubernetes.NewForConfigOrDie(env.Config)
+		ns := testenv.NewNamespace(t, kc, "clock")
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "office"}}
+		if _, err := kc.CoreV1().ConfigMaps(ns).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		testClock(t, env.Config, ns)
+	})
+}
+
+// testClock runs an App with a fake clock on cfg (watching namespace, ""
+// for all) that holds one ConfigMap.
+func testClock(t *testing.T, cfg *rest.Config, namespace string) {
 	sleepAt := time.Date(2026, 12, 7, 20, 0, 0, 0, time.UTC)
 	clk := armedClock{clocktesting.NewFakeClock(sleepAt), make(chan time.Duration, 16)}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "office"}}
-	srv, err := kloopfake.NewServer(kloopfake.Options{Objects: []runtime.Object{cm}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	app, err := kloop.New(srv.Config(), kloop.Options{Name: "sleeper", Clock: clk, Logger: quiet(), Registry: prometheus.NewRegistry()})
+	app, err := kloop.New(cfg, kloop.Options{Name: "sleeper", Namespace: namespace, Clock: clk, Logger: quiet(), Registry: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
