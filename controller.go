@@ -109,8 +109,8 @@ func (b *ControllerBuilder) Workers(n int) *ControllerBuilder {
 //	.WithOptions(func(o *controller.Options[cache.Key]) { o.MaxRetries = 5 })
 //
 // Name, Logger and Registerer are the App's; Clock is the App's unless
-// set; OwnWrite is the App client's Wrote unless set; Tracer and OwnWriteSpan are the App's when it traces
-// (Options.TraceEndpoint).
+// set; OwnWrite is the App client's Wrote unless set; Tracer and
+// OwnWriteSpan are the App's when it traces (Options.TraceEndpoint).
 func (b *ControllerBuilder) WithOptions(change func(*controller.Options[cache.Key])) *ControllerBuilder {
 	change(&b.b.opts)
 	return b

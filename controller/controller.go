@@ -127,8 +127,8 @@ type Options[K comparable] struct {
 	// Tracer, if set, traces every reconcile: a span named "reconcile "
 	// + Name, with the attributes kloop.controller, kloop.key,
 	// kloop.causes (each cause as the logs write it), kloop.causes.total,
-	// kloop.self_triggered and kloop.outcome ("success", "requeue_after", "requeue",
-	// "error"), and the error as its status. Its context is the
+	// kloop.self_triggered and kloop.outcome ("success", "requeue_after",
+	// "requeue", "error"), and the error as its status. Its context is the
 	// Reconcile call's, so the writes of the App's client in the call are
 	// its children. The span links to the span of each own write among
 	// its causes (OwnWriteSpan); a reconcile woken only by own writes is
@@ -519,7 +519,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 		return
 	}
 	if res.RequeueAfter > 0 || res.Requeue {
-		log.Warn("Reconcile returned both an error and a requeue; RequeueAfter is ignored, and so is Requeue, the error is retried with back-off",
+		log.Warn("Reconcile returned both an error and RequeueAfter or Requeue; RequeueAfter is ignored, as is Requeue: the error is retried with back-off",
 			"requeueAfter", res.RequeueAfter, "requeue", res.Requeue)
 	}
 	if c.opts.MaxRetries > 0 && retries >= c.opts.MaxRetries {
