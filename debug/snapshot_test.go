@@ -273,3 +273,19 @@ func TestBuild_RecentReconcilesCarryTheirCausesAsText(t *testing.T) {
 		t.Errorf("recentReconciles = %s\nwant %s", got, want)
 	}
 }
+
+// Reconciles that asked to run again at once (Result.Requeue) count in the
+// total, and in the rates, beside those requeued after a delay.
+func TestBuild_RequeuesCountInTheTotalAndTheRate(t *testing.T) {
+	st := ctl(10, 2, 0, 10, 10, 10, 10)
+	st.Succeeded, st.RequeuedAfter, st.Requeued = 5, 1, 2
+	base := sampleOf(input{Time: t0.Add(-10 * time.Second), Controllers: []controller.Status{ctl(0, 0, 0, 0, 0, 0, 0)}})
+	s := build(input{Time: t0, Controllers: []controller.Status{st}}, []sample{base}, time.Minute, time.Minute)
+	r := s.Controllers[0].Reconciles
+	if r.Total != 10 || r.Requeue != 2 || r.RequeueAfter != 1 || r.Success != 5 || r.Error != 2 {
+		t.Errorf("reconciles %+v; want total 10: 5 success, 2 error, 1 requeueAfter, 2 requeue", r)
+	}
+	if rates := s.Controllers[0].Rates; rates == nil || !near(rates.Reconciles, 1) {
+		t.Errorf("rates %+v, want 1 reconcile a second (10 in 10 s)", rates)
+	}
+}
