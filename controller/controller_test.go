@@ -353,6 +353,40 @@ func TestController_ErrorWithRequeueAfterIsRetriedWithBackoffAndWarned(t *testin
 	})
 }
 
+func TestController_ErrorWithRequeueIsRetriedWithBackoffAndWarned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu    sync.Mutex
+			calls []time.Time
+		)
+		rec := controller.ReconcilerFunc[string](func(ctx context.Context, key string) (controller.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, time.Now())
+			if len(calls) == 1 {
+				return controller.Result{Requeue: true}, errors.New("boom")
+			}
+			return controller.Result{}, nil
+		})
+		h := start(t, rec, controller.Options[string]{})
+		h.c.Enqueue("a")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) != 2 || calls[1].Sub(calls[0]) != 5*time.Millisecond {
+			t.Fatalf("calls at %v, want two 5ms apart (the rate limiter's first delay, not at once)", calls)
+		}
+		if !strings.Contains(h.logs.String(), "level=WARN") || !strings.Contains(h.logs.String(), "as is Requeue") {
+			t.Errorf("no warning about Requeue with an error; logs:\n%s", h.logs)
+		}
+		if v := h.counter("controller_runtime_reconcile_total", "controller", "test", "result", "requeue"); v != 0 {
+			t.Errorf("reconcile_total{result=requeue} = %v, want 0: it failed", v)
+		}
+		h.shutdown()
+	})
+}
+
 func TestController_RecoversPanicAndRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls atomic.Int32
