@@ -22,6 +22,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/debug"
@@ -111,6 +112,9 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 	if opts.Registry == nil {
 		opts.Registry = metrics.Registry
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	watchNS, err := namespaceSet(&opts)
 	if err != nil {
 		return nil, err
@@ -132,6 +136,7 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 		Scheme:     opts.Scheme,
 		Logger:     opts.Logger,
 		Registerer: opts.Registry,
+		Clock:      opts.Clock,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kloop.New: %w", err)

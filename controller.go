@@ -108,10 +108,11 @@ func (b *ControllerBuilder) Workers(n int) *ControllerBuilder {
 //
 //	.WithOptions(func(o *controller.Options[cache.Key]) { o.MaxRetries = 5 })
 //
-// Name, Logger and Registerer are the App's; OwnWrite is the App client's
-// Wrote unless set; WaitForSync waits for every informer the App holds
-// unless set (see "When reads are answered" in docs/controllers.md); Tracer and OwnWriteSpan are the App's when it traces
-// (Options.TraceEndpoint).
+// Name, Logger and Registerer are the App's; Clock is the App's unless
+// set; OwnWrite is the App client's Wrote unless set; WaitForSync waits for
+// every informer the App holds unless set (see "When reads are answered" in
+// docs/controllers.md); Tracer and OwnWriteSpan are the App's when it
+// traces (Options.TraceEndpoint).
 func (b *ControllerBuilder) WithOptions(change func(*controller.Options[cache.Key])) *ControllerBuilder {
 	change(&b.b.opts)
 	return b
@@ -244,6 +245,9 @@ func (b *builder[K]) make(nothing string, gate func(*controller.Controller[K]) e
 	}
 	b.opts.Logger = b.app.log
 	b.opts.Registerer = b.app.opts.Registry
+	if b.opts.Clock == nil {
+		b.opts.Clock = b.app.opts.Clock
+	}
 	if b.opts.OwnWrite == nil && b.app.client != nil {
 		b.opts.OwnWrite = b.app.client.Wrote
 	}

@@ -735,7 +735,7 @@ func (a *App) clusterApp(name string, cfg *rest.Config) (*App, error) {
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	ca.recorder, err = record.New(cfg, record.Options{Component: opts.Name, Host: host, Scheme: opts.Scheme, Logger: opts.Logger, Registerer: opts.Registry})
+	ca.recorder, err = record.New(cfg, record.Options{Component: opts.Name, Host: host, Scheme: opts.Scheme, Logger: opts.Logger, Registerer: opts.Registry, Clock: opts.Clock})
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
 
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/metrics/secure"
@@ -63,7 +64,18 @@ type Options struct {
 
 	// Registry is where every component registers its metrics and what
 	// /metrics serves. Default: the kloop registry (metrics.Registry).
+	// App.Options().Registry is the registry in use, never nil.
 	Registry *prometheus.Registry
+
+	// Clock is the App's time: its controllers' delays (Result.RequeueAfter,
+	// retries' back-off, Debounce: controller.Options.Clock) and its
+	// events' timestamps follow it, and a reconcile that needs the time
+	// reads App.Options().Clock.Now(). A test gives a fake clock
+	// (k8s.io/utils/clock/testing.NewFakeClock) to run a reconcile at the
+	// time it wants, and steps it to run a requeued key again without
+	// waiting. Timeouts, leases and the informers keep the real clock.
+	// Default: the real clock; App.Options().Clock is never nil.
+	Clock clock.Clock
 
 	// MetricsAddr is where /metrics is served, for example ":8080" or
 	// "127.0.0.1:0". "" or "0" means off.

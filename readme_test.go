@@ -217,3 +217,23 @@ func TestREADME_LinksEveryDocsPageAndEveryLinkResolves(t *testing.T) {
 		}
 	}
 }
+
+// docs/testing.md and docs/unit-testing.md quote kloopfake's Examples of
+// Start on a real control plane and of Lister().WaitFor; every line they
+// quote must stand in kloopfake/example_test.go, where the Examples run.
+func TestDocs_QuoteTheStartAndWaitForExamplesAsTheyStand(t *testing.T) {
+	src := readFiles(t, "kloopfake/example_test.go")
+	for _, s := range []struct{ file, heading string }{
+		{"docs/testing.md", "## One reconcile by hand, on the real control plane"},
+		{"docs/unit-testing.md", "## A write the App did not make"},
+		{"docs/unit-testing.md", "## The same on a real control plane"},
+	} {
+		blocks := codeBlocks(t, readSection(t, s.file, s.heading), "go")
+		if len(blocks) == 0 {
+			t.Errorf("%s %q has no go block", s.file, s.heading)
+		}
+		for _, b := range blocks {
+			quotedLines(t, b, src, "kloopfake/example_test.go")
+		}
+	}
+}

@@ -41,6 +41,9 @@ type Flags struct {
 	// quantity (kloop.Options.Memory.EncodedUnder); "0", the default,
 	// never switches.
 	EncodedUnder string
+	// WaitForKinds is --wait-for-kinds (kloop.Options.WaitForKinds): a
+	// custom kind whose CRD is not served is waited for, not an error.
+	WaitForKinds bool
 }
 
 // NewFlags returns kloop's defaults for the program name: client-go's
@@ -74,6 +77,8 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet) {
 		"the Go memory limit: auto (90% of the container's memory limit, unless GOMEMLIMIT is set), off (leave it as it is), or a `quantity` such as 400Mi")
 	fs.StringVar(&f.EncodedUnder, "encoded-cache-under", f.EncodedUnder,
 		"keep informers' caches encoded (about half the memory, each read decodes) when the Go memory limit is under this `quantity`, such as 512Mi; 0: never")
+	fs.BoolVar(&f.WaitForKinds, "wait-for-kinds", f.WaitForKinds,
+		"wait for custom kinds whose CRD is not installed (their controllers run once it is) instead of failing at the start")
 }
 
 // Validate checks every flag without I/O or side effects.
@@ -127,7 +132,7 @@ func (f *Flags) Validate() error {
 // the client configuration (the Cluster group) and returns it with the
 // Options for kloop.New: Name, Namespace or Namespaces, Logger,
 // MetricsAddr, HealthAddr, SecureMetrics, DebugAddr, TraceEndpoint, the Webhook options,
-// LeaderElection, Sharding, MemoryLimit and Memory.EncodedUnder filled in. The
+// LeaderElection, Sharding, MemoryLimit, Memory.EncodedUnder and WaitForKinds filled in. The
 // command sets the rest (Scheme, ...) before calling kloop.New.
 func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) {
 	if err := f.Validate(); err != nil {
@@ -173,6 +178,7 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 		Sharding:          sh,
 		MemoryLimit:       memoryLimit,
 		Memory:            informer.Memory{EncodedUnder: encodedUnder},
+		WaitForKinds:      f.WaitForKinds,
 	}, nil
 }
 

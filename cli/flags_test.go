@@ -416,6 +416,31 @@ func TestFlags_EncodedCacheUnderReachesMemoryOrNamesTheBadValue(t *testing.T) {
 	}
 }
 
+func TestFlags_WaitForKindsReachesOptions(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, false}, // the default: a kind not served is an error
+		{[]string{"--wait-for-kinds"}, true},
+		{[]string{"--wait-for-kinds=false"}, false},
+	} {
+		flags := cli.NewFlags("demo")
+		var opts kloop.Options
+		cmd := &cobra.Command{Use: "demo", RunE: func(cmd *cobra.Command, _ []string) error {
+			_, o, err := flags.Config(cmd)
+			opts = o
+			return err
+		}}
+		flags.AddFlags(cmd.Flags())
+		var stderr strings.Builder
+		code := cli.Run(t.Context(), cmd, append([]string{"--master", "https://127.0.0.1:6443"}, tc.args...), io.Discard, &stderr)
+		if code != cli.ExitOK || opts.WaitForKinds != tc.want {
+			t.Errorf("%v: exit %d (%s), WaitForKinds %v; want %v", tc.args, code, stderr.String(), opts.WaitForKinds, tc.want)
+		}
+	}
+}
+
 func TestFlags_NamespaceTakesOneOrSeveralNamespaces(t *testing.T) {
 	for _, tc := range []struct {
 		args      []string

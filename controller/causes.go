@@ -16,6 +16,7 @@ const (
 	causeEnqueue      = "Enqueue"
 	causeRetry        = "Retry"
 	causeRequeueAfter = "RequeueAfter"
+	causeRequeue      = "Requeue"
 )
 
 // Cause is one trigger of a reconcile: a change of an object that a source
@@ -27,7 +28,8 @@ type Cause struct {
 	// Source is what enqueued the key: "For", "Owns" or "Watches" for an
 	// object's change (Kind says which watched kind); "Enqueue" for
 	// Controller.Enqueue; "Retry" for the retry of a failed reconcile;
-	// "RequeueAfter" for a Result.RequeueAfter; "Handover" for a key of a
+	// "RequeueAfter" for a Result.RequeueAfter; "Requeue" for a
+	// Result.Requeue; "Handover" for a key of a
 	// shard this replica took over; a custom Source's String(), or
 	// "Source", for the keys it adds.
 	Source string

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/utils/clock"
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/workqueue"
@@ -141,7 +142,7 @@ type Options[K comparable] struct {
 	// + Name, with the attributes kloop.controller, kloop.key,
 	// kloop.causes (each cause as the logs write it), kloop.causes.total,
 	// kloop.self_triggered and kloop.outcome ("success", "requeue_after",
-	// "error"), and the error as its status. Its context is the
+	// "requeue", "error"), and the error as its status. Its context is the
 	// Reconcile call's, so the writes of the App's client in the call are
 	// its children. The span links to the span of each own write among
 	// its causes (OwnWriteSpan); a reconcile woken only by own writes is
@@ -153,6 +154,16 @@ type Options[K comparable] struct {
 	// that left namespace/name at resourceVersion (invalid when unknown).
 	// An App sets it from its client.
 	OwnWriteSpan func(namespace, name, resourceVersion string) trace.SpanContext
+
+	// Clock is the time of the controller's delays: RequeueAfter, the
+	// retries' back-off (the default RateLimiter's), Debounce. A test
+	// passes a fake clock (k8s.io/utils/clock/testing.FakeClock) and
+	// steps it: a key requeued after an hour is reconciled again once the
+	// clock has been stepped by an hour, with no wait. Timeouts
+	// (ReconcileTimeout, SyncTimeout, DrainTimeout) and the measured
+	// durations keep the real clock. Default: the real clock; an App sets
+	// its own (kloop.Options.Clock).
+	Clock clock.Clock
 }
 
 // Controller reconciles keys of type K: sources enqueue keys, workers hand
@@ -167,6 +178,7 @@ type Controller[K comparable] struct {
 	m       *controllerMetrics
 	recent  recentErrors
 	started atomic.Bool
+	clock   clock.Clock
 	epoch   time.Time // for trigger times with Debounce
 	// causes holds the triggers of the keys waiting in queue until a
 	// worker takes them.
@@ -206,6 +218,9 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	if opts.Debounce < 0 {
 		return nil, fmt.Errorf("controller %q: Options.Debounce is %v; give a positive duration, or 0 for none", opts.Name, opts.Debounce)
 	}
@@ -218,12 +233,14 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 		rec:   rec,
 		opts:  opts,
 		log:   opts.Logger.With("controller", opts.Name),
-		epoch: time.Now(),
+		clock: opts.Clock,
+		epoch: opts.Clock.Now(),
 		m:     m,
 		queue: workqueue.New(workqueue.Options[K]{
 			Name:        opts.Name,
 			Registerer:  opts.Registerer,
 			RateLimiter: opts.RateLimiter,
+			Clock:       opts.Clock,
 		}),
 	}
 	return c, nil
@@ -260,7 +277,7 @@ func (c *Controller[K]) triggerTime() int64 {
 	if c.opts.Debounce <= 0 {
 		return 0
 	}
-	return int64(time.Since(c.epoch)) + 1
+	return int64(c.clock.Since(c.epoch)) + 1
 }
 
 // hold puts a key a worker took back in the queue, with its causes, if
@@ -488,6 +505,15 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 		c.done(span, rec, res, nil)
 		log.Debug(reconciledMessage, "requeueAfter", res.RequeueAfter)
 		return
+	case err == nil && res.Requeue:
+		c.queue.Forget(key)
+		c.note(key, Cause{Source: causeRequeue})
+		c.queue.Add(key) // the key is in flight: taken again after Done
+		c.m.requeue.Inc()
+		rec.outcome = OutcomeRequeue
+		c.done(span, rec, res, nil)
+		log.Debug(reconciledMessage, "requeue", true)
+		return
 	case err == nil:
 		c.queue.Forget(key)
 		c.m.success.Inc()
@@ -518,9 +544,9 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 		log.Error("Reconcile failed with a terminal error; not retrying", "err", err, "causes", causes.String())
 		return
 	}
-	if res.RequeueAfter > 0 {
-		log.Warn("Reconcile returned both an error and RequeueAfter; RequeueAfter is ignored, the error is retried with back-off",
-			"requeueAfter", res.RequeueAfter)
+	if res.RequeueAfter > 0 || res.Requeue {
+		log.Warn("Reconcile returned both an error and RequeueAfter or Requeue; RequeueAfter is ignored, as is Requeue: the error is retried with back-off",
+			"requeueAfter", res.RequeueAfter, "requeue", res.Requeue)
 	}
 	if c.opts.MaxRetries > 0 && retries >= c.opts.MaxRetries {
 		c.queue.Forget(key)

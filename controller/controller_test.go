@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/internal/metricstest"
@@ -202,6 +204,124 @@ func TestController_RequeueAfterReconcilesAgainAfterThatTime(t *testing.T) {
 	})
 }
 
+// Requeue runs the key again at once, with no back-off and no failure
+// counted, and resets the back-off an earlier failure built up.
+func TestController_RequeueReconcilesAgainAtOnceWithoutBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		type call struct {
+			at     time.Time
+			causes []string
+		}
+		var (
+			mu    sync.Mutex
+			calls []call
+		)
+		rec := controller.ReconcilerFunc[string](func(ctx context.Context, key string) (controller.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			causes, _ := controller.CausesFrom(ctx)
+			var sources []string
+			for _, c := range causes {
+				sources = append(sources, c.Source)
+			}
+			calls = append(calls, call{time.Now(), sources})
+			switch len(calls) {
+			case 1, 4:
+				return controller.Result{}, errors.New("boom")
+			case 2, 3:
+				return controller.Result{Requeue: true}, nil
+			}
+			return controller.Result{}, nil
+		})
+		h := start(t, rec, controller.Options[string]{})
+		h.c.Enqueue("a")
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) != 5 {
+			t.Fatalf("Reconcile called %d times, want 5", len(calls))
+		}
+		// error, (5ms back-off) requeue, (at once) requeue, (at once) error,
+		// (5ms: the back-off was reset, not 10ms) done.
+		for i, want := range []time.Duration{5 * time.Millisecond, 0, 0, 5 * time.Millisecond} {
+			if d := calls[i+1].at.Sub(calls[i].at); d != want {
+				t.Errorf("gap before call %d = %v, want %v", i+2, d, want)
+			}
+		}
+		for _, i := range []int{2, 3} {
+			if !slices.Equal(calls[i].causes, []string{"Requeue"}) {
+				t.Errorf("call %d has causes %q, want [Requeue]", i+1, calls[i].causes)
+			}
+		}
+		if v := h.counter("controller_runtime_reconcile_total", "controller", "test", "result", "requeue"); v != 2 {
+			t.Errorf("reconcile_total{result=requeue} = %v, want 2", v)
+		}
+		if v := h.counter("controller_runtime_reconcile_errors_total", "controller", "test"); v != 2 {
+			t.Errorf("reconcile_errors_total = %v, want 2 (the requeues are not failures)", v)
+		}
+		if st := h.c.Status(); st.Requeued != 2 || st.Failed != 2 || st.Succeeded != 1 {
+			t.Errorf("Status: %d requeued, %d failed, %d succeeded; want 2, 2, 1", st.Requeued, st.Failed, st.Succeeded)
+		}
+		h.shutdown()
+	})
+}
+
+// RequeueAfter and the back-off follow Options.Clock: a key requeued for an
+// hour runs again only once a fake clock has been stepped by the hour, and
+// a failed key's retry waits for the fake clock too. The bubble only lets
+// synctest.Wait tell when the workers are blocked; its own time never
+// moves the fake clock.
+func TestController_DelaysFollowOptionsClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := clocktesting.NewFakeClock(time.Date(2026, 12, 7, 20, 0, 0, 0, time.UTC))
+		var (
+			mu    sync.Mutex
+			calls []time.Time
+		)
+		rec := controller.ReconcilerFunc[string](func(ctx context.Context, key string) (controller.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, clk.Now())
+			switch len(calls) {
+			case 1:
+				return controller.Result{RequeueAfter: time.Hour}, nil
+			case 2:
+				return controller.Result{}, errors.New("boom")
+			}
+			return controller.Result{}, nil
+		})
+		h := start(t, rec, controller.Options[string]{Clock: clk})
+		count := func() int {
+			synctest.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			return len(calls)
+		}
+		h.c.Enqueue("a")
+		if n := count(); n != 1 {
+			t.Fatalf("%d reconciles after Enqueue, want 1", n)
+		}
+		time.Sleep(2 * time.Hour) // the bubble's time: not the controller's
+		if n := count(); n != 1 {
+			t.Fatalf("%d reconciles after two hours of real (bubble) time, want 1: RequeueAfter did not follow Options.Clock", n)
+		}
+		clk.Step(time.Hour - time.Second)
+		if n := count(); n != 1 {
+			t.Fatalf("%d reconciles a second before the hour, want 1", n)
+		}
+		clk.Step(time.Second)
+		if n := count(); n != 2 {
+			t.Fatalf("%d reconciles once the fake clock passed the hour, want 2", n)
+		}
+		clk.Step(5 * time.Millisecond) // the rate limiter's first delay
+		if n := count(); n != 3 {
+			t.Fatalf("%d reconciles after the fake clock passed the back-off, want 3", n)
+		}
+		h.shutdown()
+	})
+}
+
 func TestController_ErrorWithRequeueAfterIsRetriedWithBackoffAndWarned(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var (
@@ -228,6 +348,40 @@ func TestController_ErrorWithRequeueAfterIsRetriedWithBackoffAndWarned(t *testin
 		}
 		if !strings.Contains(h.logs.String(), "level=WARN") || !strings.Contains(h.logs.String(), "RequeueAfter is ignored") {
 			t.Errorf("no warning about RequeueAfter with an error; logs:\n%s", h.logs)
+		}
+		h.shutdown()
+	})
+}
+
+func TestController_ErrorWithRequeueIsRetriedWithBackoffAndWarned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu    sync.Mutex
+			calls []time.Time
+		)
+		rec := controller.ReconcilerFunc[string](func(ctx context.Context, key string) (controller.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, time.Now())
+			if len(calls) == 1 {
+				return controller.Result{Requeue: true}, errors.New("boom")
+			}
+			return controller.Result{}, nil
+		})
+		h := start(t, rec, controller.Options[string]{})
+		h.c.Enqueue("a")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls) != 2 || calls[1].Sub(calls[0]) != 5*time.Millisecond {
+			t.Fatalf("calls at %v, want two 5ms apart (the rate limiter's first delay, not at once)", calls)
+		}
+		if !strings.Contains(h.logs.String(), "level=WARN") || !strings.Contains(h.logs.String(), "as is Requeue") {
+			t.Errorf("no warning about Requeue with an error; logs:\n%s", h.logs)
+		}
+		if v := h.counter("controller_runtime_reconcile_total", "controller", "test", "result", "requeue"); v != 0 {
+			t.Errorf("reconcile_total{result=requeue} = %v, want 0: it failed", v)
 		}
 		h.shutdown()
 	})

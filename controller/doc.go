@@ -22,8 +22,10 @@
 //   - Result and error mean one thing each: an error is retried with the
 //     rate limiter's growing delay (RequeueAfter is then ignored, with a
 //     warning); TerminalError is logged and counted but not retried;
-//     RequeueAfter alone reconciles the key again after that long; a panic is
-//     recovered, counted and retried like an error.
+//     RequeueAfter alone reconciles the key again after that long;
+//     Requeue alone reconciles it again at once, without back-off and
+//     without counting a failure; a panic is recovered, counted and
+//     retried like an error.
 //   - Start returns only once every worker has exited. On stop no new key
 //     is handed out; Reconcile calls in flight finish, or see their context
 //     cancelled with cause ErrDrainTimeout after Options.DrainTimeout.
@@ -44,6 +46,11 @@
 //     program's own writes, is listed in Status.HotLoops (and on the debug
 //     page) and warned of once per key per 10 minutes; every such
 //     reconcile counts in kloop_controller_self_triggered_reconciles_total.
+//   - Delays follow Options.Clock (default the real clock): RequeueAfter,
+//     the default rate limiter's back-off and Debounce wait on it, so a
+//     test steps a fake clock (k8s.io/utils/clock/testing) instead of
+//     waiting; a kloop App gives its controllers its own
+//     (kloop.Options.Clock).
 //   - Options.Debounce holds a key that sources trigger until its triggers
 //     pause for Debounce, and at most DebounceBound × Debounce from the
 //     first trigger it held.
@@ -82,7 +89,8 @@
 //  1. Treat objects from sources and listers as read-only; copy before
 //     changing them (cache.Copy).
 //  2. Return an error to be retried, TerminalError when retrying cannot
-//     help, Result{RequeueAfter} to look again later.
+//     help, Result{RequeueAfter} to look again later, Result{Requeue: true}
+//     to go on at once (the next step of a long task).
 //  3. Honour ctx in Reconcile: it carries the per-reconcile timeout and the
 //     stop.
 //  4. Log through LoggerFrom(ctx): its lines carry the controller, the key

@@ -20,6 +20,7 @@ const (
 	OutcomeSuccess      = resultSuccess
 	OutcomeError        = resultError
 	OutcomeRequeueAfter = resultRequeueAfter
+	OutcomeRequeue      = resultRequeue
 )
 
 // Reconcile is one Reconcile call as Status keeps it: when and for how
@@ -30,7 +31,8 @@ type Reconcile struct {
 	// Key is the key as text (cache.Key: "namespace/name").
 	Key      string
 	Duration time.Duration
-	// Outcome is OutcomeSuccess, OutcomeRequeueAfter or OutcomeError.
+	// Outcome is OutcomeSuccess, OutcomeRequeueAfter, OutcomeRequeue or
+	// OutcomeError.
 	Outcome string
 	// Error is the error's message, "" unless it failed.
 	Error string

@@ -16,9 +16,7 @@ const (
 	resultSuccess      = "success"
 	resultError        = "error"
 	resultRequeueAfter = "requeue_after"
-	// resultRequeue is controller-runtime's label for Result{Requeue: true},
-	// which kloop does not have; it is kept at zero so that queries over all
-	// four results keep working.
+	// resultRequeue is controller-runtime's label for Result{Requeue: true}.
 	resultRequeue = "requeue"
 )
 
@@ -29,6 +27,7 @@ var reconcileTimeBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0
 // controllerMetrics holds one controller's children of the shared families.
 type controllerMetrics struct {
 	success, failed, requeueAfter prometheus.Counter
+	requeue                       prometheus.Counter
 	errors, terminal, panics      prometheus.Counter
 	timeouts, skipped             prometheus.Counter
 	selfTriggered                 prometheus.Counter
@@ -68,6 +67,7 @@ func newControllerMetrics(name string, reg prometheus.Registerer) (*controllerMe
 		success:       total.WithLabelValues(name, resultSuccess),
 		failed:        total.WithLabelValues(name, resultError),
 		requeueAfter:  total.WithLabelValues(name, resultRequeueAfter),
+		requeue:       total.WithLabelValues(name, resultRequeue),
 		errors:        errs.WithLabelValues(name),
 		terminal:      terminal.WithLabelValues(name),
 		panics:        panics.WithLabelValues(name),
@@ -78,8 +78,5 @@ func newControllerMetrics(name string, reg prometheus.Registerer) (*controllerMe
 		active:        active.WithLabelValues(name),
 		workers:       workers.WithLabelValues(name),
 	}
-	// Create the zero-valued series up front, so a controller that never
-	// failed still reports error counts of 0.
-	total.WithLabelValues(name, resultRequeue)
 	return m, nil
 }

@@ -20,8 +20,11 @@ import (
 //   - nil error, zero Result: done until something triggers the key again.
 //   - nil error, Result.RequeueAfter > 0: reconcile the key again after that
 //     long (the key's failure back-off is reset).
-//   - an error: retry with the rate limiter's growing delay; RequeueAfter is
-//     ignored (and a warning logged when it is set).
+//   - nil error, Result.Requeue (RequeueAfter 0): reconcile the key again
+//     at once, behind the keys already waiting; not a failure, no back-off
+//     (the key's failure back-off is reset).
+//   - an error: retry with the rate limiter's growing delay; RequeueAfter
+//     and Requeue are ignored (and a warning logged when one is set).
 //   - an error wrapped by TerminalError: logged and counted, not retried.
 type Reconciler[K comparable] interface {
 	Reconcile(ctx context.Context, key K) (Result, error)
@@ -44,6 +47,18 @@ type Result struct {
 	// time has passed, even if nothing changes. It is ignored when Reconcile
 	// returns an error: errors are retried with the rate limiter's delay.
 	RequeueAfter time.Duration
+
+	// Requeue, with RequeueAfter 0, reconciles the key again as soon as a
+	// worker takes it from the queue, behind the keys already waiting: for
+	// a reconcile that did one step of several and wants the next at once.
+	// It is not a failure: no back-off, no error counted (the result label
+	// is "requeue"). A reconcile that returns it every time runs without
+	// pause; to look again later use RequeueAfter. It is ignored when
+	// RequeueAfter is set or Reconcile returns an error.
+	//
+	// controller-runtime's Requeue: true waits the rate limiter's growing
+	// delay instead; kloop keeps back-off for errors.
+	Requeue bool
 }
 
 // ErrTerminal matches every error made by TerminalError:

@@ -23,8 +23,9 @@ type Status struct {
 	Name string
 	// Workers is Options.Workers; Active is how many reconciles run now.
 	Workers, Active int
-	// Reconciles by result since New: success, error, requeue after.
-	Succeeded, Failed, RequeuedAfter uint64
+	// Reconciles by result since New: success, error, requeue after,
+	// requeue (Result.Requeue).
+	Succeeded, Failed, RequeuedAfter, Requeued uint64
 	// Of the failed: terminal errors, panics, reconcile timeouts.
 	Terminal, Panics, Timeouts uint64
 	// Duration is the histogram of reconcile durations.
@@ -97,6 +98,7 @@ func (c *Controller[K]) Status() Status {
 		Succeeded:     kmetrics.Count(c.m.success),
 		Failed:        kmetrics.Count(c.m.failed),
 		RequeuedAfter: kmetrics.Count(c.m.requeueAfter),
+		Requeued:      kmetrics.Count(c.m.requeue),
 		Terminal:      kmetrics.Count(c.m.terminal),
 		Panics:        kmetrics.Count(c.m.panics),
 		Timeouts:      kmetrics.Count(c.m.timeouts),

@@ -74,8 +74,15 @@
 //	  "namespace=x", selectors)
 //	  synced          the first snapshot is in the cache
 //	  state           "listing" (fetching a snapshot), "connecting" (opening a
-//	                  watch), "watching", "waiting" (backing off after error),
+//	                  watch), "watching", "waiting" (backing off after error,
+//	                  or waiting for its kind: kloop.Options.WaitForKinds),
 //	                  "stopped"
+//	  stateLevel      the colour of state: "ok" watching; "warn" syncing,
+//	                  listing, connecting, or waiting for its kind (an
+//	                  informer whose kind is not served yet, which the
+//	                  program asked to wait for, is amber, not red); "bad"
+//	                  not synced after an error, or backing off after one;
+//	                  "plain" stopped
 //	  error           the latest list/watch error, "" when healthy
 //	  objects, resourceVersion   what the cache holds
 //	  cacheBytes      the estimated heap of the cached objects
@@ -89,7 +96,7 @@
 //	  level, trouble[]  see below
 //	controllers[]  one per controller:
 //	  name, workers, active (reconciles running now)
-//	  reconciles      {total, success, error, requeueAfter, terminal,
+//	  reconciles      {total, success, error, requeueAfter, requeue, terminal,
 //	                  panics, timeouts}
 //	  rates           null without history, else per second over the window:
 //	                  {reconciles, errors, adds, retries}

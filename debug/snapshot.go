@@ -1,6 +1,7 @@
 package debug
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/internal/fleet"
+	"github.com/kloop-dev/kloop/internal/kindgate"
 	"github.com/kloop-dev/kloop/internal/memlimit"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
@@ -141,8 +143,13 @@ type informerState struct {
 	Scope    string `json:"scope"`
 	Synced   bool   `json:"synced"`
 	// State is the reflector's phase: "listing", "connecting",
-	// "watching", "waiting" (backing off after Error) or "stopped".
+	// "watching", "waiting" (backing off after Error, or waiting for its
+	// kind to be served, kloop.Options.WaitForKinds) or "stopped".
 	State string `json:"state"`
+	// StateLevel is how the page colours State: "ok" watching, "warn"
+	// syncing, listing, connecting or waiting for its kind, "bad" not
+	// synced after an error or backing off after one, "plain" stopped.
+	StateLevel string `json:"stateLevel"`
 	// Error is the latest list/watch error, "" when healthy.
 	Error   string `json:"error"`
 	Objects int    `json:"objects"`
@@ -215,6 +222,7 @@ type reconcileCounts struct {
 	Success      uint64 `json:"success"`
 	Error        uint64 `json:"error"`
 	RequeueAfter uint64 `json:"requeueAfter"`
+	Requeue      uint64 `json:"requeue"`
 	Terminal     uint64 `json:"terminal"`
 	Panics       uint64 `json:"panics"`
 	Timeouts     uint64 `json:"timeouts"`
@@ -337,7 +345,7 @@ func sampleOf(in input) sample {
 	s := sample{Time: in.Time, Controllers: make(map[string]controllerSample, len(in.Controllers))}
 	for _, c := range in.Controllers {
 		s.Controllers[c.Name] = controllerSample{
-			Reconciles: c.Succeeded + c.Failed + c.RequeuedAfter,
+			Reconciles: c.Succeeded + c.Failed + c.RequeuedAfter + c.Requeued,
 			Failed:     c.Failed,
 			Adds:       c.Queue.Adds,
 			Retries:    c.Queue.Retries,
@@ -497,11 +505,20 @@ func buildInformer(st informer.Status) informerState {
 		inf.Level = worse(inf.Level, level)
 		inf.Trouble = append(inf.Trouble, fmt.Sprintf(format, args...))
 	}
+	var waitingForKind *kindgate.WaitingError
+	inf.StateLevel = stateLevel(src.Phase)
 	switch {
 	case !st.Synced && inf.Error != "":
+		inf.StateLevel = LevelBad
 		trouble(LevelBad, "not synced: %s", inf.Error)
 	case !st.Synced:
+		inf.StateLevel = LevelWarn
 		trouble(LevelWarn, "not synced yet")
+	case errors.As(src.LastError, &waitingForKind):
+		// Options.WaitForKinds: waiting is what the program asked for, and
+		// the kind may yet be installed; not a failure.
+		inf.StateLevel = LevelWarn
+		trouble(LevelWarn, "%s", inf.Error)
 	case src.Phase != watcher.PhaseWatching && inf.Error != "":
 		trouble(LevelBad, "not watching (%s): %s", inf.State, inf.Error)
 	case inf.Error != "":
@@ -516,6 +533,19 @@ func buildInformer(st informer.Status) informerState {
 	return inf
 }
 
+// stateLevel is the colour of a synced informer's phase.
+func stateLevel(p watcher.Phase) string {
+	switch p {
+	case watcher.PhaseWatching:
+		return LevelOK
+	case watcher.PhaseWaiting:
+		return LevelBad
+	case watcher.PhaseStopped:
+		return "plain"
+	}
+	return LevelWarn
+}
+
 func buildController(now time.Time, st controller.Status, base *sample, history []sample, seriesSpan time.Duration) controllerState {
 	q := st.Queue
 	c := controllerState{
@@ -523,8 +553,8 @@ func buildController(now time.Time, st controller.Status, base *sample, history 
 		Workers: st.Workers,
 		Active:  st.Active,
 		Reconciles: reconcileCounts{
-			Total:   st.Succeeded + st.Failed + st.RequeuedAfter,
-			Success: st.Succeeded, Error: st.Failed, RequeueAfter: st.RequeuedAfter,
+			Total:   st.Succeeded + st.Failed + st.RequeuedAfter + st.Requeued,
+			Success: st.Succeeded, Error: st.Failed, RequeueAfter: st.RequeuedAfter, Requeue: st.Requeued,
 			Terminal: st.Terminal, Panics: st.Panics, Timeouts: st.Timeouts,
 		},
 		RecentErrors: make([]reconcileError, 0, len(st.RecentErrors)),
@@ -636,7 +666,7 @@ func series(now time.Time, st controller.Status, history []sample, span time.Dur
 		add(h.Time, cs)
 	}
 	add(now, controllerSample{
-		Reconciles: st.Succeeded + st.Failed + st.RequeuedAfter,
+		Reconciles: st.Succeeded + st.Failed + st.RequeuedAfter + st.Requeued,
 		Failed:     st.Failed,
 		Ready:      st.Queue.Ready,
 	})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/kindgate"
 	"github.com/kloop-dev/kloop/internal/memlimit"
 	"github.com/kloop-dev/kloop/internal/slots"
 
@@ -26,20 +27,23 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 func TestBuild_InformerLevelsAndTrouble(t *testing.T) {
 	refused := errors.New(`configmaps is forbidden: User "x" cannot list resource "configmaps"`)
 	gone := errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+	waiting := &kindgate.WaitingError{Kind: "Foo samplecontroller.k8s.io/v1alpha1", Reason: "not served"}
 	for _, tc := range []struct {
-		name      string
-		st        informer.Status
-		level     string
-		trouble   string
-		wantState string
+		name       string
+		st         informer.Status
+		level      string
+		trouble    string
+		wantState  string
+		stateLevel string
 	}{
-		{"healthy", informer.Status{Synced: true, Source: watcher.Status{Phase: watcher.PhaseWatching}}, LevelOK, "", "watching"},
-		{"syncing", informer.Status{Source: watcher.Status{Phase: watcher.PhaseListing}}, LevelWarn, "not synced yet", "listing"},
-		{"refused", informer.Status{Source: watcher.Status{Phase: watcher.PhaseWaiting, LastError: refused}}, LevelBad, "not synced: configmaps is forbidden", "waiting"},
-		{"server gone", informer.Status{Synced: true, Source: watcher.Status{Phase: watcher.PhaseWaiting, LastError: gone}}, LevelBad, "not watching (waiting): dial tcp", "waiting"},
-		{"error while watching", informer.Status{Synced: true, Source: watcher.Status{Phase: watcher.PhaseWatching, LastError: gone}}, LevelWarn, "error: dial tcp", "watching"},
+		{"healthy", informer.Status{Synced: true, Source: watcher.Status{Phase: watcher.PhaseWatching}}, LevelOK, "", "watching", LevelOK},
+		{"syncing", informer.Status{Source: watcher.Status{Phase: watcher.PhaseListing}}, LevelWarn, "not synced yet", "listing", LevelWarn},
+		{"refused", informer.Status{Source: watcher.Status{Phase: watcher.PhaseWaiting, LastError: refused}}, LevelBad, "not synced: configmaps is forbidden", "waiting", LevelBad},
+		{"server gone", informer.Status{Synced: true, Source: watcher.Status{Phase: watcher.PhaseWaiting, LastError: gone}}, LevelBad, "not watching (waiting): dial tcp", "waiting", LevelBad},
+		{"error while watching", informer.Status{Synced: true, Source: watcher.Status{Phase: watcher.PhaseWatching, LastError: gone}}, LevelWarn, "error: dial tcp", "watching", LevelOK},
+		{"waiting for its kind", informer.Status{Synced: true, Source: watcher.Status{Phase: watcher.PhaseWaiting, LastError: waiting}}, LevelWarn, "waiting for kind Foo samplecontroller.k8s.io/v1alpha1: not served", "waiting", LevelWarn},
 		{"slow handler", informer.Status{Synced: true, Source: watcher.Status{Phase: watcher.PhaseWatching},
-			Handlers: []informer.HandlerStatus{{Name: "slow", Pending: HandlerBacklog + 1}}}, LevelWarn, "handler slow has 1001 notifications waiting", "watching"},
+			Handlers: []informer.HandlerStatus{{Name: "slow", Pending: HandlerBacklog + 1}}}, LevelWarn, "handler slow has 1001 notifications waiting", "watching", LevelOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.st.Name = "configmaps.v1 [all namespaces]"
@@ -47,6 +51,11 @@ func TestBuild_InformerLevelsAndTrouble(t *testing.T) {
 			inf := s.Informers[0]
 			if inf.Level != tc.level || s.Level != tc.level || inf.State != tc.wantState {
 				t.Errorf("level %q (snapshot %q), state %q; want %q, %q", inf.Level, s.Level, inf.State, tc.level, tc.wantState)
+			}
+			// The page colours the state badge with stateLevel: a kind waited
+			// for is amber like the row, a back-off after an error red.
+			if inf.StateLevel != tc.stateLevel {
+				t.Errorf("state level %q, want %q", inf.StateLevel, tc.stateLevel)
 			}
 			if tc.trouble == "" && len(inf.Trouble) != 0 || tc.trouble != "" && (len(inf.Trouble) != 1 || !strings.HasPrefix(inf.Trouble[0], tc.trouble)) {
 				t.Errorf("trouble %q, want one starting %q", inf.Trouble, tc.trouble)
@@ -67,7 +76,7 @@ func TestBuild_CopiesInformerCountsAndScope(t *testing.T) {
 	}}}, nil, time.Minute, time.Minute)
 	got, _ := json.Marshal(s.Informers[0])
 	want := `{"name":"foos [namespace=a]","resource":"foos.v1alpha1.samplecontroller.k8s.io","scope":"namespace=a","synced":true,` +
-		`"state":"watching","error":"","objects":3,"cacheBytes":3072,"encoded":true,"cacheWhy":"Memory.Encoded is set","resourceVersion":"77","lastEvent":"2026-03-01T11:59:59Z","pending":1,` +
+		`"state":"watching","stateLevel":"ok","error":"","objects":3,"cacheBytes":3072,"encoded":true,"cacheWhy":"Memory.Encoded is set","resourceVersion":"77","lastEvent":"2026-03-01T11:59:59Z","pending":1,` +
 		`"lists":2,"watches":3,"relists":2,"errors":1,"changes":{"add":4,"update":5,"delete":1,"deleteFinalStateUnknown":2},` +
 		`"handlers":[{"name":"h","pending":2,"synced":true}],"level":"ok","trouble":[]}`
 	if string(got) != want {
@@ -262,5 +271,21 @@ func TestBuild_RecentReconcilesCarryTheirCausesAsText(t *testing.T) {
 	want := `[{"time":"` + t0.Format(time.RFC3339Nano) + `","key":"ns/web","outcome":"success","durationSeconds":0.003,"error":"","terminal":false,"retries":0,"causes":["For Foo ns/web@42 Updated"],"causesTotal":4}]`
 	if string(got) != want {
 		t.Errorf("recentReconciles = %s\nwant %s", got, want)
+	}
+}
+
+// Reconciles that asked to run again at once (Result.Requeue) count in the
+// total, and in the rates, beside those requeued after a delay.
+func TestBuild_RequeuesCountInTheTotalAndTheRate(t *testing.T) {
+	st := ctl(10, 2, 0, 10, 10, 10, 10)
+	st.Succeeded, st.RequeuedAfter, st.Requeued = 5, 1, 2
+	base := sampleOf(input{Time: t0.Add(-10 * time.Second), Controllers: []controller.Status{ctl(0, 0, 0, 0, 0, 0, 0)}})
+	s := build(input{Time: t0, Controllers: []controller.Status{st}}, []sample{base}, time.Minute, time.Minute)
+	r := s.Controllers[0].Reconciles
+	if r.Total != 10 || r.Requeue != 2 || r.RequeueAfter != 1 || r.Success != 5 || r.Error != 2 {
+		t.Errorf("reconciles %+v; want total 10: 5 success, 2 error, 1 requeueAfter, 2 requeue", r)
+	}
+	if rates := s.Controllers[0].Rates; rates == nil || !near(rates.Reconciles, 1) {
+		t.Errorf("rates %+v, want 1 reconcile a second (10 in 10 s)", rates)
 	}
 }

@@ -20,6 +20,13 @@ import (
 // (app.Err), and when an informer does not sync, after stopping what it
 // started.
 //
+// app may be on any API server, not only a Server: on a real one (testenv's
+// etcd and kube-apiserver) Start is the same way to call one reconcile by
+// hand, with nothing else reconciling (ExampleStart_controlPlane). A write
+// the App did not make reaches its cache a moment later; wait for it with
+// the handle's Informer().Lister().WaitFor and the write's resourceVersion
+// (ExampleStart_waitForAWrite).
+//
 // To run the controllers too, call app.Run instead, as a program does.
 func Start(ctx context.Context, app *kloop.App) (stop func() error, err error) {
 	if err := app.Err(); err != nil {

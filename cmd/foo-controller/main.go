@@ -16,7 +16,8 @@
 // waits for the Foo CRD (samples/foo/crd, or sample-controller's crd.yaml
 // or crd-status-subresource.yaml; see kloop.Options.WaitForKinds): until it
 // is installed, and while it is deleted, the controller holds and
-// /readyz?verbose says "waiting for kind Foo". Logs go to stderr. SIGINT or SIGTERM stops
+// /readyz?verbose says "waiting for kind Foo". --wait-for-kinds is on by
+// default here; --wait-for-kinds=false makes a missing CRD an error. Logs go to stderr. SIGINT or SIGTERM stops
 // it after the syncs in flight (exit 0); a second signal exits 1 at once.
 package main
 
@@ -31,8 +32,8 @@ import (
 func main() { cli.Main(command()) }
 
 func command() *cobra.Command {
-	flags := cli.NewFlags(foo.ControllerName)
-	workers := foo.DefaultWorkers
+	flags, workers := cli.NewFlags(foo.ControllerName), foo.DefaultWorkers
+	flags.WaitForKinds = true // the default here: --wait-for-kinds=false fails at once without the CRD
 	cmd := &cobra.Command{
 		Use:   "foo-controller",
 		Short: "Keep a Deployment for every Foo (kloop's sample-controller)",
@@ -44,7 +45,7 @@ func command() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts.Scheme, opts.WaitForKinds = foo.Scheme(), true
+			opts.Scheme = foo.Scheme()
 			return kloop.Run(cmd.Context(), cfg, opts, func(app *kloop.App) error { return foo.Setup(app, workers) })
 		},
 	}

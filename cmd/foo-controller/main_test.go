@@ -216,6 +216,10 @@ func TestFooController_HelpExitsZeroAndNamesSampleControllersFlags(t *testing.T)
 	if code := cli.Run(t.Context(), command(), []string{"extra"}, io.Discard, io.Discard); code != 2 {
 		t.Errorf("an unexpected argument exited %d, want 2", code)
 	}
+	// The Foo controller waits for its CRD unless told not to.
+	if f := command().Flags().Lookup("wait-for-kinds"); f == nil || f.DefValue != "true" {
+		t.Errorf("--wait-for-kinds is %v, want a flag that defaults to true", f)
+	}
 	// sample-controller's single-dash spelling reaches the flag: the file
 	// it names is what is missing.
 	var stderr strings.Builder

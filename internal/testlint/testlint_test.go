@@ -1,11 +1,13 @@
 package testlint
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -259,5 +261,73 @@ func TestRepo_LibraryCodeDoesNotImportTesting(t *testing.T) {
 	}
 	if files < 100 {
 		t.Fatalf("checked only %d files: is repoRoot right?", files)
+	}
+}
+
+// kloopInternal is the prefix of kloop's internal packages.
+const kloopInternal = "github.com/kloop-dev/kloop/internal"
+
+// internalImports returns the kloop internal packages f imports.
+func internalImports(f *ast.File) []string {
+	var out []string
+	for _, imp := range f.Imports {
+		p, err := strconv.Unquote(imp.Path.Value)
+		if err == nil && (p == kloopInternal || strings.HasPrefix(p, kloopInternal+"/")) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestRepo_SamplesUseOnlyPublicPackages parses every Go file under
+// samples/, tests included, and fails naming each import of a kloop
+// internal package: a sample is what users copy, and what its tests need
+// users' tests need too, but Go lets no other module import internal/.
+// Make what is missing public (testenv/await) or do without it.
+func TestRepo_SamplesUseOnlyPublicPackages(t *testing.T) {
+	fset := token.NewFileSet()
+	files := 0
+	root := filepath.Join(repoRoot, "samples")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		files++
+		rel, _ := filepath.Rel(repoRoot, path)
+		for _, p := range internalImports(f) {
+			t.Errorf("%s imports %s: samples may use only packages a user's module can import", filepath.ToSlash(rel), p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 20 {
+		t.Fatalf("checked only %d files under %s: is repoRoot right?", files, root)
+	}
+}
+
+func TestInternalImports_FindsKloopsInternalPackagesOnly(t *testing.T) {
+	src := `package p
+
+import (
+	"github.com/kloop-dev/kloop/internal/testwait"
+	w "github.com/kloop-dev/kloop/internal/kindgate"
+	"github.com/kloop-dev/kloop/internalish"
+	"github.com/kloop-dev/kloop/testenv/await"
+	"example.com/other/internal/x"
+)
+`
+	f, err := parser.ParseFile(token.NewFileSet(), "p.go", src, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"github.com/kloop-dev/kloop/internal/testwait", "github.com/kloop-dev/kloop/internal/kindgate"}
+	if got := internalImports(f); !slices.Equal(got, want) {
+		t.Errorf("internalImports = %v, want %v", got, want)
 	}
 }

@@ -3,12 +3,9 @@ package testwait
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -22,8 +19,8 @@ const askEvery = 20 * time.Millisecond
 // spec with allowed. The RBAC authorizer reads roles and bindings from a
 // cache of its own, which catches up with a change some time after the
 // change is stored, and nothing tells when: a watch on the bindings would
-// fire too early. So Authorized asks again every 20 ms (with QuotaEnforced,
-// the only waits of kloop's tests that ask on a timer). It does not use t's
+// fire too early. So Authorized asks again every 20 ms (with
+// await.QuotaEnforced, the only waits of kloop's tests that ask on a timer). It does not use t's
 // context, so that it also works in a cleanup, and fails t, naming spec, if
 // the answer is still not allowed after await.Timeout.
 func Authorized(t await.TB, cs kubernetes.Interface, spec authorizationv1.SubjectAccessReviewSpec, allowed bool) {
@@ -37,27 +34,11 @@ func Authorized(t await.TB, cs kubernetes.Interface, spec authorizationv1.Subjec
 	})
 }
 
-// QuotaEnforced waits until the API server refuses a Pod in namespace ns
-// for a ResourceQuota: until a dry-run create of a one-container Pod fails
-// with Forbidden, naming a quota. Quota admission enforces only the limits
-// in a quota's status, which kube-controller-manager's
-// resourcequota-controller fills in (without it, a quota is never
-// enforced), and reads quotas from a cache of its own that catches up some
-// time later; no watch tells when. Call it after creating a quota that
-// allows no Pods, before the test relies on Pods being refused.
+// QuotaEnforced is await.QuotaEnforced, for kloop's own tests beside
+// Authorized.
 func QuotaEnforced(t await.TB, cs kubernetes.Interface, ns string) {
 	t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "quota-probe-"},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "probe"}}},
-	}
-	ask(t, "quota admission to refuse Pods in namespace "+ns, func(ctx context.Context) (bool, any) {
-		_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err == nil {
-			return false, "a dry-run Pod was admitted"
-		}
-		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "quota"), err
-	})
+	await.QuotaEnforced(t, cs, ns)
 }
 
 // ask calls try every askEvery until it reports done, and fails t with

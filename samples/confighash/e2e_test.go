@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/kloop-dev/kloop/internal/testwait"
-
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -66,7 +64,7 @@ func TestConfigHash_StampsDeploymentsAndRestampsWhenAMountedConfigMapChanges(t *
 	if err := confighash.Setup(app); err != nil {
 		t.Fatal(err)
 	}
-	testwait.Run(t, "App.Run", app.Run)
+	await.Run(t, "App.Run", app.Run)
 
 	hash := func(d *appsv1.Deployment) string { return d.Spec.Template.Annotations[confighash.Annotation] }
 	// waitFor waits until the named Deployment's hash is set and differs

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kloop-dev/kloop/internal/testwait"
-
 	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -92,7 +90,7 @@ func (h *harness) run(opts kloop.Options, setup func(*kloop.App)) {
 	opts.Namespace, opts.Registry = h.ns, prometheus.NewRegistry()
 	opts.Logger = slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts.Scheme = cronjob.Scheme()
-	testwait.Run(h.t, "the CronJob controller", func(ctx context.Context) error {
+	await.Run(h.t, "the CronJob controller", func(ctx context.Context) error {
 		return kloop.Run(ctx, h.env.Config, opts, func(app *kloop.App) error {
 			if setup != nil {
 				setup(app)

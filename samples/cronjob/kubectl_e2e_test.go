@@ -10,12 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kloop-dev/kloop/internal/testwait"
-
 	"sigs.k8s.io/yaml"
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/samples/cronjob"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // kubectl runs kubectl on the harness's namespace with stdin, and returns
@@ -65,7 +64,7 @@ func TestCronJob_ThroughKubectlWithTheAppsWebhooksInLocalMode(t *testing.T) {
 	h := newCluster(t)
 	ready := make(chan (<-chan struct{}), 1)
 	h.run(kloop.Options{Name: "cronjob-" + h.ns, WebhookLocal: true}, func(app *kloop.App) { ready <- app.WebhooksReady() })
-	testwait.Closed(t, "the webhooks called by the API server", testwait.Receive(t, "the App's setup", ready))
+	await.Closed(t, "the webhooks called by the API server", await.Receive(t, "the App's setup", ready))
 
 	// The generated CRD directory applies as it is (client-side apply
 	// keeps the whole CRD in an annotation, which must fit).

@@ -18,9 +18,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop/client"
-	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // ready returns the Foo's Ready condition, or nil.
@@ -196,7 +196,7 @@ func TestFoo_AFooWhoseDeploymentNeverBecomesAvailableStillGetsItsStatus(t *testi
 	if _, err := h.kc.CoreV1().ResourceQuotas(h.ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testwait.QuotaEnforced(t, h.kc, h.ns)
+	await.QuotaEnforced(t, h.kc, h.ns)
 	h.createFoo(newFoo("starved", "starved", ptr.To[int32](1)))
 	h.waitReady("starved", metav1.ConditionFalse, foo.ReasonDeploymentProgressing)
 	u, err := dynamic.NewForConfigOrDie(h.env.Config).Resource(v1alpha1.Resource).Namespace(h.ns).Get(ctx, "starved", metav1.GetOptions{})

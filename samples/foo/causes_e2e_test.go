@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kloop-dev/kloop/internal/testwait"
-
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,7 +108,7 @@ func TestFooController_ReconcileCausesNameTheChangeThatWokeIt(t *testing.T) {
 	}).For(r.Foos).Owns(r.Deployments).Complete(); err != nil {
 		t.Fatal(err)
 	}
-	testwait.Run(t, "the Foo controller's App", app.Run)
+	await.Run(t, "the Foo controller's App", app.Run)
 
 	created, err := foos.Create(ctx, &v1alpha1.Foo{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},

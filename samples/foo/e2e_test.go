@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/kloop-dev/kloop/internal/testwait"
 
 	"github.com/prometheus/client_golang/prometheus"
 	appsv1 "k8s.io/api/apps/v1"
@@ -125,7 +124,7 @@ func (h *harness) observe() {
 	notifyOn(h.t, kloop.Objects[*appsv1.Deployment](app, kloop.ObjectsOptions{Resource: appsv1.SchemeGroupVersion.WithResource("deployments")}), h.changes)
 	notifyOn(h.t, kloop.Objects[*corev1.Pod](app, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("pods")}), h.changes)
 	notifyOn(h.t, kloop.Objects[*corev1.Event](app, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("events")}), h.changes)
-	testwait.Run(h.t, "the harness's observer App", app.Run)
+	await.Run(h.t, "the harness's observer App", app.Run)
 }
 
 // notifyOn notifies sig of every add, update and delete h's informer
@@ -541,7 +540,9 @@ func TestFoo_StatusKeepsFollowingWhenThePlainCRDGainsTheStatusSubresource(t *tes
 					return false
 				}
 			}
-			return testwait.CRDEstablished(crd)
+			return slices.ContainsFunc(crd.Status.Conditions, func(c apiextensionsv1.CustomResourceDefinitionCondition) bool {
+				return c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
+			})
 		})
 	h.scaleFoo("upgraded", 2)
 	h.waitAvailable("upgraded", "upgraded", 2)

@@ -21,8 +21,6 @@ import (
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/internal/kindgate"
-	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
@@ -53,8 +51,8 @@ func TestFoo_WaitsForItsCRDAndStopsAndResumesWithIt(t *testing.T) {
 	if err := foo.Setup(app, foo.DefaultWorkers); err != nil {
 		t.Fatal(err)
 	}
-	testwait.Run(t, "the Foo controller", app.Run)
-	testwait.Closed(t, "the App ready with the Foo CRD missing", app.Manager().Synced())
+	await.Run(t, "the Foo controller", app.Run)
+	await.Closed(t, "the App ready with the Foo CRD missing", app.Manager().Synced())
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("logs:\n%s", logs)
@@ -82,7 +80,7 @@ func TestFoo_WaitsForItsCRDAndStopsAndResumesWithIt(t *testing.T) {
 	if h := kloop.Objects[*v1alpha1.Foo](wrong, kloop.ObjectsOptions{ClusterScoped: true}); h.Err() != nil {
 		t.Fatalf("Objects of a kind not served, with WaitForKinds: %v, want it to wait", h.Err())
 	}
-	testwait.Run(t, "the App that takes Foo for cluster-scoped", wrong.Run)
+	await.Run(t, "the App that takes Foo for cluster-scoped", wrong.Run)
 
 	// Installed: an existing Foo converges within 10 s.
 	c, err := client.New(env.Config, client.Options{Scheme: foo.Scheme(), DisableWriteTracking: true})
@@ -190,7 +188,8 @@ func installFoo(t *testing.T, cfg *rest.Config, foos *client.Resource[*v1alpha1.
 func fooInformer(t *testing.T, app *kloop.App) informer.Status {
 	t.Helper()
 	for _, st := range app.Factory().Status() {
-		if st.Resource == kindgate.ResourceName(v1alpha1.Resource) {
+		if r := v1alpha1.Resource; st.Resource == r.Resource+"."+r.Version+"."+r.Group { // as the debug page names it
+
 			return st
 		}
 	}

@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kloop-dev/kloop/internal/ctxwait"
-	"github.com/kloop-dev/kloop/internal/testwait"
-
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +18,7 @@ import (
 
 	"github.com/kloop-dev/kloop/samples/podsim"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // controlPlane is etcd and kube-apiserver only: podsim is the one acting on
@@ -47,7 +45,7 @@ func runPodsim(t *testing.T, e *testenv.Env, opts podsim.Options) {
 	t.Helper()
 	opts.Logger = slog.New(slog.DiscardHandler)
 	opts.Registry = prometheus.NewRegistry()
-	testwait.Run(t, "podsim.Run", func(ctx context.Context) error { return podsim.Run(ctx, e.Config, opts) })
+	await.Run(t, "podsim.Run", func(ctx context.Context) error { return podsim.Run(ctx, e.Config, opts) })
 }
 
 func pod(name, scheduler string) *corev1.Pod {
@@ -67,20 +65,23 @@ func pod(name, scheduler string) *corev1.Pod {
 func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
 	kc := kubernetes.NewForConfigOrDie(controlPlane.Env(t).Config)
-	changed := testwait.Changes(t, kc.CoreV1().Nodes(), kc.CoordinationV1().Leases(podsim.NodeLeaseNamespace), kc.CoreV1().Pods(""))
+	changed := await.Changes(t, kc.CoreV1().Nodes(), kc.CoordinationV1().Leases(podsim.NodeLeaseNamespace), kc.CoreV1().Pods(""))
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
-	var condErr error
-	err := ctxwait.Until(ctx, changed.Changed, func() bool {
+	for {
+		next := changed.Changed() // before the check, so no change is missed
 		ok, err := cond(ctx)
-		condErr = err
-		return ok || err != nil
-	})
-	if err == nil {
-		err = condErr
-	}
-	if err != nil {
-		t.Fatalf("%s: not within %v: %v", what, timeout, err)
+		if ok {
+			return
+		}
+		if err != nil {
+			t.Fatalf("%s: not within %v: %v", what, timeout, err)
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			t.Fatalf("%s: not within %v: %v", what, timeout, context.Cause(ctx))
+		}
 	}
 }
 

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kloop-dev/kloop/internal/testwait"
-
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,7 +60,7 @@ func TestRun_PrintsOnlyPodsOfItsNamespaceAndReturnsNilOnStop(t *testing.T) {
 		return strings.Contains(out.String(), "Sync/Add/Update for Pod here\n")
 	})
 	stop()
-	if err := testwait.Receive(t, "Run to return after the stop", done); err != nil {
+	if err := await.Receive(t, "Run to return after the stop", done); err != nil {
 		t.Errorf("Run = %v, want nil after a stop", err)
 	}
 	if strings.Contains(out.String(), "elsewhere") {

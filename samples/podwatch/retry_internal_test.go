@@ -9,8 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/kloop-dev/kloop/internal/testwait"
-
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/testenv"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // logLines keeps the lines a text handler writes (one Write per record) and
@@ -103,7 +102,7 @@ func TestRun_RetriesAFailingSyncFiveTimesThenDropsThePod(t *testing.T) {
 	go func() { done <- Run(runCtx, e.Config, app, opts) }()
 	defer func() {
 		stop()
-		if err := testwait.Receive(t, "Run to return after the stop", done); err != nil {
+		if err := await.Receive(t, "Run to return after the stop", done); err != nil {
 			t.Errorf("Run = %v, want nil after a stop", err)
 		}
 	}()
@@ -113,7 +112,7 @@ func TestRun_RetriesAFailingSyncFiveTimesThenDropsThePod(t *testing.T) {
 		}
 	})
 
-	testwait.Closed(t, "the drop log", logs.dropped)
+	await.Closed(t, "the drop log", logs.dropped)
 	drops := logs.matching("dropping the key after too many retries")
 	if len(drops) != 1 || !strings.Contains(drops[0], "key="+ns+"/flaky") || !strings.Contains(drops[0], "boom") || !strings.Contains(drops[0], "level=ERROR") {
 		t.Errorf("drop logs %q, want one ERROR naming %s/flaky and the sync error", drops, ns)

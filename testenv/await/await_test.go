@@ -96,7 +96,7 @@ func TestSignal_NotifyWithoutWaitersIsANoOpAndChangedClosesOnTheNextOne(t *testi
 func TestReceive_ReturnsTheValueSent(t *testing.T) {
 	ch := make(chan int, 1)
 	ch <- 7
-	if v := testwait.Receive(t, "a value", ch); v != 7 {
+	if v := await.Receive(t, "a value", ch); v != 7 {
 		t.Errorf("Receive = %d, want 7", v)
 	}
 }
@@ -178,7 +178,7 @@ func TestExited_ReturnsWhenAProcessEndsAndAtOnceForOneGone(t *testing.T) {
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	testwait.Closed(t, "Exited to return after the kill", returned)
+	await.Closed(t, "Exited to return after the kill", returned)
 	<-reaped
 	testwait.Exited(t, "a reaped process", pid) // gone: returns at once
 }
@@ -188,7 +188,7 @@ func TestRun_StopsFnWhenTheTestEndsAndReportsItsError(t *testing.T) {
 	ft := &fakeTB{TB: t}
 	t.Run("inner", func(inner *testing.T) {
 		ft.TB = inner
-		testwait.Run(ft, "the loop", func(ctx context.Context) error {
+		await.Run(ft, "the loop", func(ctx context.Context) error {
 			<-ctx.Done()
 			stopped.Store(true)
 			return errors.New("boom")
@@ -211,6 +211,25 @@ type fakeTB struct {
 func (f *fakeTB) Errorf(string, ...any) { f.errors++ }
 func (f *fakeTB) Helper()               {}
 
+// Changes notifies on an event of any of its watches: here a Secret's,
+// second of the two watched resources; nothing before it.
+func TestChanges_NotifiesOnAnEventOfAnyWatch(t *testing.T) {
+	e := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(e.Config)
+	ns := testenv.NewNamespace(t, kc, "changes")
+	sig := await.Changes(t, kc.CoreV1().ConfigMaps(ns), kc.CoreV1().Secrets(ns))
+	changed := sig.Changed()
+	select {
+	case <-changed:
+		t.Fatal("notified before any change")
+	default:
+	}
+	if _, err := kc.CoreV1().Secrets(ns).Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	await.Closed(t, "a notification of the Secret's creation", changed)
+}
+
 func TestQuotaEnforced_ReturnsOnlyOnceAPodIsRefused(t *testing.T) {
 	e := controlPlane.Env(t)
 	kc := kubernetes.NewForConfigOrDie(e.Config)
@@ -232,7 +251,7 @@ func TestQuotaEnforced_ReturnsOnlyOnceAPodIsRefused(t *testing.T) {
 	if _, err := kc.CoreV1().ResourceQuotas(ns).UpdateStatus(t.Context(), quota, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testwait.QuotaEnforced(t, kc, ns)
+	await.QuotaEnforced(t, kc, ns)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p"},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "c"}}},
@@ -289,6 +308,56 @@ func TestLogged_ReturnsTheFirstMatchAndOnTimeoutQuotesTheLatestRecords(t *testin
 	})
 }
 
+// Two waits in a row for the same key: Reconciled passes at once on the
+// reconcile already logged, NextReconcile blocks until a new one.
+func TestNextReconcile_WaitsForAReconcileAfterItsCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := await.NewLogs()
+		log := slog.New(logs)
+		log.Debug(await.ReconciledMessage, "controller", "c", "key", "ns/a", "n", 1)
+		if r := await.Reconciled(t, logs, "c", "ns/a"); r.Attrs["n"] != "1" {
+			t.Fatalf("Reconciled returned %v, want the first reconcile", r)
+		}
+		if r := await.Reconciled(t, logs, "c", "ns/a"); r.Attrs["n"] != "1" {
+			t.Fatalf("a second Reconciled returned %v; it matches any past record, so the first", r)
+		}
+		next := await.NextReconcile(t, logs, "c", "ns/a")
+		got := make(chan await.Record, 1)
+		go func() { got <- next() }()
+		synctest.Wait()
+		select {
+		case r := <-got:
+			t.Fatalf("NextReconcile returned %v before any new reconcile", r)
+		default:
+		}
+		log.Debug(await.ReconciledMessage, "controller", "c", "key", "ns/b", "n", 2)                    // another key
+		log.Debug(await.ReconciledMessage, "controller", "other", "key", "ns/a", "n", 3)                // another controller
+		log.Error("Reconcile failed; will retry", "controller", "c", "key", "ns/a", "n", 4, "err", "x") // not reconciled
+		synctest.Wait()
+		select {
+		case r := <-got:
+			t.Fatalf("NextReconcile returned %v, which is not a reconcile of c ns/a", r)
+		default:
+		}
+		log.Debug(await.ReconciledMessage, "controller", "c", "key", "ns/a", "n", 5)
+		synctest.Wait()
+		select {
+		case r := <-got:
+			if r.Attrs["n"] != "5" {
+				t.Errorf("NextReconcile returned %v, want the reconcile logged after it", r)
+			}
+		default:
+			t.Fatal("NextReconcile still waits after a new reconcile of c ns/a")
+		}
+		// On timeout it says which reconcile it waited for.
+		ft := &fatalTB{TB: t}
+		await.NextReconcile(ft, logs, "c", "ns/a")()
+		if !strings.Contains(ft.msg, "waiting for the next controller c to reconcile ns/a (after log record 5)") {
+			t.Errorf("failure message %q does not say what it waited for", ft.msg)
+		}
+	})
+}
+
 func TestGone_ReturnsAtOnceForNoObjectAndOnceAFinalizedOneIsDeleted(t *testing.T) {
 	e := controlPlane.Env(t)
 	kc := kubernetes.NewForConfigOrDie(e.Config)
@@ -314,7 +383,7 @@ func TestGone_ReturnsAtOnceForNoObjectAndOnceAFinalizedOneIsDeleted(t *testing.T
 	if _, err := cms.Update(t.Context(), held, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testwait.Closed(t, "Gone to return", done)
+	await.Closed(t, "Gone to return", done)
 	if _, err := cms.Get(t.Context(), "held", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Get after Gone: %v, want NotFound", err)
 	}

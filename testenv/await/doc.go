@@ -11,11 +11,14 @@
 //     objects);
 //   - a controller's log: Logs is an slog.Handler that keeps records;
 //     Logged waits for a record, Reconciled for a controller to have
-//     reconciled a key;
+//     reconciled a key, NextReconcile for a reconcile still to come;
+//   - several watches at once: Changes, a Signal for Until;
 //   - the code under test: a Signal it notifies (Until), a Buffer of a
-//     command's output.
+//     command's output, a channel (Receive, Closed), a Run stopped at the
+//     test's end.
 //
-// None asks again on a timer.
+// None asks again on a timer but QuotaEnforced, since quota admission's
+// cache reports nothing.
 //
 // Every wait ends with the test's context, or after Timeout, whichever is
 // first, and then fails the test it is given.

@@ -154,11 +154,18 @@ const logTail = 20
 // none comes within Timeout.
 func Logged(t TB, what string, logs *Logs, match func(Record) bool) Record {
 	t.Helper()
+	return loggedFrom(t, what, logs, 0, match)
+}
+
+// loggedFrom is Logged over the records after the first from.
+func loggedFrom(t TB, what string, logs *Logs, from int, match func(Record) bool) Record {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), Timeout)
 	defer cancel()
 	var found Record
 	err := ctxwait.Until(ctx, logs.changed, func() bool {
-		for _, r := range logs.Records() {
+		recs := logs.Records()
+		for _, r := range recs[min(from, len(recs)):] {
 			if match(r) {
 				found = r
 				return true
@@ -186,9 +193,44 @@ const ReconciledMessage = "Reconciled"
 // Reconciled waits until the controller called controller has reconciled
 // key without an error, as its log in logs says (ReconciledMessage), and
 // returns that record. The controller must log to logs (Options.Logger).
+//
+// Any reconcile since logs was made counts, the first one is returned: so
+// a test that creates an object and then waits passes even when the
+// reconcile came first, and a second wait for the same key passes at once.
+// To wait for a reconcile that a later change causes, use NextReconcile.
 func Reconciled(t TB, logs *Logs, controller, key string) Record {
 	t.Helper()
-	return Logged(t, fmt.Sprintf("controller %s to reconcile %s", controller, key), logs, func(r Record) bool {
+	return loggedFrom(t, reconcileOf(controller, key), logs, 0, isReconcile(controller, key))
+}
+
+// NextReconcile is Reconciled for a reconcile still to come: it notes the
+// records logs holds now, and returns a wait that returns the first later
+// record of the controller called controller having reconciled key
+// without an error. Call it before the change that is to cause the
+// reconcile, and the wait after it, so that a reconcile quicker than the
+// test still counts:
+//
+//	next := await.NextReconcile(t, logs, "foo-controller", "demo/example")
+//	// ... update the Foo ...
+//	next()
+//
+// Each call of the wait returns the same record (the first after the
+// note); take a new NextReconcile for each change.
+func NextReconcile(t TB, logs *Logs, controller, key string) (wait func() Record) {
+	t.Helper()
+	from := len(logs.Records())
+	return func() Record {
+		t.Helper()
+		return loggedFrom(t, "the next "+reconcileOf(controller, key)+fmt.Sprintf(" (after log record %d)", from), logs, from, isReconcile(controller, key))
+	}
+}
+
+func reconcileOf(controller, key string) string {
+	return fmt.Sprintf("controller %s to reconcile %s", controller, key)
+}
+
+func isReconcile(controller, key string) func(Record) bool {
+	return func(r Record) bool {
 		return r.Message == ReconciledMessage && r.Attrs["controller"] == controller && r.Attrs["key"] == key
-	})
+	}
 }

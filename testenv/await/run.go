@@ -44,3 +44,25 @@ func Closed[V any](t TB, what string, ch <-chan V) {
 		t.Fatalf("waiting for %s: %v", what, context.Cause(t.Context()))
 	}
 }
+
+// Receive waits up to Timeout for a value from ch and returns it, such as
+// the error of a Run the test stopped. It fails t, naming what, if none
+// comes in time or ch is closed.
+func Receive[V any](t TB, what string, ch <-chan V) V {
+	t.Helper()
+	timer := time.NewTimer(Timeout)
+	defer timer.Stop()
+	select {
+	case v, ok := <-ch:
+		if !ok {
+			t.Fatalf("waiting for %s: channel closed", what)
+		}
+		return v
+	case <-timer.C:
+		t.Fatalf("waiting for %s: nothing within %v", what, Timeout)
+	case <-t.Context().Done():
+		t.Fatalf("waiting for %s: %v", what, context.Cause(t.Context()))
+	}
+	var zero V
+	return zero
+}
