@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -242,11 +243,21 @@ func (c *Cache) WaitForCacheSync(ctx context.Context) bool {
 	return true
 }
 
+// waitForSync waits for every part of e to sync. When ctx ends first, the
+// error is also a Timeout (apierrors.IsTimeout), as controller-runtime's
+// cache reports it, besides kloop's SyncError, which names the informer
+// and its last list/watch error. An informer the API server refuses ends
+// the wait at once with the SyncError alone.
 func (e *entry) waitForSync(ctx context.Context) error {
 	for _, p := range e.parts {
-		if err := p.waitForSync(ctx); err != nil {
-			return fmt.Errorf("crcache: %s: %w", e.key.gvk, err)
+		err := p.waitForSync(ctx)
+		if err == nil {
+			continue
 		}
+		if ctx.Err() != nil && !errors.Is(err, informer.ErrRefused) {
+			return errors.Join(apierrors.NewTimeoutError(fmt.Sprintf("failed waiting for the %s informer to sync", e.key.gvk), 0), err)
+		}
+		return fmt.Errorf("crcache: %s: %w", e.key.gvk, err)
 	}
 	return nil
 }

@@ -151,6 +151,9 @@ func (s *sharedInformer) synced() []<-chan struct{} {
 // cache stopped.
 func (s *sharedInformer) IsStopped() bool { return allClosed([]<-chan struct{}{s.e.stopped}) }
 
+// Stopped is IsStopped as a channel: closed once the informer has stopped.
+func (s *sharedInformer) Stopped() <-chan struct{} { return s.e.stopped }
+
 // registration is a handler's subscription to every informer of a kind.
 type registration struct {
 	inf  *sharedInformer

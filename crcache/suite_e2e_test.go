@@ -1,0 +1,817 @@
+package crcache_test
+
+// The cases of controller-runtime's pkg/cache suite that exercise the
+// cache.Cache interface, rewritten for kloop's cache on kloop's control
+// plane. Each case names the one it ports; where it differs, a comment
+// says how and why.
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kloopcache "github.com/kloop-dev/kloop/crcache"
+	"github.com/kloop-dev/kloop/testenv/await"
+)
+
+// suiteConfigs are the three configurations controller-runtime runs its
+// CacheTest under: the plain cache, a multi-namespace cache (namespace one
+// through the all-namespaces entry's field selector, namespace two and
+// "default" by name; namespace three left out) and one that never deep
+// copies.
+func suiteConfigs(f *fixture) map[string]cache.Options {
+	yes := true
+	return map[string]cache.Options{
+		"plain": {},
+		"multi-namespace": {DefaultNamespaces: map[string]cache.Config{
+			cache.AllNamespaces: {FieldSelector: fields.OneTermEqualSelector("metadata.namespace", f.ns1)},
+			f.ns2:               {},
+			"default":           {},
+		}},
+		"no-deep-copy": {DefaultUnsafeDisableDeepCopy: &yes},
+	}
+}
+
+func TestSuite_Reader(t *testing.T) {
+	f := newFixture(t)
+	for name, opts := range suiteConfigs(f) {
+		t.Run(name, func(t *testing.T) {
+			multi := opts.DefaultNamespaces != nil
+			noCopy := opts.DefaultUnsafeDisableDeepCopy != nil
+			visible := 6 // the fixture's pods this configuration caches
+			if multi {
+				visible = 5 // not test-pod-4, in namespace three
+			}
+			c := startCache(t, f.cfg, opts)
+			ctx := t.Context()
+
+			for _, class := range []string{"structured", "unstructured", "metadata"} {
+				t.Run(class, func(t *testing.T) {
+					podList := newList(class, "Pod")
+					svcList := newList(class, "Service")
+					t.Run("lists objects not watched before", func(t *testing.T) {
+						if err := c.List(ctx, svcList); err != nil {
+							t.Fatal(err)
+						}
+						if !slices.ContainsFunc(items(svcList), isKubeService) {
+							t.Errorf("services %v lack default/kubernetes", names(items(svcList)))
+						}
+					})
+					t.Run("gets objects not watched before", func(t *testing.T) {
+						svc := newObject(class, "Service")
+						if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kubernetes"}, svc); err != nil {
+							t.Fatal(err)
+						}
+						if svc.GetName() != "kubernetes" || svc.GetNamespace() != "default" {
+							t.Errorf("got %s/%s", svc.GetNamespace(), svc.GetName())
+						}
+					})
+					t.Run("filters by labels in one namespace", func(t *testing.T) {
+						if err := c.List(ctx, podList, client.InNamespace(f.ns2), client.MatchingLabels{"test-label": "test-pod-2"}); err != nil {
+							t.Fatal(err)
+						}
+						got := items(podList)
+						if len(got) != 1 || got[0].GetLabels()["test-label"] != "test-pod-2" {
+							t.Errorf("got %v, want test-pod-2 alone", names(got))
+						}
+					})
+					t.Run("lists by namespace", func(t *testing.T) {
+						if err := c.List(ctx, podList, client.InNamespace(f.ns1)); err != nil {
+							t.Fatal(err)
+						}
+						got := items(podList)
+						if len(got) != 2 {
+							t.Errorf("got %v in %s, want 2 pods", names(got), f.ns1)
+						}
+						for _, p := range got {
+							if p.GetNamespace() != f.ns1 {
+								t.Errorf("%s/%s listed in %s", p.GetNamespace(), p.GetName(), f.ns1)
+							}
+						}
+					})
+					t.Run("not found is NotFound", func(t *testing.T) {
+						err := c.Get(ctx, client.ObjectKey{Namespace: f.ns1, Name: "unknown"}, newObject(class, "Service"))
+						if !apierrors.IsNotFound(err) {
+							t.Errorf("got %v, want NotFound", err)
+						}
+					})
+					t.Run("unwatched namespace is an error", func(t *testing.T) {
+						if err := c.Get(ctx, client.ObjectKey{Namespace: "unknown", Name: "unknown"}, newObject(class, "Service")); err == nil {
+							t.Error("got no error")
+						}
+					})
+					t.Run("pagination is refused", func(t *testing.T) {
+						if err := c.List(ctx, podList); err != nil {
+							t.Fatal(err)
+						}
+						if podList.GetContinue() != "continue-not-supported" {
+							t.Errorf("continue = %q, want the sentinel", podList.GetContinue())
+						}
+						err := c.List(ctx, podList, client.Continue(podList.GetContinue()))
+						if err == nil || err.Error() != "continue list option is not supported by the cache" {
+							t.Errorf("got %v", err)
+						}
+					})
+					if class == "structured" {
+						t.Run("filters by labels across namespaces", func(t *testing.T) {
+							// The suite makes another test-pod-2 in namespace
+							// one; so does this port, in a namespace of its
+							// own, and waits until the cache has it.
+							extra := f.namespace(t, "cr-extra")
+							f.pod(t, "test-pod-2", extra, corev1.RestartPolicyAlways, nil)
+							want := 2
+							if multi {
+								want = 1 // the extra namespace is not cached
+							} else {
+								waitCached(t, c, extra, "test-pod-2")
+							}
+							var pods corev1.PodList
+							if err := c.List(ctx, &pods, client.MatchingLabels{"test-label": "test-pod-2"}); err != nil {
+								t.Fatal(err)
+							}
+							got := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.Namespace != extra && p.Namespace != f.ns2 })
+							if len(got) != want {
+								t.Errorf("got %d pods labelled test-pod-2, want %d", len(got), want)
+							}
+						})
+						if !noCopy {
+							t.Run("lists with GVK set", func(t *testing.T) {
+								var pods corev1.PodList
+								if err := c.List(ctx, &pods); err != nil {
+									t.Fatal(err)
+								}
+								if got := f.mine(pods.Items); len(got) != visible {
+									t.Errorf("got %d of the fixture's pods, want %d", len(got), visible)
+								}
+								for _, p := range pods.Items {
+									if p.GroupVersionKind() != corev1.SchemeGroupVersion.WithKind("Pod") {
+										t.Fatalf("%s has GVK %v", p.Name, p.GroupVersionKind())
+									}
+								}
+							})
+							t.Run("deep copies", func(t *testing.T) {
+								var out corev1.Pod
+								if err := c.Get(ctx, client.ObjectKey{Namespace: f.ns2, Name: "test-pod-2"}, &out); err != nil {
+									t.Fatal(err)
+								}
+								// kloop strips managedFields from what it
+								// caches (informer.Memory.KeepManagedFields
+								// keeps them): compare without.
+								known := f.pods["test-pod-2"].DeepCopy()
+								known.ManagedFields = nil
+								if !reflect.DeepEqual(&out, known) {
+									t.Fatalf("cached pod differs from the created one:\n%+v\n%+v", &out, known)
+								}
+								*out.Spec.ActiveDeadlineSeconds = 4
+								var again corev1.Pod
+								if err := c.Get(ctx, client.ObjectKey{Namespace: f.ns2, Name: "test-pod-2"}, &again); err != nil {
+									t.Fatal(err)
+								}
+								if *again.Spec.ActiveDeadlineSeconds != 3 {
+									t.Error("changing a read changed the cache")
+								}
+							})
+						} else {
+							// The suite checks that two reads share their
+							// pointers. So does this port; its other
+							// UnsafeDisableDeepCopy case ("should be able to
+							// change object in informer cache") is turned
+							// round: kloop's cached objects are read-only
+							// (the mutation detector fails a test that
+							// writes to one).
+							t.Run("does not deep copy", func(t *testing.T) {
+								key := client.ObjectKey{Namespace: f.ns2, Name: "test-pod-2"}
+								var a, b corev1.Pod
+								if err := c.Get(ctx, key, &a); err != nil {
+									t.Fatal(err)
+								}
+								if err := c.Get(ctx, key, &b); err != nil {
+									t.Fatal(err)
+								}
+								if reflect.ValueOf(a.Labels).Pointer() != reflect.ValueOf(b.Labels).Pointer() {
+									t.Error("two reads have labels of their own: copied")
+								}
+								var l1, l2 corev1.PodList
+								if err := c.List(ctx, &l1, client.InNamespace(f.ns1)); err != nil {
+									t.Fatal(err)
+								}
+								if err := c.List(ctx, &l2, client.InNamespace(f.ns1)); err != nil {
+									t.Fatal(err)
+								}
+								byName := func(x, y corev1.Pod) int { return strings.Compare(x.Name, y.Name) }
+								slices.SortFunc(l1.Items, byName)
+								slices.SortFunc(l2.Items, byName)
+								if len(l1.Items) != 2 || len(l2.Items) != 2 {
+									t.Fatalf("listed %d and %d pods, want 2", len(l1.Items), len(l2.Items))
+								}
+								for i := range l1.Items {
+									if reflect.ValueOf(l1.Items[i].Labels).Pointer() != reflect.ValueOf(l2.Items[i].Labels).Pointer() {
+										t.Errorf("%s: two lists have labels of their own", l1.Items[i].Name)
+									}
+								}
+							})
+						}
+						t.Run("a cancelled context is a timeout", func(t *testing.T) {
+							// On a cache of its own: the suite's cache is new
+							// for each case, so its pod informer has not
+							// synced when the cancelled List comes.
+							fresh, err := kloopcache.NewCache(f.cfg, opts)
+							if err != nil {
+								t.Fatal(err)
+							}
+							await.Run(t, "cache", fresh.Start)
+							cctx, cancel := context.WithCancel(ctx)
+							cancel()
+							var pods corev1.PodList
+							err = fresh.List(cctx, &pods, client.InNamespace(f.ns1))
+							if !apierrors.IsTimeout(err) {
+								t.Errorf("got %v, want a timeout", err)
+							}
+						})
+						t.Run("limit", func(t *testing.T) {
+							var pods corev1.PodList
+							if err := c.List(ctx, &pods, client.Limit(3)); err != nil {
+								t.Fatal(err)
+							}
+							if len(pods.Items) != 3 {
+								t.Errorf("got %d pods, want 3", len(pods.Items))
+							}
+						})
+						t.Run("limit with a label", func(t *testing.T) {
+							var pods corev1.PodList
+							if err := c.List(ctx, &pods, client.MatchingLabels{"common-label": "common"}, client.Limit(1)); err != nil {
+								t.Fatal(err)
+							}
+							if len(pods.Items) != 1 {
+								t.Errorf("got %d pods, want 1", len(pods.Items))
+							}
+						})
+						t.Run("a continue token is refused", func(t *testing.T) {
+							var pods corev1.PodList
+							if err := c.List(ctx, &pods, client.Continue("token")); err == nil {
+								t.Error("got no error")
+							}
+						})
+					}
+					if class == "unstructured" && !noCopy {
+						t.Run("deep copies", func(t *testing.T) {
+							u := newObject(class, "Pod").(*unstructured.Unstructured)
+							if err := c.Get(ctx, client.ObjectKey{Namespace: f.ns2, Name: "test-pod-2"}, u); err != nil {
+								t.Fatal(err)
+							}
+							u.SetLabels(map[string]string{"changed": "yes"})
+							again := newObject(class, "Pod").(*unstructured.Unstructured)
+							if err := c.Get(ctx, client.ObjectKey{Namespace: f.ns2, Name: "test-pod-2"}, again); err != nil {
+								t.Fatal(err)
+							}
+							if again.GetLabels()["test-label"] != "test-pod-2" {
+								t.Errorf("changing a read changed the cache: %v", again.GetLabels())
+							}
+						})
+					}
+				})
+			}
+
+			t.Run("cluster-scoped kinds", func(t *testing.T) {
+				// "test multinamespaced cache for cluster scoped resources".
+				var nodes corev1.NodeList
+				if err := c.List(ctx, &nodes); err != nil {
+					t.Fatal(err)
+				}
+				for _, name := range f.nodes {
+					if !slices.ContainsFunc(nodes.Items, func(n corev1.Node) bool { return n.Name == name }) {
+						t.Errorf("node %s not listed", name)
+					}
+				}
+				var node corev1.Node
+				if err := c.Get(ctx, client.ObjectKey{Name: f.nodes[0]}, &node); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+func TestSuite_Informer(t *testing.T) {
+	f := newFixture(t)
+	for name, opts := range suiteConfigs(f) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			t.Run("starting twice is an error", func(t *testing.T) {
+				c := startCache(t, f.cfg, opts)
+				if err := c.Start(ctx); err == nil {
+					t.Error("second Start returned nil")
+				}
+			})
+			t.Run("informer hears a new object", func(t *testing.T) {
+				c := startCache(t, f.cfg, opts)
+				inf, err := c.GetInformer(ctx, &corev1.Pod{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !inf.HasSynced() {
+					t.Error("GetInformer returned an informer that has not synced")
+				}
+				ev := newEvents()
+				reg, err := inf.AddEventHandler(ev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				await.Closed(t, "the handler to sync", reg.HasSyncedChecker().Done())
+				if !reg.HasSynced() {
+					t.Error("HasSynced false after HasSyncedChecker closed")
+				}
+				created := f.pod(t, "informer-obj-"+name, f.ns2, corev1.RestartPolicyAlways, nil)
+				got := receive(t, "the new pod", ev.adds, "informer-obj-"+name)
+				if got.GetUID() != created.GetUID() {
+					t.Errorf("heard %s, created %s", got.GetUID(), created.GetUID())
+				}
+				// Removed, the handler hears nothing more.
+				if err := inf.RemoveEventHandler(reg); err != nil {
+					t.Fatal(err)
+				}
+				if err := inf.RemoveEventHandler(reg); err != nil {
+					t.Errorf("second RemoveEventHandler: %v", err)
+				}
+			})
+			t.Run("stop and restart informers", func(t *testing.T) {
+				c := startCache(t, f.cfg, opts)
+				inf, err := c.GetInformer(ctx, &corev1.Pod{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.RemoveInformer(ctx, &corev1.Pod{}); err != nil {
+					t.Fatal(err)
+				}
+				await.Closed(t, "the removed informer to stop", stoppedChan(inf))
+				again, err := c.GetInformer(ctx, &corev1.Pod{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if again == inf || again.IsStopped() || !again.HasSynced() {
+					t.Errorf("after removal: same=%v stopped=%v synced=%v", again == inf, again.IsStopped(), again.HasSynced())
+				}
+			})
+			t.Run("informer by GVK", func(t *testing.T) {
+				c := startCache(t, f.cfg, opts)
+				inf, err := c.GetInformerForKind(ctx, corev1.SchemeGroupVersion.WithKind("Pod"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ev := newEvents()
+				if _, err := inf.AddEventHandler(ev); err != nil {
+					t.Fatal(err)
+				}
+				f.pod(t, "informer-gvk-"+name, f.ns2, corev1.RestartPolicyAlways, nil)
+				receive(t, "the new pod", ev.adds, "informer-gvk-"+name)
+			})
+			t.Run("index a field, list by it", func(t *testing.T) {
+				c, err := kloopcache.NewCache(f.cfg, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.IndexField(ctx, &corev1.Pod{}, "spec.restartPolicy", func(o client.Object) []string {
+					return []string{string(o.(*corev1.Pod).Spec.RestartPolicy)}
+				}); err != nil {
+					t.Fatal(err)
+				}
+				await.Run(t, "cache", c.Start)
+				if !c.WaitForCacheSync(ctx) {
+					t.Fatal("cache did not sync")
+				}
+				var pods corev1.PodList
+				if err := c.List(ctx, &pods, client.MatchingFields{"spec.restartPolicy": "OnFailure"}); err != nil {
+					t.Fatal(err)
+				}
+				if got := f.mine(pods.Items); len(got) != 1 || got[0].Name != "test-pod-3" {
+					t.Errorf("got %v, want test-pod-3", podNames(got))
+				}
+				// Within one namespace, and with an unindexed field.
+				if err := c.List(ctx, &pods, client.InNamespace(f.ns1), client.MatchingFields{"spec.restartPolicy": "Never"}); err != nil {
+					t.Fatal(err)
+				}
+				if len(pods.Items) != 2 {
+					t.Errorf("got %v in %s, want two", podNames(pods.Items), f.ns1)
+				}
+				if err := c.List(ctx, &pods, client.MatchingFields{"spec.nodeName": "x"}); err == nil {
+					t.Error("a field with no index listed")
+				}
+				if err := c.List(ctx, &pods, client.MatchingFieldsSelector{Selector: fields.OneTermNotEqualSelector("spec.restartPolicy", "Never")}); err == nil {
+					t.Error("a non-exact field selector listed")
+				}
+			})
+			t.Run("matching fields with several indexes", func(t *testing.T) {
+				c, err := kloopcache.NewCache(f.cfg, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pod := &corev1.Pod{}
+				if err := c.IndexField(ctx, pod, "spec.restartPolicy", func(o client.Object) []string {
+					return []string{string(o.(*corev1.Pod).Spec.RestartPolicy)}
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.IndexField(ctx, pod, "metadata.labels.test-label", func(o client.Object) []string {
+					return []string{o.GetLabels()["test-label"]}
+				}); err != nil {
+					t.Fatal(err)
+				}
+				await.Run(t, "cache", c.Start)
+				if !c.WaitForCacheSync(ctx) {
+					t.Fatal("cache did not sync")
+				}
+				var pods corev1.PodList
+				if err := c.List(ctx, &pods, client.MatchingFields{"spec.restartPolicy": "Never", "metadata.labels.test-label": "test-pod-5"}); err != nil {
+					t.Fatal(err)
+				}
+				if got := f.mine(pods.Items); len(got) != 1 || got[0].Name != "test-pod-5" {
+					t.Errorf("got %v, want test-pod-5", podNames(got))
+				}
+			})
+			t.Run("index values of cluster-scoped objects stay as indexed", func(t *testing.T) {
+				c, err := kloopcache.NewCache(f.cfg, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.IndexField(ctx, &corev1.Node{}, "name", func(o client.Object) []string { return []string{o.GetName()} }); err != nil {
+					t.Fatal(err)
+				}
+				await.Run(t, "cache", c.Start)
+				if !c.WaitForCacheSync(ctx) {
+					t.Fatal("cache did not sync")
+				}
+				var nodes corev1.NodeList
+				if err := c.List(ctx, &nodes, client.MatchingFields{"name": f.nodes[1]}); err != nil {
+					t.Fatal(err)
+				}
+				if len(nodes.Items) != 1 || nodes.Items[0].Name != f.nodes[1] {
+					t.Errorf("got %d nodes, want %s", len(nodes.Items), f.nodes[1])
+				}
+			})
+			t.Run("GetInformer can be cancelled", func(t *testing.T) {
+				c := startCache(t, f.cfg, opts)
+				cctx, cancel := context.WithCancel(ctx)
+				cancel()
+				if _, err := c.GetInformer(cctx, &corev1.ReplicationController{}); err == nil {
+					t.Error("GetInformer with a cancelled context returned no error")
+				}
+				if _, err := c.GetInformerForKind(cctx, corev1.SchemeGroupVersion.WithKind("LimitRange")); err == nil {
+					t.Error("GetInformerForKind with a cancelled context returned no error")
+				}
+			})
+			t.Run("GetInformer without blocking", func(t *testing.T) {
+				// NonBlockingGetTest.
+				c := startCache(t, f.cfg, opts)
+				cctx, cancel := context.WithCancel(ctx)
+				cancel()
+				inf, err := c.GetInformer(cctx, &corev1.ConfigMap{}, cache.BlockUntilSynced(false))
+				if err != nil || inf == nil {
+					t.Errorf("GetInformer(BlockUntilSynced(false)) = %v, %v", inf, err)
+				}
+			})
+			for _, class := range []string{"unstructured", "metadata"} {
+				t.Run(class+" informer hears a new object", func(t *testing.T) {
+					c := startCache(t, f.cfg, opts)
+					inf, err := c.GetInformer(ctx, newObject(class, "Pod"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					ev := newEvents()
+					if _, err := inf.AddEventHandler(ev); err != nil {
+						t.Fatal(err)
+					}
+					f.pod(t, "informer-"+class+"-"+name, f.ns2, corev1.RestartPolicyAlways, nil)
+					got := receive(t, "the new pod", ev.adds, "informer-"+class+"-"+name)
+					if reflect.TypeOf(got) != reflect.TypeOf(newObject(class, "Pod")) {
+						t.Errorf("heard a %T", got)
+					}
+				})
+				t.Run(class+" index a field, list by it", func(t *testing.T) {
+					c, err := kloopcache.NewCache(f.cfg, opts)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := c.IndexField(ctx, newObject(class, "Pod"), "metadata.labels.test-label", func(o client.Object) []string {
+						return []string{o.GetLabels()["test-label"]}
+					}); err != nil {
+						t.Fatal(err)
+					}
+					await.Run(t, "cache", c.Start)
+					if !c.WaitForCacheSync(ctx) {
+						t.Fatal("cache did not sync")
+					}
+					list := newList(class, "Pod")
+					if err := c.List(ctx, list, client.InNamespace(f.ns2), client.MatchingFields{"metadata.labels.test-label": "test-pod-3"}); err != nil {
+						t.Fatal(err)
+					}
+					if got := items(list); len(got) != 1 || got[0].GetName() != "test-pod-3" {
+						t.Errorf("got %v, want test-pod-3", names(got))
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestSuite_ReaderFailOnMissingInformer ports CacheTestReaderFailOnMissingInformer.
+func TestSuite_ReaderFailOnMissingInformer(t *testing.T) {
+	f := newFixture(t)
+	c := startCache(t, f.cfg, cache.Options{ReaderFailOnMissingInformer: true})
+	ctx := t.Context()
+	var notCached *cache.ErrResourceNotCached
+	if err := c.List(ctx, &corev1.PodList{}); !errors.As(err, &notCached) {
+		t.Errorf("List before GetInformer: %v, want ErrResourceNotCached", err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: f.ns1, Name: "test-pod-1"}, &corev1.Pod{}); !errors.As(err, &notCached) {
+		t.Errorf("Get before GetInformer: %v, want ErrResourceNotCached", err)
+	}
+	if _, err := c.GetInformer(ctx, &corev1.Pod{}); err != nil {
+		t.Fatal(err)
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(f.ns1)); err != nil || len(pods.Items) != 2 {
+		t.Errorf("List after GetInformer: %d pods, %v; want 2", len(pods.Items), err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: f.ns1, Name: "test-pod-1"}, &corev1.Pod{}); err != nil {
+		t.Errorf("Get after GetInformer: %v", err)
+	}
+}
+
+// TestSuite_Transformers ports "Cache with transformers": a transform set
+// for one kind (ByObject) and a default one, for each class of object.
+func TestSuite_Transformers(t *testing.T) {
+	f := newFixture(t)
+	mark := func(value string) func(any) (any, error) {
+		return func(in any) (any, error) {
+			o := in.(client.Object)
+			a := map[string]string{}
+			for k, v := range o.GetAnnotations() {
+				a[k] = v
+			}
+			a["transformed"] = value
+			o.SetAnnotations(a)
+			return o, nil
+		}
+	}
+	for _, class := range []string{"structured", "unstructured", "metadata"} {
+		t.Run(class, func(t *testing.T) {
+			c := startCache(t, f.cfg, cache.Options{
+				DefaultTransform: mark("default"),
+				ByObject:         map[client.Object]cache.ByObject{newObject(class, "Pod"): {Transform: mark("pod")}},
+			})
+			pod := newObject(class, "Pod")
+			if err := c.Get(t.Context(), client.ObjectKey{Namespace: f.ns1, Name: "test-pod-1"}, pod); err != nil {
+				t.Fatal(err)
+			}
+			if got := pod.GetAnnotations()["transformed"]; got != "pod" {
+				t.Errorf("pod transformed by %q, want the ByObject transform", got)
+			}
+			svc := newObject(class, "Service")
+			if err := c.Get(t.Context(), client.ObjectKey{Namespace: "default", Name: "kubernetes"}, svc); err != nil {
+				t.Fatal(err)
+			}
+			if got := svc.GetAnnotations()["transformed"]; got != "default" {
+				t.Errorf("service transformed by %q, want the default transform", got)
+			}
+		})
+	}
+}
+
+// TestSuite_Selectors ports entries of the "cache with selectors" table:
+// which of the fixture's pods a cache configured so holds.
+func TestSuite_Selectors(t *testing.T) {
+	f := newFixture(t)
+	pod := &corev1.Pod{}
+	ns := func(n string) fields.Selector { return fields.OneTermEqualSelector("metadata.namespace", n) }
+	cases := []struct {
+		name string
+		opts cache.Options
+		want []string
+	}{
+		{"type-level field selector matches one pod", cache.Options{ByObject: map[client.Object]cache.ByObject{pod: {Field: fields.AndSelectors(ns(f.ns1), fields.OneTermEqualSelector("metadata.name", "test-pod-1"))}}}, []string{"test-pod-1"}},
+		{"global field selector matches one pod", cache.Options{DefaultFieldSelector: fields.AndSelectors(ns(f.ns2), fields.OneTermEqualSelector("metadata.name", "test-pod-2"))}, []string{"test-pod-2"}},
+		{"type-level label selector matches one pod", cache.Options{ByObject: map[client.Object]cache.ByObject{pod: {Label: labels.SelectorFromSet(labels.Set{"test-label": "test-pod-3"})}}}, []string{"test-pod-3"}},
+		{"global label selector matches several pods", cache.Options{DefaultLabelSelector: labels.SelectorFromSet(labels.Set{"common-label": "common"})}, []string{"test-pod-3", "test-pod-4"}},
+		{"type-level label and field selector match one pod", cache.Options{ByObject: map[client.Object]cache.ByObject{pod: {
+			Label: labels.SelectorFromSet(labels.Set{"common-label": "common"}),
+			Field: ns(f.ns3),
+		}}}, []string{"test-pod-4"}},
+		{"type-level label selector matches nothing", cache.Options{ByObject: map[client.Object]cache.ByObject{pod: {Label: labels.SelectorFromSet(labels.Set{"no": "such"})}}}, nil},
+		{"namespaces configured, type-level label selector overrides the global one", cache.Options{
+			DefaultNamespaces:    map[string]cache.Config{f.ns2: {}},
+			DefaultLabelSelector: labels.SelectorFromSet(labels.Set{"no": "such"}),
+			ByObject:             map[client.Object]cache.ByObject{pod: {Label: labels.Everything()}},
+		}, []string{"test-pod-2", "test-pod-3", "test-pod-6"}},
+		{"namespaces configured, the global selector applies", cache.Options{
+			DefaultNamespaces:    map[string]cache.Config{f.ns2: {}},
+			DefaultLabelSelector: labels.SelectorFromSet(labels.Set{"common-label": "common"}),
+		}, []string{"test-pod-3"}},
+		{"label selector on one namespace", cache.Options{DefaultNamespaces: map[string]cache.Config{
+			f.ns1: {LabelSelector: labels.SelectorFromSet(labels.Set{"test-label": "test-pod-5"})},
+			f.ns3: {},
+		}}, []string{"test-pod-4", "test-pod-5"}},
+		{"NamespaceAll in DefaultNamespaces covers the namespaces not named", cache.Options{DefaultNamespaces: map[string]cache.Config{
+			cache.AllNamespaces: {LabelSelector: labels.SelectorFromSet(labels.Set{"common-label": "common"})},
+			f.ns1:               {},
+		}}, []string{"test-pod-1", "test-pod-3", "test-pod-4", "test-pod-5"}},
+		{"NamespaceAll in ByObject.Namespaces covers the namespaces not named", cache.Options{ByObject: map[client.Object]cache.ByObject{pod: {Namespaces: map[string]cache.Config{
+			cache.AllNamespaces: {LabelSelector: labels.SelectorFromSet(labels.Set{"common-label": "common"})},
+			f.ns2:               {LabelSelector: labels.SelectorFromSet(labels.Set{"test-label": "test-pod-6"})},
+		}}}}, []string{"test-pod-4", "test-pod-6"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := startCache(t, f.cfg, tc.opts)
+			inf, err := c.GetInformer(t.Context(), &corev1.Pod{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The suite counts what a handler hears; so does this port,
+			// up to the handler's sync, then lists too.
+			ev := newEvents()
+			reg, err := inf.AddEventHandler(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			await.Closed(t, "the handler to sync", reg.HasSyncedChecker().Done())
+			var heard []string
+			for len(ev.adds) > 0 {
+				if o := <-ev.adds; isFixture(f, o) {
+					heard = append(heard, o.GetName())
+				}
+			}
+			var pods corev1.PodList
+			if err := c.List(t.Context(), &pods); err != nil {
+				t.Fatal(err)
+			}
+			listed := podNames(f.mine(pods.Items))
+			slices.Sort(heard)
+			slices.Sort(listed)
+			if !slices.Equal(heard, tc.want) || !slices.Equal(listed, tc.want) {
+				t.Errorf("heard %v, listed %v, want %v", heard, listed, tc.want)
+			}
+		})
+	}
+}
+
+// TestUnsafeDisableDeepCopy_PerCall ports "using UnsafeDisableDeepCopy"
+// with ListOptions and GetOptions, turned round as TestSuite_Reader's
+// no-deep-copy case says: the objects are the cache's own (one pointer
+// for two reads), and a program must not change them.
+func TestUnsafeDisableDeepCopy_PerCall(t *testing.T) {
+	f := newFixture(t)
+	c := startCache(t, f.cfg, cache.Options{})
+	ctx := t.Context()
+	yes := true
+	key := client.ObjectKey{Namespace: f.ns1, Name: "test-pod-1"}
+	var a, b corev1.Pod
+	if err := c.Get(ctx, key, &a, &client.GetOptions{UnsafeDisableDeepCopy: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, key, &b, &client.GetOptions{UnsafeDisableDeepCopy: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	if reflect.ValueOf(a.Labels).Pointer() != reflect.ValueOf(b.Labels).Pointer() {
+		t.Error("Get with UnsafeDisableDeepCopy copied")
+	}
+	var l1 corev1.PodList
+	if err := c.List(ctx, &l1, client.InNamespace(f.ns1), client.UnsafeDisableDeepCopy); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(l1.Items, func(p corev1.Pod) bool { return p.Name == "test-pod-1" })
+	if i < 0 || reflect.ValueOf(l1.Items[i].Labels).Pointer() != reflect.ValueOf(a.Labels).Pointer() {
+		t.Error("List with UnsafeDisableDeepCopy copied")
+	}
+	var c1 corev1.Pod
+	if err := c.Get(ctx, key, &c1); err != nil {
+		t.Fatal(err)
+	}
+	if reflect.ValueOf(c1.Labels).Pointer() == reflect.ValueOf(a.Labels).Pointer() {
+		t.Error("Get without the option did not copy")
+	}
+}
+
+func isFixture(f *fixture, o client.Object) bool {
+	ns := o.GetNamespace()
+	return ns == f.ns1 || ns == f.ns2 || ns == f.ns3
+}
+
+// waitCached waits until the cache's pod informer has ns/name.
+func waitCached(t *testing.T, c cache.Cache, ns, name string) {
+	t.Helper()
+	inf, err := c.GetInformer(t.Context(), &corev1.Pod{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := newEvents()
+	reg, err := inf.AddEventHandler(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = inf.RemoveEventHandler(reg) }()
+	await.Until(t, "the cache to have "+ns+"/"+name, ev.sig.Changed, func() bool {
+		return c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{}) == nil
+	})
+}
+
+// stoppedChan closes when inf reports that it has stopped.
+func stoppedChan(inf cache.Informer) <-chan struct{} {
+	return inf.(interface{ Stopped() <-chan struct{} }).Stopped()
+}
+
+func newObject(class, kind string) client.Object {
+	gvk := corev1.SchemeGroupVersion.WithKind(kind)
+	switch class {
+	case "unstructured":
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		return u
+	case "metadata":
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(gvk)
+		return m
+	}
+	switch kind {
+	case "Pod":
+		return &corev1.Pod{}
+	case "Service":
+		return &corev1.Service{}
+	}
+	panic(kind)
+}
+
+func newList(class, kind string) client.ObjectList {
+	gvk := corev1.SchemeGroupVersion.WithKind(kind + "List")
+	switch class {
+	case "unstructured":
+		u := &unstructured.UnstructuredList{}
+		u.SetGroupVersionKind(gvk)
+		return u
+	case "metadata":
+		m := &metav1.PartialObjectMetadataList{}
+		m.SetGroupVersionKind(gvk)
+		return m
+	}
+	switch kind {
+	case "Pod":
+		return &corev1.PodList{}
+	case "Service":
+		return &corev1.ServiceList{}
+	}
+	panic(kind)
+}
+
+func items(list client.ObjectList) []client.Object {
+	var out []client.Object
+	switch l := list.(type) {
+	case *unstructured.UnstructuredList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *metav1.PartialObjectMetadataList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *corev1.PodList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *corev1.ServiceList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	}
+	return out
+}
+
+func names(objs []client.Object) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetNamespace()+"/"+o.GetName())
+	}
+	return out
+}
+
+func podNames(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func isKubeService(o client.Object) bool {
+	return o.GetNamespace() == "default" && o.GetName() == "kubernetes"
+}
