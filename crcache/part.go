@@ -154,8 +154,10 @@ func objects[T watcher.Object](objs []T) []client.Object {
 func newPart(c partConfig) (part, error) {
 	switch c.class {
 	case classUnstructured:
+		c.memory.Encoded = false // an encoded cache needs a protobuf type
 		return factoryPart[*unstructured.Unstructured](c)
 	case classMetadata:
+		c.memory.Encoded = false
 		return factoryPart[*metav1.PartialObjectMetadata](c)
 	}
 	obj, err := c.scheme.New(c.gvk)
