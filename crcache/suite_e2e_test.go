@@ -227,15 +227,11 @@ func TestSuite_Reader(t *testing.T) {
 							// On a cache of its own: the suite's cache is new
 							// for each case, so its pod informer has not
 							// synced when the cancelled List comes.
-							fresh, err := kloopcache.NewCache(f.cfg, opts)
-							if err != nil {
-								t.Fatal(err)
-							}
-							await.Run(t, "cache", fresh.Start)
+							fresh := startCache(t, f.cfg, opts)
 							cctx, cancel := context.WithCancel(ctx)
 							cancel()
 							var pods corev1.PodList
-							err = fresh.List(cctx, &pods, client.InNamespace(f.ns1))
+							err := fresh.List(cctx, &pods, client.InNamespace(f.ns1))
 							if !apierrors.IsTimeout(err) {
 								t.Errorf("got %v, want a timeout", err)
 							}
