@@ -85,7 +85,7 @@ func main() {
 	pods := flag.Int("pods", 10000, "Pod-shaped objects to seed, each owned by a ConfigMap (the controller's Owns kind)")
 	rounds := flag.Int("rounds", 1, "rounds (each runs both sides once, in a child process each)")
 	child := flag.String("child", "", "internal: run one side in this process and report")
-	kubeconfig := flag.String("kubeconfig", "", "internal: the child's kubeconfig")
+	kubeconfig := flag.String("child-kubeconfig", "", "internal: the child's kubeconfig")
 	flag.Parse()
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
 	if *child != "" {
@@ -154,7 +154,7 @@ func run(nCM, nPods, rounds int) error {
 }
 
 func measure(side, kubeconfig string, nCM int) (report, error) {
-	c, err := childproc.Start("-child", side, "-kubeconfig", kubeconfig, "-configmaps", strconv.Itoa(nCM))
+	c, err := childproc.Start("-child", side, "-child-kubeconfig", kubeconfig, "-configmaps", strconv.Itoa(nCM))
 	if err != nil {
 		return report{}, err
 	}
@@ -337,8 +337,15 @@ func runChild(side, kubeconfig string, nCM int) error {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- mgr.Start(ctx) }()
+	// The controller asks for its informers once the manager runs: wait
+	// for the cache to start, then for both informers to sync.
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		return errors.New("cache did not sync")
+		return errors.New("cache did not start")
+	}
+	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Pod{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return fmt.Errorf("%T informer: %w", obj, err)
+		}
 	}
 	synced := time.Now()
 	select {
