@@ -25,6 +25,9 @@
 //
 //	RESULT crcache-peak-rss-bytes kloop=... peer=... ratio=... unit=B peer_name=controller-runtime
 //
+// With -encoded, kloop's encoded cache (informer.Memory.Encoded) is a third
+// side, reported as crcache-encoded-*.
+//
 //	cd bench && go run ./cmd/crcache -configmaps 100000 -pods 10000
 package main
 
@@ -65,6 +68,7 @@ import (
 
 	"github.com/kloop-dev/kloop/bench/internal/childproc"
 	"github.com/kloop-dev/kloop/crcache"
+	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -78,12 +82,16 @@ type report struct {
 	Reconcile int64 `json:"reconcileNanos"`
 }
 
+// sides are the managers measured: controller-runtime's default cache,
+// kloop's (crcache.NewCache) and, with -encoded, kloop's encoded cache
+// (crcache.NewCacheWith and informer.Memory.Encoded).
 var sides = []string{"controller-runtime", "kloop"}
 
 func main() {
 	configMaps := flag.Int("configmaps", 100000, "ConfigMaps to seed (the controller's For kind)")
 	pods := flag.Int("pods", 10000, "Pod-shaped objects to seed, each owned by a ConfigMap (the controller's Owns kind)")
-	rounds := flag.Int("rounds", 1, "rounds (each runs both sides once, in a child process each)")
+	rounds := flag.Int("rounds", 1, "rounds (each runs every side once, in a child process each)")
+	encoded := flag.Bool("encoded", false, "also measure kloop's encoded cache (RESULT crcache-encoded-*)")
 	child := flag.String("child", "", "internal: run one side in this process and report")
 	kubeconfig := flag.String("child-kubeconfig", "", "internal: the child's kubeconfig")
 	flag.Parse()
@@ -94,6 +102,9 @@ func main() {
 			os.Exit(1)
 		}
 		return
+	}
+	if *encoded {
+		sides = append(sides, "kloop-encoded")
 	}
 	if err := run(*configMaps, *pods, *rounds); err != nil {
 		fmt.Fprintln(os.Stderr, "crcache benchmark:", err)
@@ -142,14 +153,23 @@ func run(nCM, nPods, rounds int) error {
 			results[side] = append(results[side], rep)
 		}
 	}
-	line := func(name, unit string, f func(report) float64) {
-		k, p := median(results["kloop"], f), median(results["controller-runtime"], f)
-		fmt.Printf("RESULT %s kloop=%.3f peer=%.3f ratio=%.2f unit=%s peer_name=controller-runtime\n", name, k, p, k/p, unit)
+	for _, kside := range []string{"kloop", "kloop-encoded"} {
+		if results[kside] == nil {
+			continue
+		}
+		prefix := "crcache-"
+		if kside == "kloop-encoded" {
+			prefix = "crcache-encoded-"
+		}
+		line := func(name, unit string, f func(report) float64) {
+			k, p := median(results[kside], f), median(results["controller-runtime"], f)
+			fmt.Printf("RESULT %s%s kloop=%.3f peer=%.3f ratio=%.2f unit=%s peer_name=controller-runtime\n", prefix, name, k, p, k/p, unit)
+		}
+		line("peak-rss-bytes", "B", func(r report) float64 { return float64(r.PeakRSS) })
+		line("retained-bytes", "B", func(r report) float64 { return float64(r.Retained) })
+		line("sync-seconds", "s", func(r report) float64 { return time.Duration(r.Sync).Seconds() })
+		line("reconcile-seconds", "s", func(r report) float64 { return time.Duration(r.Reconcile).Seconds() })
 	}
-	line("crcache-peak-rss-bytes", "B", func(r report) float64 { return float64(r.PeakRSS) })
-	line("crcache-retained-bytes", "B", func(r report) float64 { return float64(r.Retained) })
-	line("crcache-sync-seconds", "s", func(r report) float64 { return time.Duration(r.Sync).Seconds() })
-	line("crcache-reconcile-seconds", "s", func(r report) float64 { return time.Duration(r.Reconcile).Seconds() })
 	return nil
 }
 
@@ -313,6 +333,8 @@ func runChild(side, kubeconfig string, nCM int) error {
 	switch side {
 	case "kloop":
 		opts.NewCache = crcache.NewCache
+	case "kloop-encoded":
+		opts.NewCache = crcache.NewCacheWith(crcache.Options{Memory: informer.Memory{Encoded: true}})
 	case "controller-runtime":
 	default:
 		return fmt.Errorf("unknown side %q", side)
