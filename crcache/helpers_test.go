@@ -2,6 +2,7 @@ package crcache_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -51,8 +52,9 @@ func newFixture(t *testing.T) *fixture {
 	f.pod(t, "test-pod-4", f.ns3, corev1.RestartPolicyNever, common)
 	f.pod(t, "test-pod-5", f.ns1, corev1.RestartPolicyNever, nil)
 	f.pod(t, "test-pod-6", f.ns2, corev1.RestartPolicyAlways, nil)
-	for range 2 {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{GenerateName: "cr-node-"}}
+	for i := range 2 {
+		name := fmt.Sprintf("%s-node-%d", f.ns1, i+1)
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"name": name}}}
 		if err := cl.Create(t.Context(), node); err != nil {
 			t.Fatal(err)
 		}

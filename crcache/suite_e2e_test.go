@@ -494,6 +494,32 @@ func TestSuite_Informer(t *testing.T) {
 						t.Errorf("heard a %T", got)
 					}
 				})
+				t.Run(class+" stop and restart informers", func(t *testing.T) {
+					c := startCache(t, f.cfg, opts)
+					inf, err := c.GetInformer(ctx, newObject(class, "Pod"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := c.RemoveInformer(ctx, newObject(class, "Pod")); err != nil {
+						t.Fatal(err)
+					}
+					await.Closed(t, "the removed informer to stop", stoppedChan(inf))
+					again, err := c.GetInformer(ctx, newObject(class, "Pod"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if again == inf || again.IsStopped() || !again.HasSynced() {
+						t.Errorf("after removal: same=%v stopped=%v synced=%v", again == inf, again.IsStopped(), again.HasSynced())
+					}
+				})
+				t.Run(class+" GetInformer can be cancelled", func(t *testing.T) {
+					c := startCache(t, f.cfg, opts)
+					cctx, cancel := context.WithCancel(ctx)
+					cancel()
+					if _, err := c.GetInformer(cctx, newObject(class, "Pod")); err == nil {
+						t.Error("GetInformer with a cancelled context returned no error")
+					}
+				})
 				t.Run(class+" index a field, list by it", func(t *testing.T) {
 					c, err := kloopcache.NewCache(f.cfg, opts)
 					if err != nil {
