@@ -124,28 +124,84 @@ func TestSuite_Reader(t *testing.T) {
 							t.Errorf("got %v", err)
 						}
 					})
-					if class == "structured" {
-						t.Run("filters by labels across namespaces", func(t *testing.T) {
-							// The suite makes another test-pod-2 in namespace
-							// one; so does this port, in a namespace of its
-							// own, and waits until the cache has it.
-							extra := f.namespace(t, "cr-extra")
-							f.pod(t, "test-pod-2", extra, corev1.RestartPolicyAlways, nil)
-							want := 2
-							if multi {
-								want = 1 // the extra namespace is not cached
-							} else {
-								waitCached(t, c, extra, "test-pod-2")
-							}
-							var pods corev1.PodList
-							if err := c.List(ctx, &pods, client.MatchingLabels{"test-label": "test-pod-2"}); err != nil {
+					t.Run("filters by labels across namespaces", func(t *testing.T) {
+						// The suite makes another test-pod-2 in namespace
+						// one; so does this port, in a namespace of its
+						// own, and waits until the cache has it.
+						extra := f.namespace(t, "cr-extra")
+						f.pod(t, "test-pod-2", extra, corev1.RestartPolicyAlways, nil)
+						want := 2
+						if multi {
+							want = 1 // the extra namespace is not cached
+						} else {
+							waitCached(t, c, class, extra, "test-pod-2")
+						}
+						list := newList(class, "Pod")
+						if err := c.List(ctx, list, client.MatchingLabels{"test-label": "test-pod-2"}); err != nil {
+							t.Fatal(err)
+						}
+						got := slices.DeleteFunc(items(list), func(p client.Object) bool { return p.GetNamespace() != extra && p.GetNamespace() != f.ns2 })
+						if len(got) != want {
+							t.Errorf("got %v labelled test-pod-2, want %d", names(got), want)
+						}
+					})
+					t.Run("a continue token is refused", func(t *testing.T) {
+						if err := c.List(ctx, newList(class, "Pod"), client.Continue("token")); err == nil {
+							t.Error("got no error")
+						}
+					})
+					if class != "structured" && !noCopy {
+						t.Run("deep copies", func(t *testing.T) {
+							key := client.ObjectKey{Namespace: f.ns2, Name: "test-pod-2"}
+							read := newObject(class, "Pod")
+							if err := c.Get(ctx, key, read); err != nil {
 								t.Fatal(err)
 							}
-							got := slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return p.Namespace != extra && p.Namespace != f.ns2 })
-							if len(got) != want {
-								t.Errorf("got %d pods labelled test-pod-2, want %d", len(got), want)
+							changeLabelInPlace(read)
+							again := newObject(class, "Pod")
+							if err := c.Get(ctx, key, again); err != nil {
+								t.Fatal(err)
+							}
+							if again.GetLabels()["test-label"] != "test-pod-2" {
+								t.Errorf("changing a read changed the cache: %v", again.GetLabels())
 							}
 						})
+					}
+					if class != "structured" && noCopy {
+						t.Run("does not deep copy", func(t *testing.T) {
+							key := client.ObjectKey{Namespace: f.ns2, Name: "test-pod-2"}
+							a, b := newObject(class, "Pod"), newObject(class, "Pod")
+							if err := c.Get(ctx, key, a); err != nil {
+								t.Fatal(err)
+							}
+							if err := c.Get(ctx, key, b); err != nil {
+								t.Fatal(err)
+							}
+							if !shared(a, b) {
+								t.Error("two reads have maps of their own: copied")
+							}
+							l1, l2 := newList(class, "Pod"), newList(class, "Pod")
+							if err := c.List(ctx, l1, client.InNamespace(f.ns1)); err != nil {
+								t.Fatal(err)
+							}
+							if err := c.List(ctx, l2, client.InNamespace(f.ns1)); err != nil {
+								t.Fatal(err)
+							}
+							i1, i2 := items(l1), items(l2)
+							byName := func(x, y client.Object) int { return strings.Compare(x.GetName(), y.GetName()) }
+							slices.SortFunc(i1, byName)
+							slices.SortFunc(i2, byName)
+							if len(i1) != 2 || len(i2) != 2 {
+								t.Fatalf("listed %d and %d pods, want 2", len(i1), len(i2))
+							}
+							for i := range i1 {
+								if !shared(i1[i], i2[i]) {
+									t.Errorf("%s: two lists have maps of their own", i1[i].GetName())
+								}
+							}
+						})
+					}
+					if class == "structured" {
 						if !noCopy {
 							t.Run("lists with GVK set", func(t *testing.T) {
 								var pods corev1.PodList
@@ -252,28 +308,6 @@ func TestSuite_Reader(t *testing.T) {
 							}
 							if len(pods.Items) != 1 {
 								t.Errorf("got %d pods, want 1", len(pods.Items))
-							}
-						})
-						t.Run("a continue token is refused", func(t *testing.T) {
-							var pods corev1.PodList
-							if err := c.List(ctx, &pods, client.Continue("token")); err == nil {
-								t.Error("got no error")
-							}
-						})
-					}
-					if class == "unstructured" && !noCopy {
-						t.Run("deep copies", func(t *testing.T) {
-							u := newObject(class, "Pod").(*unstructured.Unstructured)
-							if err := c.Get(ctx, client.ObjectKey{Namespace: f.ns2, Name: "test-pod-2"}, u); err != nil {
-								t.Fatal(err)
-							}
-							u.SetLabels(map[string]string{"changed": "yes"})
-							again := newObject(class, "Pod").(*unstructured.Unstructured)
-							if err := c.Get(ctx, client.ObjectKey{Namespace: f.ns2, Name: "test-pod-2"}, again); err != nil {
-								t.Fatal(err)
-							}
-							if again.GetLabels()["test-label"] != "test-pod-2" {
-								t.Errorf("changing a read changed the cache: %v", again.GetLabels())
 							}
 						})
 					}
@@ -630,7 +664,9 @@ func TestSuite_Selectors(t *testing.T) {
 	}
 	lsel := func(kv ...string) labels.Selector { return labels.SelectorFromSet(set(kv...)) }
 	fsel := func(kv ...string) fields.Selector { return fields.SelectorFromSet(set(kv...)) }
-	byPod := func(b cache.ByObject) map[client.Object]cache.ByObject { return map[client.Object]cache.ByObject{pod: b} }
+	byPod := func(b cache.ByObject) map[client.Object]cache.ByObject {
+		return map[client.Object]cache.ByObject{pod: b}
+	}
 	nothing := lsel("no-present", "not-present")
 	cases := []struct {
 		name string
@@ -777,10 +813,10 @@ func isFixture(f *fixture, o client.Object) bool {
 	return ns == f.ns1 || ns == f.ns2 || ns == f.ns3
 }
 
-// waitCached waits until the cache's pod informer has ns/name.
-func waitCached(t *testing.T, c cache.Cache, ns, name string) {
+// waitCached waits until the cache's pod informer of class has ns/name.
+func waitCached(t *testing.T, c cache.Cache, class, ns, name string) {
 	t.Helper()
-	inf, err := c.GetInformer(t.Context(), &corev1.Pod{})
+	inf, err := c.GetInformer(t.Context(), newObject(class, "Pod"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -791,13 +827,32 @@ func waitCached(t *testing.T, c cache.Cache, ns, name string) {
 	}
 	defer func() { _ = inf.RemoveEventHandler(reg) }()
 	await.Until(t, "the cache to have "+ns+"/"+name, ev.sig.Changed, func() bool {
-		return c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Pod{}) == nil
+		return c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, newObject(class, "Pod")) == nil
 	})
 }
 
 // stoppedChan closes when inf reports that it has stopped.
 func stoppedChan(inf cache.Informer) <-chan struct{} {
 	return inf.(interface{ Stopped() <-chan struct{} }).Stopped()
+}
+
+// changeLabelInPlace changes a label of obj in the map obj holds (not in a
+// copy of it), as a program that writes to a read would.
+func changeLabelInPlace(obj client.Object) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		u.Object["metadata"].(map[string]any)["labels"].(map[string]any)["test-label"] = "changed"
+		return
+	}
+	obj.GetLabels()["test-label"] = "changed"
+}
+
+// shared reports whether two reads share their maps: the same object of
+// the cache, not copies.
+func shared(a, b client.Object) bool {
+	if ua, ok := a.(*unstructured.Unstructured); ok {
+		return reflect.ValueOf(ua.Object).Pointer() == reflect.ValueOf(b.(*unstructured.Unstructured).Object).Pointer()
+	}
+	return reflect.ValueOf(a.GetLabels()).Pointer() == reflect.ValueOf(b.GetLabels()).Pointer()
 }
 
 func newObject(class, kind string) client.Object {
