@@ -1,9 +1,38 @@
 package crcache_test
 
-// The cases of controller-runtime's pkg/cache suite that exercise the
-// cache.Cache interface, rewritten for kloop's cache on kloop's control
-// plane. Each case names the one it ports; where it differs, a comment
-// says how and why.
+// The cases of controller-runtime's pkg/cache suite (v0.25.2,
+// cache_test.go) that exercise the cache.Cache interface, rewritten for
+// kloop's cache on kloop's control plane (this file and
+// suite_more_e2e_test.go). Each test names what it ports; where it
+// differs, a comment says how and why.
+//
+// Ported: the 58 cases of CacheTest (reader and informer, for typed,
+// unstructured and metadata-only objects, each run under the suite's three
+// configurations: plain, multi-namespace, no deep copy), the 29 entries
+// of its selectors table, the 4 of ReaderFailOnMissingInformer, the
+// non-blocking GetInformer, the 6 of "Cache with transformers", the 2 of
+// "Cache with selectors" and TestIndexFieldDoesNotBlock. Not ported:
+// TransformStripManagedFields (2 cases of a controller-runtime helper
+// function, not of the cache) and TestReaderWaitsForCacheSync (it needs
+// Options.NewInformer and a fake informer, an option this cache refuses;
+// its point, a read before the sync is a Timeout, is the cancelled-context
+// case).
+//
+// Differences, each with its reason:
+//   - Namespaces, nodes and pods have names of their own per test, and
+//     counts are of the test's own namespaces: the control plane is shared
+//     by the package's tests (testenv.Shared) rather than one per suite.
+//   - The deep-copy case compares the read with the created pod without
+//     managedFields: kloop does not cache them.
+//   - The two "should be able to change object in informer cache" cases
+//     (UnsafeDisableDeepCopy) are turned round: kloop's cached objects are
+//     read-only (its mutation detector fails a test that writes to one),
+//     so the port checks that such reads are the cache's own object.
+//   - The cancelled-context read runs on a cache of its own, started and
+//     synced as the suite's BeforeEach does, so that its informer is new.
+//   - Cases the suite waits on with Eventually wait on informer events
+//     here (a handler's channel, await.Until), never on a timer.
+//   - The selectors table also checks what a handler hears up to its sync.
 
 import (
 	"context"
