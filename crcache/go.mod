@@ -3,6 +3,7 @@ module github.com/kloop-dev/kloop/crcache
 go 1.26.0
 
 require (
+	github.com/go-logr/logr v1.4.4
 	github.com/kloop-dev/kloop v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	k8s.io/api v0.37.2
@@ -20,7 +21,6 @@ require (
 	github.com/evanphx/json-patch/v5 v5.9.11 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
-	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/zapr v1.3.0 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
 	github.com/go-openapi/jsonreference v1.0.0 // indirect

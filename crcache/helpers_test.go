@@ -13,6 +13,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	kloopcache "github.com/kloop-dev/kloop/crcache"
 	"github.com/kloop-dev/kloop/testenv"
@@ -141,15 +142,34 @@ func (e *events) OnDelete(obj any)      { e.deletes <- obj; e.sig.Notify() }
 
 var _ toolscache.ResourceEventHandler = (*events)(nil)
 
-// receive waits for an object named name on ch, dropping others.
-func receive(t *testing.T, what string, ch <-chan client.Object, name string) client.Object {
+// startUnsyncable starts a cache with opts whose informers can never sync:
+// it talks to the API server through a proxy that swallows everything
+// (its REST mapper talks to the server directly). For the cases about a
+// wait cut short, which would otherwise race a fast sync.
+func startUnsyncable(t *testing.T, opts cache.Options) cache.Cache {
+	t.Helper()
+	env := controlPlane.Env(t)
+	proxy := env.APIServerProxy(t)
+	proxy.Set(testenv.Fault{Blackhole: true})
+	hc, err := rest.HTTPClientFor(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Mapper, err = apiutil.NewDynamicRESTMapper(env.Config, hc); err != nil {
+		t.Fatal(err)
+	}
+	return startCache(t, proxy.RESTConfig(env.Config), opts)
+}
+
+// receive waits for the object ns/name on ch, dropping others.
+func receive(t *testing.T, what string, ch <-chan client.Object, ns, name string) client.Object {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), await.Timeout)
 	defer cancel()
 	for {
 		select {
 		case obj := <-ch:
-			if obj.GetName() == name {
+			if obj.GetNamespace() == ns && obj.GetName() == name {
 				return obj
 			}
 		case <-ctx.Done():

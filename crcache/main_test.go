@@ -3,6 +3,9 @@ package crcache_test
 import (
 	"testing"
 
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/kloop-dev/kloop/testenv"
 )
 
@@ -10,4 +13,9 @@ import (
 // of its own.
 var controlPlane testenv.Shared
 
-func TestMain(m *testing.M) { controlPlane.Main(m) }
+// controller-runtime's own logs (the operator's manager) are not wanted in
+// test output; kloop's informers log through log/slog.
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	controlPlane.Main(m)
+}

@@ -309,10 +309,11 @@ func TestSuite_Reader(t *testing.T) {
 							})
 						}
 						t.Run("a cancelled context is a timeout", func(t *testing.T) {
-							// On a cache of its own: the suite's cache is new
-							// for each case, so its pod informer has not
-							// synced when the cancelled List comes.
-							fresh := startCache(t, f.cfg, opts)
+							// On a cache of its own, whose informers cannot
+							// sync: the suite's cache is new for each case, so
+							// its pod informer has not synced when the
+							// cancelled List comes, unless it is quick.
+							fresh := startUnsyncable(t, opts)
 							cctx, cancel := context.WithCancel(ctx)
 							cancel()
 							var pods corev1.PodList
@@ -402,7 +403,7 @@ func TestSuite_Informer(t *testing.T) {
 					t.Error("HasSynced false after HasSyncedChecker closed")
 				}
 				created := f.pod(t, "informer-obj-"+name, f.ns2, corev1.RestartPolicyAlways, nil)
-				got := receive(t, "the new pod", ev.adds, "informer-obj-"+name)
+				got := receive(t, "the new pod", ev.adds, f.ns2, "informer-obj-"+name)
 				if got.GetUID() != created.GetUID() {
 					t.Errorf("heard %s, created %s", got.GetUID(), created.GetUID())
 				}
@@ -443,7 +444,7 @@ func TestSuite_Informer(t *testing.T) {
 					t.Fatal(err)
 				}
 				f.pod(t, "informer-gvk-"+name, f.ns2, corev1.RestartPolicyAlways, nil)
-				receive(t, "the new pod", ev.adds, "informer-gvk-"+name)
+				receive(t, "the new pod", ev.adds, f.ns2, "informer-gvk-"+name)
 			})
 			t.Run("index a field, list by it", func(t *testing.T) {
 				c, err := kloopcache.NewCache(f.cfg, opts)
@@ -529,7 +530,7 @@ func TestSuite_Informer(t *testing.T) {
 				}
 			})
 			t.Run("GetInformer can be cancelled", func(t *testing.T) {
-				c := startCache(t, f.cfg, opts)
+				c := startUnsyncable(t, opts)
 				cctx, cancel := context.WithCancel(ctx)
 				cancel()
 				if _, err := c.GetInformer(cctx, &corev1.ReplicationController{}); err == nil {
@@ -561,7 +562,7 @@ func TestSuite_Informer(t *testing.T) {
 						t.Fatal(err)
 					}
 					f.pod(t, "informer-"+class+"-"+name, f.ns2, corev1.RestartPolicyAlways, nil)
-					got := receive(t, "the new pod", ev.adds, "informer-"+class+"-"+name)
+					got := receive(t, "the new pod", ev.adds, f.ns2, "informer-"+class+"-"+name)
 					if reflect.TypeOf(got) != reflect.TypeOf(newObject(class, "Pod")) {
 						t.Errorf("heard a %T", got)
 					}
@@ -585,7 +586,7 @@ func TestSuite_Informer(t *testing.T) {
 					}
 				})
 				t.Run(class+" GetInformer can be cancelled", func(t *testing.T) {
-					c := startCache(t, f.cfg, opts)
+					c := startUnsyncable(t, opts)
 					cctx, cancel := context.WithCancel(ctx)
 					cancel()
 					if _, err := c.GetInformer(cctx, newObject(class, "Pod")); err == nil {
