@@ -24,6 +24,7 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/kloop-dev/kloop/informer"
 )
@@ -38,8 +39,9 @@ type Options struct {
 	Memory informer.Memory
 	// Logger receives the informers' logs. Default: slog.Default().
 	Logger *slog.Logger
-	// Registerer receives the informers' metrics. Default: kloop's
-	// metrics registry.
+	// Registerer receives the informers' metrics (kloop_informer_*).
+	// Default: controller-runtime's metrics registry, which the manager
+	// serves on its metrics endpoint.
 	Registerer prometheus.Registerer
 }
 
@@ -93,6 +95,9 @@ func New(cfg *rest.Config, opts crcache.Options, o Options) (*Cache, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Registerer == nil {
+		o.Registerer = crmetrics.Registry
 	}
 	return &Cache{
 		cfg:           cfg,

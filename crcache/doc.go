@@ -18,6 +18,9 @@
 //     kloop's own protobuf path, optionally kept encoded
 //     (informer.Memory.Encoded), and a smaller HTTP/2 window during the
 //     first list, for a lower cold-start peak.
+//   - The informers' metrics (kloop_informer_*: objects, cache bytes,
+//     queue depths, changes) on controller-runtime's metrics registry,
+//     which the manager serves.
 //   - Honest sync errors: an informer the API server refuses (403) ends
 //     WaitForCacheSync at once (false, with the error logged naming the
 //     informer) instead of retrying silently until a deadline; a wait cut

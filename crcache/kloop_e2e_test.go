@@ -2,6 +2,7 @@ package crcache_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/kloop-dev/kloop/testenv/await"
 )
@@ -88,4 +90,32 @@ func (r *replays) OnUpdate(old, new any) {
 		default:
 		}
 	}
+}
+
+// TestMetrics_OnControllerRuntimesRegistry: the informers' metrics are
+// registered where a manager serves its own.
+func TestMetrics_OnControllerRuntimesRegistry(t *testing.T) {
+	f := newFixture(t)
+	c := startCache(t, f.cfg, cache.Options{DefaultNamespaces: map[string]cache.Config{f.ns3: {}}})
+	if _, err := c.GetInformer(t.Context(), &corev1.Pod{}); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "kloop_informer_objects" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if strings.Contains(l.GetValue(), "namespace="+f.ns3) {
+					return
+				}
+			}
+		}
+		t.Fatalf("kloop_informer_objects has no series of the pod informer of %s: %v", f.ns3, mf)
+	}
+	t.Fatal("no kloop_informer_objects on controller-runtime's registry")
 }
