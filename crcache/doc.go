@@ -67,7 +67,8 @@
 //     them).
 //   - A transform (ByObject.Transform, DefaultTransform) that fails, or
 //     returns something that is not an object, leaves the object
-//     untransformed and is logged; client-go drops the event.
+//     untransformed and is logged; client-go drops such a watch event,
+//     or fails (and retries) the whole list.
 //   - Options.HTTPClient is not used by the informers of the built-in
 //     kinds: kloop's informers dial a connection of their own from the
 //     rest.Config, with the smaller HTTP/2 window.
