@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/go-logr/logr v1.4.4
 	github.com/kloop-dev/kloop v0.0.0
+	github.com/kloop-dev/kloop/crcache v0.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.72.0
 	go.opentelemetry.io/proto/otlp v1.11.0
@@ -86,3 +87,5 @@ require (
 )
 
 replace github.com/kloop-dev/kloop => ../
+
+replace github.com/kloop-dev/kloop/crcache => ../crcache

@@ -3,7 +3,7 @@
 //
 // A library package is a non-main package of the main module that users
 // import: everything but samples/, cmd/, internal/, faults/ (tests only)
-// and the separate modules bench/, deploy/ and tools/. testenv and
+// and the separate modules bench/, deploy/, tools/ and crcache/. testenv and
 // testenv/await are counted: users import them in their tests. The count is the exported top-level
 // functions, the exported methods of exported types and the exported types
 // (aliases included) of the non-test files; methods of interfaces and

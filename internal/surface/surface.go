@@ -35,7 +35,7 @@ func (p Package) Total() int { return len(p.Funcs) + len(p.Methods) + len(p.Type
 func Excluded(rel string) bool {
 	first, _, _ := strings.Cut(rel, "/")
 	switch first {
-	case "samples", "cmd", "internal", "faults", "bench", "deploy", "tools", "docs", "testdata", "vendor":
+	case "samples", "cmd", "internal", "faults", "bench", "deploy", "tools", "crcache", "docs", "testdata", "vendor":
 		return true
 	}
 	return strings.HasPrefix(first, ".")
