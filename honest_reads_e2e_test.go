@@ -349,3 +349,24 @@ func TestApp_ReadyClosesOnceTheControllersRunAndLaterChangesArriveAsChanges(t *t
 		t.Fatalf("the reconcile's change = %v, want the patch's at %s", c, updated.ResourceVersion)
 	}
 }
+
+// A read of a resource the API server does not serve fails when its wait
+// ends, naming the resource, and is not a NotFound, which a reconcile
+// would take for "the object is gone".
+func TestHandle_ReadOfAResourceNotServedIsAnErrorButNotNotFound(t *testing.T) {
+	env := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(env.Config)
+	ns := testenv.NewNamespace(t, kc, "honest-gone")
+	app := newHonestApp(t, env.Config, ns, "honest-gone")
+	gone := kloop.Objects[*corev1.ConfigMap](app, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("configmapz")})
+	startApp(t, app)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := gone.Get(ctx, ns, "any"); err == nil || apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "configmapz") {
+		t.Fatalf("Get of a resource not served = %v; want an error naming configmapz that is not a NotFound", err)
+	}
+	list, err := gone.List(ctx, ns, nil)
+	if err == nil || apierrors.IsNotFound(err) {
+		t.Fatalf("List of a resource not served = %d objects, %v; want an error that is not a NotFound", len(list), err)
+	}
+}

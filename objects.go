@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -264,7 +265,10 @@ const ReadSyncTimeout = controller.DefaultSyncTimeout
 // empty cache and call it the truth). It waits at most ReadSyncTimeout,
 // and fails at once when the API server refuses the informer (403); the
 // error is an *informer.SyncError naming the informer and its last
-// list/watch error. A synced informer costs one channel check.
+// list/watch error, except for a resource the server does not serve
+// (404), whose error is not wrapped, so that apierrors.IsNotFound, which
+// a reconcile reads as "the object is gone", is false for it. A synced
+// informer costs one channel check.
 func (h *Handle[T]) readable(ctx context.Context) error {
 	if h.err != nil {
 		return h.err
@@ -276,10 +280,16 @@ func (h *Handle[T]) readable(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, ReadSyncTimeout)
 	defer cancel()
-	if err := h.inf.WaitForSync(ctx); err != nil {
-		return fmt.Errorf("kloop: read of %s: its cache has not synced: %w", h.gvk.Kind, err)
+	err := h.inf.WaitForSync(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		// The resource is not served (a CRD not installed, or deleted).
+		// Not wrapped: a caller must not take it for a missing object.
+		return fmt.Errorf("kloop: read of %s: its cache has not synced: the API server does not serve %s: %v", h.gvk.Kind, h.gvr, err)
 	}
-	return nil
+	return fmt.Errorf("kloop: read of %s: its cache has not synced: %w", h.gvk.Kind, err)
 }
 
 // Create creates obj on the API server and returns what the server stored.
