@@ -363,6 +363,9 @@ type handleInfo struct {
 	shard func()
 	uid   func(cache.Key) (string, bool)
 	keys  func() []cache.Key
+	// obj finds an object by key in the cache (a failed reconcile's event
+	// is about it).
+	obj func(cache.Key) (watcher.Object, bool)
 }
 
 func (h *Handle[T]) handle() handleInfo {
@@ -377,6 +380,9 @@ func (h *Handle[T]) handle() handleInfo {
 				return "", false
 			}
 			return string(obj.GetUID()), true
+		},
+		obj: func(k cache.Key) (watcher.Object, bool) {
+			return h.inf.Lister().Get(k.Namespace, k.Name)
 		},
 		keys: func() []cache.Key {
 			objs := h.inf.Lister().List(nil)
