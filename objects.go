@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -308,13 +309,23 @@ func (h *Handle[T]) UpdateStatus(ctx context.Context, obj T) (T, error) {
 	return h.res.UpdateStatus(ctx, obj)
 }
 
-// Apply applies obj with server-side apply; the App's name is the field
-// manager. obj holds only the fields this App owns.
-func (h *Handle[T]) Apply(ctx context.Context, obj T, opts client.PatchOptions) (T, error) {
+// Apply applies cfg, a server-side apply configuration, and returns the
+// typed object the server stored (see client.Resource.Apply): the App's
+// name is the field manager, which owns exactly the fields cfg sets;
+// opts.Force takes fields other managers own, opts.Subresource "status"
+// applies the status. Build cfg with client-go's apply configurations for
+// built-in kinds and with controller-gen's (make generate) for your own:
+//
+//	dep, err := deployments.Apply(ctx, appsv1ac.Deployment(name, ns).
+//		WithSpec(appsv1ac.DeploymentSpec().WithReplicas(0)), client.PatchOptions{Force: true})
+//
+// Like every write, a later read of the handle waits for it.
+func (h *Handle[T]) Apply(ctx context.Context, cfg runtime.ApplyConfiguration, opts client.PatchOptions) (T, error) {
 	if h.err != nil {
-		return obj, h.err
+		var zero T
+		return zero, h.err
 	}
-	return h.res.Apply(ctx, obj, opts)
+	return h.res.Apply(ctx, cfg, opts)
 }
 
 // Patch patches the named object with data of patch type pt.

@@ -93,7 +93,7 @@ func (h *Handle[T]) Repair(ctx context.Context, live, want T) (T, bool, error) {
 	}
 	h.app.log.Info("Repairing "+h.gvk.Kind, "namespace", live.GetNamespace(), "name", live.GetName())
 	want.SetResourceVersion(live.GetResourceVersion())
-	got, err := h.Apply(ctx, want, client.PatchOptions{Force: true})
+	got, err := h.Apply(ctx, objectConfig{want}, client.PatchOptions{Force: true})
 	if err != nil {
 		return live, false, err
 	}

@@ -231,23 +231,62 @@ func (r *Resource[T]) Patch(ctx context.Context, namespace, name string, pt type
 	return out, nil
 }
 
-// Apply sends obj as a server-side apply configuration: the client's field
-// manager becomes the owner of every field obj sets, and fields it owned
-// before but obj no longer sets are removed. Build obj with only the fields
-// you mean to own (its name and namespace, and what you manage); a typed
-// object also serializes non-omitempty zero values, which are then owned
-// too. obj's resourceVersion, if set, is a precondition. The object is
-// created when it does not exist.
-func (r *Resource[T]) Apply(ctx context.Context, obj T, opts PatchOptions) (T, error) {
-	cp := obj.DeepCopyObject().(T)
-	cp.SetManagedFields(nil)
-	cp.GetObjectKind().SetGroupVersionKind(r.gvk)
-	data, err := json.Marshal(cp)
+// Apply sends cfg, a server-side apply configuration, and returns the
+// object the server stored: the client's field manager becomes the owner
+// of every field cfg sets, fields it owned before but cfg no longer sets
+// are removed, and the object is created when it does not exist. Only
+// what cfg sets is sent, so build it with an apply configuration:
+// client-go's for built-in kinds (k8s.io/client-go/applyconfigurations),
+// controller-gen's (applyconfiguration) for your own, such as
+//
+//	appsv1ac.Deployment("web", ns).WithSpec(appsv1ac.DeploymentSpec().WithReplicas(0))
+//
+// not a typed object, which also sends its zero values (selector: null)
+// and would own them. cfg names the object (metadata.name and namespace);
+// its apiVersion and kind are the resource's when it leaves them out; a
+// metadata.resourceVersion it sets is a precondition. opts.Force takes
+// fields other managers own instead of failing with a conflict;
+// opts.Subresource "status" applies the status.
+func (r *Resource[T]) Apply(ctx context.Context, cfg runtime.ApplyConfiguration, opts PatchOptions) (T, error) {
+	var zero T
+	body, ns, name, err := applyBody(cfg, r.gvk)
 	if err != nil {
-		var zero T
-		return zero, fmt.Errorf("client: encode apply configuration for %s %s: %w", r.gvk.Kind, cache.KeyOf(obj), err)
+		return zero, fmt.Errorf("client: apply %s: %w", r.gvk.Kind, err)
 	}
-	return r.Patch(ctx, obj.GetNamespace(), obj.GetName(), types.ApplyPatchType, data, opts)
+	return r.Patch(ctx, ns, name, types.ApplyPatchType, body, opts)
+}
+
+// applyBody encodes cfg as an apply patch, with apiVersion and kind filled
+// in from gvk where cfg leaves them out and no managedFields (the API
+// server refuses them in an apply), and returns the object's namespace and
+// name.
+func applyBody(cfg runtime.ApplyConfiguration, gvk schema.GroupVersionKind) (body []byte, namespace, name string, err error) {
+	if cfg == nil || reflect.ValueOf(cfg).Kind() == reflect.Pointer && reflect.ValueOf(cfg).IsNil() {
+		return nil, "", "", fmt.Errorf("no apply configuration")
+	}
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("encode the apply configuration: %w", err)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return nil, "", "", fmt.Errorf("decode the apply configuration: %w", err)
+	}
+	md, _ := obj["metadata"].(map[string]any)
+	name, _ = md["name"].(string)
+	namespace, _ = md["namespace"].(string)
+	if name == "" {
+		return nil, "", "", fmt.Errorf("the apply configuration has no metadata.name: build it with its kind's constructor, such as appsv1ac.Deployment(name, namespace)")
+	}
+	delete(md, "managedFields")
+	if v, _ := obj["apiVersion"].(string); v == "" {
+		obj["apiVersion"] = gvk.GroupVersion().String()
+	}
+	if k, _ := obj["kind"].(string); k == "" {
+		obj["kind"] = gvk.Kind
+	}
+	body, err = json.Marshal(obj)
+	return body, namespace, name, err
 }
 
 // Delete deletes namespace/name. The delete is recorded as a write: when the
