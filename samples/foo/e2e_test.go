@@ -3,6 +3,7 @@ package foo_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"log/slog"
 	"os"
 	"strings"
@@ -303,6 +304,18 @@ func TestFoo_ExampleFooGetsAnOwnedDeploymentWhosePodsBecomeAvailableAndFollowSpe
 	}
 	if r := ptr.Deref(d.Spec.Replicas, 0); r != 1 {
 		t.Errorf("Deployment replicas %d, want 1", r)
+	}
+	// Written by server-side apply from the start: foo-controller owns its
+	// fields by Apply, none by Update (issue 38).
+	for _, mf := range d.ManagedFields {
+		if mf.Manager == foo.ControllerName && mf.Operation != metav1.ManagedFieldsOperationApply {
+			t.Errorf("foo-controller owns fields of the Deployment by %s, want by Apply only: %s", mf.Operation, mf.FieldsV1.Raw)
+		}
+	}
+	if !slices.ContainsFunc(d.ManagedFields, func(mf metav1.ManagedFieldsEntry) bool {
+		return mf.Manager == foo.ControllerName && mf.Operation == metav1.ManagedFieldsOperationApply
+	}) {
+		t.Errorf("managedFields %+v: want foo-controller's Apply", d.ManagedFields)
 	}
 	h.waitAvailable("example-foo", "example-foo", 1)
 

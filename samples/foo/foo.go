@@ -164,29 +164,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 		return controller.Result{}, r.fail(ctx, foo, ReasonDeploymentNameMissing, ReasonDeploymentNameMissing, ErrNoDeploymentName, controller.TerminalError(err))
 	}
 
-	dep, created, err := r.Deployments.GetOrCreate(ctx, NewDeployment(foo))
-	if apierrors.IsInvalid(err) { // such as a deploymentName that is no object name: terminal
-		return controller.Result{}, r.fail(ctx, foo, ReasonDeploymentInvalid, ReasonDeploymentInvalid, err, err)
-	}
-	if err != nil {
+	dep, err := r.Deployments.Get(ctx, key.Namespace, foo.Spec.DeploymentName)
+	created := apierrors.IsNotFound(err)
+	if err != nil && !created {
 		return controller.Result{}, err
-	}
-	if created {
-		// Nothing to repair, and nothing yet observed to report: the next
-		// sync, woken by the Deployment's first status (or StatusAfterCreate
-		// later), writes the Foo's status.
-		r.Recorder.Event(foo, corev1.EventTypeNormal, SuccessSynced, MessageResourceSynced)
-		return controller.Result{RequeueAfter: StatusAfterCreate}, nil
-	}
-	if !metav1.IsControlledBy(dep, foo) {
+	} else if !created && !metav1.IsControlledBy(dep, foo) {
 		err := &ResourceExistsError{Name: dep.Name}
 		return controller.Result{}, r.fail(ctx, foo, ErrResourceExists, ReasonDeploymentNotOwned, err, err)
 	}
-	// Server-side apply restores what the controller owns and leaves what
-	// others added, on the Deployment found to be this Foo's.
+	// Server-side apply creates the Deployment, or restores what the
+	// controller owns and leaves what others added on the one found to be
+	// this Foo's; its managedFields name foo-controller's Apply.
 	dep, repaired, err := r.Deployments.Repair(ctx, dep, NewDeployment(foo))
-	if err != nil {
+	if apierrors.IsInvalid(err) { // such as a deploymentName that is no object name: terminal
+		return controller.Result{}, r.fail(ctx, foo, ReasonDeploymentInvalid, ReasonDeploymentInvalid, err, err)
+	} else if err != nil {
 		return controller.Result{}, err
+	}
+	if created {
+		// Just created: nothing yet observed to report; the next sync,
+		// woken by the Deployment's first status (or StatusAfterCreate
+		// later), writes the Foo's status.
+		r.Recorder.Event(foo, corev1.EventTypeNormal, SuccessSynced, MessageResourceSynced)
+		return controller.Result{RequeueAfter: StatusAfterCreate}, nil
 	}
 	ready, reason, deleted := metav1.ConditionFalse, ReasonDeploymentProgressing, 0
 	if available(dep) {
