@@ -3,9 +3,9 @@ package foo_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
