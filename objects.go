@@ -2,10 +2,12 @@ package kloop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -68,6 +70,10 @@ type ObjectsOptions struct {
 	// LabelSelector and FieldSelector narrow what the informer watches
 	// (sent to the API server as they are).
 	LabelSelector, FieldSelector string
+	// Kind is the kind of Objects[*unstructured.Unstructured], for a kind
+	// known only at run time: the handle reads and writes it as
+	// unstructured content, and the scheme need not know it.
+	Kind schema.GroupVersionKind
 }
 
 // objectsOptions returns the one ObjectsOptions of a call, or an error
@@ -104,6 +110,15 @@ func (o *ObjectsOptions) namespaceOr(def string) string {
 // too. With Options.WaitForKinds a custom kind the server does not serve is
 // no failure: the handle's cache stays empty, and reads answer empty,
 // until the kind is served.
+//
+// T may be *unstructured.Unstructured for a kind known only at run time,
+// named by ObjectsOptions.Kind: the handle has every read and write of a
+// typed one (Apply as a Patch of types.ApplyPatchType with the object's
+// JSON), and a kind declared while the App runs is discovered (discovery
+// is asked again for a kind it did not know) and its informer started at
+// once:
+//
+//	gizmos := kloop.Objects[*unstructured.Unstructured](app, kloop.ObjectsOptions{Kind: gvk})
 //
 // Objects always makes an informer (and its cache), even for a kind the
 // program only writes; client.NewResource[T](app.Client(), gvr) writes
@@ -170,6 +185,12 @@ func (h *Handle[T]) resolve(sample T, opts []ObjectsOptions) error {
 	}
 	a := h.app
 	kinds, _, err := a.opts.Scheme.ObjectKinds(sample)
+	if _, ok := any(sample).(*unstructured.Unstructured); ok {
+		if cfg.Kind.Kind == "" || cfg.Kind.Version == "" {
+			return errors.New("give the kind of unstructured objects: kloop.ObjectsOptions{Kind: schema.GroupVersionKind{...}}")
+		}
+		kinds, err = []schema.GroupVersionKind{cfg.Kind}, nil
+	}
 	if err != nil || len(kinds) == 0 {
 		return fmt.Errorf("the App's scheme does not register %T: add its API package's AddToScheme to Options.Scheme (%v)", sample, err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
 
 	"github.com/kloop-dev/kloop/cache"
@@ -141,6 +142,12 @@ func (w *statusWrites) forget(k cache.Key) {
 
 // statusOf returns the Status field of a typed object, or nil.
 func statusOf(obj any) any {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if u == nil {
+			return nil
+		}
+		return u.Object["status"]
+	}
 	v := reflect.ValueOf(obj)
 	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
 		if v.IsNil() {

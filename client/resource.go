@@ -8,6 +8,7 @@ import (
 	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,12 +45,23 @@ type Resource[T watcher.Object] struct {
 //
 //	pods, err := client.NewResource[*corev1.Pod](c, corev1.SchemeGroupVersion.WithResource("pods"))
 //
-// It does no I/O.
+// It does no I/O. T may be *unstructured.Unstructured, for a kind the
+// scheme does not register: its objects carry their apiVersion and kind,
+// and lists are read as an UnstructuredList.
 func NewResource[T interface {
 	*E
 	watcher.Object
 }, E any](c *Client, gvr schema.GroupVersionResource) (*Resource[T], error) {
 	gv := gvr.GroupVersion()
+	if _, ok := any(T(new(E))).(*unstructured.Unstructured); ok {
+		rc, err := c.restFor(gv, false)
+		if err != nil {
+			return nil, fmt.Errorf("client.NewResource %s: %w", gvr, err)
+		}
+		f, _ := reflect.TypeFor[unstructured.UnstructuredList]().FieldByName("Items")
+		return &Resource[T]{c: c, rc: rc, gvr: gvr, gvk: gv.WithKind(""), newObj: func() T { return T(new(E)) },
+			newList: func() runtime.Object { return &unstructured.UnstructuredList{} }, items: f.Index}, nil
+	}
 	kinds, _, err := c.scheme.ObjectKinds(T(new(E)))
 	if err != nil {
 		return nil, fmt.Errorf("client.NewResource %s: %w", gvr, err)
@@ -98,6 +110,19 @@ func NewResource[T interface {
 	}, nil
 }
 
+// into decodes a response into out. Unstructured content is decoded as it
+// is: the scheme's decoder would drop its apiVersion and kind.
+func (r *Resource[T]) into(res rest.Result, out runtime.Object) error {
+	if r.gvk.Kind != "" {
+		return res.Into(out)
+	}
+	raw, err := res.Raw()
+	if err != nil {
+		return err
+	}
+	return out.(json.Unmarshaler).UnmarshalJSON(raw)
+}
+
 func (r *Resource[T]) req(verb, namespace string) *rest.Request {
 	return r.rc.Verb(verb).NamespaceIfScoped(namespace, namespace != "").Resource(r.gvr.Resource)
 }
@@ -105,7 +130,7 @@ func (r *Resource[T]) req(verb, namespace string) *rest.Request {
 // Get reads namespace/name from the API server.
 func (r *Resource[T]) Get(ctx context.Context, namespace, name string) (T, error) {
 	out := r.newObj()
-	if err := r.req("GET", namespace).Name(name).Do(ctx).Into(out); err != nil {
+	if err := r.into(r.req("GET", namespace).Name(name).Do(ctx), out); err != nil {
 		var zero T
 		return zero, err
 	}
@@ -120,9 +145,9 @@ func (r *Resource[T]) List(ctx context.Context, namespace string, opts metav1.Li
 	var out []T
 	for {
 		list := r.newList()
-		err := r.req("GET", namespace).
+		err := r.into(r.req("GET", namespace).
 			SpecificallyVersionedParams(&opts, metav1.ParameterCodec, metav1.SchemeGroupVersion).
-			Do(ctx).Into(list)
+			Do(ctx), list)
 		if err != nil {
 			return nil, "", err
 		}
@@ -180,7 +205,7 @@ func (r *Resource[T]) write(ctx context.Context, verb, namespace, name, subresou
 	if subresource != "" {
 		req = req.SubResource(subresource)
 	}
-	if err := req.Do(ctx).Into(out); err != nil {
+	if err := r.into(req.Do(ctx), out); err != nil {
 		var zero T
 		return zero, err
 	}
@@ -223,7 +248,7 @@ func (r *Resource[T]) Patch(ctx context.Context, namespace, name string, pt type
 	if opts.Force && pt == types.ApplyPatchType {
 		req = req.Param("force", "true")
 	}
-	if err := req.Do(ctx).Into(out); err != nil {
+	if err := r.into(req.Do(ctx), out); err != nil {
 		var zero T
 		return zero, err
 	}
@@ -282,7 +307,7 @@ func applyBody(cfg runtime.ApplyConfiguration, gvk schema.GroupVersionKind) (bod
 	if v, _ := obj["apiVersion"].(string); v == "" {
 		obj["apiVersion"] = gvk.GroupVersion().String()
 	}
-	if k, _ := obj["kind"].(string); k == "" {
+	if k, _ := obj["kind"].(string); k == "" && gvk.Kind != "" {
 		obj["kind"] = gvk.Kind
 	}
 	body, err = json.Marshal(obj)
