@@ -26,7 +26,7 @@ func recordFailures(r *record.Recorder, obj func(cache.Key) (watcher.Object, boo
 	reconcile func(context.Context, cache.Key) (controller.Result, error)) func(context.Context, cache.Key) (controller.Result, error) {
 	return func(ctx context.Context, key cache.Key) (controller.Result, error) {
 		res, err := reconcile(ctx, key)
-		if err == nil || r == nil || ctx.Err() != nil {
+		if err == nil || r == nil || errors.Is(context.Cause(ctx), context.Canceled) {
 			return res, err // a stop's cancelled reconcile is no failure of the object's
 		}
 		var done recorded
