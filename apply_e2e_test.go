@@ -43,8 +43,8 @@ func owned(t *testing.T, obj metav1.Object, manager string, op metav1.ManagedFie
 	return nil
 }
 
-// fields decodes a fieldsV1 in JSON.
-func fields(t *testing.T, s string) map[string]any {
+// fieldsV1 decodes a fieldsV1 in JSON.
+func fieldsV1(t *testing.T, s string) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal([]byte(s), &m); err != nil {
@@ -96,7 +96,7 @@ func TestHandle_ApplyOfASparseConfigurationOnADeploymentOwnsExactlyWhatItSends(t
 	if ptr.Deref(got.Spec.Replicas, -1) != 0 || got.Spec.Template.Spec.Containers[0].Image != "nginx" {
 		t.Errorf("applied Deployment: replicas %v, image %s; want 0 and the rest kept", got.Spec.Replicas, got.Spec.Template.Spec.Containers[0].Image)
 	}
-	if mine, want := owned(t, got, "scaler", metav1.ManagedFieldsOperationApply, ""), fields(t, `{"f:spec":{"f:replicas":{}}}`); !reflect.DeepEqual(mine, want) {
+	if mine, want := owned(t, got, "scaler", metav1.ManagedFieldsOperationApply, ""), fieldsV1(t, `{"f:spec":{"f:replicas":{}}}`); !reflect.DeepEqual(mine, want) {
 		t.Errorf("the App owns %v, want exactly %v", mine, want)
 	}
 	// Read-your-writes: the handle's next read has the apply.
@@ -130,17 +130,17 @@ func TestHandle_ApplyOfAGeneratedConfigurationOnACustomResourceAndItsStatus(t *t
 	if err != nil || got.Spec.DeploymentName != "web" || got.Spec.Replicas != nil {
 		t.Fatalf("apply of a Foo: %+v, %v; want deploymentName web, no replicas", got, err)
 	}
-	if mine, want := owned(t, got, "fooer", metav1.ManagedFieldsOperationApply, ""), fields(t, `{"f:spec":{"f:deploymentName":{}}}`); !reflect.DeepEqual(mine, want) {
+	if mine, want := owned(t, got, "fooer", metav1.ManagedFieldsOperationApply, ""), fieldsV1(t, `{"f:spec":{"f:deploymentName":{}}}`); !reflect.DeepEqual(mine, want) {
 		t.Errorf("the App owns %v of the Foo, want exactly %v", mine, want)
 	}
 	got, err = foos.Apply(ctx, fooac.Foo("f", ns).WithStatus(fooac.FooStatus().WithAvailableReplicas(2)), client.PatchOptions{Subresource: "status"})
 	if err != nil || got.Status.AvailableReplicas != 2 || got.Spec.DeploymentName != "web" {
 		t.Fatalf("apply of the Foo's status: %+v, %v; want availableReplicas 2 and the spec kept", got, err)
 	}
-	if mine, want := owned(t, got, "fooer", metav1.ManagedFieldsOperationApply, "status"), fields(t, `{"f:status":{"f:availableReplicas":{}}}`); !reflect.DeepEqual(mine, want) {
+	if mine, want := owned(t, got, "fooer", metav1.ManagedFieldsOperationApply, "status"), fieldsV1(t, `{"f:status":{"f:availableReplicas":{}}}`); !reflect.DeepEqual(mine, want) {
 		t.Errorf("the App owns %v of the Foo's status, want exactly %v", mine, want)
 	}
-	if mine, want := owned(t, got, "fooer", metav1.ManagedFieldsOperationApply, ""), fields(t, `{"f:spec":{"f:deploymentName":{}}}`); !reflect.DeepEqual(mine, want) {
+	if mine, want := owned(t, got, "fooer", metav1.ManagedFieldsOperationApply, ""), fieldsV1(t, `{"f:spec":{"f:deploymentName":{}}}`); !reflect.DeepEqual(mine, want) {
 		t.Errorf("after the status apply the App owns %v of the Foo, want still exactly %v", mine, want)
 	}
 	cached, err := foos.Get(ctx, ns, "f")
