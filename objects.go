@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,18 +31,20 @@ import (
 // Objects read from a Handle are the cache's own: never modify them; write
 // a copy (cache.Copy).
 type Handle[T watcher.Object] struct {
-	app        *App
-	gvk        schema.GroupVersionKind
-	gvr        schema.GroupVersionResource
-	scope      informer.Scope
-	inf        *informer.Informer[T]
-	res        *client.Resource[T]
-	reader     *client.CachedReader[T]
-	status     statusSubresource
-	writes     statusWrites
-	namespaced bool
-	gate       *kindgate.Gate // Options.WaitForKinds; nil for a kind that never waits
-	err        error
+	app    *App
+	gvk    schema.GroupVersionKind
+	gvr    schema.GroupVersionResource
+	scope  informer.Scope
+	inf    *informer.Informer[T]
+	res    *client.Resource[T]
+	reader *client.CachedReader[T]
+	status statusSubresource
+	writes statusWrites
+	// statusByUpdate: the CRD's schema refuses an apply of the status.
+	statusByUpdate atomic.Bool
+	namespaced     bool
+	gate           *kindgate.Gate // Options.WaitForKinds; nil for a kind that never waits
+	err            error
 	// In an App with a fleet (see fleet_handle.go): the fleet, the index
 	// of the kind's declaration, and what to do to each cluster's handle.
 	fleet *fleet

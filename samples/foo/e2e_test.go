@@ -318,6 +318,16 @@ func TestFoo_ExampleFooGetsAnOwnedDeploymentWhosePodsBecomeAvailableAndFollowSpe
 		t.Errorf("managedFields %+v: want foo-controller's Apply", d.ManagedFields)
 	}
 	h.waitAvailable("example-foo", "example-foo", 1)
+	// Its status too: foo-controller applies it through /status.
+	f, err := h.foos.Get(ctx, h.ns, "example-foo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(f.ManagedFields, func(mf metav1.ManagedFieldsEntry) bool {
+		return mf.Manager == foo.ControllerName && mf.Operation == metav1.ManagedFieldsOperationApply && mf.Subresource == "status"
+	}) {
+		t.Errorf("the Foo's managedFields %+v: want foo-controller's Apply of the status", f.ManagedFields)
+	}
 
 	h.until(30*time.Second, "Normal Synced event on the Foo", func(ctx context.Context) (bool, string, error) {
 		evs, err := h.events(ctx, "example-foo", foo.SuccessSynced)
