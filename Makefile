@@ -19,6 +19,10 @@ CONTROLLER_GEN ?= $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.2
 API_SAMPLES := samples/foo:./samples/foo/apis/...:crdVersions=v1 \
 	samples/cronjob:./samples/cronjob/apis/...:crdVersions=v1,maxDescLen=0
 API_PACKAGES := samples/foo/apis/samplecontroller/v1alpha1 samples/cronjob/apis/batch/v1 samples/cronjob/apis/batch/v2
+# Apply configurations (typed server-side apply), one controller-gen run per
+# sample: APIS:DIR, DIR the output its API packages' markers
+# (+kubebuilder:ac:generate, +kubebuilder:ac:output:package) name.
+APPLY_CONFIGS := ./samples/foo/apis/...:samples/foo/apis/applyconfiguration
 
 all: build
 
@@ -116,10 +120,12 @@ define gen-deploy
 	$(GO) run ./cmd/notifier config rbac --config $(NOTIFIER_CONFIG) --name notifier > $(1)/notifier/rbac/role.yaml
 endef
 
-## generate: deepcopy methods, CRD manifests, deploy/'s RBAC and webhook configurations from the kubebuilder markers (controller-gen)
+## generate: deepcopy methods, apply configurations, CRD manifests, deploy/'s RBAC and webhook configurations from the kubebuilder markers (controller-gen)
 generate:
 	@set -e; for s in $(API_SAMPLES); do IFS=: read -r dir apis crd <<<"$$s"; \
-		$(CONTROLLER_GEN) object paths=$$apis crd:$$crd output:crd:artifacts:config=$$dir/crd; done
+		$(CONTROLLER_GEN) object paths=$$apis crd:$$crd output:crd:artifacts:config=$$dir/crd; done; \
+	for a in $(APPLY_CONFIGS); do IFS=: read -r apis dir <<<"$$a"; \
+		rm -rf $$dir; $(CONTROLLER_GEN) applyconfiguration paths=$$apis; done
 	$(call gen-deploy,deploy)
 
 ## check-generated: fail when the generated files differ from what `make generate` would write
@@ -133,6 +139,11 @@ check-generated:
 		$(CONTROLLER_GEN) crd:$$crd paths=$$apis output:crd:artifacts:config=$$tmp/$$dir/crd; \
 		if ! diff -ru -x Kustomization $$dir/crd $$tmp/$$dir/crd; then \
 			echo "$$dir/crd is stale: run make generate"; exit 1; fi; done; \
+	for a in $(APPLY_CONFIGS); do IFS=: read -r apis dir <<<"$$a"; \
+		mkdir -p $$tmp/ac/$$dir; cp -R $$dir/. $$tmp/ac/$$dir; rm -rf $$dir; \
+		$(CONTROLLER_GEN) applyconfiguration paths=$$apis; \
+		if ! diff -ru $$tmp/ac/$$dir $$dir; then rm -rf $$dir; cp -R $$tmp/ac/$$dir $$dir; \
+			echo "$$dir is stale: run make generate"; exit 1; fi; done; \
 	$(MAKE) -s gen-deploy-into DIR=$$tmp/deploy; \
 	for d in foo-controller cronjob-controller overlays/foo-controller-sharded overlays/cronjob-controller-self-signed podwatch notifier; do \
 		if ! diff -ru deploy/$$d/rbac $$tmp/deploy/$$d/rbac; then echo "deploy/$$d/rbac is stale: run make generate"; exit 1; fi; done; \

@@ -514,11 +514,9 @@ func (a *App) Run(ctx context.Context) error {
 		return err
 	}
 	a.closeReadyLocked()
-	var runs []manager.Runnable
-	if a.factory != nil {
-		runs = append(runs, a.factory)
-	}
-	runs = append(runs, a.recorder)
+	// The factory runs even without informers yet, so that one asked for
+	// while Run runs (a kind named at run time) starts at once.
+	runs := []manager.Runnable{a.factoryLocked(), a.recorder}
 	if a.opts.WaitForKinds {
 		runs = append(runs, kindsRunnable{a})
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/kloop-dev/kloop/internal/kindgate"
 	"github.com/kloop-dev/kloop/internal/tracing"
 	"github.com/kloop-dev/kloop/sharding"
+	"github.com/kloop-dev/kloop/watcher"
 )
 
 // ControllerBuilder declares one controller of an App whose key is a
@@ -29,6 +30,7 @@ type ControllerBuilder struct {
 	owner   *schema.GroupKind
 	forUID  func(cache.Key) (string, bool)
 	forKeys func() []cache.Key
+	forObj  func(cache.Key) (watcher.Object, bool)
 	gates   []*kindgate.Gate // of For and Owns (Options.WaitForKinds)
 }
 
@@ -37,6 +39,16 @@ type ControllerBuilder struct {
 // program its own) that calls reconcile for the key of each object that
 // For, Owns or Watches enqueues. Pass a method value (r.Reconcile) or a
 // function.
+//
+// A failed reconcile shows on its For object, where kubectl describe
+// looks: each error is recorded as a Warning event on the object (the
+// App's Recorder), reason ReasonReconcileFailed and the error's text, or
+// the reason and text of the outermost error in its chain with an
+// EventReason() string method. Repeats add to one Event's series. An
+// error retrying cannot fix (see controller.Reconciler: Invalid, an
+// admission denial, a field-ownership conflict) is not retried unless wrapped by
+// controller.Retry; set a condition on the object too
+// (conditions.Failed).
 func NewController(app *App, name string, reconcile func(ctx context.Context, key cache.Key) (controller.Result, error)) *ControllerBuilder {
 	return &ControllerBuilder{b: newBuilder(app, name, reconcile)}
 }
@@ -52,7 +64,7 @@ func (b *ControllerBuilder) For(w Watched) *ControllerBuilder {
 	info := w.handle()
 	gk := info.gvk.GroupKind()
 	b.owner = &gk
-	b.forUID, b.forKeys = info.uid, info.keys
+	b.forUID, b.forKeys, b.forObj = info.uid, info.keys, info.obj
 	if info.err == nil && b.b.app.shardsBy(sharding.ByUID) {
 		info.shard()
 	}
@@ -123,6 +135,9 @@ func (b *ControllerBuilder) WithOptions(change func(*controller.Options[cache.Ke
 // Enqueue from elsewhere, and every mistake of the declaration; the App's
 // Run returns them too.
 func (b *ControllerBuilder) Complete() (*controller.Controller[cache.Key], error) {
+	if b.forObj != nil && b.b.reconcile != nil {
+		b.b.reconcile = recordFailures(b.b.app.recorder, b.forObj, b.b.reconcile)
+	}
 	return b.b.complete("it watches nothing: give it For, Owns or Watches", func(c *controller.Controller[cache.Key]) error {
 		if err := b.b.app.holdKinds(c, b.gates); err != nil {
 			return err

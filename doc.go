@@ -38,7 +38,10 @@
 //
 // returns controller.Result{RequeueAfter: d} to look again later, an error
 // to retry with back-off, or controller.TerminalError(err) for a failure
-// that retrying cannot fix. A controller keyed by a type of the program's
+// that retrying cannot fix (the API server's Invalid, an admission denial
+// and a field-ownership conflict are such failures unless wrapped by
+// controller.Retry). Each failure is a Warning event on the object. A
+// controller keyed by a type of the program's
 // own is NewKeyedController, with Watches only (For and Owns enqueue a
 // cache.Key). Finally:
 //

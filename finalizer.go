@@ -96,7 +96,7 @@ func (h *Handle[T]) Finalize(ctx context.Context, obj T, name string, apply, cle
 	res, err := cleanup(ctx, obj)
 	if err != nil {
 		h.app.recorder.Event(obj, record.Warning, ReasonFinalizerFailed, fmt.Sprintf("Finalizer %s: cleanup failed: %v", name, err))
-		return res, fmt.Errorf("kloop: finalizer %s of %s %s: cleanup: %w", name, h.gvk.Kind, objectName(obj), err)
+		return res, recorded{fmt.Errorf("kloop: finalizer %s of %s %s: cleanup: %w", name, h.gvk.Kind, objectName(obj), err)}
 	}
 	path := fmt.Sprintf("/metadata/finalizers/%d", at)
 	ops := []jsonPatchOp{{Op: "remove", Path: path}}

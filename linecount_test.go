@@ -69,11 +69,13 @@ func codeLines(t *testing.T, files []string) int {
 
 // Issue 9's target: the Foo controller's hand-written Go — API types,
 // registration, package docs, wiring, reconcile, manifests, the command —
-// is at most 250 lines of code. Generic parts belong in the builder.
-func TestFooController_HandWrittenGoIsAtMost250LinesOfCode(t *testing.T) {
+// is at most 250 lines of code. Generic parts belong in the builder. Issue 38
+// made it show a Deployment the API server refuses (a condition, an event
+// with a reason of its own): 260.
+func TestFooController_HandWrittenGoIsAtMost260LinesOfCode(t *testing.T) {
 	files := handWritten(t, "samples/foo/*.go", "samples/foo/apis/samplecontroller/v1alpha1/*.go", "cmd/foo-controller/*.go")
-	if n := codeLines(t, files); n > 250 {
-		t.Errorf("the Foo controller is %d lines of code, want at most 250", n)
+	if n := codeLines(t, files); n > 260 {
+		t.Errorf("the Foo controller is %d lines of code, want at most 260", n)
 	} else {
 		t.Logf("the Foo controller is %d lines of code", n)
 	}

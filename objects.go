@@ -2,12 +2,16 @@ package kloop
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -28,18 +32,20 @@ import (
 // Objects read from a Handle are the cache's own: never modify them; write
 // a copy (cache.Copy).
 type Handle[T watcher.Object] struct {
-	app        *App
-	gvk        schema.GroupVersionKind
-	gvr        schema.GroupVersionResource
-	scope      informer.Scope
-	inf        *informer.Informer[T]
-	res        *client.Resource[T]
-	reader     *client.CachedReader[T]
-	status     statusSubresource
-	writes     statusWrites
-	namespaced bool
-	gate       *kindgate.Gate // Options.WaitForKinds; nil for a kind that never waits
-	err        error
+	app    *App
+	gvk    schema.GroupVersionKind
+	gvr    schema.GroupVersionResource
+	scope  informer.Scope
+	inf    *informer.Informer[T]
+	res    *client.Resource[T]
+	reader *client.CachedReader[T]
+	status statusSubresource
+	writes statusWrites
+	// statusByUpdate: the CRD's schema refuses an apply of the status.
+	statusByUpdate atomic.Bool
+	namespaced     bool
+	gate           *kindgate.Gate // Options.WaitForKinds; nil for a kind that never waits
+	err            error
 	// In an App with a fleet (see fleet_handle.go): the fleet, the index
 	// of the kind's declaration, and what to do to each cluster's handle.
 	fleet *fleet
@@ -68,6 +74,10 @@ type ObjectsOptions struct {
 	// LabelSelector and FieldSelector narrow what the informer watches
 	// (sent to the API server as they are).
 	LabelSelector, FieldSelector string
+	// Kind is the kind of Objects[*unstructured.Unstructured], for a kind
+	// known only at run time: the handle reads and writes it as
+	// unstructured content, and the scheme need not know it.
+	Kind schema.GroupVersionKind
 }
 
 // objectsOptions returns the one ObjectsOptions of a call, or an error
@@ -104,6 +114,15 @@ func (o *ObjectsOptions) namespaceOr(def string) string {
 // too. With Options.WaitForKinds a custom kind the server does not serve is
 // no failure: the handle's cache stays empty, and reads answer empty,
 // until the kind is served.
+//
+// T may be *unstructured.Unstructured for a kind known only at run time,
+// named by ObjectsOptions.Kind: the handle has every read and write of a
+// typed one (Apply as a Patch of types.ApplyPatchType with the object's
+// JSON), and a kind declared while the App runs is discovered (discovery
+// is asked again for a kind it did not know) and its informer started at
+// once:
+//
+//	gizmos := kloop.Objects[*unstructured.Unstructured](app, kloop.ObjectsOptions{Kind: gvk})
 //
 // Objects always makes an informer (and its cache), even for a kind the
 // program only writes; client.NewResource[T](app.Client(), gvr) writes
@@ -170,6 +189,12 @@ func (h *Handle[T]) resolve(sample T, opts []ObjectsOptions) error {
 	}
 	a := h.app
 	kinds, _, err := a.opts.Scheme.ObjectKinds(sample)
+	if _, ok := any(sample).(*unstructured.Unstructured); ok {
+		if cfg.Kind.Kind == "" || cfg.Kind.Version == "" {
+			return errors.New("give the kind of unstructured objects: kloop.ObjectsOptions{Kind: schema.GroupVersionKind{...}}")
+		}
+		kinds, err = []schema.GroupVersionKind{cfg.Kind}, nil
+	}
 	if err != nil || len(kinds) == 0 {
 		return fmt.Errorf("the App's scheme does not register %T: add its API package's AddToScheme to Options.Scheme (%v)", sample, err)
 	}
@@ -318,13 +343,23 @@ func (h *Handle[T]) UpdateStatus(ctx context.Context, obj T) (T, error) {
 	return h.res.UpdateStatus(ctx, obj)
 }
 
-// Apply applies obj with server-side apply; the App's name is the field
-// manager. obj holds only the fields this App owns.
-func (h *Handle[T]) Apply(ctx context.Context, obj T, opts client.PatchOptions) (T, error) {
+// Apply applies cfg, a server-side apply configuration, and returns the
+// typed object the server stored (see client.Resource.Apply): the App's
+// name is the field manager, which owns exactly the fields cfg sets;
+// opts.Force takes fields other managers own, opts.Subresource "status"
+// applies the status. Build cfg with client-go's apply configurations for
+// built-in kinds and with controller-gen's (make generate) for your own:
+//
+//	dep, err := deployments.Apply(ctx, appsv1ac.Deployment(name, ns).
+//		WithSpec(appsv1ac.DeploymentSpec().WithReplicas(0)), client.PatchOptions{Force: true})
+//
+// Like every write, a later read of the handle waits for it.
+func (h *Handle[T]) Apply(ctx context.Context, cfg runtime.ApplyConfiguration, opts client.PatchOptions) (T, error) {
 	if h.err != nil {
-		return obj, h.err
+		var zero T
+		return zero, h.err
 	}
-	return h.res.Apply(ctx, obj, opts)
+	return h.res.Apply(ctx, cfg, opts)
 }
 
 // Patch patches the named object with data of patch type pt.
@@ -373,6 +408,9 @@ type handleInfo struct {
 	shard func()
 	uid   func(cache.Key) (string, bool)
 	keys  func() []cache.Key
+	// obj finds an object by key in the cache (a failed reconcile's event
+	// is about it).
+	obj func(cache.Key) (watcher.Object, bool)
 }
 
 func (h *Handle[T]) handle() handleInfo {
@@ -387,6 +425,9 @@ func (h *Handle[T]) handle() handleInfo {
 				return "", false
 			}
 			return string(obj.GetUID()), true
+		},
+		obj: func(k cache.Key) (watcher.Object, bool) {
+			return h.inf.Lister().Get(k.Namespace, k.Name)
 		},
 		keys: func() []cache.Key {
 			objs := h.inf.Lister().List(nil)

@@ -3,6 +3,7 @@ package kloop
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -87,13 +88,25 @@ func (h *Handle[T]) GetOrCreate(ctx context.Context, want T) (T, bool, error) {
 // App takes those fields back from other field managers) and guarded by
 // live's resourceVersion, so it changes only the object that was checked
 // (a Conflict otherwise: retry). It logs each repair.
+//
+// With live nil (a Get that found nothing) it creates want by an apply,
+// not forced, so that the App's manager owns its fields by Apply from the
+// start (a Create would own them by Update: see MoveToApply).
 func (h *Handle[T]) Repair(ctx context.Context, live, want T) (T, bool, error) {
+	if v := reflect.ValueOf(live); !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
+		got, err := h.Apply(ctx, objectConfig{want}, client.PatchOptions{})
+		if err != nil {
+			return live, false, err
+		}
+		h.app.log.Info("Created "+h.gvk.Kind, "namespace", got.GetNamespace(), "name", got.GetName())
+		return got, true, nil
+	}
 	if !manifest.Drifted(live, want) {
 		return live, false, nil
 	}
 	h.app.log.Info("Repairing "+h.gvk.Kind, "namespace", live.GetNamespace(), "name", live.GetName())
 	want.SetResourceVersion(live.GetResourceVersion())
-	got, err := h.Apply(ctx, want, client.PatchOptions{Force: true})
+	got, err := h.Apply(ctx, objectConfig{want}, client.PatchOptions{Force: true})
 	if err != nil {
 		return live, false, err
 	}

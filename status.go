@@ -2,16 +2,21 @@ package kloop
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/informer"
 )
 
@@ -33,7 +38,10 @@ var errStatusIgnored = errors.New("the API server kept the old status: the resou
 // cached object.
 //
 // It writes through the status subresource when discovery says the
-// resource has one, otherwise by an update of the whole object (a CRD
+// resource has one, by a server-side apply of the whole status (forced:
+// the App owns the status by Apply, so a field it stops setting goes; by
+// an update instead when the CRD's schema lacks fields the status sets,
+// which an apply is refused for), otherwise by an update of the whole object (a CRD
 // without the subresource, such as sample-controller's plain crd.yaml).
 // Discovery is asked once, and again when its answer proves wrong under a
 // running program (a 404 from /status, or an update that kept the old
@@ -78,6 +86,20 @@ func (h *Handle[T]) writeStatus(ctx context.Context, obj T) (T, error) {
 	sub, err := h.hasStatus(ctx)
 	if err != nil {
 		return obj, err
+	}
+	if sub && !h.statusByUpdate.Load() {
+		got, err := h.res.Apply(ctx, statusConfig{h.gvk, obj.GetNamespace(), obj.GetName(), statusOf(obj)},
+			client.PatchOptions{Subresource: "status", Force: true})
+		if err != nil && strings.Contains(err.Error(), "field not declared in schema") {
+			// The CRD's schema lacks fields the status sets (it prunes
+			// them): an apply is refused where an update is pruned.
+			h.statusByUpdate.Store(true)
+		} else {
+			if apierrors.IsNotFound(err) {
+				h.forgetStatus()
+			}
+			return got, err
+		}
 	}
 	if sub {
 		got, err := h.res.UpdateStatus(ctx, obj)
@@ -141,6 +163,12 @@ func (w *statusWrites) forget(k cache.Key) {
 
 // statusOf returns the Status field of a typed object, or nil.
 func statusOf(obj any) any {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if u == nil {
+			return nil
+		}
+		return u.Object["status"]
+	}
 	v := reflect.ValueOf(obj)
 	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
 		if v.IsNil() {
@@ -205,4 +233,23 @@ func (h *Handle[T]) forgetDeleted(forget func(cache.Key)) error {
 		DeleteFunc: func(obj T, _ bool) { forget(cache.KeyOf(obj)) },
 	}, informer.HandlerOptions{Name: "kloop-status-writes", Inline: true})
 	return err
+}
+
+// statusConfig is the apply configuration of an object's whole status, for
+// WriteStatus: the App owns its status by Apply (and forces, as no one else
+// should write it), so a field the status no longer sets is removed.
+type statusConfig struct {
+	gvk             schema.GroupVersionKind
+	namespace, name string
+	status          any
+}
+
+func (statusConfig) IsApplyConfiguration() {}
+
+func (c statusConfig) MarshalJSON() ([]byte, error) {
+	md := map[string]string{"name": c.name}
+	if c.namespace != "" {
+		md["namespace"] = c.namespace
+	}
+	return json.Marshal(map[string]any{"apiVersion": c.gvk.GroupVersion().String(), "kind": c.gvk.Kind, "metadata": md, "status": c.status})
 }

@@ -22,9 +22,10 @@ import (
 //
 // The informer is the App's factory's, started by Run (at once if Run is
 // already running). It offers reads of the cache (Lister) and handlers
-// (AddHandler); writes go through a typed Handle (Objects), as the App's
-// client writes typed objects only. Its objects are the cache's: never
-// modify them. Unstructured informers are not sharded (Options.Sharding).
+// (AddHandler). For writes, and reads that wait for them, take a Handle
+// instead: Objects[*unstructured.Unstructured](app,
+// ObjectsOptions{Kind: gvk}), whose resource and scope discovery finds.
+// Its objects are the cache's: never modify them. Unstructured informers are not sharded (Options.Sharding).
 //
 // An error (an empty resource name, a stopped App) is recorded in the App,
 // so Run returns it too, and returned.

@@ -8,6 +8,7 @@ import (
 	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,12 +45,23 @@ type Resource[T watcher.Object] struct {
 //
 //	pods, err := client.NewResource[*corev1.Pod](c, corev1.SchemeGroupVersion.WithResource("pods"))
 //
-// It does no I/O.
+// It does no I/O. T may be *unstructured.Unstructured, for a kind the
+// scheme does not register: its objects carry their apiVersion and kind,
+// and lists are read as an UnstructuredList.
 func NewResource[T interface {
 	*E
 	watcher.Object
 }, E any](c *Client, gvr schema.GroupVersionResource) (*Resource[T], error) {
 	gv := gvr.GroupVersion()
+	if _, ok := any(T(new(E))).(*unstructured.Unstructured); ok {
+		rc, err := c.restFor(gv, false)
+		if err != nil {
+			return nil, fmt.Errorf("client.NewResource %s: %w", gvr, err)
+		}
+		f, _ := reflect.TypeFor[unstructured.UnstructuredList]().FieldByName("Items")
+		return &Resource[T]{c: c, rc: rc, gvr: gvr, gvk: gv.WithKind(""), newObj: func() T { return T(new(E)) },
+			newList: func() runtime.Object { return &unstructured.UnstructuredList{} }, items: f.Index}, nil
+	}
 	kinds, _, err := c.scheme.ObjectKinds(T(new(E)))
 	if err != nil {
 		return nil, fmt.Errorf("client.NewResource %s: %w", gvr, err)
@@ -98,6 +110,19 @@ func NewResource[T interface {
 	}, nil
 }
 
+// into decodes a response into out. Unstructured content is decoded as it
+// is: the scheme's decoder would drop its apiVersion and kind.
+func (r *Resource[T]) into(res rest.Result, out runtime.Object) error {
+	if r.gvk.Kind != "" {
+		return res.Into(out)
+	}
+	raw, err := res.Raw()
+	if err != nil {
+		return err
+	}
+	return out.(json.Unmarshaler).UnmarshalJSON(raw)
+}
+
 func (r *Resource[T]) req(verb, namespace string) *rest.Request {
 	return r.rc.Verb(verb).NamespaceIfScoped(namespace, namespace != "").Resource(r.gvr.Resource)
 }
@@ -105,7 +130,7 @@ func (r *Resource[T]) req(verb, namespace string) *rest.Request {
 // Get reads namespace/name from the API server.
 func (r *Resource[T]) Get(ctx context.Context, namespace, name string) (T, error) {
 	out := r.newObj()
-	if err := r.req("GET", namespace).Name(name).Do(ctx).Into(out); err != nil {
+	if err := r.into(r.req("GET", namespace).Name(name).Do(ctx), out); err != nil {
 		var zero T
 		return zero, err
 	}
@@ -120,9 +145,9 @@ func (r *Resource[T]) List(ctx context.Context, namespace string, opts metav1.Li
 	var out []T
 	for {
 		list := r.newList()
-		err := r.req("GET", namespace).
+		err := r.into(r.req("GET", namespace).
 			SpecificallyVersionedParams(&opts, metav1.ParameterCodec, metav1.SchemeGroupVersion).
-			Do(ctx).Into(list)
+			Do(ctx), list)
 		if err != nil {
 			return nil, "", err
 		}
@@ -180,7 +205,7 @@ func (r *Resource[T]) write(ctx context.Context, verb, namespace, name, subresou
 	if subresource != "" {
 		req = req.SubResource(subresource)
 	}
-	if err := req.Do(ctx).Into(out); err != nil {
+	if err := r.into(req.Do(ctx), out); err != nil {
 		var zero T
 		return zero, err
 	}
@@ -223,7 +248,7 @@ func (r *Resource[T]) Patch(ctx context.Context, namespace, name string, pt type
 	if opts.Force && pt == types.ApplyPatchType {
 		req = req.Param("force", "true")
 	}
-	if err := req.Do(ctx).Into(out); err != nil {
+	if err := r.into(req.Do(ctx), out); err != nil {
 		var zero T
 		return zero, err
 	}
@@ -231,23 +256,62 @@ func (r *Resource[T]) Patch(ctx context.Context, namespace, name string, pt type
 	return out, nil
 }
 
-// Apply sends obj as a server-side apply configuration: the client's field
-// manager becomes the owner of every field obj sets, and fields it owned
-// before but obj no longer sets are removed. Build obj with only the fields
-// you mean to own (its name and namespace, and what you manage); a typed
-// object also serializes non-omitempty zero values, which are then owned
-// too. obj's resourceVersion, if set, is a precondition. The object is
-// created when it does not exist.
-func (r *Resource[T]) Apply(ctx context.Context, obj T, opts PatchOptions) (T, error) {
-	cp := obj.DeepCopyObject().(T)
-	cp.SetManagedFields(nil)
-	cp.GetObjectKind().SetGroupVersionKind(r.gvk)
-	data, err := json.Marshal(cp)
+// Apply sends cfg, a server-side apply configuration, and returns the
+// object the server stored: the client's field manager becomes the owner
+// of every field cfg sets, fields it owned before but cfg no longer sets
+// are removed, and the object is created when it does not exist. Only
+// what cfg sets is sent, so build it with an apply configuration:
+// client-go's for built-in kinds (k8s.io/client-go/applyconfigurations),
+// controller-gen's (applyconfiguration) for your own, such as
+//
+//	appsv1ac.Deployment("web", ns).WithSpec(appsv1ac.DeploymentSpec().WithReplicas(0))
+//
+// not a typed object, which also sends its zero values (selector: null)
+// and would own them. cfg names the object (metadata.name and namespace);
+// its apiVersion and kind are the resource's when it leaves them out; a
+// metadata.resourceVersion it sets is a precondition. opts.Force takes
+// fields other managers own instead of failing with a conflict;
+// opts.Subresource "status" applies the status.
+func (r *Resource[T]) Apply(ctx context.Context, cfg runtime.ApplyConfiguration, opts PatchOptions) (T, error) {
+	var zero T
+	body, ns, name, err := applyBody(cfg, r.gvk)
 	if err != nil {
-		var zero T
-		return zero, fmt.Errorf("client: encode apply configuration for %s %s: %w", r.gvk.Kind, cache.KeyOf(obj), err)
+		return zero, fmt.Errorf("client: apply %s: %w", r.gvk.Kind, err)
 	}
-	return r.Patch(ctx, obj.GetNamespace(), obj.GetName(), types.ApplyPatchType, data, opts)
+	return r.Patch(ctx, ns, name, types.ApplyPatchType, body, opts)
+}
+
+// applyBody encodes cfg as an apply patch, with apiVersion and kind filled
+// in from gvk where cfg leaves them out and no managedFields (the API
+// server refuses them in an apply), and returns the object's namespace and
+// name.
+func applyBody(cfg runtime.ApplyConfiguration, gvk schema.GroupVersionKind) (body []byte, namespace, name string, err error) {
+	if cfg == nil || reflect.ValueOf(cfg).Kind() == reflect.Pointer && reflect.ValueOf(cfg).IsNil() {
+		return nil, "", "", fmt.Errorf("no apply configuration")
+	}
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("encode the apply configuration: %w", err)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return nil, "", "", fmt.Errorf("decode the apply configuration: %w", err)
+	}
+	md, _ := obj["metadata"].(map[string]any)
+	name, _ = md["name"].(string)
+	namespace, _ = md["namespace"].(string)
+	if name == "" {
+		return nil, "", "", fmt.Errorf("the apply configuration has no metadata.name: build it with its kind's constructor, such as appsv1ac.Deployment(name, namespace)")
+	}
+	delete(md, "managedFields")
+	if v, _ := obj["apiVersion"].(string); v == "" {
+		obj["apiVersion"] = gvk.GroupVersion().String()
+	}
+	if k, _ := obj["kind"].(string); k == "" && gvk.Kind != "" {
+		obj["kind"] = gvk.Kind
+	}
+	body, err = json.Marshal(obj)
+	return body, namespace, name, err
 }
 
 // Delete deletes namespace/name. The delete is recorded as a write: when the

@@ -25,6 +25,10 @@ type Widget struct {
 	Status            WidgetStatus `json:"status,omitempty"`
 }
 
+// IsApplyConfiguration makes a Widget an apply configuration: every
+// field of it is omitempty, so it sends only what it sets.
+func (*Widget) IsApplyConfiguration() {}
+
 type WidgetSpec struct {
 	Size  int32  `json:"size,omitempty"`
 	Color string `json:"color,omitempty"`

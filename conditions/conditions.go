@@ -20,3 +20,24 @@ func Set(conditions *[]metav1.Condition, obj metav1.Object, cond metav1.Conditio
 	cond.ObservedGeneration = obj.GetGeneration()
 	return meta.SetStatusCondition(conditions, cond)
 }
+
+// Ready is the type of the standard condition that says whether an object
+// is what its spec asks for, the one kubectl wait --for=condition=Ready
+// and most dashboards read.
+const Ready = "Ready"
+
+// Failed sets the Ready condition False with reason and err's text as its
+// message, stamped with obj's generation (see Set): the place where a user
+// looks for why the object is not reconciled (kubectl describe, kubectl
+// wait), beside the Warning event a failed reconcile records. It reports
+// whether *conditions changed, so that a reconcile failing the same way
+// again writes nothing.
+//
+//	conditions.Failed(&foo.Status.Conditions, foo, "DeploymentInvalid", err)
+func Failed(conditions *[]metav1.Condition, obj metav1.Object, reason string, err error) bool {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	return Set(conditions, obj, metav1.Condition{Type: Ready, Status: metav1.ConditionFalse, Reason: reason, Message: msg})
+}

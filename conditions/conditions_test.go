@@ -1,6 +1,7 @@
 package conditions_test
 
 import (
+	"errors"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,5 +34,21 @@ func TestSetCondition_StampsTheGenerationAndChangesNothingTheSecondTime(t *testi
 	}
 	if len(foo.Status.Conditions) != 1 {
 		t.Errorf("%d conditions, want the one Ready", len(foo.Status.Conditions))
+	}
+}
+
+func TestFailed_SetsReadyFalseWithTheReasonAndTheErrorOnce(t *testing.T) {
+	foo := &v1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
+	conditions.Set(&foo.Status.Conditions, foo, metav1.Condition{Type: conditions.Ready, Status: metav1.ConditionTrue, Reason: "Available"})
+	err := errors.New(`Deployment.apps "Bad_Name!" is invalid`)
+	if !conditions.Failed(&foo.Status.Conditions, foo, "DeploymentInvalid", err) {
+		t.Fatal("Failed reported no change from Ready=True")
+	}
+	c := meta.FindStatusCondition(foo.Status.Conditions, "Ready")
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != "DeploymentInvalid" || c.Message != err.Error() || c.ObservedGeneration != 2 {
+		t.Fatalf("condition %+v, want Ready=False DeploymentInvalid with the error's text at generation 2", c)
+	}
+	if conditions.Failed(&foo.Status.Conditions, foo, "DeploymentInvalid", err) {
+		t.Error("the same failure again reported a change")
 	}
 }

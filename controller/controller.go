@@ -529,7 +529,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 		c.m.timeouts.Inc()
 	}
 	retries := c.queue.NumRequeues(key)
-	terminal := errors.Is(err, ErrTerminal)
+	terminal := unretryable(err)
 	rec.outcome, rec.err, rec.terminal, rec.retries = OutcomeError, err.Error(), terminal, retries
 	c.done(span, rec, res, err)
 	c.recent.add(rec.reconcile())

@@ -14,3 +14,6 @@ var (
 func ResourceVersionChanged[T watcher.Object](e cache.Event[T]) bool {
 	return resourceVersionChanged(e)
 }
+
+// Unretryable is unretryable, for tests.
+var Unretryable = unretryable

@@ -25,7 +25,11 @@ import (
 //     (the key's failure back-off is reset).
 //   - an error: retry with the rate limiter's growing delay; RequeueAfter
 //     and Requeue are ignored (and a warning logged when one is set).
-//   - an error wrapped by TerminalError: logged and counted, not retried.
+//   - an error wrapped by TerminalError, or one the API server says cannot
+//     succeed however often it is sent (Invalid or BadRequest, a denial by
+//     an admission webhook or policy, a field-ownership conflict on apply)
+//     unless wrapped by Retry:
+//     logged and counted, not retried until the key is triggered again.
 type Reconciler[K comparable] interface {
 	Reconcile(ctx context.Context, key K) (Result, error)
 }

@@ -2,6 +2,7 @@ package kloopfake_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop"
@@ -430,7 +432,7 @@ func TestServer_ServerSideApply(t *testing.T) {
 	ctx := t.Context()
 	want := deployment("web")
 	want.Labels = map[string]string{"owner": "test"}
-	made, err := e.deployments.Apply(ctx, want, client.PatchOptions{})
+	made, err := e.deployments.Apply(ctx, whole{want}, client.PatchOptions{})
 	if err != nil {
 		t.Fatalf("Apply of a new object: %v", err)
 	}
@@ -448,11 +450,11 @@ func TestServer_ServerSideApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	theirs := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](4)}}
+	theirs := appsv1ac.Deployment("web", ns).WithSpec(appsv1ac.DeploymentSpec().WithReplicas(4))
 	if _, err := deps.Apply(ctx, theirs, client.PatchOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.deployments.Apply(ctx, want, client.PatchOptions{}); !apierrors.IsConflict(err) {
+	if _, err := e.deployments.Apply(ctx, whole{want}, client.PatchOptions{}); !apierrors.IsConflict(err) {
 		t.Errorf("Apply of a field another manager owns: %v, want Conflict", err)
 	}
 	live, err := e.deployments.Resource().Get(ctx, ns, "web") // the cache need not have the other client's write yet
@@ -471,11 +473,18 @@ func TestServer_ServerSideApply(t *testing.T) {
 	// Fields the App applied before and no longer applies go.
 	less := want.DeepCopy()
 	less.Labels = nil
-	got, err := e.deployments.Apply(ctx, less, client.PatchOptions{Force: true})
+	got, err := e.deployments.Apply(ctx, whole{less}, client.PatchOptions{Force: true})
 	if err != nil || got.Labels["owner"] != "" {
 		t.Errorf("Apply without the label: labels %v, %v; want the label gone", got.Labels, err)
 	}
 }
+
+// whole sends a typed object, every field of it, as an apply
+// configuration.
+type whole struct{ obj any }
+
+func (whole) IsApplyConfiguration()          {}
+func (w whole) MarshalJSON() ([]byte, error) { return json.Marshal(w.obj) }
 
 func containerNames(d *appsv1.Deployment) []string {
 	var names []string

@@ -19,9 +19,7 @@ import (
 // A reconciler that applies what it owns calls it first, so that an object
 // already as it wants makes no request; Handle.Repair does that:
 //
-//	if want := NewDeployment(foo); manifest.Drifted(dep, want) {
-//		dep, err = deployments.Apply(ctx, want, client.PatchOptions{Force: true})
-//	}
+//	dep, repaired, err := deployments.Repair(ctx, dep, NewDeployment(foo))
 //
 // live and applied are typed objects (pointers to structs) or
 // unstructured content; one that cannot be converted counts as drifted,

@@ -441,7 +441,7 @@ func TestInit_NewProjectPassesItsMakeTest(t *testing.T) {
 	}{
 		{
 			name: "plainbook", args: []string{"--group", "webapp.example.com", "--kind", "Plainbook"},
-			files:  []string{"api/v1alpha1/zz_generated.deepcopy.go", "config/crd/webapp.example.com_plainbooks.yaml"},
+			files:  []string{"api/v1alpha1/zz_generated.deepcopy.go", "api/applyconfiguration/utils.go", "config/crd/webapp.example.com_plainbooks.yaml"},
 			absent: webhookFiles,
 			pass:   []string{"TestReconcile_MakesTheConfigMapAndReportsReady"},
 			kinds:  []string{"1 CustomResourceDefinition", "1 Deployment", "0 MutatingWebhookConfiguration", "0 ValidatingWebhookConfiguration"},

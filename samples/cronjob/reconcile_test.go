@@ -126,11 +126,11 @@ func reconcileInMemory(t testing.TB) {
 		t.Errorf("Job %s is for the run at %v, want %v", job.Name, at, created.Add(time.Hour))
 	}
 
-	// 3: the status write meets a conflict (another writer got there
-	// first): the reconcile fails with it, changing nothing, so the
-	// controller would retry.
+	// 3: the status write (an apply: a patch of /status) meets a conflict
+	// (another writer got there first): the reconcile fails with it,
+	// changing nothing, so the controller would retry.
 	srv.Intercept(func(req kloopfake.Request) error {
-		if req.Verb == "update" && req.Subresource == "status" {
+		if (req.Verb == "update" || req.Verb == "patch") && req.Subresource == "status" {
 			return apierrors.NewConflict(req.Resource.GroupResource(), req.Name, errors.New("the object has been modified"))
 		}
 		return nil

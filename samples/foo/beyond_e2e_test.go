@@ -87,10 +87,11 @@ func TestFoo_AForeignDeploymentShowsInTheStatusWhichIsWrittenEvenWithNothingAvai
 	if v, found, err := unstructuredInt(u.Object, "status", "availableReplicas"); err != nil || !found || v != 0 {
 		t.Errorf("status.availableReplicas = %v (found %v, %v), want present and 0", v, found, err)
 	}
-	evs, err := h.events(ctx, "blocked", foo.ErrResourceExists)
-	if err != nil || len(evs) == 0 || evs[0].Type != corev1.EventTypeWarning {
-		t.Errorf("ErrResourceExists events %v (%v), want a Warning", evs, err)
-	}
+	// Events are written after the failed sync, asynchronously.
+	h.until(30*time.Second, "Warning ErrResourceExists event", func(ctx context.Context) (bool, string, error) {
+		evs, err := h.events(ctx, "blocked", foo.ErrResourceExists)
+		return err == nil && len(evs) > 0 && evs[0].Type == corev1.EventTypeWarning, fmt.Sprintf("events %v", evs), err
+	})
 }
 
 func TestFoo_DriftInWhatTheControllerSetsIsRepairedAndWhatOthersAddSurvives(t *testing.T) {
@@ -213,4 +214,50 @@ func TestFoo_AFooWhoseDeploymentNeverBecomesAvailableStillGetsItsStatus(t *testi
 	if d.Status.AvailableReplicas != 0 {
 		t.Errorf("Deployment starved has %d available replicas; the quota should keep it at 0", d.Status.AvailableReplicas)
 	}
+}
+
+// Issue 38: a deploymentName that is no object name fails validation on
+// the API server, which retrying cannot fix. The Foo shows it within
+// seconds as Ready=False and a Warning event, and the controller stops
+// retrying it: at most 3 syncs in the first 30 s. Once the Foo changes, it
+// is synced again.
+func TestFoo_AnInvalidDeploymentNameShowsInTheConditionAndAnEventAndIsNotRetried(t *testing.T) {
+	h := newHarness(t)
+	start := time.Now()
+	h.createFoo(newFoo("invalid", "Bad_Name!", ptr.To[int32](1)))
+	h.waitReady("invalid", metav1.ConditionFalse, foo.ReasonDeploymentInvalid)
+	h.until(30*time.Second, "Warning DeploymentInvalid event", func(ctx context.Context) (bool, string, error) {
+		evs, err := h.events(ctx, "invalid", foo.ReasonDeploymentInvalid)
+		if err != nil || len(evs) == 0 {
+			return false, "no event", err
+		}
+		return evs[0].Type == corev1.EventTypeWarning && strings.Contains(evs[0].Message, "Bad_Name!"), evs[0].Type + " " + evs[0].Message, nil
+	})
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("condition and event shown %v after the Foo was created, want within seconds", d)
+	}
+	// A measurement, not a wait for goroutines: how many syncs failed in
+	// the Foo's first 30 s.
+	select {
+	case <-time.After(30*time.Second - time.Since(start)):
+	case <-t.Context().Done():
+		t.Fatal(t.Context().Err())
+	}
+	failed := func() int {
+		n := 0
+		for l := range strings.Lines(h.logs.String()) {
+			if strings.Contains(l, `msg="Reconcile failed`) && strings.Contains(l, " key="+h.ns+"/invalid ") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := failed(); n == 0 || n > 3 {
+		t.Errorf("%d failed syncs of the invalid Foo in 30 s, want 1 to 3 (not retried)", n)
+	}
+	if _, err := h.foos.Patch(t.Context(), h.ns, "invalid", types.MergePatchType, []byte(`{"spec":{"deploymentName":"valid"}}`), client.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitAvailable("invalid", "valid", 1)
+	h.waitReady("invalid", metav1.ConditionTrue, foo.ReasonDeploymentAvailable)
 }

@@ -21,12 +21,16 @@
 //  2. A Foo without spec.deploymentName gets Ready=False with reason
 //     DeploymentNameMissing and a Warning event, and a terminal error is
 //     logged once per change of the Foo (not retried: retrying cannot help).
-//  3. Creates the Deployment if it does not exist (see NewDeployment),
-//     records Synced and ends the sync: a Deployment just created needs no
-//     repair and has no status yet. The next sync, woken by the first
-//     status kube-controller-manager writes to the Deployment (or
+//  3. Creates the Deployment if it does not exist (see NewDeployment), by
+//     server-side apply (foo-controller owns its fields by Apply from the
+//     start), records Synced and ends the sync: a Deployment just created
+//     needs no repair and has no status yet. The next sync, woken by the
+//     first status kube-controller-manager writes to the Deployment (or
 //     StatusAfterCreate later, if none comes), goes on from step 4 and
-//     writes the Foo's first status.
+//     writes the Foo's first status. A name the API server refuses
+//     (Invalid, such as Bad_Name!) gets Ready=False with reason
+//     DeploymentInvalid and a Warning event, and is not retried until the
+//     Foo changes.
 //  4. If a Deployment of that name exists and is not controlled by this
 //     Foo: a Warning event ErrResourceExists with sample-controller's
 //     message, Ready=False with reason DeploymentNotOwned, and the same

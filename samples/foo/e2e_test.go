@@ -303,7 +303,29 @@ func TestFoo_ExampleFooGetsAnOwnedDeploymentWhosePodsBecomeAvailableAndFollowSpe
 	if r := ptr.Deref(d.Spec.Replicas, 0); r != 1 {
 		t.Errorf("Deployment replicas %d, want 1", r)
 	}
+	// Written by server-side apply from the start: foo-controller owns its
+	// fields by Apply, none by Update (issue 38).
+	for _, mf := range d.ManagedFields {
+		if mf.Manager == foo.ControllerName && mf.Operation != metav1.ManagedFieldsOperationApply {
+			t.Errorf("foo-controller owns fields of the Deployment by %s, want by Apply only: %s", mf.Operation, mf.FieldsV1.Raw)
+		}
+	}
+	if !slices.ContainsFunc(d.ManagedFields, func(mf metav1.ManagedFieldsEntry) bool {
+		return mf.Manager == foo.ControllerName && mf.Operation == metav1.ManagedFieldsOperationApply
+	}) {
+		t.Errorf("managedFields %+v: want foo-controller's Apply", d.ManagedFields)
+	}
 	h.waitAvailable("example-foo", "example-foo", 1)
+	// Its status too: foo-controller applies it through /status.
+	f, err := h.foos.Get(ctx, h.ns, "example-foo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(f.ManagedFields, func(mf metav1.ManagedFieldsEntry) bool {
+		return mf.Manager == foo.ControllerName && mf.Operation == metav1.ManagedFieldsOperationApply && mf.Subresource == "status"
+	}) {
+		t.Errorf("the Foo's managedFields %+v: want foo-controller's Apply of the status", f.ManagedFields)
+	}
 
 	h.until(30*time.Second, "Normal Synced event on the Foo", func(ctx context.Context) (bool, string, error) {
 		evs, err := h.events(ctx, "example-foo", foo.SuccessSynced)

@@ -138,6 +138,7 @@ type Reconciler struct {
 const (
 	ReasonDeploymentNameMissing = "DeploymentNameMissing"
 	ReasonDeploymentNotOwned    = "DeploymentNotOwned"
+	ReasonDeploymentInvalid     = "DeploymentInvalid"
 	ReasonDeploymentProgressing = "DeploymentProgressing"
 	ReasonDeploymentAvailable   = "DeploymentAvailable"
 )
@@ -163,26 +164,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 		return controller.Result{}, r.fail(ctx, foo, ReasonDeploymentNameMissing, ReasonDeploymentNameMissing, ErrNoDeploymentName, controller.TerminalError(err))
 	}
 
-	dep, created, err := r.Deployments.GetOrCreate(ctx, NewDeployment(foo))
-	if err != nil {
+	dep, err := r.Deployments.Get(ctx, key.Namespace, foo.Spec.DeploymentName)
+	created := apierrors.IsNotFound(err)
+	if err != nil && !created {
 		return controller.Result{}, err
-	}
-	if created {
-		// Nothing to repair, and nothing yet observed to report: the next
-		// sync, woken by the Deployment's first status (or StatusAfterCreate
-		// later), writes the Foo's status.
-		r.Recorder.Event(foo, corev1.EventTypeNormal, SuccessSynced, MessageResourceSynced)
-		return controller.Result{RequeueAfter: StatusAfterCreate}, nil
-	}
-	if !metav1.IsControlledBy(dep, foo) {
+	} else if !created && !metav1.IsControlledBy(dep, foo) {
 		err := &ResourceExistsError{Name: dep.Name}
 		return controller.Result{}, r.fail(ctx, foo, ErrResourceExists, ReasonDeploymentNotOwned, err, err)
 	}
-	// Server-side apply restores what the controller owns and leaves what
-	// others added, on the Deployment found to be this Foo's.
+	// Server-side apply creates the Deployment, or restores what the
+	// controller owns and leaves what others added on the one found to be
+	// this Foo's; its managedFields name foo-controller's Apply.
 	dep, repaired, err := r.Deployments.Repair(ctx, dep, NewDeployment(foo))
-	if err != nil {
+	if apierrors.IsInvalid(err) { // such as a deploymentName that is no object name: terminal
+		return controller.Result{}, r.fail(ctx, foo, ReasonDeploymentInvalid, ReasonDeploymentInvalid, err, err)
+	} else if err != nil {
 		return controller.Result{}, err
+	}
+	if created {
+		// Just created: nothing yet observed to report; the next sync,
+		// woken by the Deployment's first status (or StatusAfterCreate
+		// later), writes the Foo's status.
+		r.Recorder.Event(foo, corev1.EventTypeNormal, SuccessSynced, MessageResourceSynced)
+		return controller.Result{RequeueAfter: StatusAfterCreate}, nil
 	}
 	ready, reason, deleted := metav1.ConditionFalse, ReasonDeploymentProgressing, 0
 	if available(dep) {
@@ -206,13 +210,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 	return controller.Result{}, nil
 }
 
-// fail makes a problem visible: a Warning event and Ready=False with the
-// reason, in the status. It returns err.
+// fail makes a problem visible: Ready=False with the reason and the
+// problem, in the status, and, as the controller records every failed
+// sync's error, a Warning event with the reason event. It returns err.
 func (r *Reconciler) fail(ctx context.Context, foo *v1alpha1.Foo, event, reason string, problem, err error) error {
-	r.Recorder.Event(foo, corev1.EventTypeWarning, event, problem.Error())
 	_, serr := r.writeStatus(ctx, foo, foo.Status.AvailableReplicas, metav1.ConditionFalse, reason, problem.Error())
-	return errors.Join(err, serr)
+	return failure{event, errors.Join(err, serr)}
 }
+
+// failure is a failed sync's error, whose Warning event (see
+// kloop.NewController) has the reason.
+type failure struct {
+	reason string
+	error
+}
+
+func (f failure) Unwrap() error       { return f.error }
+func (f failure) EventReason() string { return f.reason }
 
 // available reports whether all of dep's replicas are available in its
 // latest rollout.

@@ -9,4 +9,6 @@
 //
 // +kubebuilder:object:generate=true
 // +groupName=samplecontroller.k8s.io
+// +kubebuilder:ac:generate=true
+// +kubebuilder:ac:output:package=../../applyconfiguration
 package v1alpha1
