@@ -43,8 +43,13 @@ type Cause struct {
 	Replay bool
 	// Own marks a change that was this program's own write: its
 	// resourceVersion is one a write of the App's client returned
-	// (Options.OwnWrite). A delete is never marked.
+	// (Options.OwnWrite), or one a reconcile of the controller wrote. A
+	// delete is never marked.
 	Own bool
+
+	// merged: the event stood for more than one write (cache.Event.Merged).
+	// It lives only until the cause is noted (pendingCauses.add).
+	merged bool
 }
 
 // String formats c in one line, as the logs show it:
@@ -106,6 +111,10 @@ type causeSet struct {
 	// from a source), last when a source last triggered it; nanoseconds
 	// on the controller's clock, 0 when unknown (no Debounce).
 	held, last int64
+	// other: a trigger that is not one of the key's own writes was merged
+	// in without being kept (or was an event of several writes), so the
+	// reconcile is not skipped whatever the kept causes say.
+	other bool
 }
 
 func (s *causeSet) at(i int32) *Cause {
@@ -116,21 +125,22 @@ func (s *causeSet) at(i int32) *Cause {
 }
 
 // add merges c in: counted always, kept unless the same change is kept
-// already or the bounds are reached.
-func (s *causeSet) add(c Cause) {
+// already or the bounds are reached. It reports whether c was left out for
+// the bounds.
+func (s *causeSet) add(c Cause) (dropped bool) {
 	s.total++
 	same := 0
 	for i := range s.n {
 		k := s.at(i)
 		if *k == c {
-			return
+			return false
 		}
 		if k.Source == c.Source && k.Kind == c.Kind {
 			same++
 		}
 	}
 	if same >= causesPerSource || s.n >= causesKept {
-		return
+		return true
 	}
 	if s.n == 0 {
 		s.first = c
@@ -141,6 +151,7 @@ func (s *causeSet) add(c Cause) {
 		*s.more = append(*s.more, c)
 	}
 	s.n++
+	return false
 }
 
 // list returns the kept causes in a slice of their own.
@@ -156,12 +167,16 @@ func (s *causeSet) list() []Cause {
 	return out
 }
 
-// merge adds every trigger of o, keeping o's count.
-func (s *causeSet) merge(o *causeSet) {
+// merge adds every trigger of o, keeping o's count. own tells whether a
+// trigger left out for the bounds is one of the key's own writes.
+func (s *causeSet) merge(o *causeSet, own func(*Cause) bool) {
 	total := s.total + o.total
 	for i := range o.n {
-		s.add(*o.at(i))
+		if c := o.at(i); s.add(*c) && !own(c) {
+			s.other = true
+		}
 	}
+	s.other = s.other || o.other
 	s.total = total
 	if o.held != 0 && (s.held == 0 || o.held < s.held) {
 		s.held = o.held
@@ -210,17 +225,30 @@ type pendingCauses[K comparable] struct {
 	mu   sync.Mutex
 	sets map[K]causeSet
 	peak int
+	// own, if set, tells whether c is the event of a write of key's own
+	// reconciles; asked of a trigger that is left out for the bounds, as
+	// it is noted (a kept one is asked when the key is taken).
+	own func(key K, c *Cause) bool
+}
+
+// ownCause is p.own, or false without it.
+func (p *pendingCauses[K]) ownCause(key K, c *Cause) bool {
+	return p.own != nil && p.own(key, c)
 }
 
 // add merges c into key's set; now (nanoseconds, 0 without Debounce) is
 // when a source triggered it, for Debounce.
 func (p *pendingCauses[K]) add(key K, c Cause, now int64) {
+	merged := c.merged
+	c.merged = false
 	p.mu.Lock()
 	if p.sets == nil {
 		p.sets = make(map[K]causeSet)
 	}
 	s := p.sets[key]
-	s.add(c)
+	if s.add(c) && !p.ownCause(key, &c) || merged {
+		s.other = true
+	}
 	if now != 0 {
 		if s.held == 0 {
 			s.held = now
@@ -257,7 +285,7 @@ func (p *pendingCauses[K]) putBack(key K, s causeSet) {
 	}
 	cur, ok := p.sets[key]
 	if ok {
-		s.merge(&cur)
+		s.merge(&cur, func(c *Cause) bool { return p.ownCause(key, c) })
 	}
 	p.sets[key] = s
 	p.peak = max(p.peak, len(p.sets))
