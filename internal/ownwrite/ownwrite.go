@@ -22,6 +22,13 @@ func With(ctx context.Context, s Sink) context.Context {
 	return context.WithValue(ctx, ctxKey{}, s)
 }
 
+// Unreported returns a copy of ctx whose writes are not reported: a write
+// whose watch event must wake the reconcile again, as a step it leaves to
+// its next pass.
+func Unreported(ctx context.Context) context.Context {
+	return context.WithValue(ctx, ctxKey{}, nil)
+}
+
 // Report tells ctx's Sink, if any, that namespace/name was written at
 // resourceVersion. A write with no resourceVersion is not reported.
 func Report(ctx context.Context, namespace, name, resourceVersion string) {
