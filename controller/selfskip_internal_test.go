@@ -61,6 +61,25 @@ func TestPendingCauses_TriggersLeftOutForTheBoundsStillDecideTheSkip(t *testing.
 		t.Error("a foreign write merged in by putBack: selfInflicted = true, want false")
 	}
 
+	// A replay of the own write's state (an informer's first list, a
+	// periodic replay), a shard handover, a retry or a requeue: never
+	// skipped, alone or with own writes.
+	replay := child(0, "100")
+	replay.Replay = true
+	for _, other := range []Cause{replay, {Source: "Handover"}, {Source: causeRetry}, {Source: causeRequeueAfter}, {Source: causeEnqueue}} {
+		c.causes.add("owner", child(1, "101"), 0)
+		c.causes.add("owner", other, 0)
+		s = c.causes.take("owner")
+		if c.selfInflicted("owner", &s) {
+			t.Errorf("an own write with %v: selfInflicted = true, want false", other)
+		}
+		c.causes.add("owner", other, 0)
+		s = c.causes.take("owner")
+		if c.selfInflicted("owner", &s) {
+			t.Errorf("%v alone: selfInflicted = true, want false", other)
+		}
+	}
+
 	// Another key's writes are not this key's.
 	c.causes.add("other", child(0, "100"), 0)
 	s = c.causes.take("other")
