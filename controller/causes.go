@@ -95,6 +95,11 @@ func (c Cause) format(b *strings.Builder) {
 const (
 	causesPerSource = 3
 	causesKept      = 8
+	// unsureKept bounds the triggers left out for the bounds that are
+	// kept anyway, unshown, to be matched with the key's own writes when
+	// the key is taken (see causeSet.unsure); beyond it, such a trigger
+	// makes the reconcile run.
+	unsureKept = 256
 )
 
 // causeSet is what is kept of the triggers merged into one reconcile. The
@@ -106,7 +111,7 @@ type causeSet struct {
 	total int32
 	n     int32
 	first Cause
-	more  *[]Cause
+	more  *moreCauses
 	// held is when Debounce started holding the key (its first trigger
 	// from a source), last when a source last triggered it; nanoseconds
 	// on the controller's clock, 0 when unknown (no Debounce).
@@ -117,11 +122,48 @@ type causeSet struct {
 	other bool
 }
 
+// moreCauses holds what a causeSet keeps beyond its first cause.
+type moreCauses struct {
+	// kept are the kept causes after the first.
+	kept []Cause
+	// unsure are triggers left out for the bounds that may be the key's
+	// own writes: the watch event of a write can arrive before the write's
+	// response has been recorded, so they are matched when the key is
+	// taken, as the kept ones are.
+	unsure []Cause
+}
+
+func (s *causeSet) extra() *moreCauses {
+	if s.more == nil {
+		s.more = new(moreCauses)
+	}
+	return s.more
+}
+
 func (s *causeSet) at(i int32) *Cause {
 	if i == 0 {
 		return &s.first
 	}
-	return &(*s.more)[i-1]
+	return &s.more.kept[i-1]
+}
+
+// leftOut notes c, a trigger left out for the bounds: nothing more if own
+// says it is already known as the key's own write, else kept unshown to
+// be matched later (while there is room), else the set is other.
+func (s *causeSet) leftOut(c *Cause, own func(*Cause) bool) {
+	if own(c) {
+		return
+	}
+	if c.ResourceVersion == "" || c.Replay || (c.Change != cache.Added && c.Change != cache.Updated) {
+		s.other = true
+		return
+	}
+	if s.more != nil && len(s.more.unsure) >= unsureKept {
+		s.other = true
+		return
+	}
+	m := s.extra()
+	m.unsure = append(m.unsure, *c)
 }
 
 // add merges c in: counted always, kept unless the same change is kept
@@ -145,10 +187,8 @@ func (s *causeSet) add(c Cause) (dropped bool) {
 	if s.n == 0 {
 		s.first = c
 	} else {
-		if s.more == nil {
-			s.more = new([]Cause)
-		}
-		*s.more = append(*s.more, c)
+		m := s.extra()
+		m.kept = append(m.kept, c)
 	}
 	s.n++
 	return false
@@ -162,7 +202,7 @@ func (s *causeSet) list() []Cause {
 	out := make([]Cause, 0, s.n)
 	out = append(out, s.first)
 	if s.more != nil {
-		out = append(out, *s.more...)
+		out = append(out, s.more.kept...)
 	}
 	return out
 }
@@ -172,8 +212,13 @@ func (s *causeSet) list() []Cause {
 func (s *causeSet) merge(o *causeSet, own func(*Cause) bool) {
 	total := s.total + o.total
 	for i := range o.n {
-		if c := o.at(i); s.add(*c) && !own(c) {
-			s.other = true
+		if c := o.at(i); s.add(*c) {
+			s.leftOut(c, own)
+		}
+	}
+	if o.more != nil {
+		for i := range o.more.unsure {
+			s.leftOut(&o.more.unsure[i], own)
 		}
 	}
 	s.other = s.other || o.other
@@ -246,7 +291,10 @@ func (p *pendingCauses[K]) add(key K, c Cause, now int64) {
 		p.sets = make(map[K]causeSet)
 	}
 	s := p.sets[key]
-	if s.add(c) && !p.ownCause(key, &c) || merged {
+	if s.add(c) {
+		s.leftOut(&c, func(c *Cause) bool { return p.ownCause(key, c) })
+	}
+	if merged {
 		s.other = true
 	}
 	if now != 0 {

@@ -108,6 +108,13 @@ func (c *Controller[K]) selfInflicted(key K, s *causeSet) bool {
 			return false
 		}
 	}
+	if s.more != nil {
+		for i := range s.more.unsure {
+			if !c.self.wrote(key, &s.more.unsure[i]) {
+				return false
+			}
+		}
+	}
 	return true
 }
 
