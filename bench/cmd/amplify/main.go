@@ -25,6 +25,9 @@
 // starts). RESULT lines compare kloop with controller-runtime; kloop with
 // the skip off is printed for reference.
 //
+// With AMPLIFY_CAUSES set, the kloop sides print each reconcile's causes
+// (and its error) to stderr: what woke the reconciles that were not skipped.
+//
 // Run with: cd bench && go run ./cmd/amplify [-owners 20] [-changes 400] [-rate 40]
 package main
 
