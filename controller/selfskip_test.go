@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 
 	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kloop-dev/kloop/cache"
@@ -174,5 +176,31 @@ func TestController_ReconcileOwnWritesTurnsTheSkipOff(t *testing.T) {
 		r.expect(t, "initial list", []string{"ns/a"}, 0)
 		r.send(ev(watcher.Modified, cm("a", rv("11"))))
 		r.expect(t, "the event of a's own write", []string{"ns/a"}, 0)
+	})
+}
+
+func TestController_ASkipIsTracedAsASpanWithOutcomeSkipped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		spans := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+		defer func() { _ = tp.Shutdown(context.Background()) }()
+		r := newSkipRig(t, controller.Options[cache.Key]{Tracer: tp.Tracer("test")}, cm("a", rv("10")))
+		defer r.stop()
+		r.rec.writeNext("ns/a", "a", "11")
+		synctest.Wait()
+		r.rec.take() // the initial list's
+		r.send(ev(watcher.Modified, cm("a", rv("11"))))
+		r.expect(t, "the event of a's own write", nil, 1)
+		var outcomes []string
+		for _, s := range spans.Ended() {
+			for _, a := range s.Attributes() {
+				if a.Key == "kloop.outcome" {
+					outcomes = append(outcomes, a.Value.AsString())
+				}
+			}
+		}
+		if want := []string{controller.OutcomeSuccess, controller.OutcomeSkipped}; !slices.Equal(outcomes, want) {
+			t.Errorf("span outcomes %q, want %q: the reconcile of the initial list, then the skip", outcomes, want)
+		}
 	})
 }
