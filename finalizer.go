@@ -15,6 +15,7 @@ import (
 
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/internal/ownwrite"
 	"github.com/kloop-dev/kloop/record"
 )
 
@@ -83,7 +84,10 @@ func (h *Handle[T]) Finalize(ctx context.Context, obj T, name string, apply, cle
 		} else {
 			ops = []jsonPatchOp{{Op: "add", Path: "/metadata/finalizers/-", Value: name}}
 		}
-		if err := h.patchGuarded(ctx, obj, ops); err != nil {
+		// apply runs on the next pass, which the event of this write
+		// wakes: it must not count as a write the pass has seen through
+		// (see controller.Options.ReconcileOwnWrites).
+		if err := h.patchGuarded(ownwrite.Unreported(ctx), obj, ops); err != nil {
 			return controller.Result{}, fmt.Errorf("kloop: add finalizer %s to %s %s: %w", name, h.gvk.Kind, objectName(obj), err)
 		}
 		log.Info("Added finalizer")

@@ -81,9 +81,87 @@ func startLooper(t *testing.T, name string, opts func(*controller.Options[cache.
 	return app, l, logs, reg, ns
 }
 
+// By default the looper's own writes do not wake it (see
+// TestApp_AReconcileWokenOnlyByItsOwnWriteIsSkipped); a loop through
+// another key or another controller still is one. The hot-loop tests turn
+// the skip off to make the loop.
+func reconcileOwnWrites(o *controller.Options[cache.Key]) { o.ReconcileOwnWrites = true }
+
+func TestApp_AReconcileWokenOnlyByItsOwnWriteIsSkipped(t *testing.T) {
+	app, l, logs, reg, ns := startLooper(t, "selfskip", func(*controller.Options[cache.Key]) {})
+	key := ns + "/spin"
+	skipped := func(what string, not string) string {
+		t.Helper()
+		r := await.Logged(t, what, logs, func(r await.Record) bool {
+			return strings.HasPrefix(r.Message, "Skipped reconcile") && r.Attrs["key"] == key && r.Attrs["causes"] != not
+		})
+		if c := r.Attrs["causes"]; !strings.HasPrefix(c, "For ConfigMap "+key+"@") || !strings.HasSuffix(c, "Updated (own)") {
+			t.Errorf("the skip's causes are %q, want the controller's own update of %s", c, key)
+		}
+		return r.Attrs["causes"]
+	}
+	first := skipped("the skip of the reconcile woken by the first write", "")
+	if n := l.n.Load(); n != 1 {
+		t.Errorf("%d reconciles after the ConfigMap was created, want 1: its own write woke it", n)
+	}
+	// A foreign change is reconciled; the write it makes is skipped again.
+	kc := kubernetes.NewForConfigOrDie(controlPlane.Env(t).Config)
+	cm, err := kc.CoreV1().ConfigMaps(ns).Get(t.Context(), "spin", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Labels = map[string]string{"touched": "yes"}
+	if _, err := kc.CoreV1().ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	skipped("the skip of the reconcile woken by the second write", first)
+	if n := l.n.Load(); n != 2 {
+		t.Errorf("%d reconciles after a foreign update, want 2", n)
+	}
+	if v := metricstest.Value(t, reg, "kloop_controller_self_triggered_reconciles_total", "controller", "selfskip"); v != 0 {
+		t.Errorf("kloop_controller_self_triggered_reconciles_total = %v, want 0: the self-triggered ones were skipped", v)
+	}
+	if v := metricstest.Value(t, reg, "kloop_controller_skipped_reconciles_total", "controller", "selfskip"); v != 2 {
+		t.Errorf("kloop_controller_skipped_reconciles_total = %v, want 2", v)
+	}
+
+	testwait.Closed(t, "the debug page's address", app.Debug().AddrReady())
+	resp, err := http.Get(app.Debug().URL(debug.SnapshotPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var snap struct {
+		Controllers []struct {
+			Reconciles struct {
+				Skipped int
+			}
+			RecentReconciles []struct {
+				Key, Outcome string
+				Causes       []string
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&snap); err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Controllers) != 1 || snap.Controllers[0].Reconciles.Skipped != 2 {
+		t.Fatalf("debug page controllers %+v, want one with 2 skipped reconciles", snap.Controllers)
+	}
+	n := 0
+	for _, r := range snap.Controllers[0].RecentReconciles {
+		if r.Outcome == controller.OutcomeSkipped && r.Key == key && len(r.Causes) == 1 && strings.HasSuffix(r.Causes[0], "Updated (own)") {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d skipped reconciles of %s woken by its own update on the debug page, want 2: %+v", n, key, snap.Controllers[0].RecentReconciles)
+	}
+}
+
 func TestApp_ALoopingControllerIsReportedAsAHotLoop(t *testing.T) {
 	start := time.Now()
-	app, _, logs, reg, ns := startLooper(t, "looper", func(*controller.Options[cache.Key]) {})
+	app, _, logs, reg, ns := startLooper(t, "looper", reconcileOwnWrites)
 	key := ns + "/spin"
 
 	warning := await.Logged(t, "the hot-loop warning", logs, func(r await.Record) bool {
@@ -138,7 +216,10 @@ func TestApp_ALoopingControllerIsReportedAsAHotLoop(t *testing.T) {
 
 func TestApp_DebounceBoundsTheRateOfALoopingController(t *testing.T) {
 	const debounce = 500 * time.Millisecond
-	_, l, _, _, _ := startLooper(t, "debounced", func(o *controller.Options[cache.Key]) { o.Debounce = debounce })
+	_, l, _, _, _ := startLooper(t, "debounced", func(o *controller.Options[cache.Key]) {
+		reconcileOwnWrites(o)
+		o.Debounce = debounce
+	})
 	var starts []time.Time
 	await.Until(t, "6 reconciles of the looping ConfigMap", l.changed.Changed, func() bool {
 		l.mu.Lock()

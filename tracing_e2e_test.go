@@ -23,6 +23,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/testenv/await"
 )
@@ -102,7 +104,7 @@ func (r *receiver) all() []span {
 
 // startTracedLooper runs the looping controller (see hotloop_e2e_test.go)
 // in an App configured by the OTEL_* environment, as a user's would be.
-func startTracedLooper(t *testing.T, name string) (*looper, *prometheus.Registry, string) {
+func startTracedLooper(t *testing.T, name string, opts func(*controller.Options[cache.Key])) (*looper, *prometheus.Registry, string) {
 	t.Helper()
 	env := controlPlane.Env(t)
 	kc := kubernetes.NewForConfigOrDie(env.Config)
@@ -113,7 +115,7 @@ func startTracedLooper(t *testing.T, name string) (*looper, *prometheus.Registry
 		t.Fatal(err)
 	}
 	l := &looper{cms: kloop.Objects[*corev1.ConfigMap](app)}
-	if _, err := kloop.NewController(app, name, l.Reconcile).For(l.cms).Complete(); err != nil {
+	if _, err := kloop.NewController(app, name, l.Reconcile).For(l.cms).WithOptions(opts).Complete(); err != nil {
 		t.Fatal(err)
 	}
 	runApp(t, app)
@@ -127,7 +129,9 @@ func TestApp_TracesReconcilesTheirCausesAndTheirWritesToAnOTLPReceiver(t *testin
 	r := startReceiver(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", r.endpoint)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
-	_, _, ns := startTracedLooper(t, "traced")
+	// With the skip on (the default), the event of the looper's write does
+	// not run it again: the skip is the span of the write's child.
+	_, _, ns := startTracedLooper(t, "traced", func(*controller.Options[cache.Key]) {})
 	key := ns + "/spin"
 
 	// The first reconcile names the ConfigMap's creation; its write is
@@ -171,6 +175,9 @@ func TestApp_TracesReconcilesTheirCausesAndTheirWritesToAnOTLPReceiver(t *testin
 	if want := "For ConfigMap " + key + "@" + rv + " Updated (own)"; !strings.Contains(next.attrs["kloop.causes"], want) {
 		t.Errorf("the reconcile the write woke has causes %q, want %q", next.attrs["kloop.causes"], want)
 	}
+	if next.attrs["kloop.outcome"] != controller.OutcomeSkipped {
+		t.Errorf("the reconcile woken only by its own write has outcome %q, want %q", next.attrs["kloop.outcome"], controller.OutcomeSkipped)
+	}
 	if next.parent != write.id {
 		t.Errorf("the self-triggered reconcile's parent is %s, want the write %s: the loop is not one chain", next.parent, write.id)
 	}
@@ -185,7 +192,7 @@ func TestApp_SendsNoTraceWithoutOTELConfiguration(t *testing.T) {
 	// but nothing says to use it.
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-	l, reg, _ := startTracedLooper(t, "untraced")
+	l, reg, _ := startTracedLooper(t, "untraced", reconcileOwnWrites) // a loop, so that there are reconciles to trace
 	await.Until(t, "5 reconciles", l.changed.Changed, func() bool { return l.n.Load() >= 5 })
 	if spans := r.all(); len(spans) != 0 {
 		t.Errorf("the receiver got %d spans from an App without OTEL configuration", len(spans))

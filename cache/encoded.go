@@ -612,10 +612,10 @@ func (w *Writer[T]) replaceEncodedLazily(snap *Snapshot[T], rv string, lazy bool
 				if lazy {
 					added = append(added, Key{Namespace: ns, Name: ne.GetName()})
 				} else {
-					changes = append(changes, Event[T]{Kind: Added, New: s.codec.decode(ns, ne)})
+					changes = append(changes, Event[T]{Kind: Added, New: s.codec.decode(ns, ne), Merged: true})
 				}
 			case erv != nrv:
-				changes = append(changes, Event[T]{Kind: Updated, Old: s.codec.decode(ns, e), New: s.codec.decode(ns, ne)})
+				changes = append(changes, Event[T]{Kind: Updated, Old: s.codec.decode(ns, e), New: s.codec.decode(ns, ne), Merged: true})
 			}
 		}
 	}

@@ -67,6 +67,13 @@ type Event[T watcher.Object] struct {
 	// object with another UID): Old is the last state known, which may be
 	// older than the object's final one.
 	FinalStateUnknown bool
+	// Merged is true for an Added or Updated that stands for more than one
+	// write of the object: changes merged while the receiver lagged behind
+	// (the pending changes of a key are coalesced into its latest state),
+	// or the difference a relist found. New's resourceVersion is then that
+	// of the latest write only, and Old may be older than the state the
+	// latest write was made on.
+	Merged bool
 }
 
 // Object is the object the event is about in its latest known state: New,

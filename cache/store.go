@@ -672,9 +672,9 @@ func (w *Writer[T]) ReplaceWith(snap *Snapshot[T], rv string) []Event[T] {
 			old, had := s.objs[ns].get(obj.GetName())
 			switch {
 			case !had, old.GetUID() != obj.GetUID():
-				changes = append(changes, Event[T]{Kind: Added, New: obj})
+				changes = append(changes, Event[T]{Kind: Added, New: obj, Merged: true})
 			case old.GetResourceVersion() != obj.GetResourceVersion():
-				changes = append(changes, Event[T]{Kind: Updated, Old: old, New: obj})
+				changes = append(changes, Event[T]{Kind: Updated, Old: old, New: obj, Merged: true})
 			}
 		}
 	}

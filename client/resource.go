@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/internal/ownwrite"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -209,7 +210,7 @@ func (r *Resource[T]) write(ctx context.Context, verb, namespace, name, subresou
 		var zero T
 		return zero, err
 	}
-	r.track(out)
+	r.track(ctx, out)
 	return out, nil
 }
 
@@ -252,7 +253,7 @@ func (r *Resource[T]) Patch(ctx context.Context, namespace, name string, pt type
 		var zero T
 		return zero, err
 	}
-	r.track(out)
+	r.track(ctx, out)
 	return out, nil
 }
 
@@ -354,7 +355,10 @@ func (r *Resource[T]) Delete(ctx context.Context, namespace, name string, opts m
 	return nil
 }
 
-func (r *Resource[T]) track(obj T) {
+// track records the write that returned obj, and reports it to the
+// reconcile whose ctx it was made with (internal/ownwrite), so that the
+// reconcile's controller knows the watch event of its own write.
+func (r *Resource[T]) track(ctx context.Context, obj T) {
 	// A write that takes the last finalizer off an object being deleted
 	// (with no grace period left) deletes it, and the API server returns it
 	// at its last resourceVersion, which the cache holds already: wait for
@@ -364,6 +368,7 @@ func (r *Resource[T]) track(obj T) {
 		return
 	}
 	r.c.tracker.RecordObject(r.gvr.GroupResource(), obj)
+	ownwrite.Report(ctx, obj.GetNamespace(), obj.GetName(), obj.GetResourceVersion())
 }
 
 // mustJSON encodes DeleteOptions with its kind, as the API server expects in

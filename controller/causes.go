@@ -45,8 +45,13 @@ type Cause struct {
 	Replay bool
 	// Own marks a change that was this program's own write: its
 	// resourceVersion is one a write of the App's client returned
-	// (Options.OwnWrite). A delete is never marked.
+	// (Options.OwnWrite), or one a reconcile of the controller wrote. A
+	// delete is never marked.
 	Own bool
+
+	// merged: the event stood for more than one write (cache.Event.Merged).
+	// It lives only until the cause is noted (pendingCauses.add).
+	merged bool
 }
 
 // String formats c in one line, as the logs show it:
@@ -92,6 +97,11 @@ func (c Cause) format(b *strings.Builder) {
 const (
 	causesPerSource = 3
 	causesKept      = 8
+	// unsureKept bounds the triggers left out for the bounds that are
+	// kept anyway, unshown, to be matched with the key's own writes when
+	// the key is taken (see causeSet.unsure); beyond it, such a trigger
+	// makes the reconcile run.
+	unsureKept = 256
 )
 
 // causeSet is what is kept of the triggers merged into one reconcile. The
@@ -103,46 +113,87 @@ type causeSet struct {
 	total int32
 	n     int32
 	first Cause
-	more  *[]Cause
+	more  *moreCauses
 	// held is when Debounce started holding the key (its first trigger
 	// from a source), last when a source last triggered it; nanoseconds
 	// on the controller's clock, 0 when unknown (no Debounce).
 	held, last int64
+	// other: a trigger that is not one of the key's own writes was merged
+	// in without being kept (or was an event of several writes), so the
+	// reconcile is not skipped whatever the kept causes say.
+	other bool
+}
+
+// moreCauses holds what a causeSet keeps beyond its first cause.
+type moreCauses struct {
+	// kept are the kept causes after the first.
+	kept []Cause
+	// unsure are triggers left out for the bounds that may be the key's
+	// own writes: the watch event of a write can arrive before the write's
+	// response has been recorded, so they are matched when the key is
+	// taken, as the kept ones are.
+	unsure []Cause
+}
+
+func (s *causeSet) extra() *moreCauses {
+	if s.more == nil {
+		s.more = new(moreCauses)
+	}
+	return s.more
 }
 
 func (s *causeSet) at(i int32) *Cause {
 	if i == 0 {
 		return &s.first
 	}
-	return &(*s.more)[i-1]
+	return &s.more.kept[i-1]
+}
+
+// leftOut notes c, a trigger left out for the bounds: nothing more if own
+// says it is already known as the key's own write, else kept unshown to
+// be matched later (while there is room), else the set is other.
+func (s *causeSet) leftOut(c *Cause, own func(*Cause) bool) {
+	if own(c) {
+		return
+	}
+	if c.ResourceVersion == "" || c.Replay || (c.Change != cache.Added && c.Change != cache.Updated) {
+		s.other = true
+		return
+	}
+	if s.more != nil && len(s.more.unsure) >= unsureKept {
+		s.other = true
+		return
+	}
+	m := s.extra()
+	m.unsure = append(m.unsure, *c)
 }
 
 // add merges c in: counted always, kept unless the same change is kept
-// already or the bounds are reached.
-func (s *causeSet) add(c Cause) {
+// already or the bounds are reached. It reports whether c was left out for
+// the bounds.
+func (s *causeSet) add(c Cause) (dropped bool) {
 	s.total++
 	same := 0
 	for i := range s.n {
 		k := s.at(i)
 		if *k == c {
-			return
+			return false
 		}
 		if k.Source == c.Source && k.Kind == c.Kind {
 			same++
 		}
 	}
 	if same >= causesPerSource || s.n >= causesKept {
-		return
+		return true
 	}
 	if s.n == 0 {
 		s.first = c
 	} else {
-		if s.more == nil {
-			s.more = new([]Cause)
-		}
-		*s.more = append(*s.more, c)
+		m := s.extra()
+		m.kept = append(m.kept, c)
 	}
 	s.n++
+	return false
 }
 
 // list returns the kept causes in a slice of their own.
@@ -153,17 +204,26 @@ func (s *causeSet) list() []Cause {
 	out := make([]Cause, 0, s.n)
 	out = append(out, s.first)
 	if s.more != nil {
-		out = append(out, *s.more...)
+		out = append(out, s.more.kept...)
 	}
 	return out
 }
 
-// merge adds every trigger of o, keeping o's count.
-func (s *causeSet) merge(o *causeSet) {
+// merge adds every trigger of o, keeping o's count. own tells whether a
+// trigger left out for the bounds is one of the key's own writes.
+func (s *causeSet) merge(o *causeSet, own func(*Cause) bool) {
 	total := s.total + o.total
 	for i := range o.n {
-		s.add(*o.at(i))
+		if c := o.at(i); s.add(*c) {
+			s.leftOut(c, own)
+		}
 	}
+	if o.more != nil {
+		for i := range o.more.unsure {
+			s.leftOut(&o.more.unsure[i], own)
+		}
+	}
+	s.other = s.other || o.other
 	s.total = total
 	if o.held != 0 && (s.held == 0 || o.held < s.held) {
 		s.held = o.held
@@ -212,17 +272,33 @@ type pendingCauses[K comparable] struct {
 	mu   sync.Mutex
 	sets map[K]causeSet
 	peak int
+	// own, if set, tells whether c is the event of a write of key's own
+	// reconciles; asked of a trigger that is left out for the bounds, as
+	// it is noted (a kept one is asked when the key is taken).
+	own func(key K, c *Cause) bool
+}
+
+// ownCause is p.own, or false without it.
+func (p *pendingCauses[K]) ownCause(key K, c *Cause) bool {
+	return p.own != nil && p.own(key, c)
 }
 
 // add merges c into key's set; now (nanoseconds, 0 without Debounce) is
 // when a source triggered it, for Debounce.
 func (p *pendingCauses[K]) add(key K, c Cause, now int64) {
+	merged := c.merged
+	c.merged = false
 	p.mu.Lock()
 	if p.sets == nil {
 		p.sets = make(map[K]causeSet)
 	}
 	s := p.sets[key]
-	s.add(c)
+	if s.add(c) {
+		s.leftOut(&c, func(c *Cause) bool { return p.ownCause(key, c) })
+	}
+	if merged {
+		s.other = true
+	}
 	if now != 0 {
 		if s.held == 0 {
 			s.held = now
@@ -259,7 +335,7 @@ func (p *pendingCauses[K]) putBack(key K, s causeSet) {
 	}
 	cur, ok := p.sets[key]
 	if ok {
-		s.merge(&cur)
+		s.merge(&cur, func(c *Cause) bool { return p.ownCause(key, c) })
 	}
 	p.sets[key] = s
 	p.peak = max(p.peak, len(p.sets))

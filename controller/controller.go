@@ -131,11 +131,26 @@ type Options[K comparable] struct {
 	// is free (kube-rs's Config::debounce is the same idea).
 	Debounce time.Duration
 
+	// ReconcileOwnWrites turns off the skip of self-inflicted reconciles.
+	// By default a key whose every trigger is the watch event of a write
+	// made by one of its own reconciles (through the App's client, with
+	// the Reconcile call's ctx) is not reconciled again for it: that
+	// reconcile knew what it wrote, and the event says nothing new. The
+	// skip is counted in kloop_controller_skipped_reconciles_total, kept
+	// in Status (Outcome OutcomeSkipped, Status.Skipped) and traced. A
+	// change that may fold in another writer's (an informer that lagged,
+	// a relist), a replay, a delete, and every Retry, RequeueAfter,
+	// Enqueue or Handover is reconciled as usual. Set it for a reconcile
+	// that must run again after its own writes (one that writes in steps,
+	// a step per pass, and returns without asking to come back).
+	ReconcileOwnWrites bool
+
 	// OwnWrite, if set, tells whether the object namespace/name at
 	// resourceVersion was written by this program, to mark such changes in
 	// a reconcile's causes (Cause.Own) and find the keys a controller keeps
 	// waking by its own writes. An App sets its client's Wrote. It is
-	// called on the workers, once per kept cause.
+	// called on the workers, once per kept cause. It only marks causes;
+	// the skip (ReconcileOwnWrites) knows the key's own writes itself.
 	OwnWrite func(namespace, name, resourceVersion string) bool
 
 	// Tracer, if set, traces every reconcile: a span named "reconcile "
@@ -185,6 +200,8 @@ type Controller[K comparable] struct {
 	causes pendingCauses[K]
 	// hot follows the keys woken by the program's own writes.
 	hot hotLoops[K]
+	// self remembers which key's reconcile made each recent write.
+	self selfWrites[K]
 	// hist keeps the latest reconciles, for Status.
 	hist history[K]
 
@@ -243,6 +260,7 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 			Clock:       opts.Clock,
 		}),
 	}
+	c.causes.own = func(key K, cause *Cause) bool { return c.self.wrote(key, cause) }
 	return c, nil
 }
 
@@ -448,7 +466,11 @@ func (c *Controller[K]) work(ctx, rctx context.Context) {
 		if c.hold(key, causes) {
 			continue
 		}
-		c.markOwn(&causes)
+		c.markOwn(key, &causes)
+		if c.selfInflicted(key, &causes) {
+			c.skip(rctx, key, causes)
+			continue
+		}
 		c.m.active.Inc()
 		c.reconcile(rctx, key, causes)
 		c.m.active.Dec()
@@ -460,15 +482,13 @@ func (c *Controller[K]) work(ctx, rctx context.Context) {
 // It runs when a worker takes the key, not as the event arrives, since the
 // watch event of a write can reach the informer before the write's
 // response has been recorded; by now the reconcile that wrote has ended.
-func (c *Controller[K]) markOwn(s *causeSet) {
-	if c.opts.OwnWrite == nil {
-		return
-	}
+func (c *Controller[K]) markOwn(key K, s *causeSet) {
 	for i := range s.n {
 		k := s.at(i)
-		if k.ResourceVersion != "" && k.Change != cache.Deleted && !k.Own {
-			k.Own = c.opts.OwnWrite(k.Namespace, k.Name, k.ResourceVersion)
+		if k.ResourceVersion == "" || k.Change == cache.Deleted || k.Own {
+			continue
 		}
+		k.Own = c.self.wrote(key, k) || c.opts.OwnWrite != nil && c.opts.OwnWrite(k.Namespace, k.Name, k.ResourceVersion)
 	}
 }
 
@@ -483,7 +503,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 	// be matched with what the reconcile logged.
 	call := newReconcileHandler(c.log, key, causes)
 	log := call.log
-	ctx = withCall(ctx, call)
+	ctx = withCall(c.withWriteSink(ctx, key), call)
 	var span trace.Span
 	if c.opts.Tracer != nil {
 		ctx, span = c.startSpan(ctx, key, &call.causes)

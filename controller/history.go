@@ -21,6 +21,11 @@ const (
 	OutcomeError        = resultError
 	OutcomeRequeueAfter = resultRequeueAfter
 	OutcomeRequeue      = resultRequeue
+	// OutcomeSkipped is a reconcile not run: every cause was the key's own
+	// write (see Options.ReconcileOwnWrites). It is not a result of
+	// controller_runtime_reconcile_total but counts in
+	// kloop_controller_skipped_reconciles_total.
+	OutcomeSkipped = "skipped"
 )
 
 // Reconcile is one Reconcile call as Status keeps it: when and for how
@@ -31,8 +36,8 @@ type Reconcile struct {
 	// Key is the key as text (cache.Key: "namespace/name").
 	Key      string
 	Duration time.Duration
-	// Outcome is OutcomeSuccess, OutcomeRequeueAfter, OutcomeRequeue or
-	// OutcomeError.
+	// Outcome is OutcomeSuccess, OutcomeRequeueAfter, OutcomeRequeue,
+	// OutcomeError or OutcomeSkipped (then Duration is 0).
 	Outcome string
 	// Error is the error's message, "" unless it failed.
 	Error string

@@ -91,8 +91,7 @@ func (h *hotLoops[K]) observe(key K, s *causeSet, now time.Time) (warn bool, run
 	k.last = now
 	k.causes = *s
 	if s.more != nil {
-		more := slices.Clone(*s.more)
-		k.causes.more = &more
+		k.causes.more = &moreCauses{kept: slices.Clone(s.more.kept)}
 	}
 	// Hot while the latest hotLoopReconciles ran within hotLoopWindow.
 	oldest := k.times[k.run%hotLoopReconciles]

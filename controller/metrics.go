@@ -30,7 +30,7 @@ type controllerMetrics struct {
 	requeue                       prometheus.Counter
 	errors, terminal, panics      prometheus.Counter
 	timeouts, skipped             prometheus.Counter
-	selfTriggered                 prometheus.Counter
+	selfTriggered, selfSkipped    prometheus.Counter
 	duration                      prometheus.Observer
 	active, workers               prometheus.Gauge
 }
@@ -58,6 +58,7 @@ func newControllerMetrics(name string, reg prometheus.Registerer) (*controllerMe
 	}, []string{"controller"}))
 	skipped := counter("kloop_controller_keys_not_admitted_total", "Keys dropped unreconciled because the controller was restricted away from them (see Controller.Restrict), per controller", "controller")
 	self := counter("kloop_controller_self_triggered_reconciles_total", "Reconciles woken only by the program's own writes (every cause was its own write), per controller; a steady rate on one key is a hot loop", "controller")
+	selfSkipped := counter("kloop_controller_skipped_reconciles_total", "Reconciles skipped because every cause was the watch event of a write the key's own reconciles made (see Options.ReconcileOwnWrites), per controller", "controller")
 	workers := gauge("controller_runtime_max_concurrent_reconciles", "Maximum number of concurrent reconciles per controller")
 	active := gauge("controller_runtime_active_workers", "Number of currently used workers per controller")
 	if err := r.Err(); err != nil {
@@ -74,6 +75,7 @@ func newControllerMetrics(name string, reg prometheus.Registerer) (*controllerMe
 		timeouts:      timeouts.WithLabelValues(name),
 		skipped:       skipped.WithLabelValues(name),
 		selfTriggered: self.WithLabelValues(name),
+		selfSkipped:   selfSkipped.WithLabelValues(name),
 		duration:      duration.WithLabelValues(name),
 		active:        active.WithLabelValues(name),
 		workers:       workers.WithLabelValues(name),

@@ -211,7 +211,7 @@ func (e *enqueuer[T, K]) OnEvent(ev cache.Event[T]) {
 		e.cause = Cause{
 			Source: e.src.cause, Kind: kind,
 			Namespace: obj.GetNamespace(), Name: obj.GetName(), ResourceVersion: obj.GetResourceVersion(),
-			Change: ev.Kind, Replay: ev.Replay,
+			Change: ev.Kind, Replay: ev.Replay, merged: ev.Merged,
 		}
 	}
 	e.src.keys(ev, e.add)

@@ -28,6 +28,10 @@ type Status struct {
 	Succeeded, Failed, RequeuedAfter, Requeued uint64
 	// Of the failed: terminal errors, panics, reconcile timeouts.
 	Terminal, Panics, Timeouts uint64
+	// Skipped counts the reconciles not run because every cause was the
+	// key's own write (Options.ReconcileOwnWrites); they are in Recent
+	// with Outcome OutcomeSkipped.
+	Skipped uint64
 	// Duration is the histogram of reconcile durations.
 	Duration Histogram
 	// RecentErrors are the latest failed reconciles, newest first, at most
@@ -102,6 +106,7 @@ func (c *Controller[K]) Status() Status {
 		Terminal:      kmetrics.Count(c.m.terminal),
 		Panics:        kmetrics.Count(c.m.panics),
 		Timeouts:      kmetrics.Count(c.m.timeouts),
+		Skipped:       kmetrics.Count(c.m.selfSkipped),
 		RecentErrors:  c.recent.list(),
 		Recent:        c.hist.list(),
 		KeyHistory:    c.hist.byKey,

@@ -97,7 +97,8 @@
 //	controllers[]  one per controller:
 //	  name, workers, active (reconciles running now)
 //	  reconciles      {total, success, error, requeueAfter, requeue, terminal,
-//	                  panics, timeouts}
+//	                  panics, timeouts, skipped (not run: woken only by
+//	                  the key's own writes; not in total)}
 //	  rates           null without history, else per second over the window:
 //	                  {reconciles, errors, adds, retries}
 //	  duration        {count, window (true: over the window, else over the
@@ -110,7 +111,8 @@
 //	  recentReconciles[]  the latest reconciles, failed or not, newest
 //	                  first, at most 20, in the same form: why each ran
 //	                  ("For Foo ns/web@42 Updated") and how it ended
-//	                  (outcome "success", "requeue_after" or "error")
+//	                  (outcome "success", "requeue_after", "error", or
+//	                  "skipped": not run, every cause the key's own write)
 //	  hotLoops[]      keys woken only by the controller's own writes:
 //	                  {key, reconciles, since, last, causes[]}
 //	  queue           {ready, readyByPriority {"0": n, ...}, delayed,

@@ -191,6 +191,7 @@ func TestSnapshot_AgreesWithTheMetricsOfTheSameMoment(t *testing.T) {
 	expect("reconciles.terminal", at(ctl, "reconciles", "terminal"), "controller_runtime_terminal_reconcile_errors_total"+c+"}")
 	expect("reconciles.panics", at(ctl, "reconciles", "panics"), "controller_runtime_reconcile_panics_total"+c+"}")
 	expect("reconciles.timeouts", at(ctl, "reconciles", "timeouts"), "controller_runtime_reconcile_timeouts_total"+c+"}")
+	expect("reconciles.skipped", at(ctl, "reconciles", "skipped"), "kloop_controller_skipped_reconciles_total"+c+"}")
 	expect("workers", at(ctl, "workers"), "controller_runtime_max_concurrent_reconciles"+c+"}")
 	expect("active", at(ctl, "active"), "controller_runtime_active_workers"+c+"}")
 	q := fmt.Sprintf("{controller=%s,name=%s}", foo.ControllerName, foo.ControllerName)

@@ -226,6 +226,9 @@ type reconcileCounts struct {
 	Terminal     uint64 `json:"terminal"`
 	Panics       uint64 `json:"panics"`
 	Timeouts     uint64 `json:"timeouts"`
+	// Skipped are the reconciles not run, woken only by the key's own
+	// writes (controller.Status.Skipped); not in Total.
+	Skipped uint64 `json:"skipped"`
 }
 
 // rates are per second.
@@ -556,6 +559,7 @@ func buildController(now time.Time, st controller.Status, base *sample, history 
 			Total:   st.Succeeded + st.Failed + st.RequeuedAfter + st.Requeued,
 			Success: st.Succeeded, Error: st.Failed, RequeueAfter: st.RequeuedAfter, Requeue: st.Requeued,
 			Terminal: st.Terminal, Panics: st.Panics, Timeouts: st.Timeouts,
+			Skipped: st.Skipped,
 		},
 		RecentErrors: make([]reconcileError, 0, len(st.RecentErrors)),
 		Queue: queueState{

@@ -61,6 +61,9 @@ type delta[T watcher.Object] struct {
 	// after is the resourceVersion of the stream just before the key was
 	// queued: once everything ahead of it is applied, the store is there.
 	after string
+	// merged: the delta replaced one still pending, so obj stands for more
+	// than one write (cache.Event.Merged).
+	merged bool
 }
 
 // op is what the processor applies next.
@@ -112,7 +115,7 @@ func (q *deltaQueue[T]) push(ev watcher.Event[T]) (protocolError bool) {
 		k := cache.KeyOf(ev.Object)
 		d := delta[T]{obj: ev.Object, deleted: ev.Type == watcher.Deleted, after: q.last}
 		if p, queued := q.deltas.get(k); queued {
-			d.after = p.after
+			d.after, d.merged = p.after, true
 		}
 		q.deltas.push(k, d)
 		// The stream's position: the object's own resourceVersion from a

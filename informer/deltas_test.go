@@ -382,3 +382,38 @@ func TestListenerQueue_MergesASnapshotIntoNotificationsAlreadyQueued(t *testing.
 		t.Fatalf("first notification %d @%s, want the queued add merged with its update (add @2)", n.kind, n.obj.ResourceVersion)
 	}
 }
+
+// A delta that replaced one still pending stands for several writes
+// (cache.Event.Merged): another writer's change may be folded into it.
+func TestDeltaQueue_MarksADeltaThatCoalescedWritesAsMerged(t *testing.T) {
+	var q deltaQueue[*corev1.ConfigMap]
+	q.push(ev(watcher.Modified, cm("a", "1", "3")))
+	q.push(ev(watcher.Modified, cm("b", "2", "4")))
+	q.push(ev(watcher.Modified, cm("b", "2", "5")))
+	var got []string
+	for {
+		o, ok := q.pop()
+		if !ok {
+			break
+		}
+		got = append(got, o.delta.obj.Name+"@"+o.delta.obj.ResourceVersion+" merged="+strconv.FormatBool(o.delta.merged))
+	}
+	equal(t, got, []string{"a@3 merged=false", "b@5 merged=true"})
+}
+
+// Two notes of a key merged into one deliver an event marked Merged; a
+// note alone keeps its event's mark.
+func TestMerge_MarksTheNoteOfSeveralWritesAsMerged(t *testing.T) {
+	one := noteOf(cache.Event[*corev1.ConfigMap]{Kind: cache.Updated, Old: cm("a", "1", "1"), New: cm("a", "1", "2")})
+	two := noteOf(cache.Event[*corev1.ConfigMap]{Kind: cache.Updated, Old: cm("a", "1", "2"), New: cm("a", "1", "3")})
+	if one.merged {
+		t.Error("the note of one write is marked merged")
+	}
+	m, keep := merge(one, two)
+	if !keep || !m.merged || m.obj.ResourceVersion != "3" {
+		t.Errorf("merged note %+v (keep %v), want the latest state, marked merged", m, keep)
+	}
+	if n := noteOf(cache.Event[*corev1.ConfigMap]{Kind: cache.Added, New: cm("a", "1", "3"), Merged: true}); !n.merged {
+		t.Error("the note of a merged event lost the mark")
+	}
+}

@@ -723,15 +723,15 @@ func (inf *Informer[T]) apply(o op[T]) {
 		switch {
 		case !existed:
 			inf.metrics.adds.Inc()
-			inf.fanOut(cache.Event[T]{Kind: cache.Added, New: d.obj})
+			inf.fanOut(cache.Event[T]{Kind: cache.Added, New: d.obj, Merged: d.merged})
 		case old.GetUID() == d.obj.GetUID():
 			inf.metrics.updates.Inc()
-			inf.fanOut(cache.Event[T]{Kind: cache.Updated, Old: old, New: d.obj})
+			inf.fanOut(cache.Event[T]{Kind: cache.Updated, Old: old, New: d.obj, Merged: d.merged})
 		default: // deleted and re-created while the deletion was coalesced away
 			inf.metrics.deletesUnknown.Inc()
 			inf.metrics.adds.Inc()
 			inf.fanOut(cache.Event[T]{Kind: cache.Deleted, Old: old, FinalStateUnknown: true})
-			inf.fanOut(cache.Event[T]{Kind: cache.Added, New: d.obj})
+			inf.fanOut(cache.Event[T]{Kind: cache.Added, New: d.obj, Merged: true})
 		}
 	case opBookmark:
 		inf.writer.Bookmark(o.bookmark)

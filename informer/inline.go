@@ -92,7 +92,7 @@ func (s *inline[T]) notifyAll(events []cache.Event[T]) {
 func (s *inline[T]) notifyKeys(keys []cache.Key, replay bool) {
 	for _, k := range keys {
 		if obj, ok := s.inf.store.Get(k.Namespace, k.Name); ok {
-			s.notify(cache.Event[T]{Kind: cache.Added, New: obj, Replay: replay})
+			s.notify(cache.Event[T]{Kind: cache.Added, New: obj, Replay: replay, Merged: true})
 		}
 	}
 }

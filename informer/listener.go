@@ -170,7 +170,8 @@ func (l *listener[T]) resolve(key cache.Key, n note[T]) note[T] {
 		}
 		return m
 	case found:
-		n.obj = obj
+		// The object as the cache holds it now, not one write's state.
+		n.obj, n.merged = obj, true
 		if n.kind == noteUpdate {
 			n.old = obj
 		}
@@ -252,14 +253,14 @@ func (l *listener[T]) run(ctx context.Context) {
 func (l *listener[T]) deliver(n note[T]) {
 	switch n.kind {
 	case noteAdd:
-		l.call(cache.Event[T]{Kind: cache.Added, New: n.obj, Replay: n.replay})
+		l.call(cache.Event[T]{Kind: cache.Added, New: n.obj, Replay: n.replay, Merged: n.merged})
 	case noteUpdate:
-		l.call(cache.Event[T]{Kind: cache.Updated, Old: n.old, New: n.obj, Replay: n.replay})
+		l.call(cache.Event[T]{Kind: cache.Updated, Old: n.old, New: n.obj, Replay: n.replay, Merged: n.merged})
 	case noteDelete:
 		l.call(cache.Event[T]{Kind: cache.Deleted, Old: n.old, FinalStateUnknown: n.fsu})
 	case noteDeleteThenAdd:
 		l.call(cache.Event[T]{Kind: cache.Deleted, Old: n.old, FinalStateUnknown: n.fsu})
-		l.call(cache.Event[T]{Kind: cache.Added, New: n.obj, Replay: n.replay})
+		l.call(cache.Event[T]{Kind: cache.Added, New: n.obj, Replay: n.replay, Merged: n.merged})
 	}
 }
 

@@ -25,15 +25,16 @@ type note[T watcher.Object] struct {
 	fsu     bool // noteDelete, noteDeleteThenAdd: the delete's FinalStateUnknown
 	replay  bool // noteAdd, noteDeleteThenAdd: the add's Replay; noteUpdate: the update's
 	preSync bool // part of the state the registration must see before it is synced
+	merged  bool // obj stands for more than one write (cache.Event.Merged)
 }
 
 // noteOf is the note of one event.
 func noteOf[T watcher.Object](e cache.Event[T]) note[T] {
 	switch e.Kind {
 	case cache.Added:
-		return note[T]{kind: noteAdd, obj: e.New, replay: e.Replay}
+		return note[T]{kind: noteAdd, obj: e.New, replay: e.Replay, merged: e.Merged}
 	case cache.Updated:
-		return note[T]{kind: noteUpdate, old: e.Old, obj: e.New, replay: e.Replay}
+		return note[T]{kind: noteUpdate, old: e.Old, obj: e.New, replay: e.Replay, merged: e.Merged}
 	default:
 		return note[T]{kind: noteDelete, old: e.Old, fsu: e.FinalStateUnknown}
 	}
@@ -83,6 +84,9 @@ func merge[T watcher.Object](p, n note[T]) (_ note[T], keep bool) {
 		}
 	}
 	out.preSync = p.preSync || n.preSync
+	// Two notes of an object became one: whatever it delivers stands for
+	// more than one write.
+	out.merged = out.kind != noteDelete
 	return out, true
 }
 

@@ -96,7 +96,12 @@ func Setup(app *kloop.App, o Options) error {
 		}
 	}
 	_, err := kloop.NewController(app, ControllerName, r.Reconcile).
-		For(r.CronJobs).Owns(r.Jobs).Workers(cmp.Or(o.Workers, DefaultWorkers)).Complete()
+		For(r.CronJobs).Owns(r.Jobs).Workers(cmp.Or(o.Workers, DefaultWorkers)).
+		// A pass that creates a run's Job records it in the status on the
+		// next pass, which the Job's event wakes: the controller must see
+		// its own writes.
+		WithOptions(func(o *controller.Options[cache.Key]) { o.ReconcileOwnWrites = true }).
+		Complete()
 	return err
 }
 

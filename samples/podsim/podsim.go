@@ -123,7 +123,11 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	mine := controller.Filter(func(p *corev1.Pod) bool {
 		return p.Spec.NodeName == opts.NodeName || (p.Spec.NodeName == "" && p.Spec.SchedulerName == SchedulerName)
 	})
-	if _, err := kloop.NewController(app, "podsim", k.Reconcile).For(pods.Where(mine)).Workers(opts.Workers).Complete(); err != nil {
+	// A pass moves a pod one step (started, then finished for a Job's
+	// pod), and the event of its own write brings the pod back for the
+	// next: the controller must see its own writes.
+	reconcileOwnWrites := func(o *controller.Options[cache.Key]) { o.ReconcileOwnWrites = true }
+	if _, err := kloop.NewController(app, "podsim", k.Reconcile).For(pods.Where(mine)).Workers(opts.Workers).WithOptions(reconcileOwnWrites).Complete(); err != nil {
 		return err
 	}
 	app.Add(manager.RunnableFunc(func(ctx context.Context) error {
