@@ -92,7 +92,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts kloop.Options) error {
 // crd.yaml) also needs update on foos; deploy/ installs the CRD with one.
 //
 // +kubebuilder:rbac:groups=samplecontroller.k8s.io,resources=foos,verbs=list;watch
-// +kubebuilder:rbac:groups=samplecontroller.k8s.io,resources=foos/status,verbs=update
+// +kubebuilder:rbac:groups=samplecontroller.k8s.io,resources=foos/status,verbs=update;patch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
