@@ -188,8 +188,9 @@ func (h *Handle[T]) resolve(sample T, opts []ObjectsOptions) error {
 		return err
 	}
 	a := h.app
-	kinds, _, err := a.opts.Scheme.ObjectKinds(sample)
-	if _, ok := any(sample).(*unstructured.Unstructured); ok {
+	var obj runtime.Object = sample
+	kinds, _, err := a.opts.Scheme.ObjectKinds(obj)
+	if _, ok := obj.(*unstructured.Unstructured); ok {
 		if cfg.Kind.Kind == "" || cfg.Kind.Version == "" {
 			return errors.New("give the kind of unstructured objects: kloop.ObjectsOptions{Kind: schema.GroupVersionKind{...}}")
 		}
