@@ -339,9 +339,9 @@ func TestNotifierChart_EachHandlersValuesInstallAndTheNotifierNotifiesAsTheChart
 	}
 	e := testenv.StartT(t, testenv.Options{})
 	cs := kubernetes.NewForConfigOrDie(e.Config)
-	web, mail := newReceiver(t), newSMTPReceiver(t)
 	for _, h := range handlers {
 		t.Run(h, func(t *testing.T) {
+			web, mail := newReceiver(t), newSMTPReceiver(t)
 			// One release per handler, each with its own cluster-wide names.
 			ns := "kw-" + h
 			rel := newHelm(t, e, ns).install(t, ns, notifierChart, handlerValues(h, web.URL, mail.Addr))
@@ -445,66 +445,93 @@ func grantByHand(t *testing.T, cs kubernetes.Interface, ns, release string) {
 // with the same values file: Helm's upgrade replaces kubewatch's objects
 // with the notifier's (the ConfigMap with the Secret, kubewatch's broad
 // ClusterRole with the exact one), and the notifier runs from what the
-// upgrade applied and notifies.
+// upgrade applied and notifies. With nameOverride: kubewatch the objects
+// keep kubewatch's names and the Deployment is updated in place.
 func TestNotifierChart_UpgradesAReleaseOfKubewatchsChartWithTheSameValuesFile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a control plane")
 	}
 	e := testenv.StartT(t, testenv.Options{})
 	cs := kubernetes.NewForConfigOrDie(e.Config)
-	web := newReceiver(t)
-	// What a kubewatch user's file says: RBAC on, Slack off, a webhook.
-	file := writeValues(t, map[string]any{
-		"rbac":             map[string]any{"create": true},
-		"slack":            map[string]any{"enabled": false},
-		"webhook":          map[string]any{"enabled": true, "url": web.URL + "/webhook"},
-		"resourcesToWatch": map[string]any{"pod": true, "deployment": true, "event": false},
-	})
-	const ns = "monitoring"
-	h := newHelm(t, e, ns)
-	first := h.install(t, "kubewatch", kubewatchChart, valuesFile(t, file))
-	if first.Chart.Metadata.Name != "kubewatch" {
-		t.Fatalf("installed chart %s", first.Chart.Metadata.Name)
-	}
-	if _, err := cs.CoreV1().ConfigMaps(ns).Get(t.Context(), "kubewatch-config", metav1.GetOptions{}); err != nil {
-		t.Fatalf("kubewatch's chart applied no ConfigMap kubewatch-config: %v", err)
-	}
-
-	up := h.upgrade(t, "kubewatch", notifierChart, valuesFile(t, file))
-	if up.Version != 2 || up.Info.Status != "deployed" || up.Chart.Metadata.Name != "notifier" {
-		t.Fatalf("after the upgrade: revision %d, status %s, chart %s; want revision 2 of chart notifier, deployed",
-			up.Version, up.Info.Status, up.Chart.Metadata.Name)
-	}
-	for what, get := range map[string]func() error{
-		"ConfigMap kubewatch-config": func() error {
-			_, err := cs.CoreV1().ConfigMaps(ns).Get(t.Context(), "kubewatch-config", metav1.GetOptions{})
-			return err
-		},
-		"Deployment kubewatch": func() error {
-			_, err := cs.AppsV1().Deployments(ns).Get(t.Context(), "kubewatch", metav1.GetOptions{})
-			return err
-		},
-		"ClusterRole kubewatch": func() error {
-			_, err := cs.RbacV1().ClusterRoles().Get(t.Context(), "kubewatch", metav1.GetOptions{})
-			return err
-		},
+	for _, c := range []struct {
+		name, release, ns string
+		extra             map[string]any
+		// kubewatch's and the notifier's objects' name
+		before, after string
+	}{
+		{"new names", "kubewatch", "monitoring", nil, "kubewatch", "kubewatch-notifier"},
+		{"kubewatch's names", "team-kubewatch", "team", map[string]any{"nameOverride": "kubewatch"}, "team-kubewatch", "team-kubewatch"},
 	} {
-		if err := get(); !apierrors.IsNotFound(err) {
-			t.Errorf("%s after the upgrade: %v, want it deleted", what, err)
-		}
-	}
-	objs := decode(t, []byte(up.Manifest))
-	cfg := checkChartObjects(t, objs, ns, "webhook", true)
-	if got := slices.Sorted(slices.Values(cfg.Resources)); !slices.Equal(got, []string{"deployment", "pod"}) {
-		t.Errorf("the upgraded config watches %q, want the values file's deployment and pod", cfg.Resources)
-	}
+		t.Run(c.name, func(t *testing.T) {
+			web := newReceiver(t)
+			// What a kubewatch user's file says: RBAC on, Slack off, a webhook.
+			vals := map[string]any{
+				"rbac":             map[string]any{"create": true},
+				"slack":            map[string]any{"enabled": false},
+				"webhook":          map[string]any{"enabled": true, "url": web.URL + "/webhook"},
+				"resourcesToWatch": map[string]any{"pod": true, "deployment": true, "event": false},
+			}
+			maps.Copy(vals, c.extra)
+			file := writeValues(t, vals)
+			h := newHelm(t, e, c.ns)
+			first := h.install(t, c.release, kubewatchChart, valuesFile(t, file))
+			if first.Chart.Metadata.Name != "kubewatch" {
+				t.Fatalf("installed chart %s", first.Chart.Metadata.Name)
+			}
+			if _, err := cs.CoreV1().ConfigMaps(c.ns).Get(t.Context(), c.before+"-config", metav1.GetOptions{}); err != nil {
+				t.Fatalf("kubewatch's chart applied no ConfigMap %s-config: %v", c.before, err)
+			}
+			old, err := cs.AppsV1().Deployments(c.ns).Get(t.Context(), c.before, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("kubewatch's chart applied no Deployment %s: %v", c.before, err)
+			}
 
-	p := chartNotifier(t, e, cs, ns, "kubewatch-notifier", "notifier")
-	makePod(t, cs, "after-the-upgrade")
-	if r := receive(t, web.got, "after-the-upgrade"); r.path != "/webhook" {
-		t.Errorf("notified at %s, want the values file's webhook", r.path)
-	}
-	if bad := slices.IndexFunc(p.stderr.All(), anyForbidden.MatchString); bad >= 0 {
-		t.Errorf("the notifier was refused something with the chart's rights: %s", p.stderr.All()[bad])
+			up := h.upgrade(t, c.release, notifierChart, valuesFile(t, file))
+			if up.Version != 2 || up.Info.Status != "deployed" || up.Chart.Metadata.Name != "notifier" {
+				t.Fatalf("after the upgrade: revision %d, status %s, chart %s; want revision 2 of chart notifier, deployed",
+					up.Version, up.Info.Status, up.Chart.Metadata.Name)
+			}
+			if _, err := cs.CoreV1().ConfigMaps(c.ns).Get(t.Context(), c.before+"-config", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("kubewatch's ConfigMap %s-config after the upgrade: %v, want it deleted", c.before, err)
+			}
+			dep, err := cs.AppsV1().Deployments(c.ns).Get(t.Context(), c.before, metav1.GetOptions{})
+			switch {
+			case c.before != c.after && !apierrors.IsNotFound(err):
+				t.Errorf("kubewatch's Deployment %s after the upgrade: %v, want it deleted", c.before, err)
+			case c.before == c.after && err != nil:
+				t.Errorf("Deployment %s after the upgrade: %v", c.before, err)
+			case c.before == c.after:
+				var names []string
+				for _, ct := range dep.Spec.Template.Spec.Containers {
+					names = append(names, ct.Name)
+				}
+				if dep.UID != old.UID || !slices.Equal(names, []string{"notifier"}) {
+					t.Errorf("Deployment %s: uid %s (was %s), containers %q; want it updated in place to the notifier alone",
+						dep.Name, dep.UID, old.UID, names)
+				}
+			}
+			objs := decode(t, []byte(up.Manifest))
+			cfg := checkChartObjects(t, objs, c.ns, "webhook", true)
+			if got := slices.Sorted(slices.Values(cfg.Resources)); !slices.Equal(got, []string{"deployment", "pod"}) {
+				t.Errorf("the upgraded config watches %q, want the values file's deployment and pod", cfg.Resources)
+			}
+			role, err := cs.RbacV1().ClusterRoles().Get(t.Context(), c.after, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("ClusterRole %s after the upgrade: %v", c.after, err)
+			}
+			if want := notifier.ClusterRole(c.after, cfg).Rules; !reflect.DeepEqual(role.Rules, want) {
+				t.Errorf("ClusterRole %s on the server after the upgrade: %+v; want exactly %+v", c.after, role.Rules, want)
+			}
+
+			p := chartNotifier(t, e, cs, c.ns, c.after, "notifier-"+c.ns)
+			pod := "after-the-upgrade-" + c.ns
+			makePod(t, cs, pod)
+			if r := receive(t, web.got, pod); r.path != "/webhook" {
+				t.Errorf("notified at %s, want the values file's webhook", r.path)
+			}
+			if bad := slices.IndexFunc(p.stderr.All(), anyForbidden.MatchString); bad >= 0 {
+				t.Errorf("the notifier was refused something with the chart's rights: %s", p.stderr.All()[bad])
+			}
+		})
 	}
 }
