@@ -146,6 +146,10 @@ func checkChartObjects(t *testing.T, objs []*unstructured.Unstructured, ns, hand
 		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
 		t.Errorf("container securityContext %+v: want no privilege escalation, a read-only root and no capabilities", sc)
 	}
+	if st := d.Spec.Strategy; d.Spec.Replicas != nil && *d.Spec.Replicas == 1 &&
+		(st.Type != appsv1.RollingUpdateDeploymentStrategyType || st.RollingUpdate == nil || st.RollingUpdate.MaxSurge.IntValue() != 0) {
+		t.Errorf("strategy %+v: want a rolling update without surge, so that two pods never notify one change", st)
+	}
 	if _, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok {
 		t.Errorf("resources %+v: want a memory limit", c.Resources)
 	}
