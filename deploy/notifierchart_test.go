@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -537,5 +539,26 @@ func TestNotifierChart_UpgradesAReleaseOfKubewatchsChartWithTheSameValuesFile(t 
 				t.Errorf("the notifier was refused something with the chart's rights: %s", p.stderr.All()[bad])
 			}
 		})
+	}
+}
+
+// `helm lint --strict` finds nothing to warn about, with the defaults and
+// with kubewatch's values.yaml.
+func TestNotifierChart_PassesHelmLintStrict(t *testing.T) {
+	for _, vals := range []map[string]any{nil, valuesFile(t, filepath.Join(kubewatchChart, "values.yaml"))} {
+		l := action.NewLint()
+		l.Strict, l.Namespace = true, "monitoring"
+		r := l.Run([]string{notifierChart}, vals)
+		for _, m := range r.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("helm lint: %s", m)
+			}
+		}
+		for _, err := range r.Errors {
+			t.Errorf("helm lint: %v", err)
+		}
+		if r.TotalChartsLinted != 1 {
+			t.Errorf("helm lint linted %d charts, want 1", r.TotalChartsLinted)
+		}
 	}
 }
