@@ -401,7 +401,9 @@ func TestNotifierChart_DefaultValuesInstallAndTheNotifierSendsToSlack(t *testing
 			if vals != nil {
 				grantByHand(t, cs, ns, "kw-notifier")
 			}
-			chartNotifier(t, e, cs, ns, "kw-notifier", "notifier-"+strings.Fields(name)[0], "HTTPS_PROXY="+proxy.URL)
+			// No NO_PROXY of the caller's may let it past the proxy.
+			chartNotifier(t, e, cs, ns, "kw-notifier", "notifier-"+strings.Fields(name)[0],
+				"HTTPS_PROXY="+proxy.URL, "https_proxy="+proxy.URL, "NO_PROXY=", "no_proxy=")
 			makePod(t, cs, "noticed")
 			if got := testwait.Receive(t, "the notifier's connection to Slack", proxy.targets); got != "slack.com:443" {
 				t.Errorf("the notifier connected to %s, want Slack's API (slack.com:443)", got)
