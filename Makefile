@@ -22,7 +22,8 @@ API_PACKAGES := samples/foo/apis/samplecontroller/v1alpha1 samples/cronjob/apis/
 # Apply configurations (typed server-side apply), one controller-gen run per
 # sample: APIS:DIR, DIR the output its API packages' markers
 # (+kubebuilder:ac:generate, +kubebuilder:ac:output:package) name.
-APPLY_CONFIGS := ./samples/foo/apis/...:samples/foo/apis/applyconfiguration
+APPLY_CONFIGS := ./samples/foo/apis/...:samples/foo/apis/applyconfiguration \
+	./samples/cronjob/apis/...:samples/cronjob/apis/applyconfiguration
 
 all: build
 

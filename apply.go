@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,10 +15,12 @@ import (
 )
 
 // MoveToApply hands the fields of the named object that the field
-// managers managers own through updates (create, update, patch) to the
-// App's own manager for server-side apply, and reports whether there was
-// anything to move. With no managers it moves the App's own name's: a
-// program that wrote an object with Create or Update and now applies it.
+// managers managers own through updates (create, update, patch; of the
+// object and of its status subresource) to the App's own manager for
+// server-side apply, and reports whether there was anything to move. With
+// no managers it moves the App's own name's: a program that wrote an object
+// (or its status, by UpdateStatus) with Create or Update and now applies
+// it.
 //
 // Call it once, before the first Apply that replaces those writes.
 // Without it the fields stay owned by the old update manager, so an
@@ -38,8 +41,23 @@ func (h *Handle[T]) MoveToApply(ctx context.Context, namespace, name string, man
 	if err != nil {
 		return false, err
 	}
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(managers...), h.app.opts.Name)
-	if err != nil || patch == nil {
+	before := live.GetManagedFields()
+	from := sets.New(managers...)
+	for _, sub := range []string{"", "status"} {
+		if err := csaupgrade.UpgradeManagedFields(live, from, h.app.opts.Name, csaupgrade.Subresource(sub)); err != nil {
+			return false, fmt.Errorf("move the fields of %s %s/%s to apply: %w", h.gvk.Kind, namespace, name, err)
+		}
+	}
+	if reflect.DeepEqual(before, live.GetManagedFields()) {
+		return false, nil
+	}
+	// The resourceVersion is replaced rather than tested, so that a change
+	// in between is the storage's Conflict, not an invalid patch.
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "replace", "path": "/metadata/managedFields", "value": live.GetManagedFields()},
+		{"op": "replace", "path": "/metadata/resourceVersion", "value": live.GetResourceVersion()},
+	})
+	if err != nil {
 		return false, err
 	}
 	if _, err := h.res.Patch(ctx, namespace, name, types.JSONPatchType, patch, client.PatchOptions{}); err != nil {
@@ -48,9 +66,28 @@ func (h *Handle[T]) MoveToApply(ctx context.Context, namespace, name string, man
 	return true, nil
 }
 
-// objectConfig sends a whole typed object as an apply configuration: for
-// Repair, whose want sets every field the App owns.
-type objectConfig struct{ obj runtime.Object }
+// rawConfig is an apply configuration held as its JSON fields.
+type rawConfig map[string]any
 
-func (objectConfig) IsApplyConfiguration()          {}
-func (c objectConfig) MarshalJSON() ([]byte, error) { return json.Marshal(c.obj) }
+func (rawConfig) IsApplyConfiguration()          {}
+func (c rawConfig) MarshalJSON() ([]byte, error) { return json.Marshal(map[string]any(c)) }
+
+// withResourceVersion returns cfg with metadata.resourceVersion set to rv:
+// the apply's precondition.
+func withResourceVersion(cfg runtime.ApplyConfiguration, rv string) (runtime.ApplyConfiguration, error) {
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("encode the apply configuration: %w", err)
+	}
+	var c rawConfig
+	if err := json.Unmarshal(data, &c); err != nil {
+		return nil, fmt.Errorf("decode the apply configuration: %w", err)
+	}
+	md, _ := c["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		c["metadata"] = md
+	}
+	md["resourceVersion"] = rv
+	return c, nil
+}

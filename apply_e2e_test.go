@@ -195,3 +195,51 @@ func TestHandle_MoveToApplyLetsAConfigurationRemoveWhatTheProgramOnceUpdated(t *
 		}
 	}
 }
+
+// Issue 38: MoveToApply moves the status too: a status the program once
+// wrote by UpdateStatus is owned by its update manager on the status
+// subresource, and after the move a status apply that drops a field
+// removes it.
+func TestHandle_MoveToApplyMovesTheStatusWrittenByUpdateStatus(t *testing.T) {
+	env := controlPlane.Env(t)
+	ctx := t.Context()
+	kc := kubernetes.NewForConfigOrDie(env.Config)
+	installCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := manifest.InstallCRD(installCtx, env.Config, foo.CRDYAML); err != nil {
+		t.Fatal(err)
+	}
+	ns := testenv.NewNamespace(t, kc, "move-status")
+	app, err := kloop.New(env.Config, kloop.Options{Name: "mover", Namespace: ns, Scheme: foo.Scheme(), Logger: quiet(), Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
+	startApp(t, app)
+	for _, name := range []string{"stuck", "moved"} {
+		made, err := foos.Create(ctx, &v1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1alpha1.FooSpec{DeploymentName: "web"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		made.Status.AvailableReplicas, made.Status.ObservedGeneration = 2, 1
+		if _, err := foos.UpdateStatus(ctx, made); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moved, err := foos.MoveToApply(ctx, ns, "moved")
+	if err != nil || !moved {
+		t.Fatalf("MoveToApply = %v, %v; want true", moved, err)
+	}
+	for name, want := range map[string]int32{"stuck": 2, "moved": 0} {
+		got, err := foos.Apply(ctx, fooac.Foo(name, ns).WithStatus(fooac.FooStatus().WithObservedGeneration(1)), client.PatchOptions{Subresource: "status"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.AvailableReplicas != want {
+			t.Errorf("%s after a status apply without availableReplicas: %d, want %d", name, got.Status.AvailableReplicas, want)
+		}
+		if name == "moved" && (owned(t, got, "mover", metav1.ManagedFieldsOperationUpdate, "status") != nil || owned(t, got, "mover", metav1.ManagedFieldsOperationUpdate, "") != nil) {
+			t.Errorf("moved: the App still owns fields by update: %v", got.ManagedFields)
+		}
+	}
+}

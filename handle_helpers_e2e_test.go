@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kloop-dev/kloop"
@@ -46,9 +47,8 @@ func TestHandle_GetOrCreateCreatesOnceAndRepairAppliesOnlyWhatDrifted(t *testing
 
 	// In place (the cached copy lacks "ignored", which the apply sets, so
 	// the apply holds only what the cache keeps).
-	applied := func(mode string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}, Data: map[string]string{"mode": mode}}
+	applied := func(mode string) *corev1ac.ConfigMapApplyConfiguration {
+		return corev1ac.ConfigMap("cm", ns).WithData(map[string]string{"mode": mode})
 	}
 	if got, repaired, err := cms.Repair(ctx, cm, applied("a")); err != nil || repaired || got.ResourceVersion != first {
 		t.Fatalf("Repair of a ConfigMap in place: repaired %v, err %v; want no request", repaired, err)

@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/manifest"
@@ -82,19 +83,20 @@ func (h *Handle[T]) GetOrCreate(ctx context.Context, want T) (T, bool, error) {
 	return obj, true, nil
 }
 
-// Repair applies want, the fields this App owns of the object live, with
-// server-side apply when manifest.Drifted(live, want), and reports whether it
-// applied; an object in place costs no request. The apply is forced (the
-// App takes those fields back from other field managers) and guarded by
-// live's resourceVersion, so it changes only the object that was checked
-// (a Conflict otherwise: retry). It logs each repair.
+// Repair applies want, an apply configuration of the fields this App owns
+// of the object live, when manifest.Drifted(live, want), and reports
+// whether it applied; an object in place costs no request. Only what want
+// sets is compared and sent. The apply is forced (the App takes those
+// fields back from other field managers) and guarded by live's
+// resourceVersion, so it changes only the object that was checked (a
+// Conflict otherwise: retry). It logs each repair.
 //
 // With live nil (a Get that found nothing) it creates want by an apply,
 // not forced, so that the App's manager owns its fields by Apply from the
 // start (a Create would own them by Update: see MoveToApply).
-func (h *Handle[T]) Repair(ctx context.Context, live, want T) (T, bool, error) {
+func (h *Handle[T]) Repair(ctx context.Context, live T, want runtime.ApplyConfiguration) (T, bool, error) {
 	if v := reflect.ValueOf(live); !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
-		got, err := h.Apply(ctx, objectConfig{want}, client.PatchOptions{})
+		got, err := h.Apply(ctx, want, client.PatchOptions{})
 		if err != nil {
 			return live, false, err
 		}
@@ -105,8 +107,11 @@ func (h *Handle[T]) Repair(ctx context.Context, live, want T) (T, bool, error) {
 		return live, false, nil
 	}
 	h.app.log.Info("Repairing "+h.gvk.Kind, "namespace", live.GetNamespace(), "name", live.GetName())
-	want.SetResourceVersion(live.GetResourceVersion())
-	got, err := h.Apply(ctx, objectConfig{want}, client.PatchOptions{Force: true})
+	guarded, err := withResourceVersion(want, live.GetResourceVersion())
+	if err != nil {
+		return live, false, fmt.Errorf("repair %s %s/%s: %w", h.gvk.Kind, live.GetNamespace(), live.GetName(), err)
+	}
+	got, err := h.Apply(ctx, guarded, client.PatchOptions{Force: true})
 	if err != nil {
 		return live, false, err
 	}

@@ -122,8 +122,13 @@ func TestHandle_UnstructuredWritesEveryWayToACRDInstalledAtRunTime(t *testing.T)
 	if _, err := gizmos.Patch(ctx, ns, "g", types.MergePatchType, []byte(`{"spec":{"color":"red"}}`), client.PatchOptions{}); err != nil {
 		t.Fatalf("merge Patch: %v", err)
 	}
-	applied, err := gizmos.Patch(ctx, ns, "g", types.ApplyPatchType,
-		[]byte(`{"apiVersion":"runtime.kloop.dev/v1","kind":"Gizmo","metadata":{"name":"g"},"spec":{"size":3}}`), client.PatchOptions{Force: true})
+	cfg := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "g", "namespace": ns}, "spec": map[string]any{"size": int64(3)}}}
+	if _, err := gizmos.Apply(ctx, client.ApplyConfigurationFromUnstructured(cfg), client.PatchOptions{Force: true}); err == nil || !strings.Contains(err.Error(), "no kind") {
+		t.Errorf("apply of an unstructured configuration without a kind: %v, want an error saying it has none", err)
+	}
+	cfg.SetAPIVersion("runtime.kloop.dev/v1")
+	cfg.SetKind("Gizmo")
+	applied, err := gizmos.Apply(ctx, client.ApplyConfigurationFromUnstructured(cfg), client.PatchOptions{Force: true})
 	if err != nil || specOf(t, applied, "size") != int64(3) || specOf(t, applied, "color") != "red" {
 		t.Fatalf("apply: %v, %v; want size 3 and color red kept", applied, err)
 	}

@@ -282,6 +282,24 @@ func (r *Resource[T]) Apply(ctx context.Context, cfg runtime.ApplyConfiguration,
 	return r.Patch(ctx, ns, name, types.ApplyPatchType, body, opts)
 }
 
+// ApplyConfigurationFromUnstructured returns u as an apply configuration,
+// for the kinds a program knows only at run time: Apply sends u as it is,
+// so u must set its apiVersion and kind, and should set only the fields the
+// program owns; build it anew rather than
+// from an object read from a cache, which holds every field. A nil u is no
+// configuration (Apply says so).
+func ApplyConfigurationFromUnstructured(u *unstructured.Unstructured) runtime.ApplyConfiguration {
+	if u == nil {
+		return nil
+	}
+	return unstructuredConfig{u}
+}
+
+type unstructuredConfig struct{ u *unstructured.Unstructured }
+
+func (unstructuredConfig) IsApplyConfiguration()          {}
+func (c unstructuredConfig) MarshalJSON() ([]byte, error) { return json.Marshal(c.u.Object) }
+
 // applyBody encodes cfg as an apply patch, with apiVersion and kind filled
 // in from gvk where cfg leaves them out and no managedFields (the API
 // server refuses them in an apply), and returns the object's namespace and
@@ -308,7 +326,10 @@ func applyBody(cfg runtime.ApplyConfiguration, gvk schema.GroupVersionKind) (bod
 	if v, _ := obj["apiVersion"].(string); v == "" {
 		obj["apiVersion"] = gvk.GroupVersion().String()
 	}
-	if k, _ := obj["kind"].(string); k == "" && gvk.Kind != "" {
+	if k, _ := obj["kind"].(string); k == "" {
+		if gvk.Kind == "" {
+			return nil, "", "", fmt.Errorf("the apply configuration of %s has no kind: set apiVersion and kind (such as u.SetGroupVersionKind(gvk))", gvk.GroupVersion())
+		}
 		obj["kind"] = gvk.Kind
 	}
 	body, err = json.Marshal(obj)

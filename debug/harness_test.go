@@ -140,7 +140,7 @@ func (r *fooRun) takenDeployment(name string) {
 	r.t.Helper()
 	d := foo.NewDeployment(&v1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: name}, Spec: v1alpha1.FooSpec{DeploymentName: name}})
 	d.OwnerReferences = nil
-	if _, err := r.kc.AppsV1().Deployments(r.ns).Create(r.t.Context(), d, metav1.CreateOptions{}); err != nil {
+	if _, err := r.kc.AppsV1().Deployments(r.ns).Apply(r.t.Context(), d, metav1.ApplyOptions{FieldManager: "someone-else"}); err != nil {
 		r.t.Fatal(err)
 	}
 }

@@ -462,11 +462,11 @@ func TestServer_ServerSideApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Repair: a forced apply guarded by live's resourceVersion.
-	repaired, did, err := e.deployments.Repair(ctx, live, want.DeepCopy())
+	repaired, did, err := e.deployments.Repair(ctx, live, whole{want.DeepCopy()})
 	if err != nil || !did || *repaired.Spec.Replicas != 1 || repaired.Generation != live.Generation+1 {
 		t.Errorf("Repair: replicas %v, generation %d, %v, %v; want 1, %d", repaired.Spec.Replicas, repaired.Generation, did, err, live.Generation+1)
 	}
-	if _, _, err := e.deployments.Repair(ctx, live, want.DeepCopy()); !apierrors.IsConflict(err) {
+	if _, _, err := e.deployments.Repair(ctx, live, whole{want.DeepCopy()}); !apierrors.IsConflict(err) {
 		t.Errorf("Repair at a stale resourceVersion: %v, want Conflict", err)
 	}
 

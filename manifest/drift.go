@@ -1,9 +1,11 @@
 package manifest
 
 import (
+	"encoding/json"
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
 // Drifted reports whether a server-side apply of applied would change live:
@@ -21,8 +23,8 @@ import (
 //
 //	dep, repaired, err := deployments.Repair(ctx, dep, NewDeployment(foo))
 //
-// live and applied are typed objects (pointers to structs) or
-// unstructured content; one that cannot be converted counts as drifted,
+// live and applied are typed objects (pointers to structs), apply
+// configurations (only what they set is compared) or unstructured content; one that cannot be converted counts as drifted,
 // so that the apply reports why.
 func Drifted(live, applied any) bool {
 	l, err := toUnstructured(live)
@@ -45,8 +47,18 @@ func Drifted(live, applied any) bool {
 }
 
 func toUnstructured(obj any) (map[string]any, error) {
-	if u, ok := obj.(runtime.Unstructured); ok {
-		return u.UnstructuredContent(), nil
+	switch o := obj.(type) {
+	case runtime.Unstructured:
+		return o.UnstructuredContent(), nil
+	case runtime.ApplyConfiguration: // its JSON is what an apply sends
+		data, err := json.Marshal(o)
+		if err != nil {
+			return nil, err
+		}
+		// Numbers as unstructured content has them (int64 where whole),
+		// to compare with the live object's.
+		var m map[string]any
+		return m, utiljson.Unmarshal(data, &m)
 	}
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 }

@@ -8,6 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -100,5 +103,27 @@ func TestDrifted_TakesUnstructuredContentAndCountsWhatCannotBeConvertedAsDrifted
 	want.Object["spec"] = map[string]any{"replicas": int64(3)}
 	if !manifest.Drifted(live, want) {
 		t.Error("Drifted = false for other replicas")
+	}
+}
+
+// An apply configuration is compared by what it sets, numbers included
+// (its JSON has no types: 2 must equal the live int32 2).
+func TestDrifted_TakesApplyConfigurations(t *testing.T) {
+	labels := map[string]string{"app": "web"}
+	cfg := func(replicas int32, image string) *appsv1ac.DeploymentApplyConfiguration {
+		return appsv1ac.Deployment("web", "ns").WithSpec(appsv1ac.DeploymentSpec().
+			WithReplicas(replicas).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
+			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).
+				WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().WithName("web").WithImage(image)))))
+	}
+	if manifest.Drifted(served(), cfg(2, "nginx:1")) {
+		t.Error("a served Deployment drifted from the configuration it was applied from")
+	}
+	if !manifest.Drifted(served(), cfg(3, "nginx:1")) {
+		t.Error("replicas 2 against a configuration of 3: not drifted")
+	}
+	if !manifest.Drifted(served(), cfg(2, "nginx:2")) {
+		t.Error("another image: not drifted")
 	}
 }

@@ -44,6 +44,11 @@ const (
 	DefaultCacheSize    = 4096
 	DefaultWriteTimeout = 10 * time.Second
 	DefaultDrainTimeout = 5 * time.Second
+	// An object's events are written at most DefaultObjectBurst at once,
+	// then one per DefaultObjectRefill (client-go's event spam filter has
+	// the same budget per object).
+	DefaultObjectBurst  = 25
+	DefaultObjectRefill = 5 * time.Minute
 )
 
 // MaxMessageLength is the longest message stored, in bytes; longer ones are
@@ -94,6 +99,16 @@ type Options struct {
 	// aggregation (least recently seen are forgotten first). Default 4096.
 	CacheSize int
 
+	// ObjectBurst and ObjectRefill budget the writes about one object
+	// (by UID): at most ObjectBurst at once, then one per ObjectRefill, so
+	// that an object failing with a new message each time cannot flood
+	// the Events API. A repeat over budget is not lost: it adds to its
+	// series' count, written with the next repeat that is within budget;
+	// a new event over budget is dropped and counted (reason
+	// rate_limited). Defaults DefaultObjectBurst and DefaultObjectRefill.
+	ObjectBurst  int
+	ObjectRefill time.Duration
+
 	// WriteTimeout bounds each request to the API server. Default 10s.
 	WriteTimeout time.Duration
 	// DrainTimeout bounds how long Start keeps writing queued events after
@@ -129,14 +144,20 @@ func (o *Options) defaults() error {
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = DefaultDrainTimeout
 	}
+	if o.ObjectBurst == 0 {
+		o.ObjectBurst = DefaultObjectBurst
+	}
+	if o.ObjectRefill == 0 {
+		o.ObjectRefill = DefaultObjectRefill
+	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.QueueSize < 0 || o.CacheSize < 0 || o.WriteTimeout < 0 || o.DrainTimeout < 0 {
-		return errors.New("record: QueueSize, CacheSize, WriteTimeout and DrainTimeout must not be negative")
+	if o.QueueSize < 0 || o.CacheSize < 0 || o.WriteTimeout < 0 || o.DrainTimeout < 0 || o.ObjectBurst < 0 || o.ObjectRefill < 0 {
+		return errors.New("record: QueueSize, CacheSize, ObjectBurst, ObjectRefill, WriteTimeout and DrainTimeout must not be negative")
 	}
 	if errs := validation.IsQualifiedName(o.Component); len(errs) > 0 {
 		return fmt.Errorf("record: Component %q is not a qualified name, which the Events API requires of reportingController (for example \"foo-controller\" or \"example.com/foo\"): %s",
@@ -220,7 +241,8 @@ type Recorder struct {
 	core      bool  // writing core/v1 Events: the server lacks events.k8s.io/v1
 	lastNamed int64 // the time in the name of the last Event created (see eventName)
 	recent    *lru
-	drainBy   time.Time // when Start gives up writing after ctx ended
+	budgets   map[string]*budget // per object; see allow
+	drainBy   time.Time          // when Start gives up writing after ctx ended
 }
 
 // pending is an event waiting in the queue: everything is copied out of the
@@ -292,6 +314,7 @@ func newRecorder(s sinks, opts Options) (*Recorder, error) {
 		metrics: m,
 		wake:    make(chan struct{}, 1),
 		recent:  newLRU(opts.CacheSize),
+		budgets: map[string]*budget{},
 	}, nil
 }
 
@@ -473,7 +496,18 @@ func (r *Recorder) write(ctx context.Context, a *aggregate) {
 		return
 	}
 	defer cancel()
-	if prev, ok := r.recent.get(k); ok && (r.core || a.first.Sub(prev.last) <= seriesWindow) {
+	prev, ok := r.recent.get(k)
+	repeat := ok && (r.core || a.first.Sub(prev.last) <= seriesWindow)
+	if !r.allow(a.ref) {
+		if repeat { // counted now, written with the next repeat within budget
+			prev.count, prev.last = prev.count+a.n, a.at
+			r.metrics.written(resultDeferred, int(a.n))
+		} else {
+			r.metrics.dropped(reasonRateLimited)
+		}
+		return
+	}
+	if repeat {
 		count := prev.count + a.n
 		err := r.repeat(wctx, prev, count, a.at)
 		if err == nil {
@@ -677,6 +711,56 @@ type written struct {
 	last            time.Time // of the latest occurrence
 }
 
+// budget is an object's write budget: tokens, refilled one per
+// ObjectRefill since at, up to ObjectBurst.
+type budget struct {
+	tokens int
+	at     time.Time
+}
+
+// allow takes one write from the budget of the object ref, by UID (by
+// kind, namespace and name without one), and reports whether there was
+// one. Objects with full budgets are forgotten when more than CacheSize are
+// remembered: a full budget is a new one.
+func (r *Recorder) allow(ref corev1.ObjectReference) bool {
+	uid := string(ref.UID)
+	if uid == "" {
+		uid = ref.Kind + "/" + ref.Namespace + "/" + ref.Name
+	}
+	now := r.opts.Clock.Now()
+	b, ok := r.budgets[uid]
+	if !ok {
+		if len(r.budgets) >= r.opts.CacheSize {
+			for u, o := range r.budgets {
+				if r.refill(o, now); o.tokens == r.opts.ObjectBurst {
+					delete(r.budgets, u)
+				}
+			}
+		}
+		b = &budget{tokens: r.opts.ObjectBurst, at: now}
+		r.budgets[uid] = b
+	}
+	r.refill(b, now)
+	if b.tokens == 0 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+func (r *Recorder) refill(b *budget, now time.Time) {
+	if b.tokens >= r.opts.ObjectBurst {
+		b.at = now
+		return
+	}
+	n := int(now.Sub(b.at) / r.opts.ObjectRefill)
+	if n <= 0 {
+		return
+	}
+	b.tokens = min(r.opts.ObjectBurst, b.tokens+n)
+	b.at = b.at.Add(time.Duration(n) * r.opts.ObjectRefill)
+}
+
 // lru remembers the most recently seen events, up to a size: a map to
 // items that are themselves the links of the recency list (most recent at
 // the head), so that an event costs one item and its map entry.
@@ -757,12 +841,14 @@ func (l *lru) unlink(it *lruItem) {
 
 // Metric results and drop reasons.
 const (
-	resultCreated    = "created"
-	resultAggregated = "aggregated"
-	resultFailed     = "failed"
-	reasonQueueFull  = "queue_full"
-	reasonInvalid    = "invalid"
-	reasonStopped    = "stopped"
+	resultCreated     = "created"
+	resultAggregated  = "aggregated"
+	resultFailed      = "failed"
+	resultDeferred    = "deferred"
+	reasonQueueFull   = "queue_full"
+	reasonRateLimited = "rate_limited"
+	reasonInvalid     = "invalid"
+	reasonStopped     = "stopped"
 )
 
 type recorderMetrics struct {
@@ -774,14 +860,14 @@ type recorderMetrics struct {
 func newRecorderMetrics(reg prometheus.Registerer, component string) (*recorderMetrics, error) {
 	events, err := kmetrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "event_recorder_events_total",
-		Help: "Events written to the API server, by result: created (a new Event), aggregated (added to the series or count of an existing one), failed.",
+		Help: "Events written to the API server, by result: created (a new Event), aggregated (added to the series or count of an existing one), deferred (a repeat over its object's budget, counted in the series' next write), failed.",
 	}, []string{"component", "result"}))
 	if err != nil {
 		return nil, fmt.Errorf("record: registering metrics: %w", err)
 	}
 	drops, err := kmetrics.RegisterOrGet(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "event_recorder_dropped_total",
-		Help: "Events dropped before reaching the API server, by reason: queue_full, invalid (bad type or object), stopped (recorded after shutdown).",
+		Help: "Events dropped before reaching the API server, by reason: queue_full, invalid (bad type or object), stopped (recorded after shutdown), rate_limited (a new event over its object's budget).",
 	}, []string{"component", "reason"}))
 	if err != nil {
 		return nil, fmt.Errorf("record: registering metrics: %w", err)

@@ -459,3 +459,78 @@ func TestLRU_ForgetsTheLeastRecentlySeen(t *testing.T) {
 		t.Errorf("count after changing the remembered event = %d, want 5 (get returns the item's own)", got.count)
 	}
 }
+
+// An object's events are budgeted: a burst, then one per refill. A new
+// event over budget is dropped and counted; a repeat over budget is
+// counted in its series and written with the next repeat within budget.
+func TestWrite_AnObjectsEventsAreBudgetedAndRepeatsOverBudgetAreNotLost(t *testing.T) {
+	s := &fakeAPI{}
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	reg := prometheus.NewRegistry()
+	r, err := newRecorder(s.sinks(), Options{Clock: clk, ObjectBurst: 3, ObjectRefill: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := func(obj *corev1.Pod, msg string) {
+		r.Event(obj, Warning, "Failed", msg)
+		r.writeBatch(t.Context(), r.batch(r.take()))
+	}
+	for i := range 5 { // five distinct messages: three within the burst
+		record(pod("p"), fmt.Sprintf("failure %d", i))
+	}
+	if len(s.created) != 3 {
+		t.Fatalf("created %d Events for 5 distinct ones with a burst of 3, want 3", len(s.created))
+	}
+	record(pod("other"), "failure 0") // another object has a budget of its own
+	if len(s.created) != 4 {
+		t.Fatalf("created %d, want another object's event written", len(s.created))
+	}
+	// Two repeats of the first over budget: counted, not written.
+	record(pod("p"), "failure 0")
+	record(pod("p"), "failure 0")
+	if len(s.patches) != 0 {
+		t.Fatalf("patches %v over budget, want none", s.patches)
+	}
+	// A refill later, the next repeat writes the series with all of them.
+	clk.SetTime(clk.Now().Add(time.Minute))
+	record(pod("p"), "failure 0")
+	if want := s.created[0].Name + " 4"; fmt.Sprint(s.patches) != "["+want+"]" {
+		t.Fatalf("patches %v, want [%s]: the first, two deferred repeats and this one", s.patches, want)
+	}
+	for _, c := range []struct {
+		metric, label string
+		want          float64
+	}{
+		{"event_recorder_dropped_total", "rate_limited", 2},
+		{"event_recorder_events_total", "deferred", 2},
+		{"event_recorder_events_total", "created", 4},
+	} {
+		if got := counterValue(t, reg, c.metric, c.label); got != c.want {
+			t.Errorf("%s{%s} = %v, want %v", c.metric, c.label, got, c.want)
+		}
+	}
+}
+
+// counterValue returns the value of the counter named metric whose label
+// (result or reason) is label.
+func counterValue(t *testing.T, reg *prometheus.Registry, metric, label string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != metric {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if (l.GetName() == "result" || l.GetName() == "reason") && l.GetValue() == label {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}

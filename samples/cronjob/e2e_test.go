@@ -26,6 +26,7 @@ import (
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/cronjob"
+	batchac "github.com/kloop-dev/kloop/samples/cronjob/apis/applyconfiguration/batch/v1"
 	batch "github.com/kloop-dev/kloop/samples/cronjob/apis/batch/v1"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/testenv/await"
@@ -310,7 +311,11 @@ func TestCronJob_ForbidSkipsARunWhileAJobIsActiveAndReplaceDeletesIt(t *testing.
 		t.Errorf("Jobs after the skipped run: %v (%v), want only %s", slices.Collect(maps.Keys(jobs)), err, first)
 	}
 
-	if _, err := h.cjs.Patch(t.Context(), h.ns, cj.Name, types.MergePatchType, []byte(`{"spec":{"concurrencyPolicy":"Replace"}}`), client.PatchOptions{}); err != nil {
+	// An apply configuration (make generate writes them from the API
+	// types) sends only the field it sets; forced, as the field was
+	// written by create.
+	replace := batchac.CronJob(cj.Name, h.ns).WithSpec(batchac.CronJobSpec().WithConcurrencyPolicy(batch.ReplaceConcurrent))
+	if _, err := h.cjs.Apply(t.Context(), replace, client.PatchOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	third := cronjob.JobName(cj, run.Add(2*time.Minute))

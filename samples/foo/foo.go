@@ -13,6 +13,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
@@ -247,26 +250,25 @@ func (r *Reconciler) writeStatus(ctx context.Context, foo *v1alpha1.Foo, availab
 	return wrote, err
 }
 
-// NewDeployment returns the Deployment a Foo asks for: named
-// spec.deploymentName in the Foo's namespace, controlled by the Foo, with
-// spec.replicas replicas (nil: the API server's default, 1) of one nginx
-// container, and pods labelled app=nginx, controller=<Foo's name>, the
-// labels its selector matches.
-func NewDeployment(foo *v1alpha1.Foo) *appsv1.Deployment {
+// NewDeployment returns the apply configuration of the Deployment a Foo
+// asks for: named spec.deploymentName in the Foo's namespace, controlled
+// by the Foo, with spec.replicas replicas (unset: the API server's default,
+// 1) of one nginx container, and pods labelled app=nginx, controller=<Foo's
+// name>, the labels its selector matches. It sets only these fields, which
+// are the ones foo-controller owns (and repairs) on the Deployment.
+func NewDeployment(foo *v1alpha1.Foo) *appsv1ac.DeploymentApplyConfiguration {
 	labels := map[string]string{"app": "nginx", "controller": foo.Name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            foo.Spec.DeploymentName,
-			Namespace:       foo.Namespace,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(foo, v1alpha1.Kind)},
-		},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: foo.Spec.DeepCopy().Replicas, // not the cached Foo's own pointer
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: NginxImage}}},
-			},
-		},
+	spec := appsv1ac.DeploymentSpec().
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
+		WithTemplate(corev1ac.PodTemplateSpec().
+			WithLabels(labels).
+			WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().WithName("nginx").WithImage(NginxImage))))
+	if foo.Spec.Replicas != nil {
+		spec.WithReplicas(*foo.Spec.Replicas)
 	}
+	return appsv1ac.Deployment(foo.Spec.DeploymentName, foo.Namespace).
+		WithOwnerReferences(metav1ac.OwnerReference().
+			WithAPIVersion(v1alpha1.Kind.GroupVersion().String()).WithKind(v1alpha1.Kind.Kind).
+			WithName(foo.Name).WithUID(foo.UID).WithController(true).WithBlockOwnerDeletion(true)).
+		WithSpec(spec)
 }

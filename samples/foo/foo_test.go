@@ -1,8 +1,10 @@
 package foo_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/kloop-dev/kloop/samples/foo"
@@ -22,7 +25,8 @@ func TestNewDeployment_IsNamedByTheFooControlledByItAndSelectsItsNginxPods(t *te
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team", UID: types.UID("uid-1")},
 		Spec:       v1alpha1.FooSpec{DeploymentName: "web-deploy", Replicas: ptr.To[int32](3)},
 	}
-	d := foo.NewDeployment(f)
+	cfg := foo.NewDeployment(f)
+	d := typedDeployment(t, cfg)
 	if d.Name != "web-deploy" || d.Namespace != "team" {
 		t.Errorf("Deployment %s/%s, want team/web-deploy", d.Namespace, d.Name)
 	}
@@ -48,15 +52,40 @@ func TestNewDeployment_IsNamedByTheFooControlledByItAndSelectsItsNginxPods(t *te
 		t.Errorf("containers %+v", cs)
 	}
 
-	// The Deployment shares nothing with the Foo it was made from.
+	// The configuration shares nothing with the Foo it was made from.
 	*f.Spec.Replicas = 5
-	if *d.Spec.Replicas != 3 {
+	if *cfg.Spec.Replicas != 3 {
 		t.Error("the Deployment's replicas alias the Foo's")
 	}
 	f.Spec.Replicas = nil
 	if d := foo.NewDeployment(f); d.Spec.Replicas != nil {
-		t.Errorf("replicas %d for a Foo without, want nil (the API server's default)", *d.Spec.Replicas)
+		t.Errorf("replicas %d for a Foo without, want none (the API server's default)", *d.Spec.Replicas)
 	}
+	// It sends only the fields foo-controller owns: no zero values of the
+	// typed object (status, strategy, creationTimestamp, resources).
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, unowned := range []string{"status", "strategy", "creationTimestamp", "resources"} {
+		if strings.Contains(string(data), `"`+unowned+`"`) {
+			t.Errorf("the apply configuration sets %q: %s", unowned, data)
+		}
+	}
+}
+
+// typedDeployment is the Deployment an apply of cfg describes.
+func typedDeployment(t *testing.T, cfg *appsv1ac.DeploymentApplyConfiguration) *appsv1.Deployment {
+	t.Helper()
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	return &d
 }
 
 func TestResourceExistsError_IsSampleControllersMessage(t *testing.T) {
@@ -75,7 +104,7 @@ func TestLeanDeployment_KeepsWhatTheControllerReadsAndDropsTheRest(t *testing.T)
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team", UID: types.UID("uid-1")},
 		Spec:       v1alpha1.FooSpec{DeploymentName: "web-deploy", Replicas: ptr.To[int32](3)},
 	}
-	d := foo.NewDeployment(f)
+	d := typedDeployment(t, foo.NewDeployment(f))
 	// What the API server adds: defaults, an annotation, conditions.
 	d.UID, d.ResourceVersion, d.Generation = "dep-uid", "42", 2
 	d.Annotations = map[string]string{"deployment.kubernetes.io/revision": "1"}

@@ -8,4 +8,6 @@
 //
 // +kubebuilder:object:generate=true
 // +groupName=batch.tutorial.kubebuilder.io
+// +kubebuilder:ac:generate=true
+// +kubebuilder:ac:output:package=../../applyconfiguration
 package v1
