@@ -299,7 +299,9 @@ func (p *pendingCauses[K]) add(key K, c Cause, now int64) {
 	}
 	s := p.sets[key]
 	if s.add(c) {
-		s.leftOut(&c, func(c *Cause) bool { return p.ownCause(key, c) })
+		// A copy, so that c itself stays on the stack when it is kept.
+		left := c
+		s.leftOut(&left, func(c *Cause) bool { return p.ownCause(key, c) })
 	}
 	if merged {
 		s.other = true
