@@ -274,8 +274,8 @@ type pendingCauses[K comparable] struct {
 	peak int
 	// hint is the peak of the map last dropped: the size the next one is
 	// made with, so that a burst like the one before fills it without
-	// growing it step by step (a burst of 2,000 keys rehashed it a dozen
-	// times); a smaller burst after it makes the one after smaller.
+	// growing it at every doubling; a smaller burst after it makes the one
+	// after smaller.
 	hint int
 	// own, if set, tells whether c is the event of a write of key's own
 	// reconciles; asked of a trigger that is left out for the bounds, as

@@ -64,7 +64,7 @@ func (h *reconcileHandler[K]) init(base *slog.Logger, key K, causes causeSet) {
 // call's handler (for LoggerFrom and CausesFrom) and the sink of its
 // writes (ownwrite.Key) answered by Value. One allocation per call, where
 // context.WithValue for each, the handler, its logger and the sink were
-// five (BENCHMARKS.md, events).
+// five (docs/benchmarks.md, events).
 type callContext[K comparable] struct {
 	context.Context
 	h    reconcileHandler[K]
