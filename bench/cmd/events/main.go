@@ -29,6 +29,9 @@
 // back, alternating which goes first; a RESULT line gives each side's
 // median.
 //
+// -only kloop (or client-go) runs one side alone, printing no RESULT line,
+// for -cpuprofile or -memprofile (every allocation) to profile it.
+//
 // Run with: cd bench && go run ./cmd/events
 package main
 
