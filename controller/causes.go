@@ -272,6 +272,11 @@ type pendingCauses[K comparable] struct {
 	mu   sync.Mutex
 	sets map[K]causeSet
 	peak int
+	// hint is the peak of the map last dropped: the size the next one is
+	// made with, so that a burst like the one before fills it without
+	// growing it at every doubling; a smaller burst after it makes the one
+	// after smaller.
+	hint int
 	// own, if set, tells whether c is the event of a write of key's own
 	// reconciles; asked of a trigger that is left out for the bounds, as
 	// it is noted (a kept one is asked when the key is taken).
@@ -290,11 +295,13 @@ func (p *pendingCauses[K]) add(key K, c Cause, now int64) {
 	c.merged = false
 	p.mu.Lock()
 	if p.sets == nil {
-		p.sets = make(map[K]causeSet)
+		p.sets = make(map[K]causeSet, p.hint)
 	}
 	s := p.sets[key]
 	if s.add(c) {
-		s.leftOut(&c, func(c *Cause) bool { return p.ownCause(key, c) })
+		// A copy, so that c itself stays on the stack when it is kept.
+		left := c
+		s.leftOut(&left, func(c *Cause) bool { return p.ownCause(key, c) })
 	}
 	if merged {
 		s.other = true
@@ -318,8 +325,8 @@ func (p *pendingCauses[K]) take(key K) causeSet {
 	s, ok := p.sets[key]
 	if ok {
 		delete(p.sets, key)
-		if len(p.sets) == 0 && p.peak > 64 {
-			p.sets, p.peak = nil, 0
+		if len(p.sets) == 0 && (p.peak > 64 || p.hint > 64) {
+			p.sets, p.hint, p.peak = nil, p.peak, 0
 		}
 	}
 	p.mu.Unlock()

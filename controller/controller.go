@@ -501,9 +501,10 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 	}
 	// The failure logs below carry the reconcile's id too, so that they can
 	// be matched with what the reconcile logged.
-	call := newReconcileHandler(c.log, key, causes)
+	cc := newCallContext(ctx, c.log, key, causes, &c.self)
+	call := &cc.h
 	log := call.log
-	ctx = withCall(c.withWriteSink(ctx, key), call)
+	ctx = cc
 	var span trace.Span
 	if c.opts.Tracer != nil {
 		ctx, span = c.startSpan(ctx, key, &call.causes)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/internal/ownwrite"
 )
 
 // loggerKey is the context key of the logger LoggerFrom returns.
@@ -44,17 +45,48 @@ func reconcileLogger[K comparable](base *slog.Logger, key K) *slog.Logger {
 }
 
 // newReconcileHandler returns the handler of one Reconcile call, with its
-// logger (log) and its causes. It is also what the call's context carries
-// (withCall), so that one allocation serves both.
+// logger (log) and its causes.
 func newReconcileHandler[K comparable](base *slog.Logger, key K, causes causeSet) *reconcileHandler[K] {
-	h := &reconcileHandler[K]{base: base.Handler(), key: key, id: rand.Uint64(), causes: causes}
-	h.log = slog.New(h)
+	h := &reconcileHandler[K]{}
+	h.init(base, key, causes)
 	return h
 }
 
-// withCall returns ctx carrying h, for LoggerFrom and CausesFrom.
-func withCall[K comparable](ctx context.Context, h *reconcileHandler[K]) context.Context {
-	return context.WithValue(ctx, callKey{}, reconcileCall(h))
+// init sets h up in place; its logger is h.logger, held by value so that a
+// handler and its logger are one allocation.
+func (h *reconcileHandler[K]) init(base *slog.Logger, key K, causes causeSet) {
+	*h = reconcileHandler[K]{base: base.Handler(), key: key, id: rand.Uint64(), causes: causes}
+	h.logger = *slog.New(h)
+	h.log = &h.logger
+}
+
+// callContext is the context of one Reconcile call: its parent, with the
+// call's handler (for LoggerFrom and CausesFrom) and the sink of its
+// writes (ownwrite.Key) answered by Value. One allocation per call, where
+// context.WithValue for each, the handler, its logger and the sink were
+// five (docs/benchmarks.md, events).
+type callContext[K comparable] struct {
+	context.Context
+	h    reconcileHandler[K]
+	sink writeSink[K]
+}
+
+// newCallContext returns the context of a Reconcile call of key under
+// parent: its logger is base's, its writes are remembered in w as key's.
+func newCallContext[K comparable](parent context.Context, base *slog.Logger, key K, causes causeSet, w *selfWrites[K]) *callContext[K] {
+	c := &callContext[K]{Context: parent, sink: writeSink[K]{w: w, key: key}}
+	c.h.init(base, key, causes)
+	return c
+}
+
+func (c *callContext[K]) Value(k any) any {
+	switch k.(type) {
+	case callKey:
+		return reconcileCall(&c.h)
+	case ownwrite.Key:
+		return ownwrite.Sink(&c.sink)
+	}
+	return c.Context.Value(k)
 }
 
 // reconcileHandler adds a Reconcile call's attributes to what its logger
@@ -66,7 +98,8 @@ type reconcileHandler[K comparable] struct {
 	base   slog.Handler
 	key    K
 	id     uint64
-	log    *slog.Logger
+	log    *slog.Logger // &logger
+	logger slog.Logger
 	causes causeSet
 }
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/kloop-dev/kloop/cache"
-	"github.com/kloop-dev/kloop/internal/ownwrite"
 )
 
 // A reconcile woken only by the watch events of what the same key's
@@ -81,7 +80,8 @@ func (w *selfWrites[K]) wrote(key K, c *Cause) bool {
 	return ok && k == key
 }
 
-// writeSink is the ownwrite.Sink of one reconcile of key.
+// writeSink is the ownwrite.Sink of one reconcile of key: the writes made
+// with the reconcile's context are remembered as key's.
 type writeSink[K comparable] struct {
 	w   *selfWrites[K]
 	key K
@@ -89,12 +89,6 @@ type writeSink[K comparable] struct {
 
 func (s *writeSink[K]) Wrote(namespace, name, rv string) {
 	s.w.add(s.key, writeAt{namespace, name, rv})
-}
-
-// withWriteSink returns ctx for a reconcile of key: the writes made with
-// it are remembered as key's.
-func (c *Controller[K]) withWriteSink(ctx context.Context, key K) context.Context {
-	return ownwrite.With(ctx, &writeSink[K]{w: &c.self, key: key})
 }
 
 // selfInflicted reports whether the reconcile of key with causes s would be

@@ -15,18 +15,16 @@ type Sink interface {
 	Wrote(namespace, name, resourceVersion string)
 }
 
-type ctxKey struct{}
-
-// With returns a copy of ctx whose writes are reported to s.
-func With(ctx context.Context, s Sink) context.Context {
-	return context.WithValue(ctx, ctxKey{}, s)
-}
+// Key is the context key of a context's Sink: ctx.Value(Key{}) returns the
+// Sink, or nil. The controller's reconcile context answers it itself, so
+// that a Reconcile call's context is one allocation.
+type Key struct{}
 
 // Unreported returns a copy of ctx whose writes are not reported: a write
 // whose watch event must wake the reconcile again, as a step it leaves to
 // its next pass.
 func Unreported(ctx context.Context) context.Context {
-	return context.WithValue(ctx, ctxKey{}, nil)
+	return context.WithValue(ctx, Key{}, nil)
 }
 
 // Report tells ctx's Sink, if any, that namespace/name was written at
@@ -35,7 +33,7 @@ func Report(ctx context.Context, namespace, name, resourceVersion string) {
 	if resourceVersion == "" {
 		return
 	}
-	if s, ok := ctx.Value(ctxKey{}).(Sink); ok {
+	if s, ok := ctx.Value(Key{}).(Sink); ok {
 		s.Wrote(namespace, name, resourceVersion)
 	}
 }

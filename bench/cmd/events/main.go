@@ -29,6 +29,9 @@
 // back, alternating which goes first; a RESULT line gives each side's
 // median.
 //
+// -only kloop (or client-go) runs one side alone, printing no RESULT line,
+// for -cpuprofile or -memprofile (every allocation) to profile it.
+//
 // Run with: cd bench && go run ./cmd/events
 package main
 
@@ -40,6 +43,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -73,16 +77,57 @@ func main() {
 	keys := flag.Int("keys", 2000, "ConfigMaps (M)")
 	waves := flag.Int("waves", 50, "waves of one update per ConfigMap (W)")
 	rounds := flag.Int("rounds", 5, "rounds (each runs kloop and client-go once)")
+	only := flag.String("only", "", "run one side alone (kloop or client-go), for a profile of it; no RESULT lines")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	flag.Parse()
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
 	if *keys < 1 || *waves < 1 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "events benchmark: -keys, -waves and -rounds must be at least 1")
 		os.Exit(2)
 	}
-	if err := run(*keys, *waves, *rounds); err != nil {
+	stop, err := startProfiles(*cpuProfile, *memProfile)
+	if err == nil {
+		err = run(*keys, *waves, *rounds, *only)
+		err = errors.Join(err, stop())
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "events benchmark:", err)
 		os.Exit(1)
 	}
+}
+
+// startProfiles starts a CPU profile into cpu and records every allocation
+// for a heap profile into mem (either may be empty); stop writes them.
+func startProfiles(cpu, mem string) (stop func() error, err error) {
+	var cpuFile *os.File
+	if cpu != "" {
+		if cpuFile, err = os.Create(cpu); err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(cpuFile); err != nil {
+			cpuFile.Close()
+			return nil, err
+		}
+	}
+	if mem != "" {
+		runtime.MemProfileRate = 1
+	}
+	return func() error {
+		var err error
+		if cpuFile != nil {
+			pprof.StopCPUProfile()
+			err = cpuFile.Close()
+		}
+		if mem != "" {
+			f, ferr := os.Create(mem)
+			if ferr != nil {
+				return errors.Join(err, ferr)
+			}
+			err = errors.Join(err, pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+		}
+		return err
+	}, nil
 }
 
 // result is one run of one side.
@@ -97,13 +142,22 @@ type side struct {
 	run  func(m, waves, sources int) (result, error)
 }
 
-func run(m, waves, rounds int) error {
+func run(m, waves, rounds int, only string) error {
 	sides := [2]side{{"kloop", runKloop}, {"client-go", runClientGo}}
 	var tput, allocs, gor [2][]float64
 	for r := range rounds {
 		order := []int{0, 1}
 		if r%2 == 1 {
 			order = []int{1, 0}
+		}
+		switch only {
+		case "":
+		case sides[0].name:
+			order = []int{0}
+		case sides[1].name:
+			order = []int{1}
+		default:
+			return fmt.Errorf("-only %q: give kloop or client-go", only)
 		}
 		for _, i := range order {
 			s := sides[i]
@@ -122,6 +176,9 @@ func run(m, waves, rounds int) error {
 			fmt.Printf("# round %d %s: %.0f events/s, %.1f allocs/event, goroutines %d (1 source) %d (%d sources)\n",
 				r+1, s.name, events/one.elapsed.Seconds(), float64(one.mallocs)/events, one.goroutines, many.goroutines, manySources)
 		}
+	}
+	if only != "" {
+		return nil
 	}
 	k, p := median(tput[0]), median(tput[1])
 	fmt.Printf("RESULT events-throughput kloop=%.0f peer=%.0f ratio=%.2f unit=events/s peer_name=client-go\n", k, p, k/p)

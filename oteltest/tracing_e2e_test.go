@@ -1,26 +1,17 @@
-package kloop_test
+package oteltest
 
 import (
 	"context"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 
-	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/config/configgrpc"
-	"go.opentelemetry.io/collector/config/configoptional"
-	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/receiver/otlpreceiver"
-	"go.opentelemetry.io/collector/receiver/receivertest"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
@@ -29,81 +20,32 @@ import (
 	"github.com/kloop-dev/kloop/testenv/await"
 )
 
-// span is what the test reads of one received span.
-type span struct {
-	name, id, parent string
-	attrs            map[string]string
-	links            []string // span IDs
+// looper is a controller that writes a changing annotation on every
+// reconcile of its ConfigMaps, so that each write wakes it again (when its
+// own writes are reconciled: by default they are skipped).
+type looper struct {
+	cms     *kloop.Handle[*corev1.ConfigMap]
+	n       atomic.Int64
+	changed await.Signal
 }
 
-// receiver is the OpenTelemetry Collector's OTLP receiver, run as a
-// library on a loopback port (OTLP/HTTP only), keeping what it receives.
-type receiver struct {
-	endpoint string
-	mu       sync.Mutex
-	spans    []span
-	got      await.Signal
-}
-
-func startReceiver(t *testing.T) *receiver {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func (l *looper) Reconcile(ctx context.Context, key cache.Key) (controller.Result, error) {
+	l.changed.Notify()
+	cm, err := l.cms.Get(ctx, key.Namespace, key.Name)
 	if err != nil {
-		t.Fatal(err)
+		return controller.Result{}, err
 	}
-	addr := l.Addr().String()
-	l.Close() // the receiver listens on it itself
-	r := &receiver{endpoint: "http://" + addr}
-	f := otlpreceiver.NewFactory()
-	cfg := f.CreateDefaultConfig().(*otlpreceiver.Config)
-	cfg.Protocols.GRPC = configoptional.None[configgrpc.ServerConfig]()
-	cfg.Protocols.HTTP.GetOrInsertDefault().ServerConfig.NetAddr.Endpoint = addr
-	sink, err := consumer.NewTraces(func(_ context.Context, td ptrace.Traces) error {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		for _, rs := range td.ResourceSpans().All() {
-			for _, ss := range rs.ScopeSpans().All() {
-				for _, s := range ss.Spans().All() {
-					sp := span{name: s.Name(), id: s.SpanID().String(), parent: s.ParentSpanID().String(), attrs: map[string]string{}}
-					for k, v := range s.Attributes().All() {
-						sp.attrs[k] = v.AsString()
-					}
-					for _, l := range s.Links().All() {
-						sp.links = append(sp.links, l.SpanID().String())
-					}
-					r.spans = append(r.spans, sp)
-				}
-			}
-		}
-		r.got.Notify()
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	cm = cm.DeepCopy()
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
 	}
-	rcv, err := f.CreateTraces(t.Context(), receivertest.NewNopSettings(f.Type()), cfg, sink)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rcv.Start(context.Background(), componenttest.NewNopHost()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := rcv.Shutdown(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
-	return r
+	cm.Annotations["loop"] = strconv.FormatInt(l.n.Add(1), 10)
+	_, err = l.cms.Update(ctx, cm)
+	return controller.Result{}, err
 }
 
-func (r *receiver) all() []span {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]span(nil), r.spans...)
-}
-
-// startTracedLooper runs the looping controller (see hotloop_e2e_test.go)
-// in an App configured by the OTEL_* environment, as a user's would be.
+// startTracedLooper runs the looping controller in an App configured by
+// the OTEL_* environment, as a user's would be.
 func startTracedLooper(t *testing.T, name string, opts func(*controller.Options[cache.Key])) (*looper, *prometheus.Registry, string) {
 	t.Helper()
 	env := controlPlane.Env(t)
@@ -118,7 +60,7 @@ func startTracedLooper(t *testing.T, name string, opts func(*controller.Options[
 	if _, err := kloop.NewController(app, name, l.Reconcile).For(l.cms).WithOptions(opts).Complete(); err != nil {
 		t.Fatal(err)
 	}
-	runApp(t, app)
+	await.Run(t, "App.Run", app.Run)
 	if _, err := kc.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "spin"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +134,7 @@ func TestApp_SendsNoTraceWithoutOTELConfiguration(t *testing.T) {
 	// but nothing says to use it.
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-	l, reg, _ := startTracedLooper(t, "untraced", reconcileOwnWrites) // a loop, so that there are reconciles to trace
+	l, reg, _ := startTracedLooper(t, "untraced", func(o *controller.Options[cache.Key]) { o.ReconcileOwnWrites = true }) // a loop, so that there are reconciles to trace
 	await.Until(t, "5 reconciles", l.changed.Changed, func() bool { return l.n.Load() >= 5 })
 	if spans := r.all(); len(spans) != 0 {
 		t.Errorf("the receiver got %d spans from an App without OTEL configuration", len(spans))
