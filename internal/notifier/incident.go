@@ -55,9 +55,9 @@ type incidentRecord struct {
 	// Unhealthy are the member objects (kind/namespace/name) that were
 	// unhealthy at their last change.
 	Unhealthy map[string]bool `json:"unhealthy,omitempty"`
-	// WasUnhealthy: some member was unhealthy at some point, so that its
-	// turning unhealthy again is a flap.
-	WasUnhealthy bool `json:"wasUnhealthy,omitempty"`
+	// Recovered are the members that were unhealthy and are healthy
+	// now: turning unhealthy again is a flap.
+	Recovered map[string]bool `json:"recovered,omitempty"`
 	// resend: restored as resolving, its resolve is sent again.
 	resend bool
 }
@@ -132,7 +132,7 @@ func (t *incidentTracker) observe(c incidentChange, now time.Time) Incident {
 		rec = &incidentRecord{Incident: Incident{
 			ID: incidentID(key, now), State: IncidentOpen, Kind: c.Kind, Namespace: c.Namespace, Name: c.Name,
 			Opened: now, Severity: SeverityInfo,
-		}, Unhealthy: map[string]bool{}}
+		}, Unhealthy: map[string]bool{}, Recovered: map[string]bool{}}
 		t.open[key] = rec
 	} else {
 		rec.State = IncidentUpdate
@@ -143,17 +143,21 @@ func (t *incidentTracker) observe(c incidentChange, now time.Time) Incident {
 	if severityRank(c.Severity) > severityRank(rec.Severity) {
 		rec.Severity = c.Severity
 	}
-	wasHealthy := len(rec.Unhealthy) == 0
-	if c.Healthy || c.Gone {
+	switch {
+	case c.Gone:
 		delete(rec.Unhealthy, c.Member)
-	} else {
-		rec.Unhealthy[c.Member] = true
-	}
-	if len(rec.Unhealthy) > 0 {
-		if wasHealthy && rec.WasUnhealthy {
-			rec.Flaps++
+		delete(rec.Recovered, c.Member)
+	case c.Healthy:
+		if rec.Unhealthy[c.Member] {
+			delete(rec.Unhealthy, c.Member)
+			rec.Recovered[c.Member] = true
 		}
-		rec.WasUnhealthy = true
+	case !rec.Unhealthy[c.Member]:
+		if rec.Recovered[c.Member] {
+			rec.Flaps++
+			delete(rec.Recovered, c.Member)
+		}
+		rec.Unhealthy[c.Member] = true
 	}
 	return rec.Incident
 }
@@ -238,7 +242,7 @@ func (t *incidentTracker) snapshot() (*incidentState, bool) {
 	st := &incidentState{Refs: map[string]map[string]string{}}
 	for _, r := range t.open {
 		c := *r
-		c.Unhealthy = maps.Clone(r.Unhealthy)
+		c.Unhealthy, c.Recovered = maps.Clone(r.Unhealthy), maps.Clone(r.Recovered)
 		st.Open = append(st.Open, c)
 	}
 	for _, r := range t.resolving {
@@ -264,6 +268,9 @@ func (t *incidentTracker) restore(st *incidentState) {
 		rec := r
 		if rec.Unhealthy == nil {
 			rec.Unhealthy = map[string]bool{}
+		}
+		if rec.Recovered == nil {
+			rec.Recovered = map[string]bool{}
 		}
 		t.open[subjectKey(rec.Kind, rec.Namespace, rec.Name)] = &rec
 	}
