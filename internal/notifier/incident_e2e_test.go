@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -199,6 +201,7 @@ func TestNotifier_ACrashLoopIsOneIncidentPerSinkAcrossARestart(t *testing.T) {
 	}
 	// No kubelet here: the API server's own answer says why there are no
 	// log lines.
+	t.Logf("without a kubelet: %s", x.LogsUnavailable)
 	if !strings.HasPrefix(x.LogsUnavailable, "logs unavailable: the API server answered") {
 		t.Errorf("logsUnavailable %q: want the API server's answer", x.LogsUnavailable)
 	}
@@ -400,5 +403,101 @@ func TestNotifier_ARolloutOfTenPodsIsOneIncidentOfItsDeployment(t *testing.T) {
 	}
 	if got := len(hook.all()); got < 30 {
 		t.Errorf("%d messages: want every change of the 20 pods (create, status, delete) as an update", got)
+	}
+}
+
+// An OOMKilled container's message carries the reason, the exit code and
+// the last lines of its previous log, redacted. The log comes through the
+// real API server's pods/log, which asks the node's kubelet: here a TLS
+// server on loopback that serves the kubelet's /containerLogs path, named
+// as the kubelet of a Node whose address is 127.0.0.1 (the API server
+// does not verify a kubelet's certificate unless told a CA).
+func TestNotifier_AnOOMKilledPodsMessageCarriesItsLastLogLinesThroughTheAPIServer(t *testing.T) {
+	e := controlPlane.Env(t)
+	kc := kubernetes.NewForConfigOrDie(e.Config)
+	ctx := t.Context()
+	ns := testenv.NewNamespace(t, kc, "incident-logs")
+	if _, err := kc.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		queries []string
+	)
+	kubelet := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/containerLogs/"+ns+"/oom/app" {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		queries = append(queries, r.URL.RawQuery)
+		mu.Unlock()
+		_, _ = io.WriteString(w, "boot\nloading cache\nDB_PASSWORD=s3cr3t-e2e connecting\nallocating 2GiB\nfatal: out of memory\n")
+	}))
+	defer kubelet.Close()
+	port, err := strconv.Atoi(kubelet.URL[strings.LastIndex(kubelet.URL, ":")+1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeName := ns + "-node"
+	node, err := kc.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kc.CoreV1().Nodes().Delete(context.Background(), nodeName, metav1.DeleteOptions{}) })
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(port)
+	if _, err := kc.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	js := newJSONPeer(t)
+	logs := &logBuffer{}
+	n, err := New(newApp(t, e.Config, kloop.Options{Logger: logs.Logger(), Registry: prometheus.NewRegistry()}), Config{
+		Namespace: ns, Resources: []string{"pod"}, Checkpoint: CheckpointConfig{Type: CheckpointNone},
+		Incidents: IncidentConfig{LogLines: 3},
+		Sinks:     []SinkConfig{{Type: SinkWebhook, URL: js.URL + "/webhook", Incidents: true}},
+	}, Options{RESTConfig: e.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, stop := runSynced(t, n, logs)
+	defer func() {
+		stop()
+		<-done
+		if t.Failed() {
+			t.Logf("notifier logs:\n%s", logs)
+		}
+	}()
+
+	p := crashPod("oom")
+	p.Spec.NodeName = nodeName
+	if _, err := kc.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setPodStatus(t, kc, ns, "oom", podStatus(false, 1))
+	body := js.box("/webhook").waitFor(t, "webhook", "out of memory")
+	inc, x := incidentOf(t, body)
+	want := []string{"DB_PASSWORD=[redacted] connecting", "allocating 2GiB", "fatal: out of memory"}
+	if strings.Join(x.Logs, "\n") != strings.Join(want, "\n") {
+		t.Errorf("log lines %q, want %q", x.Logs, want)
+	}
+	if x.TerminationReason != "OOMKilled" || x.ExitCode == nil || *x.ExitCode != 137 {
+		t.Errorf("explanation %+v: want OOMKilled, exit code 137", x)
+	}
+	var p2 webhookPayload
+	_ = json.Unmarshal([]byte(body), &p2)
+	for _, s := range []string{"exit code 137 (OOMKilled)", "fatal: out of memory", inc.ID} {
+		if !strings.Contains(p2.Text, s) {
+			t.Errorf("text lacks %q:\n%s", s, p2.Text)
+		}
+	}
+	if strings.Contains(body, "s3cr3t-e2e") {
+		t.Errorf("a secret in a log line reached the receiver: %s", body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(queries) == 0 || !strings.Contains(queries[0], "previous=true") || !strings.Contains(queries[0], "tailLines=3") {
+		t.Errorf("the kubelet was asked %q, want previous=true and tailLines=3", queries)
 	}
 }
