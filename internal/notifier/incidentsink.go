@@ -1,8 +1,10 @@
 package notifier
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -262,4 +264,73 @@ func (n *Notifier) resolveDue() {
 // logSource is the pods/log access of incidents.loglines.
 type logSource struct {
 	fetcher *logFetcher // nil: no API access given
+}
+
+// Routing describes, one line each, the incidents, each sink's route and
+// the silences of c, for `notifier config check`.
+func (c *Config) Routing() []string {
+	var out []string
+	for _, s := range c.Sinks {
+		var route []string
+		f := s.Filter
+		if len(f.Namespaces) > 0 {
+			route = append(route, "namespaces "+strings.Join(f.Namespaces, ", "))
+		}
+		if len(f.ExcludeNamespaces) > 0 {
+			route = append(route, "not namespaces "+strings.Join(f.ExcludeNamespaces, ", "))
+		}
+		if len(f.Resources) > 0 {
+			route = append(route, "kinds "+strings.Join(f.Resources, ", "))
+		}
+		if f.Severity != "" {
+			route = append(route, "severity at least "+f.Severity)
+		}
+		if f.LabelSelector != "" {
+			route = append(route, "labels "+f.LabelSelector)
+		}
+		if len(f.Events) > 0 {
+			var evs []string
+			for _, e := range f.Events {
+				evs = append(evs, string(e))
+			}
+			route = append(route, "events "+strings.Join(evs, ", "))
+		}
+		if len(route) == 0 && !s.Incidents {
+			continue // kubewatch's: every change, a message each
+		}
+		line := "route " + s.Name + ": "
+		if len(route) == 0 {
+			line += "every change"
+		} else {
+			line += strings.Join(route, "; ")
+		}
+		switch {
+		case !s.Incidents:
+			line += "; a message per change (kubewatch's)"
+		case incidentUpdates(s.Type):
+			line += "; incidents, every change"
+		default:
+			line += "; incidents, open and resolved only"
+		}
+		out = append(out, line)
+	}
+	if slices.ContainsFunc(c.Sinks, func(s SinkConfig) bool { return s.Incidents }) {
+		i := c.Incidents
+		line := fmt.Sprintf("incidents: resolved %v after the last change once healthy", cmp.Or(i.Window, DefaultIncidentWindow))
+		if i.GroupByOwner {
+			line += "; grouped by owner"
+		}
+		if i.LogLines > 0 {
+			line += fmt.Sprintf("; last %d log lines of a failed container", i.LogLines)
+		}
+		out = append(out, line)
+	}
+	if c.Silences.Enabled {
+		if s, err := newSilencer(c.Silences); err == nil {
+			for _, d := range s.describe() {
+				out = append(out, "silence: "+d)
+			}
+		}
+	}
+	return out
 }
