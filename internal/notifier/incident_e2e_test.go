@@ -191,9 +191,14 @@ func TestNotifier_ACrashLoopIsOneIncidentPerSinkAcrossARestart(t *testing.T) {
 	first := hook.waitFor(t, "webhook", `"state":"open"`, "crasher")
 	inc, _ := incidentOf(t, first)
 
-	// Crash, recover, crash: one incident with a flap.
+	// Crash, recover, crash: one incident with a flap. Each state is
+	// seen before the next is written: an informer that falls behind
+	// merges the changes of an object, and a recovery merged away is no
+	// flap.
 	setPodStatus(t, kc, ns, "crasher", podStatus(false, 1))
+	hook.waitFor(t, "webhook", `"restarts":1`, `"healthy":false`)
 	setPodStatus(t, kc, ns, "crasher", podStatus(true, 1))
+	hook.waitFor(t, "webhook", `"restarts":1`, `"healthy":true`)
 	setPodStatus(t, kc, ns, "crasher", podStatus(false, 2))
 	_, x := incidentOf(t, hook.waitFor(t, "webhook", `"flaps":1`, `"restarts":2`))
 	if x.Reason != "CrashLoopBackOff" || x.TerminationReason != "OOMKilled" || x.ExitCode == nil || *x.ExitCode != 137 || x.Restarts != 2 {
@@ -401,8 +406,8 @@ func TestNotifier_ARolloutOfTenPodsIsOneIncidentOfItsDeployment(t *testing.T) {
 	if len(ids) != 1 {
 		t.Errorf("%d incidents, want 1", len(ids))
 	}
-	if got := len(hook.all()); got < 30 {
-		t.Errorf("%d messages: want every change of the 20 pods (create, status, delete) as an update", got)
+	if got := len(hook.all()); got < 20 {
+		t.Errorf("%d messages: want the changes of the 20 pods (at least a create or status of each new one and the delete of each old one)", got)
 	}
 }
 

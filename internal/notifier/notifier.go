@@ -351,8 +351,9 @@ func (n *Notifier) Start(ctx context.Context) error {
 		saves = t.C
 	}
 	if n.incidents != nil {
-		// A resolve is sent at most a quarter of the window late.
-		t := time.NewTicker(min(max(n.incidents.window/4, 10*time.Millisecond), 5*time.Second))
+		// A resolve is sent at most a quarter of the window (or a
+		// second) late.
+		t := time.NewTicker(min(max(n.incidents.window/4, 10*time.Millisecond), time.Second))
 		defer t.Stop()
 		resolves = t.C
 	}
