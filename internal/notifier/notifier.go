@@ -34,7 +34,8 @@ type Options struct {
 	// RetryBase is the wait after a sink's first failed attempt, doubled
 	// after each further one up to RetryMax. Defaults 500ms and 30s.
 	RetryBase, RetryMax time.Duration
-	// Now is the clock stamped on events. Default time.Now.
+	// Now is the clock stamped on events, and the one incident windows
+	// and quiet times are judged by. Default time.Now.
 	Now func() time.Time
 	// CheckpointInterval is how often the checkpoint is saved while it
 	// changes (and once more at the stop). Default 1s: a crash sends
