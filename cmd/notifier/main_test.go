@@ -218,7 +218,7 @@ sinks:
 		"route ops: namespaces prod; severity at least failed; incidents, every change\n",
 		"route mail: every change; incidents, open and resolved only\n",
 		"incidents: resolved 2m0s after the last change once healthy; grouped by owner; last 20 log lines of a failed container\n",
-		"silence: annotation or label notifier.kloop.dev/silence-until on an object or its namespace\n",
+		"silence: annotation or label notifier.kloop.dev/silence-until on an object, its namespace or its owner (when the owner's kind is watched)\n",
 		"silence: quiet time 22:00 to 06:00 Europe/Berlin in batch\n",
 	} {
 		if !strings.Contains(stdout.String(), line) {

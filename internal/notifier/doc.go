@@ -127,8 +127,9 @@
 // Pod not ready, a workload short of ready replicas) or info. The
 // silences section silences every sink by time of day (times, per
 // namespace, in a time zone) and by `<prefix>/silence-until` (an
-// annotation or label, RFC 3339 or 20060102T1504Z) on the object or its
-// namespace; silenced changes still move incidents, but send nothing
+// annotation or label, RFC 3339 or 20060102T1504Z) on the object, its
+// namespace or its owner (a Deployment's, for its Pods, once the
+// notifier saw the Deployment: its kind must be watched); silenced changes still move incidents, but send nothing
 // (kubewatch_events_suppressed_total{reason="silenced"}).
 //
 // # Full queues

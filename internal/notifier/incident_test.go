@@ -203,6 +203,22 @@ func TestSilencer_TimeOfDayAndSilenceUntilOnTheObjectOrItsNamespace(t *testing.T
 			t.Errorf("%s: silenced %v, want %v", tc.name, got, tc.want)
 		}
 	}
+	// A Deployment's silence silences its Pods, once the Deployment was
+	// seen (it is watched), and until it is lifted.
+	dep := ev("web", map[string]any{"notifier.kloop.dev/silence-until": "2026-12-07T13:00:00Z"}, nil)
+	dep.Kind, dep.Name = "Deployment", "api"
+	pod := ev("web", nil, nil)
+	pod.Kind, pod.Name, pod.Explanation = "Pod", "api-5d8f-x", &Explanation{Owner: "Deployment/api"}
+	if s.silenced(pod, day) != "" {
+		t.Error("a pod silenced before its Deployment's silence was seen")
+	}
+	if s.silenced(dep, day) == "" || !strings.Contains(s.silenced(pod, day), "on its owner Deployment/api") {
+		t.Errorf("the Deployment's silence does not reach its pod: %q", s.silenced(pod, day))
+	}
+	dep.Object = map[string]any{"metadata": map[string]any{}}
+	if s.silenced(dep, day) != "" || s.silenced(pod, day) != "" {
+		t.Error("the silence stays after the annotation is removed")
+	}
 	if _, err := newSilencer(SilenceConfig{Times: []QuietTime{{From: "25:00", To: "06:00"}}}); err == nil || !strings.Contains(err.Error(), "silences.times[0].from") {
 		t.Errorf("a bad time: %v, want an error naming silences.times[0].from", err)
 	}

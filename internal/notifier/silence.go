@@ -108,12 +108,15 @@ type silencer struct {
 	times []quiet
 
 	mu sync.Mutex
-	// namespaces: silence-until of each namespace that has one.
+	// namespaces: silence-until of each namespace that has one; owners:
+	// of each watched object that has one (Kind/namespace/name), for the
+	// objects it controls.
 	namespaces map[string]time.Time
+	owners     map[string]time.Time
 }
 
 func newSilencer(c SilenceConfig) (*silencer, error) {
-	s := &silencer{key: orDefault(c.Prefix, DefaultSilencePrefix) + "/silence-until", namespaces: map[string]time.Time{}}
+	s := &silencer{key: orDefault(c.Prefix, DefaultSilencePrefix) + "/silence-until", namespaces: map[string]time.Time{}, owners: map[string]time.Time{}}
 	for i, q := range c.Times {
 		cq, err := compileQuiet(q)
 		if err != nil {
@@ -157,7 +160,9 @@ func (s *silencer) handler() objectHandler {
 	}
 }
 
-// silenced says why ev is silenced at now, "" if it is not.
+// silenced says why ev is silenced at now, "" if it is not. It also
+// records ev's own silence-until, which silences the objects ev's object
+// controls (a Deployment's Pods) when its kind is watched.
 func (s *silencer) silenced(ev *Event, now time.Time) string {
 	var ann map[string]string
 	if meta, ok := ev.Object["metadata"].(map[string]any); ok {
@@ -168,14 +173,28 @@ func (s *silencer) silenced(ev *Event, now time.Time) string {
 			}
 		}
 	}
-	if t := s.until(ann, ev.Labels); now.Before(t) {
-		return fmt.Sprintf("%s %s on the object", s.key, t.Format(time.RFC3339))
+	own := s.until(ann, ev.Labels)
+	var owner string
+	if ev.Explanation != nil && ev.Explanation.Owner != "" {
+		owner = ev.Explanation.Owner + "@" + ev.Namespace
 	}
 	s.mu.Lock()
-	t := s.namespaces[ev.Namespace]
+	self := ev.Kind + "/" + ev.Name + "@" + ev.Namespace
+	if own.IsZero() || ev.Type == Delete {
+		delete(s.owners, self)
+	} else {
+		s.owners[self] = own
+	}
+	nsUntil, ownerUntil := s.namespaces[ev.Namespace], s.owners[owner]
 	s.mu.Unlock()
-	if now.Before(t) {
-		return fmt.Sprintf("%s %s on namespace %s", s.key, t.Format(time.RFC3339), ev.Namespace)
+	if now.Before(own) {
+		return fmt.Sprintf("%s %s on the object", s.key, own.Format(time.RFC3339))
+	}
+	if now.Before(ownerUntil) {
+		return fmt.Sprintf("%s %s on its owner %s", s.key, ownerUntil.Format(time.RFC3339), strings.TrimSuffix(owner, "@"+ev.Namespace))
+	}
+	if now.Before(nsUntil) {
+		return fmt.Sprintf("%s %s on namespace %s", s.key, nsUntil.Format(time.RFC3339), ev.Namespace)
 	}
 	for _, q := range s.times {
 		if q.covers(ev.Namespace, now) {
@@ -187,7 +206,7 @@ func (s *silencer) silenced(ev *Event, now time.Time) string {
 
 // describe lists the silences for `notifier config check`.
 func (s *silencer) describe() []string {
-	out := []string{"annotation or label " + s.key + " on an object or its namespace"}
+	out := []string{"annotation or label " + s.key + " on an object, its namespace or its owner (when the owner's kind is watched)"}
 	for _, q := range s.times {
 		out = append(out, "quiet time "+q.text)
 	}
