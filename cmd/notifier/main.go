@@ -103,7 +103,7 @@ func command(lookupEnv func(string) (string, bool)) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := notifier.New(app, *cfg, notifier.Options{Out: cmd.OutOrStdout(), DrainTimeout: drain}); err != nil {
+			if _, err := notifier.New(app, *cfg, notifier.Options{Out: cmd.OutOrStdout(), DrainTimeout: drain, RESTConfig: restCfg}); err != nil {
 				return err
 			}
 			return app.Run(cmd.Context())
@@ -196,6 +196,10 @@ func configCommand(configPath *string, lookupEnv func(string) (string, bool), ge
 					where = " " + u.Scheme + "://" + u.Host + "/..."
 				}
 				fmt.Fprintf(stdout, "sink %s: %s%s (max %d attempts, queue %d)\n", s.Name, s.Type, where, s.MaxAttempts, s.QueueSize)
+			}
+			// Routes, incidents and silences.
+			for _, l := range cfg.Routing() {
+				fmt.Fprintln(stdout, l)
 			}
 			// What kubewatch would ignore too: accepted, and said.
 			for _, w := range cfg.Warnings {

@@ -195,9 +195,35 @@ func TestConfigCheck_ReportsTheBadKeyOrTheSummary(t *testing.T) {
 		t.Fatalf("check exited %d: %s", code, stderr.String())
 	}
 	want := "namespace: (all)\nresources: pod\nsink slackwebhook: slackwebhook https://hooks.example/... (max 5 attempts, queue 1000)\n" +
-		"warning: reason: ignored, as kubewatch ignores it: not a key of this mapping (namespace, handler, resource, customresources, updates, sinks, clustername, checkpoint)\n"
+		"warning: reason: ignored, as kubewatch ignores it: not a key of this mapping (namespace, handler, resource, customresources, updates, sinks, clustername, checkpoint, incidents, silences)\n"
 	if stdout.String() != want {
 		t.Errorf("check printed:\n%s\nwant:\n%s", stdout.String(), want)
+	}
+
+	// Incidents, routes and silences are shown.
+	if err := os.WriteFile(good, []byte(`resource: {po: true}
+incidents: {window: 2m, groupbyowner: true, loglines: 20}
+silences: {times: [{from: "22:00", to: "06:00", timezone: Europe/Berlin, namespaces: [batch]}]}
+sinks:
+  - {name: ops, type: webhook, url: "https://ops.example/", incidents: true, filter: {namespaces: [prod], severity: failed}}
+  - {name: mail, type: smtp, to: a@example.com, from: b@example.com, smarthost: "mail.example.com:587", incidents: true}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	if code := run(context.Background(), []string{"config", "check"}, &stdout, &stderr, env(map[string]string{"KW_CONFIG": dir})); code != 0 {
+		t.Fatalf("check exited %d: %s", code, stderr.String())
+	}
+	for _, line := range []string{
+		"route ops: namespaces prod; severity at least failed; incidents, every change\n",
+		"route mail: every change; incidents, open and resolved only\n",
+		"incidents: resolved 2m0s after the last change once healthy; grouped by owner; last 20 log lines of a failed container\n",
+		"silence: annotation or label notifier.kloop.dev/silence-until on an object, its namespace or its owner (when the owner's kind is watched)\n",
+		"silence: quiet time 22:00 to 06:00 Europe/Berlin in batch\n",
+	} {
+		if !strings.Contains(stdout.String(), line) {
+			t.Errorf("check lacks %q:\n%s", line, stdout.String())
+		}
 	}
 	if strings.Contains(stdout.String(), "SECRET") {
 		t.Error("check printed the webhook URL's secret path")

@@ -130,6 +130,9 @@ type ckState struct {
 	Overflow bool `json:"overflow,omitempty"`
 	// Scopes: watched scope (resource@namespace) → object key → entry.
 	Scopes map[string]map[string]ckEntry `json:"scopes"`
+	// Incidents are the open incidents, those whose resolve is on its
+	// way, and the sinks' references to their messages.
+	Incidents *incidentState `json:"incidents,omitempty"`
 }
 
 // checkpointStore loads and saves a checkpoint.
@@ -434,11 +437,12 @@ func (t *tracker) size() int {
 	return n
 }
 
-// snapshot returns the state to save, if it changed since the last one.
-func (t *tracker) snapshot() (*ckState, bool) {
+// snapshot returns the state to save, if it changed since the last one
+// or force is set.
+func (t *tracker) snapshot(force bool) (*ckState, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.dirty {
+	if !t.dirty && !force {
 		return nil, false
 	}
 	t.dirty = false

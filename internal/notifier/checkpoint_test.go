@@ -66,11 +66,11 @@ func TestTracker_PastTheBoundTheCheckpointIsMarkedOverflowed(t *testing.T) {
 	for _, k := range []string{"a", "b"} {
 		tr.finish(tr.begin("s", k, &ckEntry{RV: "1"}), true)
 	}
-	if st, _ := tr.snapshot(); st.Overflow || len(st.Scopes["s"]) != 2 {
+	if st, _ := tr.snapshot(false); st.Overflow || len(st.Scopes["s"]) != 2 {
 		t.Fatalf("at the bound: %+v", st)
 	}
 	tr.finish(tr.begin("s", "c", &ckEntry{RV: "1"}), true)
-	st, changed := tr.snapshot()
+	st, changed := tr.snapshot(false)
 	if !changed || !st.Overflow || len(st.Scopes) != 0 {
 		t.Errorf("past the bound: %+v, want an overflowed checkpoint with no objects", st)
 	}

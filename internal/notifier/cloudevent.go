@@ -30,6 +30,9 @@ type cloudEventData struct {
 	APIVersion  string         `json:"apiVersion"`
 	Obj         map[string]any `json:"obj"`
 	OldObj      map[string]any `json:"oldObj"`
+	// Incident and Explanation: incident sinks only.
+	Incident    *Incident    `json:"incident,omitempty"`
+	Explanation *Explanation `json:"explanation,omitempty"`
 }
 
 // cloudEventSender sends CloudEvents 1.0 in structured mode (one JSON
@@ -79,6 +82,13 @@ func (c *cloudEventSender) cloudEvent(ev *Event) (cloudevents.Event, error) {
 	data := cloudEventData{
 		Operation: op, Kind: ev.Kind, ClusterUID: orDefault(ev.Cluster, "TODO"), Description: text,
 		APIVersion: ev.APIVersion, Obj: ev.Object, OldObj: ev.OldObject,
+	}
+	if inc := ev.Incident; inc != nil {
+		data.Incident, data.Explanation = inc, ev.Explanation
+		// As extension attributes too, for routing on the envelope.
+		e.SetExtension("incidentid", inc.ID)
+		e.SetExtension("incidentseq", inc.Seq)
+		e.SetExtension("incidentstate", inc.State)
 	}
 	if err := e.SetData(cloudevents.ApplicationJSON, data); err != nil {
 		return cloudevents.Event{}, fmt.Errorf("encoding the data: %w", err)

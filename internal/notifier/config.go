@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
@@ -56,6 +57,10 @@ type Config struct {
 	// Checkpoint keeps what was notified across restarts (see
 	// CheckpointConfig). The zero value is a ConfigMap.
 	Checkpoint CheckpointConfig
+	// Incidents configures the sinks that set incidents: true.
+	Incidents IncidentConfig
+	// Silences silence notifications to every sink.
+	Silences SilenceConfig
 	// Warnings are what ParseConfig accepted as kubewatch would but a
 	// reader should know, each naming its key: keys kubewatch ignores
 	// (reason:, a handler's enabled:, an unknown resource), a handler whose
@@ -63,6 +68,28 @@ type Config struct {
 	// kubewatch's default handler), nothing to watch. The notifier logs
 	// them at start; `notifier config check` prints them.
 	Warnings []string
+}
+
+// IncidentConfig says how the changes of an object become incidents, for
+// the sinks that ask for them (SinkConfig.Incidents).
+type IncidentConfig struct {
+	// Window is how long an incident whose objects are all healthy (or
+	// gone) waits for a further change before it resolves. Default
+	// DefaultIncidentWindow.
+	Window time.Duration
+	// GroupByOwner makes the changes of the objects one workload controls
+	// (a Deployment's Pods, through its ReplicaSets) one incident of the
+	// workload.
+	GroupByOwner bool
+	// LogLines, if above 0, adds the last LogLines lines of a failed
+	// container's previous log (pods/log, previous=true) to a Pod's
+	// explanation, redacted (see Redact). Off by default: logs may hold
+	// secrets.
+	LogLines int
+	// Redact are regular expressions whose matches in log lines are
+	// replaced by [redacted] (the first group, if any, is kept), besides
+	// the built-in ones for password=, token:, bearer and the like.
+	Redact []string
 }
 
 // CustomResource names a resource by group, version and plural name.
@@ -152,6 +179,9 @@ type SinkConfig struct {
 	AdvancedFilter bool
 	// Format of a log sink: "text" (default) or "json".
 	Format string
+	// Incidents sends incidents instead of one message per change (see
+	// the package doc, Incidents). Off by default: kubewatch's messages.
+	Incidents bool
 	// Filter selects the events this sink gets; the zero value passes all.
 	Filter FilterConfig
 	// MaxAttempts bounds delivery attempts of one notification. Default 5.
@@ -200,6 +230,9 @@ type FilterConfig struct {
 	// Resources are resource names (built-in names or aliases, or a
 	// custom resource's plural) passed; each must be one the Config watches.
 	Resources []string
+	// Severity is the least severity passed: info (all, the default),
+	// warning or failed, derived from the object (see Explanation).
+	Severity string
 }
 
 // DefaultConfigPath is kubewatch's lookup: $KW_CONFIG/.kubewatch.yaml, else
@@ -459,6 +492,9 @@ func (c *Config) Validate() error {
 				bad("%s: filter.namespaces: %q is never seen: only namespace %s is watched (and \"\" for cluster-scoped objects)", where, ns, c.Namespace)
 			}
 		}
+		if s.Filter.Severity != "" && !slices.Contains(severities, s.Filter.Severity) {
+			bad("%s: filter.severity %q; allowed: %s", where, s.Filter.Severity, strings.Join(severities, ", "))
+		}
 		for _, e := range s.Filter.Events {
 			if !slices.Contains(eventTypes, e) {
 				bad("%s: filter.events: %q; allowed: create, update, delete", where, e)
@@ -466,6 +502,18 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Checkpoint.validate()...)
+	if c.Incidents.Window < 0 {
+		bad("incidents.window %v; allowed: a positive duration", c.Incidents.Window)
+	}
+	if c.Incidents.LogLines < 0 || c.Incidents.LogLines > 1000 {
+		bad("incidents.loglines %d; allowed: 0 (off) to 1000", c.Incidents.LogLines)
+	}
+	if _, err := compileRedactions(c.Incidents.Redact); err != nil {
+		bad("%v", err)
+	}
+	if _, err := newSilencer(c.Silences); err != nil {
+		bad("%v", err)
+	}
 	if len(errs) > 0 {
 		return &ConfigError{Problems: errs}
 	}
@@ -627,7 +675,7 @@ func describe(v any) string {
 	}
 }
 
-var topKeys = []string{"namespace", "handler", "resource", "customresources", "updates", "sinks", "clustername", "checkpoint"}
+var topKeys = []string{"namespace", "handler", "resource", "customresources", "updates", "sinks", "clustername", "checkpoint", "incidents", "silences"}
 
 func (p *parser) config(root node) *Config {
 	cfg := &Config{}
@@ -642,6 +690,36 @@ func (p *parser) config(root node) *Config {
 			Name:       p.str(c["name"]),
 			Path:       p.str(c["path"]),
 			MaxObjects: p.integer(c["maxobjects"]),
+		}
+	}
+	if n, ok := top["incidents"]; ok {
+		c := p.object(n, []string{"window", "groupbyowner", "loglines", "redact"})
+		if w := p.str(c["window"]); w != "" {
+			d, err := time.ParseDuration(w)
+			if err != nil || d <= 0 {
+				p.bad(c["window"], "%q: want a positive duration such as 5m", w)
+			}
+			cfg.Incidents.Window = d
+		}
+		cfg.Incidents.GroupByOwner = p.boolean(c["groupbyowner"])
+		cfg.Incidents.LogLines = p.integer(c["loglines"])
+		cfg.Incidents.Redact = p.strs(c["redact"])
+	}
+	if n, ok := top["silences"]; ok {
+		c := p.object(n, []string{"prefix", "times"})
+		cfg.Silences = SilenceConfig{Enabled: true, Prefix: p.str(c["prefix"])}
+		if tn, ok := c["times"]; ok && tn.v != nil {
+			l, isList := tn.v.([]any)
+			if !isList {
+				p.bad(tn, "want a list of {from, to, timezone, namespaces}, got %s", describe(tn.v))
+			}
+			for i, v := range l {
+				qn := node{path: fmt.Sprintf("%s[%d]", tn.path, i), v: v}
+				q := p.object(qn, []string{"from", "to", "timezone", "namespaces"})
+				cfg.Silences.Times = append(cfg.Silences.Times, QuietTime{
+					From: p.str(q["from"]), To: p.str(q["to"]), Timezone: p.str(q["timezone"]), Namespaces: p.strs(q["namespaces"]),
+				})
+			}
 		}
 	}
 	p.resources(cfg, top["resource"])
@@ -812,7 +890,7 @@ func isEmpty(v any) bool {
 	return false
 }
 
-var commonSinkKeys = []string{"filter", "maxattempts", "queuesize", "template", "advancedfilter"}
+var commonSinkKeys = []string{"filter", "maxattempts", "queuesize", "template", "advancedfilter", "incidents"}
 
 // sinkKeys are each type's keys: kubewatch's, then this notifier's.
 var sinkKeys = map[string][]string{
@@ -904,13 +982,15 @@ func (p *parser) sink(n node, typ string, listed bool) (SinkConfig, bool) {
 	}
 	s.Template = p.str(m["template"])
 	s.AdvancedFilter = p.boolean(m["advancedfilter"])
+	s.Incidents = p.boolean(m["incidents"])
 	if _, ok := m["advancedfilter"]; ok {
 		p.explicitAdvanced = append(p.explicitAdvanced, n.path)
 	}
 	s.MaxAttempts = p.integer(m["maxattempts"])
 	s.QueueSize = p.integer(m["queuesize"])
 	if fn, ok := m["filter"]; ok {
-		f := p.object(fn, []string{"events", "namespaces", "excludenamespaces", "labelselector", "resources"})
+		f := p.object(fn, []string{"events", "namespaces", "excludenamespaces", "labelselector", "resources", "severity"})
+		s.Filter.Severity = strings.ToLower(p.str(f["severity"]))
 		for _, e := range p.strs(f["events"]) {
 			et := EventType(strings.ToLower(e))
 			if !slices.Contains(eventTypes, et) {

@@ -22,7 +22,13 @@ type delivery struct {
 	sender sender
 	filter *filter
 	// advanced applies kubewatch's advanced filters (advancedPass).
-	advanced    bool
+	advanced bool
+	// incidents is the notifier's incident tracker if the sink sends
+	// incidents (nil: one message per change, as kubewatch); updates:
+	// the sink is sent every change of an incident, not only its open
+	// and resolve (see incidentUpdates).
+	incidents   *incidentTracker
+	updates     bool
 	maxAttempts int
 	retryBase   time.Duration
 	retryMax    time.Duration
@@ -58,7 +64,13 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // Only a stopping sink refuses events (they are sent again after a
 // restart: the checkpoint does not pass them).
 func (d *delivery) offer(ev *Event) {
-	if !d.filter.match(ev) || (d.advanced && !advancedPass(ev)) {
+	if ev.resolve != nil {
+		// A resolve goes to every incident sink; it sends it if it
+		// sent anything of the incident.
+		if d.incidents == nil {
+			return
+		}
+	} else if !d.filter.match(ev) || (d.advanced && !advancedPass(ev)) {
 		return
 	}
 	d.mu.Lock()
@@ -170,6 +182,22 @@ func (d *delivery) run(ctx context.Context, drain time.Duration) {
 // backoff until it has tried maxAttempts times.
 func (d *delivery) deliver(ctx context.Context, ev *Event) {
 	log := d.log.With("sink", d.name, "kind", ev.Kind, "namespace", ev.Namespace, "name", ev.Name, "event", ev.Type)
+	send := func(ctx context.Context) error { return d.sender.send(ctx, ev) }
+	switch {
+	case d.incidents != nil && ev.Incident != nil:
+		view, ref, ok := d.incidentView(ctx, ev)
+		if !ok {
+			ev.finish(true)
+			return
+		}
+		log = log.With("incident", view.Incident.ID, "state", view.Incident.State)
+		send = func(ctx context.Context) error { return d.sendIncident(ctx, view, ref) }
+	case ev.Incident != nil || ev.Explanation != nil:
+		// Not an incident sink: kubewatch's message.
+		cp := *ev
+		cp.Incident, cp.Explanation, cp.tr, cp.pend = nil, nil, nil, nil
+		send = func(ctx context.Context) error { return d.sender.send(ctx, &cp) }
+	}
 	for attempt := 1; ; attempt++ {
 		if ctx.Err() != nil {
 			d.m.failed.WithLabelValues(d.name, failShutdown).Inc()
@@ -177,7 +205,7 @@ func (d *delivery) deliver(ctx context.Context, ev *Event) {
 			ev.finish(false)
 			return
 		}
-		err := d.sender.send(ctx, ev)
+		err := send(ctx)
 		if err == nil {
 			d.m.sent.WithLabelValues(ev.Kind, string(ev.Type), d.name).Inc()
 			log.Debug("Notification sent", "attempts", attempt)

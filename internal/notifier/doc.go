@@ -78,6 +78,60 @@
 // reply) is not retried. Every give-up is logged and counted in
 // kubewatch_events_failed_total{sink,reason}.
 //
+// # Incidents
+//
+// A sink with incidents: true gets incidents instead of a message per
+// change (kubewatch's files leave it off, so their payloads stay
+// kubewatch's). The changes of one object, or with
+// incidents.groupbyowner of the objects one workload controls (a Pod
+// stands for its Deployment through its ReplicaSet, by the
+// pod-template-hash naming the deployment controller uses), are one
+// incident: its first change opens it, later ones update it, and it
+// resolves once every object in it is healthy or gone and no change came
+// for incidents.window (5m). A member that turns unhealthy again after
+// recovering is a flap: counted, not a new incident. The tracker
+// (incidentTracker) is a pure core fed the clock (Options.Now); the
+// notifier's ticker resolves what is due.
+//
+// Each incident has a stable id, a sequence number (rising with every
+// change and the resolve) and a state (open, update, resolved), in the
+// webhook payload ("incident", with "explanation") and in the CloudEvent's
+// data and extension attributes (incidentid, incidentseq, incidentstate).
+// Per handler: slack posts the first message, updates it in place
+// (chat.update) and, on resolve, updates it once more and replies in its
+// thread; webhook, cloudevent and log get every change; the others
+// (slackwebhook, msteams, mattermost, flock, lark, hipchat, smtp), which
+// cannot edit a message, get the open and the resolve only. A sink's
+// first message of an incident is its open, whatever came before that its
+// route did not pass; a resolve goes to the sinks that sent something of
+// the incident. The open incidents, the resolves on their way and each
+// sink's message references are kept in the checkpoint: a restart
+// continues an incident with the same id and updates the same Slack
+// message; a resolve not yet delivered is sent again (at least once).
+//
+// Explanations (Explanation) say why: for a Pod the reason (OOMKilled,
+// CrashLoopBackOff, ImagePullBackOff, Evicted, Unschedulable with the
+// scheduler's message, ...), exit code and termination reason, restart
+// count and owning workload; for a workload its failed condition and
+// ready replicas. With incidents.loglines the last lines of a failed
+// container's previous log (pods/log, previous=true, through the API
+// server, which asks the kubelet) are added, redacted by built-in and
+// incidents.redact patterns; when the API server cannot serve them the
+// explanation says so and why.
+//
+// # Routes and silences
+//
+// A sink's filter is its route: namespaces, kinds (filter.resources),
+// labels and filter.severity, derived from the object: failed (a failed
+// reason above, a Job's Failed condition), warning (a Warning Event, a
+// Pod not ready, a workload short of ready replicas) or info. The
+// silences section silences every sink by time of day (times, per
+// namespace, in a time zone) and by `<prefix>/silence-until` (an
+// annotation or label, RFC 3339 or 20060102T1504Z) on the object, its
+// namespace or its owner (a Deployment's, for its Pods, once the
+// notifier saw the Deployment: its kind must be watched); silenced changes still move incidents, but send nothing
+// (kubewatch_events_suppressed_total{reason="silenced"}).
+//
 // # Full queues
 //
 // A full queue drops nothing. A change it cannot take is set aside with

@@ -88,19 +88,49 @@ type Event struct {
 	Time time.Time
 	// Test marks the event of `config test`: reason Tested.
 	Test bool
+	// Explanation says why the object needs attention (Pods, workloads,
+	// Events; nil for other kinds). Incident sinks send it.
+	Explanation *Explanation
+	// Incident is the incident the change belongs to, as the sink sees
+	// it (nil unless the sink sets incidents). A resolve is an event of
+	// its own, with Object nil.
+	Incident *Incident
 
 	// tr and pend track the event for the checkpoint (nil: untracked).
 	tr   *tracker
 	pend *pending
+	// resolve tracks a resolve through the sinks (nil: not a resolve).
+	resolve *resolveRefs
+	// logs fetches the failed container's log once for every sink (nil:
+	// not asked for).
+	logs *lazyLogs
+}
+
+// severity is the event's derived severity (info without explanation).
+func (e *Event) severity() string {
+	if e.Explanation == nil {
+		return SeverityInfo
+	}
+	return e.Explanation.Severity
 }
 
 // hold is called by a sink that takes the event, before it queues it.
-func (e *Event) hold() { e.pend.hold() }
+func (e *Event) hold() {
+	e.pend.hold()
+	if e.resolve != nil {
+		e.resolve.n.Add(1)
+	}
+}
 
 // finish is called by a sink that took the event once it is through with
 // it: delivered, or given up on (delivered true), or dropped by a stop
 // (false: the next start sends it again).
-func (e *Event) finish(delivered bool) { e.tr.finish(e.pend, delivered) }
+func (e *Event) finish(delivered bool) {
+	e.tr.finish(e.pend, delivered)
+	if e.resolve != nil {
+		e.resolve.finish(delivered)
+	}
+}
 
 // carried is called by a sink that merged the event into a later one of
 // its object instead of sending it (see overflow).

@@ -13,6 +13,7 @@ type filter struct {
 	excludeNamespaces []string
 	selector          labels.Selector
 	resources         []string // as given, plus canonical names of built-ins
+	severity          string
 }
 
 func newFilter(fc FilterConfig) (*filter, error) {
@@ -20,7 +21,7 @@ func newFilter(fc FilterConfig) (*filter, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &filter{events: fc.Events, namespaces: fc.Namespaces, excludeNamespaces: fc.ExcludeNamespaces, selector: sel}
+	f := &filter{events: fc.Events, namespaces: fc.Namespaces, excludeNamespaces: fc.ExcludeNamespaces, selector: sel, severity: fc.Severity}
 	for _, r := range fc.Resources {
 		// Both: a custom resource's plural can be a built-in's alias
 		// (core secrets through the dynamic client are "secrets").
@@ -44,6 +45,9 @@ func (f *filter) match(ev *Event) bool {
 		return false
 	}
 	if len(f.resources) > 0 && !slices.Contains(f.resources, ev.Resource) {
+		return false
+	}
+	if f.severity != "" && severityRank(ev.severity()) < severityRank(f.severity) {
 		return false
 	}
 	return f.selector.Matches(labels.Set(ev.Labels))

@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/client"
@@ -33,12 +34,16 @@ type Options struct {
 	// RetryBase is the wait after a sink's first failed attempt, doubled
 	// after each further one up to RetryMax. Defaults 500ms and 30s.
 	RetryBase, RetryMax time.Duration
-	// Now is the clock stamped on events. Default time.Now.
+	// Now is the clock stamped on events, and the one incident windows
+	// and quiet times are judged by. Default time.Now.
 	Now func() time.Time
 	// CheckpointInterval is how often the checkpoint is saved while it
 	// changes (and once more at the stop). Default 1s: a crash sends
 	// again what was delivered in at most the last interval.
 	CheckpointInterval time.Duration
+	// RESTConfig is what pods/log is read with when incidents.loglines
+	// asks for log lines; nil: explanations say logs are unavailable.
+	RESTConfig *rest.Config
 }
 
 // DefaultCheckpointInterval is Options.CheckpointInterval's default.
@@ -65,6 +70,14 @@ type Notifier struct {
 	deliveries []*delivery
 	closers    []func()
 	synced     chan struct{}
+	// incidents is nil unless a sink sends incidents; logs is nil unless
+	// incidents.loglines asks for log lines; silencer is nil without a
+	// silences section, namespaces then the informer it learns
+	// namespaces' silences from.
+	incidents  *incidentTracker
+	logs       *logSource
+	silencer   *silencer
+	namespaces *informerOf
 
 	mu      sync.Mutex
 	started bool
@@ -129,13 +142,41 @@ func New(app *kloop.App, cfg Config, opts Options) (*Notifier, error) {
 		}
 		n.store = &configMapStore{cms: cms, namespace: ck.Namespace, name: ck.Name}
 	}
+	for _, sc := range cfg.Sinks {
+		if sc.Incidents && n.incidents == nil {
+			n.incidents = newIncidentTracker(cmp.Or(cfg.Incidents.Window, DefaultIncidentWindow))
+		}
+	}
+	if n.incidents != nil && cfg.Incidents.LogLines > 0 {
+		n.logs = &logSource{}
+		if opts.RESTConfig != nil {
+			if n.logs.fetcher, err = newLogFetcher(opts.RESTConfig, cfg.Incidents.LogLines, cfg.Incidents.Redact); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if cfg.Silences.Enabled {
+		if n.silencer, err = newSilencer(cfg.Silences); err != nil {
+			return nil, err
+		}
+		r, _ := lookupResource("namespace")
+		inf, err := r.watch(app, r.gvr(), kloop.ObjectsOptions{ClusterScoped: true})
+		if err != nil {
+			return nil, fmt.Errorf("notifier: watching namespaces for silences: %w", err)
+		}
+		n.namespaces = &inf
+	}
 	outMu := &sync.Mutex{}
 	for _, sc := range cfg.Sinks {
 		f, err := newFilter(sc.Filter)
 		if err != nil {
 			return nil, fmt.Errorf("sink %s: filter: %w", sc.Name, err)
 		}
-		text, err := newTextFunc(sc.Name, sc.Template)
+		newText := newTextFunc
+		if sc.Incidents {
+			newText = incidentTextFunc
+		}
+		text, err := newText(sc.Name, sc.Template)
 		if err != nil {
 			return nil, fmt.Errorf("sink %s: template: %w", sc.Name, err)
 		}
@@ -148,6 +189,9 @@ func New(app *kloop.App, cfg Config, opts Options) (*Notifier, error) {
 		}
 		d := n.newDelivery(sc, s, f)
 		d.advanced = sc.AdvancedFilter
+		if sc.Incidents {
+			d.incidents, d.updates = n.incidents, incidentUpdates(sc.Type)
+		}
 		n.deliveries = append(n.deliveries, d)
 	}
 
@@ -244,6 +288,9 @@ func (n *Notifier) Start(ctx context.Context) error {
 			n.log.Info("Checkpoint loaded: notifying what changed while the notifier was down", "checkpoint", n.store.where())
 		}
 		n.tracker = newTracker(n.cfg.Checkpoint.MaxObjects, restored)
+		if restored != nil && n.incidents != nil {
+			n.incidents.restore(restored.Incidents)
+		}
 		for _, src := range n.sources {
 			src.restore()
 		}
@@ -270,6 +317,21 @@ func (n *Notifier) Start(ctx context.Context) error {
 			<-r.Done()
 		}
 	}()
+	if n.namespaces != nil {
+		// Before the sources: a namespace's silence is known before
+		// the changes in it.
+		reg, err := n.namespaces.attach(n.silencer.handler())
+		if err != nil {
+			return fmt.Errorf("notifier: watching namespaces for silences: %w", err)
+		}
+		regs = append(regs, reg)
+		if err := errors.Join(n.namespaces.waitForSync(ctx), reg.WaitForSync(ctx)); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("notifier: watching namespaces for silences: %w", err)
+		}
+	}
 	for _, w := range n.watched {
 		reg, err := w.inf.attach(w.src.handler())
 		if err != nil {
@@ -283,20 +345,29 @@ func (n *Notifier) Start(ctx context.Context) error {
 		}
 		return err
 	}
+	var saves, resolves <-chan time.Time
 	if n.tracker != nil {
 		t := time.NewTicker(n.opts.CheckpointInterval)
 		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				_ = n.saveCheckpoint(ctx, false) // logged; retried on the next tick
-			case <-ctx.Done():
-				return nil
-			}
+		saves = t.C
+	}
+	if n.incidents != nil {
+		// A resolve is sent at most a quarter of the window (or a
+		// second) late.
+		t := time.NewTicker(min(max(n.incidents.window/4, 10*time.Millisecond), time.Second))
+		defer t.Stop()
+		resolves = t.C
+	}
+	for {
+		select {
+		case <-saves:
+			_ = n.saveCheckpoint(ctx, false) // logged; retried on the next tick
+		case <-resolves:
+			n.resolveDue()
+		case <-ctx.Done():
+			return nil
 		}
 	}
-	<-ctx.Done()
-	return nil
 }
 
 // sync waits until the informers have listed and the handlers have taken
@@ -338,10 +409,16 @@ func (n *Notifier) sync(ctx context.Context, regs []*informer.Registration) erro
 // saveCheckpoint saves the checkpoint if it changed. final: the stop's
 // last save, after every sink is done.
 func (n *Notifier) saveCheckpoint(ctx context.Context, final bool) error {
-	st, changed := n.tracker.snapshot()
+	var incidents *incidentState
+	incChanged := false
+	if n.incidents != nil {
+		incidents, incChanged = n.incidents.snapshot()
+	}
+	st, changed := n.tracker.snapshot(incChanged)
 	if !changed {
 		return nil
 	}
+	st.Incidents = incidents
 	if final {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
@@ -351,7 +428,8 @@ func (n *Notifier) saveCheckpoint(ctx context.Context, final bool) error {
 	if errors.Is(err, errTooLarge) {
 		n.log.Warn("The checkpoint outgrew its store: marking it overflowed", "checkpoint", n.store.where())
 		n.tracker.setOverflow()
-		st, _ = n.tracker.snapshot()
+		st, _ = n.tracker.snapshot(true)
+		st.Incidents = incidents
 		err = n.store.save(ctx, st)
 	}
 	if err != nil {

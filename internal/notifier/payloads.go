@@ -21,6 +21,9 @@ type webhookPayload struct {
 	Changes   []string       `json:"changes,omitempty"`
 	Object    map[string]any `json:"object,omitempty"`
 	OldObject map[string]any `json:"oldObject,omitempty"`
+	// Incident and Explanation: incident sinks only.
+	Incident    *Incident    `json:"incident,omitempty"`
+	Explanation *Explanation `json:"explanation,omitempty"`
 }
 
 type eventMeta struct {
@@ -36,6 +39,9 @@ func webhookBody(ev *Event, text string, s SinkConfig) ([]byte, error) {
 		Text:      text,
 		Time:      ev.Time.Format(time.RFC3339Nano),
 		Cluster:   ev.Cluster,
+	}
+	if ev.Incident != nil {
+		p.Incident, p.Explanation = ev.Incident, ev.Explanation
 	}
 	if s.IncludeChanges {
 		p.Changes = ev.Changes

@@ -12,8 +12,10 @@ import (
 
 // ClusterRole returns the read-only ClusterRole, named name, that a
 // notifier running cfg needs: list and watch on exactly the resources cfg
-// watches, built-in and custom, and nothing else (its informers never get
-// single objects). `notifier config rbac` prints it; deploy/notifier's
+// watches, built-in and custom (its informers never get single objects);
+// with silences, list and watch on namespaces too (their silence-until),
+// and with incidents.loglines get on pods/log (a failed container's
+// previous log); nothing else. `notifier config rbac` prints it; deploy/notifier's
 // role.yaml is made that way from the config in deploy/notifier.
 //
 // It is a ClusterRole even when cfg.Namespace is set, so that one binding
@@ -41,6 +43,9 @@ func ClusterRole(name string, cfg *Config) *rbacv1.ClusterRole {
 	for _, cr := range cfg.CustomResources {
 		add(cr.Group, cr.Resource)
 	}
+	if cfg.Silences.Enabled {
+		add("", "namespaces") // their silence-until
+	}
 	groups := make([]string, 0, len(byGroup))
 	for g := range byGroup {
 		groups = append(groups, g)
@@ -55,6 +60,9 @@ func ClusterRole(name string, cfg *Config) *rbacv1.ClusterRole {
 		res := byGroup[g]
 		slices.SortFunc(res, cmp.Compare)
 		role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: res, Verbs: []string{"list", "watch"}})
+	}
+	if cfg.Incidents.LogLines > 0 && slices.ContainsFunc(cfg.Sinks, func(s SinkConfig) bool { return s.Incidents }) {
+		role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}})
 	}
 	return role
 }

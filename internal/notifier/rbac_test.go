@@ -66,3 +66,27 @@ func TestClusterRole_CoversEveryBuiltInResourceWithItsAPIPlural(t *testing.T) {
 		}
 	}
 }
+
+func TestClusterRole_NamespacesForSilencesAndPodsLogForLogLines(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`
+resource: {po: true}
+incidents: {loglines: 10}
+silences: {times: [{from: "22:00", to: "06:00"}]}
+handler: {webhook: {url: "http://h/", incidents: true}}
+`), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ClusterRole("notifier", cfg)
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"namespaces", "pods"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
+	}
+	if !reflect.DeepEqual(got.Rules, want) {
+		t.Errorf("rules:\n got %+v\nwant %+v", got.Rules, want)
+	}
+	cfg.Sinks[0].Incidents = false // log lines only go to incident sinks
+	if rules := ClusterRole("notifier", cfg).Rules; len(rules) != 1 {
+		t.Errorf("without an incident sink: %+v, want no pods/log", rules)
+	}
+}

@@ -60,6 +60,22 @@ checkpoint:
   # name: kubewatch-checkpoint
   # maxobjects: 10000        # past it, a restart notifies nothing it missed
 
+# Incidents, for the sinks that set incidents: true: the changes of an
+# object (or of the objects one workload controls) are one incident, opened
+# by one message, updated in place or carried by id, resolved once healthy.
+# incidents:
+#   window: 5m               # quiet time before a healthy incident resolves
+#   groupbyowner: false      # a Deployment's Pods are one incident of it
+#   loglines: 0              # last lines of a failed container's previous log (pods/log)
+#   redact: ["card=\\d+"]  # more patterns hidden in log lines
+
+# Silences: nothing is sent in a quiet time, nor about an object or
+# namespace annotated (or labelled) <prefix>/silence-until=<RFC 3339 time>.
+# silences:
+#   prefix: notifier.kloop.dev
+#   times:
+#     - {from: "22:00", to: "06:00", timezone: Europe/Berlin, namespaces: [batch]}
+
 # Every handler configured here is used (kubewatch used only the first). A
 # handler whose fields are all empty is not configured. Each one's
 # environment variables fill in what the file leaves empty.
@@ -112,12 +128,14 @@ handler:
 #   template: "{{.Reason}} {{.Kind}} {{.Namespace}}/{{.Name}} {{join .Changes \", \"}}"
 #                                  # Go text/template; default kubewatch's text
 #   advancedfilter: false          # kubewatch's advanced filters, on transitions
+#   incidents: false               # incidents (see incidents:) instead of a message per change
 #   filter:
 #     events: [create, update, delete]
 #     namespaces: [web]            # only these
 #     excludenamespaces: [kube-system]
 #     labelselector: "app=web,tier!=cache"
-#     resources: [pod, configmap]
+#     resources: [pod, configmap]  # the route by kind
+#     severity: warning            # at least: info, warning (warning events, unready) or failed
 #   maxattempts: 5                 # network errors, 5xx and 429 are retried
 #   queuesize: 1000                # beyond it changes wait per object, merged, and are sent as it has room
 #

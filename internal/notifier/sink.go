@@ -53,7 +53,7 @@ func newSender(s SinkConfig, text textFunc, out io.Writer, outMu *sync.Mutex, no
 	switch s.Type {
 	case SinkLog:
 		l := &logSender{mu: outMu, out: out, format: s.Format}
-		if s.Template != "" {
+		if s.Template != "" || s.Incidents {
 			l.text = text
 		}
 		return l, nil, nil

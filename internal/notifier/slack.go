@@ -53,6 +53,50 @@ func (s *slackSender) send(ctx context.Context, ev *Event) error {
 		MarkdownIn: []string{"fields"},
 	}
 	_, _, err = s.api.PostMessageContext(ctx, s.channel, slack.MsgOptionAttachments(att), slack.MsgOptionAsUser(true))
+	return slackError(err)
+}
+
+// incidentColors are the attachment colours by incident severity.
+var incidentColors = map[string]string{SeverityInfo: "#439FE0", SeverityWarning: "warning", SeverityFailed: "danger"}
+
+// sendIncident posts an incident's first message and updates it in place
+// (chat.update) with each later change; the resolve updates it once more
+// and replies in its thread, so the channel sees one message per
+// incident. ref is "channel ts" of the first message.
+func (s *slackSender) sendIncident(ctx context.Context, ev *Event, ref string) (string, error) {
+	text, err := s.text(ev)
+	if err != nil {
+		return "", err
+	}
+	color := incidentColors[ev.Incident.Severity]
+	if ev.Incident.State == IncidentResolved {
+		color = "good"
+	}
+	att := slack.MsgOptionAttachments(slack.Attachment{
+		Color:      color,
+		Fields:     []slack.AttachmentField{{Title: s.title, Value: text}},
+		MarkdownIn: []string{"fields"},
+	})
+	channel, ts, found := strings.Cut(ref, " ")
+	if !found {
+		channel, ts, err = s.api.PostMessageContext(ctx, s.channel, att, slack.MsgOptionAsUser(true))
+		if err != nil {
+			return "", slackError(err)
+		}
+		return channel + " " + ts, nil
+	}
+	if _, _, _, err := s.api.UpdateMessageContext(ctx, channel, ts, att); err != nil {
+		return ref, slackError(err)
+	}
+	if ev.Incident.State == IncidentResolved {
+		_, _, err = s.api.PostMessageContext(ctx, channel, slack.MsgOptionText(text, false), slack.MsgOptionTS(ts), slack.MsgOptionAsUser(true))
+		return ref, slackError(err)
+	}
+	return ref, nil
+}
+
+// slackError classifies a Slack API error (nil for nil).
+func slackError(err error) error {
 	if err == nil {
 		return nil
 	}

@@ -239,11 +239,22 @@ func (s *source) emit(t EventType, obj watcher.Object, m, old map[string]any, ch
 	s.send(ev, objKey(obj), entry)
 }
 
-// send offers ev to every sink, tracked for the checkpoint.
+// send offers ev to every sink, tracked for the checkpoint, with its
+// explanation and incident; a silenced change goes to no sink.
 func (s *source) send(ev *Event, key string, entry *ckEntry) {
 	s.n.log.Debug("Processing "+string(ev.Type), "kind", ev.Kind, "namespace", ev.Namespace, "name", ev.Name, "changes", ev.Changes)
+	ev.Explanation = explain(ev.Kind, ev.Object)
+	s.n.observe(ev)
 	if tr := s.n.tracker; tr != nil {
 		ev.tr, ev.pend = tr, tr.begin(s.scope, key, entry)
+	}
+	if sil := s.n.silencer; sil != nil {
+		if why := sil.silenced(ev, s.n.opts.Now()); why != "" {
+			s.n.m.suppressed.WithLabelValues(s.kind, "silenced").Inc()
+			s.n.log.Debug("Silenced", "kind", ev.Kind, "namespace", ev.Namespace, "name", ev.Name, "silence", why)
+			ev.finish(true)
+			return
+		}
 	}
 	for _, d := range s.n.deliveries {
 		d.offer(ev)
