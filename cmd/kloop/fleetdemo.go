@@ -15,6 +15,7 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/debug"
+	"github.com/kloop-dev/kloop/fleet"
 	"github.com/kloop-dev/kloop/internal/kubeconfig"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
@@ -98,9 +99,13 @@ func fleetDemo(n int, dataDir, binDir, namespace, debugAddr string, log, cpLog *
 		})
 	}
 	app, err := kloop.New(envs[0].Config, kloop.Options{Name: foo.ControllerName, Scheme: foo.Scheme(), Logger: log.With("component", "foo-controller"),
-		Registry: prometheus.NewRegistry(), DebugAddr: debugAddr, Fleet: &kloop.Fleet{Home: clusterName(0), KubeconfigDir: kubeconfigs}})
+		Registry: prometheus.NewRegistry(), DebugAddr: debugAddr})
+	var f *fleet.Fleet
 	if err == nil {
-		err = setupFleetFoo(app)
+		f, err = fleet.New(app, fleet.Options{Home: clusterName(0), KubeconfigDir: kubeconfigs})
+	}
+	if err == nil {
+		err = setupFleetFoo(f)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
@@ -146,11 +151,11 @@ func fleetDemo(n int, dataDir, binDir, namespace, debugAddr string, log, cpLog *
 
 // setupFleetFoo declares the Foo sample's reconciler over the App's fleet:
 // a key's Foo is read, and its Deployment made, in the key's cluster.
-func setupFleetFoo(app *kloop.App) error {
-	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
-	deps := kloop.Objects[*appsv1.Deployment](app).WithTransform(foo.LeanDeployment)
-	_, err := kloop.NewFleetController(app, foo.ControllerName, func(ctx context.Context, k kloop.ClusterKey) (controller.Result, error) {
-		c := app.Cluster(k.Cluster)
+func setupFleetFoo(f *fleet.Fleet) error {
+	foos := fleet.Objects[*v1alpha1.Foo](f, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
+	deps := fleet.Objects[*appsv1.Deployment](f).WithTransform(foo.LeanDeployment)
+	_, err := fleet.NewController(f, foo.ControllerName, func(ctx context.Context, k fleet.Key) (controller.Result, error) {
+		c := f.Cluster(k.Cluster)
 		if c == nil {
 			return controller.Result{}, nil
 		}
