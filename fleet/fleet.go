@@ -546,26 +546,42 @@ func (f *Fleet) serve(ctx context.Context, m *member) error {
 			return err
 		}
 	}
-	cctx, cancel := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- m.app.Run(cctx) }()
-	defer func() {
-		cancel()
-		<-ran
+	// The App runs on this goroutine; a short-lived one waits for its
+	// caches and joins, and leaving (ctx done) unjoins, then stops the App.
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	syncCtx, stopSync := context.WithTimeout(ctx, f.opts.SyncTimeout)
+	defer stopSync()
+	var synced error
+	var unjoinLater func() bool
+	joiner := make(chan struct{})
+	go func() {
+		defer close(joiner)
+		if synced = m.app.Factory().WaitForSync(syncCtx); synced != nil || ctx.Err() != nil {
+			stopRun()
+			return
+		}
+		f.join(m)
+		unjoinLater = context.AfterFunc(ctx, func() {
+			f.unjoin(m)
+			stopRun()
+		})
 	}()
-	sctx, scancel := context.WithTimeout(ctx, f.opts.SyncTimeout)
-	err := m.app.Factory().WaitForSync(sctx)
-	scancel()
-	if ctx.Err() != nil {
+	ran := m.app.Run(runCtx)
+	stopSync()
+	<-joiner
+	if unjoinLater != nil && unjoinLater() {
+		f.unjoin(m) // the App stopped on its own
+	}
+	switch {
+	case ctx.Err() != nil:
 		return nil
+	case ran != nil:
+		return fmt.Errorf("the cluster's App stopped: %w", ran)
+	case synced != nil:
+		return fmt.Errorf("caches did not sync within %v: %w", f.opts.SyncTimeout, synced)
 	}
-	if err != nil {
-		return fmt.Errorf("caches did not sync within %v: %w", f.opts.SyncTimeout, err)
-	}
-	f.join(m)
-	defer f.unjoin(m)
-	<-ctx.Done()
-	return nil
+	return errors.New("the cluster's App stopped")
 }
 
 // clusterApp makes the App of one cluster: the fleet App's name, scheme,
