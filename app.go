@@ -84,11 +84,9 @@ type App struct {
 	shardFlags  map[string]*atomic.Bool // sharded informers (see sharding.go)
 	webhooks    *webhooks               // Options.WebhookAddr, WebhookLocal (see webhook.go)
 	kinds       kinds                   // Options.WaitForKinds (see kinds.go)
-	// shardCluster and left are for Options.ShardOf: the cluster's name,
-	// and a channel closed once Run has stopped the informers for good
-	// (the member then forgets them).
+	// shardCluster and left are Options.ShardOf's Cluster and Left.
 	shardCluster string
-	left         chan struct{}
+	left         <-chan struct{}
 	gatherers    []prometheus.Gatherer // AddGatherer
 	// watchNS is the namespace of the namespaced kinds' informers: "",
 	// Options.Namespace, or Options.Namespaces joined by commas (see
@@ -553,9 +551,6 @@ func (a *App) Run(ctx context.Context) error {
 		a.traces.Start()
 	}
 	err := a.mgr.Start(ctx)
-	if a.left != nil {
-		close(a.left) // the informers have stopped
-	}
 	a.stopTraces()
 	a.log.Info("Stopped "+a.opts.Name, "err", err)
 	return err

@@ -61,11 +61,14 @@ type Sharding struct {
 }
 
 // ShardOf is Options.ShardOf: Member shards the App's namespaced
-// informers as those of the cluster named Cluster (see
-// sharding.Member.ShardWhen).
+// informers as those of the cluster named Cluster, until Left is closed
+// (see sharding.Member.ShardWhen): close it once the App's Run has
+// returned, or once it is known never to run, so that the member forgets
+// the App's informers.
 type ShardOf struct {
 	Member  *sharding.Member
 	Cluster string
+	Left    <-chan struct{}
 }
 
 // shardWith gives the App its shard group member: a new one for
@@ -77,8 +80,8 @@ func (a *App) shardWith(opts Options) (err error) {
 	case so != nil && so.Member == nil:
 		return errors.New("kloop.New: ShardOf.Member is nil: give the member of the App that shards")
 	case so != nil:
-		a.member, a.shardKey, a.shardCluster = so.Member, sharding.ByNamespace, so.Cluster
-		a.left, a.shardFlags = make(chan struct{}), map[string]*atomic.Bool{}
+		a.member, a.shardKey, a.shardCluster, a.left = so.Member, sharding.ByNamespace, so.Cluster, so.Left
+		a.shardFlags = map[string]*atomic.Bool{}
 	case opts.Sharding != nil:
 		a.member, err = a.newMember(*opts.Sharding)
 		a.shardKey = opts.Sharding.Key

@@ -522,7 +522,9 @@ func (f *Fleet) serve(ctx context.Context, m *member) error {
 	defer dialer.Close()
 	cfg := rest.CopyConfig(m.spec.Config)
 	cfg.Dial, cfg.WrapTransport = dialer.Dial, dialer.Share(cfg.WrapTransport) // one connection for all of the cluster's clients
-	if err := f.clusterApp(m, cfg); err != nil {
+	left := make(chan struct{}) // closed once the App's informers have stopped, or will never start
+	defer close(left)
+	if err := f.clusterApp(m, cfg, left); err != nil {
 		return err
 	}
 	defer func() {
@@ -588,7 +590,7 @@ func (f *Fleet) serve(ctx context.Context, m *member) error {
 // namespaces, clock and memory options, a logger that names the cluster,
 // a metrics registry of its own (dropped with it), and its share of the
 // fleet App's shards.
-func (f *Fleet) clusterApp(m *member, cfg *rest.Config) error {
+func (f *Fleet) clusterApp(m *member, cfg *rest.Config, left <-chan struct{}) error {
 	o := f.app.Options()
 	reg := prometheus.NewRegistry()
 	f.mu.Lock()
@@ -604,7 +606,7 @@ func (f *Fleet) clusterApp(m *member, cfg *rest.Config) error {
 		ClientTimeout: clusterWriteTimeout,
 	}
 	if mem := f.app.Member(); mem != nil {
-		opts.ShardOf = &kloop.ShardOf{Member: mem, Cluster: m.name}
+		opts.ShardOf = &kloop.ShardOf{Member: mem, Cluster: m.name, Left: left}
 	}
 	app, err := kloop.New(cfg, opts)
 	f.mu.Lock()
