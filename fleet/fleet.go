@@ -522,7 +522,9 @@ func (f *Fleet) serve(ctx context.Context, m *member) error {
 	defer dialer.Close()
 	cfg := rest.CopyConfig(m.spec.Config)
 	cfg.Dial, cfg.WrapTransport = dialer.Dial, dialer.Share(cfg.WrapTransport) // one connection for all of the cluster's clients
-	left := make(chan struct{})                                                // closed once the App's informers have stopped, or will never start
+	// left is closed once the App's informers have stopped, or will never
+	// start: the shard group member then forgets them.
+	left := make(chan struct{})
 	defer close(left)
 	if err := f.clusterApp(m, cfg, left); err != nil {
 		return err
