@@ -217,9 +217,6 @@ func New(app *kloop.App, opts Options) (*Fleet, error) {
 		}
 		f.secrets = inf
 	}
-	if err := app.Err(); err != nil {
-		return nil, fmt.Errorf("fleet.New: %w", err)
-	}
 	app.Add(runner{f})
 	app.AddGatherer(prometheus.GathererFunc(f.gather))
 	app.Manager().AddReadyzCheck("fleet", f.readyCheck)
