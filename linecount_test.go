@@ -6,8 +6,13 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kloop-dev/kloop"
 )
 
 // handWritten returns the non-test Go files matched by the globs, without
@@ -138,5 +143,45 @@ func TestRootPackage_IsAtMost2370LinesOfCode(t *testing.T) {
 		t.Errorf("the root package is %d lines of code, want at most 2370", n)
 	} else {
 		t.Logf("the root package is %d lines of code", n)
+	}
+}
+
+// Issue 40: the root package converts nothing to any and keeps nothing in
+// []any (the fleet's per-cluster handles were []any, its builder typing
+// bypassed with any(...) casts), and a Handle has one mode: no field that
+// only a fleet's handle would set.
+func TestRootPackage_HasNoAnyConversionsAndHandleHasOneMode(t *testing.T) {
+	for _, f := range handWritten(t, "*.go") {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fset := token.NewFileSet()
+		var s scanner.Scanner
+		s.Init(fset.AddFile(f, -1, len(src)), src, nil, 0)
+		var prev [2]string // the two tokens before
+		for {
+			pos, tok, lit := s.Scan()
+			if tok == token.EOF {
+				break
+			}
+			text := tok.String()
+			if tok == token.IDENT {
+				text = lit
+			}
+			switch {
+			case text == "(" && prev[1] == "any":
+				t.Errorf("%s: any( in the root package", fset.Position(pos))
+			case text == "any" && prev[1] == "]" && prev[0] == "[":
+				t.Errorf("%s: []any in the root package", fset.Position(pos))
+			}
+			prev[0], prev[1] = prev[1], text
+		}
+	}
+	for i := range reflect.TypeFor[kloop.Handle[*corev1.Pod]]().NumField() {
+		switch name := reflect.TypeFor[kloop.Handle[*corev1.Pod]]().Field(i).Name; name {
+		case "fleet", "decl", "each":
+			t.Errorf("Handle has the fleet-mode field %s", name)
+		}
 	}
 }
