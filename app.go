@@ -36,6 +36,7 @@ import (
 	"github.com/kloop-dev/kloop/record"
 	"github.com/kloop-dev/kloop/sharding"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // DefaultName is the default of Options.Name.
@@ -78,16 +79,15 @@ type App struct {
 	metadata    metadata.Interface                              // CatchUp's lists, made on first use
 	resources   map[schema.GroupVersion]*metav1.APIResourceList // discovered, by group and version
 	runnables   []manager.Runnable
-	member      *sharding.Member        // Options.Sharding
+	member      *sharding.Member        // Options.Sharding or ShardOf
+	shardKey    sharding.Key            // how member places keys
 	shardFlags  map[string]*atomic.Bool // sharded informers (see sharding.go)
 	webhooks    *webhooks               // Options.WebhookAddr, WebhookLocal (see webhook.go)
 	kinds       kinds                   // Options.WaitForKinds (see kinds.go)
-	fleet       *fleet                  // Options.Fleet (see fleet.go)
-	// cluster and left are a fleet cluster's App's: the cluster's name,
-	// and a channel closed once its informers have stopped for good (its
-	// sharded informers are then forgotten by the member).
-	cluster string
-	left    chan struct{}
+	// shardCluster and left are Options.ShardOf's Cluster and Left.
+	shardCluster string
+	left         <-chan struct{}
+	gatherers    []prometheus.Gatherer // AddGatherer
 	// watchNS is the namespace of the namespaced kinds' informers: "",
 	// Options.Namespace, or Options.Namespaces joined by commas (see
 	// informer.Scope).
@@ -120,7 +120,12 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 		return nil, err
 	}
 	a := &App{cfg: cfg, opts: opts, log: opts.Logger, watchNS: watchNS, ready: make(chan struct{})}
-	c, err := client.New(cfg, client.Options{Scheme: opts.Scheme, FieldManager: opts.Name, Logger: opts.Logger})
+	ccfg := cfg
+	if opts.ClientTimeout > 0 {
+		ccfg = rest.CopyConfig(cfg)
+		ccfg.Timeout = opts.ClientTimeout
+	}
+	c, err := client.New(ccfg, client.Options{Scheme: opts.Scheme, FieldManager: opts.Name, Logger: opts.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("kloop.New: %w", err)
 	}
@@ -149,10 +154,7 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 		Gatherer:        opts.Registry,
 		Logger:          opts.Logger,
 	}
-	if opts.Fleet != nil {
-		// Each cluster's informer and recorder metrics, with a cluster label.
-		mopts.Gatherer = prometheus.Gatherers{opts.Registry, prometheus.GathererFunc(a.gatherClusters)}
-	}
+	mopts.Gatherer = prometheus.Gatherers{opts.Registry, prometheus.GathererFunc(a.gatherMore)}
 	var sm *secure.Secure
 	if opts.SecureMetrics != nil && (addrOn(opts.MetricsAddr) || addrOn(opts.DebugAddr)) {
 		so := *opts.SecureMetrics
@@ -178,10 +180,8 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 		return nil, err
 	}
 	a.mgr = mgr
-	if sh := opts.Sharding; sh != nil {
-		if a.member, err = a.newMember(*sh); err != nil {
-			return nil, err
-		}
+	if err := a.shardWith(opts); err != nil {
+		return nil, err
 	}
 	if addrOn(opts.DebugAddr) {
 		dopts := debug.Options{Addr: opts.DebugAddr, Logger: opts.Logger}
@@ -197,11 +197,6 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 	}
 	if a.webhooks, err = a.newWebhooks(); err != nil {
 		return nil, err
-	}
-	if opts.Fleet != nil {
-		if a.fleet, err = newFleet(a, *opts.Fleet); err != nil {
-			return nil, err
-		}
 	}
 	if strings.Contains(a.watchNS, ",") {
 		mgr.AddReadyzReport(a.namespacesReport)
@@ -312,6 +307,9 @@ func (a *App) newElector(le LeaderElection) (*leaderelection.Elector, error) {
 	}
 	return el, nil
 }
+
+// Config is the rest.Config given to New: the App's cluster.
+func (a *App) Config() *rest.Config { return a.cfg }
 
 // Options returns the App's options with their defaults filled in.
 func (a *App) Options() Options { return a.opts }
@@ -455,8 +453,28 @@ func (a *App) Add(r manager.Runnable) {
 	a.runnables = append(a.runnables, r)
 }
 
-// fail records a declaration error, returned by Run.
+// AddGatherer adds metrics for /metrics to serve beside the App's
+// Options.Registry, such as the registries of Apps that this one runs.
+// g is gathered on each request; it may be called before or during Run.
+func (a *App) AddGatherer(g prometheus.Gatherer) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.gatherers = append(a.gatherers, g)
+}
+
+func (a *App) gatherMore() ([]*dto.MetricFamily, error) {
+	a.mu.Lock()
+	gs := prometheus.Gatherers(slices.Clone(a.gatherers))
+	a.mu.Unlock()
+	return gs.Gather()
+}
+
+// fail records a declaration error, returned by Run; a handle without an
+// App (Unavailable) has nowhere to record it.
 func (a *App) fail(err error) {
+	if a == nil {
+		return
+	}
 	a.mu.Lock()
 	a.errs = append(a.errs, err)
 	a.mu.Unlock()
@@ -494,9 +512,6 @@ func (a *App) Err() error {
 // leads) and the runnables added with Add. It returns nil after a clean stop through ctx. If a declaration
 // failed it starts nothing and returns every declaration error.
 func (a *App) Run(ctx context.Context) error {
-	if a.mgr == nil {
-		return errors.New("kloop: App.Run on a cluster's App (App.Cluster): the fleet App runs it")
-	}
 	a.mu.Lock()
 	if a.started {
 		a.mu.Unlock()
@@ -522,9 +537,6 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	if a.webhooks != nil {
 		runs = append(runs, a.webhooks.runnable(a))
-	}
-	if a.fleet != nil {
-		runs = append(runs, a.fleet)
 	}
 	runs = append(runs, a.runnables...)
 	a.mu.Unlock()

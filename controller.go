@@ -139,10 +139,21 @@ func (b *ControllerBuilder) Complete() (*controller.Controller[cache.Key], error
 		b.b.reconcile = recordFailures(b.b.app.recorder, b.forObj, b.b.reconcile)
 	}
 	return b.b.complete("it watches nothing: give it For, Owns or Watches", func(c *controller.Controller[cache.Key]) error {
-		if err := b.b.app.holdKinds(c, b.gates); err != nil {
+		a := b.b.app
+		if err := a.holdKinds(c, b.gates); err != nil {
 			return err
 		}
-		return b.b.app.gate(c, b.forUID, b.forKeys)
+		var place func(cache.Key) (string, string, bool)
+		if a.shardsBy(sharding.ByUID) {
+			if b.forUID == nil {
+				return errors.New("sharding by UID needs a For kind: its objects' UIDs place the keys")
+			}
+			place = func(k cache.Key) (string, string, bool) {
+				uid, ok := b.forUID(k)
+				return "", uid, ok
+			}
+		}
+		return gate(a, c, a.heldBy(c), place, b.forKeys)
 	})
 }
 
@@ -152,8 +163,8 @@ func (b *ControllerBuilder) Complete() (*controller.Controller[cache.Key], error
 // cache.Key, so only a ControllerBuilder has them.
 type KeyedControllerBuilder[K comparable] struct {
 	b     builder[K]
-	owner *schema.GroupKind // a fleet controller's For kind
-	forW  Watched           // and its handle
+	place func(K) (cluster, value string, ok bool) // Sharded
+	keys  func() []K
 }
 
 // NewKeyedController starts the declaration of a controller named name
@@ -164,13 +175,15 @@ type KeyedControllerBuilder[K comparable] struct {
 //	kloop.NewKeyedController(app, "per-namespace", r.Reconcile).
 //		Watches(kloop.MapTo(pods, func(p *corev1.Pod) []string { return []string{p.Namespace} })).Complete()
 //
-// K follows from reconcile. An App that shards runs only controllers from
-// NewController, whose For kind places the keys.
+// K follows from reconcile. In an App that shards, a keyed controller says
+// how its keys are placed (Sharded).
 func NewKeyedController[K comparable](app *App, name string, reconcile func(ctx context.Context, key K) (controller.Result, error)) *KeyedControllerBuilder[K] {
 	return &KeyedControllerBuilder[K]{b: newBuilder(app, name, reconcile)}
 }
 
-// Watches adds a source of keys, such as MapTo(h, mapKeys).
+// Watches adds a source of keys, such as MapTo(h, mapKeys). A source with
+// a method Err() error that returns an error (MapTo of a handle that
+// failed) fails the declaration with it.
 func (b *KeyedControllerBuilder[K]) Watches(src controller.Source[K]) *KeyedControllerBuilder[K] {
 	b.b.watches(src)
 	return b
@@ -188,19 +201,24 @@ func (b *KeyedControllerBuilder[K]) WithOptions(change func(*controller.Options[
 	return b
 }
 
+// Sharded says, for an App that shards (Options.Sharding), where each key
+// is: place returns the fleet cluster of its object ("" for the App's own)
+// and the value the group's Key hashes (the namespace, for ByNamespace);
+// keys lists the keys of the objects the controller is for, enqueued when
+// this replica takes over their slot (see sharding.Gate). Without
+// Sharding it has no effect. A fleet controller's For calls it.
+func (b *KeyedControllerBuilder[K]) Sharded(place func(K) (cluster, value string, ok bool), keys func() []K) *KeyedControllerBuilder[K] {
+	b.place, b.keys = place, keys
+	return b
+}
+
 // Complete is ControllerBuilder.Complete.
 func (b *KeyedControllerBuilder[K]) Complete() (*controller.Controller[K], error) {
 	return b.b.complete("it watches nothing: give it Watches", func(c *controller.Controller[K]) error {
-		if b.b.app.member == nil {
-			return nil
+		if b.b.app.member != nil && (b.place == nil || b.keys == nil) {
+			return errors.New("sharding needs a controller with a For kind, whose objects are what a replica takes over: declare it with NewController and a cache.Key, or say where its keys are with Sharded (a fleet controller's For does)")
 		}
-		if fc, ok := any(c).(*controller.Controller[ClusterKey]); ok && b.forW != nil {
-			return b.b.app.gateFleet(fc, b.forW)
-		}
-		if b.b.app.fleet != nil {
-			return errors.New("sharding needs a controller with a For kind, whose objects are what a replica takes over: give the fleet controller For")
-		}
-		return errors.New("sharding needs a controller with a For kind, whose objects are what a replica takes over: declare it with NewController and a cache.Key")
+		return gate(b.b.app, c, nil, b.place, b.keys)
 	})
 }
 
@@ -228,6 +246,10 @@ func newBuilder[K comparable](app *App, name string, reconcile func(ctx context.
 func (b *builder[K]) watches(src controller.Source[K]) {
 	if src == nil {
 		b.errs = append(b.errs, errors.New("Watches(nil)"))
+		return
+	}
+	if f, ok := src.(interface{ Err() error }); ok && f.Err() != nil {
+		b.errs = append(b.errs, f.Err())
 		return
 	}
 	b.sources = append(b.sources, src)

@@ -6,8 +6,13 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kloop-dev/kloop"
 )
 
 // handWritten returns the non-test Go files matched by the globs, without
@@ -126,5 +131,57 @@ func TestCronJobController_HandWrittenGoIsAtMost700LinesOfCode(t *testing.T) {
 	}
 	if want := fmt.Sprintf("is %d lines of code", n); !strings.Contains(strings.ReplaceAll(string(page), "\n", " "), want) {
 		t.Errorf("docs/controllers.md does not say the CronJob controller %q", want)
+	}
+}
+
+// Issue 40: the root package is the single-cluster builder, one mode each
+// (the fleet is package fleet, on top of it): at most 2,400 lines of code,
+// 2,370 when the fleet moved out, guarded against growth.
+func TestRootPackage_IsAtMost2370LinesOfCode(t *testing.T) {
+	n := codeLines(t, handWritten(t, "*.go"))
+	if n > 2370 {
+		t.Errorf("the root package is %d lines of code, want at most 2370", n)
+	} else {
+		t.Logf("the root package is %d lines of code", n)
+	}
+}
+
+// Issue 40: the root package converts nothing to any and keeps nothing in
+// []any (the fleet's per-cluster handles were []any, its builder typing
+// bypassed with any(...) casts), and a Handle has one mode: no field that
+// only a fleet's handle would set.
+func TestRootPackage_HasNoAnyConversionsAndHandleHasOneMode(t *testing.T) {
+	for _, f := range handWritten(t, "*.go") {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fset := token.NewFileSet()
+		var s scanner.Scanner
+		s.Init(fset.AddFile(f, -1, len(src)), src, nil, 0)
+		var prev [2]string // the two tokens before
+		for {
+			pos, tok, lit := s.Scan()
+			if tok == token.EOF {
+				break
+			}
+			text := tok.String()
+			if tok == token.IDENT {
+				text = lit
+			}
+			switch {
+			case text == "(" && prev[1] == "any":
+				t.Errorf("%s: any( in the root package", fset.Position(pos))
+			case text == "any" && prev[1] == "]" && prev[0] == "[":
+				t.Errorf("%s: []any in the root package", fset.Position(pos))
+			}
+			prev[0], prev[1] = prev[1], text
+		}
+	}
+	for i := range reflect.TypeFor[kloop.Handle[*corev1.Pod]]().NumField() {
+		switch name := reflect.TypeFor[kloop.Handle[*corev1.Pod]]().Field(i).Name; name {
+		case "fleet", "decl", "each":
+			t.Errorf("Handle has the fleet-mode field %s", name)
+		}
 	}
 }

@@ -46,11 +46,6 @@ type Handle[T watcher.Object] struct {
 	namespaced     bool
 	gate           *kindgate.Gate // Options.WaitForKinds; nil for a kind that never waits
 	err            error
-	// In an App with a fleet (see fleet_handle.go): the fleet, the index
-	// of the kind's declaration, and what to do to each cluster's handle.
-	fleet *fleet
-	decl  int
-	each  []func(*Handle[T])
 }
 
 // ObjectsOptions say how Objects and Unstructured find and watch a kind.
@@ -131,9 +126,6 @@ func Objects[T interface {
 	*E
 	watcher.Object
 }, E any](app *App, opts ...ObjectsOptions) *Handle[T] {
-	if app.fleet != nil {
-		return fleetObjects[T](app, opts)
-	}
 	h := &Handle[T]{app: app}
 	err := h.resolve(T(new(E)), opts)
 	if err == nil && h.namespaced && app.shardsBy(sharding.ByNamespace) {
@@ -167,10 +159,6 @@ func Objects[T interface {
 // Run; the informer is shared, so only one handle on it may set a
 // transform. A failure is recorded like Objects' own.
 func (h *Handle[T]) WithTransform(fn func(T) T) *Handle[T] {
-	if h.fleet != nil {
-		h.each = append(h.each, func(ch *Handle[T]) { ch.WithTransform(fn) })
-		return h
-	}
 	if h.err != nil {
 		return h
 	}
@@ -394,10 +382,6 @@ type Watched interface {
 	handle() handleInfo
 	forSource() controller.Source[cache.Key]
 	ownsSource(owner schema.GroupKind) controller.Source[cache.Key]
-	// fleetOf is the fleet of a fleet App's handle, else nil; in is the
-	// same in the cluster whose handles (by declaration) are given.
-	fleetOf() *fleet
-	in(handles []any) Watched
 }
 
 type handleInfo struct {
@@ -463,14 +447,7 @@ func (w watched[T]) ownsSource(owner schema.GroupKind) controller.Source[cache.K
 // MapTo is a source for a controller's Watches: each change of h's objects
 // that passes preds enqueues the keys mapKeys returns for the object (for
 // an update, for its new state). mapKeys must be quick and must not block.
-//
-// For a fleet App's handle it is a source in every cluster, for a fleet
-// controller: K is then ClusterKey, and a key whose Cluster is "" is the
-// object's own cluster.
 func MapTo[T watcher.Object, K comparable](h *Handle[T], mapKeys func(obj T) []K, preds ...controller.Predicate[T]) controller.Source[K] {
-	if h.fleet != nil {
-		return fleetMap[T, K]{h: h, mapKeys: mapKeys, preds: preds}
-	}
 	if h.err != nil {
 		return errSource[K]{h.err}
 	}
@@ -478,11 +455,21 @@ func MapTo[T watcher.Object, K comparable](h *Handle[T], mapKeys func(obj T) []K
 }
 
 // errSource is the source of a handle that failed: it fails the
-// controller's Watch with the handle's error.
+// controller's declaration (Err) and Watch with the handle's error.
 type errSource[K comparable] struct{ err error }
+
+func (s errSource[K]) Err() error { return s.err }
 
 func (s errSource[K]) Register(string, controller.Queue[K]) (controller.Subscription, error) {
 	return nil, s.err
+}
+
+// Unavailable returns a handle on nothing whose every read and write
+// fails with err, and whose Informer and Resource are nil: what stands for
+// a handle in a place that cannot be reached, such as a fleet's cluster
+// that is not joined (see package fleet).
+func Unavailable[T watcher.Object](err error) *Handle[T] {
+	return &Handle[T]{err: err}
 }
 
 // Seed fills the handle's cache with known state before Run (see

@@ -158,15 +158,21 @@ type Options struct {
 	// so a standby has warm caches when it takes over.
 	LeaderElection *LeaderElection
 
-	// Fleet, if set, runs the App over many clusters, which may join and
-	// leave while it runs (see Fleet): Objects then gives handles on a
-	// kind in every cluster, and NewFleetController declares controllers
-	// over them all.
-	Fleet *Fleet
-
 	// Sharding, if set, splits the controllers' objects between this
 	// program's replicas instead of electing one leader (see Sharding).
 	Sharding *Sharding
+
+	// ShardOf, if set, shards the App's namespaced informers for a shard
+	// group member that another App holds, as one cluster of that App's
+	// fleet (package fleet gives it to each cluster's App); not with
+	// Sharding or LeaderElection.
+	ShardOf *ShardOf
+
+	// ClientTimeout, if positive, bounds each request of the App's client
+	// (its writes and its reads from the API server, not the informers'
+	// lists and watches), so that a reconcile whose server stopped
+	// answering gives up instead of holding a worker. Default: no bound.
+	ClientTimeout time.Duration
 
 	// ShutdownTimeout bounds the stop once the context is done. Default
 	// 30s (manager.DefaultShutdownTimeout).

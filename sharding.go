@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/internal/kindgate"
@@ -32,11 +31,10 @@ import (
 // For are sharded, each object by its own UID; the kinds they Own are
 // watched whole by every replica.
 //
-// Controllers must be keyed by cache.Key, or be fleet controllers with
-// For. With Options.Fleet the unit of placement is (cluster, slot): the
-// group's Leases are in the home cluster, and each cluster's namespaced
-// informers are sharded by namespace for its share (see docs/fleet.md).
-// Sharding replaces leader election: give one or the other.
+// Controllers must be keyed by cache.Key, or say how their keys are
+// placed (KeyedControllerBuilder.Sharded, as a fleet controller's For
+// does; see package fleet and docs/fleet.md). Sharding replaces leader
+// election: give one or the other.
 type Sharding struct {
 	// Group names the replicas that share the work; default Options.Name.
 	// It must be a DNS label.
@@ -60,6 +58,35 @@ type Sharding struct {
 	// replica then receives every object and keeps its own): for servers
 	// that reject them, and for comparisons.
 	ClientSideOnly bool
+}
+
+// ShardOf is Options.ShardOf: Member shards the App's namespaced
+// informers as those of the cluster named Cluster, until Left is closed
+// (see sharding.Member.ShardWhen): close it once the App's Run has
+// returned, or once it is known never to run, so that the member forgets
+// the App's informers.
+type ShardOf struct {
+	Member  *sharding.Member
+	Cluster string
+	Left    <-chan struct{}
+}
+
+// shardWith gives the App its shard group member: a new one for
+// Options.Sharding, another App's for Options.ShardOf.
+func (a *App) shardWith(opts Options) (err error) {
+	switch so := opts.ShardOf; {
+	case so != nil && (opts.Sharding != nil || opts.LeaderElection != nil):
+		return errors.New("kloop.New: ShardOf with Sharding or LeaderElection: ShardOf shards the App's informers for another App's member; give one")
+	case so != nil && so.Member == nil:
+		return errors.New("kloop.New: ShardOf.Member is nil: give the member of the App that shards")
+	case so != nil:
+		a.member, a.shardKey, a.shardCluster, a.left = so.Member, sharding.ByNamespace, so.Cluster, so.Left
+		a.shardFlags = map[string]*atomic.Bool{}
+	case opts.Sharding != nil:
+		a.member, err = a.newMember(*opts.Sharding)
+		a.shardKey = opts.Sharding.Key
+	}
+	return err
 }
 
 // newMember makes the App's shard group member, when Options.Sharding asks
@@ -124,11 +151,10 @@ func shardReady(st sharding.Status) error {
 func (a *App) Member() *sharding.Member { return a.member }
 
 // shardInformer is the factory's Restrict: each informer is sharded once
-// its flag is set (see shardFlag), which happens before Run. A fleet
-// cluster's App shards its informers for the fleet App's member, as that
-// cluster's (see fleetShard).
+// its flag is set (see shardFlag), which happens before Run; with
+// Options.ShardOf, as the informer of its cluster.
 func (a *App) shardInformer(resource string, scope informer.Scope) *restrict.Restriction {
-	return a.member.ShardWhen(a.cluster, a.left, a.shardFlag(resource, scope).Load)
+	return a.member.ShardWhen(a.shardCluster, a.left, a.shardFlag(resource, scope).Load)
 }
 
 // shardFlag is the flag that says whether the informer of resource in
@@ -156,48 +182,16 @@ func (a *App) shardObjects(gvr schema.GroupVersionResource, scope informer.Scope
 }
 
 // gate keeps a controller to this replica's share of the keys (see
-// sharding.Gate). forUID looks up the UID of the For kind's object by
-// key; forKeys lists the For kind's cached keys.
-func (a *App) gate(c *controller.Controller[cache.Key], forUID func(cache.Key) (string, bool), forKeys func() []cache.Key) error {
+// sharding.Gate): place tells where a key is (nil: by a cache.Key's
+// namespace), keys lists the primary kind's cached keys, held is
+// Options.WaitForKinds' hold (nil: none).
+func gate[K comparable](a *App, c *controller.Controller[K], held func(K) bool, place func(K) (string, string, bool), keys func() []K) error {
 	if a.member == nil {
 		return nil
 	}
-	h := &handover[cache.Key]{c: c, held: a.heldBy(c)}
+	h := &handover[K]{c: c, held: held}
 	if err := c.Watch(h); err != nil {
 		return err
-	}
-	var place func(cache.Key) (string, string, bool)
-	if a.opts.Sharding.Key == sharding.ByUID {
-		if forUID == nil {
-			return errors.New("sharding by UID needs a For kind: its objects' UIDs place the keys")
-		}
-		place = func(k cache.Key) (string, string, bool) {
-			uid, ok := forUID(k)
-			return "", uid, ok
-		}
-	}
-	return sharding.Gate(a.member, h, place, forKeys)
-}
-
-// gateFleet keeps a fleet controller to this replica's share of each
-// cluster (see sharding.Gate): a key is placed by its cluster and
-// namespace; forW, the For kind's fleet handle, lists the keys of every
-// joined cluster.
-func (a *App) gateFleet(c *controller.Controller[ClusterKey], forW Watched) error {
-	h := &handover[ClusterKey]{c: c}
-	if err := c.Watch(h); err != nil {
-		return err
-	}
-	f := a.fleet
-	place := func(k ClusterKey) (string, string, bool) { return k.Cluster, k.Namespace, true }
-	keys := func() []ClusterKey {
-		var out []ClusterKey
-		for _, j := range f.joinedHandles() {
-			for _, k := range forW.in(j.handles).handle().keys() {
-				out = append(out, ClusterKey{j.name, k})
-			}
-		}
-		return out
 	}
 	return sharding.Gate(a.member, h, place, keys)
 }
@@ -254,5 +248,5 @@ var alwaysDone = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 // shardsBy reports whether the App shards by key.
 func (a *App) shardsBy(key sharding.Key) bool {
-	return a.member != nil && a.opts.Sharding != nil && a.opts.Sharding.Key == key
+	return a.member != nil && a.shardKey == key
 }

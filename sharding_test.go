@@ -2,6 +2,7 @@ package kloop_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -56,5 +57,38 @@ func TestNewController_ShardedNeedsACacheKeyAndAForKind(t *testing.T) {
 	if _, err := kloop.NewController(app, "foo", func(context.Context, cache.Key) (controller.Result, error) { return controller.Result{}, nil }).
 		For(foos).Owns(deps).Complete(); err != nil {
 		t.Errorf("the Foo controller, sharded: %v", err)
+	}
+	// A keyed controller that says where its keys are (as a fleet
+	// controller's For does) is sharded like one with For.
+	byNamespace := func(ns string) (string, string, bool) { return "", ns, true }
+	if _, err := kloop.NewKeyedController(app, "per-namespace", func(context.Context, string) (controller.Result, error) { return controller.Result{}, nil }).
+		Watches(kloop.MapTo(deps, func(d *appsv1.Deployment) []string { return []string{d.Namespace} })).
+		Sharded(byNamespace, func() []string { return nil }).Complete(); err != nil {
+		t.Errorf("a keyed controller with Sharded: %v", err)
+	}
+}
+
+// A handle that stands for one out of reach (Unavailable) fails every
+// read and write with its error, and MapTo of a failed handle fails the
+// declaration at Complete.
+func TestUnavailable_FailsEveryCallWithItsError(t *testing.T) {
+	h := kloop.Unavailable[*appsv1.Deployment](errors.New("cluster east is not joined"))
+	if _, err := h.Get(t.Context(), "ns", "n"); err == nil || err.Error() != "cluster east is not joined" {
+		t.Errorf("Get = %v", err)
+	}
+	if _, err := h.List(t.Context(), "", nil); err == nil {
+		t.Error("List did not fail")
+	}
+	if err := h.AddIndex("x", func(*appsv1.Deployment) []string { return nil }); err == nil {
+		t.Error("AddIndex did not fail")
+	}
+	if h.Informer() != nil || h.Resource() != nil {
+		t.Error("Informer or Resource is not nil")
+	}
+	app := newApp(t, kloop.Options{})
+	_, err := kloop.NewKeyedController(app, "mapped", func(context.Context, string) (controller.Result, error) { return controller.Result{}, nil }).
+		Watches(kloop.MapTo(h, func(*appsv1.Deployment) []string { return nil })).Complete()
+	if err == nil || !strings.Contains(err.Error(), "cluster east is not joined") {
+		t.Errorf("Complete with MapTo of a failed handle = %v, want its error", err)
 	}
 }

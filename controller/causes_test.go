@@ -410,3 +410,63 @@ func TestNew_RejectsANegativeDebounce(t *testing.T) {
 		t.Errorf("New with a negative Debounce = %v, want an error naming Debounce", err)
 	}
 }
+
+// A source whose keys are turned into another key type (controller.Map,
+// as package fleet adds the cluster to each object's key) keeps the
+// causes the source gives: the reconcile of the turned key sees the
+// object's change, not an anonymous "Source".
+func TestMap_KeysKeepTheirSourcesCauses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		src := &scripted{initial: []*corev1.ConfigMap{cm("a", rv("10"))}, events: make(chan []watcher.Event[*corev1.ConfigMap])}
+		reg := prometheus.NewRegistry()
+		log := slog.New(slog.DiscardHandler)
+		inf, err := informer.New[*corev1.ConfigMap](src, informer.Options[*corev1.ConfigMap]{Registerer: reg, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		type clusterKey struct {
+			cluster string
+			cache.Key
+		}
+		var mu sync.Mutex
+		var keys []clusterKey
+		rec := &causeRecorder[clusterKey]{fail: func(int) (controller.Result, error) { return controller.Result{}, nil }}
+		reconcile := controller.ReconcilerFunc[clusterKey](func(ctx context.Context, k clusterKey) (controller.Result, error) {
+			mu.Lock()
+			keys = append(keys, k)
+			mu.Unlock()
+			return rec.Reconcile(ctx, k)
+		})
+		c, err := controller.New[clusterKey](reconcile, controller.Options[clusterKey]{Registerer: reg, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		toEast := func(k cache.Key) clusterKey { return clusterKey{"east", k} }
+		if err := c.Watch(controller.Map(controller.For(inf), toEast)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = inf.Start(ctx) })
+		wg.Go(func() { _ = c.Start(ctx) })
+		defer wg.Wait()
+		defer cancel()
+		synctest.Wait()
+
+		src.events <- ev(watcher.Modified, cm("a", rv("11"), lbl("x", "1")))
+		synctest.Wait()
+		if got, want := rec.take(), []string{"For ConfigMap ns/a@10 Added (replay)", "For ConfigMap ns/a@11 Updated"}; !slices.Equal(got, want) {
+			t.Errorf("causes through Map = %q, want %q", got, want)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range keys {
+			if k != (clusterKey{"east", cache.Key{Namespace: "ns", Name: "a"}}) {
+				t.Errorf("reconciled key %v, want east's ns/a", k)
+			}
+		}
+		if len(keys) != 2 {
+			t.Errorf("%d reconciles, want 2", len(keys))
+		}
+	})
+}

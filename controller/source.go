@@ -258,3 +258,51 @@ func (q *sourceQueue[K]) addCause(k K, priority int, c *Cause) {
 		q.c.queue.AddWithPriority(k, priority)
 	}
 }
+
+// Map is src with every key it enqueues turned into another by to, such as
+// an object's key into a key that also names its cluster. The keys keep
+// the causes src gives them.
+func Map[K1, K2 comparable](src Source[K1], to func(K1) K2) Source[K2] {
+	return mapped[K1, K2]{src: src, to: to}
+}
+
+type mapped[K1, K2 comparable] struct {
+	src Source[K1]
+	to  func(K1) K2
+}
+
+// String names src in causes, as src would itself.
+func (m mapped[K1, K2]) String() string {
+	if s, ok := m.src.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return "Source"
+}
+
+func (m mapped[K1, K2]) Register(name string, q Queue[K2]) (Subscription, error) {
+	mq := mapQueue[K1, K2]{q: q, to: m.to}
+	if cq, ok := q.(causeQueue[K2]); ok {
+		return m.src.Register(name, causeMapQueue[K1, K2]{mq, cq})
+	}
+	return m.src.Register(name, mq)
+}
+
+// mapQueue is the queue a Map source gives src: it turns each key and adds
+// it to q.
+type mapQueue[K1, K2 comparable] struct {
+	q  Queue[K2]
+	to func(K1) K2
+}
+
+func (q mapQueue[K1, K2]) Add(k K1)                       { q.q.Add(q.to(k)) }
+func (q mapQueue[K1, K2]) AddWithPriority(k K1, p int)    { q.q.AddWithPriority(q.to(k), p) }
+func (q mapQueue[K1, K2]) AddAfter(k K1, d time.Duration) { q.q.AddAfter(q.to(k), d) }
+
+// causeMapQueue is a mapQueue over a queue that records causes: src's
+// causes go through with the turned keys.
+type causeMapQueue[K1, K2 comparable] struct {
+	mapQueue[K1, K2]
+	cq causeQueue[K2]
+}
+
+func (q causeMapQueue[K1, K2]) addCause(k K1, p int, c *Cause) { q.cq.addCause(q.to(k), p, c) }

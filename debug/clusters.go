@@ -1,12 +1,28 @@
 package debug
 
-import (
-	"time"
+import "time"
 
-	"github.com/kloop-dev/kloop/internal/fleet"
-)
+// ClusterStatus is one cluster of a fleet (package fleet) as the debug
+// page shows it: a runnable of the App's with a method
+// Clusters() []ClusterStatus is listed under "clusters".
+type ClusterStatus struct {
+	Name string
+	// Origin is where the cluster is defined: "home", "file <path>" or
+	// "Secret <namespace>/<name>".
+	Origin string
+	// State is "joining", "joined", "failed" (retried after a back-off) or
+	// "invalid" (its definition cannot be used).
+	State string
+	// Since is when the cluster entered State.
+	Since time.Time
+	// Err is the last error: why an attempt failed, why the definition
+	// cannot be used, or an informer's last list/watch error while joined.
+	Err error
+	// Objects is the number of objects in the cluster's caches.
+	Objects int
+}
 
-// clusterState is one cluster of a fleet App (kloop.Options.Fleet).
+// clusterState is one cluster of a fleet App (package fleet).
 type clusterState struct {
 	Name      string    `json:"name"`
 	Origin    string    `json:"origin"`
@@ -20,7 +36,7 @@ type clusterState struct {
 
 // buildCluster rates a cluster: failed or invalid is bad; joining, or
 // joined with an informer's error, is a warning.
-func buildCluster(st fleet.ClusterStatus) clusterState {
+func buildCluster(st ClusterStatus) clusterState {
 	c := clusterState{Name: st.Name, Origin: st.Origin, State: st.State, Since: st.Since, Objects: st.Objects, Level: LevelOK, Trouble: []string{}}
 	if st.Err != nil {
 		c.LastError = st.Err.Error()

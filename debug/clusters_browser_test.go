@@ -10,16 +10,15 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/kloop-dev/kloop/debug"
-	"github.com/kloop-dev/kloop/internal/fleet"
 	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/manager"
 )
 
 // fakeFleet is a fleet App's runnable as the debug page reads it.
-type fakeFleet struct{ cs []fleet.ClusterStatus }
+type fakeFleet struct{ cs []debug.ClusterStatus }
 
 func (f fakeFleet) Start(ctx context.Context) error { <-ctx.Done(); return nil }
-func (f fakeFleet) Clusters() []fleet.ClusterStatus { return f.cs }
+func (f fakeFleet) Clusters() []debug.ClusterStatus { return f.cs }
 func (f fakeFleet) NeedLeaderElection() bool        { return false }
 
 func TestPage_InChromium_ListsTheFleetsClusters(t *testing.T) {
@@ -32,7 +31,7 @@ func TestPage_InChromium_ListsTheFleetsClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	since := time.Now().Add(-time.Minute)
-	if err := m.Add(fakeFleet{cs: []fleet.ClusterStatus{
+	if err := m.Add(fakeFleet{cs: []debug.ClusterStatus{
 		{Name: "east", Origin: "home", State: "joined", Since: since, Objects: 42},
 		{Name: "west", Origin: "Secret fleet/west", State: "failed", Since: since, Err: errors.New("x509: certificate signed by unknown authority")},
 	}}); err != nil {

@@ -4,13 +4,11 @@ import (
 	"errors"
 	"testing"
 	"time"
-
-	"github.com/kloop-dev/kloop/internal/fleet"
 )
 
 func TestBuild_ClustersAreListedAndRatedByState(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	s := build(input{Time: t0, Clusters: []fleet.ClusterStatus{
+	s := build(input{Time: t0, Clusters: []ClusterStatus{
 		{Name: "east", Origin: "home", State: "joined", Since: t0, Objects: 12},
 		{Name: "west", Origin: "Secret ns/west", State: "failed", Since: t0, Err: errors.New("x509: certificate signed by unknown authority")},
 		{Name: "north", Origin: "file /k/north", State: "joined", Err: errors.New("foos: connection refused")},

@@ -17,7 +17,6 @@ import (
 
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/internal/fleet"
 	"github.com/kloop-dev/kloop/internal/memlimit"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/sharding"
@@ -304,7 +303,7 @@ func gather(m *manager.Manager) input {
 			in.Controllers = append(in.Controllers, x.Status())
 		case interface{ Status() sharding.Status }:
 			in.Shards = append(in.Shards, x.Status())
-		case interface{ Clusters() []fleet.ClusterStatus }:
+		case interface{ Clusters() []ClusterStatus }:
 			in.Clusters = append(in.Clusters, x.Clusters()...)
 		}
 	}

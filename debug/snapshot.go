@@ -10,7 +10,6 @@ import (
 
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/internal/fleet"
 	"github.com/kloop-dev/kloop/internal/kindgate"
 	"github.com/kloop-dev/kloop/internal/memlimit"
 	"github.com/kloop-dev/kloop/leaderelection"
@@ -321,7 +320,7 @@ type input struct {
 	Informers   []informer.Status
 	Controllers []controller.Status
 	Shards      []sharding.Status
-	Clusters    []fleet.ClusterStatus
+	Clusters    []ClusterStatus
 	// MemoryLimit is the Go memory limit in force; MemoryLimitSet what
 	// kloop.App.Run decided about it, if MemoryLimitApplied.
 	MemoryLimit        int64

@@ -48,11 +48,8 @@ func demoCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if clusters > 1 && shards.replicas > 1 {
-				return errors.New("--clusters and --replicas: choose one of the two demos")
-			}
 			if clusters > 1 {
-				if code := fleetDemo(clusters, f.dataDir, f.binDir, namespace, debugAddr, log, cpLog, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
+				if code := fleetDemo(clusters, shards.replicas, f.dataDir, f.binDir, namespace, debugAddr, log, cpLog, cmd.OutOrStdout(), cmd.ErrOrStderr()); code != 0 {
 					return cli.ExitCode(code)
 				}
 				return nil
@@ -72,7 +69,7 @@ func demoCommand() *cobra.Command {
 	f.add(cmd)
 	cmd.Flags().StringVar(&namespace, "namespace", namespace, "namespace of the example Foo; only it is watched and printed")
 	cmd.Flags().StringVar(&debugAddr, "debug-bind-address", debugAddr, "serve the Foo controller's live debug page at this loopback host:port (default: a free port, printed at start); 0 turns it off")
-	cmd.Flags().IntVar(&clusters, "clusters", clusters, "start this many control planes and run one Foo controller over all of them as a fleet (each line names its cluster)")
+	cmd.Flags().IntVar(&clusters, "clusters", clusters, "start this many control planes and run one Foo controller over all of them as a fleet (each line names its cluster); with --replicas, that many replicas share the fleet (sharding)")
 	addShardDemoFlags(cmd, &shards)
 	return cmd
 }

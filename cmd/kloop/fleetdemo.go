@@ -13,8 +13,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/debug"
+	"github.com/kloop-dev/kloop/fleet"
 	"github.com/kloop-dev/kloop/internal/kubeconfig"
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
@@ -29,8 +31,11 @@ func clusterName(i int) string { return fmt.Sprintf("c%d", i+1) }
 // fleetDemo is demo over n control planes at once: one Foo controller runs
 // over all of them as a fleet (the first is its home cluster, the others
 // come from a directory of kubeconfig files), example-foo.yaml is applied
-// in each, and every printed line names its cluster.
-func fleetDemo(n int, dataDir, binDir, namespace, debugAddr string, log, cpLog *slog.Logger, stdout, stderr io.Writer) int {
+// in each, and every printed line names its cluster. With replicas > 1,
+// that many Foo-controller replicas share the fleet as one shard group
+// (its Leases in the first cluster), each reconciling its share of every
+// cluster.
+func fleetDemo(n, replicas int, dataDir, binDir, namespace, debugAddr string, log, cpLog *slog.Logger, stdout, stderr io.Writer) int {
 	ctx, in := notifyInterrupts(stderr)
 	defer in.stop()
 	ctx, stop := context.WithCancel(ctx)
@@ -83,7 +88,7 @@ func fleetDemo(n int, dataDir, binDir, namespace, debugAddr string, log, cpLog *
 	}
 
 	var wg sync.WaitGroup
-	failed := make(chan error, 3*n+1)
+	failed := make(chan error, 3*n+max(replicas, 1))
 	goRun := func(what string, fn func(context.Context) error) {
 		wg.Go(func() {
 			if err := fn(ctx); err != nil {
@@ -97,17 +102,22 @@ func fleetDemo(n int, dataDir, binDir, namespace, debugAddr string, log, cpLog *
 			return podsim.Run(ctx, env.Config, podsim.Options{Logger: log.With("component", "podsim", "cluster", clusterName(i)), Registry: prometheus.NewRegistry()})
 		})
 	}
-	app, err := kloop.New(envs[0].Config, kloop.Options{Name: foo.ControllerName, Scheme: foo.Scheme(), Logger: log.With("component", "foo-controller"),
-		Registry: prometheus.NewRegistry(), DebugAddr: debugAddr, Fleet: &kloop.Fleet{Home: clusterName(0), KubeconfigDir: kubeconfigs}})
-	if err == nil {
-		err = setupFleetFoo(app)
+	var apps []*kloop.App
+	for r := range max(replicas, 1) {
+		app, err := startFleetReplica(ctx, envs[0], r, replicas, kubeconfigs, debugAddr, log)
+		if err != nil {
+			fmt.Fprintf(stderr, "kloop demo: %v\n", err)
+			stop()
+			wg.Wait()
+			return 1
+		}
+		apps = append(apps, app)
+		goRun(fmt.Sprintf("foo controller %d", r+1), app.Run)
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "kloop demo: %v\n", err)
-		return 1
+	if replicas > 1 {
+		fmt.Fprintf(stdout, "# %d Foo-controller replicas share the %d clusters: shard group %s, Leases in namespace %s of %s\n", replicas, n, shardDemoGroup, shardDemoGroup, clusterName(0))
 	}
-	goRun("foo controller", app.Run)
-	if page := app.Debug(); page != nil {
+	if page := apps[0].Debug(); page != nil {
 		select {
 		case <-page.AddrReady():
 			if page.URL(debug.PagePath) != "" {
@@ -144,13 +154,46 @@ func fleetDemo(n int, dataDir, binDir, namespace, debugAddr string, log, cpLog *
 	return code
 }
 
+// startFleetReplica makes replica r of the fleet demo's Foo controller:
+// its App in the home cluster (sharded when there are several replicas),
+// its fleet of every control plane, and the Foo reconciler over it. Only
+// the first serves the debug page.
+func startFleetReplica(ctx context.Context, home *testenv.Env, r, replicas int, kubeconfigs, debugAddr string, log *slog.Logger) (*kloop.App, error) {
+	opts := kloop.Options{Name: foo.ControllerName, Scheme: foo.Scheme(), Logger: log.With("component", "foo-controller"), Registry: prometheus.NewRegistry()}
+	if r == 0 {
+		opts.DebugAddr = debugAddr
+	}
+	if replicas > 1 {
+		c, err := client.New(home.Config, client.Options{DisableWriteTracking: true})
+		if err != nil {
+			return nil, err
+		}
+		if err := ensureNamespace(ctx, c, shardDemoGroup); err != nil {
+			return nil, err
+		}
+		id := fmt.Sprintf("replica-%d", r+1)
+		opts.Logger = opts.Logger.With("replica", id)
+		opts.Sharding = &kloop.Sharding{Group: shardDemoGroup, Namespace: shardDemoGroup, Identity: id,
+			LeaseDuration: shardDemoLease, RenewDeadline: shardDemoRenew, RetryPeriod: shardDemoRetry}
+	}
+	app, err := kloop.New(home.Config, opts)
+	if err != nil {
+		return nil, err
+	}
+	f, err := fleet.New(app, fleet.Options{Home: clusterName(0), KubeconfigDir: kubeconfigs})
+	if err != nil {
+		return nil, err
+	}
+	return app, setupFleetFoo(f)
+}
+
 // setupFleetFoo declares the Foo sample's reconciler over the App's fleet:
 // a key's Foo is read, and its Deployment made, in the key's cluster.
-func setupFleetFoo(app *kloop.App) error {
-	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
-	deps := kloop.Objects[*appsv1.Deployment](app).WithTransform(foo.LeanDeployment)
-	_, err := kloop.NewFleetController(app, foo.ControllerName, func(ctx context.Context, k kloop.ClusterKey) (controller.Result, error) {
-		c := app.Cluster(k.Cluster)
+func setupFleetFoo(f *fleet.Fleet) error {
+	foos := fleet.Objects[*v1alpha1.Foo](f, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
+	deps := fleet.Objects[*appsv1.Deployment](f).WithTransform(foo.LeanDeployment)
+	_, err := fleet.NewController(f, foo.ControllerName, func(ctx context.Context, k fleet.Key) (controller.Result, error) {
+		c := f.Cluster(k.Cluster)
 		if c == nil {
 			return controller.Result{}, nil
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/fleet"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 )
@@ -67,7 +68,6 @@ func fleetReplicaMain() int {
 		Scheme:   foo.Scheme(),
 		Logger:   log,
 		Registry: prometheus.NewRegistry(),
-		Fleet:    &kloop.Fleet{KubeconfigDir: os.Getenv(fleetDirEnv)},
 		Sharding: &kloop.Sharding{
 			Group:         group,
 			Namespace:     group,
@@ -81,15 +81,19 @@ func fleetReplicaMain() int {
 	if err != nil {
 		return fail(err)
 	}
-	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
-	deps := kloop.Objects[*appsv1.Deployment](app, kloop.ObjectsOptions{Resource: appsv1.SchemeGroupVersion.WithResource("deployments")})
+	fl, err := fleet.New(app, fleet.Options{KubeconfigDir: os.Getenv(fleetDirEnv)})
+	if err != nil {
+		return fail(err)
+	}
+	foos := fleet.Objects[*v1alpha1.Foo](fl, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
+	deps := fleet.Objects[*appsv1.Deployment](fl, kloop.ObjectsOptions{Resource: appsv1.SchemeGroupVersion.WithResource("deployments")})
 	var mu sync.Mutex
-	record := func(what string, key kloop.ClusterKey) {
+	record := func(what string, key fleet.Key) {
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintf(records, "%s %s %s %d\n", what, id, key, time.Now().UnixNano())
 	}
-	if _, err := kloop.NewFleetController(app, foo.ControllerName, func(ctx context.Context, k kloop.ClusterKey) (controller.Result, error) {
+	if _, err := fleet.NewController(fl, foo.ControllerName, func(ctx context.Context, k fleet.Key) (controller.Result, error) {
 		record("S", k)
 		defer record("E", k)
 		r := foo.Reconciler{Foos: foos.In(k.Cluster), Deployments: deps.In(k.Cluster), Recorder: noEvents{}, Logger: log.With("cluster", k.Cluster)}
@@ -103,7 +107,7 @@ func fleetReplicaMain() int {
 	// Deployment is cached too.
 	ready := func() bool {
 		for _, c := range clusters {
-			if app.Cluster(c) == nil {
+			if fl.Cluster(c) == nil {
 				return false
 			}
 			deps := deps.In(c).Informer().Lister()

@@ -29,6 +29,7 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/fleet"
 )
 
 // childTimeout bounds how long a child waits for its clusters.
@@ -197,13 +198,16 @@ func startKloop(ctx context.Context, cfg *rest.Config, tr *tracker) error {
 		Namespace: namespace,
 		Logger:    slog.New(slog.DiscardHandler),
 		Registry:  prometheus.NewRegistry(),
-		Fleet:     &kloop.Fleet{SecretSelector: label + "=true", SecretNamespace: namespace},
 	})
 	if err != nil {
 		return err
 	}
-	cms := kloop.Objects[*corev1.ConfigMap](app)
-	if _, err := kloop.NewFleetController(app, "configmaps", func(ctx context.Context, k kloop.ClusterKey) (controller.Result, error) {
+	f, err := fleet.New(app, fleet.Options{SecretSelector: label + "=true", SecretNamespace: namespace})
+	if err != nil {
+		return err
+	}
+	cms := fleet.Objects[*corev1.ConfigMap](f)
+	if _, err := fleet.NewController(f, "configmaps", func(ctx context.Context, k fleet.Key) (controller.Result, error) {
 		if _, err := cms.In(k.Cluster).Get(ctx, k.Namespace, k.Name); err == nil {
 			tr.reconciled(k.Cluster, k.Key.String())
 		}

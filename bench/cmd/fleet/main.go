@@ -11,8 +11,8 @@
 // come from kubeconfig Secrets (label kloop.dev/fleet-bench=true) in the
 // home cluster:
 //
-//   - kloop: one App with Options.Fleet (SecretSelector) and one
-//     NewFleetController For the ConfigMaps;
+//   - kloop: one App with a fleet (fleet.New, SecretSelector) and one
+//     fleet.NewController For the ConfigMaps;
 //   - peer: controller-runtime as people run it over many clusters today,
 //     one manager per cluster in one process: a manager on the home cluster
 //     whose controller watches the Secrets and, for each, starts a manager

@@ -1,4 +1,4 @@
-package kloop_test
+package fleet_test
 
 import (
 	"context"
@@ -34,6 +34,7 @@ import (
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/debug"
+	"github.com/kloop-dev/kloop/fleet"
 	"github.com/kloop-dev/kloop/internal/kubeconfig"
 	"github.com/kloop-dev/kloop/internal/testwait"
 	"github.com/kloop-dev/kloop/manifest"
@@ -45,10 +46,10 @@ import (
 
 // setupFleetFoo declares the Foo sample's reconciler over the App's fleet:
 // each key's Foo is read, and its Deployment made, in the key's cluster.
-func setupFleetFoo(app *kloop.App) error {
-	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
-	deps := kloop.Objects[*appsv1.Deployment](app).WithTransform(foo.LeanDeployment)
-	_, err := kloop.NewFleetController(app, "fleet-foo", func(ctx context.Context, k kloop.ClusterKey) (controller.Result, error) {
+func setupFleetFoo(app *fleet.Fleet) error {
+	foos := fleet.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
+	deps := fleet.Objects[*appsv1.Deployment](app).WithTransform(foo.LeanDeployment)
+	_, err := fleet.NewController(app, "fleet-foo", func(ctx context.Context, k fleet.Key) (controller.Result, error) {
 		c := app.Cluster(k.Cluster)
 		if c == nil {
 			return controller.Result{}, nil
@@ -217,18 +218,21 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 		Logger:     slog.New(logs),
 		HealthAddr: "127.0.0.1:0",
 		DebugAddr:  "127.0.0.1:0",
-		Fleet: &kloop.Fleet{
-			Home:           "a",
-			KubeconfigDir:  dir,
-			SecretSelector: label + "=true",
-			SyncTimeout:    5 * time.Second,
-			RetryMax:       2 * time.Second,
-		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := setupFleetFoo(app); err != nil {
+	fl, err := fleet.New(app, fleet.Options{
+		Home:           "a",
+		KubeconfigDir:  dir,
+		SecretSelector: label + "=true",
+		SyncTimeout:    5 * time.Second,
+		RetryMax:       2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setupFleetFoo(fl); err != nil {
 		t.Fatal(err)
 	}
 	testwait.Run(t, "fleet App", app.Run)
@@ -325,7 +329,7 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 		if took > 10*time.Second {
 			t.Errorf("cluster d's existing Foo converged %v after its Secret was created, want within 10s", took)
 		}
-		if app.Cluster("d") == nil {
+		if fl.Cluster("d") == nil {
 			t.Fatal("App.Cluster(d) is nil after d's Foo was reconciled")
 		}
 		heap1, g1 := heapAndGoroutines()
@@ -337,7 +341,7 @@ func TestFleet_OneFooControllerOverManyClusters(t *testing.T) {
 		await.Logged(t, "cluster d left", logs, func(r await.Record) bool {
 			return r.Message == "Fleet: cluster left" && r.Attrs["cluster"] == "d"
 		})
-		if app.Cluster("d") != nil {
+		if fl.Cluster("d") != nil {
 			t.Error("App.Cluster(d) is not nil after d left")
 		}
 		heap2, g2 := heapAndGoroutines()
