@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"reflect"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/csaupgrade"
@@ -64,30 +63,4 @@ func (h *Handle[T]) MoveToApply(ctx context.Context, namespace, name string, man
 		return false, fmt.Errorf("move the fields of %s %s/%s to apply: %w", h.gvk.Kind, namespace, name, err)
 	}
 	return true, nil
-}
-
-// rawConfig is an apply configuration held as its JSON fields.
-type rawConfig map[string]any
-
-func (rawConfig) IsApplyConfiguration()          {}
-func (c rawConfig) MarshalJSON() ([]byte, error) { return json.Marshal(map[string]any(c)) }
-
-// withResourceVersion returns cfg with metadata.resourceVersion set to rv:
-// the apply's precondition.
-func withResourceVersion(cfg runtime.ApplyConfiguration, rv string) (runtime.ApplyConfiguration, error) {
-	data, err := json.Marshal(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("encode the apply configuration: %w", err)
-	}
-	var c rawConfig
-	if err := json.Unmarshal(data, &c); err != nil {
-		return nil, fmt.Errorf("decode the apply configuration: %w", err)
-	}
-	md, _ := c["metadata"].(map[string]any)
-	if md == nil {
-		md = map[string]any{}
-		c["metadata"] = md
-	}
-	md["resourceVersion"] = rv
-	return c, nil
 }

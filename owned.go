@@ -107,11 +107,7 @@ func (h *Handle[T]) Repair(ctx context.Context, live T, want runtime.ApplyConfig
 		return live, false, nil
 	}
 	h.app.log.Info("Repairing "+h.gvk.Kind, "namespace", live.GetNamespace(), "name", live.GetName())
-	guarded, err := withResourceVersion(want, live.GetResourceVersion())
-	if err != nil {
-		return live, false, fmt.Errorf("repair %s %s/%s: %w", h.gvk.Kind, live.GetNamespace(), live.GetName(), err)
-	}
-	got, err := h.Apply(ctx, guarded, client.PatchOptions{Force: true})
+	got, err := h.Apply(ctx, want, client.PatchOptions{Force: true, ResourceVersion: live.GetResourceVersion()})
 	if err != nil {
 		return live, false, err
 	}

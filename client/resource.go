@@ -222,6 +222,10 @@ type PatchOptions struct {
 	// Force, for server-side apply only, takes ownership of fields that
 	// another field manager owns instead of failing with a conflict.
 	Force bool
+	// ResourceVersion, for Apply only, is a precondition: the apply fails
+	// with a Conflict unless the object is at this resourceVersion (it
+	// sets the configuration's metadata.resourceVersion).
+	ResourceVersion string
 }
 
 // Patch applies a patch to namespace/name and returns the patched object.
@@ -275,7 +279,7 @@ func (r *Resource[T]) Patch(ctx context.Context, namespace, name string, pt type
 // opts.Subresource "status" applies the status.
 func (r *Resource[T]) Apply(ctx context.Context, cfg runtime.ApplyConfiguration, opts PatchOptions) (T, error) {
 	var zero T
-	body, ns, name, err := applyBody(cfg, r.gvk)
+	body, ns, name, err := applyBody(cfg, r.gvk, opts.ResourceVersion)
 	if err != nil {
 		return zero, fmt.Errorf("client: apply %s: %w", r.gvk.Kind, err)
 	}
@@ -304,7 +308,7 @@ func (c unstructuredConfig) MarshalJSON() ([]byte, error) { return json.Marshal(
 // in from gvk where cfg leaves them out and no managedFields (the API
 // server refuses them in an apply), and returns the object's namespace and
 // name.
-func applyBody(cfg runtime.ApplyConfiguration, gvk schema.GroupVersionKind) (body []byte, namespace, name string, err error) {
+func applyBody(cfg runtime.ApplyConfiguration, gvk schema.GroupVersionKind, rv string) (body []byte, namespace, name string, err error) {
 	if cfg == nil || reflect.ValueOf(cfg).Kind() == reflect.Pointer && reflect.ValueOf(cfg).IsNil() {
 		return nil, "", "", fmt.Errorf("no apply configuration")
 	}
@@ -323,6 +327,9 @@ func applyBody(cfg runtime.ApplyConfiguration, gvk schema.GroupVersionKind) (bod
 		return nil, "", "", fmt.Errorf("the apply configuration has no metadata.name: build it with its kind's constructor, such as appsv1ac.Deployment(name, namespace)")
 	}
 	delete(md, "managedFields")
+	if rv != "" {
+		md["resourceVersion"] = rv
+	}
 	if v, _ := obj["apiVersion"].(string); v == "" {
 		obj["apiVersion"] = gvk.GroupVersion().String()
 	}
