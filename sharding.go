@@ -14,7 +14,6 @@ import (
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/internal/kindgate"
-	"github.com/kloop-dev/kloop/internal/restrict"
 	"github.com/kloop-dev/kloop/sharding"
 )
 
@@ -127,7 +126,7 @@ func (a *App) Member() *sharding.Member { return a.member }
 // its flag is set (see shardFlag), which happens before Run. A fleet
 // cluster's App shards its informers for the fleet App's member, as that
 // cluster's (see fleetShard).
-func (a *App) shardInformer(resource string, scope informer.Scope) *restrict.Restriction {
+func (a *App) shardInformer(resource string, scope informer.Scope) *informer.Restriction {
 	return a.member.ShardWhen(a.cluster, a.left, a.shardFlag(resource, scope).Load)
 }
 

