@@ -36,6 +36,10 @@ type Package struct {
 	// unexported type of the package or a type of an internal package, as
 	// "Decl: type": a user can use them but cannot write their type.
 	Unnameable []string
+	// InitAssigns are the assignments, in an init function, to another
+	// package's variable, as "file: pkg.Var": a hook filled behind the
+	// compiler's back.
+	InitAssigns []string
 }
 
 // Total is the number of exported functions, methods and types, and of the
@@ -222,6 +226,9 @@ func (m *mod) count(pp *parsed) (Package, error) {
 		for _, decl := range f.Decls {
 			switch d := decl.(type) {
 			case *ast.FuncDecl:
+				if d.Name.Name == "init" && d.Recv == nil && d.Body != nil {
+					p.InitAssigns = append(p.InitAssigns, initAssigns(d.Body, imports)...)
+				}
 				if !d.Name.IsExported() {
 					continue
 				}
@@ -276,7 +283,7 @@ func (m *mod) count(pp *parsed) (Package, error) {
 			p.Reached = append(p.Reached, r+"."+meth)
 		}
 	}
-	for _, s := range []*[]string{&p.Funcs, &p.Methods, &p.Types, &p.Reached, &p.Unnameable} {
+	for _, s := range []*[]string{&p.Funcs, &p.Methods, &p.Types, &p.Reached, &p.Unnameable, &p.InitAssigns} {
 		slices.Sort(*s)
 		*s = slices.Compact(*s)
 	}
@@ -344,6 +351,38 @@ func (m *mod) methodsOf(importPath, name string) ([]string, error) {
 		}
 	}
 	return methods, nil
+}
+
+// initAssigns returns the other packages' variables, as "pkg.Var", that
+// the body of an init function assigns to.
+func initAssigns(body *ast.BlockStmt, imports map[string]string) []string {
+	var out []string
+	ast.Inspect(body, func(n ast.Node) bool {
+		a, ok := n.(*ast.AssignStmt)
+		if !ok {
+			return true
+		}
+		for _, lhs := range a.Lhs {
+			for {
+				switch e := lhs.(type) {
+				case *ast.IndexExpr:
+					lhs = e.X
+					continue
+				case *ast.StarExpr:
+					lhs = e.X
+					continue
+				}
+				break
+			}
+			if sel, ok := lhs.(*ast.SelectorExpr); ok {
+				if x, ok := sel.X.(*ast.Ident); ok && imports[x.Name] != "" {
+					out = append(out, x.Name+"."+sel.Sel.Name)
+				}
+			}
+		}
+		return true
+	})
+	return out
 }
 
 // importsOf maps the names f refers to its imports by to their paths.

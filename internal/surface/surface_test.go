@@ -50,6 +50,18 @@ func TestLibrary_EveryExportedTypeIsNameable(t *testing.T) {
 	}
 }
 
+func TestLibrary_NoInitFillsAnotherPackagesVariable(t *testing.T) {
+	pkgs, err := Count("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkgs {
+		for _, a := range p.InitAssigns {
+			t.Errorf("%s: an init function assigns to %s: call a typed function of a package both import instead", p.Path, a)
+		}
+	}
+}
+
 func TestCount_ExportedFuncsMethodsAndTypesOfLibraryPackagesOnly(t *testing.T) {
 	pkgs, err := Count("testdata/mod")
 	if err != nil {
@@ -58,18 +70,20 @@ func TestCount_ExportedFuncsMethodsAndTypesOfLibraryPackagesOnly(t *testing.T) {
 	want := []Package{
 		{Path: ".", Funcs: []string{"Root"}},
 		{
-			Path:       "lib",
-			Funcs:      []string{"Exported", "Leak", "Named"},
-			Methods:    []string{"Alias.Do", "G.Get", "T.M"},
-			Types:      []string{"A", "Alias", "B", "G", "T"},
-			Reached:    []string{"example.com/mod/internal/x.Z", "example.com/mod/internal/x.Z.Run"},
-			Unnameable: []string{"Leak: example.com/mod/internal/x.Z", "T: hidden"},
+			Path:        "lib",
+			Funcs:       []string{"Exported", "Leak", "Named"},
+			Methods:     []string{"Alias.Do", "G.Get", "T.M"},
+			Types:       []string{"A", "Alias", "B", "G", "T"},
+			Reached:     []string{"example.com/mod/internal/x.Z", "example.com/mod/internal/x.Z.Run"},
+			Unnameable:  []string{"Leak: example.com/mod/internal/x.Z", "T: hidden"},
+			InitAssigns: []string{"x.Hook"},
 		},
 	}
 	if !slices.EqualFunc(pkgs, want, func(a, b Package) bool {
 		return a.Path == b.Path && slices.Equal(a.Funcs, b.Funcs) &&
 			slices.Equal(a.Methods, b.Methods) && slices.Equal(a.Types, b.Types) &&
-			slices.Equal(a.Reached, b.Reached) && slices.Equal(a.Unnameable, b.Unnameable)
+			slices.Equal(a.Reached, b.Reached) && slices.Equal(a.Unnameable, b.Unnameable) &&
+			slices.Equal(a.InitAssigns, b.InitAssigns)
 	}) {
 		t.Errorf("Count(testdata/mod) = %+v, want %+v", pkgs, want)
 	}

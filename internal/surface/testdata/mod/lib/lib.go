@@ -41,3 +41,10 @@ func Leak() *x.Z { return nil }
 
 // Named returns a type the user names by its alias.
 func Named() x.Y { return x.Y{} }
+
+var own int
+
+func init() {
+	x.Hook = func() {}
+	own = 1
+}

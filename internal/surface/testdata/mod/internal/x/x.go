@@ -11,3 +11,6 @@ func (Y) hidden() {}
 type Z struct{}
 
 func (*Z) Run() {}
+
+// Hook is filled by lib's init, which the count reports.
+var Hook func()
