@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"slices"
 
-	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/internal/kindgate"
-	"github.com/kloop-dev/kloop/internal/tracing"
 	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/watcher"
 )
@@ -299,10 +297,7 @@ func (b *builder[K]) make(nothing string, gate func(*controller.Controller[K]) e
 	if t := b.app.traces; t != nil && b.opts.Tracer == nil {
 		b.opts.Tracer = t.Tracer()
 		if b.opts.OwnWriteSpan == nil && b.app.client != nil {
-			c := b.app.client
-			b.opts.OwnWriteSpan = func(namespace, name, rv string) trace.SpanContext {
-				return tracing.WriteSpan(c, namespace, name, rv)
-			}
+			b.opts.OwnWriteSpan = b.app.client.WroteSpan
 		}
 	}
 	c, err := controller.New[K](controller.ReconcilerFunc[K](b.reconcile), b.opts)

@@ -7,12 +7,12 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/metadata"
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/client"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/internal/rvorder"
 )
 
 // CatchUp returns once the handle's cache is at least as fresh as
@@ -53,7 +53,7 @@ func (h *Handle[T]) CatchUp(ctx context.Context, namespace, rv string) error {
 		return nil // no object's change woke it
 	}
 	lister := h.inf.Lister()
-	if atOrAfter(lister.ResourceVersion(), rv) {
+	if rvorder.AtOrAfter(lister.ResourceVersion(), rv) {
 		return nil
 	}
 	if h.namespaced && namespace != "" && h.scope.Namespace != "" && !slices.Contains(strings.Split(h.scope.Namespace, ","), namespace) {
@@ -82,7 +82,7 @@ func (h *Handle[T]) CatchUp(ctx context.Context, namespace, rv string) error {
 	}
 	for {
 		changed := lister.Changed()
-		gone := atOrAfter(lister.ResourceVersion(), listRV)
+		gone := rvorder.AtOrAfter(lister.ResourceVersion(), listRV)
 		var left cache.Key
 		if !gone {
 			gone = true
@@ -132,7 +132,7 @@ func (h *Handle[T]) listMeta(ctx context.Context, namespace string) ([]metav1.Pa
 			return nil, "", err
 		}
 		out = append(out, l.Items...)
-		if listRV == "" || atOrAfter(l.ResourceVersion, listRV) {
+		if listRV == "" || rvorder.AtOrAfter(l.ResourceVersion, listRV) {
 			listRV = l.ResourceVersion
 		}
 	}
@@ -160,18 +160,9 @@ func latestChange(ctx context.Context) string {
 	latest := ""
 	causes, _ := controller.CausesFrom(ctx)
 	for _, c := range causes {
-		if c.ResourceVersion != "" && (latest == "" || !atOrAfter(latest, c.ResourceVersion)) {
+		if c.ResourceVersion != "" && (latest == "" || !rvorder.AtOrAfter(latest, c.ResourceVersion)) {
 			latest = c.ResourceVersion
 		}
 	}
 	return latest
-}
-
-// atOrAfter reports whether resourceVersion have is want or later.
-func atOrAfter(have, want string) bool {
-	if have == want {
-		return true
-	}
-	c, err := resourceversion.CompareResourceVersion(have, want)
-	return err == nil && c >= 0
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/internal/kindgate"
 )
 
@@ -72,12 +73,16 @@ func (a *App) kindGate(gvk schema.GroupVersionKind, gvr schema.GroupVersionResou
 	return g
 }
 
-// gateOf is the factory's WaitFor: the gate of an informer's resource.
-func (a *App) gateOf(resource string) *kindgate.Gate {
+// gateOf is the factory's WaitFor: the gate of an informer's resource, nil
+// (no gate, not a nil *kindgate.Gate) for a resource that never waits.
+func (a *App) gateOf(resource string) informer.KindGate {
 	resource, _, _ = strings.Cut(resource, " ")
 	a.kinds.mu.Lock()
 	defer a.kinds.mu.Unlock()
-	return a.kinds.byResource[resource]
+	if g := a.kinds.byResource[resource]; g != nil {
+		return g
+	}
+	return nil
 }
 
 // probe asks discovery whether gvk is served, as the resource gvr the

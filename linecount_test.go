@@ -136,11 +136,12 @@ func TestCronJobController_HandWrittenGoIsAtMost700LinesOfCode(t *testing.T) {
 
 // Issue 40: the root package is the single-cluster builder, one mode each
 // (the fleet is package fleet, on top of it): at most 2,400 lines of code,
-// 2,370 when the fleet moved out, guarded against growth.
-func TestRootPackage_IsAtMost2370LinesOfCode(t *testing.T) {
+// 2,370 when the fleet moved out, 2,380 with the write path beside it,
+// guarded against growth.
+func TestRootPackage_IsAtMost2380LinesOfCode(t *testing.T) {
 	n := codeLines(t, handWritten(t, "*.go"))
-	if n > 2370 {
-		t.Errorf("the root package is %d lines of code, want at most 2370", n)
+	if n > 2380 {
+		t.Errorf("the root package is %d lines of code, want at most 2380", n)
 	} else {
 		t.Logf("the root package is %d lines of code", n)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/internal/kindgate"
-	"github.com/kloop-dev/kloop/internal/restrict"
 	"github.com/kloop-dev/kloop/sharding"
 )
 
@@ -153,7 +152,7 @@ func (a *App) Member() *sharding.Member { return a.member }
 // shardInformer is the factory's Restrict: each informer is sharded once
 // its flag is set (see shardFlag), which happens before Run; with
 // Options.ShardOf, as the informer of its cluster.
-func (a *App) shardInformer(resource string, scope informer.Scope) *restrict.Restriction {
+func (a *App) shardInformer(resource string, scope informer.Scope) *informer.Restriction {
 	return a.member.ShardWhen(a.shardCluster, a.left, a.shardFlag(resource, scope).Load)
 }
 

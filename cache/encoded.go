@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kloop-dev/kloop/internal/lean"
 	"github.com/kloop-dev/kloop/internal/protowalk"
 	"github.com/kloop-dev/kloop/watcher"
 )
@@ -651,40 +650,23 @@ func (s *Store[T]) keysEncoded() []Key {
 	return keys
 }
 
-// The informer reaches the lazy forms through package lean, so that they
-// are no part of this package's API.
-func init() {
-	lean.ReplaceLazily = func(writer, snap any, rv string) (changes, added any, ok bool) {
-		r, ok := writer.(lazyReplacer)
-		if !ok {
-			return nil, nil, false
-		}
-		return r.replaceLazily(snap, rv)
-	}
-	lean.KeysOf = func(store any) (any, bool) {
-		k, ok := store.(keyLister)
-		if !ok {
-			return nil, false
-		}
-		return k.keysLazily()
-	}
-}
-
-type lazyReplacer interface {
-	replaceLazily(snap any, rv string) (changes, added any, ok bool)
-}
-
-type keyLister interface{ keysLazily() (any, bool) }
-
-func (w *Writer[T]) replaceLazily(snap any, rv string) (changes, added any, ok bool) {
+// ReplaceLazily is ReplaceWith that, for an encoded store
+// (Options.Encoded), decodes no object the store did not hold: changes
+// are the Deleted and Updated events, added the keys of the objects that
+// are new, for a receiver to read from the store one at a time, so that a
+// snapshot's objects are never all decoded at once. For a plain store it
+// is ReplaceWith, and added is nil.
+func (w *Writer[T]) ReplaceLazily(snap *Snapshot[T], rv string) (changes []Event[T], added []Key) {
 	if w.s.codec == nil {
-		return nil, nil, false
+		return w.ReplaceWith(snap, rv), nil
 	}
-	c, a := w.replaceEncodedLazily(snap.(*Snapshot[T]), rv, true)
-	return c, a, true
+	return w.replaceEncodedLazily(snap, rv, true)
 }
 
-func (s *Store[T]) keysLazily() (any, bool) {
+// EncodedKeys returns the key of every object of an encoded store
+// (Options.Encoded), decoding none; ok is false for a plain store, whose
+// objects List returns at no cost.
+func (s *Store[T]) EncodedKeys() (keys []Key, ok bool) {
 	if s.codec == nil {
 		return nil, false
 	}

@@ -9,8 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 
+	"github.com/kloop-dev/kloop/internal/rvorder"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -329,32 +329,23 @@ func (s *Store[T]) Changed() <-chan struct{} {
 }
 
 func (s *Store[T]) reachedLocked(key Key, rv string) bool {
-	if atOrAfter(s.rv, rv) {
+	if rvorder.AtOrAfter(s.rv, rv) {
 		return true
 	}
 	if s.codec != nil {
 		e, ok := s.enc[key.Namespace].get(key.Name)
 		_, erv := meta(e)
-		return ok && atOrAfter(erv, rv)
+		return ok && rvorder.AtOrAfter(erv, rv)
 	}
 	obj, ok := s.objs[key.Namespace].get(key.Name)
-	return ok && atOrAfter(obj.GetResourceVersion(), rv)
-}
-
-// atOrAfter reports whether resource version have is at or after want.
-func atOrAfter(have, want string) bool {
-	if have == want {
-		return true
-	}
-	c, err := resourceversion.CompareResourceVersion(have, want)
-	return err == nil && c >= 0
+	return ok && rvorder.AtOrAfter(obj.GetResourceVersion(), rv)
 }
 
 // advanceLocked records that the store reached rv and wakes WaitFor
 // callers. Outside a relist the resourceVersion only moves forward, so a
 // late bookmark cannot make it go back.
 func (s *Store[T]) advanceLocked(rv string, relist bool) {
-	if rv != "" && (relist || !atOrAfter(s.rv, rv)) {
+	if rv != "" && (relist || !rvorder.AtOrAfter(s.rv, rv)) {
 		s.rv = rv
 	}
 	s.changedMu.Lock()

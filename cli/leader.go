@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/internal/lease"
 	"github.com/kloop-dev/kloop/leaderelection"
 )
 
@@ -46,12 +46,14 @@ func (l *LeaderElection) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&l.Namespace, "leader-elect-namespace", l.Namespace,
 		"namespace of the Lease (default: the namespace the command watches, else its pod's own namespace in a cluster)")
 	fs.StringVar(&l.ID, "leader-elect-id", l.ID, "name of the Lease")
-	fs.DurationVar(&l.LeaseDuration, "leader-elect-lease-duration", l.LeaseDuration,
-		"how long a standby waits after the Lease was last renewed before it takes over")
-	fs.DurationVar(&l.RenewDeadline, "leader-elect-renew-deadline", l.RenewDeadline,
-		"how long the leader keeps trying to renew before it stops leading; less than --leader-elect-lease-duration")
-	fs.DurationVar(&l.RetryPeriod, "leader-elect-retry-period", l.RetryPeriod,
-		"interval between attempts to acquire or renew the Lease; less than --leader-elect-renew-deadline")
+	leaderTimingFlags.add(fs, &l.LeaseDuration, &l.RenewDeadline, &l.RetryPeriod)
+}
+
+var leaderTimingFlags = timingFlags{
+	prefix:    "leader-elect-",
+	leaseHelp: "how long a standby waits after the Lease was last renewed before it takes over",
+	renewHelp: "how long the leader keeps trying to renew before it stops leading",
+	retryHelp: "interval between attempts to acquire or renew the Lease",
 }
 
 // validate checks the values; with Enabled false nothing is checked.
@@ -67,27 +69,7 @@ func (l *LeaderElection) validate() error {
 	if errs := validation.IsDNS1123Subdomain(l.ID); len(errs) > 0 {
 		return &FlagError{Flag: "--leader-elect-id", Value: l.ID, Want: "not a Lease name: " + strings.Join(errs, "; ")}
 	}
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{
-		{"--leader-elect-lease-duration", l.LeaseDuration},
-		{"--leader-elect-renew-deadline", l.RenewDeadline},
-		{"--leader-elect-retry-period", l.RetryPeriod},
-	} {
-		if d.v <= 0 {
-			return &FlagError{Flag: d.flag, Value: d.v.String(), Want: "want a positive duration such as 10s"}
-		}
-	}
-	if l.RenewDeadline >= l.LeaseDuration {
-		return &FlagError{Flag: "--leader-elect-renew-deadline", Value: l.RenewDeadline.String(),
-			Want: fmt.Sprintf("want less than --leader-elect-lease-duration (%v)", l.LeaseDuration)}
-	}
-	if l.RetryPeriod >= l.RenewDeadline {
-		return &FlagError{Flag: "--leader-elect-retry-period", Value: l.RetryPeriod.String(),
-			Want: fmt.Sprintf("want less than --leader-elect-renew-deadline (%v)", l.RenewDeadline)}
-	}
-	return nil
+	return leaderTimingFlags.check(lease.Timing{LeaseDuration: l.LeaseDuration, RenewDeadline: l.RenewDeadline, RetryPeriod: l.RetryPeriod}, false)
 }
 
 // options validates l and returns kloop's leader election, or nil when

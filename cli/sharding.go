@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kloop-dev/kloop"
+	"github.com/kloop-dev/kloop/internal/lease"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/sharding"
 )
@@ -59,14 +60,16 @@ func (s *Sharding) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&s.Slots, "shard-slots", s.Slots, "number of parts the work is cut into, the unit of handover (1 to 4096)")
 	fs.StringVar(&s.Namespace, "shard-namespace", s.Namespace,
 		"namespace of the replicas' Leases (default: the namespace the command watches, else its pod's own namespace in a cluster)")
-	fs.DurationVar(&s.LeaseDuration, "shard-lease-duration", s.LeaseDuration,
-		"how long the others wait after a replica's Lease was last renewed before they take its share (whole seconds)")
-	fs.DurationVar(&s.RenewDeadline, "shard-renew-deadline", s.RenewDeadline,
-		"how long a replica keeps trying to renew its Lease before it gives its share up; less than --shard-lease-duration")
-	fs.DurationVar(&s.RetryPeriod, "shard-retry-period", s.RetryPeriod,
-		"interval between renewals of a replica's Lease; less than --shard-renew-deadline")
+	shardTimingFlags.add(fs, &s.LeaseDuration, &s.RenewDeadline, &s.RetryPeriod)
 	fs.BoolVar(&s.ClientSideOnly, "shard-client-side-only", s.ClientSideOnly,
 		"send no shard selector to the API server: receive every object and keep this replica's share (for servers without sharded list and watch that reject it)")
+}
+
+var shardTimingFlags = timingFlags{
+	prefix:    "shard-",
+	leaseHelp: "how long the others wait after a replica's Lease was last renewed before they take its share (whole seconds)",
+	renewHelp: "how long a replica keeps trying to renew its Lease before it gives its share up",
+	retryHelp: "interval between renewals of a replica's Lease",
 }
 
 // validate checks the values; with Enabled false nothing is checked.
@@ -88,30 +91,7 @@ func (s *Sharding) validate() error {
 			return &FlagError{Flag: "--shard-namespace", Value: s.Namespace, Want: "not a namespace name: " + strings.Join(errs, "; ")}
 		}
 	}
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{
-		{"--shard-lease-duration", s.LeaseDuration},
-		{"--shard-renew-deadline", s.RenewDeadline},
-		{"--shard-retry-period", s.RetryPeriod},
-	} {
-		if d.v <= 0 {
-			return &FlagError{Flag: d.flag, Value: d.v.String(), Want: "want a positive duration such as 10s"}
-		}
-	}
-	if s.LeaseDuration%time.Second != 0 {
-		return &FlagError{Flag: "--shard-lease-duration", Value: s.LeaseDuration.String(), Want: "want whole seconds (a Lease holds seconds)"}
-	}
-	if s.RenewDeadline >= s.LeaseDuration {
-		return &FlagError{Flag: "--shard-renew-deadline", Value: s.RenewDeadline.String(),
-			Want: fmt.Sprintf("want less than --shard-lease-duration (%v)", s.LeaseDuration)}
-	}
-	if s.RetryPeriod >= s.RenewDeadline {
-		return &FlagError{Flag: "--shard-retry-period", Value: s.RetryPeriod.String(),
-			Want: fmt.Sprintf("want less than --shard-renew-deadline (%v)", s.RenewDeadline)}
-	}
-	return nil
+	return shardTimingFlags.check(lease.Timing{LeaseDuration: s.LeaseDuration, RenewDeadline: s.RenewDeadline, RetryPeriod: s.RetryPeriod}, true)
 }
 
 func (s *Sharding) key() (sharding.Key, error) {

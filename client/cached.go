@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/internal/rvorder"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -102,7 +103,7 @@ func newCachedReader[T watcher.Object](c readCache[T], tracker *writeTracker, gr
 
 // Cached returns a CachedReader of c, which must cache this Resource's
 // objects, that waits for this client's writes.
-func (r *Resource[T]) Cached(c readCache[T], opts ReaderOptions) *CachedReader[T] {
+func (r *Resource[T]) Cached(c cache.Lister[T], opts ReaderOptions) *CachedReader[T] {
 	return newCachedReader(c, r.c.tracker, r.gvr.GroupResource(), opts)
 }
 
@@ -225,7 +226,7 @@ func (r *CachedReader[T]) reached(w pendingWrite) bool {
 	if w.Gone {
 		return !ok || (w.UID != "" && obj.GetUID() != w.UID)
 	}
-	return rvAtOrAfter(r.cache.ResourceVersion(), w.ResourceVersion) || (ok && rvAtOrAfter(obj.GetResourceVersion(), w.ResourceVersion))
+	return rvorder.AtOrAfter(r.cache.ResourceVersion(), w.ResourceVersion) || (ok && rvorder.AtOrAfter(obj.GetResourceVersion(), w.ResourceVersion))
 }
 
 func (w pendingWrite) want() string {

@@ -11,10 +11,12 @@ import (
 	"github.com/kloop-dev/kloop/internal/tracing"
 )
 
-func init() {
-	tracing.WriteSpan = func(c any, namespace, name, rv string) trace.SpanContext {
-		return c.(*Client).tracker.wroteSpan(namespace, name, rv)
-	}
+// WroteSpan returns the span of the traced write that left the object
+// namespace/name at resourceVersion, when that write is among the client's
+// latest writes (see Wrote); an invalid SpanContext otherwise. A traced
+// reconcile woken by that write's watch event links to it.
+func (c *Client) WroteSpan(namespace, name, resourceVersion string) trace.SpanContext {
+	return c.tracker.wroteSpan(namespace, name, resourceVersion)
 }
 
 // startSpan starts the span of one write, a child of the span ctx

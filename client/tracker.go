@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/internal/rvorder"
 )
 
 // writeTracker remembers, per resource and key, the resourceVersion of the
@@ -139,7 +140,7 @@ func (t *writeTracker) put(gr schema.GroupResource, w pendingWrite) {
 		t.pending[gr] = byKey
 	}
 	// A response that arrives after a newer one must not replace it.
-	if old, ok := byKey[w.Key]; ok && !old.Gone && !w.Gone && !rvBefore(old.ResourceVersion, w.ResourceVersion) {
+	if old, ok := byKey[w.Key]; ok && !old.Gone && !w.Gone && !rvorder.Before(old.ResourceVersion, w.ResourceVersion) {
 		return
 	}
 	byKey[w.Key] = w
@@ -273,7 +274,7 @@ func (t *writeTracker) Forget(gr schema.GroupResource, w pendingWrite) {
 	if !ok {
 		return
 	}
-	if old == w || (!old.Gone && !w.Gone && rvAtOrAfter(w.ResourceVersion, old.ResourceVersion)) {
+	if old == w || (!old.Gone && !w.Gone && rvorder.AtOrAfter(w.ResourceVersion, old.ResourceVersion)) {
 		delete(byKey, w.Key)
 		if len(byKey) == 0 {
 			delete(t.pending, gr)
@@ -293,21 +294,4 @@ func (t *writeTracker) Len() int {
 		n += len(byKey)
 	}
 	return n
-}
-
-// rvBefore reports whether resourceVersion a is strictly before b. Both have
-// been checked to be integers when recorded; anything unparsable counts as
-// not before, so it never holds a write pending.
-func rvBefore(a, b string) bool {
-	c, err := resourceversion.CompareResourceVersion(a, b)
-	return err == nil && c < 0
-}
-
-// rvAtOrAfter reports whether resourceVersion have is at or after want.
-func rvAtOrAfter(have, want string) bool {
-	if have == want {
-		return true
-	}
-	c, err := resourceversion.CompareResourceVersion(have, want)
-	return err == nil && c >= 0
 }

@@ -21,8 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kloop-dev/kloop/internal/kindgate"
-	"github.com/kloop-dev/kloop/internal/lean"
-	"github.com/kloop-dev/kloop/internal/restrict"
 	"github.com/kloop-dev/kloop/watcher"
 )
 
@@ -77,13 +75,13 @@ type FactoryOptions struct {
 	// kindgate.ResourceName) and Scope, and may narrow it to a part of its objects
 	// (a Restriction: the sharding package's Member.Shard makes them);
 	// nil leaves the informer whole. Default: every informer is whole.
-	Restrict func(resource string, scope Scope) *restrict.Restriction
+	Restrict func(resource string, scope Scope) *Restriction
 	// WaitFor, if set, is called once for each informer the factory
 	// creates, with its resource as Restrict gets it; a gate it returns
 	// holds the informer while the gate's kind is not served (an empty,
 	// synced cache; no list or watch). Package kloop sets it for
 	// Options.WaitForKinds. Default: no informer waits.
-	WaitFor func(resource string) *kindgate.Gate
+	WaitFor func(resource string) KindGate
 	// Logger and Registerer are passed to every informer. Defaults:
 	// slog.Default() and the kloop metrics registry.
 	Logger     *slog.Logger
@@ -210,10 +208,10 @@ func OfResource[T interface {
 		// The informer strips managedFields and shares label sets
 		// unless told not to; doing both while decoding saves allocating
 		// them at all.
-		o = lean.WithDecoding(o, lean.Decoding{
+		o.Decoding = watcher.Decoding{
 			DropManagedFields: !f.opts.Memory.KeepManagedFields,
 			ShareLabels:       !f.opts.Memory.Unshared,
-		}).(watcher.Scope)
+		}
 		return watcher.FromResource[T](preferProtobuf[T](f.cfg), f.opts.Scheme, gvr, o)
 	})
 }
@@ -268,7 +266,7 @@ func ofListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 		Logger:     f.opts.Logger,
 		Registerer: f.opts.Registerer,
 	}
-	var r *restrict.Restriction
+	var r *Restriction
 	if f.opts.Restrict != nil {
 		r = f.opts.Restrict(resource, scope)
 	}
@@ -277,7 +275,7 @@ func ofListerWatcher[T watcher.Object](f *Factory, resource string, scope Scope,
 		keep := r.Keep
 		iopts.Filter = func(obj T) bool { return keep(obj) }
 	}
-	var gate *kindgate.Gate
+	var gate KindGate
 	if f.opts.WaitFor != nil {
 		gate = f.opts.WaitFor(resource)
 	}

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kloop-dev/kloop/cache"
-	"github.com/kloop-dev/kloop/internal/lean"
 	"github.com/kloop-dev/kloop/internal/memlimit"
 	"github.com/kloop-dev/kloop/watcher"
 )
@@ -452,7 +451,7 @@ func (inf *Informer[T]) runSource(runCtx context.Context) error {
 // to the cache (or the informer has stopped). Use it when Filter, or a
 // parameter the Source sends (see Restriction), now accepts objects that
 // were left out: they arrive through the snapshot and reach handlers as
-// OnAdd(obj, true), like the objects of a first snapshot, since to this
+// Added events with Replay set, like the objects of a first snapshot, since to this
 // informer they are not new, only newly in view. Objects that did not change are not
 // notified. Before Start, the first snapshot answers it.
 func (inf *Informer[T]) relist() <-chan struct{} {
@@ -476,7 +475,7 @@ func (inf *Informer[T]) relist() <-chan struct{} {
 // objects were not deleted, they are only no longer this informer's (a
 // notification already queued for one may still be delivered). If Filter
 // accepts such an object again later, it comes back through a Relist as
-// OnAdd(obj, true). Without a Filter it does nothing.
+// an Added event with Replay set. Without a Filter it does nothing.
 func (inf *Informer[T]) refilter() int {
 	if inf.filter == nil {
 		return 0
@@ -642,15 +641,7 @@ func (inf *Informer[T]) apply(o op[T]) {
 		}
 		// An encoded cache reports the objects it did not hold by key, so
 		// that they are decoded one at a time as each handler takes them.
-		var (
-			events []cache.Event[T]
-			added  []cache.Key
-		)
-		if c, a, ok := lean.ReplaceLazily(inf.writer, o.snapshot.objs, o.snapshot.rv); ok {
-			events, added = c.([]cache.Event[T]), a.([]cache.Key)
-		} else {
-			events = inf.writer.ReplaceWith(o.snapshot.objs, o.snapshot.rv)
-		}
+		events, added := inf.writer.ReplaceLazily(o.snapshot.objs, o.snapshot.rv)
 		if inf.filter != nil {
 			events = slices.DeleteFunc(events, func(e cache.Event[T]) bool {
 				return e.Kind == cache.Deleted && !inf.filter(e.Old) // out of view, not deleted (see Refilter)
@@ -798,8 +789,8 @@ func (inf *Informer[T]) AddHandler(h Handler[T], opts HandlerOptions) (*Registra
 	inf.pruneLocked()
 	inf.subs = append(inf.subs, sub)
 	if inf.synced {
-		if keys, ok := lean.KeysOf(inf.store); ok {
-			sub.notifyKeys(keys.([]cache.Key), true) // an encoded cache: decoded as delivered
+		if keys, ok := inf.store.EncodedKeys(); ok {
+			sub.notifyKeys(keys, true) // an encoded cache: decoded as delivered
 		} else {
 			events := make([]cache.Event[T], 0, inf.store.Len())
 			for _, obj := range inf.store.List(nil) {
@@ -839,8 +830,8 @@ func (inf *Informer[T]) replayTo(l *listener[T]) {
 	if !inf.synced {
 		return
 	}
-	if keys, ok := lean.KeysOf(inf.store); ok {
-		l.replayKeys(keys.([]cache.Key))
+	if keys, ok := inf.store.EncodedKeys(); ok {
+		l.replayKeys(keys)
 		return
 	}
 	for _, obj := range inf.store.List(nil) {

@@ -17,7 +17,7 @@ type subscriber[T watcher.Object] interface {
 	notify(e cache.Event[T])
 	notifyAll(events []cache.Event[T])
 	// notifyKeys notifies the objects under keys, which an encoded cache
-	// holds, as Added events (see lean.ReplaceLazily).
+	// holds, as Added events (see cache.Writer.ReplaceLazily).
 	notifyKeys(keys []cache.Key, replay bool)
 	// markSynced: everything notified so far is the registration's initial
 	// state.

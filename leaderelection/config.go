@@ -11,15 +11,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
+
+	"github.com/kloop-dev/kloop/internal/lease"
 )
 
-// Defaults, as in client-go and controller-runtime. They are kloop's one
-// declaration of the lease timings: sharding, the App's options and the cli
-// flags default to them too.
+// Defaults, as in client-go and controller-runtime. Sharding, the App's
+// options and the cli flags default to them too; they, and the rules the
+// three timings follow, are declared once, in internal/lease's Timing.
 const (
-	DefaultLeaseDuration = 15 * time.Second
-	DefaultRenewDeadline = 10 * time.Second
-	DefaultRetryPeriod   = 2 * time.Second
+	DefaultLeaseDuration = lease.DefaultLeaseDuration
+	DefaultRenewDeadline = lease.DefaultRenewDeadline
+	DefaultRetryPeriod   = lease.DefaultRetryPeriod
 )
 
 // Sentinel errors; test with errors.Is.
@@ -102,15 +104,8 @@ type Options struct {
 // withDefaults returns c with defaults filled in, or an error wrapping
 // ErrInvalidConfig. It is the one place Options are checked.
 func (c Options) withDefaults() (Options, error) {
-	if c.LeaseDuration == 0 {
-		c.LeaseDuration = DefaultLeaseDuration
-	}
-	if c.RenewDeadline == 0 {
-		c.RenewDeadline = DefaultRenewDeadline
-	}
-	if c.RetryPeriod == 0 {
-		c.RetryPeriod = DefaultRetryPeriod
-	}
+	t, timingErr := lease.Timing{LeaseDuration: c.LeaseDuration, RenewDeadline: c.RenewDeadline, RetryPeriod: c.RetryPeriod}.WithDefaults(false)
+	c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = t.LeaseDuration, t.RenewDeadline, t.RetryPeriod
 	if c.Identity == "" {
 		host, err := os.Hostname()
 		if err != nil || host == "" {
@@ -131,14 +126,8 @@ func (c Options) withDefaults() (Options, error) {
 	if c.Namespace == "" || c.Name == "" {
 		bad("Namespace and Name of the lease are required")
 	}
-	if c.RetryPeriod < 0 || c.RenewDeadline < 0 || c.LeaseDuration < 0 {
-		bad("durations must not be negative")
-	}
-	if c.RenewDeadline <= c.RetryPeriod {
-		bad("RenewDeadline (%v) must be greater than RetryPeriod (%v)", c.RenewDeadline, c.RetryPeriod)
-	}
-	if c.LeaseDuration <= c.RenewDeadline {
-		bad("LeaseDuration (%v) must be greater than RenewDeadline (%v)", c.LeaseDuration, c.RenewDeadline)
+	if timingErr != nil {
+		problems = append(problems, timingErr)
 	}
 	if len(problems) > 0 {
 		return c, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(problems...))

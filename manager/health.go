@@ -11,23 +11,22 @@ import (
 	"github.com/kloop-dev/kloop/leaderelection"
 )
 
-// checkFunc is a health or readiness check: nil means healthy.
-type checkFunc func(r *http.Request) error
-
 type namedCheck struct {
 	name  string
-	check checkFunc
+	check func(r *http.Request) error
 }
 
-// AddHealthzCheck adds a check to /healthz. Call it before Start.
-func (m *Manager) AddHealthzCheck(name string, c checkFunc) {
+// AddHealthzCheck adds a check c to /healthz: c returns nil when healthy,
+// and an error that says what is wrong otherwise. Call it before Start.
+func (m *Manager) AddHealthzCheck(name string, c func(r *http.Request) error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.healthz = append(m.healthz, namedCheck{name, c})
 }
 
-// AddReadyzCheck adds a check to /readyz. Call it before Start.
-func (m *Manager) AddReadyzCheck(name string, c checkFunc) {
+// AddReadyzCheck adds a check c to /readyz, as AddHealthzCheck does to
+// /healthz. Call it before Start.
+func (m *Manager) AddReadyzCheck(name string, c func(r *http.Request) error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.readyz = append(m.readyz, namedCheck{name, c})

@@ -68,9 +68,9 @@ type filler interface {
 	WaitForSync(ctx context.Context) error
 }
 
-// elector runs a leader election for the manager: a
+// Elector runs a leader election for the manager: a
 // *leaderelection.Elector, over a coordination.k8s.io Lease, is one.
-type elector interface {
+type Elector interface {
 	// Run campaigns until ctx is done. Each time this replica becomes the
 	// leader it calls lead with a context that is cancelled when leadership
 	// is lost or ctx ends, and it keeps (renews) the lease until lead
@@ -106,7 +106,7 @@ type Options struct {
 
 	// LeaderElection, if set, makes leader-needing runnables (controllers
 	// by default) run only while this replica leads. Nil: they always run.
-	LeaderElection elector
+	LeaderElection Elector
 
 	// ShutdownTimeout bounds the stop, from ctx done until every runnable
 	// has returned. Controllers bound their own drain by their DrainTimeout;

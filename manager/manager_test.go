@@ -184,7 +184,7 @@ type fakeElector struct {
 	onRelease func()        // if set, called when lead has returned
 }
 
-var _ manager.ElectorForTest = (*leaderelection.Elector)(nil)
+var _ manager.Elector = (*leaderelection.Elector)(nil)
 
 func (e *fakeElector) Run(ctx context.Context, lead func(context.Context) error) error {
 	select {

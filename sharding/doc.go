@@ -44,7 +44,7 @@
 //     duration, on the reader's clock, no longer counts: a member that was
 //     killed is taken over after its Lease duration.
 //  3. B's informers relist (again through the factory's Restrict) with the wider
-//     selector; the objects of s reach its handlers as OnAdd(obj, true),
+//     selector; the objects of s reach its handlers as Added events with Replay set,
 //     like an initial list, not as creations. Once every informer has
 //     relisted, s is active: its keys are enqueued and reconciled.
 //

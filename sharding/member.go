@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kloop-dev/kloop/internal/restrict"
 	"github.com/kloop-dev/kloop/internal/slots"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -112,15 +111,8 @@ func (c *Options) resolve() error {
 	if c.Slots == 0 {
 		c.Slots = DefaultSlots
 	}
-	if c.LeaseDuration == 0 {
-		c.LeaseDuration = leaderelection.DefaultLeaseDuration
-	}
-	if c.RenewDeadline == 0 {
-		c.RenewDeadline = leaderelection.DefaultRenewDeadline
-	}
-	if c.RetryPeriod == 0 {
-		c.RetryPeriod = leaderelection.DefaultRetryPeriod
-	}
+	t, timingErr := lease.Timing{LeaseDuration: c.LeaseDuration, RenewDeadline: c.RenewDeadline, RetryPeriod: c.RetryPeriod}.WithDefaults(true)
+	c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = t.LeaseDuration, t.RenewDeadline, t.RetryPeriod
 	if c.LeaveTimeout == 0 {
 		c.LeaveTimeout = DefaultLeaveTimeout
 	}
@@ -149,11 +141,8 @@ func (c *Options) resolve() error {
 	if c.Slots < 1 || c.Slots > 4096 {
 		errs = append(errs, fmt.Sprintf("Slots %d is outside 1-4096", c.Slots))
 	}
-	if c.LeaseDuration%time.Second != 0 {
-		errs = append(errs, fmt.Sprintf("LeaseDuration %v is not whole seconds (a Lease holds seconds)", c.LeaseDuration))
-	}
-	if c.RetryPeriod >= c.RenewDeadline || c.RenewDeadline >= c.LeaseDuration {
-		errs = append(errs, fmt.Sprintf("need RetryPeriod < RenewDeadline < LeaseDuration, have %v, %v, %v", c.RetryPeriod, c.RenewDeadline, c.LeaseDuration))
+	if timingErr != nil {
+		errs = append(errs, timingErr.Error())
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(errs, "; "))
@@ -318,12 +307,12 @@ func (m *Member) selector(cluster string) string {
 // informer.FactoryOptions.Restrict, and every informer the factory creates
 // follows them. Shard only the informers whose objects carry the key: for
 // ByNamespace the namespaced kinds, for ByUID the kinds reconciled on
-// their own; a factory that also holds others needs a choice (see Only).
-func (m *Member) Shard(resource string, scope informer.Scope) *restrict.Restriction {
-	return &restrict.Restriction{
+// their own; a factory that also holds others shards only those (as the App does).
+func (m *Member) Shard(resource string, scope informer.Scope) *informer.Restriction {
+	return &informer.Restriction{
 		ListOptions: func(opts *metav1.ListOptions) { opts.ShardSelector = m.selector("") },
 		Keep:        func(obj watcher.Object) bool { return m.owns("", obj) },
-		Attach:      func(r restrict.Informer) { m.attach(attached{r: r}) },
+		Attach:      func(r informer.Restricted) { m.attach(attached{r: r}) },
 	}
 }
 
@@ -340,22 +329,22 @@ func (m *Member) Shard(resource string, scope informer.Scope) *restrict.Restrict
 // turned by an offset of the cluster's own, so a replica holds about 1/N
 // of every cluster, and a namespace found in every cluster is not held by
 // one replica everywhere.
-func (m *Member) ShardWhen(cluster string, left <-chan struct{}, on func() bool) *restrict.Restriction {
-	return &restrict.Restriction{
+func (m *Member) ShardWhen(cluster string, left <-chan struct{}, on func() bool) *informer.Restriction {
+	return &informer.Restriction{
 		ListOptions: func(opts *metav1.ListOptions) {
 			if on() {
 				opts.ShardSelector = m.selector(cluster)
 			}
 		},
 		Keep:   func(obj watcher.Object) bool { return !on() || m.owns(cluster, obj) },
-		Attach: func(r restrict.Informer) { m.attach(attached{r: r, cluster: cluster, on: on, left: left}) },
+		Attach: func(r informer.Restricted) { m.attach(attached{r: r, cluster: cluster, on: on, left: left}) },
 	}
 }
 
 // attached is an informer a member moves: of cluster ("" for its own),
 // while on says so (nil: always), until left is closed (nil: never).
 type attached struct {
-	r       restrict.Informer
+	r       informer.Restricted
 	cluster string
 	on      func() bool
 	left    <-chan struct{}
@@ -372,8 +361,8 @@ func (a attached) gone() bool {
 
 // only returns a FactoryOptions.Restrict that shards the informers pick
 // accepts and leaves the others whole.
-func (m *Member) only(pick func(resource string, scope informer.Scope) bool) func(resource string, scope informer.Scope) *restrict.Restriction {
-	return func(resource string, scope informer.Scope) *restrict.Restriction {
+func (m *Member) only(pick func(resource string, scope informer.Scope) bool) func(resource string, scope informer.Scope) *informer.Restriction {
+	return func(resource string, scope informer.Scope) *informer.Restriction {
 		if !pick(resource, scope) {
 			return nil
 		}

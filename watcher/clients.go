@@ -56,7 +56,10 @@ type listObject interface {
 func FromClient[T interface {
 	*E
 	Object
-}, E any, L listObject](c typedClient[L], opts Scope) ListerWatcher[T] {
+}, E any, L listObject](c interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (apiwatch.Interface, error)
+}, opts Scope) ListerWatcher[T] {
 	if opts.Namespace != "" {
 		panic("watcher.FromClient: Options.Namespace must be empty; the typed client chooses the namespace")
 	}
@@ -76,9 +79,10 @@ func FromClient[T interface {
 // Requests use cfg's content type (JSON when unset, which custom resources
 // need). With protobuf, objects are decoded straight from LIST responses
 // and watch streams without intermediate copies, their namespace strings
-// are shared. Objects are decoded whole: an informer over FromResource
-// (informer.OfResource) is what leaves managedFields out and shares label
-// sets while decoding, as informer.Memory chooses.
+// are shared. Objects are decoded whole unless opts.Decoding says what to
+// leave out or share: an informer over FromResource (informer.OfResource)
+// leaves managedFields out and shares label sets while decoding, as
+// informer.Memory chooses.
 func FromResource[T interface {
 	*E
 	Object

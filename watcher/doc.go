@@ -1,4 +1,4 @@
-// Package watch turns an API server's LIST and WATCH into one ordered stream
+// Package watcher turns an API server's LIST and WATCH into one ordered stream
 // of typed events: the list/watch reflector (client-go's Reflector,
 // kube-runtime's watcher) and the ListerWatchers it reads from.
 //

@@ -5,8 +5,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
-
-	"github.com/kloop-dev/kloop/internal/lean"
 )
 
 // ListerWatcher is the narrow view of one API resource (in one namespace or
@@ -58,21 +56,24 @@ type Scope struct {
 	// k8s.io/apimachinery/pkg/labels and .../fields to build them).
 	LabelSelector string
 	FieldSelector string
-	// decoding is what an informer lets FromResource's protobuf decoder
-	// leave out or share (see internal/lean); zero for everyone else.
-	decoding lean.Decoding
+	// Decoding is what FromResource's protobuf decoder may leave out or
+	// share; other ListerWatchers ignore it. The zero value decodes whole,
+	// unshared objects. An informer sets it as informer.Memory chooses.
+	Decoding Decoding
+}
+
+// Decoding says what a decoder may leave out of the objects it decodes or
+// share between them. Only a reader that never modifies the objects (an
+// informer's read-only cache) should ask for shared labels.
+type Decoding struct {
+	// DropManagedFields skips metadata.managedFields.
+	DropManagedFields bool
+	// ShareLabels gives objects with identical labels one shared map.
+	ShareLabels bool
 }
 
 // apply writes the selectors into a request's options.
 func (o Scope) apply(opts *metav1.ListOptions) {
 	opts.LabelSelector = o.LabelSelector
 	opts.FieldSelector = o.FieldSelector
-}
-
-func init() {
-	lean.WithDecoding = func(opts any, d lean.Decoding) any {
-		o := opts.(Scope)
-		o.decoding = d
-		return o
-	}
 }

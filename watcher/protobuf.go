@@ -36,52 +36,6 @@ import (
 // protoMagic prefixes every protobuf-encoded Kubernetes object.
 var protoMagic = []byte{0x6b, 0x38, 0x73, 0x00} // "k8s\x00"
 
-const (
-	wireVarint  = 0
-	wireFixed64 = 1
-	wireBytes   = 2
-	wireFixed32 = 5
-)
-
-var errWire = protowalk.ErrMalformed
-
-// protoField reads the field at the start of b: its number, wire type, its
-// payload (for length-delimited fields) and its total length in b.
-func protoField(b []byte) (num uint64, typ int, payload []byte, n int, err error) {
-	tag, k := binary.Uvarint(b)
-	if k <= 0 {
-		return 0, 0, nil, 0, errWire
-	}
-	num, typ = tag>>3, int(tag&7)
-	switch typ {
-	case wireVarint:
-		_, l := binary.Uvarint(b[k:])
-		if l <= 0 {
-			return 0, 0, nil, 0, errWire
-		}
-		return num, typ, nil, k + l, nil
-	case wireFixed64:
-		if len(b)-k < 8 {
-			return 0, 0, nil, 0, errWire
-		}
-		return num, typ, nil, k + 8, nil
-	case wireFixed32:
-		if len(b)-k < 4 {
-			return 0, 0, nil, 0, errWire
-		}
-		return num, typ, nil, k + 4, nil
-	case wireBytes:
-		size, l := binary.Uvarint(b[k:])
-		if l <= 0 || size > uint64(len(b)-k-l) {
-			return 0, 0, nil, 0, errWire
-		}
-		start := k + l
-		return num, typ, b[start : start+int(size)], start + int(size), nil
-	}
-	// Groups (wire types 3 and 4) are not used by Kubernetes types.
-	return 0, 0, nil, 0, errWire
-}
-
 // unmarshaler is what the generated protobuf code of Kubernetes types
 // provides. Unmarshal merges into the receiver: fields it reads are set,
 // repeated fields and maps appended to, and the others left as they are.
@@ -138,13 +92,13 @@ func envelope(data []byte, apiVersion, kind string) (raw []byte, ok bool) {
 	data = data[len(protoMagic):]
 	var sawType bool
 	for i := 0; i < len(data); {
-		num, typ, payload, n, err := protoField(data[i:])
+		num, typ, payload, n, err := protowalk.Field(data[i:])
 		if err != nil {
 			return nil, false
 		}
 		i += n
 		switch {
-		case typ != wireBytes:
+		case typ != protowalk.WireBytes:
 			return nil, false
 		case num == unknownTypeMeta:
 			if sawType || !typeMetaIs(payload, apiVersion, kind) {
@@ -169,8 +123,8 @@ func envelope(data []byte, apiVersion, kind string) (raw []byte, ok bool) {
 func typeMetaIs(b []byte, apiVersion, kind string) bool {
 	var v, k []byte
 	for i := 0; i < len(b); {
-		num, typ, payload, n, err := protoField(b[i:])
-		if err != nil || typ != wireBytes {
+		num, typ, payload, n, err := protowalk.Field(b[i:])
+		if err != nil || typ != protowalk.WireBytes {
 			return false
 		}
 		switch num {
@@ -236,7 +190,7 @@ func newTypedDecoder[T interface {
 	apiVersion, kind := gvk.ToAPIVersionAndKind()
 	d := &typedDecoder[T, E]{
 		Serializer: s, apiVersion: apiVersion, kind: kind, gvk: gvk,
-		dropManagedFields: opts.decoding.DropManagedFields, shareLabels: opts.decoding.ShareLabels,
+		dropManagedFields: opts.Decoding.DropManagedFields, shareLabels: opts.Decoding.ShareLabels,
 	}
 	if listType != nil {
 		items, err := itemsField[E](listType)
@@ -291,7 +245,7 @@ func (d *typedDecoder[T, E]) Decode(data []byte, defaults *schema.GroupVersionKi
 func (d *typedDecoder[T, E]) unmarshalList(list runtime.Object, raw []byte) error {
 	l := reflect.ValueOf(list)
 	if l.IsNil() {
-		return errWire
+		return protowalk.ErrMalformed
 	}
 	msg := list.(interface {
 		unmarshaler
@@ -300,11 +254,11 @@ func (d *typedDecoder[T, E]) unmarshalList(list runtime.Object, raw []byte) erro
 	msg.Reset()
 	n := 0
 	for i := 0; i < len(raw); {
-		num, typ, _, k, err := protoField(raw[i:])
+		num, typ, _, k, err := protowalk.Field(raw[i:])
 		if err != nil {
 			return err
 		}
-		if num == listItems && typ == wireBytes {
+		if num == listItems && typ == protowalk.WireBytes {
 			n++
 		}
 		i += k
@@ -324,7 +278,7 @@ func (d *typedDecoder[T, E]) unmarshal(obj T, raw []byte) error {
 	// GetObjectMeta is promoted to T and returns the embedded struct.
 	meta, ok := any(obj).(metav1.ObjectMetaAccessor).GetObjectMeta().(*metav1.ObjectMeta)
 	if !ok {
-		return errWire
+		return protowalk.ErrMalformed
 	}
 	isMeta := func(num uint64) bool { return num == objectMetadata }
 	return unmarshalExcept(any(obj).(unmarshaler), raw, isMeta, func(_ uint64, payload []byte) error {
@@ -450,7 +404,7 @@ func (d *typedDecoder[T, E]) labels(fields []byte) (map[string]string, error) {
 
 // protowire appends a length-delimited field to b.
 func protowire(b []byte, num uint64, payload []byte) []byte {
-	b = binary.AppendUvarint(b, num<<3|wireBytes)
+	b = binary.AppendUvarint(b, num<<3|protowalk.WireBytes)
 	b = binary.AppendUvarint(b, uint64(len(payload)))
 	return append(b, payload...)
 }
@@ -516,8 +470,8 @@ func (d watchEventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind
 func readWatchEvent(b []byte) (typ string, raw []byte, ok bool) {
 	var sawType, sawObject bool
 	for i := 0; i < len(b); {
-		num, wt, payload, n, err := protoField(b[i:])
-		if err != nil || wt != wireBytes {
+		num, wt, payload, n, err := protowalk.Field(b[i:])
+		if err != nil || wt != protowalk.WireBytes {
 			return "", nil, false
 		}
 		i += n
@@ -548,8 +502,8 @@ func readWatchEvent(b []byte) (typ string, raw []byte, ok bool) {
 // readRawExtension reads a runtime.RawExtension message in place.
 func readRawExtension(b []byte) (raw []byte, ok bool) {
 	for i := 0; i < len(b); {
-		num, wt, payload, n, err := protoField(b[i:])
-		if err != nil || wt != wireBytes || num != rawExtensionRaw {
+		num, wt, payload, n, err := protowalk.Field(b[i:])
+		if err != nil || wt != protowalk.WireBytes || num != rawExtensionRaw {
 			return nil, false
 		}
 		raw = payload

@@ -16,8 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	kscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
-
-	"github.com/kloop-dev/kloop/internal/lean"
 )
 
 var (
@@ -104,7 +102,7 @@ func TestTypedDecoder_DecodesAsTheStockSerializerDoes(t *testing.T) {
 }
 
 func TestTypedDecoder_DropsManagedFieldsAndSharesLabelsWhenAsked(t *testing.T) {
-	dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Scope{decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}})
+	dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Scope{Decoding: Decoding{DropManagedFields: true, ShareLabels: true}})
 	var objs []*corev1.ConfigMap
 	for _, name := range []string{"a", "b"} {
 		obj, _, err := dec.Decode(encodeProto(t, fullConfigMap(name), cmGVK), nil, nil)
@@ -147,7 +145,7 @@ func TestTypedDecoder_DropsManagedFieldsAndSharesLabelsWhenAsked(t *testing.T) {
 	a, _, _ := dec.Decode(encodeProto(t, fullConfigMap("a"), cmGVK), nil, nil)
 	b, _, _ := dec.Decode(encodeProto(t, fullConfigMap("b"), cmGVK), nil, nil)
 	if reflect.ValueOf(a.(*corev1.ConfigMap).Labels).UnsafePointer() == reflect.ValueOf(b.(*corev1.ConfigMap).Labels).UnsafePointer() {
-		t.Error("labels shared without lean.Decoding.ShareLabels")
+		t.Error("labels shared without Decoding.ShareLabels")
 	}
 	if len(a.(*corev1.ConfigMap).ManagedFields) != 1 {
 		t.Errorf("managedFields %v, want kept", a.(*corev1.ConfigMap).ManagedFields)
@@ -155,7 +153,7 @@ func TestTypedDecoder_DropsManagedFieldsAndSharesLabelsWhenAsked(t *testing.T) {
 }
 
 func TestTypedDecoder_LeavesEverythingElseToTheStockSerializer(t *testing.T) {
-	dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Scope{decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}})
+	dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Scope{Decoding: Decoding{DropManagedFields: true, ShareLabels: true}})
 
 	// Another kind, as in the Error event of a watch.
 	status := &metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired}
@@ -197,7 +195,7 @@ func TestTypedDecoder_DecodesListsAsTheStockSerializerDoes(t *testing.T) {
 	if _, _, err := stockDecoder().Decode(data, nil, want); err != nil {
 		t.Fatal(err)
 	}
-	for _, opts := range []Scope{{}, {decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}}} {
+	for _, opts := range []Scope{{}, {Decoding: Decoding{DropManagedFields: true, ShareLabels: true}}} {
 		dec := runtime.WithoutVersionDecoder{Decoder: newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), opts)}
 		// Decoding resets what the list held.
 		got := &corev1.ConfigMapList{Items: []corev1.ConfigMap{*fullConfigMap("old")}, ListMeta: metav1.ListMeta{RemainingItemCount: ptr.To[int64](9)}}
@@ -205,7 +203,7 @@ func TestTypedDecoder_DecodesListsAsTheStockSerializerDoes(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := want.DeepCopy()
-		if opts.decoding.DropManagedFields {
+		if opts.Decoding.DropManagedFields {
 			for i := range w.Items {
 				w.Items[i].ManagedFields = nil
 			}
@@ -216,7 +214,7 @@ func TestTypedDecoder_DecodesListsAsTheStockSerializerDoes(t *testing.T) {
 		if len(got.Items) != cap(got.Items) {
 			t.Errorf("%+v: Items has length %d and capacity %d, want them equal", opts, len(got.Items), cap(got.Items))
 		}
-		if shared := reflect.ValueOf(got.Items[0].Labels).UnsafePointer() == reflect.ValueOf(got.Items[2].Labels).UnsafePointer(); shared != opts.decoding.ShareLabels {
+		if shared := reflect.ValueOf(got.Items[0].Labels).UnsafePointer() == reflect.ValueOf(got.Items[2].Labels).UnsafePointer(); shared != opts.Decoding.ShareLabels {
 			t.Errorf("%+v: labels shared=%v", opts, shared)
 		}
 	}
@@ -275,7 +273,7 @@ func BenchmarkDecodeObject(b *testing.B) {
 		dec  runtime.Decoder
 	}{
 		{"stock", stockDecoder()},
-		{"fast", runtime.WithoutVersionDecoder{Decoder: newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, nil, Scope{decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}})}},
+		{"fast", runtime.WithoutVersionDecoder{Decoder: newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, nil, Scope{Decoding: Decoding{DropManagedFields: true, ShareLabels: true}})}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -305,10 +303,10 @@ func FuzzTypedDecoder_MatchesTheStockSerializer(f *testing.F) {
 	f.Add([]byte("k8s\x00"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		want, _, wantErr := stockDecoder().Decode(data, nil, nil)
-		for _, opts := range []Scope{{}, {decoding: lean.Decoding{DropManagedFields: true, ShareLabels: true}}} {
+		for _, opts := range []Scope{{}, {Decoding: Decoding{DropManagedFields: true, ShareLabels: true}}} {
 			dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), opts)
 			got, _, err := runtime.WithoutVersionDecoder{Decoder: dec}.Decode(data, nil, nil)
-			if wantErr != nil && err == nil && opts.decoding.DropManagedFields {
+			if wantErr != nil && err == nil && opts.Decoding.DropManagedFields {
 				continue // possibly a fault inside the managedFields it skipped
 			}
 			if (err != nil) != (wantErr != nil) {
@@ -317,7 +315,7 @@ func FuzzTypedDecoder_MatchesTheStockSerializer(f *testing.F) {
 			if err != nil {
 				continue
 			}
-			if cm, ok := want.(*corev1.ConfigMap); ok && opts.decoding.DropManagedFields {
+			if cm, ok := want.(*corev1.ConfigMap); ok && opts.Decoding.DropManagedFields {
 				w := cm.DeepCopy()
 				w.ManagedFields = nil
 				g := got.(*corev1.ConfigMap).DeepCopy()
@@ -340,7 +338,7 @@ func TestTypedDecoder_PacksTheObjectsOwnStringsIntoOneAllocationWhenSharing(t *t
 	in := fullConfigMap("a")
 	in.GenerateName = "gen-"
 	for _, share := range []bool{true, false} {
-		dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Scope{decoding: lean.Decoding{ShareLabels: share}})
+		dec := newTypedDecoder[*corev1.ConfigMap](protobuf.NewSerializer(kscheme.Scheme, kscheme.Scheme), cmGVK, cmListGVK, reflect.TypeFor[*corev1.ConfigMapList](), Scope{Decoding: Decoding{ShareLabels: share}})
 		obj, _, err := dec.Decode(encodeProto(t, in, cmGVK), nil, nil)
 		if err != nil {
 			t.Fatal(err)

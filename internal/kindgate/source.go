@@ -11,18 +11,28 @@ import (
 	"github.com/kloop-dev/kloop/watcher"
 )
 
+// Switch is what Guard and Gated use of a gate: a *Gate, as the informer
+// factory gets it (informer.KindGate).
+type Switch interface {
+	State() (open bool, changed <-chan struct{})
+	Shut(reason string) bool
+	Err() error
+}
+
+var _ Switch = (*Gate)(nil)
+
 // Guard returns lw with g watching its answers: a 404 (the resource is not
 // served) shuts g, and the call then returns only when ctx ends, with
 // ctx's error. It is meant for a ListerWatcher that runs under Gated with
 // the same gate, which ends that context as the gate shuts: the reflector
 // then stops without an error of its own.
-func Guard[T watcher.Object](lw watcher.ListerWatcher[T], g *Gate) watcher.ListerWatcher[T] {
+func Guard[T watcher.Object](lw watcher.ListerWatcher[T], g Switch) watcher.ListerWatcher[T] {
 	return guarded[T]{lw: lw, g: g}
 }
 
 type guarded[T watcher.Object] struct {
 	lw watcher.ListerWatcher[T]
-	g  *Gate
+	g  Switch
 }
 
 func (l guarded[T]) List(ctx context.Context, opts metav1.ListOptions) (watcher.ListPage[T], error) {
@@ -56,13 +66,13 @@ type Source[T watcher.Object] interface {
 // Gated returns src run only while g is open (see the package
 // documentation). The result also reports the gate in LastError and
 // Status, and passes on src's Status and ListMeta.
-func Gated[T watcher.Object](src Source[T], g *Gate) Source[T] {
+func Gated[T watcher.Object](src Source[T], g Switch) Source[T] {
 	return &gated[T]{src: src, g: g}
 }
 
 type gated[T watcher.Object] struct {
 	src Source[T]
-	g   *Gate
+	g   Switch
 }
 
 // Run runs src while the gate is open, and stands in for it while the gate

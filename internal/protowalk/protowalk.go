@@ -23,11 +23,49 @@ type Unmarshaler interface {
 // Wire types of the protobuf encoding Kubernetes types use (groups, 3
 // and 4, are not).
 const (
-	wireVarint  = 0
-	wireFixed64 = 1
-	wireBytes   = 2
-	wireFixed32 = 5
+	WireVarint  = 0
+	WireFixed64 = 1
+	WireBytes   = 2
+	WireFixed32 = 5
 )
+
+// Field reads the field at the start of b: its number, wire type, its
+// payload (for length-delimited fields) and its total length in b. It is
+// the one reader of protobuf fields the watcher's decoder and
+// UnmarshalExcept share.
+func Field(b []byte) (num uint64, typ int, payload []byte, n int, err error) {
+	tag, k := binary.Uvarint(b)
+	if k <= 0 {
+		return 0, 0, nil, 0, ErrMalformed
+	}
+	num, typ = tag>>3, int(tag&7)
+	switch typ {
+	case WireVarint:
+		_, l := binary.Uvarint(b[k:])
+		if l <= 0 {
+			return 0, 0, nil, 0, ErrMalformed
+		}
+		return num, typ, nil, k + l, nil
+	case WireFixed64:
+		if len(b)-k < 8 {
+			return 0, 0, nil, 0, ErrMalformed
+		}
+		return num, typ, nil, k + 8, nil
+	case WireFixed32:
+		if len(b)-k < 4 {
+			return 0, 0, nil, 0, ErrMalformed
+		}
+		return num, typ, nil, k + 4, nil
+	case WireBytes:
+		size, l := binary.Uvarint(b[k:])
+		if l <= 0 || size > uint64(len(b)-k-l) {
+			return 0, 0, nil, 0, ErrMalformed
+		}
+		start := k + l
+		return num, typ, b[start : start+int(size)], start + int(size), nil
+	}
+	return 0, 0, nil, 0, ErrMalformed
+}
 
 // UnmarshalExcept unmarshals msg into u, except the length-delimited fields
 // that take takes: take gets each one's field number and the offset and
@@ -38,30 +76,14 @@ const (
 func UnmarshalExcept(u Unmarshaler, msg []byte, take func(num uint64, off, n int) (bool, error)) error {
 	run := 0
 	for i := 0; i < len(msg); {
-		tag, k := binary.Uvarint(msg[i:])
-		if k <= 0 {
-			return ErrMalformed
+		num, typ, payload, n, err := Field(msg[i:])
+		if err != nil {
+			return err
 		}
-		next := i + k
-		switch tag & 7 {
-		case wireVarint:
-			_, k := binary.Uvarint(msg[next:])
-			if k <= 0 {
-				return ErrMalformed
-			}
-			next += k
-		case wireFixed64:
-			next += 8
-		case wireFixed32:
-			next += 4
-		case wireBytes:
-			size, k := binary.Uvarint(msg[next:])
-			if k <= 0 || size > uint64(len(msg)-next-k) {
-				return ErrMalformed
-			}
-			off := next + k
-			next = off + int(size)
-			took, err := take(tag>>3, off, int(size))
+		next := i + n
+		if typ == WireBytes {
+			off := next - len(payload)
+			took, err := take(num, off, len(payload))
 			if err != nil {
 				return err
 			}
@@ -73,11 +95,6 @@ func UnmarshalExcept(u Unmarshaler, msg []byte, take func(num uint64, off, n int
 				}
 				run = next
 			}
-		default:
-			return ErrMalformed
-		}
-		if next > len(msg) {
-			return ErrMalformed
 		}
 		i = next
 	}

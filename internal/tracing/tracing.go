@@ -1,14 +1,14 @@
 // Package tracing holds what the client and the controller share to trace
 // a program's reconciles and writes with OpenTelemetry (the API alone; the
 // SDK and the OTLP exporter are package traceexport's, used by the App):
-// the names of the spans' attributes, and the hook through which an App
-// finds the span of the write that left an object at a resourceVersion,
-// so that the reconcile that write wakes links to it.
+// the instrumentation scope and the names of the spans' attributes. The
+// span of the write that left an object at a resourceVersion is the
+// client's (client.Client.WroteSpan), so that the reconcile that write
+// wakes links to it.
 package tracing
 
 import (
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Scope is the instrumentation scope of kloop's spans.
@@ -32,10 +32,3 @@ const (
 	Written         = attribute.Key("kloop.write.resource_version")
 	ResourceVersion = attribute.Key("kloop.cause.resource_version")
 )
-
-// WriteSpan returns the span of the write, by client (a *client.Client),
-// that left the object namespace/name at resourceVersion rv, when that
-// write was traced and is among the client's latest writes; an invalid
-// SpanContext otherwise. The client package sets it when it is
-// initialised (this package cannot import it).
-var WriteSpan func(client any, namespace, name, rv string) trace.SpanContext

@@ -106,7 +106,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/internal/lean"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/watcher"
 )
@@ -821,7 +820,7 @@ func runWireKloop(cfg *rest.Config, n int) (*running, error) {
 	c := rest.CopyConfig(cfg)
 	c.ContentType = kruntime.ContentTypeProtobuf
 	c.AcceptContentTypes = kruntime.ContentTypeProtobuf + "," + kruntime.ContentTypeJSON
-	opts := lean.WithDecoding(watcher.Scope{Namespace: namespace}, lean.Decoding{DropManagedFields: true, ShareLabels: true}).(watcher.Scope)
+	opts := watcher.Scope{Namespace: namespace, Decoding: watcher.Decoding{DropManagedFields: true, ShareLabels: true}}
 	lw, err := watcher.FromResource[*corev1.ConfigMap](c, clientgoscheme.Scheme, corev1.SchemeGroupVersion.WithResource("configmaps"), opts)
 	if err != nil {
 		return nil, err
