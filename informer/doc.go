@@ -97,8 +97,8 @@
 // closures, and the queues give their memory back once drained. By default
 // it strips managedFields and makes cached objects share metadata that
 // repeats between them (namespaces, label keys and values, whole label sets,
-// owner references, the keys of a ConfigMap's data; Memory.Unshared turns
-// that off). OfResource[*metav1.PartialObjectMetadata] caches only
+// owner references, the keys of a ConfigMap's data, the parts of pod specs
+// that replicas repeat; Memory.Unshared turns that off). OfResource[*metav1.PartialObjectMetadata] caches only
 // metadata, for controllers that need no more. Memory.Encoded keeps each object as its protobuf encoding, about
 // half the bytes, and decodes it on every read (about a microsecond of CPU
 // for a small ConfigMap, and a List of n objects n times that): for

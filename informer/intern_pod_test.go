@@ -23,7 +23,7 @@ import (
 // each pod's own (its name, UID, the service-account token's volume and
 // mounts, its IP), decoded from protobuf so that each part is an
 // allocation of its own.
-func replica(t *testing.T, app string, i int) *corev1.Pod {
+func replica(t testing.TB, app string, i int) *corev1.Pod {
 	t.Helper()
 	token := fmt.Sprintf("kube-api-access-%s%d", app, i)
 	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 10}
@@ -211,4 +211,18 @@ func TestInformer_AReaderThatModifiesASharedPodPartIsCaughtByTheMutationDetector
 			t.Errorf("Start: %v", err)
 		}
 	})
+}
+
+// BenchmarkInterner_Pod is the sharing's cost per pod, on the reflector's
+// goroutine: go test -run '^$' -bench Interner_Pod ./informer
+func BenchmarkInterner_Pod(b *testing.B) {
+	pods := make([]*corev1.Pod, 64)
+	for i := range pods {
+		pods[i] = replica(b, fmt.Sprintf("app%d", i%4), i)
+	}
+	in := newInterner()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		in.object(pods[i%len(pods)])
+	}
 }
