@@ -193,9 +193,9 @@ func (in *interner) annotations(a map[string]string) map[string]string {
 	if len(in.annots) >= internMaxSets {
 		clear(in.annots)
 	}
-	for k, v := range a {
-		a[k] = in.str(v)
-	}
+	// Its values are not interned: a set's values are often each
+	// object's own, and would only churn the string table; equal sets
+	// share them anyway.
 	in.annots[string(in.key)] = a
 	return a
 }

@@ -171,8 +171,9 @@ func (in *interner) shareBool(p *bool) *bool {
 func (in *interner) podSpec(spec *corev1.PodSpec) {
 	t := &in.pod
 	for i := range spec.Volumes {
+		// The name is left as it is: the token volume's is each pod's
+		// own and would only churn the string table.
 		v := &spec.Volumes[i]
-		v.Name = in.str(v.Name)
 		v.VolumeSource = shareValue(in, &t.volumes, &v.VolumeSource)
 	}
 	for i := range spec.InitContainers {
