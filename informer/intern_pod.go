@@ -14,8 +14,10 @@ import (
 // mounts, and the same volumes, node selector and tolerations: a decoded
 // Pod holds each as allocations of its own, some ten kilobytes a pod. Each
 // such part is looked up by its protobuf encoding, the canonical form of a
-// value of the generated types, and replaced by the first equal one the
-// informer saw; the structs that hold them (the Pod, its containers and
+// value of the generated types (map entries sorted by key), and replaced by
+// the first equal one the informer saw (equal but for an empty list or map
+// against a nil one, which the encoding and the API do not tell apart; a
+// protobuf decode makes neither, a JSON decode may); the structs that hold them (the Pod, its containers and
 // volumes) stay each object's own, so a part unique to a pod (the
 // service-account token's volume, a node name) costs only itself.
 //
