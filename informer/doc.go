@@ -111,6 +111,11 @@
 // stream, never allocating the managedFields they would strip or a label
 // map per object (see watcher.FromResource): short-lived decoding garbage
 // interleaved with the objects a cache keeps leaves its heap fragmented.
+// Custom resources have no protobuf; with client-go's ClientsAllowCBOR
+// feature gate on (KUBE_FEATURE_ClientsAllowCBOR=true), their informers,
+// typed and unstructured, accept CBOR, which an API server with its
+// CBORServingAndStorage gate sends (fewer bytes, faster to decode) and
+// one without answers in JSON instead.
 //
 // Below that, a controller can keep less than whole objects: SetTransform
 // gives an informer a typed function that every object goes through before

@@ -15,7 +15,9 @@
 // Then a control plane with CBORServingAndStorage on is seeded with N Foos
 // (samples/foo's CRD) and each side syncs a kloop informer of the Foos
 // (OfResource[*unstructured.Unstructured]) from a fresh factory, in
-// rotating order: "json" with ClientsAllowCBOR off, "cbor" with it on. A
+// rotating order: "json" with ClientsAllowCBOR off, "cbor" with it on; and
+// likewise "json-typed" and "cbor-typed" for an informer of *v1alpha1.Foo
+// (OfResource with the Foo's scheme, which asks for CBOR under the gate). A
 // side counts the response bytes it read (its bytes on the wire, after
 // HTTP/2 framing is taken off) and the content types it was answered in.
 //
@@ -25,6 +27,7 @@
 //
 //	RESULT cbor-sync-seconds kloop=... peer=... ratio=... unit=s peer_name=json
 //	RESULT cbor-wire-bytes kloop=... peer=... ratio=... unit=B peer_name=json
+//	RESULT cbor-sync-seconds-typed ... (and cbor-wire-bytes-typed)
 package main
 
 import (
@@ -44,6 +47,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/kubernetes"
@@ -121,7 +125,7 @@ func run(n, rounds int) error {
 	}
 	fmt.Printf("  seeded %d Foos\n", n)
 
-	sides := []string{"json", "cbor"}
+	sides := []string{"json", "cbor", "json-typed", "cbor-typed"}
 	type result struct {
 		sync  time.Duration
 		bytes int64
@@ -130,12 +134,12 @@ func run(n, rounds int) error {
 	for r := range rounds {
 		for i := range sides {
 			side := sides[(i+r)%len(sides)]
-			clientfeatures.ReplaceFeatureGates(gates{base: base, cbor: side == "cbor"})
-			sync, bytes, types, err := syncOnce(cfg, n)
+			clientfeatures.ReplaceFeatureGates(gates{base: base, cbor: strings.HasPrefix(side, "cbor")})
+			sync, bytes, types, err := syncOnce(cfg, n, strings.HasSuffix(side, "-typed"))
 			if err != nil {
 				return fmt.Errorf("round %d, %s: %w", r+1, side, err)
 			}
-			fmt.Printf("  round %d %-4s sync %6.3fs  %9d bytes read  answered in %s\n", r+1, side, sync.Seconds(), bytes, strings.Join(types, ", "))
+			fmt.Printf("  round %d %-10s sync %6.3fs  %9d bytes read  answered in %s\n", r+1, side, sync.Seconds(), bytes, strings.Join(types, ", "))
 			results[side] = append(results[side], result{sync, bytes})
 		}
 	}
@@ -149,10 +153,12 @@ func run(n, rounds int) error {
 	}
 	syncOf := func(r result) float64 { return r.sync.Seconds() }
 	bytesOf := func(r result) float64 { return float64(r.bytes) }
-	c, j := med("cbor", syncOf), med("json", syncOf)
-	fmt.Printf("RESULT cbor-sync-seconds kloop=%.3f peer=%.3f ratio=%.2f unit=s peer_name=json\n", c, j, c/j)
-	c, j = med("cbor", bytesOf), med("json", bytesOf)
-	fmt.Printf("RESULT cbor-wire-bytes kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=json\n", c, j, c/j)
+	for _, suffix := range []string{"", "-typed"} {
+		c, j := med("cbor"+suffix, syncOf), med("json"+suffix, syncOf)
+		fmt.Printf("RESULT cbor-sync-seconds%s kloop=%.3f peer=%.3f ratio=%.2f unit=s peer_name=json\n", suffix, c, j, c/j)
+		c, j = med("cbor"+suffix, bytesOf), med("json"+suffix, bytesOf)
+		fmt.Printf("RESULT cbor-wire-bytes%s kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=json\n", suffix, c, j, c/j)
+	}
 	return nil
 }
 
@@ -253,9 +259,10 @@ func (b countingBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// syncOnce syncs a fresh kloop informer of the Foos and returns how long
-// it took, the bytes it read and the content types it was answered in.
-func syncOnce(cfg *rest.Config, n int) (time.Duration, int64, []string, error) {
+// syncOnce syncs a fresh kloop informer of the Foos (of *v1alpha1.Foo if
+// typed, else of *unstructured.Unstructured) and returns how long it took,
+// the bytes it read and the content types it was answered in.
+func syncOnce(cfg *rest.Config, n int, typed bool) (time.Duration, int64, []string, error) {
 	var bytes atomic.Int64
 	var mu sync.Mutex
 	types := map[string]bool{}
@@ -263,8 +270,21 @@ func syncOnce(cfg *rest.Config, n int) (time.Duration, int64, []string, error) {
 	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return counter{rt: rt, bytes: &bytes, mu: &mu, types: types}
 	})
-	f := informer.NewFactory(c, informer.FactoryOptions{Logger: slog.New(slog.DiscardHandler)})
-	inf, err := informer.OfResource[*unstructured.Unstructured](f, v1alpha1.SchemeGroupVersion.WithResource("foos"), informer.Scope{Namespace: namespace})
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return 0, 0, nil, err
+	}
+	f := informer.NewFactory(c, informer.FactoryOptions{Logger: slog.New(slog.DiscardHandler), Scheme: scheme})
+	var inf interface {
+		WaitForSync(context.Context) error
+		Status() informer.Status
+	}
+	var err error
+	if typed {
+		inf, err = informer.OfResource[*v1alpha1.Foo](f, v1alpha1.Resource, informer.Scope{Namespace: namespace})
+	} else {
+		inf, err = informer.OfResource[*unstructured.Unstructured](f, v1alpha1.Resource, informer.Scope{Namespace: namespace})
+	}
 	if err != nil {
 		return 0, 0, nil, err
 	}
