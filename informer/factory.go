@@ -221,11 +221,10 @@ func OfResource[T interface {
 
 // preferProtobuf returns cfg set to ask for protobuf, with JSON as the
 // fallback, when T has a protobuf encoding (the built-in types do, custom
-// resources do not) and cfg does not choose a content type itself; for
-// other types, with client-go's ClientsAllowCBOR feature gate on, to
-// accept CBOR before JSON. That is
+// resources do not) and cfg does not choose a content type itself. That is
 // what client-go's generated clients do: protobuf decodes several times
-// faster than JSON and allocates less.
+// faster than JSON and allocates less. For other types, with client-go's
+// ClientsAllowCBOR feature gate on, cfg is set to accept CBOR before JSON.
 func preferProtobuf[T watcher.Object](cfg *rest.Config) *rest.Config {
 	var zero T
 	_, ok := any(zero).(interface {
