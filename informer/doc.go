@@ -97,8 +97,8 @@
 // closures, and the queues give their memory back once drained. By default
 // it strips managedFields and makes cached objects share metadata that
 // repeats between them (namespaces, label keys and values, whole label sets,
-// owner references, the keys of a ConfigMap's data; Memory.Unshared turns
-// that off). OfResource[*metav1.PartialObjectMetadata] caches only
+// owner references, the keys of a ConfigMap's data, the parts of pod specs
+// that replicas repeat; Memory.Unshared turns that off). OfResource[*metav1.PartialObjectMetadata] caches only
 // metadata, for controllers that need no more. Memory.Encoded keeps each object as its protobuf encoding, about
 // half the bytes, and decodes it on every read (about a microsecond of CPU
 // for a small ConfigMap, and a List of n objects n times that): for
@@ -111,6 +111,11 @@
 // stream, never allocating the managedFields they would strip or a label
 // map per object (see watcher.FromResource): short-lived decoding garbage
 // interleaved with the objects a cache keeps leaves its heap fragmented.
+// Custom resources have no protobuf; with client-go's ClientsAllowCBOR
+// feature gate on (KUBE_FEATURE_ClientsAllowCBOR=true), their informers,
+// typed and unstructured, accept CBOR, which an API server with its
+// CBORServingAndStorage gate sends (fewer bytes, faster to decode) and
+// one without answers in JSON instead.
 //
 // Below that, a controller can keep less than whole objects: SetTransform
 // gives an informer a typed function that every object goes through before

@@ -1,6 +1,7 @@
 package informer
 
 import (
+	"encoding/binary"
 	"slices"
 	"unsafe"
 
@@ -28,7 +29,9 @@ type interner struct {
 	strs   map[string]string
 	labels map[string]map[string]string
 	owners map[string][]metav1.OwnerReference
-	key    []byte // scratch; looking a map up with string(key) does not allocate
+	annots map[string]map[string]string
+	pod    podTables // parts of pod specs (intern_pod.go)
+	key    []byte    // scratch; looking a map up with string(key) does not allocate
 	keys   []string
 }
 
@@ -43,6 +46,7 @@ func newInterner() *interner {
 		strs:   make(map[string]string),
 		labels: make(map[string]map[string]string),
 		owners: make(map[string][]metav1.OwnerReference),
+		annots: make(map[string]map[string]string),
 	}
 }
 
@@ -70,14 +74,7 @@ func (in *interner) object(obj watcher.Object) {
 		obj.SetLabels(in.labelSet(l))
 	}
 	if a := obj.GetAnnotations(); len(a) > 0 {
-		// Annotation values are often unique (last-applied configuration),
-		// so only the keys are shared. They are swapped in place, in the
-		// object's own map: assigning to a key that is present stores the
-		// key given, and replaces no entry, so no second map is allocated
-		// (and left as garbage) per object.
-		for k, v := range a {
-			a[in.str(k)] = v
-		}
+		obj.SetAnnotations(in.annotations(a))
 	}
 	if refs := obj.GetOwnerReferences(); len(refs) > 0 {
 		obj.SetOwnerReferences(in.ownerRefs(refs))
@@ -101,6 +98,8 @@ func (in *interner) object(obj watcher.Object) {
 		for k, v := range o.Data {
 			o.Data[in.str(k)] = v
 		}
+	default:
+		in.podTemplate(obj)
 	}
 	packMeta(obj)
 }
@@ -158,6 +157,47 @@ func (in *interner) labelSet(l map[string]string) map[string]string {
 	}
 	in.labels[string(in.key)] = shared
 	return shared
+}
+
+// annotations returns the shared annotation set equal to a, when its values
+// are short: the replicas of one ReplicaSet carry the same annotations. A
+// set with a long value (a last-applied configuration) is often unique, so
+// only its keys are shared, and those are swapped in place, in the
+// object's own map: assigning to a key that is present stores the key
+// given and replaces no entry, so no second map is allocated (and left as
+// garbage) per object. A set seen first is kept as the object's own map,
+// its keys swapped likewise.
+func (in *interner) annotations(a map[string]string) map[string]string {
+	for k, v := range a {
+		a[in.str(k)] = v
+	}
+	in.keys = in.keys[:0]
+	for k, v := range a {
+		if len(v) > internMaxLen {
+			return a
+		}
+		in.keys = append(in.keys, k)
+	}
+	slices.Sort(in.keys)
+	in.key = in.key[:0]
+	for _, k := range in.keys {
+		// Length-prefixed: an annotation value may hold any byte.
+		in.key = binary.AppendUvarint(in.key, uint64(len(k)))
+		in.key = append(in.key, k...)
+		in.key = binary.AppendUvarint(in.key, uint64(len(a[k])))
+		in.key = append(in.key, a[k]...)
+	}
+	if c, ok := in.annots[string(in.key)]; ok {
+		return c
+	}
+	if len(in.annots) >= internMaxSets {
+		clear(in.annots)
+	}
+	// Its values are not interned: a set's values are often each
+	// object's own, and would only churn the string table; equal sets
+	// share them anyway.
+	in.annots[string(in.key)] = a
+	return a
 }
 
 func (in *interner) ownerRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {

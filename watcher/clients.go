@@ -12,7 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	apiwatch "k8s.io/apimachinery/pkg/watch"
+	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/rest"
 )
 
@@ -77,7 +79,9 @@ func FromClient[T interface {
 // k8s.io/client-go/kubernetes/scheme.Scheme).
 //
 // Requests use cfg's content type (JSON when unset, which custom resources
-// need). With protobuf, objects are decoded straight from LIST responses
+// need); with client-go's ClientsAllowCBOR feature gate on
+// (KUBE_FEATURE_ClientsAllowCBOR=true), a cfg that accepts CBOR gets it
+// decoded too. With protobuf, objects are decoded straight from LIST responses
 // and watch streams without intermediate copies, their namespace strings
 // are shared. Objects are decoded whole unless opts.Decoding says what to
 // leave out or share: an informer over FromResource (informer.OfResource)
@@ -120,7 +124,14 @@ func FromResource[T interface {
 	if gv.Group == "" {
 		c.APIPath = "/api"
 	}
-	c.NegotiatedSerializer = withFastProtobuf[T](serializer.NewCodecFactory(scheme).WithoutConversion(), objGVK, listGVK, listType, opts)
+	codecs := serializer.NewCodecFactory(scheme)
+	if clientfeatures.FeatureGates().Enabled(clientfeatures.ClientsAllowCBOR) {
+		// What client-go's generated clients do under the same gate
+		// (rest.CodecFactoryForGeneratedClient): a CBOR answer, which
+		// cfg may accept, can be decoded.
+		codecs = serializer.NewCodecFactory(scheme, serializer.WithSerializer(cbor.NewSerializerInfo))
+	}
+	c.NegotiatedSerializer = withFastProtobuf[T](codecs.WithoutConversion(), objGVK, listGVK, listType, opts)
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}

@@ -522,6 +522,16 @@ func measurePeaks(kubeconfig, workload string, sides []string, n, rounds int, su
 	pair("informer-peak-rss-bytes-encoded-cr", "kloop-encoded", "cr-lean", "controller-runtime")
 	pair("informer-peak-rss-bytes-metadata-cr", "kloop-metadata", "cr-metadata", "controller-runtime")
 	pair("informer-peak-rss-bytes-encoded-vs-default", "kloop-encoded", "kloop", "kloop")
+	retained := func(r peakReport) int64 { return r.Retained }
+	retainedPair := func(figure, k, p, peerName string) {
+		if have(k, p) {
+			kv, pv := med(k, retained), med(p, retained)
+			fmt.Printf("RESULT %s%s%s kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=%s\n", figure, w, suffix, kv, pv, kv/pv, peerName)
+		}
+	}
+	retainedPair("informer-retained-bytes", "kloop", "client-go", "client-go")
+	retainedPair("informer-retained-bytes-cr", "kloop", "cr", "controller-runtime")
+	retainedPair("informer-retained-bytes-encoded", "kloop-encoded", "client-go-lean", "client-go")
 	if have("kloop") && med("kloop", func(r peakReport) int64 { return r.CacheBytes }) > 0 {
 		est, heap := med("kloop", func(r peakReport) int64 { return r.CacheBytes }), med("kloop", func(r peakReport) int64 { return r.Retained })
 		fmt.Printf("RESULT informer-cache-bytes-estimate%s%s kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=retained-heap\n", w, suffix, est, heap, est/heap)
