@@ -60,8 +60,8 @@
 //   - Handle.WriteStatus writes a status only when it differs from the
 //     cached one, and reports whether it wrote. It remembers its last
 //     write per object, so a CRD whose schema prunes status fields is not
-//     rewritten in a loop; Handle.WroteStatus tells a reconcile woken by
-//     its own status write.
+//     rewritten in a loop, and a reconcile woken only by its own status
+//     write is skipped (see controller.Options.ReconcileOwnWrites).
 //   - SetCondition sets a metav1.Condition stamped with the object's
 //     generation, moving lastTransitionTime only when the status changes.
 //   - Drifted tells whether a server-side apply of what the controller owns

@@ -471,19 +471,3 @@ func (s errSource[K]) Register(string, controller.Queue[K]) (controller.Subscrip
 func Unavailable[T watcher.Object](err error) *Handle[T] {
 	return &Handle[T]{err: err}
 }
-
-// Seed fills the handle's cache with known state before Run (see
-// informer.Informer.Seed): the first list from the API server is then
-// compared with it, so a seeded object that is gone reaches the controller
-// as a delete and one that changed as an update.
-func (h *Handle[T]) Seed(objs ...T) error {
-	err := h.err
-	if err == nil {
-		err = h.inf.Seed(objs...)
-	}
-	if err != nil {
-		err = fmt.Errorf("kloop: Seed %s: %w", h.gvk.Kind, err)
-		h.app.fail(err)
-	}
-	return err
-}

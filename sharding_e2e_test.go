@@ -114,7 +114,7 @@ func TestApp_ShardedByUIDSplitsTheForKindBetweenReplicas(t *testing.T) {
 	}
 	cached := map[string]string{}
 	for i, r := range rs {
-		active := r.app.Member().Status().Active
+		active := slots.New(16, r.app.Member().Status().Active...)
 		objs, err := r.cms.List(ctx, ns, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -67,19 +67,11 @@ func (h *Handle[T]) WriteStatus(ctx context.Context, obj T) (T, bool, error) {
 	if equality.Semantic.DeepEqual(statusOf(got), want) {
 		// The server stored the status as written: once the cache holds
 		// this write it holds this status, which the first check above
-		// finds, so only the resourceVersion (for WroteStatus) is kept.
+		// finds, so the status need not be kept.
 		kept = nil
 	}
 	h.writes.remember(key, got.GetResourceVersion(), kept, h.forgetDeleted)
 	return got, true, nil
-}
-
-// WroteStatus reports whether obj is, unchanged, what this handle's last
-// WriteStatus of it stored: its resourceVersion is the one that write
-// returned. A reconcile woken only by its own status write may stop there.
-func (h *Handle[T]) WroteStatus(obj T) bool {
-	last, ok := h.writes.last(cache.KeyOf(obj))
-	return ok && last.rv == obj.GetResourceVersion()
 }
 
 func (h *Handle[T]) writeStatus(ctx context.Context, obj T) (T, error) {

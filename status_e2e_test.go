@@ -107,9 +107,6 @@ func TestHandle_WriteStatusSkipsAStatusAlreadyThereOrPrunedAfterItsOwnWrite(t *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	if foos.WroteStatus(cached) {
-		t.Error("WroteStatus = true for a Foo whose status this handle never wrote")
-	}
 
 	// The status the cache already holds: nothing is written.
 	same := cache.Copy(cached)
@@ -131,9 +128,6 @@ func TestHandle_WriteStatusSkipsAStatusAlreadyThereOrPrunedAfterItsOwnWrite(t *t
 	cached, err = foos.Get(ctx, ns, "f") // waits for the status write
 	if err != nil {
 		t.Fatal(err)
-	}
-	if !foos.WroteStatus(cached) {
-		t.Error("WroteStatus = false for the Foo as this handle's status write left it")
 	}
 	// ... and not again while the Foo is as that write left it.
 	again := cache.Copy(cached)
@@ -166,9 +160,6 @@ func TestHandle_WriteStatusSkipsAStatusAlreadyThereOrPrunedAfterItsOwnWrite(t *t
 		}
 		return ok && got.ResourceVersion == changed.ResourceVersion
 	})
-	if foos.WroteStatus(cached) {
-		t.Error("WroteStatus = true for a Foo changed since the status write")
-	}
 	again = cache.Copy(cached)
 	again.Status = *want.Status.DeepCopy()
 	if _, wrote, err := foos.WriteStatus(ctx, again); err != nil || !wrote {

@@ -15,8 +15,6 @@ import (
 
 	"github.com/kloop-dev/kloop/internal/testwait"
 
-	"github.com/kloop-dev/kloop/internal/slots"
-
 	"github.com/chromedp/chromedp"
 
 	"github.com/kloop-dev/kloop"
@@ -211,10 +209,10 @@ func TestPage_InChromium_ShowsTheShardTable(t *testing.T) {
 	}
 	member := fakeMember{st: sharding.Status{
 		Group: "foo", Identity: "foo-a", Slots: 8, Key: sharding.ByNamespace, Joined: true,
-		Scope: slots.New(8, 0, 1, 2, 5),
+		Scope: []int{0, 1, 2, 5},
 		Members: []sharding.MemberStatus{
-			{Identity: "foo-a", Self: true, Live: true, Held: slots.New(8, 0, 1, 2, 5), Assigned: 4, Age: time.Second},
-			{Identity: "foo-b", Held: slots.New(8, 3, 4), Draining: slots.New(8, 4), Assigned: 4, Age: time.Minute},
+			{Identity: "foo-a", Self: true, Live: true, Held: []int{0, 1, 2, 5}, Assigned: 4, Age: time.Second},
+			{Identity: "foo-b", Held: []int{3, 4}, Draining: []int{4}, Assigned: 4, Age: time.Minute},
 		},
 		Informers: []sharding.InformerStatus{{Name: "foos [all namespaces]", Objects: 12, Filtering: "server"}},
 	}}

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kloop-dev/kloop/internal/slots"
-
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/manager"
@@ -131,7 +129,7 @@ func get(t *testing.T, url string, header ...string) (*http.Response, string) {
 func TestServer_ServesThePageAndTheSnapshotOfTheManagersParts(t *testing.T) {
 	f := &fakeFactory{st: []informer.Status{{Name: "cms", Synced: true, Objects: 2, Source: watcher.Status{Phase: watcher.PhaseWatching}}}}
 	c := &fakeController{st: controller.Status{Name: "ctl", Workers: 1, Succeeded: 5, Queue: workqueue.Status{Name: "ctl"}}}
-	sm := &fakeMember{st: sharding.Status{Group: "g", Slots: 4, Joined: true, Scope: slots.Full(4)}}
+	sm := &fakeMember{st: sharding.Status{Group: "g", Slots: 4, Joined: true, Scope: []int{0, 1, 2, 3}}}
 	s, err := New(newManager(t, f, c, sm), Options{Addr: "127.0.0.1:0", Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/internal/kindgate"
 	"github.com/kloop-dev/kloop/internal/memlimit"
+	"github.com/kloop-dev/kloop/internal/slots"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/sharding"
@@ -420,7 +421,7 @@ func buildShards(st sharding.Status) shardGroup {
 	g := shardGroup{
 		Group: st.Group, Identity: st.Identity, Slots: st.Slots, Key: st.Key.String(),
 		Joined: st.Joined, Blocked: st.Blocked, Leaving: st.Leaving,
-		Scope: st.Scope.String(), InScope: st.Scope.Len(),
+		Scope: slots.New(st.Slots, st.Scope...).String(), InScope: len(st.Scope),
 		Members:   make([]shardMember, 0, len(st.Members)),
 		Informers: make([]shardInformer, 0, len(st.Informers)),
 		Level:     LevelOK,
@@ -441,11 +442,11 @@ func buildShards(st sharding.Status) shardGroup {
 	for _, m := range st.Members {
 		g.Members = append(g.Members, shardMember{
 			Identity: m.Identity, Self: m.Self, Live: m.Live,
-			Held: m.Held.String(), HeldCount: m.Held.Len(), Draining: m.Draining.String(),
+			Held: slots.New(st.Slots, m.Held...).String(), HeldCount: len(m.Held), Draining: slots.New(st.Slots, m.Draining...).String(),
 			Assigned: m.Assigned, AgeSeconds: m.Age.Seconds(),
 		})
-		if !m.Live && m.Held.Len() > 0 {
-			trouble(LevelWarn, "member %s is not live but holds %d slots", m.Identity, m.Held.Len())
+		if !m.Live && len(m.Held) > 0 {
+			trouble(LevelWarn, "member %s is not live but holds %d slots", m.Identity, len(m.Held))
 		}
 	}
 	for _, i := range st.Informers {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/kloop-dev/kloop/internal/kindgate"
 	"github.com/kloop-dev/kloop/internal/memlimit"
-	"github.com/kloop-dev/kloop/internal/slots"
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
@@ -215,10 +214,10 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 func TestBuild_ShardTable(t *testing.T) {
 	st := sharding.Status{
 		Group: "foo", Identity: "foo-a", Slots: 8, Key: sharding.ByNamespace, Joined: true,
-		Scope: slots.New(8, 0, 1, 2, 5),
+		Scope: []int{0, 1, 2, 5},
 		Members: []sharding.MemberStatus{
-			{Identity: "foo-a", Self: true, Live: true, Held: slots.New(8, 0, 1, 2, 5), Assigned: 4, Age: time.Second},
-			{Identity: "foo-b", Live: false, Held: slots.New(8, 3, 4), Draining: slots.New(8, 4), Assigned: 4, Age: time.Minute},
+			{Identity: "foo-a", Self: true, Live: true, Held: []int{0, 1, 2, 5}, Assigned: 4, Age: time.Second},
+			{Identity: "foo-b", Live: false, Held: []int{3, 4}, Draining: []int{4}, Assigned: 4, Age: time.Minute},
 		},
 		Informers: []sharding.InformerStatus{{Name: "foos [all namespaces]", Objects: 12, Filtering: "server"}},
 	}

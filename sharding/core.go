@@ -49,8 +49,8 @@ type record struct {
 	Identity string
 	Slots    int // the group's number of slots, as that member has it
 	Key      Key
-	Held     Set // slots it may be working on: claiming, starting, active or releasing
-	Draining Set // the subset it is releasing
+	Held     slots.Set // slots it may be working on: claiming, starting, active or releasing
+	Draining slots.Set // the subset it is releasing
 	Duration time.Duration
 	RV       string // the Lease's resourceVersion: a change means it was renewed
 	// Seen is when this member first saw the Lease at RV; zero means at
@@ -196,7 +196,7 @@ func (c *core) blocked(now time.Time) bool {
 }
 
 // heldByOthers is every slot a live member's Lease lists.
-func (c *core) heldByOthers(now time.Time) Set {
+func (c *core) heldByOthers(now time.Time) slots.Set {
 	s := slots.New(c.n)
 	for _, p := range c.peers {
 		if p.live(now) && c.compatible(p) {
@@ -206,7 +206,7 @@ func (c *core) heldByOthers(now time.Time) Set {
 	return s
 }
 
-func (c *core) inState(states ...slotState) Set {
+func (c *core) inState(states ...slotState) slots.Set {
 	s := slots.New(c.n)
 	for i, st := range c.state {
 		if slices.Contains(states, st) {
@@ -217,14 +217,14 @@ func (c *core) inState(states ...slotState) Set {
 }
 
 // held is what our Lease must list: every slot we may be working on.
-func (c *core) held() Set {
+func (c *core) held() slots.Set {
 	return c.inState(slotClaiming, slotStarting, slotActive, slotReleasing)
 }
 
 // scope is the slots whose keys we hand out and whose objects we cache.
-func (c *core) scope() Set { return c.inState(slotStarting, slotActive) }
+func (c *core) scope() slots.Set { return c.inState(slotStarting, slotActive) }
 
-func (c *core) set(now time.Time, s Set, to slotState) {
+func (c *core) set(now time.Time, s slots.Set, to slotState) {
 	for _, i := range s.Slots() {
 		c.state[i], c.since[i] = to, now
 	}
@@ -232,8 +232,8 @@ func (c *core) set(now time.Time, s Set, to slotState) {
 
 // plan is what the member should do next.
 type plan struct {
-	release Set       // starting or active slots to drain now
-	claim   Set       // free slots to claim: write them into our Lease, then confirm
+	release slots.Set // starting or active slots to drain now
+	claim   slots.Set // free slots to claim: write them into our Lease, then confirm
 	wake    time.Time // evaluate again by then (a peer's Lease expires); zero if nothing is due
 }
 
@@ -289,7 +289,7 @@ func (c *core) next(now time.Time) plan {
 // first): a claimed slot that no other live Lease lists and that is still
 // ours starts; the others are given up. It returns the slots to start and
 // how long each had waited since it was first assigned to us.
-func (c *core) confirm(now time.Time) (start Set, waited []time.Duration) {
+func (c *core) confirm(now time.Time) (start slots.Set, waited []time.Duration) {
 	start = slots.New(c.n)
 	if c.lost(now) || !c.joined || c.leaving {
 		for _, i := range c.inState(slotClaiming).Slots() {
@@ -323,8 +323,8 @@ func (c *core) view(now time.Time) []MemberStatus {
 		Identity: c.self,
 		Self:     true,
 		Live:     c.joined && !c.lost(now),
-		Held:     c.held(),
-		Draining: c.inState(slotReleasing),
+		Held:     c.held().Slots(),
+		Draining: c.inState(slotReleasing).Slots(),
 		Assigned: count(c.self),
 		Age:      now.Sub(c.renewedAt),
 	}}
@@ -338,8 +338,8 @@ func (c *core) view(now time.Time) []MemberStatus {
 		rows = append(rows, MemberStatus{
 			Identity: id,
 			Live:     p.live(now),
-			Held:     p.rec.Held,
-			Draining: p.rec.Draining,
+			Held:     p.rec.Held.Slots(),
+			Draining: p.rec.Draining.Slots(),
 			Assigned: count(id),
 			Age:      now.Sub(p.observedAt),
 		})

@@ -68,4 +68,4 @@ func parseKey(s string) (Key, bool) {
 
 // selector is the shard selector for the objects whose key hashes into
 // the slots of s.
-func selector(k Key, s Set) string { return slots.Selector(k.field(), s) }
+func selector(k Key, s slots.Set) string { return slots.Selector(k.field(), s) }

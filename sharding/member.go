@@ -195,12 +195,12 @@ type Member struct {
 	// as the ShardInfo of the Lease lists tells: shardingUnknown, On, Off.
 	serverSharding atomic.Int32
 
-	scope  atomic.Pointer[Set] // slots whose objects we cache: starting and active
-	active atomic.Pointer[Set] // slots whose caches have filled in every cluster
+	scope  atomic.Pointer[slots.Set] // slots whose objects we cache: starting and active
+	active atomic.Pointer[slots.Set] // slots whose caches have filled in every cluster
 	// filling is, per cluster of a fleet ("" for the member's own), the
 	// slots of scope whose objects that cluster's informers are still
 	// relisting: their keys wait. Replaced whole under mu.
-	filling atomic.Pointer[map[string]Set]
+	filling atomic.Pointer[map[string]slots.Set]
 	started atomic.Bool
 
 	mu        sync.Mutex
@@ -249,7 +249,7 @@ func newMember(leases leaseClient, lw watcher.ListerWatcher[*coordinationv1.Leas
 	empty := slots.New(c.Slots)
 	m.scope.Store(&empty)
 	m.active.Store(&empty)
-	m.filling.Store(&map[string]Set{})
+	m.filling.Store(&map[string]slots.Set{})
 	mm, err := newMemberMetrics(c.Registerer, c.Group, m.objects)
 	if err != nil {
 		m.log.Warn("sharding metrics not registered", "err", err)
@@ -290,10 +290,10 @@ func (m *Member) admits(cluster, value string) bool {
 
 // inScope is the set of slots whose objects this replica caches now: the
 // slots it works on, and those it is starting (whose caches are filling).
-func (m *Member) inScope() Set { return *m.scope.Load() }
+func (m *Member) inScope() slots.Set { return *m.scope.Load() }
 
 // activeNow is the set of slots whose keys this replica reconciles now.
-func (m *Member) activeNow() Set { return *m.active.Load() }
+func (m *Member) activeNow() slots.Set { return *m.active.Load() }
 
 // selector is the shard selector of the current scope in cluster.
 func (m *Member) selector(cluster string) string {
@@ -388,7 +388,7 @@ type Gated[K comparable] interface {
 // picks.
 type gate struct {
 	restrict func(ctx context.Context) error
-	activate func(slots Set, which func(cluster string) bool)
+	activate func(slots slots.Set, which func(cluster string) bool)
 }
 
 // gateBy keeps c to this replica's slots: it reconciles a key only while
@@ -410,7 +410,7 @@ func gateBy[K comparable](m *Member, c Gated[K], place func(K) (cluster, value s
 	_ = c.Restrict(context.Background(), admit)
 	g := gate{
 		restrict: func(ctx context.Context) error { return c.Restrict(ctx, admit) },
-		activate: func(slots Set, which func(string) bool) {
+		activate: func(slots slots.Set, which func(string) bool) {
 			if keys == nil {
 				return
 			}
@@ -517,7 +517,7 @@ type run struct {
 	nextRenew    time.Time
 
 	changed     chan struct{}
-	released    chan Set
+	released    chan slots.Set
 	started     chan filled
 	stop        chan struct{} // closed when the loop returns
 	drainCtx    context.Context
@@ -550,7 +550,7 @@ func (r *run) noteSeen(l *coordinationv1.Lease) {
 func (r *run) loop(ctx context.Context) error {
 	m := r.m
 	r.changed = make(chan struct{}, 1)
-	r.released = make(chan Set, 16)
+	r.released = make(chan slots.Set, 16)
 	r.started = make(chan filled, 16)
 	r.stop = make(chan struct{})
 	r.warnedLease = make(map[string]string)
@@ -763,7 +763,7 @@ func (r *run) write(ctx context.Context) bool {
 
 // claim writes claimed slots into our Lease, reads every Lease afresh and
 // starts those slots nobody else holds.
-func (r *run) claim(ctx context.Context, claim Set) {
+func (r *run) claim(ctx context.Context, claim slots.Set) {
 	m := r.m
 	now := r.clk.Now()
 	r.c.set(now, claim, slotClaiming)
@@ -808,7 +808,7 @@ func (r *run) claim(ctx context.Context, claim Set) {
 // fetch the slots' objects; once a cluster's have, the slots' keys of that
 // cluster are let through (filled), and once every cluster's have, the
 // slots are active.
-func (r *run) begin(slots Set, waited []time.Duration) {
+func (r *run) begin(slots slots.Set, waited []time.Duration) {
 	m := r.m
 	r.c.set(r.clk.Now(), slots, slotStarting)
 	// Under mu, so that an informer attached later lists with the new
@@ -862,7 +862,7 @@ func (r *run) begin(slots Set, waited []time.Duration) {
 
 // batch is one begin's slots and the clusters still relisting them.
 type batch struct {
-	slots    Set
+	slots    slots.Set
 	clusters map[string]bool // clusters whose informers relist (read-only once begun)
 	left     int             // of them, how many have not filled yet (the loop's)
 }
@@ -917,7 +917,7 @@ func (r *run) filled(f filled) {
 }
 
 // activate marks slots whose caches have filled in every cluster active.
-func (r *run) activate(slots Set) {
+func (r *run) activate(slots slots.Set) {
 	if slots.Len() == 0 {
 		return
 	}
@@ -931,7 +931,7 @@ func (r *run) activate(slots Set) {
 // release takes slots out of scope and drains them in the background:
 // controllers stop taking their keys and finish the ones in flight, then
 // the informers drop their objects.
-func (r *run) release(now time.Time, slots Set) {
+func (r *run) release(now time.Time, slots slots.Set) {
 	m := r.m
 	r.c.set(now, slots, slotReleasing)
 	active := m.activeNow().Minus(slots)
@@ -976,7 +976,7 @@ func (r *run) release(now time.Time, slots Set) {
 	})
 }
 
-func (r *run) finishRelease(s Set) {
+func (r *run) finishRelease(s slots.Set) {
 	r.draining--
 	r.m.m.handovers.WithLabelValues("out").Add(float64(s.Len()))
 	r.c.set(r.clk.Now(), s, slotFree)
@@ -1046,13 +1046,13 @@ func (r *run) report(now time.Time) {
 		Joined:   r.c.joined && !r.c.lost(now),
 		Blocked:  r.c.blocked(now),
 		Leaving:  r.c.leaving,
-		Scope:    m.inScope(),
-		Active:   m.activeNow(),
+		Scope:    m.inScope().Slots(),
+		Active:   m.activeNow().Slots(),
 		Members:  rows,
 	}
 	st.Settled = st.Joined && !st.Blocked && !st.Leaving && r.draining == 0 &&
 		r.c.inState(slotClaiming, slotStarting, slotReleasing).Len() == 0 &&
-		st.Scope.Len() == rows[0].Assigned
+		len(st.Scope) == rows[0].Assigned
 	for _, a := range infs {
 		inf := a.r
 		is := InformerStatus{Name: inf.Name(), Objects: inf.Len()}
@@ -1060,7 +1060,7 @@ func (r *run) report(now time.Time) {
 			is.Name = a.cluster + ": " + is.Name
 		}
 		switch {
-		case st.Scope.Len() == st.Slots:
+		case len(st.Scope) == st.Slots:
 			is.Filtering = "none"
 		case m.cfg.ClientSideOnly:
 			is.Filtering = "client"

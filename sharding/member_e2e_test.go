@@ -181,7 +181,7 @@ func checkPartition(t *testing.T, want map[string]bool, rs ...*replica) {
 	seen := map[string]string{}
 	taken := slots.New(16)
 	for _, r := range rs {
-		active := r.member.Status().Active
+		active := slots.New(16, r.member.Status().Active...)
 		if active.Intersect(taken).Len() != 0 {
 			t.Errorf("replica %s's active slots %s overlap another's", r.id, active)
 		}
@@ -235,7 +235,7 @@ func TestMember_ReplicasSplitTheObjectsAndHandOverWhenOneLeaves(t *testing.T) {
 			waitReconciled(t, ctx, want, a, b, c)
 			for _, r := range []*replica{a, b, c} {
 				group := run
-				if got, want := metricstest.Value(t, r.reg, "kloop_shard_slots", "group", group, "state", "active"), float64(r.member.Status().Active.Len()); got != want {
+				if got, want := metricstest.Value(t, r.reg, "kloop_shard_slots", "group", group, "state", "active"), float64(len(r.member.Status().Active)); got != want {
 					t.Errorf("%s: kloop_shard_slots{state=active} = %v, want %v", r.id, got, want)
 				}
 				if got, want := metricstest.Value(t, r.reg, "kloop_shard_objects", "group", group), float64(r.inf.Status().Objects); got != want {
@@ -244,8 +244,8 @@ func TestMember_ReplicasSplitTheObjectsAndHandOverWhenOneLeaves(t *testing.T) {
 				if got := metricstest.Value(t, r.reg, "kloop_shard_members", "group", group); got != 3 {
 					t.Errorf("%s: kloop_shard_members = %v, want 3", r.id, got)
 				}
-				if got := metricstest.Value(t, r.reg, "kloop_shard_handovers_total", "group", group, "direction", "in"); got < float64(r.member.Status().Active.Len()) {
-					t.Errorf("%s: kloop_shard_handovers_total{in} = %v, below its %d slots", r.id, got, r.member.Status().Active.Len())
+				if got := metricstest.Value(t, r.reg, "kloop_shard_handovers_total", "group", group, "direction", "in"); got < float64(len(r.member.Status().Active)) {
+					t.Errorf("%s: kloop_shard_handovers_total{in} = %v, below its %d slots", r.id, got, len(r.member.Status().Active))
 				}
 			}
 			// Every object was reconciled, by the replica that caches it.

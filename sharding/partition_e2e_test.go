@@ -27,7 +27,7 @@ func TestMember_PartitionedMemberStopsBeforeTheTakeoverAndRejoins(t *testing.T) 
 	a := startReplica(t, env.Config, leaseNS, "a", run, false, note)
 	b := startReplica(t, proxy.RESTConfig(env.Config), leaseNS, "b", run, false, note)
 	waitSettled(t, ctx, 2, a, b)
-	if b.member.Status().Active.Len() == 0 {
+	if len(b.member.Status().Active) == 0 {
 		t.Fatal("b holds nothing before the partition")
 	}
 
@@ -49,8 +49,8 @@ func TestMember_PartitionedMemberStopsBeforeTheTakeoverAndRejoins(t *testing.T) 
 	}
 	partitioned := time.Now()
 	proxy.Set(testenv.Fault{Blackhole: true})
-	go watch(b, func() bool { return b.member.Status().Active.Len() == 0 && b.member.Status().Scope.Len() == 0 }, stopped)
-	go watch(a, func() bool { return a.member.Status().Active.Len() == 16 }, taken)
+	go watch(b, func() bool { return len(b.member.Status().Active) == 0 && len(b.member.Status().Scope) == 0 }, stopped)
+	go watch(a, func() bool { return len(a.member.Status().Active) == 16 }, taken)
 	var stopAt, takeAt time.Time
 	for stopAt.IsZero() || takeAt.IsZero() {
 		select {
@@ -74,7 +74,7 @@ func TestMember_PartitionedMemberStopsBeforeTheTakeoverAndRejoins(t *testing.T) 
 	// Healed: b writes its Lease again, holding nothing, and gets its share back.
 	proxy.Set(testenv.Fault{})
 	waitSettled(t, ctx, 2, a, b)
-	if b.member.Status().Active.Len() == 0 || a.member.Status().Active.Len() == 16 {
-		t.Errorf("after healing a holds %d slots, b %d", a.member.Status().Active.Len(), b.member.Status().Active.Len())
+	if len(b.member.Status().Active) == 0 || len(a.member.Status().Active) == 16 {
+		t.Errorf("after healing a holds %d slots, b %d", len(a.member.Status().Active), len(b.member.Status().Active))
 	}
 }

@@ -20,8 +20,8 @@ const (
 	SlotsAnnotation = "sharding.kloop.dev/slots"
 	// KeyAnnotation is the shard key: "namespace" or "uid".
 	KeyAnnotation = "sharding.kloop.dev/key"
-	// HeldAnnotation lists the slots the member may be working on (Set's
-	// form, such as "0-3,9"): no other member starts them while the Lease
+	// HeldAnnotation lists the slots the member may be working on (comma-separated
+	// runs, such as "0-3,9"): no other member starts them while the Lease
 	// is live.
 	HeldAnnotation = "sharding.kloop.dev/held"
 	// DrainingAnnotation lists the held slots the member is giving up.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/kloop-dev/kloop/internal/slots"
 )
 
 // Status is what a member knows of its group, for the shard table on
@@ -26,10 +28,12 @@ type Status struct {
 	// their objects, and nothing is being claimed or released.
 	Settled bool
 	// Scope: the slots whose objects this replica caches: those it works
-	// on, and those it is starting (whose caches are filling).
-	Scope Set
-	// Active: the slots whose keys this replica reconciles now.
-	Active Set
+	// on, and those it is starting (whose caches are filling), in
+	// increasing order.
+	Scope []int
+	// Active: the slots whose keys this replica reconciles now, in
+	// increasing order.
+	Active []int
 	// Members: every known member, this one first.
 	Members []MemberStatus
 	// Informers: the sharded informers and how they are filtered.
@@ -44,10 +48,11 @@ type MemberStatus struct {
 	// Live: its Lease changed within its duration (for Self: renewed
 	// within the renew deadline).
 	Live bool
-	// Held: slots its Lease lists (working on, or handing over).
-	Held Set
-	// Draining: the held slots it is giving up.
-	Draining Set
+	// Held: slots its Lease lists (working on, or handing over), in
+	// increasing order.
+	Held []int
+	// Draining: the held slots it is giving up, in increasing order.
+	Draining []int
 	// Assigned: how many slots the live members' assignment gives it.
 	Assigned int
 	// Age: time since its Lease was last seen to change.
@@ -93,7 +98,7 @@ func (m *Member) StatusChanged() <-chan struct{} {
 //	foos.v1alpha1.… [all namespaces]  203  server
 func (s Status) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "shard group %s: %d slots by %s, this member %s (%d in scope)", s.Group, s.Slots, s.Key, s.Identity, s.Scope.Len())
+	fmt.Fprintf(&b, "shard group %s: %d slots by %s, this member %s (%d in scope)", s.Group, s.Slots, s.Key, s.Identity, len(s.Scope))
 	switch {
 	case s.Leaving:
 		b.WriteString(", leaving")
@@ -114,7 +119,7 @@ func (s Status) String() string {
 		if m.Live {
 			live = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s ago\n", id, live, m.Assigned, orDash(m.Held), orDash(m.Draining), m.Age.Round(100*time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s ago\n", id, live, m.Assigned, orDash(s.Slots, m.Held), orDash(s.Slots, m.Draining), m.Age.Round(100*time.Millisecond))
 	}
 	if len(s.Informers) > 0 {
 		fmt.Fprintln(tw, "INFORMER\tOBJECTS\tFILTERING")
@@ -126,9 +131,9 @@ func (s Status) String() string {
 	return b.String()
 }
 
-func orDash(s Set) string {
-	if s.Len() == 0 {
+func orDash(n int, s []int) string {
+	if len(s) == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%d: %s", s.Len(), s.String())
+	return fmt.Sprintf("%d: %s", len(s), slots.New(n, s...).String())
 }

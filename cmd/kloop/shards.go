@@ -348,13 +348,13 @@ func (d *shardDemoRun) report(ctx context.Context) {
 			st := r.app.Member().Status()
 			settled = settled && st.Settled
 			deps += r.deps.Status().Objects
-			s := fmt.Sprintf("%s %d slots, %d Foos", r.id, st.Scope.Len(), r.foos.Status().Objects)
+			s := fmt.Sprintf("%s %d slots, %d Foos", r.id, len(st.Scope), r.foos.Status().Objects)
 			split = append(split, s)
 			parts = append(parts, fmt.Sprintf("%s, %d reconciles", s, int(reconciles(r.reg))))
 			if table == "" {
 				table = st.String()
 				for _, m := range st.Members {
-					tableKey += m.Identity + fmt.Sprint(m.Live) + m.Held.String() + "|"
+					tableKey += m.Identity + fmt.Sprint(m.Live) + fmt.Sprint(m.Held) + "|"
 				}
 			}
 		}

@@ -28,7 +28,6 @@ import (
 	"github.com/kloop-dev/kloop/manifest"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
-	"github.com/kloop-dev/kloop/sharding"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/testenv/await"
 )
@@ -97,7 +96,7 @@ func TestFleetScaleOut(t *testing.T) {
 
 	// heldIn is the replica holding unit (cluster, hash slot h) by the
 	// Leases, and how many hold it.
-	heldIn := func(held map[string]sharding.Set, cluster string, h int) (string, int) {
+	heldIn := func(held map[string]slotset.Set, cluster string, h int) (string, int) {
 		g := (h + slotset.Offset(cluster, slots)) % slots
 		who, n := "", 0
 		for id, s := range held {
@@ -206,7 +205,7 @@ func TestFleetScaleOut(t *testing.T) {
 				t.Fatalf("r2's share of cluster %s holds %d Foos, want at least %d", m.name, n, fleetChanged)
 			}
 		}
-		takenAt := c.waitLeases(ctx, "r2's slots held by r1", func(h map[string]sharding.Set) bool {
+		takenAt := c.waitLeases(ctx, "r2's slots held by r1", func(h map[string]slotset.Set) bool {
 			return h["r1"].Intersect(dead).Equal(dead)
 		})
 		took := takenAt.Sub(killedAt)

@@ -139,7 +139,7 @@ func fleetReplicaMain() int {
 		}
 		for {
 			ch := m.StatusChanged()
-			if st := m.Status(); st.Settled && st.Active.Len() >= active && ready() {
+			if st := m.Status(); st.Settled && len(st.Active) >= active && ready() {
 				break
 			}
 			select {

@@ -149,7 +149,7 @@ func scenario(t *testing.T, env *testenv.Env, filtering string) {
 		if len(changed) < changedFoos {
 			t.Fatalf("r3 held %s, which holds only %d Foos", dead, len(changed))
 		}
-		takenAt := c.waitLeases(ctx, "r3's slots held by r1 and r2", func(h map[string]sharding.Set) bool {
+		takenAt := c.waitLeases(ctx, "r3's slots held by r1 and r2", func(h map[string]slotset.Set) bool {
 			return h["r1"].Union(h["r2"]).Intersect(dead).Equal(dead)
 		})
 		took := takenAt.Sub(killedAt)
@@ -540,8 +540,8 @@ func (c *cluster) dumpPath(ctx context.Context, id, path string) cacheDump {
 }
 
 // held reads the slots each member's Lease lists, from the test's view.
-func (c *cluster) held() map[string]sharding.Set {
-	out := map[string]sharding.Set{}
+func (c *cluster) held() map[string]slotset.Set {
+	out := map[string]slotset.Set{}
 	for _, l := range c.leases.Lister().List(nil) {
 		id := ptr.Deref(l.Spec.HolderIdentity, "")
 		s, err := slotset.Parse(l.Annotations[sharding.HeldAnnotation], slots)
@@ -558,7 +558,7 @@ func (c *cluster) held() map[string]sharding.Set {
 
 // holderOf is the one of ids whose Lease lists slot ("" for none). The
 // Lease of a killed replica stays behind, expired, and is not asked.
-func holderOf(held map[string]sharding.Set, slot int, ids ...string) string {
+func holderOf(held map[string]slotset.Set, slot int, ids ...string) string {
 	for _, id := range ids {
 		if held[id].Has(slot) {
 			return id
@@ -568,7 +568,7 @@ func holderOf(held map[string]sharding.Set, slot int, ids ...string) string {
 }
 
 // waitLeases waits until cond holds of the Leases and returns when it did.
-func (c *cluster) waitLeases(ctx context.Context, what string, cond func(map[string]sharding.Set) bool) time.Time {
+func (c *cluster) waitLeases(ctx context.Context, what string, cond func(map[string]slotset.Set) bool) time.Time {
 	c.t.Helper()
 	for {
 		ch := c.changed.Changed()
@@ -590,7 +590,7 @@ func (c *cluster) waitLeases(ctx context.Context, what string, cond func(map[str
 func (c *cluster) waitConverged(ctx context.Context, ids ...string) {
 	c.t.Helper()
 	owners := slotset.Assign(ids, slots)
-	c.waitLeases(ctx, fmt.Sprintf("slots split between %v", ids), func(h map[string]sharding.Set) bool {
+	c.waitLeases(ctx, fmt.Sprintf("slots split between %v", ids), func(h map[string]slotset.Set) bool {
 		for _, id := range ids {
 			want := slotset.New(slots)
 			for s, o := range owners {

@@ -9,7 +9,7 @@
 // what a user can reach: the exported top-level functions, the exported
 // methods of exported types and the exported types (aliases included) of
 // the non-test files; the exported methods an alias brings in from another
-// package of the module (sharding.Set = slots.Set brings slots.Set's); and
+// package of the module (an alias of an internal type brings its methods); and
 // the types of internal packages that an exported signature names, with
 // their exported methods. Methods of interfaces and fields of structs are
 // not counted.

@@ -159,9 +159,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, key cache.Key) (controller.R
 	if err != nil {
 		return controller.Result{}, err
 	}
-	if foo.Spec.DeploymentName == "" && r.Foos.WroteStatus(foo) {
-		return controller.Result{}, nil // woken by its own report of the missing name
-	}
 	if foo.Spec.DeploymentName == "" {
 		err := fmt.Errorf("Foo %s: %w", key, ErrNoDeploymentName)
 		return controller.Result{}, r.fail(ctx, foo, ReasonDeploymentNameMissing, ReasonDeploymentNameMissing, ErrNoDeploymentName, controller.TerminalError(err))

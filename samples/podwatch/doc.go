@@ -17,7 +17,7 @@
 // As in the example, the cache is seeded before the start with a pod that
 // does not exist (Missing, "mypod", in the watched namespace), so the first
 // sync prints "Pod <namespace>/mypod does not exist anymore": a seeded
-// cache (kloop.Handle.Seed, informer.Informer.Seed) is how an informer
+// cache (informer.Informer.Seed, through Handle.Informer) is how an informer
 // starts from known state, and its first list then reports the difference.
 //
 // Where the example wires an informer, a rate-limited queue, a worker loop

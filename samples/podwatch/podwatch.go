@@ -56,7 +56,11 @@ func Run(ctx context.Context, cfg *rest.Config, app kloop.Options, opts Options)
 		return err
 	}
 	pods := kloop.Objects[*corev1.Pod](a, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("pods")})
-	pods.Seed(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: Missing}})
+	if inf := pods.Informer(); inf != nil { // nil when Objects failed, which a.Run reports
+		if err := inf.Seed(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: Missing}}); err != nil {
+			return fmt.Errorf("podwatch: seed the Pod cache: %w", err)
+		}
+	}
 	out := opts.Out
 	if out == nil {
 		out = os.Stdout

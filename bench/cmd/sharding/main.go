@@ -356,7 +356,7 @@ func fenceObjects(ctx context.Context, kc kubernetes.Interface, mode string, pro
 	if err != nil {
 		return nil, err
 	}
-	held := map[string]sharding.Set{}
+	held := map[string]slotset.Set{}
 	for _, l := range leases.Items {
 		s, err := slotset.Parse(l.Annotations[sharding.HeldAnnotation], slots)
 		if err != nil {
