@@ -3,6 +3,7 @@ package podwatch
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -56,15 +57,12 @@ func Run(ctx context.Context, cfg *rest.Config, app kloop.Options, opts Options)
 		return err
 	}
 	pods := kloop.Objects[*corev1.Pod](a, kloop.ObjectsOptions{Resource: corev1.SchemeGroupVersion.WithResource("pods")})
-	if inf := pods.Informer(); inf != nil { // nil when Objects failed, which a.Run reports
-		if err := inf.Seed(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: Missing}}); err != nil {
-			return fmt.Errorf("podwatch: seed the Pod cache: %w", err)
-		}
+	// The informer is nil when Objects failed, which a.Run reports; Seed
+	// fails only after the informer started.
+	if inf := pods.Informer(); inf != nil && inf.Seed(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: app.Namespace, Name: Missing}}) != nil {
+		return errors.New("podwatch: the Pod cache is seeded before its informer starts: call Run once")
 	}
-	out := opts.Out
-	if out == nil {
-		out = os.Stdout
-	}
+	out := cmp.Or[io.Writer](opts.Out, os.Stdout)
 	sync := func(ctx context.Context, key cache.Key) (controller.Result, error) {
 		pod, err := pods.Get(ctx, key.Namespace, key.Name)
 		if apierrors.IsNotFound(err) {
