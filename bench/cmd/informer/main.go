@@ -669,7 +669,7 @@ func measure(ctx context.Context, cfg *rest.Config, s side, n int) (measurement,
 	runtime.KeepAlive(r.live)
 	m := measurement{sync: took, cpu: cpu, heap: int64(after) - int64(before)}
 	if r.get != nil {
-		m.get, m.getCPU, m.list, err = timeReads(r, n)
+		m.get, m.getCPU, m.list, err = timeReadsOf(r, n)
 	}
 	if serr := r.stop(); err == nil {
 		err = serr
@@ -680,18 +680,32 @@ func measure(ctx context.Context, cfg *rest.Config, s side, n int) (measurement,
 // timeReads times Gets of objects picked at random, and Lists of all
 // objects, after the memory was measured; each figure is the median of a
 // few batches.
-func timeReads(r *running, n int) (get, getCPU, list time.Duration, err error) {
+func timeReadsOf(r *running, n int) (get, getCPU, list time.Duration, err error) {
+	all := make([]string, n)
+	for i := range all {
+		all[i] = fmt.Sprintf("cm-%06d", i)
+	}
+	return timeReads(r.get, r.list, all, n)
+}
+
+// timeReads times gets of 4,096 names picked (with a fixed seed) from
+// all, 50,000 a batch, and lists, which must each return n objects: the
+// medians of 5 batches (per get) and of 3 lists.
+func timeReads(get func(string) bool, listAll func() int, all []string, n int) (perGet, getCPU, list time.Duration, err error) {
+	if len(all) == 0 {
+		return 0, 0, 0, errors.New("reads: no names cached")
+	}
 	rng := mrand.New(mrand.NewPCG(1, 2))
 	names := make([]string, 4096)
 	for i := range names {
-		names[i] = fmt.Sprintf("cm-%06d", rng.IntN(n))
+		names[i] = all[rng.IntN(len(all))]
 	}
 	const batch = 50000
 	var gets, cpus, lists []time.Duration
 	for range 5 {
 		began, cpu0 := time.Now(), cpuTime()
 		for i := range batch {
-			if !r.get(names[i%len(names)]) {
+			if !get(names[i%len(names)]) {
 				return 0, 0, 0, fmt.Errorf("get %s: not cached", names[i%len(names)])
 			}
 		}
@@ -700,7 +714,7 @@ func timeReads(r *running, n int) (get, getCPU, list time.Duration, err error) {
 	}
 	for range 3 {
 		began := time.Now()
-		if got := r.list(); got != n {
+		if got := listAll(); got != n {
 			return 0, 0, 0, fmt.Errorf("list: %d objects, want %d", got, n)
 		}
 		lists = append(lists, time.Since(began))

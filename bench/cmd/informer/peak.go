@@ -38,6 +38,7 @@ import (
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kloop-dev/kloop/bench/internal/childproc"
+	kcache "github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/watcher"
 )
@@ -65,6 +66,8 @@ type peakReport struct {
 	Allocated  int64 `json:"allocated"`  // bytes allocated from start to synced (TotalAlloc)
 	Lists      int64 `json:"lists"`      // plain LIST requests (a streaming side makes none)
 	WatchLists int64 `json:"watchLists"` // watch requests with sendInitialEvents
+	GetNanos   int64 `json:"getNanos"`   // one cached Get, median of 5 batches (0: not timed)
+	ListNanos  int64 `json:"listNanos"`  // one List of every cached object, median of 3
 }
 
 // procStatus reads one "Vm..." figure, in bytes, from /proc/self/status.
@@ -185,6 +188,14 @@ func runPeakChild(side, kubeconfig, workload string, n int, profile string) erro
 	if got := r.count(); got != n {
 		return fmt.Errorf("%s cached %d objects, want %d", side, got, n)
 	}
+	if r.get != nil {
+		// Reads come after every memory figure, so they do not change them.
+		get, _, list, err := timeReads(r.get, r.list, r.names(), n)
+		if err != nil {
+			return fmt.Errorf("%s: %w", side, err)
+		}
+		rep.GetNanos, rep.ListNanos = int64(get), int64(list)
+	}
 	runtime.KeepAlive(r.live)
 	b, _ := json.Marshal(rep)
 	fmt.Printf("PEAK %s\n", b)
@@ -257,6 +268,12 @@ type peakRunning struct {
 	stop            func() error
 	count           func() int
 	cacheBytes      func() int64
+	// get reads one cached object by name and list all of them (read-only
+	// where the side allows: controller-runtime's without its deep copy);
+	// names lists the cached objects' names, to pick the gets from.
+	get   func(name string) bool
+	list  func() int
+	names func() []string
 }
 
 // stripManagedFields is the lean option client-go and controller-runtime
@@ -332,10 +349,29 @@ func startPeakSide(cfg *rest.Config, side, workload string) (*peakRunning, error
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		f.StartWithContext(ctx)
+		idx := inf.GetIndexer()
 		return &peakRunning{
 			synced: inf.HasSyncedChecker().Done(), handled: reg.HasSyncedChecker().Done(), live: inf,
 			stop:  func() error { cancel(); f.Shutdown(); return nil },
 			count: func() int { return len(inf.GetStore().ListKeys()) },
+			// What a generated lister does: the indexer's Get by key, and
+			// its namespace index for the namespace's objects.
+			get: func(name string) bool {
+				_, ok, err := idx.GetByKey(namespace + "/" + name)
+				return ok && err == nil
+			},
+			list: func() int {
+				l, _ := idx.ByIndex(cgcache.NamespaceIndex, namespace)
+				return len(l)
+			},
+			names: func() []string {
+				var names []string
+				for _, k := range idx.ListKeys() {
+					_, name, _ := cgcache.SplitMetaNamespaceKey(k)
+					names = append(names, name)
+				}
+				return names
+			},
 		}, nil
 	case "cr", "cr-lean", "cr-metadata":
 		opts := crcache.Options{
@@ -379,9 +415,67 @@ func startPeakSide(cfg *rest.Config, side, workload string) (*peakRunning, error
 				close(synced)
 			}
 		}()
+		newObj := func() crclient.Object {
+			switch {
+			case side == "cr-metadata":
+				m := &metav1.PartialObjectMetadata{}
+				m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kindOf(workload)))
+				return m
+			case pods:
+				return &corev1.Pod{}
+			}
+			return &corev1.ConfigMap{}
+		}
 		return &peakRunning{
 			synced: synced, handled: reg.HasSyncedChecker().Done(), live: c,
 			stop: func() error { cancel(); return <-done },
+			// Reads as its users make them: a Get is a deep copy, and so is
+			// a List without UnsafeDisableDeepCopy.
+			get: func(name string) bool {
+				return c.Get(ctx, crclient.ObjectKey{Namespace: namespace, Name: name}, newObj()) == nil
+			},
+			list: func() int {
+				if pods && side != "cr-metadata" {
+					var pl corev1.PodList
+					_ = c.List(ctx, &pl, crclient.InNamespace(namespace))
+					return len(pl.Items)
+				}
+				if side == "cr-metadata" {
+					var l metav1.PartialObjectMetadataList
+					l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kindOf(workload) + "List"))
+					_ = c.List(ctx, &l, crclient.InNamespace(namespace))
+					return len(l.Items)
+				}
+				var cl corev1.ConfigMapList
+				_ = c.List(ctx, &cl, crclient.InNamespace(namespace))
+				return len(cl.Items)
+			},
+			names: func() []string {
+				var l metav1.PartialObjectMetadataList
+				l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kindOf(workload) + "List"))
+				var names []string
+				if side == "cr-metadata" {
+					_ = c.List(ctx, &l, crclient.UnsafeDisableDeepCopy)
+					for _, o := range l.Items {
+						names = append(names, o.Name)
+					}
+					return names
+				}
+				if pods {
+					var pl corev1.PodList
+					_ = c.List(ctx, &pl, crclient.UnsafeDisableDeepCopy)
+					for _, o := range pl.Items {
+						names = append(names, o.Name)
+					}
+					return names
+				}
+				var cl corev1.ConfigMapList
+				_ = c.List(ctx, &cl, crclient.UnsafeDisableDeepCopy)
+				for _, o := range cl.Items {
+					names = append(names, o.Name)
+				}
+				return names
+			},
 			count: func() int {
 				var l metav1.PartialObjectMetadataList
 				l.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kindOf(workload) + "List"))
@@ -408,6 +502,7 @@ type kloopInformer[T watcher.Object] interface {
 	AddHandler(informer.Handler[T], informer.HandlerOptions) (*informer.Registration, error)
 	Synced() <-chan struct{}
 	Status() informer.Status
+	Lister() kcache.Lister[T]
 }
 
 func kloopRunning[T watcher.Object](f *informer.Factory, inf kloopInformer[T]) (*peakRunning, error) {
@@ -415,10 +510,23 @@ func kloopRunning[T watcher.Object](f *informer.Factory, inf kloopInformer[T]) (
 	if err != nil {
 		return nil, err
 	}
+	lister := inf.Lister()
 	return &peakRunning{
 		synced: inf.Synced(), handled: reg.Synced(), live: inf, stop: startFactory(f),
 		count:      func() int { return inf.Status().Objects },
 		cacheBytes: func() int64 { return inf.Status().CacheBytes },
+		get: func(name string) bool {
+			_, ok := lister.Get(namespace, name)
+			return ok
+		},
+		list: func() int { return len(lister.ListInNamespace(namespace, nil)) },
+		names: func() []string {
+			var names []string
+			for _, o := range lister.ListInNamespace(namespace, nil) {
+				names = append(names, o.GetName())
+			}
+			return names
+		},
 	}, nil
 }
 
@@ -484,9 +592,9 @@ func measurePeaks(kubeconfig, workload string, sides []string, n, rounds int, su
 			if err != nil {
 				return fmt.Errorf("peak N=%d round %d, %s: %w", n, r+1, s, err)
 			}
-			fmt.Printf("  N=%-6d round %d %-15s peak RSS %6.1f MiB (base %5.1f)  after GC %6.1f  freed %6.1f  peak live heap %6.1f  peak heap %6.1f  retained %6.1f MiB  sync %6.3fs  lists %d watch-lists %d%s\n",
+			fmt.Printf("  N=%-6d round %d %-15s peak RSS %6.1f MiB (base %5.1f)  after GC %6.1f  freed %6.1f  peak live heap %6.1f  peak heap %6.1f  retained %6.1f MiB  sync %6.3fs  lists %d watch-lists %d%s  get %d ns  list %.2f ms\n",
 				n, r+1, s, mib(rep.PeakRSS), mib(rep.BaseRSS), mib(rep.RSSAfterGC), mib(rep.RSSFreed), mib(rep.PeakLive), mib(rep.PeakHeap), mib(rep.Retained),
-				time.Duration(rep.Sync).Seconds(), rep.Lists, rep.WatchLists, cacheNote(rep))
+				time.Duration(rep.Sync).Seconds(), rep.Lists, rep.WatchLists, cacheNote(rep), rep.GetNanos, float64(rep.ListNanos)/1e6)
 			results[s] = append(results[s], rep)
 		}
 	}
@@ -536,6 +644,18 @@ func measurePeaks(kubeconfig, workload string, sides []string, n, rounds int, su
 		est, heap := med("kloop", func(r peakReport) int64 { return r.CacheBytes }), med("kloop", func(r peakReport) int64 { return r.Retained })
 		fmt.Printf("RESULT informer-cache-bytes-estimate%s%s kloop=%.0f peer=%.0f ratio=%.2f unit=B peer_name=retained-heap\n", w, suffix, est, heap, est/heap)
 	}
+	readPair := func(figure, k, p, peerName string, f func(peakReport) int64, scale float64, unit string) {
+		if have(k, p) && med(k, f) > 0 && med(p, f) > 0 {
+			kv, pv := med(k, f)/scale, med(p, f)/scale
+			fmt.Printf("RESULT %s%s%s kloop=%.2f peer=%.2f ratio=%.2f unit=%s peer_name=%s\n", figure, w, suffix, kv, pv, kv/pv, unit, peerName)
+		}
+	}
+	getNs := func(r peakReport) int64 { return r.GetNanos }
+	listNs := func(r peakReport) int64 { return r.ListNanos }
+	readPair("informer-get-ns", "kloop", "client-go", "client-go", getNs, 1, "ns")
+	readPair("informer-list-ms", "kloop", "client-go", "client-go", listNs, 1e6, "ms")
+	readPair("informer-get-ns-cr", "kloop", "cr", "controller-runtime", getNs, 1, "ns")
+	readPair("informer-list-ms-cr", "kloop", "cr", "controller-runtime", listNs, 1e6, "ms")
 	fmt.Printf("# peak medians (MiB): side peakRSS rssAfterGC rssFreed peakLiveHeap retainedHeap\n")
 	for _, s := range sides {
 		if have(s) {
