@@ -79,7 +79,8 @@ type Options struct {
 	// member's Lease change, before they count it gone and take its slots.
 	// RenewDeadline is how long this member keeps trying to renew before it
 	// gives everything up; the difference is the time its reconciles have
-	// to stop. RetryPeriod is the renewal interval. Defaults: leader
+	// to stop. RetryPeriod is the renewal interval, after a failed write
+	// as after a successful one (as for leader election). Defaults: leader
 	// election's, leaderelection.DefaultLeaseDuration, DefaultRenewDeadline
 	// and DefaultRetryPeriod.
 	LeaseDuration time.Duration
