@@ -202,6 +202,7 @@ func (r *run) lead(ctx context.Context) error {
 loop:
 	for {
 		now := clk.Now()
+		// The last attempt failed and saw another candidate hold the lease.
 		taken := lastErr != nil && r.core.rec.Holder != r.cfg.Identity
 		if taken || r.core.lost(now) {
 			lost = fmt.Errorf("%w: lease %s/%s not renewed for %v (last error: %w)",
