@@ -101,10 +101,15 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
+// timing is c's lease timing.
+func (c Options) timing() lease.Timing {
+	return lease.Timing{LeaseDuration: c.LeaseDuration, RenewDeadline: c.RenewDeadline, RetryPeriod: c.RetryPeriod}
+}
+
 // withDefaults returns c with defaults filled in, or an error wrapping
 // ErrInvalidConfig. It is the one place Options are checked.
 func (c Options) withDefaults() (Options, error) {
-	t, timingErr := lease.Timing{LeaseDuration: c.LeaseDuration, RenewDeadline: c.RenewDeadline, RetryPeriod: c.RetryPeriod}.WithDefaults(false)
+	t, timingErr := c.timing().WithDefaults(false)
 	c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = t.LeaseDuration, t.RenewDeadline, t.RetryPeriod
 	if c.Identity == "" {
 		host, err := os.Hostname()

@@ -7,6 +7,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kloop-dev/kloop/internal/lease"
 )
 
 // record is what a Lease says about leadership.
@@ -60,19 +62,22 @@ func (a action) String() string {
 type core struct {
 	id            string
 	leaseDuration time.Duration // ours, written into the lease
-	renewDeadline time.Duration
 
 	seen       bool      // a lease has been observed
 	rv         string    // its resourceVersion when last observed
 	rec        record    // what it said
 	observedAt time.Time // when rv last changed, on our clock
 
-	leading   bool
-	renewedAt time.Time // start of our last successful acquire or renew request
+	leading bool
+	// renewal schedules renewals and says when leadership is lost; it
+	// counts from the start of our last successful acquire or renew
+	// request.
+	renewal lease.Renewal
 }
 
-func newCore(id string, leaseDuration, renewDeadline time.Duration) *core {
-	return &core{id: id, leaseDuration: leaseDuration, renewDeadline: renewDeadline}
+// newCore returns the core of candidate id, timed by t.
+func newCore(id string, t lease.Timing) *core {
+	return &core{id: id, leaseDuration: t.LeaseDuration, renewal: lease.NewRenewal(t)}
 }
 
 // observe records the lease as read at now, and reports whether it changed:
@@ -151,25 +156,21 @@ func (c *core) next(now time.Time, exists bool) (action, record) {
 }
 
 // wrote records that our write of rec, whose request started at start,
-// succeeded at now and left the lease at rv. We lead from now on.
+// succeeded at now and left the lease at rv. We lead from now on, and the
+// renewal deadline counts from start (lease.Renewal: another candidate
+// cannot have seen the write any earlier).
 func (c *core) wrote(start, now time.Time, rv string, rec record) {
 	c.observe(now, rv, rec)
 	c.leading = rec.Holder == c.id
 	if c.leading {
-		c.renewedAt = start
+		c.renewal.Renewed(start)
 	}
 }
-
-// deadline returns when leadership ends unless renewed: RenewDeadline
-// after the start of the last successful renewal. Measuring from the start,
-// not the answer, keeps it conservative: another candidate cannot have seen
-// the renewal any earlier.
-func (c *core) deadline() time.Time { return c.renewedAt.Add(c.renewDeadline) }
 
 // lost reports whether a leader has gone RenewDeadline without a successful
 // renewal at now, and if so stops leading.
 func (c *core) lost(now time.Time) bool {
-	if c.leading && !now.Before(c.deadline()) {
+	if c.leading && c.renewal.Lost(now) {
 		c.leading = false
 		return true
 	}

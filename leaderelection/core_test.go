@@ -7,11 +7,19 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/kloop-dev/kloop/internal/lease"
 )
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
+
+// testCore is the core of candidate id with the given lease duration and
+// renew deadline (these tests do not depend on the retry period).
+func testCore(id string, leaseDuration, renewDeadline time.Duration) *core {
+	return newCore(id, lease.Timing{LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: time.Second})
+}
 
 // observation is one read of the lease: at which time, with which
 // resourceVersion and record.
@@ -88,7 +96,7 @@ func TestCore_NextDecidesFromObservedLeaseAndLocalTime(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newCore("a", lease, 10*time.Second)
+			c := testCore("a", lease, 10*time.Second)
 			for _, o := range tt.seen {
 				c.observe(at(o.at), o.rv, o.rec)
 			}
@@ -104,7 +112,7 @@ func TestCore_NextDecidesFromObservedLeaseAndLocalTime(t *testing.T) {
 }
 
 func TestCore_LeaderIsLostRenewDeadlineAfterStartOfLastSuccessfulRenewal(t *testing.T) {
-	c := newCore("a", 15*time.Second, 10*time.Second)
+	c := testCore("a", 15*time.Second, 10*time.Second)
 	_, rec := c.next(at(0), false)
 	// The create started at 0 and was answered at 1s: the deadline counts
 	// from 0, the earliest anyone could have seen it.
@@ -129,7 +137,7 @@ func TestCore_LeaderIsLostRenewDeadlineAfterStartOfLastSuccessfulRenewal(t *test
 }
 
 func TestCore_ReleasedRecordHasNoHolderAndKeepsTransitions(t *testing.T) {
-	c := newCore("a", 15*time.Second, 10*time.Second)
+	c := testCore("a", 15*time.Second, 10*time.Second)
 	c.observe(at(0), "3", record{Holder: "a", Transitions: 3})
 	r := c.released(at(time.Second))
 	if r.Holder != "" || r.Transitions != 3 || r.LeaseDuration != time.Second {
@@ -187,7 +195,7 @@ func TestConfig_ZeroDurationsTakeDefaultsAndBadOnesAreRejected(t *testing.T) {
 }
 
 func TestCore_ObserveReportsAChangeOnlyForANewResourceVersion(t *testing.T) {
-	c := newCore("a", 15*time.Second, 10*time.Second)
+	c := testCore("a", 15*time.Second, 10*time.Second)
 	other := record{Holder: "b", LeaseDuration: 4 * time.Second}
 	if !c.observe(at(0), "1", other) {
 		t.Fatal("first sight of a lease not reported as a change")
@@ -246,7 +254,7 @@ func TestCore_NextAttemptIsOnePeriodLaterButNoLaterThanTheLeaseExpires(t *testin
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newCore("a", lease, 3*time.Second)
+			c := testCore("a", lease, 3*time.Second)
 			for _, o := range tt.seen {
 				c.observe(at(o.at), o.rv, o.rec)
 			}
@@ -283,7 +291,7 @@ func TestCore_StandbyTakesOverWithinLeaseDurationPlusPeriodOfTheLastRenewal(t *t
 				}
 				return strconv.Itoa(n)
 			}
-			c := newCore("a", lease, 3*time.Second)
+			c := testCore("a", lease, 3*time.Second)
 			now := time.Duration(0)
 			var took time.Duration
 			for i := 0; ; i++ {

@@ -9,7 +9,10 @@
 // when it was released, or when it has not changed for the holder's
 // LeaseDuration as measured on the candidate's own clock from when it last
 // saw the lease change; it tries at that moment, not at its next periodic
-// attempt. The leader renews every RetryPeriod. Every write carries a
+// attempt. The leader renews every RetryPeriod: renewal attempts start
+// RetryPeriod apart whether they succeed or fail, each bounded by the time
+// left before RenewDeadline, on the one renew mechanism that shard group
+// members use too (internal/lease.Renewal). Every write carries a
 // resourceVersion precondition, so two candidates cannot both win one, and
 // a candidate's write at expiry succeeds only if the lease is still as it
 // last saw it.

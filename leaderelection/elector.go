@@ -112,7 +112,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context) error)
 		return ErrAlreadyRunning
 	}
 	defer e.running.Store(false)
-	r := &run{e: e, cfg: e.cfg, work: lead, core: newCore(e.cfg.Identity, e.cfg.LeaseDuration, e.cfg.RenewDeadline),
+	r := &run{e: e, cfg: e.cfg, work: lead, core: newCore(e.cfg.Identity, e.cfg.timing()),
 		lease: lease.NewHeld(e.leases, e.cfg.Namespace, e.cfg.Name)}
 	r.log = e.cfg.Logger.With("lease", e.cfg.Namespace+"/"+e.cfg.Name, "identity", e.cfg.Identity)
 	if !r.acquire(ctx) {
@@ -174,9 +174,11 @@ func (r *run) acquire(ctx context.Context) bool {
 	}
 }
 
-// lead runs the leader's work and renews the lease until it returns.
+// lead runs the leader's work and renews the lease until it returns. The
+// renewals follow the core's lease.Renewal: one attempt when it is due,
+// bounded by the time left before the renew deadline.
 func (r *run) lead(ctx context.Context) error {
-	clk, e := r.cfg.Clock, r.e
+	clk := r.cfg.Clock
 	r.setLeading(true)
 	r.log.Info("started leading", "previousHolder", r.previous,
 		"acquireRequest", r.wrote, "changeRead", r.changeRead)
@@ -191,68 +193,42 @@ func (r *run) lead(ctx context.Context) error {
 	// Requests go on after ctx is cancelled: the lease stays renewed until
 	// the leader's work has returned.
 	reqCtx := context.WithoutCancel(ctx)
-	retry := clk.NewTimer(r.cfg.RetryPeriod)
-	defer retry.Stop()
-	deadline := clk.NewTimer(r.core.deadline().Sub(clk.Now()))
-	defer deadline.Stop()
-
 	var (
-		ctxDone   = ctx.Done()
-		lost      error // non-nil once renewal failed for RenewDeadline
-		lastErr   error
-		cbErr     error
-		retryC    = retry.C()
-		deadlineC = deadline.C()
+		ctxDone = ctx.Done()
+		lost    error // non-nil once leadership is lost
+		lastErr error
+		cbErr   error
 	)
-	loseLeadership := func() {
-		lost = fmt.Errorf("%w: lease %s/%s not renewed for %v (last error: %w)",
-			ErrLeadershipLost, r.cfg.Namespace, r.cfg.Name, r.cfg.RenewDeadline, lastErr)
-		r.log.Warn("leadership lost: stopping the leader's work", "err", lastErr)
-		r.setLeading(false)
-		cancelLead(lost)
-		retryC, deadlineC = nil, nil
-	}
 loop:
 	for {
+		now := clk.Now()
+		// The last attempt failed and saw another candidate hold the lease.
+		taken := lastErr != nil && r.core.rec.Holder != r.cfg.Identity
+		if taken || r.core.lost(now) {
+			lost = fmt.Errorf("%w: lease %s/%s not renewed for %v (last error: %w)",
+				ErrLeadershipLost, r.cfg.Namespace, r.cfg.Name, r.cfg.RenewDeadline, lastErr)
+			r.log.Warn("leadership lost: stopping the leader's work", "err", lastErr)
+			r.setLeading(false)
+			cancelLead(lost)
+			cbErr = <-done
+			break
+		}
+		if r.core.renewal.Due(now) {
+			lastErr = r.renew(reqCtx, now)
+			continue
+		}
+		t := clk.NewTimer(r.core.renewal.Wake(now).Sub(now))
 		select {
 		case cbErr = <-done:
+			t.Stop()
 			break loop
 		case <-ctxDone:
 			ctxDone = nil
 			r.log.Info("context done: stopping the leader's work", "cause", context.Cause(ctx))
 			cancelLead(context.Cause(ctx))
-		case <-retryC:
-			start := clk.Now()
-			rctx, cancel := context.WithTimeout(reqCtx, r.core.deadline().Sub(clk.Now()))
-			ok, err := r.tryAcquireOrRenew(rctx)
-			cancel()
-			switch {
-			case ok:
-				lastErr = nil
-				e.mu.Lock()
-				e.renewedAt = r.core.renewedAt
-				e.renewals++
-				e.mu.Unlock()
-				deadline.Reset(r.core.deadline().Sub(clk.Now()))
-			case err != nil:
-				lastErr = err
-				r.log.Debug("renewal failed", "err", err)
-			default:
-				lastErr = fmt.Errorf("lease is held by %q", r.core.rec.Holder)
-			}
-			if r.core.lost(clk.Now()) || (!ok && r.core.rec.Holder != r.cfg.Identity) {
-				loseLeadership()
-				continue
-			}
-			// Renewals start RetryPeriod apart, however long each took.
-			retry.Reset(max(0, start.Add(r.cfg.RetryPeriod).Sub(clk.Now())))
-		case <-deadlineC:
-			if r.core.lost(clk.Now()) {
-				loseLeadership()
-				continue
-			}
-			deadline.Reset(r.core.deadline().Sub(clk.Now()))
+		case <-t.C():
 		}
+		t.Stop()
 	}
 	cancelLead(errWorkReturned)
 	wg.Wait()
@@ -279,6 +255,31 @@ loop:
 }
 
 var errWorkReturned = errors.New("leaderelection: the leader's work returned")
+
+// renew makes one renewal attempt that starts at start, bounded by the
+// time left before the renew deadline, and records its outcome in the
+// core's lease.Renewal. It returns nil when the lease was renewed, and
+// otherwise why not (the core's holder then tells whether another
+// candidate took the lease).
+func (r *run) renew(ctx context.Context, start time.Time) error {
+	rctx, cancel := context.WithTimeout(ctx, r.core.renewal.Bound(start))
+	ok, err := r.tryAcquireOrRenew(rctx)
+	cancel()
+	switch {
+	case ok:
+		r.e.mu.Lock()
+		r.e.renewedAt = r.core.renewal.Last()
+		r.e.renewals++
+		r.e.mu.Unlock()
+		return nil
+	case err == nil:
+		err = fmt.Errorf("lease is held by %q", r.core.rec.Holder)
+	default:
+		r.log.Debug("renewal failed", "err", err)
+	}
+	r.core.renewal.Failed(start)
+	return err
+}
 
 // tryAcquireOrRenew makes one attempt and reports whether this candidate
 // holds the lease after it. A false with a nil error means another
@@ -382,7 +383,7 @@ func (r *run) setLeading(v bool) {
 	r.e.mu.Lock()
 	r.e.leading = v
 	if v {
-		r.e.renewedAt = r.core.renewedAt
+		r.e.renewedAt = r.core.renewal.Last()
 		r.e.since = r.cfg.Clock.Now()
 	}
 	r.e.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/lease"
 	"github.com/kloop-dev/kloop/internal/slots"
 )
 
@@ -65,18 +66,18 @@ type peer struct {
 }
 
 type core struct {
-	self     string
-	n        int
-	key      Key
-	deadline time.Duration // renew deadline of our own Lease
+	self string
+	n    int
+	key  Key
 
 	peers map[string]*peer
 	state []slotState
 	since []time.Time // when each slot entered its state
 	want  []time.Time // when a free slot was first seen assigned to us (zero if not)
 
-	joined    bool      // our Lease is written and renewed in time
-	renewedAt time.Time // start of the last successful write of our Lease
+	// renewal schedules the writes of our Lease and says when it is lost;
+	// it counts from the start of the last successful write.
+	renewal lease.Renewal
 	// claimFrom: a member claims free slots only from then on, a moment
 	// after its Lease first appeared, so that replicas started together
 	// see each other before the first of them takes everything.
@@ -85,16 +86,18 @@ type core struct {
 	leaving   bool // shutting down: release everything, claim nothing
 }
 
-func newCore(self string, n int, key Key, deadline time.Duration) *core {
+// newCore returns the core of member self of a group of n slots keyed by
+// key, whose own Lease is timed by t.
+func newCore(self string, n int, key Key, t lease.Timing) *core {
 	return &core{
-		self:     self,
-		n:        n,
-		key:      key,
-		deadline: deadline,
-		peers:    make(map[string]*peer),
-		state:    make([]slotState, n),
-		since:    make([]time.Time, n),
-		want:     make([]time.Time, n),
+		self:    self,
+		n:       n,
+		key:     key,
+		renewal: lease.NewRenewal(t),
+		peers:   make(map[string]*peer),
+		state:   make([]slotState, n),
+		since:   make([]time.Time, n),
+		want:    make([]time.Time, n),
 	}
 }
 
@@ -154,24 +157,27 @@ func (c *core) stale(now time.Time) []record {
 	return out
 }
 
-// lost reports whether our Lease has gone unrenewed past the deadline.
-func (c *core) lost(now time.Time) bool {
-	return c.joined && !now.Before(c.renewedAt.Add(c.deadline))
-}
+// joined reports whether our Lease has been written (renewed in time or
+// not: see lost).
+func (c *core) joined() bool { return !c.renewal.Last().IsZero() }
+
+// lost reports whether our Lease has gone unrenewed past the renew
+// deadline.
+func (c *core) lost(now time.Time) bool { return c.renewal.Lost(now) }
 
 // wrote records a successful write of our Lease that started at start.
 func (c *core) wrote(start time.Time) {
 	if c.claimFrom.IsZero() {
 		c.claimFrom = start.Add(c.joinDelay)
 	}
-	c.joined, c.renewedAt = true, start
+	c.renewal.Renewed(start)
 }
 
 // members lists the live compatible members, ourselves included while our
 // Lease is current.
 func (c *core) members(now time.Time) []string {
 	var ms []string
-	if c.joined && !c.lost(now) {
+	if c.joined() && !c.lost(now) {
 		ms = append(ms, c.self)
 	}
 	for id, p := range c.peers {
@@ -253,7 +259,7 @@ func (c *core) next(now time.Time) plan {
 		}
 		return p
 	}
-	if !c.joined {
+	if !c.joined() {
 		return p
 	}
 	owners := slots.Assign(c.members(now), c.n)
@@ -291,7 +297,7 @@ func (c *core) next(now time.Time) plan {
 // how long each had waited since it was first assigned to us.
 func (c *core) confirm(now time.Time) (start slots.Set, waited []time.Duration) {
 	start = slots.New(c.n)
-	if c.lost(now) || !c.joined || c.leaving {
+	if c.lost(now) || !c.joined() || c.leaving {
 		for _, i := range c.inState(slotClaiming).Slots() {
 			c.state[i], c.since[i] = slotFree, now
 		}
@@ -322,11 +328,11 @@ func (c *core) view(now time.Time) []MemberStatus {
 	rows := []MemberStatus{{
 		Identity: c.self,
 		Self:     true,
-		Live:     c.joined && !c.lost(now),
+		Live:     c.joined() && !c.lost(now),
 		Held:     c.held().Slots(),
 		Draining: c.inState(slotReleasing).Slots(),
 		Assigned: count(c.self),
-		Age:      now.Sub(c.renewedAt),
+		Age:      now.Sub(c.renewal.Last()),
 	}}
 	ids := make([]string, 0, len(c.peers))
 	for id := range c.peers {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kloop-dev/kloop/internal/lease"
 	"github.com/kloop-dev/kloop/internal/slots"
 )
 
@@ -12,6 +13,9 @@ const (
 	tDuration = 15 * time.Second
 	tDeadline = 10 * time.Second
 )
+
+// tTiming is the timing of the cores' own Leases.
+var tTiming = lease.Timing{LeaseDuration: tDuration, RenewDeadline: tDeadline, RetryPeriod: 2 * time.Second}
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -24,7 +28,7 @@ func rec(c *core, rv string) record {
 
 // joined returns a member that has written its Lease at now.
 func joined(id string, now time.Time) *core {
-	c := newCore(id, tSlots, ByNamespace, tDeadline)
+	c := newCore(id, tSlots, ByNamespace, tTiming)
 	c.wrote(now)
 	return c
 }
@@ -42,7 +46,7 @@ func takeAll(t *testing.T, c *core, now time.Time) {
 }
 
 func TestCore_AloneTakesEverySlot(t *testing.T) {
-	c := newCore("a", tSlots, ByNamespace, tDeadline)
+	c := newCore("a", tSlots, ByNamespace, tTiming)
 	if p := c.next(at(0)); p.claim.Len() != 0 {
 		t.Fatalf("claimed %s before its Lease was written", p.claim)
 	}
@@ -283,7 +287,7 @@ func TestCore_TheFirstMemberCollectsLeasesLeftBehind(t *testing.T) {
 // A member that just joined waits a moment before it claims, so that
 // replicas started together do not all start with everything.
 func TestCore_AJoiningMemberWaitsBeforeItsFirstClaim(t *testing.T) {
-	c := newCore("a", tSlots, ByNamespace, tDeadline)
+	c := newCore("a", tSlots, ByNamespace, tTiming)
 	c.joinDelay = 2 * time.Second
 	c.wrote(at(0))
 	p := c.next(at(1))

@@ -10,10 +10,14 @@
 // The hash space of an object field (its namespace or its UID; see Key) is
 // cut into a fixed number of slots (Options.Slots, 64 by default). Each
 // replica is a Member of a group: it holds a coordination.k8s.io Lease of
-// its own, labelled with the group, renewed like a leader-election Lease,
-// which lists the slots it holds. The live members fix the owner of every
-// slot deterministically (rendezvous hashing with bounded loads), so a
-// member joining or leaving moves about 1/N of the slots.
+// its own, labelled with the group, which lists the slots it holds. It is
+// renewed by the same mechanism as a leader-election Lease
+// (internal/lease.Renewal): renewals start RetryPeriod apart whether they
+// succeed or fail, each bounded by the time left before RenewDeadline;
+// a member also writes it at once when its slots change. The live
+// members fix the owner of every slot deterministically (rendezvous
+// hashing with bounded loads), so a member joining or leaving moves about
+// 1/N of the slots.
 //
 // A member's informers (through the informer factory's Restrict: Shard or
 // ShardWhen) send a shard selector for the slots it holds

@@ -79,7 +79,8 @@ type Options struct {
 	// member's Lease change, before they count it gone and take its slots.
 	// RenewDeadline is how long this member keeps trying to renew before it
 	// gives everything up; the difference is the time its reconciles have
-	// to stop. RetryPeriod is the renewal interval. Defaults: leader
+	// to stop. RetryPeriod is the renewal interval, after a failed write
+	// as after a successful one (as for leader election). Defaults: leader
 	// election's, leaderelection.DefaultLeaseDuration, DefaultRenewDeadline
 	// and DefaultRetryPeriod.
 	LeaseDuration time.Duration
@@ -107,11 +108,16 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
+// timing is the timing of the member's Lease.
+func (c *Options) timing() lease.Timing {
+	return lease.Timing{LeaseDuration: c.LeaseDuration, RenewDeadline: c.RenewDeadline, RetryPeriod: c.RetryPeriod}
+}
+
 func (c *Options) resolve() error {
 	if c.Slots == 0 {
 		c.Slots = DefaultSlots
 	}
-	t, timingErr := lease.Timing{LeaseDuration: c.LeaseDuration, RenewDeadline: c.RenewDeadline, RetryPeriod: c.RetryPeriod}.WithDefaults(true)
+	t, timingErr := c.timing().WithDefaults(true)
 	c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = t.LeaseDuration, t.RenewDeadline, t.RetryPeriod
 	if c.LeaveTimeout == 0 {
 		c.LeaveTimeout = DefaultLeaveTimeout
@@ -498,7 +504,7 @@ func (m *Member) Start(ctx context.Context) error {
 	if !m.started.CompareAndSwap(false, true) {
 		return errors.New("sharding: member already started")
 	}
-	c := newCore(m.cfg.Identity, m.cfg.Slots, m.cfg.Key, m.cfg.RenewDeadline)
+	c := newCore(m.cfg.Identity, m.cfg.Slots, m.cfg.Key, m.cfg.timing())
 	c.joinDelay = m.cfg.RetryPeriod
 	r := &run{m: m, c: c, clk: m.cfg.Clock, own: lease.NewHeld(m.leases, m.cfg.Namespace, m.name)}
 	return r.loop(ctx)
@@ -514,7 +520,6 @@ type run struct {
 	own          *lease.Held // our Lease as last written or read
 	lastWriteErr string      // the last failed write's error, logged once
 	written      string      // held/draining as last written
-	nextRenew    time.Time
 
 	changed     chan struct{}
 	released    chan slots.Set
@@ -642,17 +647,13 @@ func (r *run) loop(ctx context.Context) error {
 			}
 		}
 
-		wake := r.nextRenew
+		// The next renewal, or the renew deadline, is the latest wake.
+		wake := r.c.renewal.Wake(r.clk.Now())
 		if !p.wake.IsZero() && p.wake.Before(wake) {
 			wake = p.wake
 		}
 		if r.c.leaving && leaveBy.Before(wake) {
 			wake = leaveBy
-		}
-		if r.c.joined {
-			if d := r.c.renewedAt.Add(m.cfg.RenewDeadline); d.Before(wake) {
-				wake = d
-			}
 		}
 		timer := r.clk.NewTimer(max(wake.Sub(r.clk.Now()), time.Millisecond))
 		done := ctx.Done()
@@ -697,35 +698,29 @@ func (r *run) records(leases []*coordinationv1.Lease) []record {
 	return out
 }
 
+// due reports whether our Lease is to be written at now: a renewal is due
+// (lease.Renewal), or what it lists has changed.
 func (r *run) due(now time.Time) bool {
-	return !now.Before(r.nextRenew) || r.heldText() != r.written
+	return r.c.renewal.Due(now) || r.heldText() != r.written
 }
 
 func (r *run) heldText() string {
 	return r.c.held().String() + "|" + r.c.inState(slotReleasing).String()
 }
 
-// bound is how long a request of the loop may take: no later than the
-// renew deadline while the Lease is current, so that a hanging API server
-// cannot keep the loop from noticing the deadline and giving everything
-// up in time; a RetryPeriod once it has passed.
-func (r *run) bound() time.Duration {
-	if r.c.joined {
-		if left := r.c.renewedAt.Add(r.m.cfg.RenewDeadline).Sub(r.clk.Now()); left > 0 {
-			return left
-		}
-	}
-	return r.m.cfg.RetryPeriod
-}
+// bound is how long a request of the loop may take (lease.Renewal.Bound):
+// no later than the renew deadline while the Lease is current, so that a
+// hanging API server cannot keep the loop from noticing the deadline and
+// giving everything up in time; a RetryPeriod once it has passed.
+func (r *run) bound() time.Duration { return r.c.renewal.Bound(r.clk.Now()) }
 
 // write creates or renews our Lease with what the core holds. It reports
 // whether the write succeeded.
 func (r *run) write(ctx context.Context) bool {
 	m := r.m
-	ctx, cancel := context.WithTimeout(ctx, r.bound())
-	defer cancel()
 	start := r.clk.Now()
-	r.nextRenew = start.Add(m.cfg.RetryPeriod)
+	ctx, cancel := context.WithTimeout(ctx, r.c.renewal.Bound(start))
+	defer cancel()
 	rec := record{
 		Identity: m.cfg.Identity,
 		Slots:    m.cfg.Slots,
@@ -748,8 +743,7 @@ func (r *run) write(ctx context.Context) bool {
 		if r.c.lost(r.clk.Now()) {
 			m.log.Error("Member Lease not renewed within the renew deadline: giving up every slot", "renewDeadline", m.cfg.RenewDeadline)
 		}
-		// Retry soon, but not in a tight loop.
-		r.nextRenew = r.clk.Now().Add(m.cfg.RetryPeriod / 4)
+		r.c.renewal.Failed(start) // retried RetryPeriod after this one started
 		return false
 	}
 	r.written = text
@@ -1043,7 +1037,7 @@ func (r *run) report(now time.Time) {
 		Identity: m.cfg.Identity,
 		Slots:    m.cfg.Slots,
 		Key:      m.cfg.Key,
-		Joined:   r.c.joined && !r.c.lost(now),
+		Joined:   r.c.joined() && !r.c.lost(now),
 		Blocked:  r.c.blocked(now),
 		Leaving:  r.c.leaving,
 		Scope:    m.inScope().Slots(),

@@ -1,8 +1,10 @@
 // Package lease is the Lease mechanism that leader election and sharding
-// share: one client for Leases, and one way to keep a Lease of one's own
-// written (Held). What a Lease means (the leader's record, a shard
-// member's slots) and when it is written are each user's own; the timings
-// are leaderelection.Options's, whose defaults are declared once there.
+// share: one client for Leases, one way to keep a Lease of one's own
+// written (Held), one timing triple declared, defaulted and validated
+// (Timing), and one renew mechanism (Renewal: when the next write is due,
+// how long it may take, when the Lease is lost). What a Lease means (the
+// leader's record, a shard member's slots) and when it is written besides
+// its renewals are each user's own.
 package lease
 
 import (
