@@ -275,8 +275,8 @@ type pendingCauses[K comparable] struct {
 	// hint is the peak of the map last dropped: the size the next one is
 	// made with, so that a burst like the one before fills it without
 	// growing it at every doubling; a smaller burst after it makes the one
-	// after smaller.
-	hint int
+	// after smaller. made is the hint the current map was made with.
+	hint, made int
 	// own, if set, tells whether c is the event of a write of key's own
 	// reconciles; asked of a trigger that is left out for the bounds, as
 	// it is noted (a kept one is asked when the key is taken).
@@ -295,7 +295,7 @@ func (p *pendingCauses[K]) add(key K, c Cause, now int64) {
 	c.merged = false
 	p.mu.Lock()
 	if p.sets == nil {
-		p.sets = make(map[K]causeSet, p.hint)
+		p.sets, p.made = make(map[K]causeSet, p.hint), p.hint
 	}
 	s := p.sets[key]
 	if s.add(c) {
@@ -319,14 +319,24 @@ func (p *pendingCauses[K]) add(key K, c Cause, now int64) {
 
 // take removes and returns key's set. A map that held many keys and is
 // empty again is dropped, since a Go map keeps its size: a burst of keys
-// (an initial list) leaves no memory behind.
+// (an initial list) leaves no memory behind. It is kept when it was made
+// for the burst before and this one filled at least a quarter of it: bursts
+// alike keep coming (waves of changes to the same objects), and each would
+// otherwise make the map anew.
 func (p *pendingCauses[K]) take(key K) causeSet {
 	p.mu.Lock()
 	s, ok := p.sets[key]
 	if ok {
 		delete(p.sets, key)
 		if len(p.sets) == 0 && (p.peak > 64 || p.hint > 64) {
-			p.sets, p.hint, p.peak = nil, p.peak, 0
+			if p.made > 64 && 4*p.peak >= p.made {
+				// Emptied by deletes, it holds tombstones that would
+				// make it grow; clear leaves it empty indeed.
+				clear(p.sets)
+				p.peak = 0
+			} else {
+				p.sets, p.hint, p.peak = nil, p.peak, 0
+			}
 		}
 	}
 	p.mu.Unlock()
@@ -338,7 +348,7 @@ func (p *pendingCauses[K]) take(key K) causeSet {
 func (p *pendingCauses[K]) putBack(key K, s causeSet) {
 	p.mu.Lock()
 	if p.sets == nil {
-		p.sets = make(map[K]causeSet)
+		p.sets, p.made = make(map[K]causeSet), 0
 	}
 	cur, ok := p.sets[key]
 	if ok {
