@@ -17,12 +17,6 @@ type keyedFIFO[V any] struct {
 	head  int
 	items map[cache.Key]fifoItem[V]
 	gen   uint64
-	// peak is the most keys queued since the queue was last empty; hint
-	// is the peak of the backlog whose memory drained let go of: the
-	// size the next backlog's map is made with, so that a burst like the
-	// one before fills it without growing (and rehashing) it at every
-	// doubling. made is the hint the current map was made with.
-	peak, hint, made int
 }
 
 type slot struct {
@@ -50,7 +44,7 @@ func (q *keyedFIFO[V]) reserve(n int) {
 	if len(q.items) > 0 || n < 64 {
 		return
 	}
-	q.items, q.made = make(map[cache.Key]fifoItem[V], n), 0
+	q.items = make(map[cache.Key]fifoItem[V], n)
 	q.order = make([]slot, 0, n)
 	q.head = 0
 }
@@ -63,15 +57,11 @@ func (q *keyedFIFO[V]) push(k cache.Key, v V) {
 		return
 	}
 	if q.items == nil {
-		q.items, q.made = make(map[cache.Key]fifoItem[V], q.hint), q.hint
-		if q.order == nil && q.hint > 0 {
-			q.order = make([]slot, 0, q.hint)
-		}
+		q.items = make(map[cache.Key]fifoItem[V])
 	}
 	q.gen++
 	q.items[k] = fifoItem[V]{v: v, gen: q.gen}
 	q.order = append(q.order, slot{key: k, gen: q.gen})
-	q.peak = max(q.peak, len(q.items))
 	q.compact()
 }
 
@@ -135,30 +125,19 @@ func (q *keyedFIFO[V]) each(fn func(k cache.Key, v V)) {
 
 // drained resets an empty queue. After a large backlog (an initial list)
 // it lets go of the memory, since Go maps never shrink: an idle queue should
-// not hold a slot per object for the life of the informer. It keeps it when
-// the map was made for the backlog before and this one filled at least a quarter
-// of it: backlogs alike keep coming, and each would otherwise make the map
-// anew.
+// not hold a slot per object for the life of the informer.
 func (q *keyedFIFO[V]) drained() {
-	switch {
-	case cap(q.order) <= 1024:
+	if cap(q.order) > 1024 {
+		q.order, q.items = nil, nil
+	} else {
 		q.order = q.order[:0]
-	case q.made > 1024 && 4*q.peak >= q.made:
-		// Emptied by deletes, the map holds tombstones that would make it
-		// grow; clear leaves it empty indeed.
-		clear(q.items)
-		clear(q.order)
-		q.order = q.order[:0]
-	default:
-		q.order, q.items, q.hint = nil, nil, q.peak
 	}
-	q.peak = 0
 	q.head = 0
 }
 
 // clear drops everything, releasing the memory of a large backlog.
 func (q *keyedFIFO[V]) clear() {
-	*q = keyedFIFO[V]{gen: q.gen, hint: q.hint}
+	*q = keyedFIFO[V]{gen: q.gen}
 }
 
 // compact keeps order from growing with stale slots when one key is
