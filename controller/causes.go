@@ -269,14 +269,20 @@ func (s *causeSet) String() string {
 // pendingCauses holds the causes of the keys waiting in a controller's
 // queue, merged per key, until a worker takes the key.
 type pendingCauses[K comparable] struct {
-	mu   sync.Mutex
-	sets map[K]causeSet
+	mu sync.Mutex
+	// sets maps a key to its set. A map slot holds a pointer rather than
+	// the set: keys come and go all the time, and a Go map emptied by
+	// deletes still grows as keys are added (it does not reuse its
+	// tombstones), by a quarter the bytes with pointers. The sets come
+	// from free, made 32 at a time and refilled as workers take them.
+	sets map[K]*causeSet
+	free []*causeSet
 	peak int
 	// hint is the peak of the map last dropped: the size the next one is
 	// made with, so that a burst like the one before fills it without
 	// growing it at every doubling; a smaller burst after it makes the one
-	// after smaller.
-	hint int
+	// after smaller. made is the hint the current map was made with.
+	hint, made int
 	// own, if set, tells whether c is the event of a write of key's own
 	// reconciles; asked of a trigger that is left out for the bounds, as
 	// it is noted (a kept one is asked when the key is taken).
@@ -288,16 +294,37 @@ func (p *pendingCauses[K]) ownCause(key K, c *Cause) bool {
 	return p.own != nil && p.own(key, c)
 }
 
+// setFor returns key's set, adding an empty one if it has none. Caller
+// holds mu.
+func (p *pendingCauses[K]) setFor(key K) *causeSet {
+	if p.sets == nil {
+		p.sets, p.made = make(map[K]*causeSet, p.hint), p.hint
+	}
+	s := p.sets[key]
+	if s == nil {
+		if len(p.free) == 0 {
+			// Made 32 at a time: a burst of new keys costs an
+			// allocation per 32 of them.
+			slab := make([]causeSet, 32)
+			for i := range slab {
+				p.free = append(p.free, &slab[i])
+			}
+		}
+		s = p.free[len(p.free)-1]
+		p.free = p.free[:len(p.free)-1]
+		p.sets[key] = s
+		p.peak = max(p.peak, len(p.sets))
+	}
+	return s
+}
+
 // add merges c into key's set; now (nanoseconds, 0 without Debounce) is
 // when a source triggered it, for Debounce.
 func (p *pendingCauses[K]) add(key K, c Cause, now int64) {
 	merged := c.merged
 	c.merged = false
 	p.mu.Lock()
-	if p.sets == nil {
-		p.sets = make(map[K]causeSet, p.hint)
-	}
-	s := p.sets[key]
+	s := p.setFor(key)
 	if s.add(c) {
 		// A copy, so that c itself stays on the stack when it is kept.
 		left := c
@@ -312,40 +339,45 @@ func (p *pendingCauses[K]) add(key K, c Cause, now int64) {
 		}
 		s.last = now
 	}
-	p.sets[key] = s
-	p.peak = max(p.peak, len(p.sets))
 	p.mu.Unlock()
 }
 
 // take removes and returns key's set. A map that held many keys and is
-// empty again is dropped, since a Go map keeps its size: a burst of keys
-// (an initial list) leaves no memory behind.
+// empty again is dropped, with the free sets, since a Go map keeps its
+// size: a burst of keys (an initial list) leaves no memory behind. It is
+// kept when it was made for the burst before and this one filled at least
+// a quarter of it: bursts alike keep coming (waves of changes to the same
+// objects), and each would otherwise make the map and the sets anew.
 func (p *pendingCauses[K]) take(key K) causeSet {
 	p.mu.Lock()
-	s, ok := p.sets[key]
-	if ok {
+	var out causeSet
+	if s := p.sets[key]; s != nil {
+		out = *s
+		*s = causeSet{}
 		delete(p.sets, key)
+		p.free = append(p.free, s)
 		if len(p.sets) == 0 && (p.peak > 64 || p.hint > 64) {
-			p.sets, p.hint, p.peak = nil, p.peak, 0
+			if p.made > 64 && 4*p.peak >= p.made {
+				// Emptied by deletes, it holds tombstones that would
+				// make it grow; clear leaves it empty indeed.
+				clear(p.sets)
+				p.peak = 0
+			} else {
+				p.sets, p.free, p.hint, p.peak = nil, nil, p.peak, 0
+			}
 		}
 	}
 	p.mu.Unlock()
-	return s
+	return out
 }
 
 // putBack merges s, taken by a worker that did not reconcile the key
 // (Debounce held it), back into key's set.
 func (p *pendingCauses[K]) putBack(key K, s causeSet) {
 	p.mu.Lock()
-	if p.sets == nil {
-		p.sets = make(map[K]causeSet)
-	}
-	cur, ok := p.sets[key]
-	if ok {
-		s.merge(&cur, func(c *Cause) bool { return p.ownCause(key, c) })
-	}
-	p.sets[key] = s
-	p.peak = max(p.peak, len(p.sets))
+	cur := p.setFor(key)
+	s.merge(cur, func(c *Cause) bool { return p.ownCause(key, c) })
+	*cur = s
 	p.mu.Unlock()
 }
 

@@ -503,7 +503,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 	// be matched with what the reconcile logged.
 	cc := newCallContext(ctx, c.log, key, causes, &c.self)
 	call := &cc.h
-	log := call.log
+	log := &call.logger
 	ctx = cc
 	var span trace.Span
 	if c.opts.Tracer != nil {

@@ -41,7 +41,7 @@ func LoggerFrom(ctx context.Context) *slog.Logger {
 // random bits, which makes a collision among the calls anyone reads
 // together unlikely.
 func reconcileLogger[K comparable](base *slog.Logger, key K) *slog.Logger {
-	return newReconcileHandler(base, key, causeSet{}).log
+	return &newReconcileHandler(base, key, causeSet{}).logger
 }
 
 // newReconcileHandler returns the handler of one Reconcile call, with its
@@ -57,7 +57,6 @@ func newReconcileHandler[K comparable](base *slog.Logger, key K, causes causeSet
 func (h *reconcileHandler[K]) init(base *slog.Logger, key K, causes causeSet) {
 	*h = reconcileHandler[K]{base: base.Handler(), key: key, id: rand.Uint64(), causes: causes}
 	h.logger = *slog.New(h)
-	h.log = &h.logger
 }
 
 // callContext is the context of one Reconcile call: its parent, with the
@@ -67,14 +66,16 @@ func (h *reconcileHandler[K]) init(base *slog.Logger, key K, causes causeSet) {
 // five (docs/benchmarks.md, events).
 type callContext[K comparable] struct {
 	context.Context
-	h    reconcileHandler[K]
-	sink writeSink[K]
+	h reconcileHandler[K]
+	// w remembers the call's writes as h.key's: the context is the
+	// call's ownwrite.Sink.
+	w *selfWrites[K]
 }
 
 // newCallContext returns the context of a Reconcile call of key under
 // parent: its logger is base's, its writes are remembered in w as key's.
 func newCallContext[K comparable](parent context.Context, base *slog.Logger, key K, causes causeSet, w *selfWrites[K]) *callContext[K] {
-	c := &callContext[K]{Context: parent, sink: writeSink[K]{w: w, key: key}}
+	c := &callContext[K]{Context: parent, w: w}
 	c.h.init(base, key, causes)
 	return c
 }
@@ -84,7 +85,7 @@ func (c *callContext[K]) Value(k any) any {
 	case callKey:
 		return reconcileCall(&c.h)
 	case ownwrite.Key:
-		return ownwrite.Sink(&c.sink)
+		return ownwrite.Sink(c)
 	}
 	return c.Context.Value(k)
 }
@@ -98,12 +99,17 @@ type reconcileHandler[K comparable] struct {
 	base   slog.Handler
 	key    K
 	id     uint64
-	log    *slog.Logger // &logger
 	logger slog.Logger
 	causes causeSet
 }
 
-func (h *reconcileHandler[K]) callLogger() *slog.Logger { return h.log }
+// Wrote implements ownwrite.Sink: the call's writes are remembered as its
+// key's.
+func (c *callContext[K]) Wrote(namespace, name, rv string) {
+	c.w.add(c.h.key, writeAt{namespace, name, rv})
+}
+
+func (h *reconcileHandler[K]) callLogger() *slog.Logger { return &h.logger }
 func (h *reconcileHandler[K]) callCauses() *causeSet    { return &h.causes }
 
 func (h *reconcileHandler[K]) attrs() []slog.Attr {

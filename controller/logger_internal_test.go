@@ -66,7 +66,7 @@ func TestReconcileLogger_DebugLinesCarryTheCausesAlsoFromDerivedLoggers(t *testi
 	base := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var causes causeSet
 	causes.add(Cause{Source: "For", Kind: "Foo", Namespace: "ns", Name: "a", ResourceVersion: "7", Change: cache.Updated, Own: true})
-	log := newReconcileHandler(base, "k", causes).log
+	log := &newReconcileHandler(base, "k", causes).logger
 	log.Debug("direct")
 	log.With("x", 1).Debug("derived")
 	log.With("x", 1).Info("info")

@@ -80,17 +80,6 @@ func (w *selfWrites[K]) wrote(key K, c *Cause) bool {
 	return ok && k == key
 }
 
-// writeSink is the ownwrite.Sink of one reconcile of key: the writes made
-// with the reconcile's context are remembered as key's.
-type writeSink[K comparable] struct {
-	w   *selfWrites[K]
-	key K
-}
-
-func (s *writeSink[K]) Wrote(namespace, name, rv string) {
-	s.w.add(s.key, writeAt{namespace, name, rv})
-}
-
 // selfInflicted reports whether the reconcile of key with causes s would be
 // woken only by the events of key's own writes, so that it is skipped.
 func (c *Controller[K]) selfInflicted(key K, s *causeSet) bool {

@@ -610,6 +610,10 @@ func (inf *Informer[T]) emit(ev watcher.Event[T]) {
 	}
 }
 
+// applyBatch bounds how many queued changes process applies under one hold
+// of dispatchMu, setting the informer's gauges once for all of them.
+const applyBatch = 128
+
 // process applies queued events to the cache and fans them out.
 func (inf *Informer[T]) process(ctx context.Context) {
 	for {
@@ -618,24 +622,46 @@ func (inf *Informer[T]) process(ctx context.Context) {
 			return
 		case <-inf.qwake:
 		}
-		for ctx.Err() == nil {
-			inf.qmu.Lock()
-			o, ok := inf.queue.pop()
-			depth := inf.queue.pending()
-			inf.qmu.Unlock()
-			if !ok {
-				break
-			}
-			inf.metrics.queueDepth.Set(float64(depth))
-			inf.apply(o)
+		for ctx.Err() == nil && inf.applySome() {
 		}
 	}
 }
 
-func (inf *Informer[T]) apply(o op[T]) {
+// applySome pops and applies queued changes one at a time, as they come,
+// up to applyBatch of them under one hold of dispatchMu, and reports
+// whether it applied any. Each is popped only once the one before is
+// applied, so that a change queued meanwhile takes its place behind the
+// keys still waiting, as the delta queue's order promises.
+func (inf *Informer[T]) applySome() bool {
 	inf.dispatchMu.Lock()
 	defer inf.dispatchMu.Unlock()
 	inf.pruneLocked()
+	n := 0
+	depth := 0
+	for n < applyBatch {
+		inf.qmu.Lock()
+		o, ok := inf.queue.pop()
+		depth = inf.queue.pending()
+		inf.qmu.Unlock()
+		if !ok {
+			break
+		}
+		inf.applyLocked(&o)
+		n++
+	}
+	if n == 0 {
+		return false
+	}
+	inf.metrics.queueDepth.Set(float64(depth))
+	objs := inf.store.Len()
+	inf.metrics.objects.Set(float64(objs))
+	inf.metrics.cacheBytes.Set(float64(inf.size.bytes(objs)))
+	inf.metrics.setRV(inf.store.ResourceVersion())
+	return true
+}
+
+// applyLocked applies one op. Caller holds dispatchMu.
+func (inf *Informer[T]) applyLocked(o *op[T]) {
 	switch o.kind {
 	case opSnapshot:
 		initial := !inf.synced
@@ -733,10 +759,6 @@ func (inf *Informer[T]) apply(o op[T]) {
 	case opBookmark:
 		inf.writer.Bookmark(o.bookmark)
 	}
-	n := inf.store.Len()
-	inf.metrics.objects.Set(float64(n))
-	inf.metrics.cacheBytes.Set(float64(inf.size.bytes(n)))
-	inf.metrics.setRV(inf.store.ResourceVersion())
 }
 
 // fanOut hands e to every registration: queued for a listener, called for

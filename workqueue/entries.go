@@ -125,7 +125,8 @@ const quietKeep = 64
 // list and the snapshot once the queue is quiet (nothing ready, pending,
 // delayed or in flight), unless its keys tend to come back: since it last
 // decided, adds took idle entries up again (reused them) at least half as
-// often as there are entries now. It decides at most once per as many
+// often as there are entries now, or the entries it last dropped have been
+// made again, at least half as many (then it keeps them once, to see). It decides at most once per as many
 // hand-outs as there are entries, so a busy queue that keeps emptying out
 // pays a constant per hand-out for the check, and a queue whose keys come
 // back often keeps its entries and stays allocation-free. A controller whose
@@ -147,6 +148,17 @@ func (q *Queue[K]) releaseIfQuiet() {
 	if 2*reused >= len(q.entries) {
 		return
 	}
+	// Bursts that come back: the last release dropped about as many
+	// entries as have been made again since. Kept this once, the next
+	// burst shows, as reuse, whether its keys are the same; if not, the
+	// next quiet spell releases them. A controller woken by waves of the
+	// same keys then keeps its entries instead of making them anew each
+	// wave.
+	if q.released > 0 && 2*len(q.entries) >= q.released {
+		q.released = 0
+		return
+	}
+	q.released = len(q.entries)
 	var kept map[K]*entry[K]
 	for k, e := range q.entries {
 		// Every entry is idle. Evicting one makes refs to it stale, so adds

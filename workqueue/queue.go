@@ -85,6 +85,9 @@ type Queue[K comparable] struct {
 	// decided, and the hand-out count then.
 	reused  int
 	quietAt uint64
+	// released is how many entries releaseIfQuiet last dropped; 0 once a
+	// quiet spell has kept them since.
+	released int
 
 	// Ready entries live in ring while all of them have priority 0, and in
 	// prio (ordered by aged priority) otherwise.

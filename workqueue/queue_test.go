@@ -588,10 +588,16 @@ func TestQueue_QuietQueueReleasesItsEntries(t *testing.T) {
 			t.Fatalf("quiet queue holds %d entries, snapshot %v, %d slab entries; want none", n, snap != nil, slab)
 		}
 	}
-	burst := func(t *testing.T, q *Queue[int]) {
+	held := func(q *Queue[int]) int {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.entries)
+	}
+	// burst adds the keys from..from+4999, each once more while in flight.
+	burst := func(t *testing.T, q *Queue[int], from int) {
 		t.Helper()
 		for k := range 5000 {
-			q.Add(k)
+			q.Add(from + k)
 		}
 		q.mu.Lock()
 		q.publish() // the lock-free paths know every key
@@ -650,12 +656,30 @@ func TestQueue_QuietQueueReleasesItsEntries(t *testing.T) {
 				t.Fatalf("Get on a quiet queue = %v, want DeadlineExceeded", err)
 			}
 			check(t, q)
-			burst(t, q)
-			ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
-			defer cancel2()
-			if _, err := q.Get(ctx2); err != context.DeadlineExceeded {
-				t.Fatalf("Get on a quiet queue = %v, want DeadlineExceeded", err)
+			quiet := func() {
+				t.Helper()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				if _, err := q.Get(ctx); err != context.DeadlineExceeded {
+					t.Fatalf("Get on a quiet queue = %v, want DeadlineExceeded", err)
+				}
 			}
+			// As many keys as were dropped come back: kept once, to see
+			// whether they are the same the next time.
+			burst(t, q, 0)
+			quiet()
+			if n := held(q); n != 5000 {
+				t.Fatalf("quiet queue holds %d entries after a burst as large as the one it released; want the 5000 kept", n)
+			}
+			// They were: the next burst reuses them, and they stay.
+			burst(t, q, 0)
+			quiet()
+			if n := held(q); n != 5000 {
+				t.Fatalf("quiet queue holds %d entries after the same keys came back; want the 5000 kept", n)
+			}
+			// Other keys: none is reused, so the quiet queue lets go.
+			burst(t, q, 5000)
+			quiet()
 			check(t, q)
 		})
 	})

@@ -30,7 +30,8 @@
 // median.
 //
 // -only kloop (or client-go) runs one side alone, printing no RESULT line,
-// for -cpuprofile or -memprofile (every allocation) to profile it.
+// for -cpuprofile, -memprofile (every allocation), -mutexprofile or
+// -blockprofile (every contention, every blocking event) to profile it.
 //
 // Run with: cd bench && go run ./cmd/events
 package main
@@ -48,6 +49,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -80,13 +82,15 @@ func main() {
 	only := flag.String("only", "", "run one side alone (kloop or client-go), for a profile of it; no RESULT lines")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
+	mutexProfile := flag.String("mutexprofile", "", "write a mutex contention profile of the whole run to this file")
+	blockProfile := flag.String("blockprofile", "", "write a blocking profile of the whole run to this file")
 	flag.Parse()
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
 	if *keys < 1 || *waves < 1 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "events benchmark: -keys, -waves and -rounds must be at least 1")
 		os.Exit(2)
 	}
-	stop, err := startProfiles(*cpuProfile, *memProfile)
+	stop, err := startProfiles(profiles{cpu: *cpuProfile, mem: *memProfile, mutex: *mutexProfile, block: *blockProfile})
 	if err == nil {
 		err = run(*keys, *waves, *rounds, *only)
 		err = errors.Join(err, stop())
@@ -97,12 +101,16 @@ func main() {
 	}
 }
 
-// startProfiles starts a CPU profile into cpu and records every allocation
-// for a heap profile into mem (either may be empty); stop writes them.
-func startProfiles(cpu, mem string) (stop func() error, err error) {
+// profiles names the files the run's profiles go to; "" for none.
+type profiles struct{ cpu, mem, mutex, block string }
+
+// startProfiles starts a CPU profile into p.cpu, records every allocation
+// for a heap profile into p.mem, every mutex contention for p.mutex and
+// every blocking event for p.block; stop writes them.
+func startProfiles(p profiles) (stop func() error, err error) {
 	var cpuFile *os.File
-	if cpu != "" {
-		if cpuFile, err = os.Create(cpu); err != nil {
+	if p.cpu != "" {
+		if cpuFile, err = os.Create(p.cpu); err != nil {
 			return nil, err
 		}
 		if err := pprof.StartCPUProfile(cpuFile); err != nil {
@@ -110,8 +118,24 @@ func startProfiles(cpu, mem string) (stop func() error, err error) {
 			return nil, err
 		}
 	}
-	if mem != "" {
+	if p.mem != "" {
 		runtime.MemProfileRate = 1
+	}
+	if p.mutex != "" {
+		runtime.SetMutexProfileFraction(1)
+	}
+	if p.block != "" {
+		runtime.SetBlockProfileRate(1)
+	}
+	write := func(name, file string) error {
+		if file == "" {
+			return nil
+		}
+		f, err := os.Create(file)
+		if err != nil {
+			return err
+		}
+		return errors.Join(pprof.Lookup(name).WriteTo(f, 0), f.Close())
 	}
 	return func() error {
 		var err error
@@ -119,14 +143,7 @@ func startProfiles(cpu, mem string) (stop func() error, err error) {
 			pprof.StopCPUProfile()
 			err = cpuFile.Close()
 		}
-		if mem != "" {
-			f, ferr := os.Create(mem)
-			if ferr != nil {
-				return errors.Join(err, ferr)
-			}
-			err = errors.Join(err, pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
-		}
-		return err
+		return errors.Join(err, write("allocs", p.mem), write("mutex", p.mutex), write("block", p.block))
 	}, nil
 }
 
@@ -134,6 +151,8 @@ func startProfiles(cpu, mem string) (stop func() error, err error) {
 type result struct {
 	elapsed    time.Duration // the W waves
 	mallocs    uint64        // during the W waves
+	allocated  uint64        // bytes allocated during the W waves
+	cpu        time.Duration // the process's CPU time (user and system) during the W waves
 	goroutines int           // once the initial list is reconciled
 }
 
@@ -173,8 +192,8 @@ func run(m, waves, rounds int, only string) error {
 			tput[i] = append(tput[i], events/one.elapsed.Seconds())
 			allocs[i] = append(allocs[i], float64(one.mallocs)/events)
 			gor[i] = append(gor[i], float64(many.goroutines-one.goroutines)/float64(manySources-1))
-			fmt.Printf("# round %d %s: %.0f events/s, %.1f allocs/event, goroutines %d (1 source) %d (%d sources)\n",
-				r+1, s.name, events/one.elapsed.Seconds(), float64(one.mallocs)/events, one.goroutines, many.goroutines, manySources)
+			fmt.Printf("# round %d %s: %.0f events/s, %.2f µs CPU/event, %.1f allocs/event (%.0f B), goroutines %d (1 source) %d (%d sources)\n",
+				r+1, s.name, events/one.elapsed.Seconds(), float64(one.cpu.Microseconds())/events, float64(one.mallocs)/events, float64(one.allocated)/events, one.goroutines, many.goroutines, manySources)
 		}
 	}
 	if only != "" {
@@ -323,6 +342,7 @@ func measure(wl *workload, t *tracker, listed <-chan struct{}, sendInitial func(
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	cpuBefore := cpuTime()
 	start := time.Now()
 	for w := range wl.waves {
 		ch := t.begin(w + 1)
@@ -332,9 +352,20 @@ func measure(wl *workload, t *tracker, listed <-chan struct{}, sendInitial func(
 		}
 	}
 	res.elapsed = time.Since(start)
+	res.cpu = cpuTime() - cpuBefore
 	runtime.ReadMemStats(&after)
 	res.mallocs = after.Mallocs - before.Mallocs
+	res.allocated = after.TotalAlloc - before.TotalAlloc
 	return res, nil
+}
+
+// cpuTime is the CPU time the process has used so far, 0 if unknown.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // scripted is the kloop side's Source: it plays the batches it is sent.
