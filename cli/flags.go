@@ -12,6 +12,7 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/otlp"
 )
 
 // Flags are the conventions of a controller command, in five groups. Make
@@ -131,7 +132,7 @@ func (f *Flags) Validate() error {
 // (a bad one is a *FlagError), sets the logger up (Logging.Setup), loads
 // the client configuration (the Cluster group) and returns it with the
 // Options for kloop.New: Name, Namespace or Namespaces, Logger,
-// MetricsAddr, HealthAddr, SecureMetrics, DebugAddr, TraceEndpoint, the Webhook options,
+// MetricsAddr, HealthAddr, SecureMetrics, DebugAddr, Traces, the Webhook options,
 // LeaderElection, Sharding, MemoryLimit, Memory.EncodedUnder and WaitForKinds filled in. The
 // command sets the rest (Scheme, ...) before calling kloop.New.
 func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) {
@@ -155,6 +156,13 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 	if err != nil {
 		return nil, kloop.Options{}, err
 	}
+	// A command built with cli links the exporter, to offer
+	// --trace-endpoint; it makes one only when asked (the flag or the
+	// OTEL_* environment), with kloop's registry, the App's default.
+	traces, err := otlp.New(otlp.Config{Endpoint: f.Serving.TraceEndpoint, Service: f.Name, Logger: log})
+	if err != nil {
+		return nil, kloop.Options{}, err
+	}
 	var namespace string
 	namespaces := f.Namespaces
 	if len(namespaces) == 1 {
@@ -169,7 +177,7 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 		HealthAddr:        health,
 		SecureMetrics:     sec,
 		DebugAddr:         debugAddr,
-		TraceEndpoint:     f.Serving.TraceEndpoint,
+		Traces:            traces,
 		WebhookAddr:       webhookAddr,
 		WebhookCertDir:    f.Serving.WebhookCertDir,
 		WebhookLocal:      f.Serving.WebhookLocal,

@@ -7,23 +7,25 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
-	"github.com/kloop-dev/kloop/internal/traceexport"
+	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/internal/tracing"
+	"github.com/kloop-dev/kloop/otlp"
 )
 
-// The endpoint as Options.TraceEndpoint and --trace-endpoint document it
+// The endpoint as otlp.Config.Endpoint and --trace-endpoint document it
 // (the receiver's base URL) reaches the OpenTelemetry Collector's OTLP/HTTP
 // receiver.
 func TestEndpoint_AsDocumentedReachesTheCollectorsOTLPReceiver(t *testing.T) {
 	r := startReceiver(t)
 	reg := prometheus.NewRegistry()
 	noEnv := func(string) string { return "" }
-	exp, err := traceexport.New(traceexport.Config{Endpoint: r.endpoint, Service: "t", Logger: slog.New(slog.DiscardHandler), Registerer: reg, Getenv: noEnv})
+	exp, err := otlp.New(otlp.Config{Endpoint: r.endpoint, Service: "t", Logger: slog.New(slog.DiscardHandler), Registerer: reg, Getenv: noEnv})
 	if err != nil || exp == nil {
 		t.Fatalf("New: %v, %v", exp, err)
 	}
-	exp.Start()
-	_, sp := exp.Tracer().Start(context.Background(), "reconcile probe")
+	_, sp := exp.Tracer(tracing.Scope).Start(context.Background(), "reconcile probe")
 	sp.End()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -36,5 +38,55 @@ func TestEndpoint_AsDocumentedReachesTheCollectorsOTLPReceiver(t *testing.T) {
 	}
 	if len(names) != 1 || names[0] != "reconcile probe" {
 		t.Errorf("the receiver got spans %q, want [\"reconcile probe\"]", names)
+	}
+}
+
+// A span a reconciler starts from its context (trace.SpanFromContext, as
+// a user's code does) is the reconcile span's child and reaches the
+// receiver with it.
+func TestUsersSpan_NestsUnderTheReconcileSpan(t *testing.T) {
+	r := startReceiver(t)
+	reg := prometheus.NewRegistry()
+	log := slog.New(slog.DiscardHandler)
+	exp, err := otlp.New(otlp.Config{Endpoint: r.endpoint, Service: "t", Logger: log, Registerer: reg, Getenv: func(string) string { return "" }})
+	if err != nil || exp == nil {
+		t.Fatalf("New: %v, %v", exp, err)
+	}
+	done := make(chan struct{})
+	ctl, err := controller.New[string](controller.ReconcilerFunc[string](func(ctx context.Context, key string) (controller.Result, error) {
+		_, sp := trace.SpanFromContext(ctx).TracerProvider().Tracer("user").Start(ctx, "user work")
+		sp.End()
+		close(done)
+		return controller.Result{}, nil
+	}), controller.Options[string]{Name: "nest", Tracer: exp.Tracer(tracing.Scope), Registerer: reg, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { _ = ctl.Start(ctx); close(stopped) }()
+	ctl.Enqueue("k")
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the reconcile of k did not run in 30s")
+	}
+	cancel()
+	<-stopped
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := exp.Shutdown(sctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	byName := map[string]span{}
+	for _, s := range r.all() {
+		byName[s.name] = s
+	}
+	user, rec := byName["user work"], byName["reconcile nest"]
+	if user.id == "" || rec.id == "" {
+		t.Fatalf("the receiver got spans %v, want \"reconcile nest\" and \"user work\"", byName)
+	}
+	if user.parent != rec.id {
+		t.Errorf("the user's span has parent %q, want the reconcile span %q", user.parent, rec.id)
 	}
 }

@@ -1,4 +1,4 @@
-package traceexport
+package otlp
 
 import (
 	"context"
@@ -17,8 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/internal/metricstest"
+	"github.com/kloop-dev/kloop/internal/tracing"
 	"github.com/kloop-dev/kloop/testenv/await"
 )
 
@@ -28,29 +30,7 @@ func env(vars map[string]string) func(string) string {
 	return func(k string) string { return vars[k] }
 }
 
-func TestEnabled_FollowsTheOTELVariables(t *testing.T) {
-	for _, c := range []struct {
-		vars     map[string]string
-		endpoint string
-		on       bool
-		err      string
-	}{
-		{vars: nil, on: false},
-		{vars: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, on: true},
-		{vars: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, on: true},
-		{vars: map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}, on: true},
-		{vars: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318", "OTEL_TRACES_EXPORTER": "none"}, on: false},
-		{vars: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318", "OTEL_SDK_DISABLED": "true"}, on: false},
-		{vars: map[string]string{"OTEL_TRACES_EXPORTER": "none"}, endpoint: "http://127.0.0.1:4318", on: true},
-		{vars: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, err: `OTEL_TRACES_EXPORTER="zipkin": kloop exports traces with OTLP only`},
-		{vars: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, err: `OTEL_EXPORTER_OTLP_PROTOCOL="grpc": kloop sends traces over OTLP/HTTP: set it to http/protobuf`},
-		{endpoint: "127.0.0.1:4318", err: `trace endpoint "127.0.0.1:4318": give the OTLP/HTTP receiver's URL`},
-	} {
-		on, err := Enabled(Config{Endpoint: c.endpoint, Getenv: env(c.vars)})
-		if on != c.on || (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
-			t.Errorf("Enabled(%q, %v) = %v, %v; want %v, %q", c.endpoint, c.vars, on, err, c.on, c.err)
-		}
-	}
+func TestNew_SaysWhatToSetForABadQueueSize(t *testing.T) {
 	if _, err := New(Config{Getenv: env(map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_BSP_MAX_QUEUE_SIZE": "lots"})}); err == nil ||
 		!strings.Contains(err.Error(), `OTEL_BSP_MAX_QUEUE_SIZE="lots": give a positive whole number`) {
 		t.Errorf("a bad queue size: %v", err)
@@ -111,7 +91,6 @@ func TestUnreachableReceiver_NeverSlowsOrFailsReconciles(t *testing.T) {
 			if err != nil || exp == nil {
 				t.Fatalf("New: %v, %v", exp, err)
 			}
-			exp.Start()
 			const keys = 500
 			var done atomic.Int64
 			var sig await.Signal
@@ -120,7 +99,7 @@ func TestUnreachableReceiver_NeverSlowsOrFailsReconciles(t *testing.T) {
 				sig.Notify()
 				return controller.Result{}, nil
 			})
-			ctl, err := controller.New[string](rec, controller.Options[string]{Name: "unreachable", Tracer: exp.Tracer(), Registerer: reg, Logger: slog.New(slog.DiscardHandler)})
+			ctl, err := controller.New[string](rec, controller.Options[string]{Name: "unreachable", Tracer: exp.Tracer(tracing.Scope), Registerer: reg, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,15 +158,14 @@ func BenchmarkReconcile(b *testing.B) {
 		b.Run(fmt.Sprintf("tracing=%v", on), func(b *testing.B) {
 			reg := prometheus.NewRegistry()
 			opts := controller.Options[int]{Name: "bench", Registerer: reg, Logger: slog.New(slog.DiscardHandler)}
-			var exp *Exporter
+			var exp kloop.TraceExporter
 			if on {
 				var err error
 				exp, err = New(Config{Endpoint: srv.URL, Service: "bench", Logger: slog.New(slog.DiscardHandler), Registerer: reg, Getenv: env(nil)})
 				if err != nil {
 					b.Fatal(err)
 				}
-				exp.Start()
-				opts.Tracer = exp.Tracer()
+				opts.Tracer = exp.Tracer(tracing.Scope)
 			}
 			var done atomic.Int64
 			var sig await.Signal
