@@ -591,12 +591,13 @@ const traceFlushTimeout = 5 * time.Second
 // traceFlushTimeout (a receiver that does not answer must not hold the
 // stop), and stops the exporter.
 func (a *App) stopTraces() {
-	if a.opts.Traces == nil {
+	tp, ok := a.opts.Traces.(interface{ Shutdown(context.Context) error })
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
 	defer cancel()
-	if err := a.opts.Traces.Shutdown(ctx); err != nil {
+	if err := tp.Shutdown(ctx); err != nil {
 		a.log.Warn("Traces: the last spans were not all sent", "err", err)
 	}
 }

@@ -1,7 +1,6 @@
 package kloop
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
@@ -100,18 +99,21 @@ type Options struct {
 	// the server, for its URL.
 	DebugAddr string
 	// Traces, if set, traces the App's reconciles and their writes with
-	// OpenTelemetry: package otlp's New makes one that sends the spans over
-	// OTLP/HTTP, configured by an endpoint or the standard OTEL_*
-	// environment variables (cli does so for --trace-endpoint). Run shuts
-	// it down when it stops, sending the spans still queued (for at most
-	// 5 s). What the spans hold: controller.Options.Tracer.
+	// OpenTelemetry, with tracers from this provider: package otlp's New
+	// makes one that sends the spans over OTLP/HTTP, configured by an
+	// endpoint or the standard OTEL_* environment variables (cli does so
+	// for --trace-endpoint); an OpenTelemetry SDK TracerProvider of the
+	// program's own works too. If it has a Shutdown(context.Context) error
+	// method (both do), Run calls it when it stops, so that the spans
+	// still queued are sent (for at most 5 s). What the spans hold:
+	// controller.Options.Tracer.
 	//
 	// Without it the App traces nothing and links no exporter; New fails
 	// if the OTEL_* environment asks for traces (OTEL_EXPORTER_OTLP_ENDPOINT
 	// or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set, or
 	// OTEL_TRACES_EXPORTER=otlp, without OTEL_SDK_DISABLED=true), saying to
 	// set Traces or OTEL_TRACES_EXPORTER=none, rather than ignore it.
-	Traces TraceExporter
+	Traces trace.TracerProvider
 
 	// HealthAddr is where /healthz and /readyz are served. "" or "0" means
 	// off. It may equal MetricsAddr: then one server serves all three.
@@ -188,16 +190,6 @@ type Options struct {
 	// informer.Memory): Memory.EncodedUnder switches them to the encoded
 	// cache when the Go memory limit Run sets is under it.
 	Memory informer.Memory
-}
-
-// A TraceExporter is where an App's spans go (Options.Traces): package
-// otlp's New makes one. The App takes its tracers from it and shuts it
-// down when Run returns.
-type TraceExporter interface {
-	trace.TracerProvider
-	// Shutdown sends the spans still queued, giving up when ctx is done,
-	// and stops.
-	Shutdown(ctx context.Context) error
 }
 
 // LeaderElection configures the App's leader election. The defaults are

@@ -132,7 +132,8 @@ func (f *Flags) Validate() error {
 // (a bad one is a *FlagError), sets the logger up (Logging.Setup), loads
 // the client configuration (the Cluster group) and returns it with the
 // Options for kloop.New: Name, Namespace or Namespaces, Logger,
-// MetricsAddr, HealthAddr, SecureMetrics, DebugAddr, Traces, the Webhook options,
+// MetricsAddr, HealthAddr, SecureMetrics, DebugAddr, Traces (package otlp's, when
+// --trace-endpoint or the OTEL_* environment asks for traces), the Webhook options,
 // LeaderElection, Sharding, MemoryLimit, Memory.EncodedUnder and WaitForKinds filled in. The
 // command sets the rest (Scheme, ...) before calling kloop.New.
 func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) {
@@ -156,19 +157,12 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 	if err != nil {
 		return nil, kloop.Options{}, err
 	}
-	// A command built with cli links the exporter, to offer
-	// --trace-endpoint; it makes one only when asked (the flag or the
-	// OTEL_* environment), with kloop's registry, the App's default.
-	traces, err := otlp.New(otlp.Config{Endpoint: f.Serving.TraceEndpoint, Service: f.Name, Logger: log})
-	if err != nil {
-		return nil, kloop.Options{}, err
-	}
 	var namespace string
 	namespaces := f.Namespaces
 	if len(namespaces) == 1 {
 		namespace, namespaces = namespaces[0], nil
 	}
-	return cfg, kloop.Options{
+	opts := kloop.Options{
 		Name:              f.Name,
 		Namespace:         namespace,
 		Namespaces:        namespaces,
@@ -177,7 +171,6 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 		HealthAddr:        health,
 		SecureMetrics:     sec,
 		DebugAddr:         debugAddr,
-		Traces:            traces,
 		WebhookAddr:       webhookAddr,
 		WebhookCertDir:    f.Serving.WebhookCertDir,
 		WebhookLocal:      f.Serving.WebhookLocal,
@@ -187,7 +180,14 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 		MemoryLimit:       memoryLimit,
 		Memory:            informer.Memory{EncodedUnder: encodedUnder},
 		WaitForKinds:      f.WaitForKinds,
-	}, nil
+	}
+	// A command built with cli links the exporter, to offer
+	// --trace-endpoint; it makes one only when asked (the flag or the
+	// OTEL_* environment), with kloop's registry (the App's default).
+	if opts.Traces, err = otlp.New(opts, f.Serving.TraceEndpoint); err != nil {
+		return nil, kloop.Options{}, err
+	}
+	return cfg, opts, nil
 }
 
 // parseMemoryLimit reads --memory-limit as kloop.Options.MemoryLimit: 0

@@ -9,22 +9,42 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/internal/tracing"
 	"github.com/kloop-dev/kloop/otlp"
 )
 
-// The endpoint as otlp.Config.Endpoint and --trace-endpoint document it
+// exporter is what otlp.New returns when tracing is on.
+type exporter interface {
+	trace.TracerProvider
+	Shutdown(context.Context) error
+}
+
+// newExporter is otlp.New's exporter to endpoint, with no OTEL_*
+// variable set.
+func newExporter(t *testing.T, endpoint string) exporter {
+	t.Helper()
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"} {
+		t.Setenv(v, "")
+	}
+	tp, err := otlp.New(kloop.Options{Name: "t", Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()}, endpoint)
+	if err != nil || tp == nil {
+		t.Fatalf("otlp.New(%q) = %v, %v", endpoint, tp, err)
+	}
+	exp, ok := tp.(exporter)
+	if !ok {
+		t.Fatalf("otlp.New returned a %T, without Shutdown", tp)
+	}
+	return exp
+}
+
+// The endpoint as otlp.New and --trace-endpoint document it and --trace-endpoint document it
 // (the receiver's base URL) reaches the OpenTelemetry Collector's OTLP/HTTP
 // receiver.
 func TestEndpoint_AsDocumentedReachesTheCollectorsOTLPReceiver(t *testing.T) {
 	r := startReceiver(t)
-	reg := prometheus.NewRegistry()
-	noEnv := func(string) string { return "" }
-	exp, err := otlp.New(otlp.Config{Endpoint: r.endpoint, Service: "t", Logger: slog.New(slog.DiscardHandler), Registerer: reg, Getenv: noEnv})
-	if err != nil || exp == nil {
-		t.Fatalf("New: %v, %v", exp, err)
-	}
+	exp := newExporter(t, r.endpoint)
 	_, sp := exp.Tracer(tracing.Scope).Start(context.Background(), "reconcile probe")
 	sp.End()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -48,10 +68,7 @@ func TestUsersSpan_NestsUnderTheReconcileSpan(t *testing.T) {
 	r := startReceiver(t)
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.DiscardHandler)
-	exp, err := otlp.New(otlp.Config{Endpoint: r.endpoint, Service: "t", Logger: log, Registerer: reg, Getenv: func(string) string { return "" }})
-	if err != nil || exp == nil {
-		t.Fatalf("New: %v, %v", exp, err)
-	}
+	exp := newExporter(t, r.endpoint)
 	done := make(chan struct{})
 	ctl, err := controller.New[string](controller.ReconcilerFunc[string](func(ctx context.Context, key string) (controller.Result, error) {
 		_, sp := trace.SpanFromContext(ctx).TracerProvider().Tracer("user").Start(ctx, "user work")

@@ -53,11 +53,12 @@ func startTracedLooper(t *testing.T, name string, opts func(*controller.Options[
 	kc := kubernetes.NewForConfigOrDie(env.Config)
 	ns := testenv.NewNamespace(t, kc, name)
 	reg := prometheus.NewRegistry()
-	traces, err := otlp.New(otlp.Config{Service: name, Logger: slog.New(slog.DiscardHandler), Registerer: reg})
-	if err != nil {
+	opts := kloop.Options{Name: name, Namespace: ns, Logger: slog.New(slog.DiscardHandler), Registry: reg}
+	var err error
+	if opts.Traces, err = otlp.New(opts, ""); err != nil {
 		t.Fatal(err)
 	}
-	app, err := kloop.New(env.Config, kloop.Options{Name: name, Namespace: ns, Logger: slog.New(slog.DiscardHandler), Registry: reg, Traces: traces})
+	app, err := kloop.New(env.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // environment variables or by an endpoint given in code or on the command
 // line, behind a bounded queue that never makes a reconcile wait. A
 // program traces by importing it and setting kloop.Options.Traces to what
-// New returns (cli does so for --trace-endpoint); a program that does not
+// New returns (cli does so, for --trace-endpoint and the environment); a program that does not
 // import it links neither the SDK nor the exporter (nor gRPC, which the
 // exporter brings), and starts nothing for traces.
 package otlp
@@ -33,26 +33,12 @@ import (
 	"github.com/kloop-dev/kloop/metrics"
 )
 
-// Config says where spans go; the rest comes from the environment.
-type Config struct {
-	// Endpoint, if set, turns tracing on and sends the spans to this
-	// OTLP/HTTP URL (such as http://127.0.0.1:4318), whatever the
-	// environment says of the endpoint. A URL without a path is the
-	// receiver's base URL and spans go to its /v1/traces, as with
-	// OTEL_EXPORTER_OTLP_ENDPOINT; a URL with a path is used as it is.
-	Endpoint string
-	// Service is the default service.name (OTEL_SERVICE_NAME and
-	// OTEL_RESOURCE_ATTRIBUTES override it): the App's Name, usually.
-	Service string
-	// Logger logs failed exports (one line a minute). Default
-	// slog.Default().
-	Logger *slog.Logger
-	// Registerer is where the kloop_trace_* metrics go: the App's
-	// Options.Registry. Default kloop's registry (metrics.Registry), the
-	// App's default too.
-	Registerer prometheus.Registerer
-	// Getenv reads the environment; default os.Getenv.
-	Getenv func(string) string
+// config is what New takes from the App's Options, and the environment.
+type config struct {
+	endpoint, service string
+	logger            *slog.Logger
+	registerer        prometheus.Registerer
+	getenv            func(string) string
 }
 
 // exporter is a configured trace pipeline: a TracerProvider whose spans
@@ -81,42 +67,61 @@ func tracesURL(endpoint string) string {
 	return u.String()
 }
 
-func (cfg Config) getenv() func(string) string {
-	if cfg.Getenv != nil {
-		return cfg.Getenv
-	}
-	return os.Getenv
-}
-
-// New returns the trace pipeline cfg and the environment ask for (see
-// tracing's rules in kloop.Options.Traces), or nil when they ask for
-// none, and an error for a setting it cannot honour, saying what to set.
-// It does no I/O and starts no goroutine.
+// New returns the trace exporter for an App made with opts, to set as its
+// Options.Traces, when endpoint or the OTEL_* environment asks for traces,
+// or nil when neither does; it returns an error for a setting it cannot
+// honour, saying what to set. It does no I/O and starts no goroutine (the
+// queue's starts with the first span that ends; the App's Run shuts it
+// down when it stops, sending the spans still queued).
 //
-// The exporter reads the other OTEL_EXPORTER_OTLP_* variables (headers,
-// timeout, compression, certificates), the sampler OTEL_TRACES_SAMPLER
-// (default: every span), the resource OTEL_SERVICE_NAME and
-// OTEL_RESOURCE_ATTRIBUTES, the queue OTEL_BSP_MAX_QUEUE_SIZE (2048
-// spans), OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_SCHEDULE_DELAY and
+// The spans' service.name is opts.Name (OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES override it), the kloop_trace_* metrics go to
+// opts.Registry (default kloop's, metrics.Registry, as the App's), and a
+// failed export is logged (one line a minute) to opts.Logger.
+//
+// endpoint, if not "", is an OTLP/HTTP URL (such as
+// http://127.0.0.1:4318) that turns tracing on whatever the environment
+// says: a URL without a path is the receiver's base URL and spans go to
+// its /v1/traces, as with OTEL_EXPORTER_OTLP_ENDPOINT; a URL with a path
+// is used as it is. Without it, traces are on when
+// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set
+// or OTEL_TRACES_EXPORTER=otlp, unless OTEL_TRACES_EXPORTER=none or
+// OTEL_SDK_DISABLED=true. The exporter reads the other
+// OTEL_EXPORTER_OTLP_* variables (headers, timeout, compression,
+// certificates), the sampler OTEL_TRACES_SAMPLER (default: every span),
+// the queue OTEL_BSP_MAX_QUEUE_SIZE (2048 spans),
+// OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_SCHEDULE_DELAY and
 // OTEL_BSP_EXPORT_TIMEOUT. A span that ends with the queue full, or in a
 // batch the receiver does not take, is dropped and counted in
 // kloop_trace_spans_dropped_total: a slow or unreachable receiver never
 // makes a reconcile wait.
-func New(cfg Config) (kloop.TraceExporter, error) {
-	getenv := cfg.getenv()
-	on, err := tracing.Enabled(cfg.Endpoint, getenv)
+func New(opts kloop.Options, endpoint string) (trace.TracerProvider, error) {
+	cfg := config{endpoint: endpoint, service: opts.Name, logger: opts.Logger, getenv: os.Getenv}
+	if opts.Registry != nil { // else metrics.Registry, not a nil *Registry
+		cfg.registerer = opts.Registry
+	}
+	e, err := newExporter(cfg)
+	if e == nil {
+		return nil, err // a nil interface, not a nil *exporter
+	}
+	return e, err
+}
+
+func newExporter(cfg config) (*exporter, error) {
+	getenv := cfg.getenv
+	on, err := tracing.Enabled(cfg.endpoint, getenv)
 	if err != nil || !on {
 		return nil, err
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
 	}
-	if cfg.Registerer == nil {
-		cfg.Registerer = metrics.Registry
+	if cfg.registerer == nil {
+		cfg.registerer = metrics.Registry
 	}
 	var opts []otlptracehttp.Option
-	if cfg.Endpoint != "" {
-		opts = append(opts, otlptracehttp.WithEndpointURL(tracesURL(cfg.Endpoint)))
+	if cfg.endpoint != "" {
+		opts = append(opts, otlptracehttp.WithEndpointURL(tracesURL(cfg.endpoint)))
 	}
 	exp, err := otlptracehttp.New(context.Background(), opts...)
 	if err != nil {
@@ -126,12 +131,12 @@ func New(cfg Config) (kloop.TraceExporter, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := newQueue(exp, qo, cfg.Logger, cfg.Registerer)
+	q, err := newQueue(exp, qo, cfg.logger, cfg.registerer)
 	if err != nil {
 		return nil, err
 	}
 	res, err := resource.New(context.Background(),
-		resource.WithAttributes(attribute.String("service.name", cfg.Service)),
+		resource.WithAttributes(attribute.String("service.name", cfg.service)),
 		resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil && res == nil {
 		return nil, fmt.Errorf("traces: OTEL_RESOURCE_ATTRIBUTES or OTEL_SERVICE_NAME: %w", err)

@@ -31,7 +31,7 @@ func env(vars map[string]string) func(string) string {
 }
 
 func TestNew_SaysWhatToSetForABadQueueSize(t *testing.T) {
-	if _, err := New(Config{Getenv: env(map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_BSP_MAX_QUEUE_SIZE": "lots"})}); err == nil ||
+	if _, err := newExporter(config{getenv: env(map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_BSP_MAX_QUEUE_SIZE": "lots"})}); err == nil ||
 		!strings.Contains(err.Error(), `OTEL_BSP_MAX_QUEUE_SIZE="lots": give a positive whole number`) {
 		t.Errorf("a bad queue size: %v", err)
 	}
@@ -85,8 +85,8 @@ func TestUnreachableReceiver_NeverSlowsOrFailsReconciles(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			exp, err := New(Config{Endpoint: c.endpoint, Service: "t", Logger: slog.New(slog.DiscardHandler), Registerer: reg,
-				Getenv: env(map[string]string{"OTEL_BSP_MAX_QUEUE_SIZE": "16", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "4",
+			exp, err := newExporter(config{endpoint: c.endpoint, service: "t", logger: slog.New(slog.DiscardHandler), registerer: reg,
+				getenv: env(map[string]string{"OTEL_BSP_MAX_QUEUE_SIZE": "16", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "4",
 					"OTEL_BSP_SCHEDULE_DELAY": "10", "OTEL_BSP_EXPORT_TIMEOUT": "300"})})
 			if err != nil || exp == nil {
 				t.Fatalf("New: %v, %v", exp, err)
@@ -158,10 +158,10 @@ func BenchmarkReconcile(b *testing.B) {
 		b.Run(fmt.Sprintf("tracing=%v", on), func(b *testing.B) {
 			reg := prometheus.NewRegistry()
 			opts := controller.Options[int]{Name: "bench", Registerer: reg, Logger: slog.New(slog.DiscardHandler)}
-			var exp kloop.TraceExporter
+			var exp *exporter
 			if on {
 				var err error
-				exp, err = New(Config{Endpoint: srv.URL, Service: "bench", Logger: slog.New(slog.DiscardHandler), Registerer: reg, Getenv: env(nil)})
+				exp, err = newExporter(config{endpoint: srv.URL, service: "bench", logger: slog.New(slog.DiscardHandler), registerer: reg, getenv: env(nil)})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -196,5 +196,35 @@ func BenchmarkReconcile(b *testing.B) {
 				b.ReportMetric(metricstest.Value(b, reg, "kloop_trace_spans_dropped_total", "reason", "queue_full"), "dropped")
 			}
 		})
+	}
+}
+
+func TestNew_IsNilWhenNothingAsksForTracesAndOnWithAnEndpoint(t *testing.T) {
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED"} {
+		t.Setenv(v, "")
+	}
+	reg := prometheus.NewRegistry()
+	opts := kloop.Options{Name: "t", Registry: reg, Logger: slog.New(slog.DiscardHandler)}
+	tp, err := New(opts, "")
+	if err != nil || tp != nil {
+		t.Fatalf("New without an endpoint or OTEL_* = %v, %v; want nil, nil (a nil interface, for Options.Traces)", tp, err)
+	}
+	if _, err := New(opts, "127.0.0.1:4318"); err == nil || !strings.Contains(err.Error(), "give the OTLP/HTTP receiver's URL") {
+		t.Errorf("New with an endpoint that is no URL = %v, want an error saying what to give", err)
+	}
+	tp, err = New(opts, closedPort(t))
+	if err != nil || tp == nil {
+		t.Fatalf("New with an endpoint = %v, %v", tp, err)
+	}
+	// Its metrics are in the App's registry; its Shutdown is the one Run calls.
+	if n := metricstest.Value(t, reg, "kloop_trace_spans_dropped_total", "reason", "queue_full"); n != 0 {
+		t.Errorf("kloop_trace_spans_dropped_total = %v before any span", n)
+	}
+	s, ok := tp.(interface{ Shutdown(context.Context) error })
+	if !ok {
+		t.Fatalf("%T has no Shutdown(context.Context) error: the App would not send its last spans", tp)
+	}
+	if err := s.Shutdown(t.Context()); err != nil {
+		t.Errorf("Shutdown: %v", err)
 	}
 }

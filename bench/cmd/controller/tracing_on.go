@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/internal/tracing"
 	"github.com/kloop-dev/kloop/otlp"
 )
@@ -24,9 +25,13 @@ func startTracing(endpoint string, log *slog.Logger) (trace.Tracer, func(context
 		return nil, nil, err
 	}
 	reg := prometheus.NewRegistry()
-	exp, err := otlp.New(otlp.Config{Service: "bench", Logger: log, Registerer: reg})
+	tp, err := otlp.New(kloop.Options{Name: "bench", Logger: log, Registry: reg}, "")
 	if err != nil {
 		return nil, nil, err
+	}
+	exp, ok := tp.(interface{ Shutdown(context.Context) error })
+	if !ok {
+		return nil, nil, fmt.Errorf("otlp.New returned %T: no exporter, or one without Shutdown", tp)
 	}
 	stop := func(ctx context.Context) (int64, error) {
 		if err := exp.Shutdown(ctx); err != nil {
@@ -35,7 +40,7 @@ func startTracing(endpoint string, log *slog.Logger) (trace.Tracer, func(context
 		dropped, err := counterSum(reg, "kloop_trace_spans_dropped_total")
 		return int64(dropped), err
 	}
-	return exp.Tracer(tracing.Scope), stop, nil
+	return tp.Tracer(tracing.Scope), stop, nil
 }
 
 // counterSum is the sum of the counter name's series in reg.
