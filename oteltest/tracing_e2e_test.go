@@ -53,12 +53,12 @@ func startTracedLooper(t *testing.T, name string, opts func(*controller.Options[
 	kc := kubernetes.NewForConfigOrDie(env.Config)
 	ns := testenv.NewNamespace(t, kc, name)
 	reg := prometheus.NewRegistry()
-	opts := kloop.Options{Name: name, Namespace: ns, Logger: slog.New(slog.DiscardHandler), Registry: reg}
+	appOpts := kloop.Options{Name: name, Namespace: ns, Logger: slog.New(slog.DiscardHandler), Registry: reg}
 	var err error
-	if opts.Traces, err = otlp.New(opts, ""); err != nil {
+	if appOpts.Traces, err = otlp.New(appOpts, ""); err != nil {
 		t.Fatal(err)
 	}
-	app, err := kloop.New(env.Config, opts)
+	app, err := kloop.New(env.Config, appOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
