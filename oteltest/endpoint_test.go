@@ -13,6 +13,7 @@ import (
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/internal/tracing"
 	"github.com/kloop-dev/kloop/otlp"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // exporter is what otlp.New returns when tracing is on.
@@ -83,11 +84,7 @@ func TestUsersSpan_NestsUnderTheReconcileSpan(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() { _ = ctl.Start(ctx); close(stopped) }()
 	ctl.Enqueue("k")
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the reconcile of k did not run in 30s")
-	}
+	await.Closed(t, "the reconcile of k", done)
 	cancel()
 	<-stopped
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
