@@ -1,11 +1,3 @@
-// Package otlp sends an App's traces over OTLP/HTTP: the OpenTelemetry
-// SDK with its OTLP/HTTP exporter, configured by the standard OTEL_*
-// environment variables or by an endpoint given in code or on the command
-// line, behind a bounded queue that never makes a reconcile wait. A
-// program traces by importing it and setting kloop.Options.Traces to what
-// New returns (cli does so, for --trace-endpoint and the environment); a program that does not
-// import it links neither the SDK nor the exporter (nor gRPC, which the
-// exporter brings), and starts nothing for traces.
 package otlp
 
 import (
@@ -48,10 +40,9 @@ type config struct {
 type exporter struct {
 	embedded.TracerProvider
 	provider *sdktrace.TracerProvider
-	queue    *queue
 }
 
-// TracesURL is where spans for endpoint go. An endpoint without a path is
+// tracesURL is where spans for endpoint go. An endpoint without a path is
 // the receiver's base URL, as OTEL_EXPORTER_OTLP_ENDPOINT is: its traces
 // path is /v1/traces (the OTLP exporter would post to "/" otherwise). An
 // endpoint with a path is used as it is, as
@@ -142,7 +133,7 @@ func newExporter(cfg config) (*exporter, error) {
 		return nil, fmt.Errorf("traces: OTEL_RESOURCE_ATTRIBUTES or OTEL_SERVICE_NAME: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(q), sdktrace.WithResource(res))
-	return &exporter{provider: tp, queue: q}, nil
+	return &exporter{provider: tp}, nil
 }
 
 // Tracer is a tracer whose spans go to the receiver.
