@@ -133,11 +133,11 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 	a.client = c
 	if opts.Traces != nil {
 		a.tracer = opts.Traces.Tracer(tracing.Scope)
-	} else if on, err := tracing.Enabled("", os.Getenv); err != nil {
-		return nil, fmt.Errorf("kloop.New: traces: %w", err)
-	} else if on {
-		return nil, errors.New("kloop.New: the OTEL_* environment asks for traces, and this program has no exporter (Options.Traces is nil): " +
-			"set Options.Traces to what otlp.New (package github.com/kloop-dev/kloop/otlp) returns, or set OTEL_TRACES_EXPORTER=none")
+	} else if on, err := tracing.Enabled("", os.Getenv); on || err != nil {
+		// Not an error: an App inside another (a fleet's cluster, a
+		// simulated kubelet) has no exporter of its own.
+		opts.Logger.Warn("The OTEL_* environment asks for traces, and this App has no exporter (Options.Traces is nil), so it sends none: "+
+			"set Options.Traces to what otlp.New (package github.com/kloop-dev/kloop/otlp) returns (cli does), or set OTEL_TRACES_EXPORTER=none", "err", err)
 	}
 	host, _ := os.Hostname()
 	a.recorder, err = record.New(cfg, record.Options{

@@ -18,6 +18,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // unreachable is a rest.Config of a port nothing listens on: a test that
@@ -199,13 +200,20 @@ func TestNew_NamespacesIsOneSetOfNamespacesForTheNamespacedKinds(t *testing.T) {
 
 func TestNew_WithoutTracesSaysWhatToSetWhenTheEnvironmentAsksForThem(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
-	_, err := kloop.New(unreachable, kloop.Options{Logger: quiet(), Registry: prometheus.NewRegistry()})
-	if err == nil || !strings.Contains(err.Error(), "set Options.Traces to what otlp.New") || !strings.Contains(err.Error(), "OTEL_TRACES_EXPORTER=none") {
-		t.Fatalf("New with OTEL_EXPORTER_OTLP_ENDPOINT and no Traces = %v, want an error saying to set Options.Traces or OTEL_TRACES_EXPORTER=none", err)
+	logs := await.NewLogs()
+	if _, err := kloop.New(unreachable, kloop.Options{Logger: slog.New(logs), Registry: prometheus.NewRegistry()}); err != nil {
+		t.Fatalf("New with OTEL_EXPORTER_OTLP_ENDPOINT and no Traces: %v", err)
+	}
+	if got := logs.String(); !strings.Contains(got, "set Options.Traces to what otlp.New") || !strings.Contains(got, "OTEL_TRACES_EXPORTER=none") {
+		t.Errorf("New with OTEL_EXPORTER_OTLP_ENDPOINT and no Traces logged %q; want a warning saying to set Options.Traces or OTEL_TRACES_EXPORTER=none", got)
 	}
 	t.Setenv("OTEL_TRACES_EXPORTER", "none")
-	if _, err := kloop.New(unreachable, kloop.Options{Logger: quiet(), Registry: prometheus.NewRegistry()}); err != nil {
+	logs = await.NewLogs()
+	if _, err := kloop.New(unreachable, kloop.Options{Logger: slog.New(logs), Registry: prometheus.NewRegistry()}); err != nil {
 		t.Fatalf("New with OTEL_TRACES_EXPORTER=none: %v", err)
+	}
+	if got := logs.String(); strings.Contains(got, "OTEL") {
+		t.Errorf("New with OTEL_TRACES_EXPORTER=none logged %q; want nothing of traces", got)
 	}
 }
 

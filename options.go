@@ -108,11 +108,11 @@ type Options struct {
 	// still queued are sent (for at most 5 s). What the spans hold:
 	// controller.Options.Tracer.
 	//
-	// Without it the App traces nothing and links no exporter; New fails
-	// if the OTEL_* environment asks for traces (OTEL_EXPORTER_OTLP_ENDPOINT
-	// or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set, or
-	// OTEL_TRACES_EXPORTER=otlp, without OTEL_SDK_DISABLED=true), saying to
-	// set Traces or OTEL_TRACES_EXPORTER=none, rather than ignore it.
+	// Without it the App traces nothing and links no exporter; if the
+	// OTEL_* environment asks for traces (OTEL_EXPORTER_OTLP_ENDPOINT or
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set, or OTEL_TRACES_EXPORTER=otlp,
+	// without OTEL_SDK_DISABLED=true), New logs a warning saying to set
+	// Traces, or OTEL_TRACES_EXPORTER=none, rather than ignore it.
 	Traces trace.TracerProvider
 
 	// HealthAddr is where /healthz and /readyz are served. "" or "0" means
