@@ -28,7 +28,7 @@ import (
 	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/internal/memlimit"
-	"github.com/kloop-dev/kloop/internal/traceexport"
+	"github.com/kloop-dev/kloop/internal/tracing"
 	"github.com/kloop-dev/kloop/leaderelection"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/metrics"
@@ -37,6 +37,7 @@ import (
 	"github.com/kloop-dev/kloop/sharding"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultName is the default of Options.Name.
@@ -63,8 +64,8 @@ type App struct {
 	debug    *debug.Server
 	client   *client.Client
 	recorder *record.Recorder
-	// traces is the trace pipeline (Options.TraceEndpoint), nil when off.
-	traces *traceexport.Exporter
+	// tracer is Options.Traces' tracer of kloop's spans, nil when off.
+	tracer trace.Tracer
 
 	mu      sync.Mutex
 	errs    []error
@@ -130,9 +131,13 @@ func New(cfg *rest.Config, opts Options) (*App, error) {
 		return nil, fmt.Errorf("kloop.New: %w", err)
 	}
 	a.client = c
-	a.traces, err = traceexport.New(traceexport.Config{Endpoint: opts.TraceEndpoint, Service: opts.Name, Logger: opts.Logger, Registerer: opts.Registry})
-	if err != nil {
-		return nil, fmt.Errorf("kloop.New: traces: %w", err)
+	if opts.Traces != nil {
+		a.tracer = opts.Traces.Tracer(tracing.Scope)
+	} else if on, err := tracing.Enabled("", os.Getenv); on || err != nil {
+		// Not an error: an App inside another (a fleet's cluster, a
+		// simulated kubelet) has no exporter of its own.
+		opts.Logger.Warn("The OTEL_* environment asks for traces, and this App has no exporter (Options.Traces is nil), so it sends none: "+
+			"set Options.Traces to what otlp.New (package github.com/kloop-dev/kloop/otlp) returns (cli does), or set OTEL_TRACES_EXPORTER=none", "err", err)
 	}
 	host, _ := os.Hostname()
 	a.recorder, err = record.New(cfg, record.Options{
@@ -547,9 +552,6 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	a.log.Info("Starting "+a.opts.Name, "namespace", a.watchNS)
 	setMemoryLimit(a.opts.MemoryLimit, a.log)
-	if a.traces != nil {
-		a.traces.Start()
-	}
 	err := a.mgr.Start(ctx)
 	a.stopTraces()
 	a.log.Info("Stopped "+a.opts.Name, "err", err)
@@ -589,12 +591,13 @@ const traceFlushTimeout = 5 * time.Second
 // traceFlushTimeout (a receiver that does not answer must not hold the
 // stop), and stops the exporter.
 func (a *App) stopTraces() {
-	if a.traces == nil {
+	tp, ok := a.opts.Traces.(interface{ Shutdown(context.Context) error })
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), traceFlushTimeout)
 	defer cancel()
-	if err := a.traces.Shutdown(ctx); err != nil {
+	if err := tp.Shutdown(ctx); err != nil {
 		a.log.Warn("Traces: the last spans were not all sent", "err", err)
 	}
 }

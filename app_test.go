@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
+	"github.com/kloop-dev/kloop/testenv/await"
 )
 
 // unreachable is a rest.Config of a port nothing listens on: a test that
@@ -192,6 +194,44 @@ func TestNew_NamespacesIsOneSetOfNamespacesForTheNamespacedKinds(t *testing.T) {
 		tc.opts.Logger, tc.opts.Registry = quiet(), prometheus.NewRegistry()
 		if _, err := kloop.New(unreachable, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v; want an error saying %q", tc.opts, err, tc.want)
+		}
+	}
+}
+
+func TestNew_WithoutTracesSaysWhatToSetWhenTheEnvironmentAsksForThem(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+	logs := await.NewLogs()
+	if _, err := kloop.New(unreachable, kloop.Options{Logger: slog.New(logs), Registry: prometheus.NewRegistry()}); err != nil {
+		t.Fatalf("New with OTEL_EXPORTER_OTLP_ENDPOINT and no Traces: %v", err)
+	}
+	if got := logs.String(); !strings.Contains(got, "set Options.Traces to what otlp.New") || !strings.Contains(got, "OTEL_TRACES_EXPORTER=none") {
+		t.Errorf("New with OTEL_EXPORTER_OTLP_ENDPOINT and no Traces logged %q; want a warning saying to set Options.Traces or OTEL_TRACES_EXPORTER=none", got)
+	}
+	t.Setenv("OTEL_TRACES_EXPORTER", "none")
+	logs = await.NewLogs()
+	if _, err := kloop.New(unreachable, kloop.Options{Logger: slog.New(logs), Registry: prometheus.NewRegistry()}); err != nil {
+		t.Fatalf("New with OTEL_TRACES_EXPORTER=none: %v", err)
+	}
+	if got := logs.String(); strings.Contains(got, "OTEL") {
+		t.Errorf("New with OTEL_TRACES_EXPORTER=none logged %q; want nothing of traces", got)
+	}
+}
+
+// A program that does not trace links no trace SDK, no exporter and no
+// gRPC: only package otlp, which a program imports to trace, brings them.
+func TestRootPackage_LinksNoTraceSDKExporterOrGRPC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, heavy := range []string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters", "google.golang.org/grpc", "github.com/grpc-ecosystem/grpc-gateway", "github.com/kloop-dev/kloop/otlp"} {
+			if dep == heavy || strings.HasPrefix(dep, heavy+"/") {
+				t.Errorf("package kloop depends on %s: a program that does not trace would link it", dep)
+			}
 		}
 	}
 }

@@ -122,7 +122,7 @@ func (b *ControllerBuilder) Workers(n int) *ControllerBuilder {
 // set; OwnWrite is the App client's Wrote unless set; WaitForSync waits for
 // every informer the App holds unless set (see "When reads are answered" in
 // docs/controllers.md); Tracer and OwnWriteSpan are the App's when it
-// traces (Options.TraceEndpoint).
+// traces (Options.Traces).
 func (b *ControllerBuilder) WithOptions(change func(*controller.Options[cache.Key])) *ControllerBuilder {
 	change(&b.b.opts)
 	return b
@@ -294,8 +294,8 @@ func (b *builder[K]) make(nothing string, gate func(*controller.Controller[K]) e
 	} else {
 		b.opts.Started = b.app.controllerStarted
 	}
-	if t := b.app.traces; t != nil && b.opts.Tracer == nil {
-		b.opts.Tracer = t.Tracer()
+	if t := b.app.tracer; t != nil && b.opts.Tracer == nil {
+		b.opts.Tracer = t
 		if b.opts.OwnWriteSpan == nil && b.app.client != nil {
 			b.opts.OwnWriteSpan = b.app.client.WroteSpan
 		}

@@ -64,10 +64,9 @@
 //     write is skipped (see controller.Options.ReconcileOwnWrites).
 //   - SetCondition sets a metav1.Condition stamped with the object's
 //     generation, moving lastTransitionTime only when the status changes.
-//   - Drifted tells whether a server-side apply of what the controller owns
-//     would change the live object (fields others own are not compared),
-//     so an object in place costs no request.
-//     Handle.Repair applies only then, guarded by the resourceVersion it
+//   - Handle.Repair applies what the controller owns only when a
+//     server-side apply would change the live object (fields others own
+//     are not compared), so an object in place costs no request, guarded by the resourceVersion it
 //     checked; Handle.GetOrCreate creates what the cache does not hold.
 //   - Handle.DeleteControlledBy deletes what an owner controls under names
 //     it no longer wants (after a rename), in the background so that what

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/clock"
 
@@ -97,25 +98,22 @@ type Options struct {
 	// non-resource URLs /debug and /debug/*), on any address. Debug returns
 	// the server, for its URL.
 	DebugAddr string
-	// TraceEndpoint, if set, traces the App's reconciles and their writes
-	// with OpenTelemetry and sends the spans over OTLP/HTTP to this
-	// receiver, such as "http://127.0.0.1:4318": a URL without a path is
-	// the receiver's base URL and spans go to its /v1/traces, as with
-	// OTEL_EXPORTER_OTLP_ENDPOINT; a URL with a path is used as it is.
-	// Without it, the standard OTEL_*
-	// environment variables decide: traces are on when
-	// OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
-	// is set, unless OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true;
-	// the exporter reads the other OTEL_EXPORTER_OTLP_* variables, the
-	// sampler OTEL_TRACES_SAMPLER, the resource OTEL_SERVICE_NAME
-	// (default Name) and OTEL_RESOURCE_ATTRIBUTES, the queue
-	// OTEL_BSP_MAX_QUEUE_SIZE (2048 spans), OTEL_BSP_SCHEDULE_DELAY and
-	// OTEL_BSP_EXPORT_TIMEOUT. A span that ends with the queue full, or in
-	// a batch the receiver does not take, is dropped and counted in
-	// kloop_trace_spans_dropped_total: a slow or unreachable receiver
-	// never makes a reconcile wait. What the spans hold:
+	// Traces, if set, traces the App's reconciles and their writes with
+	// OpenTelemetry, with tracers from this provider: package otlp's New
+	// makes one that sends the spans over OTLP/HTTP, configured by an
+	// endpoint or the standard OTEL_* environment variables (cli does so
+	// for --trace-endpoint); an OpenTelemetry SDK TracerProvider of the
+	// program's own works too. If it has a Shutdown(context.Context) error
+	// method (both do), Run calls it when it stops, so that the spans
+	// still queued are sent (for at most 5 s). What the spans hold:
 	// controller.Options.Tracer.
-	TraceEndpoint string
+	//
+	// Without it the App traces nothing and links no exporter; if the
+	// OTEL_* environment asks for traces (OTEL_EXPORTER_OTLP_ENDPOINT or
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set, or OTEL_TRACES_EXPORTER=otlp,
+	// without OTEL_SDK_DISABLED=true), New logs a warning saying to set
+	// Traces, or OTEL_TRACES_EXPORTER=none, rather than ignore it.
+	Traces trace.TracerProvider
 
 	// HealthAddr is where /healthz and /readyz are served. "" or "0" means
 	// off. It may equal MetricsAddr: then one server serves all three.

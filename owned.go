@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kloop-dev/kloop/client"
-	"github.com/kloop-dev/kloop/manifest"
+	"github.com/kloop-dev/kloop/internal/drift"
 )
 
 // ListControlledBy returns the cached objects whose controller reference
@@ -84,7 +84,7 @@ func (h *Handle[T]) GetOrCreate(ctx context.Context, want T) (T, bool, error) {
 }
 
 // Repair applies want, an apply configuration of the fields this App owns
-// of the object live, when manifest.Drifted(live, want), and reports
+// of the object live, when drift.Drifted(live, want), and reports
 // whether it applied; an object in place costs no request. Only what want
 // sets is compared and sent. The apply is forced (the App takes those
 // fields back from other field managers) and guarded by live's
@@ -103,7 +103,7 @@ func (h *Handle[T]) Repair(ctx context.Context, live T, want runtime.ApplyConfig
 		h.app.log.Info("Created "+h.gvk.Kind, "namespace", got.GetNamespace(), "name", got.GetName())
 		return got, true, nil
 	}
-	if !manifest.Drifted(live, want) {
+	if !drift.Drifted(live, want) {
 		return live, false, nil
 	}
 	h.app.log.Info("Repairing "+h.gvk.Kind, "namespace", live.GetNamespace(), "name", live.GetName())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/informer"
+	"github.com/kloop-dev/kloop/otlp"
 )
 
 // Flags are the conventions of a controller command, in five groups. Make
@@ -131,7 +132,8 @@ func (f *Flags) Validate() error {
 // (a bad one is a *FlagError), sets the logger up (Logging.Setup), loads
 // the client configuration (the Cluster group) and returns it with the
 // Options for kloop.New: Name, Namespace or Namespaces, Logger,
-// MetricsAddr, HealthAddr, SecureMetrics, DebugAddr, TraceEndpoint, the Webhook options,
+// MetricsAddr, HealthAddr, SecureMetrics, DebugAddr, Traces (package otlp's, when
+// --trace-endpoint or the OTEL_* environment asks for traces), the Webhook options,
 // LeaderElection, Sharding, MemoryLimit, Memory.EncodedUnder and WaitForKinds filled in. The
 // command sets the rest (Scheme, ...) before calling kloop.New.
 func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) {
@@ -160,7 +162,7 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 	if len(namespaces) == 1 {
 		namespace, namespaces = namespaces[0], nil
 	}
-	return cfg, kloop.Options{
+	opts := kloop.Options{
 		Name:              f.Name,
 		Namespace:         namespace,
 		Namespaces:        namespaces,
@@ -169,7 +171,6 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 		HealthAddr:        health,
 		SecureMetrics:     sec,
 		DebugAddr:         debugAddr,
-		TraceEndpoint:     f.Serving.TraceEndpoint,
 		WebhookAddr:       webhookAddr,
 		WebhookCertDir:    f.Serving.WebhookCertDir,
 		WebhookLocal:      f.Serving.WebhookLocal,
@@ -179,7 +180,14 @@ func (f *Flags) Config(cmd *cobra.Command) (*rest.Config, kloop.Options, error) 
 		MemoryLimit:       memoryLimit,
 		Memory:            informer.Memory{EncodedUnder: encodedUnder},
 		WaitForKinds:      f.WaitForKinds,
-	}, nil
+	}
+	// A command built with cli links the exporter, to offer
+	// --trace-endpoint; it makes one only when asked (the flag or the
+	// OTEL_* environment), with kloop's registry (the App's default).
+	if opts.Traces, err = otlp.New(opts, f.Serving.TraceEndpoint); err != nil {
+		return nil, kloop.Options{}, err
+	}
+	return cfg, opts, nil
 }
 
 // parseMemoryLimit reads --memory-limit as kloop.Options.MemoryLimit: 0

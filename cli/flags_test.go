@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -471,5 +472,40 @@ func TestFlags_NamespaceTakesOneOrSeveralNamespaces(t *testing.T) {
 		case !tc.bad && (code != cli.ExitOK || opts.Namespace != tc.namespace || !slices.Equal(opts.Namespaces, tc.set)):
 			t.Errorf("%q: exit %d (%s), Namespace %q, Namespaces %q; want %q, %q", tc.args, code, stderr.String(), opts.Namespace, opts.Namespaces, tc.namespace, tc.set)
 		}
+	}
+}
+
+// --trace-endpoint, or the OTEL_* environment, gives the App an exporter
+// (package otlp's); without either it has none.
+func TestFlags_TraceEndpointGivesTheAppAnExporter(t *testing.T) {
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"} {
+		t.Setenv(v, "")
+	}
+	run := func(args ...string) (kloop.Options, int, string) {
+		flags := cli.NewFlags("demo")
+		var opts kloop.Options
+		cmd := &cobra.Command{Use: "demo", RunE: func(cmd *cobra.Command, _ []string) error {
+			_, o, err := flags.Config(cmd)
+			opts = o
+			return err
+		}}
+		flags.AddFlags(cmd.Flags())
+		var stderr strings.Builder
+		code := cli.Run(t.Context(), cmd, append([]string{"--master", "https://127.0.0.1:6443"}, args...), io.Discard, &stderr)
+		return opts, code, stderr.String()
+	}
+	if opts, code, stderr := run(); code != cli.ExitOK || opts.Traces != nil {
+		t.Errorf("no --trace-endpoint: exit %d (%s), Traces %v; want exit 0 and none", code, stderr, opts.Traces)
+	}
+	opts, code, stderr := run("--trace-endpoint", "http://127.0.0.1:4318")
+	if code != cli.ExitOK || opts.Traces == nil {
+		t.Fatalf("--trace-endpoint: exit %d (%s), Traces %v; want exit 0 and an exporter", code, stderr, opts.Traces)
+	}
+	if s, ok := opts.Traces.(interface{ Shutdown(context.Context) error }); !ok || s.Shutdown(t.Context()) != nil {
+		t.Errorf("the exporter %T has no Shutdown the App can call, or it failed", opts.Traces)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	if _, code, stderr := run("--trace-endpoint", "http://127.0.0.1:4318"); code == cli.ExitOK || !strings.Contains(stderr, "set it to http/protobuf") {
+		t.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=grpc: exit %d, stderr %q; want a failure saying to set http/protobuf", code, stderr)
 	}
 }

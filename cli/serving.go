@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kloop-dev/kloop"
-	"github.com/kloop-dev/kloop/internal/traceexport"
+	"github.com/kloop-dev/kloop/internal/tracing"
 	"github.com/kloop-dev/kloop/metrics/secure"
 )
 
@@ -57,8 +57,9 @@ type Serving struct {
 	WebhookService          string
 	WebhookServiceNamespace string
 	// TraceEndpoint is --trace-endpoint: an OTLP/HTTP URL to send a span
-	// per reconcile and per write to (kloop.Options.TraceEndpoint); ""
-	// leaves it to the OTEL_* environment variables.
+	// per reconcile and per write to (otlp.Config.Endpoint, in
+	// kloop.Options.Traces); "" leaves it to the OTEL_* environment
+	// variables.
 	TraceEndpoint string
 }
 
@@ -142,7 +143,7 @@ func (s *Serving) traceEndpoint() error {
 	if s.TraceEndpoint == "" {
 		return nil
 	}
-	if err := traceexport.CheckEndpoint(s.TraceEndpoint); err != nil {
+	if err := tracing.CheckEndpoint(s.TraceEndpoint); err != nil {
 		return &FlagError{Flag: "--trace-endpoint", Value: s.TraceEndpoint, Want: "the OTLP/HTTP receiver's URL, such as http://127.0.0.1:4318"}
 	}
 	return nil

@@ -162,8 +162,8 @@ type Options[K comparable] struct {
 	// its children. The span links to the span of each own write among
 	// its causes (OwnWriteSpan); a reconcile woken only by own writes is
 	// a child of the latest of them, so a self-triggered loop is one
-	// trace. Default nil: no spans. An App sets it from the OTEL_*
-	// environment (kloop.Options.TraceEndpoint).
+	// trace. Default nil: no spans. An App sets it from its
+	// kloop.Options.Traces (package otlp's exporter, for one).
 	Tracer trace.Tracer
 	// OwnWriteSpan, with Tracer, returns the span of the program's write
 	// that left namespace/name at resourceVersion (invalid when unknown).

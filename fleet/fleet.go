@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -586,7 +587,7 @@ func (f *Fleet) serve(ctx context.Context, m *member) error {
 }
 
 // clusterApp makes the App of one cluster: the fleet App's name, scheme,
-// namespaces, clock and memory options, a logger that names the cluster,
+// namespaces, clock, memory options and tracers, a logger that names the cluster,
 // a metrics registry of its own (dropped with it), and its share of the
 // fleet App's shards.
 func (f *Fleet) clusterApp(m *member, cfg *rest.Config, left <-chan struct{}) error {
@@ -603,6 +604,11 @@ func (f *Fleet) clusterApp(m *member, cfg *rest.Config, left <-chan struct{}) er
 		// reconcile of it does not hold a worker the other clusters' keys
 		// need.
 		ClientTimeout: clusterWriteTimeout,
+	}
+	if o.Traces != nil {
+		// The fleet App's tracers, without its Shutdown: the fleet App
+		// sends the last spans when it stops, not a cluster that leaves.
+		opts.Traces = struct{ trace.TracerProvider }{o.Traces}
 	}
 	if mem := f.app.Member(); mem != nil {
 		opts.ShardOf = &kloop.ShardOf{Member: mem, Cluster: m.name, Left: left}

@@ -1,7 +1,8 @@
 // Package manifest turns manifests into objects and objects into what a
-// controller needs around them: Decode reads YAML or JSON strictly, InstallCRD creates or updates a CRD and waits until it is
-// served, and Drifted tells whether
-// applying a manifest would change a live object.
+// controller needs around them: Decode reads YAML or JSON strictly, and
+// InstallCRD creates or updates a CRD and waits until it is served.
+// (Whether applying an object would change a live one is Handle.Repair's
+// question, answered inside kloop.)
 package manifest
 
 import (

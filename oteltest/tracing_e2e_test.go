@@ -16,6 +16,7 @@ import (
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/controller"
+	"github.com/kloop-dev/kloop/otlp"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/testenv/await"
 )
@@ -52,7 +53,12 @@ func startTracedLooper(t *testing.T, name string, opts func(*controller.Options[
 	kc := kubernetes.NewForConfigOrDie(env.Config)
 	ns := testenv.NewNamespace(t, kc, name)
 	reg := prometheus.NewRegistry()
-	app, err := kloop.New(env.Config, kloop.Options{Name: name, Namespace: ns, Logger: slog.New(slog.DiscardHandler), Registry: reg})
+	appOpts := kloop.Options{Name: name, Namespace: ns, Logger: slog.New(slog.DiscardHandler), Registry: reg}
+	var err error
+	if appOpts.Traces, err = otlp.New(appOpts, ""); err != nil {
+		t.Fatal(err)
+	}
+	app, err := kloop.New(env.Config, appOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,10 +34,14 @@
 // from an export of its tree in a temporary directory (removed after), and
 // its kloop side runs in the rotation (RESULT controller-vs-<commit>-*).
 // With -trace the peer is kloop with tracing off and the subject kloop
-// with tracing on, as an App with OTEL_EXPORTER_OTLP_ENDPOINT set has it
-// (the SDK's default queue and batch), exporting to an OTLP/HTTP endpoint
-// in the parent on loopback that decodes each request and counts its spans
-// (RESULT controller-trace-*, and the spans received and dropped).
+// with tracing on, as an App with OTEL_EXPORTER_OTLP_ENDPOINT set and
+// Options.Traces from package otlp has it (the SDK's default queue and
+// batch), exporting to an OTLP/HTTP endpoint in the parent on loopback
+// that decodes each request and counts its spans (RESULT
+// controller-trace-*, and the spans received and dropped). The traced
+// child is this benchmark built with -tags benchtrace, the only build
+// that links package otlp: the peer, like every other child, links no
+// exporter, as a program that does not trace.
 //
 // With more than two sides, each group of rounds has one round of each and
 // the order rotates from group to group.
@@ -69,9 +73,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -87,7 +89,6 @@ import (
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/debug"
 	"github.com/kloop-dev/kloop/informer"
-	"github.com/kloop-dev/kloop/internal/traceexport"
 	"github.com/kloop-dev/kloop/manager"
 	"github.com/kloop-dev/kloop/testenv"
 )
@@ -172,6 +173,21 @@ func runParent(n, rounds int) error {
 			return err
 		}
 		defer sink.close()
+		// The subject is this benchmark built with package otlp (the
+		// benchtrace tag), as a program that traces is; the peer is this
+		// binary, which links no exporter, as a program that does not.
+		dir, err := os.MkdirTemp("", "controller-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		subject.bin = filepath.Join(dir, "controller-traced")
+		fmt.Println("building the benchmark with -tags benchtrace ...")
+		build := exec.Command("go", "build", "-tags", "benchtrace", "-o", subject.bin, "github.com/kloop-dev/kloop/bench/cmd/controller")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("-trace: building the benchmark with -tags benchtrace (run it inside kloop's bench module): %w", err)
+		}
 		subject.trace = true
 		peers = []*side{{name: "kloop-without-traces", child: "kloop", debug: debugMode}}
 		figure = func(*side) string { return "controller-trace" }
@@ -584,18 +600,14 @@ func runChild(side, kubeconfig, ns string, n int) error {
 			return err
 		}
 	}
-	if exporter != nil {
+	if stopTracing != nil {
 		sctx, stop := context.WithTimeout(ctx, time.Minute)
-		err := exporter.Shutdown(sctx)
+		dropped, err := stopTracing(sctx)
 		stop()
-		if err != nil {
-			return fmt.Errorf("sending the last spans: %w", err)
-		}
-		dropped, err := counterSum(traceReg, "kloop_trace_spans_dropped_total")
 		if err != nil {
 			return err
 		}
-		fmt.Printf("TRACE dropped=%d\n", int64(dropped))
+		fmt.Printf("TRACE dropped=%d\n", dropped)
 	}
 	<-ctx.Done()
 	return wait()
@@ -605,9 +617,9 @@ var (
 	memProfile, cpuProfile, debugMode string
 	compareRevs, traceEndpoint        string
 	traceCompare                      bool
-	// exporter is the kloop child's trace pipeline with -trace-endpoint.
-	exporter *traceexport.Exporter
-	traceReg = prometheus.NewRegistry()
+	// stopTracing, set in a child with -trace-endpoint, sends the spans
+	// still queued and returns how many its exporter dropped.
+	stopTracing func(context.Context) (dropped int64, err error)
 )
 
 // printMem prints the heap in use after two forced collections, and VmRSS.
@@ -655,16 +667,9 @@ func runKloop(ctx context.Context, cfg *rest.Config, ns string, s *seen) (wait f
 	lister := cms.Lister()
 	opts := controller.Options[cache.Key]{Name: "bench", Workers: workers, Logger: log}
 	if traceEndpoint != "" {
-		// As an App does with OTEL_EXPORTER_OTLP_ENDPOINT set: the
-		// SDK's default queue and batch (OTEL_BSP_*).
-		if err := os.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", traceEndpoint); err != nil {
+		if opts.Tracer, stopTracing, err = startTracing(traceEndpoint, log); err != nil {
 			return nil, err
 		}
-		if exporter, err = traceexport.New(traceexport.Config{Service: "bench", Logger: log, Registerer: traceReg}); err != nil {
-			return nil, err
-		}
-		exporter.Start()
-		opts.Tracer = exporter.Tracer()
 	}
 	c, err := controller.New(controller.ReconcilerFunc[cache.Key](func(ctx context.Context, k cache.Key) (controller.Result, error) {
 		if _, ok := lister.Get(k.Namespace, k.Name); ok {
@@ -837,24 +842,6 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// counterSum is the sum of the counter name's series in reg.
-func counterSum(reg *prometheus.Registry, name string) (float64, error) {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return 0, err
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum, nil
-}
-
 // traceSink is an OTLP/HTTP endpoint on loopback that decodes each
 // export request (protobuf, as kloop's exporter sends it) and counts its
 // spans: a receiver that costs the sender what a collector's would, and
@@ -871,30 +858,21 @@ func startTraceSink() (*traceSink, error) {
 		return nil, err
 	}
 	t := &traceSink{url: "http://" + l.Addr().String()}
-	ok, err := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-	if err != nil {
-		return nil, err
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
-		var req coltracepb.ExportTraceServiceRequest
+		var n int64
 		if err == nil {
-			err = proto.Unmarshal(body, &req)
+			n, err = countSpans(body)
 		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		var n int64
-		for _, rs := range req.GetResourceSpans() {
-			for _, ss := range rs.GetScopeSpans() {
-				n += int64(len(ss.GetSpans()))
-			}
-		}
 		t.spans.Add(n)
+		// An empty ExportTraceServiceResponse: a message with no field
+		// is no bytes.
 		w.Header().Set("Content-Type", "application/x-protobuf")
-		_, _ = w.Write(ok)
 	})
 	t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = t.srv.Serve(l) }()
@@ -902,3 +880,46 @@ func startTraceSink() (*traceSink, error) {
 }
 
 func (t *traceSink) close() { _ = t.srv.Close() }
+
+// countSpans counts the spans of an ExportTraceServiceRequest
+// (resource_spans = 1, each ResourceSpans' scope_spans = 2, each
+// ScopeSpans' spans = 2), reading the wire format field by field, so that
+// the benchmark's binary links no generated OTLP package (which brings
+// gRPC and grpc-gateway) into the children it measures.
+func countSpans(req []byte) (int64, error) {
+	var n int64
+	err := eachField(req, 1, func(rs []byte) error {
+		return eachField(rs, 2, func(ss []byte) error {
+			return eachField(ss, 2, func([]byte) error { n++; return nil })
+		})
+	})
+	return n, err
+}
+
+// eachField calls f with each length-delimited field num of the message b.
+func eachField(b []byte, num protowire.Number, f func([]byte) error) error {
+	for len(b) > 0 {
+		n, typ, l := protowire.ConsumeTag(b)
+		if l < 0 {
+			return protowire.ParseError(l)
+		}
+		b = b[l:]
+		if n == num && typ == protowire.BytesType {
+			v, l := protowire.ConsumeBytes(b)
+			if l < 0 {
+				return protowire.ParseError(l)
+			}
+			if err := f(v); err != nil {
+				return err
+			}
+			b = b[l:]
+			continue
+		}
+		l = protowire.ConsumeFieldValue(n, typ, b)
+		if l < 0 {
+			return protowire.ParseError(l)
+		}
+		b = b[l:]
+	}
+	return nil
+}

@@ -1,4 +1,4 @@
-package traceexport
+package otlp
 
 import (
 	"context"
@@ -17,8 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/controller"
 	"github.com/kloop-dev/kloop/internal/metricstest"
+	"github.com/kloop-dev/kloop/internal/tracing"
 	"github.com/kloop-dev/kloop/testenv/await"
 )
 
@@ -28,30 +30,8 @@ func env(vars map[string]string) func(string) string {
 	return func(k string) string { return vars[k] }
 }
 
-func TestEnabled_FollowsTheOTELVariables(t *testing.T) {
-	for _, c := range []struct {
-		vars     map[string]string
-		endpoint string
-		on       bool
-		err      string
-	}{
-		{vars: nil, on: false},
-		{vars: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, on: true},
-		{vars: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, on: true},
-		{vars: map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}, on: true},
-		{vars: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318", "OTEL_TRACES_EXPORTER": "none"}, on: false},
-		{vars: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318", "OTEL_SDK_DISABLED": "true"}, on: false},
-		{vars: map[string]string{"OTEL_TRACES_EXPORTER": "none"}, endpoint: "http://127.0.0.1:4318", on: true},
-		{vars: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, err: `OTEL_TRACES_EXPORTER="zipkin": kloop exports traces with OTLP only`},
-		{vars: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, err: `OTEL_EXPORTER_OTLP_PROTOCOL="grpc": kloop sends traces over OTLP/HTTP: set it to http/protobuf`},
-		{endpoint: "127.0.0.1:4318", err: `trace endpoint "127.0.0.1:4318": give the OTLP/HTTP receiver's URL`},
-	} {
-		on, err := Enabled(Config{Endpoint: c.endpoint, Getenv: env(c.vars)})
-		if on != c.on || (err == nil) != (c.err == "") || (err != nil && !strings.Contains(err.Error(), c.err)) {
-			t.Errorf("Enabled(%q, %v) = %v, %v; want %v, %q", c.endpoint, c.vars, on, err, c.on, c.err)
-		}
-	}
-	if _, err := New(Config{Getenv: env(map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_BSP_MAX_QUEUE_SIZE": "lots"})}); err == nil ||
+func TestNew_SaysWhatToSetForABadQueueSize(t *testing.T) {
+	if _, err := newExporter(config{getenv: env(map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_BSP_MAX_QUEUE_SIZE": "lots"})}); err == nil ||
 		!strings.Contains(err.Error(), `OTEL_BSP_MAX_QUEUE_SIZE="lots": give a positive whole number`) {
 		t.Errorf("a bad queue size: %v", err)
 	}
@@ -105,13 +85,12 @@ func TestUnreachableReceiver_NeverSlowsOrFailsReconciles(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			exp, err := New(Config{Endpoint: c.endpoint, Service: "t", Logger: slog.New(slog.DiscardHandler), Registerer: reg,
-				Getenv: env(map[string]string{"OTEL_BSP_MAX_QUEUE_SIZE": "16", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "4",
+			exp, err := newExporter(config{endpoint: c.endpoint, service: "t", logger: slog.New(slog.DiscardHandler), registerer: reg,
+				getenv: env(map[string]string{"OTEL_BSP_MAX_QUEUE_SIZE": "16", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "4",
 					"OTEL_BSP_SCHEDULE_DELAY": "10", "OTEL_BSP_EXPORT_TIMEOUT": "300"})})
 			if err != nil || exp == nil {
 				t.Fatalf("New: %v, %v", exp, err)
 			}
-			exp.Start()
 			const keys = 500
 			var done atomic.Int64
 			var sig await.Signal
@@ -120,7 +99,7 @@ func TestUnreachableReceiver_NeverSlowsOrFailsReconciles(t *testing.T) {
 				sig.Notify()
 				return controller.Result{}, nil
 			})
-			ctl, err := controller.New[string](rec, controller.Options[string]{Name: "unreachable", Tracer: exp.Tracer(), Registerer: reg, Logger: slog.New(slog.DiscardHandler)})
+			ctl, err := controller.New[string](rec, controller.Options[string]{Name: "unreachable", Tracer: exp.Tracer(tracing.Scope), Registerer: reg, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,15 +158,14 @@ func BenchmarkReconcile(b *testing.B) {
 		b.Run(fmt.Sprintf("tracing=%v", on), func(b *testing.B) {
 			reg := prometheus.NewRegistry()
 			opts := controller.Options[int]{Name: "bench", Registerer: reg, Logger: slog.New(slog.DiscardHandler)}
-			var exp *Exporter
+			var exp *exporter
 			if on {
 				var err error
-				exp, err = New(Config{Endpoint: srv.URL, Service: "bench", Logger: slog.New(slog.DiscardHandler), Registerer: reg, Getenv: env(nil)})
+				exp, err = newExporter(config{endpoint: srv.URL, service: "bench", logger: slog.New(slog.DiscardHandler), registerer: reg, getenv: env(nil)})
 				if err != nil {
 					b.Fatal(err)
 				}
-				exp.Start()
-				opts.Tracer = exp.Tracer()
+				opts.Tracer = exp.Tracer(tracing.Scope)
 			}
 			var done atomic.Int64
 			var sig await.Signal
@@ -218,5 +196,35 @@ func BenchmarkReconcile(b *testing.B) {
 				b.ReportMetric(metricstest.Value(b, reg, "kloop_trace_spans_dropped_total", "reason", "queue_full"), "dropped")
 			}
 		})
+	}
+}
+
+func TestNew_IsNilWhenNothingAsksForTracesAndOnWithAnEndpoint(t *testing.T) {
+	for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED"} {
+		t.Setenv(v, "")
+	}
+	reg := prometheus.NewRegistry()
+	opts := kloop.Options{Name: "t", Registry: reg, Logger: slog.New(slog.DiscardHandler)}
+	tp, err := New(opts, "")
+	if err != nil || tp != nil {
+		t.Fatalf("New without an endpoint or OTEL_* = %v, %v; want nil, nil (a nil interface, for Options.Traces)", tp, err)
+	}
+	if _, err := New(opts, "127.0.0.1:4318"); err == nil || !strings.Contains(err.Error(), "give the OTLP/HTTP receiver's URL") {
+		t.Errorf("New with an endpoint that is no URL = %v, want an error saying what to give", err)
+	}
+	tp, err = New(opts, closedPort(t))
+	if err != nil || tp == nil {
+		t.Fatalf("New with an endpoint = %v, %v", tp, err)
+	}
+	// Its metrics are in the App's registry; its Shutdown is the one Run calls.
+	if n := metricstest.Value(t, reg, "kloop_trace_spans_dropped_total", "reason", "queue_full"); n != 0 {
+		t.Errorf("kloop_trace_spans_dropped_total = %v before any span", n)
+	}
+	s, ok := tp.(interface{ Shutdown(context.Context) error })
+	if !ok {
+		t.Fatalf("%T has no Shutdown(context.Context) error: the App would not send its last spans", tp)
+	}
+	if err := s.Shutdown(t.Context()); err != nil {
+		t.Errorf("Shutdown: %v", err)
 	}
 }

@@ -1,9 +1,9 @@
-package manifest_test
+package drift_test
 
 import (
 	"testing"
 
-	"github.com/kloop-dev/kloop/manifest"
+	"github.com/kloop-dev/kloop/internal/drift"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,7 +81,7 @@ func TestDrifted_ComparesOnlyTheFieldsTheApplySets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			live, want := served(), applied()
 			tc.change(live, want)
-			if got := manifest.Drifted(live, want); got != tc.want {
+			if got := drift.Drifted(live, want); got != tc.want {
 				t.Errorf("Drifted = %v, want %v", got, tc.want)
 			}
 		})
@@ -92,16 +92,16 @@ func TestDrifted_TakesUnstructuredContentAndCountsWhatCannotBeConvertedAsDrifted
 	live := &unstructured.Unstructured{Object: map[string]any{
 		"spec": map[string]any{"replicas": int64(2), "paused": false},
 	}}
-	if manifest.Drifted(live, map[string]any{}) != true {
+	if drift.Drifted(live, map[string]any{}) != true {
 		// A bare map is not an object the converter takes.
 		t.Error("Drifted(live, a map) = false, want true: it cannot be converted")
 	}
 	want := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(2)}}}
-	if manifest.Drifted(live, want) {
+	if drift.Drifted(live, want) {
 		t.Error("Drifted = true for a live object holding the applied replicas")
 	}
 	want.Object["spec"] = map[string]any{"replicas": int64(3)}
-	if !manifest.Drifted(live, want) {
+	if !drift.Drifted(live, want) {
 		t.Error("Drifted = false for other replicas")
 	}
 }
@@ -117,13 +117,13 @@ func TestDrifted_TakesApplyConfigurations(t *testing.T) {
 			WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).
 				WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().WithName("web").WithImage(image)))))
 	}
-	if manifest.Drifted(served(), cfg(2, "nginx:1")) {
+	if drift.Drifted(served(), cfg(2, "nginx:1")) {
 		t.Error("a served Deployment drifted from the configuration it was applied from")
 	}
-	if !manifest.Drifted(served(), cfg(3, "nginx:1")) {
+	if !drift.Drifted(served(), cfg(3, "nginx:1")) {
 		t.Error("replicas 2 against a configuration of 3: not drifted")
 	}
-	if !manifest.Drifted(served(), cfg(2, "nginx:2")) {
+	if !drift.Drifted(served(), cfg(2, "nginx:2")) {
 		t.Error("another image: not drifted")
 	}
 }

@@ -1,9 +1,4 @@
-// Package traceexport sets up the OpenTelemetry SDK for an App's traces
-// (package tracing names what they hold): an OTLP/HTTP exporter configured
-// by the standard OTEL_* environment variables, or by an endpoint given
-// in code or on the command line, behind a bounded queue that never makes
-// a reconcile wait. It is off unless configured.
-package traceexport
+package otlp
 
 import (
 	"context"
@@ -13,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,88 +17,37 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/embedded"
 
+	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/internal/kmetrics"
 	"github.com/kloop-dev/kloop/internal/tracing"
+	"github.com/kloop-dev/kloop/metrics"
 )
 
-// Config is what the App gives: the rest comes from the environment.
-type Config struct {
-	// Endpoint, if set, turns tracing on and sends the spans to this
-	// OTLP/HTTP URL (such as http://127.0.0.1:4318), whatever the
-	// environment says of the endpoint.
-	Endpoint string
-	// Service is the default service.name (OTEL_SERVICE_NAME and
-	// OTEL_RESOURCE_ATTRIBUTES override it).
-	Service    string
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
-	// Getenv reads the environment; default os.Getenv.
-	Getenv func(string) string
+// config is what New takes from the App's Options, and the environment.
+type config struct {
+	endpoint, service string
+	logger            *slog.Logger
+	registerer        prometheus.Registerer
+	getenv            func(string) string
 }
 
-// Exporter is a configured trace pipeline: a TracerProvider whose spans
-// go through a bounded queue to an OTLP exporter. Start runs the
-// exporting; Shutdown flushes what is queued and stops.
-type Exporter struct {
+// exporter is a configured trace pipeline: a TracerProvider whose spans
+// go through a bounded queue to an OTLP exporter. The queue's goroutine
+// starts with the first span that ends; Shutdown flushes what is queued
+// and stops it.
+type exporter struct {
+	embedded.TracerProvider
 	provider *sdktrace.TracerProvider
-	queue    *queue
 }
 
-// Enabled reports whether the environment (or cfg.Endpoint) asks for
-// traces, and returns an error for a setting kloop cannot honour, saying
-// what to set instead. Traces are on with an endpoint
-// (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT, or
-// cfg.Endpoint) or OTEL_TRACES_EXPORTER=otlp, unless
-// OTEL_TRACES_EXPORTER=none or OTEL_SDK_DISABLED=true (cfg.Endpoint wins
-// over both).
-func Enabled(cfg Config) (bool, error) {
-	getenv := cfg.getenv()
-	if cfg.Endpoint != "" {
-		if err := CheckEndpoint(cfg.Endpoint); err != nil {
-			return false, err
-		}
-		return protocol(getenv)
-	}
-	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
-		return false, nil
-	}
-	exp := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")))
-	switch exp {
-	case "none":
-		return false, nil
-	case "", "otlp":
-	default:
-		return false, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: kloop exports traces with OTLP only: set it to otlp (or leave it unset) with OTEL_EXPORTER_OTLP_ENDPOINT, or to none", exp)
-	}
-	if exp == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" {
-		return false, nil
-	}
-	return protocol(getenv)
-}
-
-// protocol reports whether the protocol asked for is one kloop sends.
-func protocol(getenv func(string) string) (bool, error) {
-	err := checkProtocol(getenv)
-	return err == nil, err
-}
-
-// CheckEndpoint checks an OTLP/HTTP endpoint given in code or on the
-// command line: an http or https URL with a host.
-func CheckEndpoint(endpoint string) error {
-	u, err := url.Parse(endpoint)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("trace endpoint %q: give the OTLP/HTTP receiver's URL, such as http://127.0.0.1:4318", endpoint)
-	}
-	return nil
-}
-
-// TracesURL is where spans for endpoint go. An endpoint without a path is
+// tracesURL is where spans for endpoint go. An endpoint without a path is
 // the receiver's base URL, as OTEL_EXPORTER_OTLP_ENDPOINT is: its traces
 // path is /v1/traces (the OTLP exporter would post to "/" otherwise). An
 // endpoint with a path is used as it is, as
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is.
-func TracesURL(endpoint string) string {
+func tracesURL(endpoint string) string {
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		return endpoint
@@ -115,42 +58,62 @@ func TracesURL(endpoint string) string {
 	return u.String()
 }
 
-func checkProtocol(getenv func(string) string) error {
-	name, p := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-	if p == "" {
-		name, p = "OTEL_EXPORTER_OTLP_PROTOCOL", getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+// New returns the trace exporter for an App made with opts, to set as its
+// Options.Traces, when endpoint or the OTEL_* environment asks for traces,
+// or nil when neither does; it returns an error for a setting it cannot
+// honour, saying what to set. It does no I/O and starts no goroutine (the
+// queue's starts with the first span that ends; the App's Run shuts it
+// down when it stops, sending the spans still queued).
+//
+// The spans' service.name is opts.Name (OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES override it), the kloop_trace_* metrics go to
+// opts.Registry (default kloop's, metrics.Registry, as the App's), and a
+// failed export is logged (one line a minute) to opts.Logger.
+//
+// endpoint, if not "", is an OTLP/HTTP URL (such as
+// http://127.0.0.1:4318) that turns tracing on whatever the environment
+// says: a URL without a path is the receiver's base URL and spans go to
+// its /v1/traces, as with OTEL_EXPORTER_OTLP_ENDPOINT; a URL with a path
+// is used as it is. Without it, traces are on when
+// OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set
+// or OTEL_TRACES_EXPORTER=otlp, unless OTEL_TRACES_EXPORTER=none or
+// OTEL_SDK_DISABLED=true. The exporter reads the other
+// OTEL_EXPORTER_OTLP_* variables (headers, timeout, compression,
+// certificates), the sampler OTEL_TRACES_SAMPLER (default: every span),
+// the queue OTEL_BSP_MAX_QUEUE_SIZE (2048 spans),
+// OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_SCHEDULE_DELAY and
+// OTEL_BSP_EXPORT_TIMEOUT. A span that ends with the queue full, or in a
+// batch the receiver does not take, is dropped and counted in
+// kloop_trace_spans_dropped_total: a slow or unreachable receiver never
+// makes a reconcile wait.
+func New(opts kloop.Options, endpoint string) (trace.TracerProvider, error) {
+	cfg := config{endpoint: endpoint, service: opts.Name, logger: opts.Logger, getenv: os.Getenv}
+	if opts.Registry != nil { // else metrics.Registry, not a nil *Registry
+		cfg.registerer = opts.Registry
 	}
-	if p != "" && p != "http/protobuf" {
-		return fmt.Errorf("%s=%q: kloop sends traces over OTLP/HTTP: set it to http/protobuf (or leave it unset) and point the endpoint at the collector's OTLP/HTTP port (4318)", name, p)
+	e, err := newExporter(cfg)
+	if e == nil {
+		return nil, err // a nil interface, not a nil *exporter
 	}
-	return nil
+	return e, err
 }
 
-func (cfg Config) getenv() func(string) string {
-	if cfg.Getenv != nil {
-		return cfg.Getenv
-	}
-	return os.Getenv
-}
-
-// New returns the trace pipeline cfg and the environment ask for, or nil
-// when they ask for none. It does no I/O and starts no goroutine (Start
-// does).
-func New(cfg Config) (*Exporter, error) {
-	on, err := Enabled(cfg)
+func newExporter(cfg config) (*exporter, error) {
+	getenv := cfg.getenv
+	on, err := tracing.Enabled(cfg.endpoint, getenv)
 	if err != nil || !on {
 		return nil, err
 	}
-	getenv := cfg.getenv()
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	if cfg.registerer == nil {
+		cfg.registerer = metrics.Registry
 	}
 	var opts []otlptracehttp.Option
-	if cfg.Endpoint != "" {
-		opts = append(opts, otlptracehttp.WithEndpointURL(TracesURL(cfg.Endpoint)))
+	if cfg.endpoint != "" {
+		opts = append(opts, otlptracehttp.WithEndpointURL(tracesURL(cfg.endpoint)))
 	}
-	// The exporter reads the other OTEL_EXPORTER_OTLP_* variables itself
-	// (headers, timeout, compression, certificates); New makes no request.
 	exp, err := otlptracehttp.New(context.Background(), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("traces: the OTLP exporter: %w", err)
@@ -159,29 +122,27 @@ func New(cfg Config) (*Exporter, error) {
 	if err != nil {
 		return nil, err
 	}
-	q, err := newQueue(exp, qo, cfg.Logger, cfg.Registerer)
+	q, err := newQueue(exp, qo, cfg.logger, cfg.registerer)
 	if err != nil {
 		return nil, err
 	}
 	res, err := resource.New(context.Background(),
-		resource.WithAttributes(attribute.String("service.name", cfg.Service)),
+		resource.WithAttributes(attribute.String("service.name", cfg.service)),
 		resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil && res == nil {
 		return nil, fmt.Errorf("traces: OTEL_RESOURCE_ATTRIBUTES or OTEL_SERVICE_NAME: %w", err)
 	}
-	// The sampler comes from OTEL_TRACES_SAMPLER (default: every span).
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(q), sdktrace.WithResource(res))
-	return &Exporter{provider: tp, queue: q}, nil
+	return &exporter{provider: tp}, nil
 }
 
-// Tracer is the tracer of kloop's spans.
-func (e *Exporter) Tracer() trace.Tracer { return e.provider.Tracer(tracing.Scope) }
-
-// Start exports queued spans until Shutdown.
-func (e *Exporter) Start() { e.queue.start() }
+// Tracer is a tracer whose spans go to the receiver.
+func (e *exporter) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	return e.provider.Tracer(name, opts...)
+}
 
 // Shutdown exports what is queued, within ctx, and stops.
-func (e *Exporter) Shutdown(ctx context.Context) error { return e.provider.Shutdown(ctx) }
+func (e *exporter) Shutdown(ctx context.Context) error { return e.provider.Shutdown(ctx) }
 
 // queueOpts bound the queue: the OTEL_BSP_* variables of the SDK's
 // batch span processor, with its defaults.
@@ -267,6 +228,7 @@ func (q *queue) OnEnd(s sdktrace.ReadOnlySpan) {
 	if !s.SpanContext().IsSampled() {
 		return
 	}
+	q.start()
 	select {
 	case q.in <- s:
 	default:

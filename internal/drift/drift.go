@@ -1,4 +1,5 @@
-package manifest
+// Package drift tells whether a server-side apply would change an object.
+package drift
 
 import (
 	"encoding/json"
