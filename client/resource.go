@@ -312,13 +312,9 @@ func applyBody(cfg runtime.ApplyConfiguration, gvk schema.GroupVersionKind, rv s
 	if cfg == nil || reflect.ValueOf(cfg).Kind() == reflect.Pointer && reflect.ValueOf(cfg).IsNil() {
 		return nil, "", "", fmt.Errorf("no apply configuration")
 	}
-	data, err := json.Marshal(cfg)
+	obj, err := applyContent(cfg)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("encode the apply configuration: %w", err)
-	}
-	var obj map[string]any
-	if err := json.Unmarshal(data, &obj); err != nil {
-		return nil, "", "", fmt.Errorf("decode the apply configuration: %w", err)
+		return nil, "", "", err
 	}
 	md, _ := obj["metadata"].(map[string]any)
 	name, _ = md["name"].(string)
@@ -341,6 +337,34 @@ func applyBody(cfg runtime.ApplyConfiguration, gvk schema.GroupVersionKind, rv s
 	}
 	body, err = json.Marshal(obj)
 	return body, namespace, name, err
+}
+
+// applyContent returns cfg as the object an apply sends, a map of its
+// own. The generated configurations (pointers to structs of optional
+// fields) are walked as runtime's unstructured converter walks objects,
+// not encoded: encoding/json would keep an encoder for every type
+// reachable from the configuration's (from a pod template, all of core/v1's
+// apply configurations: some 300 KB for the life of the program), where
+// the walk keeps the fields of the types it meets. A configuration that
+// encodes itself (a json.Marshaler, as unstructured content is) is decoded
+// from its encoding.
+func applyContent(cfg runtime.ApplyConfiguration) (map[string]any, error) {
+	if _, ok := cfg.(json.Marshaler); !ok && reflect.ValueOf(cfg).Kind() == reflect.Pointer {
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("convert the apply configuration: %w", err)
+		}
+		return obj, nil
+	}
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("encode the apply configuration: %w", err)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return nil, fmt.Errorf("decode the apply configuration: %w", err)
+	}
+	return obj, nil
 }
 
 // Delete deletes namespace/name. The delete is recorded as a write: when the

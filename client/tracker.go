@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/internal/ownwrite"
 	"github.com/kloop-dev/kloop/internal/rvorder"
 )
 
@@ -32,16 +33,13 @@ type writeTracker struct {
 	mu      sync.Mutex
 	pending map[schema.GroupResource]map[cache.Key]pendingWrite
 
-	// own holds the latest writes at a resourceVersion (at most ownWrites,
-	// the oldest going first through ownRing), for Wrote: unlike pending,
-	// an entry stays after a cache has seen it, so that every watch event
-	// of the write can be told to be this client's.
-	own     map[ownWrite]struct{}
-	ownRing []ownWrite
-	ownNext int
+	// own holds the latest writes at a resourceVersion, for Wrote: unlike
+	// pending, an entry stays after a cache has seen it, so that every
+	// watch event of the write can be told to be this client's.
+	own ownwrite.Recent[struct{}]
 	// spans holds the span of each traced write among own, for the
 	// reconcile its watch event wakes to link to (made on the first).
-	spans map[ownWrite]spanRef
+	spans map[ownwrite.Write]spanRef
 }
 
 // spanRef is a write's span, kept small.
@@ -50,13 +48,6 @@ type spanRef struct {
 	span  trace.SpanID
 	flags trace.TraceFlags
 }
-
-// ownWrites bounds what a tracker remembers for Wrote: the watch event of
-// a write is normally seen well within that many later writes.
-const ownWrites = 4096
-
-// ownWrite is one write as Wrote matches it.
-type ownWrite struct{ namespace, name, rv string }
 
 // pendingWrite is a write a cache may not have seen yet: either a write at a
 // ResourceVersion, or a delete the server confirmed without returning the
@@ -111,7 +102,7 @@ func (t *writeTracker) record(gr schema.GroupResource, w pendingWrite) {
 	if t == nil {
 		return
 	}
-	t.remember(ownWrite{w.Key.Namespace, w.Key.Name, w.ResourceVersion})
+	t.remember(w.Key.Namespace, w.Key.Name, w.ResourceVersion)
 	if _, err := resourceversion.CompareResourceVersion(w.ResourceVersion, w.ResourceVersion); err != nil {
 		t.log.Warn("resourceVersion is not an integer; reads of this write will not wait for the cache",
 			"resource", gr.String(), "namespace", w.Key.Namespace, "name", w.Key.Name, "rv", w.ResourceVersion)
@@ -191,44 +182,37 @@ func (t *writeTracker) pendingWhere(gr schema.GroupResource, namespace string, k
 	return out
 }
 
-// remember notes w for Wrote, forgetting the oldest beyond ownWrites.
-func (t *writeTracker) remember(w ownWrite) {
-	if w.rv == "" {
+// remember notes the write that left namespace/name at rv for Wrote,
+// forgetting the oldest beyond ownwrite.Kept.
+func (t *writeTracker) remember(namespace, name, rv string) {
+	w, ok := ownwrite.WriteOf(namespace, name, rv)
+	if !ok {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.own[w]; ok {
-		return
+	if forgot, ok := t.own.Add(w, struct{}{}); ok {
+		delete(t.spans, forgot)
 	}
-	if t.own == nil {
-		t.own = make(map[ownWrite]struct{})
-	}
-	if len(t.ownRing) < ownWrites {
-		t.ownRing = append(t.ownRing, w)
-	} else {
-		delete(t.own, t.ownRing[t.ownNext])
-		delete(t.spans, t.ownRing[t.ownNext])
-		t.ownRing[t.ownNext] = w
-		t.ownNext = (t.ownNext + 1) % ownWrites
-	}
-	t.own[w] = struct{}{}
 }
 
 // rememberSpan notes sc as the span of the write that left
 // namespace/name at rv, recorded already (remember).
 func (t *writeTracker) rememberSpan(namespace, name, rv string, sc trace.SpanContext) {
-	if t == nil || rv == "" || !sc.IsValid() {
+	if t == nil || !sc.IsValid() {
 		return
 	}
-	w := ownWrite{namespace, name, rv}
+	w, ok := ownwrite.WriteOf(namespace, name, rv)
+	if !ok {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.own[w]; !ok {
+	if _, ok := t.own.Get(w); !ok {
 		return
 	}
 	if t.spans == nil {
-		t.spans = make(map[ownWrite]spanRef)
+		t.spans = make(map[ownwrite.Write]spanRef)
 	}
 	t.spans[w] = spanRef{trace: sc.TraceID(), span: sc.SpanID(), flags: sc.TraceFlags()}
 }
@@ -236,11 +220,15 @@ func (t *writeTracker) rememberSpan(namespace, name, rv string, sc trace.SpanCon
 // wroteSpan returns the span of the write that left namespace/name at rv,
 // if it was traced and is still remembered; an invalid SpanContext if not.
 func (t *writeTracker) wroteSpan(namespace, name, rv string) trace.SpanContext {
-	if t == nil || rv == "" {
+	if t == nil {
+		return trace.SpanContext{}
+	}
+	w, ok := ownwrite.WriteOf(namespace, name, rv)
+	if !ok {
 		return trace.SpanContext{}
 	}
 	t.mu.Lock()
-	ref, ok := t.spans[ownWrite{namespace, name, rv}]
+	ref, ok := t.spans[w]
 	t.mu.Unlock()
 	if !ok {
 		return trace.SpanContext{}
@@ -248,15 +236,19 @@ func (t *writeTracker) wroteSpan(namespace, name, rv string) trace.SpanContext {
 	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: ref.trace, SpanID: ref.span, TraceFlags: ref.flags})
 }
 
-// Wrote reports whether a write recorded by t, among the latest ownWrites,
-// left the object namespace/name at resourceVersion rv.
+// Wrote reports whether a write recorded by t, among the latest
+// ownwrite.Kept, left the object namespace/name at resourceVersion rv.
 func (t *writeTracker) Wrote(namespace, name, rv string) bool {
-	if t == nil || rv == "" {
+	if t == nil {
+		return false
+	}
+	w, ok := ownwrite.WriteOf(namespace, name, rv)
+	if !ok {
 		return false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_, ok := t.own[ownWrite{namespace, name, rv}]
+	_, ok = t.own.Get(w)
 	return ok
 }
 

@@ -106,7 +106,7 @@ type reconcileHandler[K comparable] struct {
 // Wrote implements ownwrite.Sink: the call's writes are remembered as its
 // key's.
 func (c *callContext[K]) Wrote(namespace, name, rv string) {
-	c.w.add(c.h.key, writeAt{namespace, name, rv})
+	c.w.add(c.h.key, namespace, name, rv)
 }
 
 func (h *reconcileHandler[K]) callLogger() *slog.Logger { return &h.logger }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/internal/ownwrite"
 )
 
 // A reconcile woken only by the watch events of what the same key's
@@ -30,42 +31,21 @@ import (
 // own; nor is a write whose response never came back (it has no
 // resourceVersion to match).
 
-// selfWritesKept bounds the writes a controller remembers: the watch event
-// of a write normally arrives well within that many later writes of the
-// same controller; an event that comes later is reconciled as usual.
-const selfWritesKept = 4096
-
-// writeAt is one write as its watch event is matched: the object and the
-// resourceVersion the write left it at.
-type writeAt struct{ namespace, name, rv string }
-
 // selfWrites remembers which key's reconcile made each of the latest
-// writes of a controller's reconciles.
+// writes of a controller's reconciles (ownwrite.Kept of them).
 type selfWrites[K comparable] struct {
-	mu   sync.Mutex
-	by   map[writeAt]K
-	ring []writeAt
-	next int
+	mu     sync.Mutex
+	recent ownwrite.Recent[K]
 }
 
-func (w *selfWrites[K]) add(key K, at writeAt) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.by == nil {
-		w.by = make(map[writeAt]K)
-	}
-	if _, ok := w.by[at]; ok {
-		w.by[at] = key
+func (w *selfWrites[K]) add(key K, namespace, name, rv string) {
+	at, ok := ownwrite.WriteOf(namespace, name, rv)
+	if !ok {
 		return
 	}
-	if len(w.ring) < selfWritesKept {
-		w.ring = append(w.ring, at)
-	} else {
-		delete(w.by, w.ring[w.next])
-		w.ring[w.next] = at
-		w.next = (w.next + 1) % selfWritesKept
-	}
-	w.by[at] = key
+	w.mu.Lock()
+	w.recent.Add(at, key)
+	w.mu.Unlock()
 }
 
 // wrote reports whether c is the event of a write a reconcile of key made
@@ -74,8 +54,12 @@ func (w *selfWrites[K]) wrote(key K, c *Cause) bool {
 	if c.ResourceVersion == "" || c.Replay || (c.Change != cache.Added && c.Change != cache.Updated) {
 		return false
 	}
+	at, ok := ownwrite.WriteOf(c.Namespace, c.Name, c.ResourceVersion)
+	if !ok {
+		return false
+	}
 	w.mu.Lock()
-	k, ok := w.by[writeAt{c.Namespace, c.Name, c.ResourceVersion}]
+	k, ok := w.recent.Get(at)
 	w.mu.Unlock()
 	return ok && k == key
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kloop-dev/kloop/cache"
+	"github.com/kloop-dev/kloop/internal/ownwrite"
 )
 
 // The triggers a causeSet leaves out for its bounds are still weighed: a
@@ -22,7 +23,7 @@ func TestPendingCauses_TriggersLeftOutForTheBoundsStillDecideTheSkip(t *testing.
 		c.causes.add("owner", child(i, fmt.Sprint(100+i)), 0)
 	}
 	for i := range 10 {
-		c.self.add("owner", writeAt{"ns", fmt.Sprintf("p%d", i), fmt.Sprint(100 + i)})
+		c.self.add("owner", "ns", fmt.Sprintf("p%d", i), fmt.Sprint(100+i))
 	}
 	s := c.causes.take("owner")
 	if s.n >= s.total || !c.selfInflicted("owner", &s) {
@@ -99,19 +100,19 @@ func TestPendingCauses_TriggersLeftOutForTheBoundsStillDecideTheSkip(t *testing.
 
 func TestSelfWrites_ForgetsTheOldestBeyondItsBound(t *testing.T) {
 	var w selfWrites[string]
-	for i := range selfWritesKept + 10 {
-		w.add("k", writeAt{"ns", "o", fmt.Sprint(i)})
+	for i := range ownwrite.Kept + 10 {
+		w.add("k", "ns", "o", fmt.Sprint(i))
 	}
 	c := Cause{Namespace: "ns", Name: "o", Change: cache.Updated}
 	c.ResourceVersion = "0"
 	if w.wrote("k", &c) {
 		t.Error("the oldest write is still remembered past the bound")
 	}
-	c.ResourceVersion = fmt.Sprint(selfWritesKept + 9)
+	c.ResourceVersion = fmt.Sprint(ownwrite.Kept + 9)
 	if !w.wrote("k", &c) {
 		t.Error("the latest write is not remembered")
 	}
-	if len(w.by) != selfWritesKept {
-		t.Errorf("%d writes remembered, want %d", len(w.by), selfWritesKept)
+	if n := w.recent.Len(); n != ownwrite.Kept {
+		t.Errorf("%d writes remembered, want %d", n, ownwrite.Kept)
 	}
 }

@@ -19,7 +19,9 @@ import (
 // against a nil one, which the encoding and the API do not tell apart; a
 // protobuf decode makes neither, a JSON decode may); the structs that hold them (the Pod, its containers and
 // volumes) stay each object's own, so a part unique to a pod (the
-// service-account token's volume, a node name) costs only itself.
+// service-account token's volume, a node name) costs only itself. A pod
+// template's container list, which holds nothing of one pod's, is shared
+// whole.
 //
 // Like the rest of the interner, this runs on the reflector's goroutine
 // while the informer is the object's only holder. A part it shares is
@@ -69,10 +71,12 @@ type podTables struct {
 	affinity  table[*corev1.Affinity]
 	podSecCtx table[*corev1.PodSecurityContext]
 	dnsConfig table[*corev1.PodDNSConfig]
-	int64s    map[int64]*int64
-	int32s    map[int32]*int32
-	bools     [2]*bool
-	preempt   map[corev1.PreemptionPolicy]*corev1.PreemptionPolicy
+	// containers holds whole container lists, of pod templates only.
+	containers table[[]corev1.Container]
+	int64s     map[int64]*int64
+	int32s     map[int32]*int32
+	bools      [2]*bool
+	preempt    map[corev1.PreemptionPolicy]*corev1.PreemptionPolicy
 }
 
 // appendEncoded appends m's encoding to b, prefixed by its length, so that
@@ -275,16 +279,27 @@ func (in *interner) podTemplate(obj any) {
 		in.podSpec(&o.Spec)
 		in.podStatus(&o.Status)
 	case *corev1.PodTemplate:
-		in.podSpec(&o.Template.Spec)
+		in.templateSpec(&o.Template.Spec)
 	case *appsv1.ReplicaSet:
-		in.podSpec(&o.Spec.Template.Spec)
+		in.templateSpec(&o.Spec.Template.Spec)
 	case *appsv1.Deployment:
-		in.podSpec(&o.Spec.Template.Spec)
+		in.templateSpec(&o.Spec.Template.Spec)
 	case *appsv1.StatefulSet:
-		in.podSpec(&o.Spec.Template.Spec)
+		in.templateSpec(&o.Spec.Template.Spec)
 	case *appsv1.DaemonSet:
-		in.podSpec(&o.Spec.Template.Spec)
+		in.templateSpec(&o.Spec.Template.Spec)
 	case *batchv1.Job:
-		in.podSpec(&o.Spec.Template.Spec)
+		in.templateSpec(&o.Spec.Template.Spec)
 	}
+}
+
+// templateSpec shares the parts of a pod template's spec, and its
+// container lists whole: a template has no pod's own mounts (a Pod's
+// service-account token makes its list unique), so the ReplicaSets of one
+// Deployment, and the workloads made from one manifest, carry equal
+// lists.
+func (in *interner) templateSpec(spec *corev1.PodSpec) {
+	in.podSpec(spec)
+	spec.InitContainers = shareList(in, &in.pod.containers, spec.InitContainers)
+	spec.Containers = shareList(in, &in.pod.containers, spec.Containers)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -224,5 +225,48 @@ func BenchmarkInterner_Pod(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		in.object(pods[i%len(pods)])
+	}
+}
+
+// Pod templates carry nothing of one pod's: Deployments made from one
+// manifest share their container list whole, and read back as decoded.
+func TestInterner_DeploymentsOfOneManifestShareTheirContainerList(t *testing.T) {
+	deployment := func(name, image string) *appsv1.Deployment {
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name), ResourceVersion: "1"},
+			Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "nginx", "controller": name}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: image}}},
+			}},
+		}
+		b, err := d.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var decoded appsv1.Deployment
+		if err := decoded.Unmarshal(b); err != nil {
+			t.Fatal(err)
+		}
+		return &decoded
+	}
+	in := newInterner()
+	var ds, want []*appsv1.Deployment
+	for i, image := range []string{"nginx:1", "nginx:1", "nginx:2"} {
+		d := deployment(fmt.Sprint("d", i), image)
+		want = append(want, d.DeepCopy())
+		in.object(d)
+		ds = append(ds, d)
+	}
+	for i, d := range ds {
+		if !reflect.DeepEqual(d, want[i]) {
+			t.Fatalf("Deployment %s after interning differs from its decoded form:\n got  %+v\n want %+v", d.Name, d, want[i])
+		}
+	}
+	c0, c1, c2 := &ds[0].Spec.Template.Spec.Containers[0], &ds[1].Spec.Template.Spec.Containers[0], &ds[2].Spec.Template.Spec.Containers[0]
+	if c0 != c1 {
+		t.Error("two Deployments with equal containers do not share their container list")
+	}
+	if c0 == c2 {
+		t.Error("Deployments with different images share their container list")
 	}
 }

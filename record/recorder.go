@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -763,11 +764,16 @@ func (r *Recorder) refill(b *budget, now time.Time) {
 
 // lru remembers the most recently seen events, up to a size: a map to
 // items that are themselves the links of the recency list (most recent at
-// the head), so that an event costs one item and its map entry.
+// the head), so that an event costs one item and its map entry. The map is
+// keyed by the key's hash, eight bytes where the key is eight strings; the
+// item holds the key, and an item whose key differs from the one looked up
+// is not it (two keys of one hash share a slot, the later one replacing
+// the earlier: a repeat of that one starts a new Event).
 type lru struct {
 	size       int
+	seed       maphash.Seed
 	head, tail *lruItem
-	items      map[eventKey]*lruItem
+	items      map[uint64]*lruItem
 }
 
 type lruItem struct {
@@ -777,12 +783,31 @@ type lruItem struct {
 }
 
 func newLRU(size int) *lru {
-	return &lru{size: size, items: make(map[eventKey]*lruItem)}
+	return &lru{size: size, seed: maphash.MakeSeed(), items: make(map[uint64]*lruItem)}
+}
+
+func (l *lru) hash(k eventKey) uint64 {
+	var h maphash.Hash
+	h.SetSeed(l.seed)
+	for _, s := range [...]string{k.apiVersion, k.kind, k.namespace, k.name, string(k.uid), k.eventType, k.reason, k.message} {
+		h.WriteString(s)
+		h.WriteByte(0) // fields that run into each other cost only a miss: find compares the key
+	}
+	return h.Sum64()
+}
+
+// find returns k's item and k's hash.
+func (l *lru) find(k eventKey) (*lruItem, uint64) {
+	h := l.hash(k)
+	if it := l.items[h]; it != nil && it.key == k {
+		return it, h
+	}
+	return nil, h
 }
 
 func (l *lru) get(k eventKey) (*written, bool) {
-	it, ok := l.items[k]
-	if !ok {
+	it, _ := l.find(k)
+	if it == nil {
 		return nil, false
 	}
 	l.unlink(it)
@@ -791,26 +816,30 @@ func (l *lru) get(k eventKey) (*written, bool) {
 }
 
 func (l *lru) put(k eventKey, w written) {
-	if it, ok := l.items[k]; ok {
+	it, h := l.find(k)
+	if it != nil {
 		it.w = w
 		l.unlink(it)
 		l.pushFront(it)
 		return
 	}
-	it := &lruItem{key: k, w: w}
-	l.items[k] = it
+	if other := l.items[h]; other != nil {
+		l.unlink(other)
+	}
+	it = &lruItem{key: k, w: w}
+	l.items[h] = it
 	l.pushFront(it)
 	for len(l.items) > l.size {
 		last := l.tail
 		l.unlink(last)
-		delete(l.items, last.key)
+		delete(l.items, l.hash(last.key))
 	}
 }
 
 func (l *lru) remove(k eventKey) {
-	if it, ok := l.items[k]; ok {
+	if it, h := l.find(k); it != nil {
 		l.unlink(it)
-		delete(l.items, k)
+		delete(l.items, h)
 	}
 }
 

@@ -534,3 +534,20 @@ func counterValue(t *testing.T, reg *prometheus.Registry, metric, label string) 
 	}
 	return 0
 }
+
+// The map is keyed by the key's hash: an item found under it whose key is
+// another's is not the one looked up, and the one put replaces it.
+func TestLRU_AKeyOfTheSameHashIsAnotherEvent(t *testing.T) {
+	l := newLRU(4)
+	a, b := eventKey{name: "p", reason: "A"}, eventKey{name: "p", reason: "B"}
+	other := &lruItem{key: b, w: written{name: "b"}}
+	l.items[l.hash(a)] = other // as if b hashed as a does
+	l.pushFront(other)
+	if w, ok := l.get(a); ok {
+		t.Fatalf("get A found %v, B's item under A's hash; want a miss", w)
+	}
+	l.put(a, written{name: "a"})
+	if w, ok := l.get(a); !ok || w.name != "a" || len(l.items) != 1 || l.head != l.tail {
+		t.Errorf("after put A: get A = %v, %v with %d items; want a alone, B's item replaced and unlinked", w, ok, len(l.items))
+	}
+}

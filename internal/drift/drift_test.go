@@ -104,6 +104,17 @@ func TestDrifted_TakesUnstructuredContentAndCountsWhatCannotBeConvertedAsDrifted
 	if !drift.Drifted(live, want) {
 		t.Error("Drifted = false for other replicas")
 	}
+	// A float field holding a whole number: int64 in content decoded from
+	// JSON, float64 in content converted from a typed object.
+	live.Object["spec"] = map[string]any{"ratio": int64(2), "scale": 1.5}
+	want.Object["spec"] = map[string]any{"ratio": float64(2), "scale": 1.5}
+	if drift.Drifted(live, want) {
+		t.Error("Drifted = true for a float 2.0 against the live int64 2")
+	}
+	want.Object["spec"] = map[string]any{"ratio": 2.5}
+	if !drift.Drifted(live, want) {
+		t.Error("Drifted = false for a float 2.5 against the live int64 2")
+	}
 }
 
 // An apply configuration is compared by what it sets, numbers included

@@ -1,0 +1,60 @@
+package ownwrite_test
+
+import (
+	"strconv"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/kloop-dev/kloop/internal/ownwrite"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestWriteOf_TellsObjectsAndVersionsApart(t *testing.T) {
+	a, ok := ownwrite.WriteOf("ns", "a", "10")
+	if !ok {
+		t.Fatal("WriteOf(ns, a, 10): not ok, want ok for an integer resourceVersion")
+	}
+	if again, _ := ownwrite.WriteOf("ns", "a", "10"); again != a {
+		t.Error("the same write made twice differs")
+	}
+	for _, other := range [][3]string{{"ns", "b", "10"}, {"ns", "a", "11"}, {"nsa", "", "10"}, {"n", "sa", "10"}} {
+		if w, _ := ownwrite.WriteOf(other[0], other[1], other[2]); w == a {
+			t.Errorf("WriteOf%v equals WriteOf(ns, a, 10)", other)
+		}
+	}
+	if _, ok := ownwrite.WriteOf("ns", "a", "x10"); ok {
+		t.Error("WriteOf with a resourceVersion that is not an integer: ok, want not ok")
+	}
+}
+
+func TestRecent_KeepsTheLatestWritesWithTheirValues(t *testing.T) {
+	var r ownwrite.Recent[string]
+	w := func(i int) ownwrite.Write {
+		at, _ := ownwrite.WriteOf("ns", "o", strconv.Itoa(i))
+		return at
+	}
+	if _, forgot := r.Add(w(0), "k0"); forgot {
+		t.Error("the first write made another forgotten")
+	}
+	r.Add(w(0), "k1")
+	if v, ok := r.Get(w(0)); !ok || v != "k1" || r.Len() != 1 {
+		t.Errorf("a write added again: Get = %q, %v, Len %d; want k1, true, 1", v, ok, r.Len())
+	}
+	for i := 1; i < ownwrite.Kept; i++ {
+		if _, forgot := r.Add(w(i), "k"); forgot {
+			t.Fatalf("write %d of %d made another forgotten", i, ownwrite.Kept)
+		}
+	}
+	forgot, ok := r.Add(w(ownwrite.Kept), "k")
+	if !ok || forgot != w(0) {
+		t.Errorf("one write past the bound forgot %v (%v), want the oldest", forgot, ok)
+	}
+	if _, ok := r.Get(w(0)); ok || r.Len() != ownwrite.Kept {
+		t.Errorf("past the bound: oldest still kept %v, Len %d; want false, %d", ok, r.Len(), ownwrite.Kept)
+	}
+	if _, ok := r.Get(w(ownwrite.Kept)); !ok {
+		t.Error("the latest write is not kept")
+	}
+}
