@@ -317,19 +317,10 @@ func TestFlags_WebhookFlagsReachOptionsOrNameWhatIsMissing(t *testing.T) {
 		{args: []string{"--webhook-cert-dir", "/certs"}, bad: "--webhook-cert-dir"},
 		{args: []string{"--webhook-bind-address", "9443", "--webhook-local"}, bad: "--webhook-bind-address"},
 	} {
-		flags := cli.NewFlags("demo")
-		var opts kloop.Options
-		cmd := &cobra.Command{Use: "demo", RunE: func(cmd *cobra.Command, _ []string) error {
-			_, o, err := flags.Config(cmd)
-			opts = o
-			return err
-		}}
-		flags.AddFlags(cmd.Flags())
-		var stderr strings.Builder
-		code := cli.Run(t.Context(), cmd, append([]string{"--master", "https://127.0.0.1:6443"}, tc.args...), io.Discard, &stderr)
+		opts, code, stderr := configOf(t, tc.args...)
 		if tc.bad != "" {
-			if code != cli.ExitUsage || !strings.Contains(stderr.String(), tc.bad) {
-				t.Errorf("%q: exit %d, stderr %q; want a usage error naming %s", tc.args, code, stderr.String(), tc.bad)
+			if code != cli.ExitUsage || !strings.Contains(stderr, tc.bad) {
+				t.Errorf("%q: exit %d, stderr %q; want a usage error naming %s", tc.args, code, stderr, tc.bad)
 			}
 			continue
 		}
@@ -339,7 +330,7 @@ func TestFlags_WebhookFlagsReachOptionsOrNameWhatIsMissing(t *testing.T) {
 		}
 		same := got.WebhookAddr == tc.want.WebhookAddr && got.WebhookCertDir == tc.want.WebhookCertDir && got.WebhookLocal == tc.want.WebhookLocal
 		if code != cli.ExitOK || !same {
-			t.Errorf("%q: exit %d (stderr %q), webhook options %+v; want exit 0 and %+v", tc.args, code, stderr.String(), got, tc.want)
+			t.Errorf("%q: exit %d (stderr %q), webhook options %+v; want exit 0 and %+v", tc.args, code, stderr, got, tc.want)
 		}
 	}
 }
@@ -358,25 +349,16 @@ func TestFlags_MemoryLimitReachesOptionsOrNamesTheBadValue(t *testing.T) {
 		{"--memory-limit=-5Mi", 0, true},
 		{"--memory-limit=lots", 0, true},
 	} {
-		flags := cli.NewFlags("demo")
-		var opts kloop.Options
-		cmd := &cobra.Command{Use: "demo", RunE: func(cmd *cobra.Command, _ []string) error {
-			_, o, err := flags.Config(cmd)
-			opts = o
-			return err
-		}}
-		flags.AddFlags(cmd.Flags())
-		args := []string{"--master", "https://127.0.0.1:6443"}
+		var args []string
 		if tc.arg != "" {
 			args = append(args, tc.arg)
 		}
-		var stderr strings.Builder
-		code := cli.Run(t.Context(), cmd, args, io.Discard, &stderr)
+		opts, code, stderr := configOf(t, args...)
 		switch {
-		case tc.bad && (code != cli.ExitUsage || !strings.Contains(stderr.String(), "--memory-limit") || !strings.Contains(stderr.String(), "auto, off, or a positive quantity")):
-			t.Errorf("%s: exit %d, stderr %q; want a usage error naming the flag and what it takes", tc.arg, code, stderr.String())
+		case tc.bad && (code != cli.ExitUsage || !strings.Contains(stderr, "--memory-limit") || !strings.Contains(stderr, "auto, off, or a positive quantity")):
+			t.Errorf("%s: exit %d, stderr %q; want a usage error naming the flag and what it takes", tc.arg, code, stderr)
 		case !tc.bad && (code != cli.ExitOK || opts.MemoryLimit != tc.want):
-			t.Errorf("%s: exit %d (%s), MemoryLimit %d; want %d", tc.arg, code, stderr.String(), opts.MemoryLimit, tc.want)
+			t.Errorf("%s: exit %d (%s), MemoryLimit %d; want %d", tc.arg, code, stderr, opts.MemoryLimit, tc.want)
 		}
 	}
 }
@@ -394,25 +376,16 @@ func TestFlags_EncodedCacheUnderReachesMemoryOrNamesTheBadValue(t *testing.T) {
 		{"--encoded-cache-under=-5Mi", 0, true},
 		{"--encoded-cache-under=half", 0, true},
 	} {
-		flags := cli.NewFlags("demo")
-		var opts kloop.Options
-		cmd := &cobra.Command{Use: "demo", RunE: func(cmd *cobra.Command, _ []string) error {
-			_, o, err := flags.Config(cmd)
-			opts = o
-			return err
-		}}
-		flags.AddFlags(cmd.Flags())
-		args := []string{"--master", "https://127.0.0.1:6443"}
+		var args []string
 		if tc.arg != "" {
 			args = append(args, tc.arg)
 		}
-		var stderr strings.Builder
-		code := cli.Run(t.Context(), cmd, args, io.Discard, &stderr)
+		opts, code, stderr := configOf(t, args...)
 		switch {
-		case tc.bad && (code != cli.ExitUsage || !strings.Contains(stderr.String(), "--encoded-cache-under") || !strings.Contains(stderr.String(), "0 (never) or a quantity of bytes")):
-			t.Errorf("%s: exit %d, stderr %q; want a usage error naming the flag and what it takes", tc.arg, code, stderr.String())
+		case tc.bad && (code != cli.ExitUsage || !strings.Contains(stderr, "--encoded-cache-under") || !strings.Contains(stderr, "0 (never) or a quantity of bytes")):
+			t.Errorf("%s: exit %d, stderr %q; want a usage error naming the flag and what it takes", tc.arg, code, stderr)
 		case !tc.bad && (code != cli.ExitOK || opts.Memory.EncodedUnder != tc.want || opts.Memory.Encoded):
-			t.Errorf("%s: exit %d (%s), Memory %+v; want EncodedUnder %d", tc.arg, code, stderr.String(), opts.Memory, tc.want)
+			t.Errorf("%s: exit %d (%s), Memory %+v; want EncodedUnder %d", tc.arg, code, stderr, opts.Memory, tc.want)
 		}
 	}
 }
@@ -426,18 +399,9 @@ func TestFlags_WaitForKindsReachesOptions(t *testing.T) {
 		{[]string{"--wait-for-kinds"}, true},
 		{[]string{"--wait-for-kinds=false"}, false},
 	} {
-		flags := cli.NewFlags("demo")
-		var opts kloop.Options
-		cmd := &cobra.Command{Use: "demo", RunE: func(cmd *cobra.Command, _ []string) error {
-			_, o, err := flags.Config(cmd)
-			opts = o
-			return err
-		}}
-		flags.AddFlags(cmd.Flags())
-		var stderr strings.Builder
-		code := cli.Run(t.Context(), cmd, append([]string{"--master", "https://127.0.0.1:6443"}, tc.args...), io.Discard, &stderr)
+		opts, code, stderr := configOf(t, tc.args...)
 		if code != cli.ExitOK || opts.WaitForKinds != tc.want {
-			t.Errorf("%v: exit %d (%s), WaitForKinds %v; want %v", tc.args, code, stderr.String(), opts.WaitForKinds, tc.want)
+			t.Errorf("%v: exit %d (%s), WaitForKinds %v; want %v", tc.args, code, stderr, opts.WaitForKinds, tc.want)
 		}
 	}
 }
@@ -456,21 +420,12 @@ func TestFlags_NamespaceTakesOneOrSeveralNamespaces(t *testing.T) {
 		{args: []string{"--namespace", "a,Not_A_Name"}, bad: true},
 		{args: []string{"--namespace", "a,,b"}, bad: true},
 	} {
-		flags := cli.NewFlags("demo")
-		var opts kloop.Options
-		cmd := &cobra.Command{Use: "demo", RunE: func(cmd *cobra.Command, _ []string) error {
-			_, o, err := flags.Config(cmd)
-			opts = o
-			return err
-		}}
-		flags.AddFlags(cmd.Flags())
-		var stderr strings.Builder
-		code := cli.Run(t.Context(), cmd, append([]string{"--master", "https://127.0.0.1:6443"}, tc.args...), io.Discard, &stderr)
+		opts, code, stderr := configOf(t, tc.args...)
 		switch {
-		case tc.bad && (code != cli.ExitUsage || !strings.Contains(stderr.String(), "--namespace") || !strings.Contains(stderr.String(), "is not one")):
-			t.Errorf("%q: exit %d, stderr %q; want a usage error naming the flag and the bad name", tc.args, code, stderr.String())
+		case tc.bad && (code != cli.ExitUsage || !strings.Contains(stderr, "--namespace") || !strings.Contains(stderr, "is not one")):
+			t.Errorf("%q: exit %d, stderr %q; want a usage error naming the flag and the bad name", tc.args, code, stderr)
 		case !tc.bad && (code != cli.ExitOK || opts.Namespace != tc.namespace || !slices.Equal(opts.Namespaces, tc.set)):
-			t.Errorf("%q: exit %d (%s), Namespace %q, Namespaces %q; want %q, %q", tc.args, code, stderr.String(), opts.Namespace, opts.Namespaces, tc.namespace, tc.set)
+			t.Errorf("%q: exit %d (%s), Namespace %q, Namespaces %q; want %q, %q", tc.args, code, stderr, opts.Namespace, opts.Namespaces, tc.namespace, tc.set)
 		}
 	}
 }
@@ -481,23 +436,10 @@ func TestFlags_TraceEndpointGivesTheAppAnExporter(t *testing.T) {
 	for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"} {
 		t.Setenv(v, "")
 	}
-	run := func(args ...string) (kloop.Options, int, string) {
-		flags := cli.NewFlags("demo")
-		var opts kloop.Options
-		cmd := &cobra.Command{Use: "demo", RunE: func(cmd *cobra.Command, _ []string) error {
-			_, o, err := flags.Config(cmd)
-			opts = o
-			return err
-		}}
-		flags.AddFlags(cmd.Flags())
-		var stderr strings.Builder
-		code := cli.Run(t.Context(), cmd, append([]string{"--master", "https://127.0.0.1:6443"}, args...), io.Discard, &stderr)
-		return opts, code, stderr.String()
-	}
-	if opts, code, stderr := run(); code != cli.ExitOK || opts.Traces != nil {
+	if opts, code, stderr := configOf(t); code != cli.ExitOK || opts.Traces != nil {
 		t.Errorf("no --trace-endpoint: exit %d (%s), Traces %v; want exit 0 and none", code, stderr, opts.Traces)
 	}
-	opts, code, stderr := run("--trace-endpoint", "http://127.0.0.1:4318")
+	opts, code, stderr := configOf(t, "--trace-endpoint", "http://127.0.0.1:4318")
 	if code != cli.ExitOK || opts.Traces == nil {
 		t.Fatalf("--trace-endpoint: exit %d (%s), Traces %v; want exit 0 and an exporter", code, stderr, opts.Traces)
 	}
@@ -505,7 +447,25 @@ func TestFlags_TraceEndpointGivesTheAppAnExporter(t *testing.T) {
 		t.Errorf("the exporter %T has no Shutdown the App can call, or it failed", opts.Traces)
 	}
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-	if _, code, stderr := run("--trace-endpoint", "http://127.0.0.1:4318"); code == cli.ExitOK || !strings.Contains(stderr, "set it to http/protobuf") {
+	if _, code, stderr := configOf(t, "--trace-endpoint", "http://127.0.0.1:4318"); code == cli.ExitOK || !strings.Contains(stderr, "set it to http/protobuf") {
 		t.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL=grpc: exit %d, stderr %q; want a failure saying to set http/protobuf", code, stderr)
 	}
+}
+
+// configOf runs a command the way a program does (cli.Run), with
+// --master and args, and returns the kloop.Options its flags gave, the
+// exit code and what it wrote to stderr.
+func configOf(t *testing.T, args ...string) (kloop.Options, int, string) {
+	t.Helper()
+	flags := cli.NewFlags("demo")
+	var opts kloop.Options
+	cmd := &cobra.Command{Use: "demo", RunE: func(cmd *cobra.Command, _ []string) error {
+		_, o, err := flags.Config(cmd)
+		opts = o
+		return err
+	}}
+	flags.AddFlags(cmd.Flags())
+	var stderr strings.Builder
+	code := cli.Run(t.Context(), cmd, append([]string{"--master", "https://127.0.0.1:6443"}, args...), io.Discard, &stderr)
+	return opts, code, stderr.String()
 }
