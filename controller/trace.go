@@ -76,7 +76,9 @@ func (c *Controller[K]) startSpan(ctx context.Context, key K, s *causeSet) (cont
 	if self && latest.IsValid() {
 		// Woken only by its own writes: the next link of their chain.
 		ctx = trace.ContextWithSpanContext(ctx, latest)
-	} else {
+	} else if trace.SpanContextFromContext(ctx).IsValid() {
+		// A new trace, not a child of a span the worker's context carries
+		// (WithNewRoot costs two allocations: asked for only when needed).
 		opts = append(opts, c.span.root)
 	}
 	return c.opts.Tracer.Start(ctx, c.span.name, opts...)
