@@ -204,6 +204,8 @@ type Controller[K comparable] struct {
 	self selfWrites[K]
 	// hist keeps the latest reconciles, for Status.
 	hist history[K]
+	// span is what each reconcile's span starts with (Options.Tracer).
+	span spanStart
 
 	mu         sync.Mutex
 	sources    []Source[K]
@@ -253,6 +255,7 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 		clock: opts.Clock,
 		epoch: opts.Clock.Now(),
 		m:     m,
+		span:  newSpanStart(opts.Name),
 		queue: workqueue.New(workqueue.Options[K]{
 			Name:        opts.Name,
 			Registerer:  opts.Registerer,
