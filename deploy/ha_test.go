@@ -21,9 +21,13 @@ import (
 )
 
 var (
-	becameLeader  = regexp.MustCompile(`Became the leader`)
-	cachesSynced  = regexp.MustCompile(`Caches synced`)
-	createdDeploy = regexp.MustCompile(`Created Deployment`)
+	becameLeader = regexp.MustCompile(`Became the leader`)
+	cachesSynced = regexp.MustCompile(`Caches synced`)
+	// notifierSynced: from this line on the notifier notifies changes; an
+	// object made between "Caches synced" and it counts as one that was
+	// there before and is not notified.
+	notifierSynced = regexp.MustCompile(`Notifier synced`)
+	createdDeploy  = regexp.MustCompile(`Created Deployment`)
 )
 
 func getReadyz(t *testing.T, p *proc) (int, string) {

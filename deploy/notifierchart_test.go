@@ -308,7 +308,7 @@ func chartNotifier(t *testing.T, e *testenv.Env, cs kubernetes.Interface, ns, re
 	args = append(args, "--kubeconfig="+saKubeconfig(t, e, ns, sa))
 	p := start(t, name, binary(t, "notifier"), append([]string{"POD_NAMESPACE=" + ns}, env...), args...)
 	p.metrics, p.health = metrics, health
-	p.stderr.WaitFor(t, "caches synced", cachesSynced)
+	p.stderr.WaitFor(t, "the notifier synced", notifierSynced)
 	return p
 }
 

@@ -161,7 +161,7 @@ func TestNotifier_NotifiesAsDeploysServiceAccountWithItsReadOnlyRoleAndNamesTheM
 		ResourceAttributes: &authorizationv1.ResourceAttributes{Resource: "pods", Verb: "watch"}}, true)
 
 	p := d.startNotifier(t, "notifier")
-	p.stderr.WaitFor(t, "caches synced", cachesSynced)
+	p.stderr.WaitFor(t, "the notifier synced", notifierSynced)
 	ns := testenv.NewNamespace(t, d.cs, "watched")
 	d.pod(t, ns, "noticed")
 	p.stdout.WaitFor(t, "a notification for pod noticed", regexp.MustCompile(`noticed`))
