@@ -113,6 +113,7 @@ func (r *Resource[T]) Cached(c cache.Lister[T], opts ReaderOptions) *CachedReade
 func (r *CachedReader[T]) Get(ctx context.Context, namespace, name string) (T, error) {
 	var zero T
 	key := cache.Key{Namespace: namespace, Name: name}
+	r.seen()
 	if w, ok := r.tracker.Pending(r.gr, key); ok {
 		if err := r.wait(ctx, []pendingWrite{w}); err != nil {
 			return zero, err
@@ -129,6 +130,7 @@ func (r *CachedReader[T]) Get(ctx context.Context, namespace, name string) (T, e
 // (nil matches everything), once the cache has seen every write this client
 // made in that namespace. The objects are read-only.
 func (r *CachedReader[T]) List(ctx context.Context, namespace string, selector labels.Selector) ([]T, error) {
+	r.seen()
 	if err := r.wait(ctx, r.tracker.PendingIn(r.gr, namespace)); err != nil {
 		return nil, err
 	}
@@ -139,6 +141,7 @@ func (r *CachedReader[T]) List(ctx context.Context, namespace string, selector l
 // made in namespace ("" means all), as List does before it reads: for a
 // read of the cache that does not go through the reader, such as an index.
 func (r *CachedReader[T]) WaitForWrites(ctx context.Context, namespace string) error {
+	r.seen()
 	return r.wait(ctx, r.tracker.PendingIn(r.gr, namespace))
 }
 
@@ -162,6 +165,7 @@ func (r *CachedReader[T]) ListControlledBy(ctx context.Context, namespace string
 		}
 		return out, names
 	}
+	r.seen()
 	out, held := list()
 	ws := r.tracker.pendingWhere(r.gr, namespace, func(w pendingWrite) bool {
 		return !w.Gone && (!w.ControllerKnown || w.Controller == owner) || held[w.Key.Name]
@@ -174,6 +178,13 @@ func (r *CachedReader[T]) ListControlledBy(ctx context.Context, namespace string
 	}
 	out, _ = list()
 	return out, nil
+}
+
+// seen drops the client's pending writes of the reader's resource that
+// its cache has passed, of any key: a write whose watch event only woke a
+// skipped reconcile is never read back by key, and would otherwise stay.
+func (r *CachedReader[T]) seen() {
+	r.tracker.Seen(r.gr, r.cache.ResourceVersion())
 }
 
 // wait blocks until the cache has seen every write in ws, for at most

@@ -52,7 +52,10 @@
 //     resourceVersion passes the write (another event, or the API server's
 //     periodic watch bookmark), which may exceed MaxWait.
 //   - A tracker entry is cleared by the first CachedReader whose cache has
-//     seen it. If one client's writes are read through two caches of the
+//     seen it: a read of it, or any read of its resource once the cache's
+//     resourceVersion has passed it (a delete confirmed without a
+//     resourceVersion waits for a read of its key or namespace). If one
+//     client's writes are read through two caches of the
 //     same resource, only the first read waits; use one shared cache per
 //     resource (as an informer factory provides), or one client per cache.
 //
@@ -65,5 +68,6 @@
 //     cache's. Objects returned by Resource are yours.
 //  3. For Apply, build an object holding only the fields you mean to own.
 //  4. Set Options.DisableWriteTracking on clients whose writes are never read
-//     through a CachedReader, or their tracker keeps an entry per key written.
+//     through a CachedReader, or their tracker keeps an entry per key
+//     written.
 package client

@@ -23,15 +23,22 @@ import (
 // entries their cache has caught up with. It is safe for concurrent use, and
 // a nil *writeTracker records nothing and has nothing pending.
 //
-// Memory is one entry per key written and not yet read back through a
-// CachedReader of that resource. Keys written and never read back stay until
-// the program ends; a client whose writes are never read through a cache
-// should set Options.DisableWriteTracking.
+// Memory is one entry per key written that no CachedReader of that resource
+// has seen its cache reach: each read through a CachedReader drops every
+// pending write of its resource at or before its cache's resourceVersion
+// (Seen), whichever key it reads, so a write never read back stays only
+// until the next read of its resource after its cache caught up. Deletes
+// confirmed without a resourceVersion stay until a read of their key or
+// namespace. A client whose writes are never read through a cache should
+// set Options.DisableWriteTracking.
 type writeTracker struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
 	pending map[schema.GroupResource]map[cache.Key]pendingWrite
+	// swept is, per resource with writes pending, the cache
+	// resourceVersion of the last Seen that swept them.
+	swept map[schema.GroupResource]string
 
 	// own holds the latest writes at a resourceVersion, for Wrote: unlike
 	// pending, an entry stays after a cache has seen it, so that every
@@ -270,8 +277,40 @@ func (t *writeTracker) Forget(gr schema.GroupResource, w pendingWrite) {
 		delete(byKey, w.Key)
 		if len(byKey) == 0 {
 			delete(t.pending, gr)
+			delete(t.swept, gr)
 		}
 	}
+}
+
+// Seen drops the pending writes of gr at or before rv, the resourceVersion
+// a cache of gr has reached: a read would not wait for them. Deletes
+// without a resourceVersion stay (Forget clears them). It sweeps only when
+// rv differs from the last sweep's of gr, so reads of a cache that has not
+// moved cost a map lookup.
+func (t *writeTracker) Seen(gr schema.GroupResource, rv string) {
+	if t == nil || rv == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	byKey := t.pending[gr]
+	if len(byKey) == 0 || t.swept[gr] == rv {
+		return
+	}
+	for k, w := range byKey {
+		if !w.Gone && rvorder.AtOrAfter(rv, w.ResourceVersion) {
+			delete(byKey, k)
+		}
+	}
+	if len(byKey) == 0 {
+		delete(t.pending, gr)
+		delete(t.swept, gr)
+		return
+	}
+	if t.swept == nil {
+		t.swept = make(map[schema.GroupResource]string)
+	}
+	t.swept[gr] = rv
 }
 
 // Len is the number of pending writes, over all resources.

@@ -335,3 +335,52 @@ func TestWriteTracker_WroteRemembersTheLatestWritesAfterTheCacheSawThem(t *testi
 		t.Error("a nil tracker reports a write")
 	}
 }
+
+// A write whose key is never read back (its watch event only woke a
+// skipped reconcile) is dropped by the next read of its resource once the
+// cache has passed it; writes the cache has not reached, and deletes with
+// no resourceVersion, stay.
+func TestCachedReader_ReadOfAnyKeyDropsWritesItsCacheHasPassed(t *testing.T) {
+	store, w, err := cache.New(cache.Options[*corev1.ConfigMap]{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Replace([]*corev1.ConfigMap{cm("ns", "a", "5"), cm("ns", "b", "6")}, "6")
+	tr := client.NewWriteTracker(nil)
+	tr.Record(cmGR, key("ns", "a"), "5")
+	tr.Record(cmGR, key("other", "b"), "6")
+	tr.Record(cmGR, key("ns", "later"), "9")
+	tr.RecordGone(cmGR, key("ns", "gone"), "u-gone")
+	secrets := schema.GroupResource{Resource: "secrets"}
+	tr.Record(secrets, key("ns", "s"), "4")
+	r := client.NewCachedReader[*corev1.ConfigMap](store, tr, cmGR, client.ReaderOptions{MaxWait: 30 * time.Second})
+
+	if _, err := r.Get(t.Context(), "ns", "unwritten"); !apierrors.IsNotFound(err) {
+		t.Fatalf("Get of an unwritten key = %v, want NotFound", err)
+	}
+	for _, k := range []cache.Key{key("ns", "a"), key("other", "b")} {
+		if p, ok := tr.Pending(cmGR, k); ok {
+			t.Errorf("write %+v still pending after a read of a cache at 6", p)
+		}
+	}
+	if p, ok := tr.Pending(cmGR, key("ns", "later")); !ok || p.ResourceVersion != "9" {
+		t.Errorf("write at 9 dropped by a read of a cache at 6 (%+v, %v)", p, ok)
+	}
+	if _, ok := tr.Pending(cmGR, key("ns", "gone")); !ok {
+		t.Error("a delete without a resourceVersion was dropped by a read of another key")
+	}
+	if _, ok := tr.Pending(secrets, key("ns", "s")); !ok {
+		t.Error("a read of configmaps dropped a pending write of secrets")
+	}
+
+	w.Apply(cm("ns", "x", "9"), "9")
+	if _, err := r.List(t.Context(), "other", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tr.Pending(cmGR, key("ns", "later")); ok {
+		t.Error("write at 9 still pending after a List of another namespace in a cache at 9")
+	}
+	if tr.Len() != 2 {
+		t.Errorf("tracker holds %d writes, want 2 (the delete and the secret)", tr.Len())
+	}
+}

@@ -24,9 +24,12 @@ type sizer struct {
 	encoded bool
 	n       uint64 // objects seen; only the sampling goroutine touches it
 	// seen holds the addresses of the strings, maps, slices and pointed-to
-	// values of sampled objects, to count what they share once. Bounded:
-	// full, it starts afresh.
-	seen map[uintptr]struct{}
+	// values of sampled objects, to count what they share once, by the
+	// low 32 bits of each address (seenKey): about half the memory of a
+	// map of uintptrs, for the chance that two of its few thousand
+	// addresses lie a multiple of 4 GiB apart (then the second is not
+	// counted). Bounded: full, it starts afresh.
+	seen map[uint32]struct{}
 	// sum and count of sampled sizes, for the mean; halved together when
 	// count reaches sizeWindow, so the mean follows a changing population.
 	sum, count float64
@@ -53,7 +56,7 @@ func (s *sizer) observe(obj any) {
 		b = encodedSize(obj)
 	} else {
 		if s.seen == nil || len(s.seen) >= sizeSeen {
-			s.seen = make(map[uintptr]struct{}, 256)
+			s.seen = make(map[uint32]struct{}, 256)
 		}
 		v := reflect.ValueOf(obj)
 		b = s.value(v)
@@ -86,12 +89,16 @@ func (s *sizer) first(p unsafe.Pointer) bool {
 	if p == nil {
 		return false
 	}
-	if _, ok := s.seen[uintptr(p)]; ok {
+	k := seenKey(p)
+	if _, ok := s.seen[k]; ok {
 		return false
 	}
-	s.seen[uintptr(p)] = struct{}{}
+	s.seen[k] = struct{}{}
 	return true
 }
+
+// seenKey is p as seen keeps it: the low 32 bits of its address.
+func seenKey(p unsafe.Pointer) uint32 { return uint32(uintptr(p)) }
 
 // value is the heap v holds outside itself: what its pointers, strings,
 // slices and maps point to and was not counted before.

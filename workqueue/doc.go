@@ -104,9 +104,12 @@
 //     as it holds entries have passed since it last considered this, it
 //     lets go of all of them, and of its key-map copy, unless adds took idle
 //     entries up again at least half as often as there are entries in that
-//     time: a controller whose queue has drained after a burst of keys that
-//     do not come back soon (an initial list, a resync) holds no memory per
-//     key, and keys seen again then take fresh entries.
+//     time (or about as many were made again as it last let go); entries it
+//     keeps are let go after 100 ms of quiet with nothing handed out, a
+//     blocked Get keeping time for it. A controller whose queue has drained
+//     after a burst of keys that do not come back soon (an initial list, a
+//     resync), or that has settled, holds no memory per key, and keys seen
+//     again then take fresh entries.
 //
 // # Rate limiting
 //

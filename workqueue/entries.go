@@ -3,6 +3,7 @@ package workqueue
 import (
 	"math"
 	"sync/atomic"
+	"time"
 )
 
 // elapsed reads the clock: nanoseconds since New. Safe without the lock.
@@ -117,6 +118,13 @@ const (
 	idleWindowFactor = 8
 )
 
+// quietHold is how long a quiet queue keeps the entries of keys that come
+// back (see releaseIfQuiet) before it lets go of them, if nothing was
+// handed out meanwhile. A burst of the same keys back within it reuses
+// their entries; one later makes them anew (an allocation per key, from
+// slabs), and a settled controller holds no entry after it.
+const quietHold = 100 * time.Millisecond
+
 // quietKeep is how many entries a quiet queue may keep; one that holds more
 // when it goes quiet drops them all (see releaseIfQuiet).
 const quietKeep = 64
@@ -138,27 +146,62 @@ const quietKeep = 64
 func (q *Queue[K]) releaseIfQuiet() {
 	if len(q.entries) <= quietKeep || q.inFlight.Load() != 0 ||
 		q.ring.n+q.prio.len() != 0 || q.delays.len() != 0 ||
-		q.pending.Load() != nil || q.raised.Load() != nil ||
-		q.handouts-q.quietAt < uint64(len(q.entries)) {
+		q.pending.Load() != nil || q.raised.Load() != nil {
+		return
+	}
+	if q.keptUntil != 0 {
+		switch {
+		case q.handouts == q.quietAt: // quiet since the hold began
+			if q.now() < q.keptUntil {
+				return
+			}
+			q.keptUntil = 0
+			q.released = len(q.entries)
+			q.release()
+			return
+		case q.handouts-q.quietAt < uint64(len(q.entries)):
+			// A few keys came back within the hold: hold again.
+			q.quietAt = q.handouts
+			q.hold()
+			return
+		}
+		q.keptUntil = 0 // as many hand-outs as entries since: decide anew
+	}
+	if q.handouts-q.quietAt < uint64(len(q.entries)) {
 		return
 	}
 	q.quietAt = q.handouts
 	reused := q.reused
 	q.reused = 0
+	// Bursts that come back (adds took idle entries up again, or the last
+	// release dropped about as many entries as have been made again since)
+	// keep their entries for quietHold: a burst back within it finds them,
+	// and shows, as reuse, whether its keys are the same. A controller
+	// woken by waves of the same keys then keeps its entries instead of
+	// making them anew each wave, and one that has settled lets go.
 	if 2*reused >= len(q.entries) {
+		q.hold()
 		return
 	}
-	// Bursts that come back: the last release dropped about as many
-	// entries as have been made again since. Kept this once, the next
-	// burst shows, as reuse, whether its keys are the same; if not, the
-	// next quiet spell releases them. A controller woken by waves of the
-	// same keys then keeps its entries instead of making them anew each
-	// wave.
 	if q.released > 0 && 2*len(q.entries) >= q.released {
 		q.released = 0
+		q.hold()
 		return
 	}
 	q.released = len(q.entries)
+	q.release()
+}
+
+// hold keeps the entries of a quiet queue until quietHold has passed, and
+// makes a blocked Get keep time for it. Called with the lock held.
+func (q *Queue[K]) hold() {
+	q.keptUntil = max(q.now()+int64(quietHold), 1)
+	q.wakeKeeper()
+}
+
+// release drops every entry, the slabs and the free list. Called with the
+// lock held, on a quiet queue.
+func (q *Queue[K]) release() {
 	var kept map[K]*entry[K]
 	for k, e := range q.entries {
 		// Every entry is idle. Evicting one makes refs to it stale, so adds

@@ -88,6 +88,10 @@ type Queue[K comparable] struct {
 	// released is how many entries releaseIfQuiet last dropped; 0 once a
 	// quiet spell has kept them since.
 	released int
+	// keptUntil, when not 0, is the queue time at which entries a quiet
+	// spell kept are let go if the queue is still quiet, with no hand-out
+	// since (see quietHold); the time keeper's timer wakes a Get for it.
+	keptUntil int64
 
 	// Ready entries live in ring while all of them have priority 0, and in
 	// prio (ordered by aged priority) otherwise.
@@ -455,9 +459,9 @@ func (q *Queue[K]) wait(ctx context.Context, done <-chan struct{}) (K, error) {
 		}
 		q.releaseIfQuiet()
 		var tick <-chan time.Time
-		if q.keeper == nil && q.delays.len() > 0 {
+		if q.keeper == nil && q.timed() {
 			q.keeper, w.keeping = w, true
-			tick = q.arm(w, time.Duration(q.delays.first().readyAt-q.now()))
+			tick = q.arm(w, time.Duration(q.nextTime()-q.now()))
 		}
 		q.mu.Unlock()
 

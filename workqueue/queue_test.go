@@ -656,32 +656,92 @@ func TestQueue_QuietQueueReleasesItsEntries(t *testing.T) {
 				t.Fatalf("Get on a quiet queue = %v, want DeadlineExceeded", err)
 			}
 			check(t, q)
-			quiet := func() {
+			quiet := func(d time.Duration) {
 				t.Helper()
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), d)
 				defer cancel()
 				if _, err := q.Get(ctx); err != context.DeadlineExceeded {
 					t.Fatalf("Get on a quiet queue = %v, want DeadlineExceeded", err)
 				}
 			}
-			// As many keys as were dropped come back: kept once, to see
-			// whether they are the same the next time.
+			// As many keys as were dropped come back: kept once, for
+			// quietHold, to see whether they are the same the next time.
 			burst(t, q, 0)
-			quiet()
+			quiet(quietHold / 2)
 			if n := held(q); n != 5000 {
 				t.Fatalf("quiet queue holds %d entries after a burst as large as the one it released; want the 5000 kept", n)
 			}
-			// They were: the next burst reuses them, and they stay.
+			// They were: the next burst reuses them, and they stay while
+			// the quiet spell is shorter than quietHold.
 			burst(t, q, 0)
-			quiet()
+			quiet(quietHold / 2)
 			if n := held(q); n != 5000 {
 				t.Fatalf("quiet queue holds %d entries after the same keys came back; want the 5000 kept", n)
 			}
-			// Other keys: none is reused, so the quiet queue lets go.
+			// Quiet for longer (a settled controller): it lets go, though
+			// no add or Done came.
+			quiet(quietHold)
+			check(t, q)
+			// As many other keys: kept once again, for the hold.
 			burst(t, q, 5000)
-			quiet()
+			quiet(quietHold / 2)
+			if n := held(q); n != 5000 {
+				t.Fatalf("quiet queue holds %d entries after a burst as large as the one its hold released; want the 5000 kept", n)
+			}
+			// Other keys again: none is reused, so the quiet queue lets go
+			// at once.
+			burst(t, q, 10000)
+			quiet(quietHold / 2)
 			check(t, q)
 		})
+	})
+}
+
+// A few keys back during the hold do not pin a quiet queue's entries: the
+// hold starts again from the last of them, and when it passes with nothing
+// handed out the queue lets go, with no add or Done to prompt it.
+func TestQueue_QuietQueueLetsGoAfterTheHoldThoughAFewKeysCameBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Options[int]{})
+		held := func() int {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			return len(q.entries)
+		}
+		quiet := func(d time.Duration) {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(context.Background(), d)
+			defer cancel()
+			if _, err := q.Get(ctx); err != context.DeadlineExceeded {
+				t.Fatalf("Get on a quiet queue = %v, want DeadlineExceeded", err)
+			}
+		}
+		wave := func(keys int) {
+			for k := range keys {
+				q.Add(k)
+			}
+			for range keys {
+				q.Done(mustGet(t, q))
+			}
+		}
+		wave(1000)
+		quiet(quietHold / 2) // released: distinct keys, nothing before
+		wave(1000)
+		quiet(quietHold / 2) // as many made again: held
+		if n := held(); n != 1000 {
+			t.Fatalf("entries = %d after the second wave, want 1000 held", n)
+		}
+		for range 3 {
+			wave(10) // a few keys back within the hold
+			quiet(quietHold / 2)
+			if n := held(); n != 1000 {
+				t.Fatalf("entries = %d after a few keys came back within the hold, want 1000 held", n)
+			}
+		}
+		quiet(quietHold)
+		if n := held(); n != 0 {
+			t.Fatalf("entries = %d after a quiet spell longer than quietHold, want 0", n)
+		}
 	})
 }
 

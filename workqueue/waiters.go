@@ -1,6 +1,9 @@
 package workqueue
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // schedule puts an entry into the delay heap in the given state, waking the
 // time keeper when it is the new earliest.
@@ -68,9 +71,29 @@ func (q *Queue[K]) wakeKeeper() {
 // ensureKeeper is called when the time keeper leaves: another blocked Get
 // takes over if delays are pending.
 func (q *Queue[K]) ensureKeeper() {
-	if q.keeper == nil && q.delays.len() > 0 && q.waiters.tail != nil {
+	if q.keeper == nil && q.timed() && q.waiters.tail != nil {
 		q.wake(q.waiters.tail, nil)
 	}
+}
+
+// timed reports whether the queue waits for a time: a delay, or the end of
+// a quiet spell's hold on its entries (keptUntil) still to come. A hold
+// that has passed while the queue was busy is not waited for: the next
+// quiet spell decides.
+func (q *Queue[K]) timed() bool {
+	return q.delays.len() > 0 || q.keptUntil != 0 && q.keptUntil > q.now()
+}
+
+// nextTime is the earliest time the queue waits for; timed must be true.
+func (q *Queue[K]) nextTime() int64 {
+	t := int64(math.MaxInt64)
+	if q.delays.len() > 0 {
+		t = q.delays.first().readyAt
+	}
+	if q.keptUntil != 0 && q.keptUntil > q.now() {
+		t = min(t, q.keptUntil)
+	}
+	return t
 }
 
 func (q *Queue[K]) newWaiter() *waiter[K] { return q.waiterPool.Get().(*waiter[K]) }

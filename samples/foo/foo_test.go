@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/utils/ptr"
@@ -137,5 +138,19 @@ func TestLeanDeployment_KeepsWhatTheControllerReadsAndDropsTheRest(t *testing.T)
 	lean.Spec.Template.Labels["probe"] = "x"
 	if lean.Spec.Selector.MatchLabels["probe"] != "x" {
 		t.Error("the selector and the template labels are equal but not one map")
+	}
+}
+
+// Scheme registers every kind the sample reads, writes or records events
+// about, and nothing it does not use (kloop.NewScheme has the rest).
+func TestScheme_RegistersTheKindsTheSampleUsesAndNoOthers(t *testing.T) {
+	s := foo.Scheme()
+	for _, obj := range []runtime.Object{&v1alpha1.Foo{}, &v1alpha1.FooList{}, &appsv1.Deployment{}, &appsv1.DeploymentList{}, &corev1.Pod{}, &corev1.Event{}} {
+		if kinds, _, err := s.ObjectKinds(obj); err != nil || len(kinds) == 0 {
+			t.Errorf("foo.Scheme() does not register %T: %v", obj, err)
+		}
+	}
+	if s.IsGroupRegistered("batch") {
+		t.Error("foo.Scheme() registers batch, which the sample does not use")
 	}
 }
