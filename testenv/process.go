@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -95,9 +96,19 @@ func (p *process) pid() int {
 	return p.cmd.Process.Pid
 }
 
+// errPortTaken is what an early exit wraps when the process could not bind
+// its port: a port picked as free was taken by another process before
+// this one bound it.
+var errPortTaken = errors.New("a port picked as free was taken before the process bound it")
+
 // exitError describes an early exit with the last lines of the log.
 func (p *process) exitError() error {
-	return fmt.Errorf("testenv: %s exited early (%v); last log lines of %s:\n%s", p.name, p.err, p.logPath, tail(p.logPath, 20))
+	last := tail(p.logPath, 20)
+	err := fmt.Errorf("testenv: %s exited early (%v); last log lines of %s:\n%s", p.name, p.err, p.logPath, last)
+	if strings.Contains(last, "address already in use") {
+		return fmt.Errorf("%w (%w)", err, errPortTaken)
+	}
+	return err
 }
 
 // tail returns up to n last lines of the file at path.

@@ -159,7 +159,23 @@ type Env struct {
 // error every process it started is stopped again. In a test binary run with
 // -short it starts nothing and returns ErrShort. The children die with the
 // calling process even if it is killed (they get SIGKILL on parent death).
-func Start(ctx context.Context, opts Options) (_ *Env, err error) {
+func Start(ctx context.Context, opts Options) (*Env, error) {
+	// Ports are picked free and then handed to the processes, so another
+	// process on the machine can take one in between. With ports of its
+	// own choosing and a temporary directory, Start tries again.
+	retry := opts.APIServerPort == 0 && opts.EtcdPort == 0 && opts.DataDir == ""
+	for attempt := 1; ; attempt++ {
+		e, err := start(ctx, opts)
+		if err == nil || !retry || attempt == 3 || !errors.Is(err, errPortTaken) || ctx.Err() != nil {
+			return e, err
+		}
+		if opts.Logger != nil {
+			opts.Logger.Info("a port was taken before the control plane bound it; starting again on others", "attempt", attempt, "err", err)
+		}
+	}
+}
+
+func start(ctx context.Context, opts Options) (_ *Env, err error) {
 	began := time.Now()
 	if opts.ReadyTimeout == 0 {
 		opts.ReadyTimeout = 60 * time.Second
