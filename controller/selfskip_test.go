@@ -70,6 +70,7 @@ type skipRig struct {
 	src  *scripted
 	rec  *writer
 	c    *controller.Controller[cache.Key]
+	inf  *informer.Informer[*corev1.ConfigMap]
 	reg  *prometheus.Registry
 	stop func()
 }
@@ -90,12 +91,19 @@ func newSkipRig(t *testing.T, opts controller.Options[cache.Key], initial ...*co
 	if err := r.c.Watch(controller.For(inf)); err != nil {
 		t.Fatal(err)
 	}
+	r.inf = inf
+	return r
+}
+
+// start runs the informer and the controller; writes the first reconciles
+// make are queued (writeNext) before it, so that no reconcile runs ahead of
+// them.
+func (r *skipRig) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = inf.Start(ctx) })
+	wg.Go(func() { _ = r.inf.Start(ctx) })
 	wg.Go(func() { _ = r.c.Start(ctx) })
 	r.stop = func() { cancel(); wg.Wait() }
-	return r
 }
 
 func (r *skipRig) send(evs ...[]watcher.Event[*corev1.ConfigMap]) {
@@ -120,8 +128,9 @@ func (r *skipRig) expect(t *testing.T, step string, calls []string, skipped floa
 func TestController_SkipsOnlyReconcilesWokenByTheKeysOwnWrites(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSkipRig(t, controller.Options[cache.Key]{}, cm("a", rv("10")), cm("b", rv("10")))
-		defer r.stop()
 		r.rec.writeNext("ns/a", "a", "11")
+		r.start()
+		defer r.stop()
 		synctest.Wait()
 		r.expect(t, "initial list", []string{"ns/a", "ns/b"}, 0)
 
@@ -170,8 +179,9 @@ func TestController_SkipsOnlyReconcilesWokenByTheKeysOwnWrites(t *testing.T) {
 func TestController_ReconcileOwnWritesTurnsTheSkipOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newSkipRig(t, controller.Options[cache.Key]{ReconcileOwnWrites: true}, cm("a", rv("10")))
-		defer r.stop()
 		r.rec.writeNext("ns/a", "a", "11")
+		r.start()
+		defer r.stop()
 		synctest.Wait()
 		r.expect(t, "initial list", []string{"ns/a"}, 0)
 		r.send(ev(watcher.Modified, cm("a", rv("11"))))
@@ -185,8 +195,9 @@ func TestController_ASkipIsTracedAsASpanWithOutcomeSkipped(t *testing.T) {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 		defer func() { _ = tp.Shutdown(context.Background()) }()
 		r := newSkipRig(t, controller.Options[cache.Key]{Tracer: tp.Tracer("test")}, cm("a", rv("10")))
-		defer r.stop()
 		r.rec.writeNext("ns/a", "a", "11")
+		r.start()
+		defer r.stop()
 		synctest.Wait()
 		r.rec.take() // the initial list's
 		r.send(ev(watcher.Modified, cm("a", rv("11"))))
