@@ -138,8 +138,7 @@ func (t *tracer) Start(ctx context.Context, name string, opts ...trace.SpanStart
 		start = time.Now()
 	}
 	s.start = start.UnixNano()
-	// The config's attributes are its own copy: the span keeps them.
-	s.attrs, s.droppedAttrs = setAttributes(cfg.Attributes()[:0], cfg.Attributes(), maxAttributes)
+	s.attrs, s.droppedAttrs = setAttributes(s.inline[:0], cfg.Attributes(), maxAttributes)
 	for _, l := range cfg.Links() {
 		s.addLink(l)
 	}
@@ -148,7 +147,7 @@ func (t *tracer) Start(ctx context.Context, name string, opts ...trace.SpanStart
 
 // setAttributes sets kvs into attrs (a later value of a key replacing an
 // earlier one), keeping at most limit, and returns them and how many
-// were dropped. attrs may be kvs[:0]: each is read before it is written.
+// were dropped.
 func setAttributes(attrs, kvs []attribute.KeyValue, limit int) ([]attribute.KeyValue, int) {
 	dropped := 0
 next:
@@ -208,6 +207,10 @@ type span struct {
 	droppedLinks  int
 	status        codes.Code
 	statusMessage string
+
+	// inline holds the first attributes: a reconcile span's, and those
+	// set before it ends, without an allocation of their own.
+	inline [8]attribute.KeyValue
 }
 
 var _ trace.Span = (*span)(nil)
