@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -253,22 +252,29 @@ func queueOptions(getenv func(string) string) (queueOpts, error) {
 // full is dropped at once, never waited for, and a batch the receiver
 // does not take (down, unreachable or silent past
 // OTEL_BSP_EXPORT_TIMEOUT) is dropped too.
+//
+// A span that ends is appended under a mutex; the goroutine is woken
+// only when a batch is full, on the schedule, on ForceFlush and at
+// Shutdown, not for each span.
 type queue struct {
 	snd  *sender
 	enc  encoder
 	o    queueOpts
 	log  *slog.Logger
-	in   chan *span
 	full prometheus.Counter
 	fail prometheus.Counter
 	sent prometheus.Counter
+
+	mu      sync.Mutex
+	pending []*span // at most o.size
+	closed  bool    // after Shutdown: spans are dropped
+	ready   chan struct{}
 
 	startOnce sync.Once
 	flush     chan chan struct{}
 	stop      chan struct{}
 	stopped   chan struct{}
 	stopOnce  sync.Once
-	closed    atomic.Bool
 	// lastWarn is when a failed export was last logged (one a minute).
 	lastWarn time.Time
 }
@@ -283,24 +289,36 @@ func newQueue(snd *sender, resource []attribute.KeyValue, o queueOpts, log *slog
 	}
 	return &queue{
 		snd: snd, enc: encoder{resource: resource}, o: o, log: log,
-		in:   make(chan *span, o.size),
 		full: dropped.WithLabelValues("queue_full"), fail: dropped.WithLabelValues("export_failed"),
-		sent:  sent.WithLabelValues(),
-		flush: make(chan chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{}),
+		sent:    sent.WithLabelValues(),
+		pending: make([]*span, 0, o.size),
+		ready:   make(chan struct{}, 1),
+		flush:   make(chan chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}, nil
 }
 
 // add queues s, or drops it when the queue is full: it never waits. A
 // span that ends after Shutdown is dropped uncounted.
 func (q *queue) add(s *span) {
-	if q.closed.Load() {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
 		return
 	}
-	q.start()
-	select {
-	case q.in <- s:
-	default:
+	if len(q.pending) >= q.o.size {
+		q.mu.Unlock()
 		q.full.Inc()
+		return
+	}
+	q.pending = append(q.pending, s)
+	n := len(q.pending)
+	q.mu.Unlock()
+	q.start()
+	if n%q.o.batch == 0 {
+		select {
+		case q.ready <- struct{}{}:
+		default: // already woken
+		}
 	}
 }
 
@@ -310,49 +328,37 @@ func (q *queue) start() { q.startOnce.Do(func() { go q.run() }) }
 // ForceFlush, and what is left at Shutdown.
 func (q *queue) run() {
 	defer close(q.stopped)
-	batch := make([]*span, 0, q.o.batch)
 	tick := time.NewTicker(q.o.delay)
 	defer tick.Stop()
-	send := func() {
-		if len(batch) > 0 {
-			q.export(batch)
-			clear(batch)
-			batch = batch[:0]
-		}
-	}
+	spare := make([]*span, 0, q.o.size)
 	for {
 		select {
-		case s := <-q.in:
-			batch = append(batch, s)
-			if len(batch) >= q.o.batch {
-				send()
-			}
+		case <-q.ready:
 		case <-tick.C:
-			send()
 		case done := <-q.flush:
-			q.drain(&batch, send)
+			spare = q.send(spare)
 			close(done)
+			continue
 		case <-q.stop:
-			q.drain(&batch, send)
+			q.send(spare)
 			return
 		}
+		spare = q.send(spare)
 	}
 }
 
-// drain sends every span queued now.
-func (q *queue) drain(batch *[]*span, send func()) {
-	for {
-		select {
-		case s := <-q.in:
-			*batch = append(*batch, s)
-			if len(*batch) >= q.o.batch {
-				send()
-			}
-		default:
-			send()
-			return
-		}
+// send exports every span queued now, in batches, and returns the slice
+// to take them into next time.
+func (q *queue) send(into []*span) []*span {
+	q.mu.Lock()
+	spans := q.pending
+	q.pending = into
+	q.mu.Unlock()
+	for b := range slices.Chunk(spans, q.o.batch) {
+		q.export(b)
 	}
+	clear(spans)
+	return spans[:0]
 }
 
 func (q *queue) export(batch []*span) {
@@ -391,7 +397,9 @@ func (q *queue) ForceFlush(ctx context.Context) error {
 // Shutdown exports what is queued and stops, or gives up when ctx is
 // done (the spans left are lost).
 func (q *queue) Shutdown(ctx context.Context) error {
-	q.closed.Store(true)
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
 	q.start()
 	q.stopOnce.Do(func() { close(q.stop) })
 	select {
