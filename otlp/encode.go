@@ -84,29 +84,37 @@ const (
 )
 
 // encoder writes ExportTraceServiceRequest messages into one buffer it
-// reuses: each nested message is written after a one-byte length, moved
-// up when its length needs more bytes.
+// reuses.
 type encoder struct {
-	b        []byte
+	buf      []byte
 	resource []attribute.KeyValue
 	scopes   []*tracer // a batch's scopes, reused
 }
 
+// writer appends protobuf fields to b: each nested message after a
+// one-byte length, moved up when its length needs more bytes. It lives on
+// the encoding goroutine's stack, so that its appends need no GC write
+// barrier.
+type writer struct {
+	b []byte
+}
+
 // request encodes the spans of batch as one ExportTraceServiceRequest;
 // the result is valid until the next call.
-func (e *encoder) request(batch []*span) []byte {
-	e.b = e.b[:0]
+func (enc *encoder) request(batch []*span) []byte {
+	e := writer{b: enc.buf[:0]}
+	defer func() { enc.buf = e.b }()
 	rs := e.open(requestResourceSpans)
 	r := e.open(resourceSpansResource)
-	e.keyValues(resourceAttrs, e.resource)
+	e.keyValues(resourceAttrs, enc.resource)
 	e.close(r)
-	e.scopes = e.scopes[:0]
+	enc.scopes = enc.scopes[:0]
 	for _, s := range batch {
-		if !containsTracer(e.scopes, s.t) {
-			e.scopes = append(e.scopes, s.t)
+		if !containsTracer(enc.scopes, s.t) {
+			enc.scopes = append(enc.scopes, s.t)
 		}
 	}
-	for _, t := range e.scopes {
+	for _, t := range enc.scopes {
 		ss := e.open(resourceSpansScopeSpans)
 		sc := e.open(scopeSpansScope)
 		e.str(scopeName, t.scope.name)
@@ -122,7 +130,7 @@ func (e *encoder) request(batch []*span) []byte {
 		e.close(ss)
 	}
 	e.close(rs)
-	clear(e.scopes)
+	clear(enc.scopes)
 	return e.b
 }
 
@@ -135,7 +143,7 @@ func containsTracer(ts []*tracer, t *tracer) bool {
 	return false
 }
 
-func (e *encoder) span(s *span) {
+func (e *writer) span(s *span) {
 	m := e.open(scopeSpansSpans)
 	tid, sid := s.sc.TraceID(), s.sc.SpanID()
 	e.bytes(spanTraceID, tid[:])
@@ -200,7 +208,7 @@ func flags(f trace.TraceFlags, parent trace.SpanContext) uint32 {
 	return v
 }
 
-func (e *encoder) keyValues(field protowire.Number, kvs []attribute.KeyValue) {
+func (e *writer) keyValues(field protowire.Number, kvs []attribute.KeyValue) {
 	for _, kv := range kvs {
 		m := e.open(field)
 		e.str(keyValueKey, string(kv.Key))
@@ -213,7 +221,7 @@ func (e *encoder) keyValues(field protowire.Number, kvs []attribute.KeyValue) {
 
 // value writes the fields of an AnyValue. A value of a oneof is written
 // even when it is zero (false, 0, ""), so that the receiver sees its type.
-func (e *encoder) value(v attribute.Value) {
+func (e *writer) value(v attribute.Value) {
 	switch v.Type() {
 	case attribute.BOOL:
 		e.b = protowire.AppendTag(e.b, anyBool, protowire.VarintType)
@@ -269,7 +277,7 @@ func (e *encoder) value(v attribute.Value) {
 }
 
 // element writes one AnyValue of an ArrayValue.
-func (e *encoder) element(v attribute.Value) {
+func (e *writer) element(v attribute.Value) {
 	m := e.open(arrayValues)
 	e.value(v)
 	e.close(m)
@@ -277,7 +285,7 @@ func (e *encoder) element(v attribute.Value) {
 
 // open starts a nested message (a length-delimited field) and returns
 // where its body starts, for close.
-func (e *encoder) open(field protowire.Number) int {
+func (e *writer) open(field protowire.Number) int {
 	e.b = protowire.AppendTag(e.b, field, protowire.BytesType)
 	e.b = append(e.b, 0)
 	return len(e.b)
@@ -287,7 +295,7 @@ func (e *encoder) open(field protowire.Number) int {
 var zeros [10]byte
 
 // close writes the length of the message opened at start.
-func (e *encoder) close(start int) {
+func (e *writer) close(start int) {
 	n := len(e.b) - start
 	if n < 0x80 {
 		e.b[start-1] = byte(n)
@@ -299,7 +307,7 @@ func (e *encoder) close(start int) {
 	protowire.AppendVarint(e.b[:start-1], uint64(n))
 }
 
-func (e *encoder) str(field protowire.Number, s string) {
+func (e *writer) str(field protowire.Number, s string) {
 	if s == "" {
 		return
 	}
@@ -307,12 +315,12 @@ func (e *encoder) str(field protowire.Number, s string) {
 	e.b = protowire.AppendString(e.b, s)
 }
 
-func (e *encoder) bytes(field protowire.Number, b []byte) {
+func (e *writer) bytes(field protowire.Number, b []byte) {
 	e.b = protowire.AppendTag(e.b, field, protowire.BytesType)
 	e.b = protowire.AppendBytes(e.b, b)
 }
 
-func (e *encoder) varint(field protowire.Number, v uint64) {
+func (e *writer) varint(field protowire.Number, v uint64) {
 	if v == 0 {
 		return
 	}
@@ -320,7 +328,7 @@ func (e *encoder) varint(field protowire.Number, v uint64) {
 	e.b = protowire.AppendVarint(e.b, v)
 }
 
-func (e *encoder) fixed64(field protowire.Number, v uint64) {
+func (e *writer) fixed64(field protowire.Number, v uint64) {
 	if v == 0 {
 		return
 	}
@@ -328,7 +336,7 @@ func (e *encoder) fixed64(field protowire.Number, v uint64) {
 	e.b = protowire.AppendFixed64(e.b, v)
 }
 
-func (e *encoder) fixed32(field protowire.Number, v uint32) {
+func (e *writer) fixed32(field protowire.Number, v uint32) {
 	if v == 0 {
 		return
 	}
