@@ -138,9 +138,10 @@ func newExporter(cfg config) (*exporter, error) {
 	return &exporter{q: q, sampler: smp, tracers: map[scopeKey]*tracer{}}, nil
 }
 
-// resourceAttributes describe the program: service.name (name, else
-// OTEL_SERVICE_NAME), OTEL_RESOURCE_ATTRIBUTES, and telemetry.sdk.*; in
-// the order of their keys.
+// resourceAttributes describe the program, in the order of their keys:
+// OTEL_RESOURCE_ATTRIBUTES, telemetry.sdk.*, and service.name, which is
+// OTEL_SERVICE_NAME, else the one in OTEL_RESOURCE_ATTRIBUTES, else name,
+// else unknown_service:<program> as the specification says.
 func resourceAttributes(name string, getenv func(string) string) []attribute.KeyValue {
 	attrs := map[attribute.Key]string{
 		"service.name":           name,
