@@ -5,17 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
 
@@ -33,13 +35,18 @@ type config struct {
 	getenv            func(string) string
 }
 
-// exporter is a configured trace pipeline: a TracerProvider whose spans
-// go through a bounded queue to an OTLP exporter. The queue's goroutine
-// starts with the first span that ends; Shutdown flushes what is queued
-// and stops it.
+// exporter is kloop's TracerProvider: its spans are recorded as compact
+// structs that, at End, go to a bounded queue, whose goroutine encodes
+// them in batches as OTLP protobuf and posts them to the receiver. The
+// queue's goroutine starts with the first span that ends; Shutdown sends
+// what is queued and stops it.
 type exporter struct {
 	embedded.TracerProvider
-	provider *sdktrace.TracerProvider
+	q       *queue
+	sampler sampler
+
+	mu      sync.Mutex
+	tracers map[scopeKey]*tracer
 }
 
 // tracesURL is where spans for endpoint go. An endpoint without a path is
@@ -79,7 +86,9 @@ func tracesURL(endpoint string) string {
 // or OTEL_TRACES_EXPORTER=otlp, unless OTEL_TRACES_EXPORTER=none or
 // OTEL_SDK_DISABLED=true. The exporter reads the other
 // OTEL_EXPORTER_OTLP_* variables (headers, timeout, compression,
-// certificates), the sampler OTEL_TRACES_SAMPLER (default: every span),
+// certificates), the sampler OTEL_TRACES_SAMPLER and its
+// OTEL_TRACES_SAMPLER_ARG (default parentbased_always_on: every span
+// whose parent, if any, was sampled),
 // the queue OTEL_BSP_MAX_QUEUE_SIZE (2048 spans),
 // OTEL_BSP_MAX_EXPORT_BATCH_SIZE, OTEL_BSP_SCHEDULE_DELAY and
 // OTEL_BSP_EXPORT_TIMEOUT. A span that ends with the queue full, or in a
@@ -110,39 +119,96 @@ func newExporter(cfg config) (*exporter, error) {
 	if cfg.registerer == nil {
 		cfg.registerer = metrics.Registry
 	}
-	var opts []otlptracehttp.Option
-	if cfg.endpoint != "" {
-		opts = append(opts, otlptracehttp.WithEndpointURL(tracesURL(cfg.endpoint)))
-	}
-	exp, err := otlptracehttp.New(context.Background(), opts...)
+	snd, err := newSender(cfg.endpoint, getenv)
 	if err != nil {
-		return nil, fmt.Errorf("traces: the OTLP exporter: %w", err)
+		return nil, fmt.Errorf("traces: %w", err)
+	}
+	smp, err := parseSampler(getenv)
+	if err != nil {
+		return nil, fmt.Errorf("traces: %w", err)
 	}
 	qo, err := queueOptions(getenv)
 	if err != nil {
 		return nil, err
 	}
-	q, err := newQueue(exp, qo, cfg.logger, cfg.registerer)
+	q, err := newQueue(snd, resourceAttributes(cfg.service, getenv), qo, cfg.logger, cfg.registerer)
 	if err != nil {
 		return nil, err
 	}
-	res, err := resource.New(context.Background(),
-		resource.WithAttributes(attribute.String("service.name", cfg.service)),
-		resource.WithFromEnv(), resource.WithTelemetrySDK())
-	if err != nil && res == nil {
-		return nil, fmt.Errorf("traces: OTEL_RESOURCE_ATTRIBUTES or OTEL_SERVICE_NAME: %w", err)
+	return &exporter{q: q, sampler: smp, tracers: map[scopeKey]*tracer{}}, nil
+}
+
+// resourceAttributes describe the program, in the order of their keys:
+// OTEL_RESOURCE_ATTRIBUTES, telemetry.sdk.*, and service.name, which is
+// OTEL_SERVICE_NAME, else the one in OTEL_RESOURCE_ATTRIBUTES, else name,
+// else unknown_service:<program> as the specification says.
+func resourceAttributes(name string, getenv func(string) string) []attribute.KeyValue {
+	attrs := map[attribute.Key]string{
+		"service.name":           name,
+		"telemetry.sdk.name":     "kloop",
+		"telemetry.sdk.language": "go",
+		"telemetry.sdk.version":  kloopVersion(),
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(q), sdktrace.WithResource(res))
-	return &exporter{provider: tp}, nil
+	for kv := range strings.SplitSeq(getenv("OTEL_RESOURCE_ATTRIBUTES"), ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		v, err := url.PathUnescape(strings.TrimSpace(v))
+		if !ok || k == "" || err != nil {
+			continue // as the SDK does: a malformed pair is skipped
+		}
+		attrs[attribute.Key(k)] = v
+	}
+	if v := strings.TrimSpace(getenv("OTEL_SERVICE_NAME")); v != "" {
+		attrs["service.name"] = v
+	}
+	if attrs["service.name"] == "" {
+		attrs["service.name"] = "unknown_service:" + filepath.Base(os.Args[0])
+	}
+	kvs := make([]attribute.KeyValue, 0, len(attrs))
+	for _, k := range slices.Sorted(maps.Keys(attrs)) {
+		kvs = append(kvs, k.String(attrs[k]))
+	}
+	return kvs
+}
+
+// kloopVersion is the version of kloop's module in the program's build
+// information, if it has one.
+func kloopVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Path == "github.com/kloop-dev/kloop" {
+			return bi.Main.Version
+		}
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/kloop-dev/kloop" {
+				return d.Version
+			}
+		}
+	}
+	return "(devel)"
 }
 
 // Tracer is a tracer whose spans go to the receiver.
+// Asked again for the same scope, it returns the same tracer.
 func (e *exporter) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
-	return e.provider.Tracer(name, opts...)
+	cfg := trace.NewTracerConfig(opts...)
+	attrs := cfg.InstrumentationAttributes()
+	k := scopeKey{name: name, version: cfg.InstrumentationVersion(), schemaURL: cfg.SchemaURL(), attrs: attrs.Equivalent()}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t, ok := e.tracers[k]
+	if !ok {
+		t = &tracer{e: e, scope: scope{name: name, version: k.version, schemaURL: k.schemaURL, attrs: attrs.ToSlice()}}
+		e.tracers[k] = t
+	}
+	return t
 }
 
-// Shutdown exports what is queued, within ctx, and stops.
-func (e *exporter) Shutdown(ctx context.Context) error { return e.provider.Shutdown(ctx) }
+// ForceFlush exports what is queued now, or gives up when ctx is done.
+func (e *exporter) ForceFlush(ctx context.Context) error { return e.q.ForceFlush(ctx) }
+
+// Shutdown exports what is queued, within ctx, and stops. Spans that end
+// after it are dropped.
+func (e *exporter) Shutdown(ctx context.Context) error { return e.q.Shutdown(ctx) }
 
 // queueOpts bound the queue: the OTEL_BSP_* variables of the SDK's
 // batch span processor, with its defaults.
@@ -181,19 +247,29 @@ func queueOptions(getenv func(string) string) (queueOpts, error) {
 	return o, errors.Join(errs...)
 }
 
-// queue is a span processor like the SDK's batch span processor, whose
-// drops are counted in kloop_trace_spans_dropped_total: a span that ends
-// when the queue is full is dropped at once, never waited for, and a
-// batch the exporter fails to send (a receiver down, unreachable or
-// silent past OTEL_BSP_EXPORT_TIMEOUT) is dropped too.
+// queue is the bounded queue between spans that end and the receiver,
+// like the SDK's batch span processor, whose drops are counted in
+// kloop_trace_spans_dropped_total: a span that ends when the queue is
+// full is dropped at once, never waited for, and a batch the receiver
+// does not take (down, unreachable or silent past
+// OTEL_BSP_EXPORT_TIMEOUT) is dropped too.
+//
+// A span that ends is appended under a mutex; the goroutine is woken
+// only when a batch is full, on the schedule, on ForceFlush and at
+// Shutdown, not for each span.
 type queue struct {
-	exp  sdktrace.SpanExporter
+	snd  *sender
+	enc  encoder
 	o    queueOpts
 	log  *slog.Logger
-	in   chan sdktrace.ReadOnlySpan
 	full prometheus.Counter
 	fail prometheus.Counter
 	sent prometheus.Counter
+
+	mu      sync.Mutex
+	pending []*span // at most o.size
+	closed  bool    // after Shutdown: spans are dropped
+	ready   chan struct{}
 
 	startOnce sync.Once
 	flush     chan chan struct{}
@@ -204,7 +280,7 @@ type queue struct {
 	lastWarn time.Time
 }
 
-func newQueue(exp sdktrace.SpanExporter, o queueOpts, log *slog.Logger, reg prometheus.Registerer) (*queue, error) {
+func newQueue(snd *sender, resource []attribute.KeyValue, o queueOpts, log *slog.Logger, reg prometheus.Registerer) (*queue, error) {
 	r := kmetrics.NewRegistrar(reg)
 	dropped := r.CounterVec(prometheus.CounterOpts{Name: "kloop_trace_spans_dropped_total",
 		Help: "Spans not exported: reason queue_full (ended while OTEL_BSP_MAX_QUEUE_SIZE spans waited) or export_failed (the OTLP receiver did not take their batch)"}, "reason")
@@ -213,26 +289,37 @@ func newQueue(exp sdktrace.SpanExporter, o queueOpts, log *slog.Logger, reg prom
 		return nil, fmt.Errorf("traces: registering metrics: %w", err)
 	}
 	return &queue{
-		exp: exp, o: o, log: log,
-		in:   make(chan sdktrace.ReadOnlySpan, o.size),
+		snd: snd, enc: encoder{resource: resource}, o: o, log: log,
 		full: dropped.WithLabelValues("queue_full"), fail: dropped.WithLabelValues("export_failed"),
-		sent:  sent.WithLabelValues(),
-		flush: make(chan chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{}),
+		sent:    sent.WithLabelValues(),
+		pending: make([]*span, 0, o.size),
+		ready:   make(chan struct{}, 1),
+		flush:   make(chan chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}, nil
 }
 
-func (q *queue) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
-
-// OnEnd queues s, or drops it when the queue is full: it never waits.
-func (q *queue) OnEnd(s sdktrace.ReadOnlySpan) {
-	if !s.SpanContext().IsSampled() {
+// add queues s, or drops it when the queue is full: it never waits. A
+// span that ends after Shutdown is dropped uncounted.
+func (q *queue) add(s *span) {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
 		return
 	}
-	q.start()
-	select {
-	case q.in <- s:
-	default:
+	if len(q.pending) >= q.o.size {
+		q.mu.Unlock()
 		q.full.Inc()
+		return
+	}
+	q.pending = append(q.pending, s)
+	n := len(q.pending)
+	q.mu.Unlock()
+	q.start()
+	if n%q.o.batch == 0 {
+		select {
+		case q.ready <- struct{}{}:
+		default: // already woken
+		}
 	}
 }
 
@@ -242,55 +329,43 @@ func (q *queue) start() { q.startOnce.Do(func() { go q.run() }) }
 // ForceFlush, and what is left at Shutdown.
 func (q *queue) run() {
 	defer close(q.stopped)
-	batch := make([]sdktrace.ReadOnlySpan, 0, q.o.batch)
 	tick := time.NewTicker(q.o.delay)
 	defer tick.Stop()
-	send := func() {
-		if len(batch) > 0 {
-			q.export(batch)
-			clear(batch)
-			batch = batch[:0]
-		}
-	}
+	spare := make([]*span, 0, q.o.size)
 	for {
 		select {
-		case s := <-q.in:
-			batch = append(batch, s)
-			if len(batch) >= q.o.batch {
-				send()
-			}
+		case <-q.ready:
 		case <-tick.C:
-			send()
 		case done := <-q.flush:
-			q.drain(&batch, send)
+			spare = q.send(spare)
 			close(done)
+			continue
 		case <-q.stop:
-			q.drain(&batch, send)
+			q.send(spare)
 			return
 		}
+		spare = q.send(spare)
 	}
 }
 
-// drain sends every span queued now.
-func (q *queue) drain(batch *[]sdktrace.ReadOnlySpan, send func()) {
-	for {
-		select {
-		case s := <-q.in:
-			*batch = append(*batch, s)
-			if len(*batch) >= q.o.batch {
-				send()
-			}
-		default:
-			send()
-			return
-		}
+// send exports every span queued now, in batches, and returns the slice
+// to take them into next time.
+func (q *queue) send(into []*span) []*span {
+	q.mu.Lock()
+	spans := q.pending
+	q.pending = into
+	q.mu.Unlock()
+	for b := range slices.Chunk(spans, q.o.batch) {
+		q.export(b)
 	}
+	clear(spans)
+	return spans[:0]
 }
 
-func (q *queue) export(batch []sdktrace.ReadOnlySpan) {
+func (q *queue) export(batch []*span) {
 	ctx, cancel := context.WithTimeout(context.Background(), q.o.export)
 	defer cancel()
-	if err := q.exp.ExportSpans(ctx, batch); err != nil {
+	if err := q.snd.post(ctx, q.enc.request(batch)); err != nil {
 		q.fail.Add(float64(len(batch)))
 		if now := time.Now(); now.Sub(q.lastWarn) >= time.Minute {
 			q.lastWarn = now
@@ -320,9 +395,12 @@ func (q *queue) ForceFlush(ctx context.Context) error {
 	}
 }
 
-// Shutdown exports what is queued and stops the exporter, or gives up
-// when ctx is done (the spans left are lost).
+// Shutdown exports what is queued and stops, or gives up when ctx is
+// done (the spans left are lost).
 func (q *queue) Shutdown(ctx context.Context) error {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
 	q.start()
 	q.stopOnce.Do(func() { close(q.stop) })
 	select {
@@ -330,5 +408,6 @@ func (q *queue) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return q.exp.Shutdown(ctx)
+	q.snd.close()
+	return nil
 }

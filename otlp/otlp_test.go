@@ -191,7 +191,7 @@ func BenchmarkReconcile(b *testing.B) {
 			if exp != nil {
 				// The spans' export is part of their cost: timed, and
 				// counted in the allocations.
-				if err := exp.provider.ForceFlush(context.Background()); err != nil {
+				if err := exp.ForceFlush(context.Background()); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -35,8 +35,8 @@
 // its kloop side runs in the rotation (RESULT controller-vs-<commit>-*).
 // With -trace the peer is kloop with tracing off and the subject kloop
 // with tracing on, as an App with OTEL_EXPORTER_OTLP_ENDPOINT set and
-// Options.Traces from package otlp has it (the SDK's default queue and
-// batch), exporting to an OTLP/HTTP endpoint in the parent on loopback
+// Options.Traces from package otlp has it (the default queue and
+// batch, OTEL_BSP_*), exporting to an OTLP/HTTP endpoint in the parent on loopback
 // that decodes each request and counts its spans (RESULT
 // controller-trace-*, and the spans received and dropped). The traced
 // child is this benchmark built with -tags benchtrace, the only build

@@ -18,7 +18,7 @@ import (
 
 // startTracing makes the kloop child trace its reconciles to endpoint, as
 // an App does with OTEL_EXPORTER_OTLP_ENDPOINT set and Options.Traces from
-// otlp.New: the SDK's default queue and batch (OTEL_BSP_*). stop sends the
+// otlp.New: the default queue and batch (OTEL_BSP_*). stop sends the
 // spans still queued and returns how many were dropped.
 func startTracing(endpoint string, log *slog.Logger) (trace.Tracer, func(context.Context) (int64, error), error) {
 	if err := os.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint); err != nil {
