@@ -14,10 +14,12 @@
 // kloop_trace_spans_dropped_total, reason queue_full; a batch the receiver
 // does not take is counted with reason export_failed; the spans it took in
 // kloop_trace_spans_exported_total), and nothing runs until a span ends.
+// A batch the receiver answers 429, 502, 503 or 504 is sent again, after
+// its Retry-After or a back-off, within OTEL_BSP_EXPORT_TIMEOUT (not once
+// Shutdown has begun).
 // A span keeps at most 128 attributes, events and links (the SDK's
 // defaults; the rest are counted as dropped in the span).
 // What it does not: OTLP over gRPC (OTEL_EXPORTER_OTLP_PROTOCOL=grpc is an
-// error saying to use http/protobuf), retries of a batch the receiver
-// refused (it is dropped and counted), or other exporters (a program that
+// error saying to use http/protobuf), or other exporters (a program that
 // wants them sets Options.Traces to an SDK TracerProvider of its own).
 package otlp

@@ -203,6 +203,38 @@ func (e *exporter) Tracer(name string, opts ...trace.TracerOption) trace.Tracer 
 	return t
 }
 
+// post sends body, and sends it again while the receiver answers that it
+// may take it later (429, 502, 503, 504: see refused), waiting as it says
+// or backing off from one second, doubled each time up to eight, within
+// the export timeout (OTEL_BSP_EXPORT_TIMEOUT). Once Shutdown has begun, a
+// refused request is not sent again.
+func (q *queue) post(ctx context.Context, body []byte) error {
+	backoff := time.Second
+	for {
+		err := q.snd.post(ctx, body)
+		var r *refused
+		if !errors.As(err, &r) {
+			return err
+		}
+		wait := backoff
+		if r.after >= 0 {
+			wait = r.after
+		} else {
+			backoff = min(2*backoff, 8*time.Second)
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			return err // the receiver would not be asked again in time
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-q.stop:
+			t.Stop()
+			return err
+		}
+	}
+}
+
 // ForceFlush exports what is queued now, or gives up when ctx is done.
 func (e *exporter) ForceFlush(ctx context.Context) error { return e.q.ForceFlush(ctx) }
 
@@ -365,7 +397,7 @@ func (q *queue) send(into []*span) []*span {
 func (q *queue) export(batch []*span) {
 	ctx, cancel := context.WithTimeout(context.Background(), q.o.export)
 	defer cancel()
-	if err := q.snd.post(ctx, q.enc.request(batch)); err != nil {
+	if err := q.post(ctx, q.enc.request(batch)); err != nil {
 		q.fail.Add(float64(len(batch)))
 		if now := time.Now(); now.Sub(q.lastWarn) >= time.Minute {
 			q.lastWarn = now

@@ -186,8 +186,29 @@ func (s *sender) post(ctx context.Context, body []byte) error {
 		return nil
 	}
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	return fmt.Errorf("POST %s: %s: %s", s.url, resp.Status, bytes.TrimSpace(msg))
+	err = fmt.Errorf("POST %s: %s: %s", s.url, resp.Status, bytes.TrimSpace(msg))
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		// The OTLP/HTTP specification's retryable answers: the receiver
+		// may take the same request later, after Retry-After if it says.
+		after := time.Duration(-1)
+		if secs, perr := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After"))); perr == nil && secs >= 0 {
+			after = time.Duration(secs) * time.Second
+		}
+		return &refused{err: err, after: after}
+	}
+	return err
 }
+
+// refused is an answer the receiver says to send again later: after, or
+// when after is negative, after a back-off of the sender's choosing.
+type refused struct {
+	err   error
+	after time.Duration
+}
+
+func (r *refused) Error() string { return r.err.Error() }
+func (r *refused) Unwrap() error { return r.err }
 
 // close closes the connections kept for the next request.
 func (s *sender) close() { s.client.CloseIdleConnections() }
