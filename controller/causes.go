@@ -278,10 +278,12 @@ type pendingCauses[K comparable] struct {
 	sets map[K]*causeSet
 	free []*causeSet
 	peak int
-	// hint is the peak of the map last dropped: the size the next one is
-	// made with, so that a burst like the one before fills it without
-	// growing it at every doubling; a smaller burst after it makes the one
-	// after smaller. made is the hint the current map was made with.
+	// hint is the peak of the map last dropped, or half the hint before
+	// if that is more: the size the next one is made for, so that a burst
+	// like the one before fills it without growing it at every doubling,
+	// and a lull within a burst (the workers catching up once) does not
+	// undo that; smaller bursts after it halve it each time. made is the
+	// hint the current map was made with.
 	hint, made int
 	// own, if set, tells whether c is the event of a write of key's own
 	// reconciles; asked of a trigger that is left out for the bounds, as
@@ -298,6 +300,8 @@ func (p *pendingCauses[K]) ownCause(key K, c *Cause) bool {
 // holds mu.
 func (p *pendingCauses[K]) setFor(key K) *causeSet {
 	if p.sets == nil {
+		// Room for twice the hint: keys leave it as others come, and the
+		// deletes' tombstones would make a map made to the hint grow.
 		p.sets, p.made = make(map[K]*causeSet, p.hint), p.hint
 	}
 	s := p.sets[key]
@@ -363,7 +367,7 @@ func (p *pendingCauses[K]) take(key K) causeSet {
 				clear(p.sets)
 				p.peak = 0
 			} else {
-				p.sets, p.free, p.hint, p.peak = nil, nil, p.peak, 0
+				p.sets, p.free, p.hint, p.peak = nil, nil, max(p.peak, p.hint/2), 0
 			}
 		}
 	}
