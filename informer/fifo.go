@@ -17,12 +17,12 @@ type keyedFIFO[V any] struct {
 	head  int
 	items map[cache.Key]fifoItem[V]
 	gen   uint64
-	// peak is the most keys queued at once since items was made, deletes
-	// how many keys left it since; hint is the peak of the map drained
-	// let go of, the size the next one is made with, so that a backlog
-	// like the one before (waves of changes to the same objects) fills it
-	// without growing it step by step (a rehash at every doubling).
-	peak, deletes, hint int
+	// peak is the most keys queued at once since items was made; hint is
+	// what drained last set from it, the size the next map is made with,
+	// so that a backlog like the one before (waves of changes to the same
+	// objects) fills it without growing it step by step (a rehash at every
+	// doubling).
+	peak, hint int
 }
 
 type slot struct {
@@ -52,7 +52,7 @@ func (q *keyedFIFO[V]) reserve(n int) {
 	}
 	q.items = make(map[cache.Key]fifoItem[V], n)
 	q.order = make([]slot, 0, n)
-	q.head, q.peak, q.deletes = 0, 0, 0
+	q.head, q.peak = 0, 0
 }
 
 // push queues v for k at the back, or replaces the value queued for k in
@@ -85,7 +85,6 @@ func (q *keyedFIFO[V]) set(k cache.Key, v V) {
 // remove drops k from the queue.
 func (q *keyedFIFO[V]) remove(k cache.Key) {
 	delete(q.items, k)
-	q.deletes++ // counted whether k was queued or not: only a bound
 	q.compact()
 }
 
@@ -97,7 +96,6 @@ func (q *keyedFIFO[V]) pop() (cache.Key, V, bool) {
 		q.head++
 		if it, ok := q.items[s.key]; ok && it.gen == s.gen {
 			delete(q.items, s.key)
-			q.deletes++
 			if len(q.items) == 0 {
 				q.drained()
 			} else if q.head >= 64 && q.head > len(q.order)/2 {
@@ -135,19 +133,16 @@ func (q *keyedFIFO[V]) each(fn func(k cache.Key, v V)) {
 	}
 }
 
-// drained resets an empty queue. After a large backlog it lets go of the
-// memory, since Go maps never shrink: an idle queue should not hold a slot
-// per object for the life of the informer. It also remakes a map that many
-// keys have left: a Go map emptied by deletes keeps their tombstones and
-// grows as keys come again, however few are queued at once. The next map
-// is made at the peak of the last, or half the size before (hint): one
-// allocation of about the right size instead of growing from nothing,
-// which a short lull in a burst (the consumer catching up once) does not
-// undo; smaller backlogs after it halve it each time.
+// drained resets an empty queue. After a large backlog (an initial list)
+// it lets go of the memory, since Go maps never shrink: an idle queue should
+// not hold a slot per object for the life of the informer. The next map is
+// made at the backlog's peak, or half the size before if that is more
+// (hint): one allocation of about the right size instead of growing from
+// nothing, which a short lull in a burst (the consumer catching up once)
+// does not undo; smaller backlogs after it halve it each time.
 func (q *keyedFIFO[V]) drained() {
 	if cap(q.order) > 1024 {
-		q.order, q.items, q.hint = nil, nil, max(q.peak, q.hint/2)
-		q.peak, q.deletes = 0, 0
+		q.order, q.items, q.hint, q.peak = nil, nil, max(q.peak, q.hint/2), 0
 	} else {
 		q.order = q.order[:0]
 	}
