@@ -266,6 +266,11 @@ func (s *causeSet) String() string {
 	return b.String()
 }
 
+// maxLulls is how many times in a row a pending-causes map made for a
+// burst may empty before a burst fills a quarter of it again, and still be
+// kept: a lull within a burst is not its end.
+const maxLulls = 8
+
 // pendingCauses holds the causes of the keys waiting in a controller's
 // queue, merged per key, until a worker takes the key.
 type pendingCauses[K comparable] struct {
@@ -278,11 +283,15 @@ type pendingCauses[K comparable] struct {
 	sets map[K]*causeSet
 	free []*causeSet
 	peak int
-	// hint is the peak of the map last dropped: the size the next one is
-	// made with, so that a burst like the one before fills it without
-	// growing it at every doubling; a smaller burst after it makes the one
-	// after smaller. made is the hint the current map was made with.
-	hint, made int
+	// hint is the peak of the map last dropped, or half the hint before
+	// if that is more: the size the next one is made for, so that a burst
+	// like the one before fills it without growing it at every doubling;
+	// smaller bursts after it halve it each time. made is the hint the
+	// current map was made with. lulls counts the times the map emptied
+	// since it was last cleared without a burst filling a quarter of it:
+	// the workers catching up within a burst, up to maxLulls times, keep
+	// it as it is.
+	hint, made, lulls int
 	// own, if set, tells whether c is the event of a write of key's own
 	// reconciles; asked of a trigger that is left out for the bounds, as
 	// it is noted (a kept one is asked when the key is taken).
@@ -347,7 +356,9 @@ func (p *pendingCauses[K]) add(key K, c Cause, now int64) {
 // size: a burst of keys (an initial list) leaves no memory behind. It is
 // kept when it was made for the burst before and this one filled at least
 // a quarter of it: bursts alike keep coming (waves of changes to the same
-// objects), and each would otherwise make the map and the sets anew.
+// objects), and each would otherwise make the map and the sets anew. One
+// that empties before a burst filled a quarter of it is kept as it is, up
+// to maxLulls times in a row: the workers caught up within a burst.
 func (p *pendingCauses[K]) take(key K) causeSet {
 	p.mu.Lock()
 	var out causeSet
@@ -357,13 +368,16 @@ func (p *pendingCauses[K]) take(key K) causeSet {
 		delete(p.sets, key)
 		p.free = append(p.free, s)
 		if len(p.sets) == 0 && (p.peak > 64 || p.hint > 64) {
-			if p.made > 64 && 4*p.peak >= p.made {
+			switch {
+			case p.made > 64 && 4*p.peak >= p.made:
 				// Emptied by deletes, it holds tombstones that would
 				// make it grow; clear leaves it empty indeed.
 				clear(p.sets)
-				p.peak = 0
-			} else {
-				p.sets, p.free, p.hint, p.peak = nil, nil, p.peak, 0
+				p.peak, p.lulls = 0, 0
+			case p.made > 64 && p.lulls < maxLulls:
+				p.lulls++
+			default:
+				p.sets, p.free, p.hint, p.peak, p.lulls = nil, nil, max(p.peak, p.hint/2), 0, 0
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/internal/ownwrite"
@@ -55,7 +56,7 @@ func newReconcileHandler[K comparable](base *slog.Logger, key K, causes causeSet
 // init sets h up in place; its logger is h.logger, held by value so that a
 // handler and its logger are one allocation.
 func (h *reconcileHandler[K]) init(base *slog.Logger, key K, causes causeSet) {
-	*h = reconcileHandler[K]{base: base.Handler(), key: key, id: rand.Uint64(), causes: causes}
+	*h = reconcileHandler[K]{base: base.Handler(), key: key, causes: causes}
 	h.logger = *slog.New(h)
 }
 
@@ -96,11 +97,29 @@ func (c *callContext[K]) Value(k any) any {
 // nothing at the levels enabled, and this was most of a reconcile's
 // allocations (BENCHMARKS.md, events).
 type reconcileHandler[K comparable] struct {
-	base   slog.Handler
-	key    K
-	id     uint64
+	base slog.Handler
+	key  K
+	// id is the call's reconcileID, drawn when a record first needs it
+	// (see reconcileID): most calls log nothing. 0 until then.
+	id     atomic.Uint64
 	logger slog.Logger
 	causes causeSet
+}
+
+// reconcileID returns the call's id, drawing it the first time; records
+// logged at once from goroutines of the call agree on it.
+func (h *reconcileHandler[K]) reconcileID() uint64 {
+	if id := h.id.Load(); id != 0 {
+		return id
+	}
+	id := rand.Uint64()
+	for id == 0 {
+		id = rand.Uint64()
+	}
+	if h.id.CompareAndSwap(0, id) {
+		return id
+	}
+	return h.id.Load()
 }
 
 // Wrote implements ownwrite.Sink: the call's writes are remembered as its
@@ -113,7 +132,7 @@ func (h *reconcileHandler[K]) callLogger() *slog.Logger { return &h.logger }
 func (h *reconcileHandler[K]) callCauses() *causeSet    { return &h.causes }
 
 func (h *reconcileHandler[K]) attrs() []slog.Attr {
-	id := slog.String("reconcileID", strconv.FormatUint(h.id, 36))
+	id := slog.String("reconcileID", strconv.FormatUint(h.reconcileID(), 36))
 	switch k := any(h.key).(type) {
 	case cache.Key:
 		return []slog.Attr{slog.String("key", k.String()), slog.String("namespace", k.Namespace), slog.String("name", k.Name), id}

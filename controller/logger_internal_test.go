@@ -82,3 +82,20 @@ func TestReconcileLogger_DebugLinesCarryTheCausesAlsoFromDerivedLoggers(t *testi
 		t.Errorf("an Info line carries the causes: %s", lines[2])
 	}
 }
+
+// The reconcileID is drawn when a record first needs it; records logged at
+// once from goroutines of one call still agree on it.
+func TestReconcileLogger_DrawsTheIDOnceForRecordsLoggedAtOnce(t *testing.T) {
+	h := newReconcileHandler(slog.New(slog.DiscardHandler), "k", causeSet{})
+	if h.id.Load() != 0 {
+		t.Fatal("the id was drawn before anything was logged")
+	}
+	ids := make(chan uint64, 2)
+	for range 2 {
+		go func() { ids <- h.reconcileID() }()
+	}
+	a, b := <-ids, <-ids
+	if a == 0 || a != b || h.reconcileID() != a {
+		t.Fatalf("ids %d and %d (then %d): want one non-zero id for the call", a, b, h.reconcileID())
+	}
+}

@@ -417,3 +417,40 @@ func TestMerge_MarksTheNoteOfSeveralWritesAsMerged(t *testing.T) {
 		t.Error("the note of a merged event lost the mark")
 	}
 }
+
+func TestKeyedFIFO_MakesTheNextBacklogsMapAtTheLastOnesSizeAndLetsGoWhenIdle(t *testing.T) {
+	var q keyedFIFO[int]
+	key := func(i int) cache.Key { return cache.Key{Namespace: "ns", Name: "k" + strconv.Itoa(i)} }
+	backlog := func(n int) {
+		for i := range n {
+			q.push(key(i), i)
+		}
+		for range n {
+			if _, _, ok := q.pop(); !ok {
+				t.Fatal("pop found nothing in a backlog")
+			}
+		}
+	}
+	backlog(2000)
+	if q.items != nil || q.order != nil {
+		t.Fatal("a drained backlog of 2000 keys still holds its memory")
+	}
+	if q.hint != 2000 {
+		t.Fatalf("hint after a backlog of 2000 is %d, want 2000", q.hint)
+	}
+	// A lull within a burst (the consumer catching up once) halves it, no more.
+	q.push(key(0), 0)
+	q.pop()
+	if q.hint != 1000 {
+		t.Fatalf("hint after one key drained is %d, want 1000 (half)", q.hint)
+	}
+	for range 20 {
+		q.push(key(0), 0)
+		q.pop()
+	}
+	// What an idle queue keeps is bounded as before: an order of at most
+	// 1024 slots and its map.
+	if cap(q.order) > 1024 {
+		t.Fatalf("an idle queue keeps an order of %d slots", cap(q.order))
+	}
+}

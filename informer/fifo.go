@@ -17,6 +17,12 @@ type keyedFIFO[V any] struct {
 	head  int
 	items map[cache.Key]fifoItem[V]
 	gen   uint64
+	// peak is the most keys queued at once since items was made; hint is
+	// what drained last set from it, the size the next map is made with,
+	// so that a backlog like the one before (waves of changes to the same
+	// objects) fills it without growing it step by step (a rehash at every
+	// doubling).
+	peak, hint int
 }
 
 type slot struct {
@@ -46,7 +52,7 @@ func (q *keyedFIFO[V]) reserve(n int) {
 	}
 	q.items = make(map[cache.Key]fifoItem[V], n)
 	q.order = make([]slot, 0, n)
-	q.head = 0
+	q.head, q.peak = 0, 0
 }
 
 // push queues v for k at the back, or replaces the value queued for k in
@@ -57,10 +63,14 @@ func (q *keyedFIFO[V]) push(k cache.Key, v V) {
 		return
 	}
 	if q.items == nil {
-		q.items = make(map[cache.Key]fifoItem[V])
+		q.items = make(map[cache.Key]fifoItem[V], q.hint)
+		if cap(q.order) < q.hint {
+			q.order = make([]slot, 0, q.hint)
+		}
 	}
 	q.gen++
 	q.items[k] = fifoItem[V]{v: v, gen: q.gen}
+	q.peak = max(q.peak, len(q.items))
 	q.order = append(q.order, slot{key: k, gen: q.gen})
 	q.compact()
 }
@@ -125,10 +135,14 @@ func (q *keyedFIFO[V]) each(fn func(k cache.Key, v V)) {
 
 // drained resets an empty queue. After a large backlog (an initial list)
 // it lets go of the memory, since Go maps never shrink: an idle queue should
-// not hold a slot per object for the life of the informer.
+// not hold a slot per object for the life of the informer. The next map is
+// made at the backlog's peak, or half the size before if that is more
+// (hint): one allocation of about the right size instead of growing from
+// nothing, which a short lull in a burst (the consumer catching up once)
+// does not undo; smaller backlogs after it halve it each time.
 func (q *keyedFIFO[V]) drained() {
 	if cap(q.order) > 1024 {
-		q.order, q.items = nil, nil
+		q.order, q.items, q.hint, q.peak = nil, nil, max(q.peak, q.hint/2), 0
 	} else {
 		q.order = q.order[:0]
 	}
@@ -137,7 +151,7 @@ func (q *keyedFIFO[V]) drained() {
 
 // clear drops everything, releasing the memory of a large backlog.
 func (q *keyedFIFO[V]) clear() {
-	*q = keyedFIFO[V]{gen: q.gen}
+	*q = keyedFIFO[V]{gen: q.gen, hint: q.hint}
 }
 
 // compact keeps order from growing with stale slots when one key is

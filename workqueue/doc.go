@@ -56,8 +56,10 @@
 //   - Allocation-free steady state: keys are kept in recycled entries, so a
 //     queue that has seen its keys before (and kept their entries, see
 //     Memory below) adds, hands out and finishes them without allocating.
-//     Adding a key that is already ready (at the same or a lower priority), and Done for a key nobody added again while it was
-//     in flight, do not take the queue's lock; nor, in a queue without a
+//     Adding a key that is already ready (at the same or a lower priority),
+//     and Done for a key nobody added again while it was in flight (its
+//     work duration observed all the same in a named queue), do not take
+//     the queue's lock; nor, in a queue without a
 //     Name, does adding a key the queue knows and holds idle, or raising
 //     the priority of a ready key. Such an add leaves the key on a lock-free
 //     list that the next call taking the lock (Get, Status, a locked add, Done

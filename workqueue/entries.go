@@ -103,7 +103,7 @@ func (q *Queue[K]) newEntry(k K) *entry[K] {
 	e.reincarnate(0)
 	e.setPrio(noPriority)
 	e.key = k
-	e.hidx, e.didx, e.fidx = -1, -1, -1
+	e.hidx, e.didx = -1, -1
 	q.entries[k] = e
 	return e
 }

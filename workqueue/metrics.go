@@ -39,7 +39,8 @@ func newDurationVec(name, help string) *prometheus.HistogramVec {
 }
 
 // queueMetrics holds one named queue's metric children. All of it except
-// inflight is used under the queue's lock.
+// inflight and work (observed by Done without the lock) is used under the
+// queue's lock.
 type queueMetrics struct {
 	name     string
 	depthVec *prometheus.GaugeVec
@@ -116,21 +117,23 @@ func (q *Queue[K]) startMetrics(e *entry[K], p int64) {
 	q.m.depth(p).Dec()
 	q.m.latency.Observe(float64(now-e.readySince) / 1e9)
 	e.startedAt = now
-	e.fidx = int32(len(q.flight))
-	q.flight = append(q.flight, e)
 }
 
-// finishMetrics records a Done.
+// finishMetrics records a Done under the lock.
 func (q *Queue[K]) finishMetrics(e *entry[K]) {
 	q.m.work.Observe(float64(q.now()-e.startedAt) / 1e9)
-	i, last := int(e.fidx), len(q.flight)-1
-	if i != last {
-		q.flight[i] = q.flight[last]
-		q.flight[i].fidx = int32(i)
+}
+
+// eachInFlight calls fn with the hand-out time of every key in flight (or
+// reserved for a Get about to return it). Scrapes and Status are rare, so
+// they look at every entry rather than every hand-out and Done keeping a
+// list. Called with the lock held.
+func (q *Queue[K]) eachInFlight(fn func(startedAt int64)) {
+	for _, e := range q.entries {
+		if e.state()&(stInFlight|stReserved) != 0 {
+			fn(e.startedAt)
+		}
 	}
-	q.flight[last] = nil
-	q.flight = q.flight[:last]
-	e.fidx = -1
 }
 
 // unfinishedWork reports the summed and the longest age of the keys in
@@ -139,11 +142,11 @@ func (q *Queue[K]) unfinishedWork() (total, longest float64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.now()
-	for _, e := range q.flight {
-		age := float64(now-e.startedAt) / 1e9
+	q.eachInFlight(func(startedAt int64) {
+		age := float64(now-startedAt) / 1e9
 		total += age
 		longest = max(longest, age)
-	}
+	})
 	return total, longest
 }
 

@@ -198,3 +198,44 @@ func TestQueueMetrics_ConflictingRegistrationPanicsWithTheQueueName(t *testing.T
 	}()
 	New(Options[string]{Name: "foo", Registerer: reg})
 }
+
+func TestQueueMetrics_DoneWithoutTheLockRecordsWorkDurationAndLeavesInFlight(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	q := New(Options[string]{Name: "bar", Registerer: reg, Clock: clk})
+	lbl := []string{"name", "bar"}
+	q.Add("a")
+	q.Add("b")
+	q.mu.Lock()
+	q.publish() // the lock-free paths know both keys
+	q.mu.Unlock()
+	a, b := mustGet(t, q), mustGet(t, q)
+	clk.Step(2 * time.Second)
+	q.mu.Lock() // held: a Done that took the lock would block here
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		q.Done(a)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		q.mu.Unlock()
+		t.Fatal("Done of a key nobody added again waited for the queue's lock")
+	}
+	q.mu.Unlock()
+	if v := mustSample(t, reg, "workqueue_work_duration_seconds", lbl...); v != 2 {
+		t.Errorf("work_duration_seconds sum = %v, want 2 (a in flight for 2s)", v)
+	}
+	clk.Step(time.Second)
+	if v := mustSample(t, reg, "workqueue_unfinished_work_seconds", lbl...); v != 3 {
+		t.Errorf("unfinished_work_seconds = %v, want 3 (only b, in flight for 3s)", v)
+	}
+	if s := q.Status(); s.LongestRunning != 3*time.Second || s.InFlight != 1 {
+		t.Errorf("Status: LongestRunning %v, InFlight %d; want 3s and 1 (b)", s.LongestRunning, s.InFlight)
+	}
+	q.Done(b)
+	if v := mustSample(t, reg, "workqueue_work_duration_seconds", lbl...); v != 5 {
+		t.Errorf("work_duration_seconds sum = %v, want 5 (2s + 3s)", v)
+	}
+}

@@ -150,8 +150,7 @@ type Queue[K comparable] struct {
 	maxStep int64 // largest |priority| that aged can multiply without overflow
 	limiter RateLimiter[K]
 
-	m      *queueMetrics // nil when the queue is unnamed
-	flight []*entry[K]   // in-flight entries, kept only for metrics
+	m *queueMetrics // nil when the queue is unnamed
 
 	// WaitInFlight's waiters: while any is counted, Done takes the lock to
 	// close doneCh (made by a waiter, under the lock).
@@ -530,27 +529,8 @@ func (q *Queue[K]) wait(ctx context.Context, done <-chan struct{}) (K, error) {
 // exactly once per Get; Done for a key that is not in flight does nothing.
 func (q *Queue[K]) Done(k K) {
 	hint := q.cached(k)
-	// The common case, a key in flight that nobody added again, needs no
-	// lock: the entry goes idle and onto the parked stack. Metrics and
-	// shutdown take the locked path.
-	if hint.e != nil && q.m == nil && !q.shut.Load() {
-		v := hint.e.vs.Load()
-		if uint32(v>>vsIncShift) == hint.inc && uint8(v) == stInFlight &&
-			hint.e.vs.CompareAndSwap(v, nextVS(v, 0)) {
-			q.inFlight.Add(-1)
-			q.park(hint.e)
-			// Checked after the state change, so that a WaitInFlight that
-			// counted itself before it saw the key in flight is woken.
-			if q.shut.Load() || q.doneWaiters.Load() != 0 {
-				q.mu.Lock()
-				if q.shuttingDown {
-					q.shutdownProgress() // ShutDown came in between: report progress
-				}
-				q.signalDone()
-				q.mu.Unlock()
-			}
-			return
-		}
+	if q.doneWithoutLock(hint) {
+		return
 	}
 	t := q.preStamp()
 	q.mu.Lock()
@@ -589,6 +569,44 @@ func (q *Queue[K]) Done(k K) {
 	}
 	q.signalDone()
 	q.mu.Unlock()
+}
+
+// doneWithoutLock is Done in the common case, a key in flight that nobody
+// added again: the entry goes idle and onto the parked stack, and the work
+// duration goes to the histogram, whose own atomics make that safe, all
+// without the lock. It reports false, having changed nothing, when the
+// case is another one (or shutdown has begun); Done then takes the lock.
+func (q *Queue[K]) doneWithoutLock(hint ref[K]) bool {
+	e := hint.e
+	if e == nil || q.shut.Load() {
+		return false
+	}
+	v := e.vs.Load()
+	if uint32(v>>vsIncShift) != hint.inc || uint8(v) != stInFlight {
+		return false
+	}
+	// The entry is this key's and in flight, so nothing but this Done
+	// writes it now: startedAt is the hand-out's.
+	started := e.startedAt
+	if !e.vs.CompareAndSwap(v, nextVS(v, 0)) {
+		return false
+	}
+	q.inFlight.Add(-1)
+	q.park(e)
+	if q.m != nil {
+		q.m.work.Observe(float64(max(q.elapsed()-started, 0)) / 1e9)
+	}
+	// Checked after the state change, so that a WaitInFlight that counted
+	// itself before it saw the key in flight is woken.
+	if q.shut.Load() || q.doneWaiters.Load() != 0 {
+		q.mu.Lock()
+		if q.shuttingDown {
+			q.shutdownProgress() // ShutDown came in between: report progress
+		}
+		q.signalDone()
+		q.mu.Unlock()
+	}
+	return true
 }
 
 // WaitInFlight waits until no key that match accepts is in flight (handed

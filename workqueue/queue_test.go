@@ -617,25 +617,33 @@ func TestQueue_QuietQueueReleasesItsEntries(t *testing.T) {
 		}
 	}
 	t.Run("named", func(t *testing.T) {
-		q := New(Options[int]{Name: "quiet", Registerer: prometheus.NewRegistry()})
-		for k := range 5000 {
-			q.Add(k)
-		}
-		for range 5000 {
-			q.Done(mustGet(t, q))
-		}
-		check(t, q)
-		q.Add(7)
-		if k := mustGet(t, q); k != 7 {
-			t.Fatalf("Get = %d, want 7", k)
-		}
-		q.Done(7)
-		q.mu.Lock()
-		n := len(q.entries)
-		q.mu.Unlock()
-		if n != 1 {
-			t.Fatalf("entries = %d after one key; want 1 (a small quiet queue keeps its entries)", n)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			q := New(Options[int]{Name: "quiet", Registerer: prometheus.NewRegistry()})
+			for k := range 5000 {
+				q.Add(k)
+			}
+			for range 5000 {
+				q.Done(mustGet(t, q)) // without the lock, metrics and all
+			}
+			// The next Get that finds nothing lets go of the entries.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			if _, err := q.Get(ctx); err != context.DeadlineExceeded {
+				t.Fatalf("Get on a quiet queue = %v, want DeadlineExceeded", err)
+			}
+			check(t, q)
+			q.Add(7)
+			if k := mustGet(t, q); k != 7 {
+				t.Fatalf("Get = %d, want 7", k)
+			}
+			q.Done(7)
+			q.mu.Lock()
+			n := len(q.entries)
+			q.mu.Unlock()
+			if n != 1 {
+				t.Fatalf("entries = %d after one key; want 1 (a small quiet queue keeps its entries)", n)
+			}
+		})
 	})
 	t.Run("unnamed", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {

@@ -71,9 +71,9 @@ func (q *Queue[K]) Status() Status {
 		s.OldestReady = time.Duration(now - oldest)
 	}
 	if q.m != nil {
-		for _, e := range q.flight {
-			s.LongestRunning = max(s.LongestRunning, time.Duration(now-e.startedAt))
-		}
+		q.eachInFlight(func(startedAt int64) {
+			s.LongestRunning = max(s.LongestRunning, time.Duration(now-startedAt))
+		})
 	}
 	m := q.m
 	q.mu.Unlock()

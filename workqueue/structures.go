@@ -73,7 +73,6 @@ type entry[K comparable] struct {
 
 	hidx int32 // index in the ready heap
 	didx int32 // index in the delay heap
-	fidx int32 // index in the metrics in-flight list
 
 	// Idle list (or free list) links, and the hand-out count when the entry
 	// went idle. idleListed says whether it is on the idle list: a Done
