@@ -169,7 +169,8 @@ func (h *history[K]) keep(r *record[K]) kept {
 	}
 	extra.err = r.err
 	if extra != (keptExtra{}) {
-		k.extra = &extra
+		e := extra // allocated only here: &extra would put extra on the heap at every call
+		k.extra = &e
 	}
 	return k
 }

@@ -65,7 +65,7 @@ func (r *Recent[V]) Add(w Write, v V) (forgot Write, ok bool) {
 	}
 	if len(r.ring) < Kept {
 		if len(r.ring) == cap(r.ring) {
-			r.ring = append(make([]Write, 0, min(max(2*cap(r.ring), 64), Kept)), r.ring...)
+			r.ring = append(make([]Write, 0, min(max(2*cap(r.ring), firstRing), Kept)), r.ring...)
 		}
 		r.ring = append(r.ring, w)
 	} else {
@@ -90,32 +90,39 @@ func (r *Recent[V]) Get(w Write) (V, bool) {
 // Len is how many writes r remembers.
 func (r *Recent[V]) Len() int { return len(r.by) }
 
-// Forget forgets w. When that leaves no write, Recent lets its memory go;
-// when it leaves few in a large ring, it moves them to a smaller ring and
-// map (a Go map keeps its room when emptied): a holder that forgets the
-// writes whose events it has seen holds, after a burst, only the writes
-// still in flight.
+// Forget forgets w. When that leaves no write, Recent lets go of a ring
+// larger than its first (a Go map keeps its room when emptied, so the map
+// goes with it); when it leaves few in a large ring, it moves them to a
+// smaller ring and map: a holder that forgets the writes whose events it
+// has seen holds, after a burst, only the writes still in flight, and one
+// whose writes come one at a time makes no new ring for each.
 func (r *Recent[V]) Forget(w Write) {
 	if _, ok := r.by[w]; !ok {
 		return
 	}
 	delete(r.by, w)
 	switch {
-	case len(r.by) == 0:
+	case len(r.by) == 0 && cap(r.ring) > firstRing:
 		*r = Recent[V]{}
+	case len(r.by) == 0:
+		r.ring, r.next = r.ring[:0], 0
 	case len(r.ring) >= shrinkFrom && len(r.by) <= len(r.ring)/8:
 		r.shrink()
 	}
 }
 
-// shrinkFrom is the least ring Forget shrinks.
-const shrinkFrom = 256
+const (
+	// firstRing is the size of a Recent's first ring.
+	firstRing = 64
+	// shrinkFrom is the least ring Forget shrinks.
+	shrinkFrom = 256
+)
 
 // shrink moves the writes remembered into a ring and a map of their size
 // (twice it, room to grow), oldest first as before.
 func (r *Recent[V]) shrink() {
 	by := make(map[Write]V, len(r.by))
-	ring := make([]Write, 0, max(2*len(r.by), 64))
+	ring := make([]Write, 0, max(2*len(r.by), firstRing))
 	for i := range r.ring {
 		w := r.ring[(r.next+i)%len(r.ring)]
 		if v, ok := r.by[w]; ok {

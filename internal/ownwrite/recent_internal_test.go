@@ -41,3 +41,24 @@ func TestRecent_ForgettingShrinksItsRoomAndLetsGoWhenEmpty(t *testing.T) {
 		t.Errorf("all forgotten: map %v, ring of %d kept; want neither", r.by != nil, cap(r.ring))
 	}
 }
+
+// Writes that come one at a time, each forgotten before the next, reuse
+// the first ring and map.
+func TestRecent_OneWriteAtATimeMakesNoNewRoom(t *testing.T) {
+	var r Recent[int]
+	writes := make([]Write, 100)
+	for i := range writes {
+		writes[i], _ = WriteOf("ns", "o", strconv.Itoa(i))
+	}
+	r.Add(writes[0], 0)
+	r.Forget(writes[0])
+	i := 0
+	allocs := testing.AllocsPerRun(100, func() {
+		i = (i + 1) % len(writes)
+		r.Add(writes[i], i)
+		r.Forget(writes[i])
+	})
+	if allocs != 0 || r.Len() != 0 || cap(r.ring) != firstRing {
+		t.Errorf("a write added and forgotten: %v allocations, %d left, ring of %d; want 0, 0, %d", allocs, r.Len(), cap(r.ring), firstRing)
+	}
+}
