@@ -15,9 +15,9 @@ import (
 // it stored (with its resourceVersion) to that reconcile. Such a reconcile
 // is skipped (Options.ReconcileOwnWrites turns that off). The writes are
 // known exactly, per key: the client reports each write made with a
-// reconcile's ctx (internal/ownwrite), and the controller keeps the latest
-// of them with the key whose reconcile made them. A change counts only
-// when it is one write's event, seen as it happened:
+// reconcile's ctx (internal/ownwrite), and the controller keeps each with
+// the key whose reconcile made it until its event is taken. A change
+// counts only when it is one write's event, seen as it happened, once:
 //   - an Added or Updated of an object at the resourceVersion a reconcile
 //     of the same key wrote;
 //   - not merged with other writes of the object (cache.Event.Merged: an
