@@ -76,11 +76,11 @@ func (r *record[K]) reconcile() Reconcile {
 }
 
 // kept is a record as a key's ring keeps it, in 96 bytes (a record of a
-// cache.Key takes 240): no key (the ring's), times as int64, and the first cause in place with
-// its source and kind, and the outcome, as indexes into the history's
-// table of names; the other kept causes as the record had them, shared.
-// Only a failed record, or one whose names did not fit in the table, has
-// an extra.
+// cache.Key takes 240): no key (the ring's), times as int64, the first
+// cause in place with its source and kind, and the outcome, as indexes
+// into the history's table of names; the other kept causes as the record
+// had them, shared. Only a failed record, or one whose names did not fit
+// in the table, has an extra.
 type kept struct {
 	start, dur int64 // unix nanoseconds; nanoseconds
 	// The first cause's namespace, name and resourceVersion.
