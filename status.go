@@ -8,10 +8,15 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/conversion"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 
@@ -54,8 +59,8 @@ func (h *Handle[T]) WriteStatus(ctx context.Context, obj T) (T, bool, error) {
 	want := statusOf(obj)
 	if cur, ok := h.inf.Lister().Get(key.Namespace, key.Name); ok {
 		last, wrote := h.writes.last(key)
-		if equality.Semantic.DeepEqual(statusOf(cur), want) ||
-			wrote && last.rv == cur.GetResourceVersion() && equality.Semantic.DeepEqual(last.status, want) {
+		if storedEqual.DeepEqual(statusOf(cur), want) ||
+			wrote && last.rv == cur.GetResourceVersion() && storedEqual.DeepEqual(last.status, want) {
 			return cur, false, nil
 		}
 	}
@@ -63,16 +68,33 @@ func (h *Handle[T]) WriteStatus(ctx context.Context, obj T) (T, bool, error) {
 	if err != nil {
 		return got, false, fmt.Errorf("write status of %s %s: %w", h.gvk.Kind, key, err)
 	}
-	kept := want
-	if equality.Semantic.DeepEqual(statusOf(got), want) {
+	if storedEqual.DeepEqual(statusOf(got), want) {
 		// The server stored the status as written: once the cache holds
 		// this write it holds this status, which the first check above
-		// finds, so the status need not be kept.
-		kept = nil
+		// finds, so nothing need be kept (an entry of an earlier pruned
+		// write goes).
+		h.writes.forget(key)
+	} else {
+		h.writes.remember(key, got.GetResourceVersion(), want, h.forgetDeleted)
 	}
-	h.writes.remember(key, got.GetResourceVersion(), kept, h.forgetDeleted)
 	return got, true, nil
 }
+
+// storedEqual is equality.Semantic with times compared at the precision the
+// API server stores them: metav1.Time to the second, metav1.MicroTime to the
+// microsecond. A condition set by meta.SetStatusCondition carries the
+// nanoseconds of time.Now, which the server drops; a status that differs
+// only there is stored as written.
+var storedEqual = conversion.EqualitiesOrDie(
+	func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 },
+	func(a, b metav1.MicroTime) bool {
+		return a.UTC().Truncate(time.Microsecond) == b.UTC().Truncate(time.Microsecond)
+	},
+	func(a, b metav1.Time) bool { return a.UTC().Truncate(time.Second) == b.UTC().Truncate(time.Second) },
+	func(a, b metav1.FieldsV1) bool { return a.Equal(b) },
+	func(a, b labels.Selector) bool { return a.String() == b.String() },
+	func(a, b fields.Selector) bool { return a.String() == b.String() },
+)
 
 func (h *Handle[T]) writeStatus(ctx context.Context, obj T) (T, error) {
 	sub, err := h.hasStatus(ctx)
@@ -108,10 +130,10 @@ func (h *Handle[T]) writeStatus(ctx context.Context, obj T) (T, error) {
 	return got, err
 }
 
-// statusWrites remembers, per object, the resourceVersion the last status
-// write of a Handle returned, and the status it wrote when the server kept
-// less of it (pruned fields). An object's entry goes when the
-// informer reports it deleted.
+// statusWrites remembers, per object whose last status write the server
+// kept less of (pruned fields), the resourceVersion that write returned and
+// the status it wrote. An object's entry goes when a later write of its
+// status is stored as written, or when the informer reports it deleted.
 type statusWrites struct {
 	mu      sync.Mutex
 	byKey   map[cache.Key]statusWrite
@@ -120,7 +142,7 @@ type statusWrites struct {
 
 type statusWrite struct {
 	rv     string
-	status any
+	status any // as written; never nil
 }
 
 func (w *statusWrites) last(k cache.Key) (statusWrite, bool) {
@@ -150,6 +172,9 @@ func (w *statusWrites) remember(k cache.Key, rv string, status any, subscribe fu
 func (w *statusWrites) forget(k cache.Key) {
 	w.mu.Lock()
 	delete(w.byKey, k)
+	if len(w.byKey) == 0 {
+		w.byKey = nil // a Go map keeps its room when emptied
+	}
 	w.mu.Unlock()
 }
 

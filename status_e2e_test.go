@@ -20,6 +20,7 @@ import (
 	"github.com/kloop-dev/kloop/conditions"
 	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/manifest"
+	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/samples/foo/apis/samplecontroller/v1alpha1"
 	"github.com/kloop-dev/kloop/testenv"
 	"github.com/kloop-dev/kloop/testenv/await"
@@ -171,5 +172,58 @@ func TestHandle_WriteStatusSkipsAStatusAlreadyThereOrPrunedAfterItsOwnWrite(t *t
 	gone.Name = "missing"
 	if _, wrote, err := foos.WriteStatus(ctx, gone); !apierrors.IsNotFound(err) || wrote || !strings.Contains(err.Error(), "Foo "+ns+"/missing") {
 		t.Errorf("WriteStatus of a missing Foo: wrote %v, err %v; want a NotFound naming Foo %s/missing", wrote, err, ns)
+	}
+}
+
+// A condition stamped by meta.SetStatusCondition carries time.Now's
+// nanoseconds; the server stores the second. A status that differs from the
+// cached one only below that is the one already stored: not written.
+func TestHandle_WriteStatusComparesTimesAtThePrecisionTheServerStores(t *testing.T) {
+	env := controlPlane.Env(t)
+	ctx := t.Context()
+	installCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := manifest.InstallCRD(installCtx, env.Config, foo.CRDYAML); err != nil {
+		t.Fatal(err)
+	}
+	ns := testenv.NewNamespace(t, kubernetes.NewForConfigOrDie(env.Config), "status-time")
+	app, err := kloop.New(env.Config, kloop.Options{Name: "status-time", Namespace: ns, Scheme: foo.Scheme(), Logger: quiet(), Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foos := kloop.Objects[*v1alpha1.Foo](app, kloop.ObjectsOptions{Resource: v1alpha1.Resource})
+	startApp(t, app)
+	if _, err := foos.Create(ctx, &v1alpha1.Foo{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "f"}, Spec: v1alpha1.FooSpec{DeploymentName: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	cached, err := foos.Get(ctx, ns, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := cache.Copy(cached)
+	want.Status.AvailableReplicas = 1
+	conditions.Set(&want.Status.Conditions, want, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Done"})
+	stored, wrote, err := foos.WriteStatus(ctx, want)
+	if err != nil || !wrote {
+		t.Fatalf("first WriteStatus: wrote %v, err %v; want written", wrote, err)
+	}
+	at := stored.Status.Conditions[0].LastTransitionTime.Time
+	if at.Nanosecond() != 0 {
+		t.Fatalf("the server stored the condition's time as %v, want whole seconds", at)
+	}
+	cached, err = foos.Get(ctx, ns, "f") // waits for the status write
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	again := cache.Copy(cached)
+	again.Status.Conditions[0].LastTransitionTime = metav1.NewTime(at.Add(500 * time.Microsecond))
+	if got, wrote, err := foos.WriteStatus(ctx, again); err != nil || wrote || got.ResourceVersion != stored.ResourceVersion {
+		t.Fatalf("WriteStatus of a time 500µs later: wrote %v, rv %s, err %v; want nothing written, rv %s", wrote, got.ResourceVersion, err, stored.ResourceVersion)
+	}
+	later := cache.Copy(cached)
+	later.Status.Conditions[0].LastTransitionTime = metav1.NewTime(at.Add(time.Second))
+	if _, wrote, err := foos.WriteStatus(ctx, later); err != nil || !wrote {
+		t.Fatalf("WriteStatus of a time a second later: wrote %v, err %v; want written", wrote, err)
 	}
 }

@@ -263,7 +263,7 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 			Clock:       opts.Clock,
 		}),
 	}
-	c.causes.own = func(key K, cause *Cause) bool { return c.self.wrote(key, cause) }
+	c.causes.own = c.self.took
 	return c, nil
 }
 
@@ -469,8 +469,7 @@ func (c *Controller[K]) work(ctx, rctx context.Context) {
 		if c.hold(key, causes) {
 			continue
 		}
-		c.markOwn(key, &causes)
-		if c.selfInflicted(key, &causes) {
+		if c.markOwn(key, &causes) {
 			c.skip(rctx, key, causes)
 			continue
 		}
@@ -481,18 +480,26 @@ func (c *Controller[K]) work(ctx, rctx context.Context) {
 	}
 }
 
-// markOwn sets Cause.Own on the causes that are this program's writes.
-// It runs when a worker takes the key, not as the event arrives, since the
-// watch event of a write can reach the informer before the write's
-// response has been recorded; by now the reconcile that wrote has ended.
-func (c *Controller[K]) markOwn(key K, s *causeSet) {
+// markOwn sets Cause.Own on the causes that are this program's writes,
+// and reports whether the reconcile is to be skipped: every trigger was
+// the event of a write of key's own reconciles (see selfskip.go) and
+// Options.ReconcileOwnWrites is not set. It runs when a worker takes the
+// key, not as the event arrives, since the watch event of a write can
+// reach the informer before the write's response has been recorded; by
+// now the reconcile that wrote has ended.
+func (c *Controller[K]) markOwn(key K, s *causeSet) (skip bool) {
+	skip = c.self.take(key, s) && !c.opts.ReconcileOwnWrites
+	if c.opts.OwnWrite == nil {
+		return skip
+	}
 	for i := range s.n {
 		k := s.at(i)
 		if k.ResourceVersion == "" || k.Change == cache.Deleted || k.Own {
 			continue
 		}
-		k.Own = c.self.wrote(key, k) || c.opts.OwnWrite != nil && c.opts.OwnWrite(k.Namespace, k.Name, k.ResourceVersion)
+		k.Own = c.opts.OwnWrite(k.Namespace, k.Name, k.ResourceVersion)
 	}
+	return skip
 }
 
 // reconcile runs one Reconcile call and acts on its outcome.

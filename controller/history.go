@@ -1,8 +1,11 @@
 package controller
 
 import (
+	"math"
 	"sync"
 	"time"
+
+	"github.com/kloop-dev/kloop/cache"
 )
 
 // Bounds of the reconciles a controller keeps for Status: the latest
@@ -72,12 +75,145 @@ func (r *record[K]) reconcile() Reconcile {
 	}
 }
 
+// kept is a record as a key's ring keeps it, in 96 bytes (a record of a
+// cache.Key takes 240): no key (the ring's), times as int64, the first
+// cause in place with its source and kind, and the outcome, as indexes
+// into the history's table of names; the other kept causes as the record
+// had them, shared. Only a failed record, or one whose names did not fit
+// in the table, has an extra.
+type kept struct {
+	start, dur int64 // unix nanoseconds; nanoseconds
+	// The first cause's namespace, name and resourceVersion.
+	namespace, name, rv string
+	total, retries      int32
+	// outcome, source and kind are indexes of history.names (see name).
+	outcome, source, kind uint8
+	change                cache.ChangeKind
+	flags                 uint8
+	more                  *moreCauses
+	extra                 *keptExtra
+}
+
+const (
+	keptTerminal = 1 << iota
+	keptReplay
+	keptOwn
+	keptCause // the record has a first cause
+)
+
+// keptExtra is what a kept record holds beyond its fixed size: an error,
+// and the names that did not fit in the table.
+type keptExtra struct {
+	err                   string
+	outcome, source, kind string
+}
+
+// name returns the index of s in h.names, adding it: 0 for "", i+1 for
+// h.names[i]; false when the table is full (255 names, for an index in a
+// uint8). Caller holds mu.
+func (h *history[K]) name(s string) (uint8, bool) {
+	if s == "" {
+		return 0, true
+	}
+	for i, n := range h.names {
+		if n == s {
+			return uint8(i + 1), true
+		}
+	}
+	if len(h.names) == math.MaxUint8 {
+		return 0, false
+	}
+	h.names = append(h.names, s)
+	return uint8(len(h.names)), true
+}
+
+// nameOf returns the name at index i, or over when i is 0 (a name that
+// was not in the table, or ""). Caller holds mu.
+func (h *history[K]) nameOf(i uint8, over string) string {
+	if i == 0 {
+		return over
+	}
+	return h.names[i-1]
+}
+
+// keep returns r as a key's ring keeps it. Caller holds mu.
+func (h *history[K]) keep(r *record[K]) kept {
+	k := kept{
+		start: r.start.UnixNano(), dur: int64(r.dur), total: r.causes.total, retries: int32(min(r.retries, math.MaxInt32)),
+		more: r.causes.more,
+	}
+	var extra keptExtra
+	var ok bool
+	if k.outcome, ok = h.name(r.outcome); !ok {
+		extra.outcome = r.outcome
+	}
+	if r.terminal {
+		k.flags |= keptTerminal
+	}
+	if r.causes.n > 0 {
+		c := &r.causes.first
+		k.flags |= keptCause
+		k.namespace, k.name, k.rv, k.change = c.Namespace, c.Name, c.ResourceVersion, c.Change
+		if c.Replay {
+			k.flags |= keptReplay
+		}
+		if c.Own {
+			k.flags |= keptOwn
+		}
+		if k.source, ok = h.name(c.Source); !ok {
+			extra.source = c.Source
+		}
+		if k.kind, ok = h.name(c.Kind); !ok {
+			extra.kind = c.Kind
+		}
+	}
+	extra.err = r.err
+	if extra != (keptExtra{}) {
+		e := extra // allocated only here: &extra would put extra on the heap at every call
+		k.extra = &e
+	}
+	return k
+}
+
+// reconcile returns k, a record of key, as Status shows it. Caller holds
+// mu.
+func (h *history[K]) reconcile(key K, k *kept) Reconcile {
+	var extra keptExtra
+	if k.extra != nil {
+		extra = *k.extra
+	}
+	r := Reconcile{
+		Time: time.Unix(0, k.start), Key: keyString(key), Duration: time.Duration(k.dur),
+		Outcome: h.nameOf(k.outcome, extra.outcome), Error: extra.err,
+		Terminal: k.flags&keptTerminal != 0, Retries: int(k.retries), CausesTotal: int(k.total),
+	}
+	if k.flags&keptCause == 0 {
+		return r
+	}
+	n := 1
+	if k.more != nil {
+		n += len(k.more.kept)
+	}
+	r.Causes = make([]Cause, 0, n)
+	r.Causes = append(r.Causes, Cause{
+		Source:    h.nameOf(k.source, extra.source),
+		Kind:      h.nameOf(k.kind, extra.kind),
+		Namespace: k.namespace, Name: k.name, ResourceVersion: k.rv, Change: k.change,
+		Replay: k.flags&keptReplay != 0, Own: k.flags&keptOwn != 0,
+	})
+	if k.more != nil {
+		r.Causes = append(r.Causes, k.more.kept...)
+	}
+	return r
+}
+
 // history keeps the latest reconciles: a ring of all keys', and per key a
 // ring of its own, for the most recently reconciled keys (the least
-// recent key's is reused for a new key once there are keyHistoryKeys).
+// recent key's is reused for a new key once there are keyHistoryKeys),
+// whose records are kept compact (kept).
 // A key's ring holds one record until the key is reconciled again: most
 // keys are reconciled once in a while, and a full ring for each of them
-// would hold four empty records (some 300 KB a controller).
+// would hold four empty records.
 type history[K comparable] struct {
 	mu     sync.Mutex
 	recent [RecentReconciles]record[K]
@@ -86,13 +222,16 @@ type history[K comparable] struct {
 	keys   map[K]*keyRecords[K]
 	// newest and oldest end the list of keys by their latest reconcile.
 	newest, oldest *keyRecords[K]
+	// names are the sources, kinds and outcomes of the kept records (see
+	// name).
+	names []string
 }
 
 type keyRecords[K comparable] struct {
 	key K
 	// ring holds the key's latest records, at most keyHistoryDepth; next
 	// is where the next goes (len(ring) until it is full).
-	ring         []record[K]
+	ring         []kept
 	next         int
 	newer, older *keyRecords[K]
 }
@@ -124,20 +263,21 @@ func (h *history[K]) add(r record[K]) {
 		k = &keyRecords[K]{key: r.key}
 		h.keys[r.key] = k
 	}
+	rec := h.keep(&r)
 	switch {
 	case len(k.ring) == keyHistoryDepth:
-		k.ring[k.next] = r
+		k.ring[k.next] = rec
 	case len(k.ring) < cap(k.ring):
-		k.ring = append(k.ring, r)
+		k.ring = append(k.ring, rec)
 	default:
 		// Room for one record, then, for a key reconciled again, for all.
 		size := 1
 		if len(k.ring) > 0 {
 			size = keyHistoryDepth
 		}
-		ring := make([]record[K], len(k.ring), size)
+		ring := make([]kept, len(k.ring), size)
 		copy(ring, k.ring)
-		k.ring = append(ring, r)
+		k.ring = append(ring, rec)
 	}
 	k.next = (k.next + 1) % keyHistoryDepth
 	// Link it as the newest.
@@ -186,7 +326,7 @@ func (h *history[K]) byKey() map[string][]Reconcile {
 		n := len(k.ring)
 		rs := make([]Reconcile, 0, n)
 		for i := 1; i <= n; i++ {
-			rs = append(rs, k.ring[(k.next-i+n)%n].reconcile())
+			rs = append(rs, h.reconcile(k.key, &k.ring[(k.next-i+n)%n]))
 		}
 		out[keyString(k.key)] = rs
 	}

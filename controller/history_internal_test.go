@@ -2,8 +2,12 @@ package controller
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
+	"unsafe"
+
+	"github.com/kloop-dev/kloop/cache"
 )
 
 func TestHistory_AKeyReconciledOnceKeepsOneRecordAndItsLatestInOrder(t *testing.T) {
@@ -42,5 +46,80 @@ func TestHistory_AKeyReconciledOnceKeepsOneRecordAndItsLatestInOrder(t *testing.
 		if key != "k0" && (len(rs) != 1 || rs[0].Key != key) {
 			t.Errorf("%s's reconciles = %v, want its one", key, rs)
 		}
+	}
+}
+
+// A key's ring keeps its records compact and gives them back as they were:
+// every field, every kept cause, names beyond what the table of names
+// holds.
+func TestHistory_KeyRecordsComeBackAsTheyWereKept(t *testing.T) {
+	if size := unsafe.Sizeof(kept{}); size > 96 {
+		t.Errorf("a kept record takes %d bytes, want at most 96", size)
+	}
+	var h history[string]
+	start := time.Date(2026, 12, 7, 18, 0, 0, 123456789, time.UTC)
+	var many causeSet
+	many.add(Cause{Source: "Owns", Kind: "Deployment", Namespace: "ns", Name: "web", ResourceVersion: "12", Change: cache.Updated, Own: true})
+	many.add(Cause{Source: "For", Kind: "Foo", Namespace: "ns", Name: "f", ResourceVersion: "11", Change: cache.Added, Replay: true})
+	many.add(Cause{Source: causeRetry})
+	many.total = 7
+	var one causeSet
+	one.add(Cause{Source: "For", Kind: "Foo", Namespace: "ns", Name: "f", ResourceVersion: "13", Change: cache.Deleted})
+	recs := []record[string]{
+		{key: "f", start: start, dur: 3 * time.Millisecond, outcome: OutcomeError, err: "boom", terminal: true, retries: 4, causes: many},
+		{key: "f", start: start.Add(time.Second), outcome: OutcomeSkipped, causes: one},
+		{key: "f", start: start.Add(2 * time.Second), dur: time.Nanosecond, outcome: OutcomeSuccess},
+	}
+	check := func(got Reconcile, r record[string]) {
+		t.Helper()
+		want := r.reconcile()
+		if !got.Time.Equal(want.Time) {
+			t.Errorf("%s at %v: kept time %v", r.key, want.Time, got.Time)
+		}
+		got.Time = want.Time
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("kept record of %s:\n got %+v\nwant %+v", r.key, got, want)
+		}
+	}
+	for _, r := range recs {
+		h.add(r)
+	}
+	for i, r := range recs {
+		check(h.byKey()["f"][2-i], r)
+	}
+
+	// More sources than the table holds: the names past it are kept in
+	// the record's extra.
+	recs = recs[:0]
+	for i := range 300 {
+		var s causeSet
+		s.add(Cause{Source: fmt.Sprint("source-", i), Kind: fmt.Sprint("Kind", i)})
+		recs = append(recs, record[string]{key: fmt.Sprint("k", i), start: start, outcome: fmt.Sprint("outcome-", i), causes: s})
+	}
+	for _, r := range recs {
+		h.add(r)
+	}
+	byKey := h.byKey()
+	for i, r := range recs[300-keyHistoryKeys:] {
+		k := fmt.Sprint("k", 300-keyHistoryKeys+i)
+		if rs := byKey[k]; len(rs) != 1 {
+			t.Fatalf("%s has %d records, want 1", k, len(rs))
+		}
+		check(byKey[k][0], r)
+	}
+}
+
+// Keeping a reconcile of a key whose ring is full allocates nothing: the
+// per-event path pays for no extra unless the record has one.
+func TestHistory_AddingToAFullRingAllocatesNothing(t *testing.T) {
+	var h history[string]
+	var s causeSet
+	s.add(Cause{Source: "For", Kind: "Foo", Namespace: "ns", Name: "k", ResourceVersion: "5", Change: cache.Updated})
+	r := record[string]{key: "k", start: time.Unix(5, 0), dur: time.Millisecond, outcome: OutcomeSuccess, causes: s}
+	for range keyHistoryDepth {
+		h.add(r)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { h.add(r) }); allocs != 0 {
+		t.Errorf("adding to a full ring: %v allocations, want 0", allocs)
 	}
 }

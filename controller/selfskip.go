@@ -15,9 +15,9 @@ import (
 // it stored (with its resourceVersion) to that reconcile. Such a reconcile
 // is skipped (Options.ReconcileOwnWrites turns that off). The writes are
 // known exactly, per key: the client reports each write made with a
-// reconcile's ctx (internal/ownwrite), and the controller keeps the latest
-// of them with the key whose reconcile made them. A change counts only
-// when it is one write's event, seen as it happened:
+// reconcile's ctx (internal/ownwrite), and the controller keeps each with
+// the key whose reconcile made it until its event is taken. A change
+// counts only when it is one write's event, seen as it happened, once:
 //   - an Added or Updated of an object at the resourceVersion a reconcile
 //     of the same key wrote;
 //   - not merged with other writes of the object (cache.Event.Merged: an
@@ -31,8 +31,10 @@ import (
 // own; nor is a write whose response never came back (it has no
 // resourceVersion to match).
 
-// selfWrites remembers which key's reconcile made each of the latest
-// writes of a controller's reconciles (ownwrite.Kept of them).
+// selfWrites remembers which key's reconcile made each of the writes of a
+// controller's reconciles whose events it has yet to take: a write is
+// forgotten once its event has been matched (take), or after ownwrite.Kept
+// later writes, so that a settled controller holds none.
 type selfWrites[K comparable] struct {
 	mu     sync.Mutex
 	recent ownwrite.Recent[K]
@@ -48,41 +50,71 @@ func (w *selfWrites[K]) add(key K, namespace, name, rv string) {
 	w.mu.Unlock()
 }
 
-// wrote reports whether c is the event of a write a reconcile of key made
-// (see above).
-func (w *selfWrites[K]) wrote(key K, c *Cause) bool {
+// match returns the write c is the event of, and whether a reconcile of
+// key made it (see above). Caller holds mu.
+func (w *selfWrites[K]) match(key K, c *Cause) (ownwrite.Write, bool) {
 	if c.ResourceVersion == "" || c.Replay || (c.Change != cache.Added && c.Change != cache.Updated) {
-		return false
+		return ownwrite.Write{}, false
 	}
 	at, ok := ownwrite.WriteOf(c.Namespace, c.Name, c.ResourceVersion)
 	if !ok {
-		return false
+		return at, false
 	}
-	w.mu.Lock()
 	k, ok := w.recent.Get(at)
-	w.mu.Unlock()
-	return ok && k == key
+	return at, ok && k == key
 }
 
-// selfInflicted reports whether the reconcile of key with causes s would be
-// woken only by the events of key's own writes, so that it is skipped.
-func (c *Controller[K]) selfInflicted(key K, s *causeSet) bool {
-	if c.opts.ReconcileOwnWrites || s.n == 0 || s.other {
-		return false
+// took reports whether c, a trigger of key, is the event of a write a
+// reconcile of key made, and forgets that write if so.
+func (w *selfWrites[K]) took(key K, c *Cause) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at, ok := w.match(key, c)
+	if ok {
+		w.recent.Forget(at)
 	}
+	return ok
+}
+
+// take matches the triggers of s, key's turn, with the writes of key's
+// reconciles: it marks the kept causes that match Own, forgets the writes
+// matched (their events are handled), and reports whether every trigger
+// matched. All are matched before any is forgotten, so that two triggers
+// of one write (two sources of one kind) both match.
+func (w *selfWrites[K]) take(key K, s *causeSet) (all bool) {
+	all = s.n > 0 && !s.other
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var mine [causesKept]ownwrite.Write
+	n := 0
 	for i := range s.n {
-		if !c.self.wrote(key, s.at(i)) {
-			return false
+		k := s.at(i)
+		if at, ok := w.match(key, k); ok {
+			k.Own = true
+			mine[n] = at
+			n++
+		} else {
+			all = false
 		}
 	}
+	var unsure []Cause
 	if s.more != nil {
-		for i := range s.more.unsure {
-			if !c.self.wrote(key, &s.more.unsure[i]) {
-				return false
-			}
+		unsure = s.more.unsure
+	}
+	for i := range unsure {
+		if _, ok := w.match(key, &unsure[i]); !ok {
+			all = false
 		}
 	}
-	return true
+	for _, at := range mine[:n] {
+		w.recent.Forget(at)
+	}
+	for i := range unsure {
+		if at, ok := w.match(key, &unsure[i]); ok {
+			w.recent.Forget(at)
+		}
+	}
+	return all
 }
 
 // skip ends the turn of key, whose causes s were all its own writes,

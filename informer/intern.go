@@ -2,6 +2,7 @@ package informer
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 	"slices"
 	"unsafe"
 
@@ -28,7 +29,8 @@ import (
 type interner struct {
 	strs   map[string]string
 	labels map[string]map[string]string
-	owners map[string][]metav1.OwnerReference
+	owners map[uint64][]metav1.OwnerReference // by ownersHash
+	seed   maphash.Seed
 	annots map[string]map[string]string
 	pod    podTables // parts of pod specs (intern_pod.go)
 	key    []byte    // scratch; looking a map up with string(key) does not allocate
@@ -45,7 +47,8 @@ func newInterner() *interner {
 	return &interner{
 		strs:   make(map[string]string),
 		labels: make(map[string]map[string]string),
-		owners: make(map[string][]metav1.OwnerReference),
+		owners: make(map[uint64][]metav1.OwnerReference),
+		seed:   maphash.MakeSeed(),
 		annots: make(map[string]map[string]string),
 	}
 }
@@ -200,7 +203,32 @@ func (in *interner) annotations(a map[string]string) map[string]string {
 	return a
 }
 
+// ownerRefs returns the shared owner list equal to refs. The table is keyed
+// by a hash of the list, not by the list as text: most lists are one
+// object's own (a controller reference names its owner's UID), and a text
+// key of some hundred bytes per object would be kept only to find none.
+// A list whose hash finds another list is left unshared. A list seen first
+// is kept as the object's own slice, its apiVersion and kind shared.
 func (in *interner) ownerRefs(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	h := in.ownersHash(refs)
+	if c, ok := in.owners[h]; ok {
+		if sameOwners(c, refs) {
+			return c
+		}
+		return refs
+	}
+	if len(in.owners) >= internMaxSets {
+		clear(in.owners)
+	}
+	for i := range refs {
+		refs[i].APIVersion = in.str(refs[i].APIVersion)
+		refs[i].Kind = in.str(refs[i].Kind)
+	}
+	in.owners[h] = refs
+	return refs
+}
+
+func (in *interner) ownersHash(refs []metav1.OwnerReference) uint64 {
 	in.key = in.key[:0]
 	for _, r := range refs {
 		for _, s := range [...]string{r.APIVersion, r.Kind, r.Name, string(r.UID), boolKey(r.Controller), boolKey(r.BlockOwnerDeletion)} {
@@ -208,19 +236,15 @@ func (in *interner) ownerRefs(refs []metav1.OwnerReference) []metav1.OwnerRefere
 			in.key = append(in.key, 0)
 		}
 	}
-	if c, ok := in.owners[string(in.key)]; ok {
-		return c
-	}
-	if len(in.owners) >= internMaxSets {
-		clear(in.owners)
-	}
-	shared := slices.Clone(refs)
-	for i := range shared {
-		shared[i].APIVersion = in.str(shared[i].APIVersion)
-		shared[i].Kind = in.str(shared[i].Kind)
-	}
-	in.owners[string(in.key)] = shared
-	return shared
+	return maphash.Bytes(in.seed, in.key)
+}
+
+// sameOwners reports whether a and b are equal owner lists.
+func sameOwners(a, b []metav1.OwnerReference) bool {
+	return slices.EqualFunc(a, b, func(x, y metav1.OwnerReference) bool {
+		return x.APIVersion == y.APIVersion && x.Kind == y.Kind && x.Name == y.Name && x.UID == y.UID &&
+			boolKey(x.Controller) == boolKey(y.Controller) && boolKey(x.BlockOwnerDeletion) == boolKey(y.BlockOwnerDeletion)
+	})
 }
 
 func boolKey(b *bool) string {

@@ -535,19 +535,34 @@ func counterValue(t *testing.T, reg *prometheus.Registry, metric, label string) 
 	return 0
 }
 
-// The map is keyed by the key's hash: an item found under it whose key is
-// another's is not the one looked up, and the one put replaces it.
-func TestLRU_AKeyOfTheSameHashIsAnotherEvent(t *testing.T) {
-	l := newLRU(4)
-	a, b := eventKey{name: "p", reason: "A"}, eventKey{name: "p", reason: "B"}
-	other := &lruItem{key: b, w: written{name: "b"}}
-	l.items[l.hash(a)] = other // as if b hashed as a does
-	l.pushFront(other)
-	if w, ok := l.get(a); ok {
-		t.Fatalf("get A found %v, B's item under A's hash; want a miss", w)
+// An event is known by its key's hash: keys whose fields would run into
+// each other if written one after the other are still different events,
+// and the least recently seen is forgotten first.
+func TestLRU_KeysOfFieldsThatRunIntoEachOtherAreDifferentEvents(t *testing.T) {
+	l := newLRU(3)
+	keys := []eventKey{
+		{name: "ab", reason: "c"},
+		{name: "a", reason: "bc"},
+		{name: "a", reason: "b", message: "c"},
+		{name: "a", reason: "b\x00c"},
 	}
-	l.put(a, written{name: "a"})
-	if w, ok := l.get(a); !ok || w.name != "a" || len(l.items) != 1 || l.head != l.tail {
-		t.Errorf("after put A: get A = %v, %v with %d items; want a alone, B's item replaced and unlinked", w, ok, len(l.items))
+	for i, k := range keys[:3] {
+		l.put(k, written{name: fmt.Sprint(i)})
+	}
+	for i, k := range keys[:3] {
+		if w, ok := l.get(k); !ok || w.name != fmt.Sprint(i) {
+			t.Errorf("get %+v = %v, %v; want event %d", k, w, ok, i)
+		}
+	}
+	l.put(keys[3], written{name: "3"}) // the least recent, keys[0], goes
+	if w, ok := l.get(keys[0]); ok {
+		t.Errorf("the least recent event is still remembered past the size: %v", w)
+	}
+	if w, ok := l.get(keys[3]); !ok || w.name != "3" || len(l.items) != 3 {
+		t.Errorf("get %+v = %v, %v with %d items; want event 3 of 3", keys[3], w, ok, len(l.items))
+	}
+	l.remove(keys[3])
+	if _, ok := l.get(keys[3]); ok || len(l.items) != 2 || l.head == nil || l.tail == nil {
+		t.Errorf("a removed event is still remembered, or the list broke (%d items)", len(l.items))
 	}
 }

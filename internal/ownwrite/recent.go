@@ -43,7 +43,9 @@ const Kept = 4096
 
 // Recent remembers the latest writes, at most Kept, each with a value
 // (who made it). It grows with the writes up to Kept, then forgets the
-// oldest first. Not safe for concurrent use: its holder locks.
+// oldest first; a holder that knows a write's events have all been seen
+// forgets it sooner (Forget), and then Recent keeps room only for what it
+// holds. Not safe for concurrent use: its holder locks.
 type Recent[V any] struct {
 	by   map[Write]V
 	ring []Write
@@ -51,7 +53,8 @@ type Recent[V any] struct {
 }
 
 // Add remembers w with v (replacing the value of a w remembered already)
-// and returns the write it forgot to make room, if any.
+// and returns the write it forgot to make room, if any (none when that one
+// was forgotten already).
 func (r *Recent[V]) Add(w Write, v V) (forgot Write, ok bool) {
 	if r.by == nil {
 		r.by = make(map[Write]V)
@@ -62,12 +65,15 @@ func (r *Recent[V]) Add(w Write, v V) (forgot Write, ok bool) {
 	}
 	if len(r.ring) < Kept {
 		if len(r.ring) == cap(r.ring) {
-			r.ring = append(make([]Write, 0, min(max(2*cap(r.ring), 64), Kept)), r.ring...)
+			r.ring = append(make([]Write, 0, min(max(2*cap(r.ring), firstRing), Kept)), r.ring...)
 		}
 		r.ring = append(r.ring, w)
 	} else {
-		forgot, ok = r.ring[r.next], true
-		delete(r.by, forgot)
+		oldest := r.ring[r.next]
+		if _, had := r.by[oldest]; had {
+			delete(r.by, oldest)
+			forgot, ok = oldest, true
+		}
 		r.ring[r.next] = w
 		r.next = (r.next + 1) % Kept
 	}
@@ -83,3 +89,47 @@ func (r *Recent[V]) Get(w Write) (V, bool) {
 
 // Len is how many writes r remembers.
 func (r *Recent[V]) Len() int { return len(r.by) }
+
+// Forget forgets w. When that leaves no write, Recent lets go of a ring
+// larger than its first (a Go map keeps its room when emptied, so the map
+// goes with it); when it leaves few in a large ring, it moves them to a
+// smaller ring and map: a holder that forgets the writes whose events it
+// has seen holds, after a burst, only the writes still in flight, and one
+// whose writes come one at a time makes no new ring for each.
+func (r *Recent[V]) Forget(w Write) {
+	if _, ok := r.by[w]; !ok {
+		return
+	}
+	delete(r.by, w)
+	switch {
+	case len(r.by) == 0 && cap(r.ring) > firstRing:
+		*r = Recent[V]{}
+	case len(r.by) == 0:
+		r.ring, r.next = r.ring[:0], 0
+	case len(r.ring) >= shrinkFrom && len(r.by) <= len(r.ring)/8:
+		r.shrink()
+	}
+}
+
+const (
+	// firstRing is the size of a Recent's first ring.
+	firstRing = 64
+	// shrinkFrom is the least ring Forget shrinks.
+	shrinkFrom = 256
+)
+
+// shrink moves the writes remembered into a ring and a map of their size
+// (twice it, room to grow), oldest first as before.
+func (r *Recent[V]) shrink() {
+	by := make(map[Write]V, len(r.by))
+	ring := make([]Write, 0, max(2*len(r.by), firstRing))
+	for i := range r.ring {
+		w := r.ring[(r.next+i)%len(r.ring)]
+		if v, ok := r.by[w]; ok {
+			delete(r.by, w) // a write forgotten and added again is in the ring twice
+			by[w] = v
+			ring = append(ring, w)
+		}
+	}
+	r.by, r.ring, r.next = by, ring, 0
+}

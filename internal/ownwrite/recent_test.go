@@ -58,3 +58,60 @@ func TestRecent_KeepsTheLatestWritesWithTheirValues(t *testing.T) {
 		t.Error("the latest write is not kept")
 	}
 }
+
+func TestRecent_ForgetsWritesAndHoldsRoomOnlyForTheRest(t *testing.T) {
+	var r ownwrite.Recent[string]
+	w := func(i int) ownwrite.Write {
+		at, _ := ownwrite.WriteOf("ns", "o", strconv.Itoa(i))
+		return at
+	}
+	const n = 1000
+	for i := range n {
+		r.Add(w(i), strconv.Itoa(i))
+	}
+	// All but every hundredth forgotten: the rest are still there, with
+	// their values, and the oldest of them is still forgotten first.
+	for i := range n {
+		if i%100 != 0 {
+			r.Forget(w(i))
+		}
+	}
+	r.Forget(w(1)) // again: nothing
+	if r.Len() != n/100 {
+		t.Fatalf("Len after forgetting = %d, want %d", r.Len(), n/100)
+	}
+	for i := 0; i < n; i += 100 {
+		if v, ok := r.Get(w(i)); !ok || v != strconv.Itoa(i) {
+			t.Errorf("write %d after the others were forgotten: %q, %v; want %q", i, v, ok, strconv.Itoa(i))
+		}
+	}
+	if _, ok := r.Get(w(1)); ok {
+		t.Error("a forgotten write is still remembered")
+	}
+	// The oldest remembered is still forgotten first, and not before Kept
+	// writes have come after it.
+	added := n
+	for {
+		forgot, ok := r.Add(w(added), "new")
+		added++
+		if ok {
+			if forgot != w(0) || added-1 < ownwrite.Kept {
+				t.Errorf("write %d forgot %v, want write 0 and no sooner than Kept writes after it", added-1, forgot)
+			}
+			break
+		}
+	}
+	// Forgetting every write lets it start afresh.
+	for i := range added {
+		r.Forget(w(i))
+	}
+	if r.Len() != 0 {
+		t.Fatalf("Len after forgetting all = %d, want 0", r.Len())
+	}
+	if _, forgot := r.Add(w(5), "again"); forgot {
+		t.Error("the first write after all were forgotten made another forgotten")
+	}
+	if v, ok := r.Get(w(5)); !ok || v != "again" {
+		t.Errorf("a write added again after it was forgotten: %q, %v; want again", v, ok)
+	}
+}
