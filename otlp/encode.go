@@ -239,41 +239,30 @@ func (e *writer) value(v attribute.Value) {
 		e.b = protowire.AppendTag(e.b, anyBytes, protowire.BytesType)
 		e.b = protowire.AppendBytes(e.b, v.AsByteSlice())
 	case attribute.BOOLSLICE:
-		a := e.open(anyArray)
-		for _, x := range v.AsBoolSlice() {
-			e.element(attribute.BoolValue(x))
-		}
-		e.close(a)
+		array(e, v.AsBoolSlice(), attribute.BoolValue)
 	case attribute.INT64SLICE:
-		a := e.open(anyArray)
-		for _, x := range v.AsInt64Slice() {
-			e.element(attribute.Int64Value(x))
-		}
-		e.close(a)
+		array(e, v.AsInt64Slice(), attribute.Int64Value)
 	case attribute.FLOAT64SLICE:
-		a := e.open(anyArray)
-		for _, x := range v.AsFloat64Slice() {
-			e.element(attribute.Float64Value(x))
-		}
-		e.close(a)
+		array(e, v.AsFloat64Slice(), attribute.Float64Value)
 	case attribute.STRINGSLICE:
-		a := e.open(anyArray)
-		for _, x := range v.AsStringSlice() {
-			e.element(attribute.StringValue(x))
-		}
-		e.close(a)
+		array(e, v.AsStringSlice(), attribute.StringValue)
 	case attribute.SLICE:
-		a := e.open(anyArray)
-		for _, x := range v.AsSlice() {
-			e.element(x)
-		}
-		e.close(a)
+		array(e, v.AsSlice(), func(x attribute.Value) attribute.Value { return x })
 	case attribute.MAP:
 		a := e.open(anyKVList)
 		e.keyValues(kvlistValues, v.AsMap())
 		e.close(a)
 	}
 	// EMPTY: an AnyValue with no field set.
+}
+
+// array writes xs as an ArrayValue, each element as value makes it.
+func array[T any](e *writer, xs []T, value func(T) attribute.Value) {
+	a := e.open(anyArray)
+	for _, x := range xs {
+		e.element(value(x))
+	}
+	e.close(a)
 }
 
 // element writes one AnyValue of an ArrayValue.
