@@ -64,6 +64,9 @@ type delta[T watcher.Object] struct {
 	// merged: the delta replaced one still pending, so obj stands for more
 	// than one write (cache.Event.Merged).
 	merged bool
+	// outOfView: the informer's filter no longer accepts obj, so applying
+	// it drops the key from the cache without an event (set as applied).
+	outOfView bool
 }
 
 // op is what the processor applies next.

@@ -431,19 +431,87 @@ func TestInformer_CacheFallingBehindAppliesKeysInArrivalOrder(t *testing.T) {
 		h.src.send(ev(watcher.Added, cm("b", "b", "3")), ev(watcher.Added, cm("c", "c", "4")),
 			ev(watcher.Modified, cm("b", "b", "5")), ev(watcher.Added, cm("d", "d", "6")),
 			ev(watcher.Modified, cm("a", "a", "7")))
-		var rvs []string
+		sent := []*corev1.ConfigMap{cm("a", "a", "2"), cm("b", "b", "3"), cm("c", "c", "4"), cm("b", "b", "5"), cm("d", "d", "6"), cm("a", "a", "7")}
 		for range 5 {
 			hb.step <- struct{}{}
 			synctest.Wait()
-			rvs = append(rvs, h.inf.Lister().ResourceVersion())
+			holdsAllUpToItsRV(t, h.inf.Lister(), sent)
 		}
 		equal(t, hb.take(), []string{"a@2", "b@5", "c@4", "d@6", "a@7"})
-		// After b@5 the cache holds every change up to b@3 but not c@4.
-		equal(t, rvs, []string{"2", "3", "5", "6", "7"})
+		if rv := h.inf.Lister().ResourceVersion(); rv != "7" {
+			t.Errorf("cache ended at resourceVersion %s, want 7", rv)
+		}
 		close(hb.step)
 		released = true
 		if v := storeView(h.inf); v != "map[a:7 b:5 c:4 d:6]" {
 			t.Errorf("cache ended with %s", v)
+		}
+	})
+}
+
+// holdsAllUpToItsRV fails t unless the cache holds every change of sent
+// at or below its resourceVersion: it may apply a burst of changes at once,
+// so its resourceVersion may stay put while the burst is filtered, but it
+// never claims a change still waiting.
+func holdsAllUpToItsRV(t *testing.T, lister cache.Lister[*corev1.ConfigMap], sent []*corev1.ConfigMap) {
+	t.Helper()
+	rv, _ := strconv.Atoi(lister.ResourceVersion())
+	for _, o := range sent {
+		want, _ := strconv.Atoi(o.ResourceVersion)
+		if want > rv {
+			continue
+		}
+		held := 0
+		if got, ok := lister.Get(o.Namespace, o.Name); ok {
+			held, _ = strconv.Atoi(got.ResourceVersion)
+		}
+		if held < want {
+			t.Fatalf("cache at resourceVersion %d lacks %s@%d (holds it at %d)", rv, o.Name, want, held)
+		}
+	}
+}
+
+// A backlog longer than one burst the processor applies at once
+// (applyBatch) ends the burst between keys: a key whose change was merged
+// with a later one, applied in the first burst, must not take the cache's
+// resourceVersion past a key still waiting for the next.
+func TestInformer_ABurstEndingMidBacklogClaimsNoChangeStillWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hb := newHoldBack()
+		h := start(t, Options[*corev1.ConfigMap]{Filter: hb.filter})
+		defer h.stop()
+		released := false
+		defer func() {
+			if !released {
+				close(hb.step)
+			}
+		}()
+		h.src.relist("1")
+		h.src.send(ev(watcher.Added, cm("a", "a", "2")))
+		synctest.Wait() // the processor holds a@2
+		// hot@3, then applyBatch keys, then hot again: hot's change joins
+		// its place at the head of the line, the last key falls into the
+		// next burst.
+		sent := []*corev1.ConfigMap{cm("a", "a", "2"), cm("hot", "hot", "3")}
+		for i := range applyBatch {
+			sent = append(sent, cm(fmt.Sprintf("k%03d", i), "k", strconv.Itoa(4+i)))
+		}
+		sent = append(sent, cm("hot", "hot", strconv.Itoa(4+applyBatch)))
+		var evs []watcher.Event[*corev1.ConfigMap]
+		for _, o := range sent[1:] {
+			evs = append(evs, ev(watcher.Added, o))
+		}
+		h.src.send(evs...)
+		for range len(sent) - 1 { // every key once, hot once
+			hb.step <- struct{}{}
+			synctest.Wait()
+			holdsAllUpToItsRV(t, h.inf.Lister(), sent)
+		}
+		close(hb.step)
+		released = true
+		synctest.Wait()
+		if rv, want := h.inf.Lister().ResourceVersion(), strconv.Itoa(4+applyBatch); rv != want {
+			t.Errorf("cache ended at resourceVersion %s, want %s", rv, want)
 		}
 	})
 }
