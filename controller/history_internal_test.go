@@ -123,3 +123,36 @@ func TestHistory_AddingToAFullRingAllocatesNothing(t *testing.T) {
 		t.Errorf("adding to a full ring: %v allocations, want 0", allocs)
 	}
 }
+
+// Each worker keeps its own records and its share of the keys; reads
+// merge them, newest first, within the same bounds as one history.
+func TestHistories_WorkersKeepTheirOwnAndReadsMergeThem(t *testing.T) {
+	hs := newHistories[string](2)
+	if hs[0].maxKeys != keyHistoryKeys/2 || newHistories[string](64)[0].maxKeys != minShareKeys {
+		t.Fatalf("shares of %d keys: %d for 2 workers, %d for 64; want %d and %d",
+			keyHistoryKeys, hs[0].maxKeys, newHistories[string](64)[0].maxKeys, keyHistoryKeys/2, minShareKeys)
+	}
+	at := func(i int) time.Time { return time.Unix(int64(i), 0) }
+	for i := range 30 { // worker i%2 reconciles "shared" at i, and a key of its own
+		hs[i%2].add(record[string]{key: "shared", start: at(i)})
+		hs[i%2].add(record[string]{key: fmt.Sprint("own", i%2), start: at(i)})
+	}
+	recent := hs.list()
+	if len(recent) != RecentReconciles || !recent[0].Time.Equal(at(29)) || !recent[RecentReconciles-1].Time.Equal(at(20)) {
+		t.Fatalf("recent = %d reconciles from %v to %v; want %d, from 29s down to 20s",
+			len(recent), recent[0].Time, recent[len(recent)-1].Time, RecentReconciles)
+	}
+	byKey := hs.byKey()
+	shared := byKey["shared"]
+	if len(shared) != keyHistoryDepth {
+		t.Fatalf("shared has %d reconciles, want %d", len(shared), keyHistoryDepth)
+	}
+	for i, r := range shared {
+		if want := at(29 - i); !r.Time.Equal(want) {
+			t.Errorf("shared's reconcile %d at %v, want %v (both workers', newest first)", i, r.Time, want)
+		}
+	}
+	if len(byKey["own0"]) != keyHistoryDepth || len(byKey["own1"]) != keyHistoryDepth || len(byKey) != 3 {
+		t.Errorf("keys kept: %d (own0 %d, own1 %d reconciles); want 3, each worker's own with %d", len(byKey), len(byKey["own0"]), len(byKey["own1"]), keyHistoryDepth)
+	}
+}
