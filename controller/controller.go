@@ -305,7 +305,7 @@ func (c *Controller[K]) triggerTime() int64 {
 
 // hold puts a key a worker took back in the queue, with its causes, if
 // Debounce still holds it, and reports whether it did.
-func (c *Controller[K]) hold(key K, s causeSet) bool {
+func (c *Controller[K]) hold(key K, s *causeSet) bool {
 	if c.opts.Debounce <= 0 || s.held == 0 {
 		return false
 	}
@@ -315,7 +315,7 @@ func (c *Controller[K]) hold(key K, s causeSet) bool {
 	if wait <= 0 {
 		return false
 	}
-	c.causes.putBack(key, s)
+	c.causes.putBack(key, *s)
 	c.queue.AddAfter(key, time.Duration(wait))
 	c.queue.Done(key)
 	return true
@@ -468,7 +468,7 @@ func (c *Controller[K]) work(ctx, rctx context.Context, h *history[K]) {
 			c.m.skipped.Inc()
 			continue
 		}
-		if c.hold(key, causes) {
+		if c.hold(key, &causes) {
 			continue
 		}
 		if c.markOwn(key, &causes) {
@@ -476,7 +476,7 @@ func (c *Controller[K]) work(ctx, rctx context.Context, h *history[K]) {
 			continue
 		}
 		c.m.active.Inc()
-		c.reconcile(rctx, key, causes, h)
+		c.reconcile(rctx, key, &causes, h)
 		c.m.active.Dec()
 		c.queue.Done(key)
 	}
@@ -506,7 +506,7 @@ func (c *Controller[K]) markOwn(key K, s *causeSet) (skip bool) {
 
 // reconcile runs one Reconcile call, keeps its record in h and acts on
 // its outcome.
-func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet, h *history[K]) {
+func (c *Controller[K]) reconcile(ctx context.Context, key K, causes *causeSet, h *history[K]) {
 	if c.opts.ReconcileTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, c.opts.ReconcileTimeout, ErrReconcileTimeout)
@@ -536,7 +536,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet, h
 		c.queue.AddAfter(key, res.RequeueAfter)
 		c.m.requeueAfter.Inc()
 		rec.outcome = OutcomeRequeueAfter
-		c.done(h, span, rec, res, nil)
+		c.done(h, span, &rec, res, nil)
 		log.Debug(reconciledMessage, "requeueAfter", res.RequeueAfter)
 		return
 	case err == nil && res.Requeue:
@@ -545,14 +545,14 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet, h
 		c.queue.Add(key) // the key is in flight: taken again after Done
 		c.m.requeue.Inc()
 		rec.outcome = OutcomeRequeue
-		c.done(h, span, rec, res, nil)
+		c.done(h, span, &rec, res, nil)
 		log.Debug(reconciledMessage, "requeue", true)
 		return
 	case err == nil:
 		c.queue.Forget(key)
 		c.m.success.Inc()
 		rec.outcome = OutcomeSuccess
-		c.done(h, span, rec, res, nil)
+		c.done(h, span, &rec, res, nil)
 		log.Debug(reconciledMessage)
 		return
 	}
@@ -565,7 +565,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet, h
 	retries := c.queue.NumRequeues(key)
 	terminal := unretryable(err)
 	rec.outcome, rec.err, rec.terminal, rec.retries = OutcomeError, err.Error(), terminal, retries
-	c.done(h, span, rec, res, err)
+	c.done(h, span, &rec, res, err)
 	c.recent.add(rec.reconcile())
 	var pe *panicError
 	if errors.As(err, &pe) {

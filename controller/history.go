@@ -243,10 +243,10 @@ type keyRecords[K comparable] struct {
 
 // add keeps r. Its causes are no longer changed by anyone, so they are
 // kept as they are, shared.
-func (h *history[K]) add(r record[K]) {
+func (h *history[K]) add(r *record[K]) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.recent[h.next] = r
+	h.recent[h.next] = *r
 	h.next = (h.next + 1) % RecentReconciles
 	h.n = min(h.n+1, RecentReconciles)
 
@@ -268,7 +268,7 @@ func (h *history[K]) add(r record[K]) {
 		k = &keyRecords[K]{key: r.key}
 		h.keys[r.key] = k
 	}
-	rec := h.keep(&r)
+	rec := h.keep(r)
 	switch {
 	case len(k.ring) == keyHistoryDepth:
 		k.ring[k.next] = rec

@@ -13,9 +13,9 @@ import (
 func TestHistory_AKeyReconciledOnceKeepsOneRecordAndItsLatestInOrder(t *testing.T) {
 	var h history[string]
 	at := func(i int) time.Time { return time.Unix(int64(i), 0) }
-	h.add(record[string]{key: "once", start: at(0)})
+	h.add(&record[string]{key: "once", start: at(0)})
 	for i := range 7 {
-		h.add(record[string]{key: "often", start: at(1 + i)})
+		h.add(&record[string]{key: "often", start: at(1 + i)})
 	}
 	if k := h.keys["once"]; len(k.ring) != 1 || cap(k.ring) != 1 {
 		t.Errorf("a key reconciled once keeps %d records in room for %d, want 1 in 1", len(k.ring), cap(k.ring))
@@ -30,13 +30,13 @@ func TestHistory_AKeyReconciledOnceKeepsOneRecordAndItsLatestInOrder(t *testing.
 
 	// Enough new keys to forget both: the rings are reused, empty.
 	for i := range keyHistoryKeys {
-		h.add(record[string]{key: fmt.Sprint("k", i), start: at(100 + i)})
+		h.add(&record[string]{key: fmt.Sprint("k", i), start: at(100 + i)})
 	}
 	if _, ok := h.keys["often"]; ok || len(h.keys) != keyHistoryKeys {
 		t.Fatalf("%d keys kept, often among them: %v; want the %d newest", len(h.keys), ok, keyHistoryKeys)
 	}
 	for i := range 3 {
-		h.add(record[string]{key: "k0", start: at(1000 + i)})
+		h.add(&record[string]{key: "k0", start: at(1000 + i)})
 	}
 	rs := h.byKey()["k0"]
 	if len(rs) != 4 || !rs[0].Time.Equal(at(1002)) || !rs[3].Time.Equal(at(100)) {
@@ -82,7 +82,7 @@ func TestHistory_KeyRecordsComeBackAsTheyWereKept(t *testing.T) {
 		}
 	}
 	for _, r := range recs {
-		h.add(r)
+		h.add(&r)
 	}
 	for i, r := range recs {
 		check(h.byKey()["f"][2-i], r)
@@ -97,7 +97,7 @@ func TestHistory_KeyRecordsComeBackAsTheyWereKept(t *testing.T) {
 		recs = append(recs, record[string]{key: fmt.Sprint("k", i), start: start, outcome: fmt.Sprint("outcome-", i), causes: s})
 	}
 	for _, r := range recs {
-		h.add(r)
+		h.add(&r)
 	}
 	byKey := h.byKey()
 	for i, r := range recs[300-keyHistoryKeys:] {
@@ -117,9 +117,9 @@ func TestHistory_AddingToAFullRingAllocatesNothing(t *testing.T) {
 	s.add(Cause{Source: "For", Kind: "Foo", Namespace: "ns", Name: "k", ResourceVersion: "5", Change: cache.Updated})
 	r := record[string]{key: "k", start: time.Unix(5, 0), dur: time.Millisecond, outcome: OutcomeSuccess, causes: s}
 	for range keyHistoryDepth {
-		h.add(r)
+		h.add(&r)
 	}
-	if allocs := testing.AllocsPerRun(100, func() { h.add(r) }); allocs != 0 {
+	if allocs := testing.AllocsPerRun(100, func() { h.add(&r) }); allocs != 0 {
 		t.Errorf("adding to a full ring: %v allocations, want 0", allocs)
 	}
 }
@@ -134,8 +134,8 @@ func TestHistories_WorkersKeepTheirOwnAndReadsMergeThem(t *testing.T) {
 	}
 	at := func(i int) time.Time { return time.Unix(int64(i), 0) }
 	for i := range 30 { // worker i%2 reconciles "shared" at i, and a key of its own
-		hs[i%2].add(record[string]{key: "shared", start: at(i)})
-		hs[i%2].add(record[string]{key: fmt.Sprint("own", i%2), start: at(i)})
+		hs[i%2].add(&record[string]{key: "shared", start: at(i)})
+		hs[i%2].add(&record[string]{key: fmt.Sprint("own", i%2), start: at(i)})
 	}
 	recent := hs.list()
 	if len(recent) != RecentReconciles || !recent[0].Time.Equal(at(29)) || !recent[RecentReconciles-1].Time.Equal(at(20)) {

@@ -130,7 +130,7 @@ func (c *Controller[K]) skip(ctx context.Context, key K, s causeSet, h *history[
 	if c.opts.Tracer != nil {
 		_, span = c.startSpan(ctx, key, &s)
 	}
-	c.done(h, span, rec, Result{}, nil)
+	c.done(h, span, &rec, Result{}, nil)
 	c.log.Debug(skippedMessage, "key", keyString(key), "causes", s.String())
 	c.queue.Done(key)
 }

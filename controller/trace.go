@@ -85,7 +85,7 @@ func (c *Controller[K]) startSpan(ctx context.Context, key K, s *causeSet) (cont
 }
 
 // done keeps the record of a reconcile in h and ends its span, if any.
-func (c *Controller[K]) done(h *history[K], span trace.Span, rec record[K], res Result, err error) {
+func (c *Controller[K]) done(h *history[K], span trace.Span, rec *record[K], res Result, err error) {
 	h.add(rec)
 	if span == nil {
 		return
