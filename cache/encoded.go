@@ -547,7 +547,7 @@ func (w *Writer[T]) deleteEncoded(final T, rv string) (old T, existed bool) {
 	return old, existed
 }
 
-// replaceEncoded is ReplaceWith for an encoded store. The snapshot's
+// replaceEncoded is replaceWith for an encoded store. The snapshot's
 // decoded objects are what the changes carry and what the indexes are
 // built from; its encodings are what the store keeps.
 func (w *Writer[T]) replaceEncoded(snap *Snapshot[T], rv string) []Event[T] {
@@ -555,7 +555,7 @@ func (w *Writer[T]) replaceEncoded(snap *Snapshot[T], rv string) []Event[T] {
 	return changes
 }
 
-// replaceEncodedLazily is ReplaceWith for an encoded store. With lazy, the
+// replaceEncodedLazily is replaceWith for an encoded store. With lazy, the
 // objects the store did not hold are not decoded: their keys are returned
 // instead of Added events, and a receiver reads each from the store when it
 // needs it, so that a snapshot's objects are never all decoded at once.
@@ -650,15 +650,17 @@ func (s *Store[T]) keysEncoded() []Key {
 	return keys
 }
 
-// ReplaceLazily is ReplaceWith that, for an encoded store
-// (Options.Encoded), decodes no object the store did not hold: changes
+// ReplaceLazily makes the store hold exactly the objects of snap, a
+// consistent snapshot at rv, as Replace does, and takes snap over: the
+// caller must not use it afterwards. For a plain store changes are what
+// Replace returns and added is nil. For an encoded store
+// (Options.Encoded) it decodes no object the store did not hold: changes
 // are the Deleted and Updated events, added the keys of the objects that
 // are new, for a receiver to read from the store one at a time, so that a
-// snapshot's objects are never all decoded at once. For a plain store it
-// is ReplaceWith, and added is nil.
+// snapshot's objects are never all decoded at once.
 func (w *Writer[T]) ReplaceLazily(snap *Snapshot[T], rv string) (changes []Event[T], added []Key) {
 	if w.s.codec == nil {
-		return w.ReplaceWith(snap, rv), nil
+		return w.replaceWith(snap, rv), nil
 	}
 	return w.replaceEncodedLazily(snap, rv, true)
 }

@@ -149,6 +149,32 @@ func runModel(t *testing.T, encoded bool, ops opReader, steps int, more func() b
 	for step := 0; step < steps && (more == nil || more()); step++ {
 		var desc string
 		switch op := ops.next(10); {
+		case op < 1: // a burst of applies and deletes, written at once
+			var batch []cache.Change[*corev1.ConfigMap]
+			for range 1 + ops.next(4) {
+				c := cache.Change[*corev1.ConfigMap]{Obj: mk()}
+				if ops.next(3) == 0 {
+					c.Delete = true
+					c.Obj.Labels, c.Obj.OwnerReferences = nil, nil // a final state the index never saw
+				}
+				c.RV = c.Obj.ResourceVersion
+				batch = append(batch, c)
+			}
+			desc = fmt.Sprintf("write %d changes", len(batch))
+			w.Write(batch)
+			for i, c := range batch {
+				k := cache.KeyOf(c.Obj)
+				prev, had := m.objs[k]
+				if c.Existed != had || (had && !m.same(c.Old, prev)) {
+					t.Fatalf("step %d %s: change %d (%s, delete %v) gave (%v, %v), model had (%v, %v)", step, desc, i, k, c.Delete, c.Old, c.Existed, prev, had)
+				}
+				if c.Delete {
+					delete(m.objs, k)
+				} else {
+					m.objs[k] = c.Obj
+				}
+				m.rv = c.RV
+			}
 		case op < 5: // apply
 			o := mk()
 			desc = "apply " + cache.KeyOf(o).String()
@@ -211,7 +237,18 @@ func runModel(t *testing.T, encoded bool, ops opReader, steps int, more func() b
 				if s.Len() != len(next) {
 					t.Fatalf("step %d %s: Snapshot.Len() = %d, want %d distinct keys", step, desc, s.Len(), len(next))
 				}
-				changes = w.ReplaceWith(s, strconv.Itoa(rv))
+				var added []cache.Key
+				changes, added = w.ReplaceLazily(s, strconv.Itoa(rv))
+				if !encoded && added != nil {
+					t.Fatalf("step %d %s: ReplaceLazily's added = %v for a plain store, want nil", step, desc, added)
+				}
+				for _, k := range added { // an encoded store's new objects, read as a handler would
+					o, ok := store.Get(k.Namespace, k.Name)
+					if !ok {
+						t.Fatalf("step %d %s: %s reported added but not in the store", step, desc, k)
+					}
+					changes = append(changes, cache.Event[*corev1.ConfigMap]{Kind: cache.Added, New: o})
+				}
 			}
 			checkChanges(t, step, m.objs, next, changes)
 			// Unchanged objects keep their stored pointer.

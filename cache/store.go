@@ -341,13 +341,19 @@ func (s *Store[T]) reachedLocked(key Key, rv string) bool {
 	return ok && rvorder.AtOrAfter(obj.GetResourceVersion(), rv)
 }
 
-// advanceLocked records that the store reached rv and wakes WaitFor
-// callers. Outside a relist the resourceVersion only moves forward, so a
-// late bookmark cannot make it go back.
-func (s *Store[T]) advanceLocked(rv string, relist bool) {
+// moveRVLocked records that the store reached rv. Outside a relist the
+// resourceVersion only moves forward, so a late bookmark cannot make it go
+// back.
+func (s *Store[T]) moveRVLocked(rv string, relist bool) {
 	if rv != "" && (relist || !rvorder.AtOrAfter(s.rv, rv)) {
 		s.rv = rv
 	}
+}
+
+// advanceLocked records that the store reached rv (see moveRVLocked) and
+// wakes WaitFor callers.
+func (s *Store[T]) advanceLocked(rv string, relist bool) {
+	s.moveRVLocked(rv, relist)
 	s.changedMu.Lock()
 	if s.changed != nil {
 		close(s.changed)
@@ -356,9 +362,6 @@ func (s *Store[T]) advanceLocked(rv string, relist bool) {
 	s.changedMu.Unlock()
 }
 
-// Store returns the store this writer writes to.
-func (w *Writer[T]) Store() *Store[T] { return w.s }
-
 // Apply stores obj under its key and returns what it replaced. The
 // store's resourceVersion becomes rv: the point of the stream up to which
 // every change has been applied. A writer that applies changes in stream
@@ -366,58 +369,102 @@ func (w *Writer[T]) Store() *Store[T] { return w.s }
 // coalesced changes at that key's first place in line (as an informer's
 // delta queue does) passes the stream's position, which may be behind
 // obj's. WaitFor relies on it: a store at rv holds every change up to rv.
+// Write applies many changes at once.
 func (w *Writer[T]) Apply(obj T, rv string) (old T, existed bool) {
+	c := [1]Change[T]{{Obj: obj, RV: rv}}
+	w.Write(c[:])
+	return c[0].Old, c[0].Existed
+}
+
+// Change is one change for Writer.Write: Obj's new state, as Apply stores
+// it, or with Delete Obj's removal, Obj its last state as Delete takes it.
+// The store is at RV once it is applied. Write sets Old and Existed to
+// what the store held.
+type Change[T watcher.Object] struct {
+	Obj     T
+	Delete  bool
+	RV      string
+	Old     T
+	Existed bool
+}
+
+// Write applies changes in order, as Apply and Delete would one by one,
+// under one hold of the store's lock: a writer that applies changes as
+// they come in bursts (an informer does) makes its readers wait for the
+// lock once per burst rather than once per object. Readers see the store
+// before the first change or after the last, never in between. For an
+// encoded store each change takes the lock once, after being encoded.
+func (w *Writer[T]) Write(changes []Change[T]) {
 	s := w.s
 	if s.codec != nil {
-		return w.applyEncoded(obj, rv)
+		for i := range changes {
+			c := &changes[i]
+			if c.Delete {
+				c.Old, c.Existed = w.deleteEncoded(c.Obj, c.RV)
+			} else {
+				c.Old, c.Existed = w.applyEncoded(c.Obj, c.RV)
+			}
+		}
+		return
 	}
-	k := KeyOf(obj)
 	s.mu.Lock()
+	for i := range changes {
+		c := &changes[i]
+		k := KeyOf(c.Obj)
+		if c.Delete {
+			if c.Old, c.Existed = s.objs[k.Namespace].get(k.Name); c.Existed {
+				s.removeLocked(k, c.Old)
+			}
+		} else {
+			s.putLocked(k, c)
+		}
+		s.moveRVLocked(c.RV, false)
+	}
+	s.advanceLocked("", false)
+	s.mu.Unlock()
+	if s.detect == nil {
+		return
+	}
+	for i := range changes {
+		c := &changes[i]
+		k := KeyOf(c.Obj)
+		if c.Existed {
+			_ = s.detect.released(k, c.Old)
+		}
+		if !c.Delete {
+			s.detect.stored(k, c.Obj)
+		}
+	}
+}
+
+// putLocked stores c.Obj under k, setting c.Old and c.Existed. Caller
+// holds mu.
+func (s *Store[T]) putLocked(k Key, c *Change[T]) {
 	byName := s.objs[k.Namespace]
 	if byName == nil {
 		byName = newTable[T](0)
 		s.objs[k.Namespace] = byName
 	}
-	old, existed = byName.put(obj)
-	if existed {
+	c.Old, c.Existed = byName.put(c.Obj)
+	if c.Existed {
 		for _, ix := range s.indexes {
-			ix.update(k, old, obj)
+			ix.update(k, c.Old, c.Obj)
 		}
-	} else {
-		s.count++
-		for _, ix := range s.indexes {
-			ix.add(k, obj)
-		}
+		return
 	}
-	s.advanceLocked(rv, false)
-	s.mu.Unlock()
-	if existed {
-		_ = s.detect.released(k, old)
+	s.count++
+	for _, ix := range s.indexes {
+		ix.add(k, c.Obj)
 	}
-	s.detect.stored(k, obj)
-	return old, existed
 }
 
 // Delete removes the object with final's key, where final is the object's
 // last state (as a watch Deleted event carries it), and returns what the
 // store held. The store's resourceVersion becomes rv, as for Apply.
 func (w *Writer[T]) Delete(final T, rv string) (old T, existed bool) {
-	s := w.s
-	if s.codec != nil {
-		return w.deleteEncoded(final, rv)
-	}
-	k := KeyOf(final)
-	s.mu.Lock()
-	old, existed = s.objs[k.Namespace].get(k.Name)
-	if existed {
-		s.removeLocked(k, old)
-	}
-	s.advanceLocked(rv, false)
-	s.mu.Unlock()
-	if existed {
-		_ = s.detect.released(k, old)
-	}
-	return old, existed
+	c := [1]Change[T]{{Obj: final, Delete: true, RV: rv}}
+	w.Write(c[:])
+	return c[0].Old, c[0].Existed
 }
 
 // removeLocked drops k from the maps and indexes. Caller holds mu.
@@ -499,17 +546,17 @@ func (w *Writer[T]) Replace(objs []T, rv string) []Event[T] {
 	for _, obj := range objs {
 		snap.Add(obj)
 	}
-	return w.ReplaceWith(snap, rv)
+	return w.replaceWith(snap, rv)
 }
 
-// Snapshot collects a full listing for Writer.ReplaceWith, grouped the way
+// Snapshot collects a full listing for Writer.ReplaceLazily, grouped the way
 // a store holds its objects, so that swapping it in copies nothing: its
 // maps become the store's. Fill it while the listing arrives, and the work
 // of building the store's maps is done by the time the last object is in.
 //
 // The zero value is an empty snapshot; Writer.NewSnapshot returns one that
 // also encodes its objects as they are added, for an encoded store. A
-// Snapshot is filled from one goroutine at a time. ReplaceWith takes it
+// Snapshot is filled from one goroutine at a time. ReplaceLazily takes it
 // over, together with the objects in it.
 type Snapshot[T watcher.Object] struct {
 	objs  map[string]*table[T] // namespace → name → object
@@ -518,8 +565,8 @@ type Snapshot[T watcher.Object] struct {
 	enc   map[string]*table[entry] // namespace → name → entry
 }
 
-// NewSnapshot returns an empty snapshot for ReplaceWith. For an encoded
-// store it encodes each object as it is added, so that ReplaceWith need
+// NewSnapshot returns an empty snapshot for ReplaceLazily. For an encoded
+// store it encodes each object as it is added, so that ReplaceLazily need
 // not; a zero Snapshot works too.
 func (w *Writer[T]) NewSnapshot() *Snapshot[T] {
 	return &Snapshot[T]{codec: w.s.codec}
@@ -625,10 +672,10 @@ func (s *Snapshot[T]) All() iter.Seq[T] {
 	}
 }
 
-// ReplaceWith makes the store hold exactly the objects of snap, a
+// replaceWith makes the store hold exactly the objects of snap, a
 // consistent snapshot at rv, as Replace does, and takes snap over: the
 // caller must not use it afterwards.
-func (w *Writer[T]) ReplaceWith(snap *Snapshot[T], rv string) []Event[T] {
+func (w *Writer[T]) replaceWith(snap *Snapshot[T], rv string) []Event[T] {
 	s := w.s
 	if s.codec != nil {
 		return w.replaceEncoded(snap, rv)

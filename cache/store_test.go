@@ -115,8 +115,7 @@ func TestByIndex_UnknownIndexIsAnError(t *testing.T) {
 
 func TestWaitFor_ReturnsOnceTheStoreReachesTheResourceVersion(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		_, w := newStore(t, cache.Options[*corev1.ConfigMap]{})
-		s := w.Store()
+		s, w := newStore(t, cache.Options[*corev1.ConfigMap]{})
 		w.Apply(cm("ns", "a", "u1", "5"), "5")
 		ctx := t.Context()
 		if err := s.WaitFor(ctx, cache.Key{Namespace: "ns", Name: "a"}, "5"); err != nil {
@@ -155,8 +154,7 @@ func TestWaitFor_ReturnsOnceTheStoreReachesTheResourceVersion(t *testing.T) {
 // WaitFor does not take a change still waiting for the whole store's.
 func TestApplyAndDelete_RecordTheGivenResourceVersion(t *testing.T) {
 	for _, encoded := range []bool{false, true} {
-		_, w := newStore(t, cache.Options[*corev1.ConfigMap]{Encoded: encoded})
-		s := w.Store()
+		s, w := newStore(t, cache.Options[*corev1.ConfigMap]{Encoded: encoded})
 		w.Apply(cm("ns", "a", "u1", "7"), "4")
 		if got, ok := s.Get("ns", "a"); !ok || got.ResourceVersion != "7" {
 			t.Fatalf("encoded=%v: a = %v, %v after Apply; want it at 7", encoded, got, ok)
@@ -287,8 +285,7 @@ func TestEncoded_SharedLabelSetsAreCheckedByTheMutationDetector(t *testing.T) {
 }
 
 func TestChanged_ClosesOnEveryKindOfChangeAndNotBefore(t *testing.T) {
-	_, w := newStore(t, cache.Options[*corev1.ConfigMap]{})
-	s := w.Store()
+	s, w := newStore(t, cache.Options[*corev1.ConfigMap]{})
 	closed := func(ch <-chan struct{}) bool {
 		select {
 		case <-ch:

@@ -202,8 +202,9 @@ type Controller[K comparable] struct {
 	hot hotLoops[K]
 	// self remembers which key's reconcile made each recent write.
 	self selfWrites[K]
-	// hist keeps the latest reconciles, for Status.
-	hist history[K]
+	// hist keeps the latest reconciles, for Status: one history per
+	// worker.
+	hist histories[K]
 	// span is what each reconcile's span starts with (Options.Tracer).
 	span spanStart
 
@@ -256,6 +257,7 @@ func New[K comparable](rec Reconciler[K], opts Options[K]) (*Controller[K], erro
 		epoch: opts.Clock.Now(),
 		m:     m,
 		span:  newSpanStart(opts.Name),
+		hist:  newHistories[K](opts.Workers),
 		queue: workqueue.New(workqueue.Options[K]{
 			Name:        opts.Name,
 			Registerer:  opts.Registerer,
@@ -303,7 +305,7 @@ func (c *Controller[K]) triggerTime() int64 {
 
 // hold puts a key a worker took back in the queue, with its causes, if
 // Debounce still holds it, and reports whether it did.
-func (c *Controller[K]) hold(key K, s causeSet) bool {
+func (c *Controller[K]) hold(key K, s *causeSet) bool {
 	if c.opts.Debounce <= 0 || s.held == 0 {
 		return false
 	}
@@ -313,7 +315,7 @@ func (c *Controller[K]) hold(key K, s causeSet) bool {
 	if wait <= 0 {
 		return false
 	}
-	c.causes.putBack(key, s)
+	c.causes.putBack(key, *s)
 	c.queue.AddAfter(key, time.Duration(wait))
 	c.queue.Done(key)
 	return true
@@ -397,8 +399,8 @@ func (c *Controller[K]) Start(ctx context.Context) error {
 	rctx, cancelReconciles := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelReconciles(nil)
 	var wg sync.WaitGroup
-	for range c.opts.Workers {
-		wg.Go(func() { c.work(ctx, rctx) })
+	for _, h := range c.hist {
+		wg.Go(func() { c.work(ctx, rctx, h) })
 	}
 
 	<-ctx.Done()
@@ -453,7 +455,7 @@ func (c *Controller[K]) admitted(key K) bool {
 }
 
 // work hands keys to the Reconciler until ctx is done.
-func (c *Controller[K]) work(ctx, rctx context.Context) {
+func (c *Controller[K]) work(ctx, rctx context.Context, h *history[K]) {
 	for ctx.Err() == nil {
 		key, err := c.queue.Get(ctx)
 		if err != nil {
@@ -466,15 +468,15 @@ func (c *Controller[K]) work(ctx, rctx context.Context) {
 			c.m.skipped.Inc()
 			continue
 		}
-		if c.hold(key, causes) {
+		if c.hold(key, &causes) {
 			continue
 		}
 		if c.markOwn(key, &causes) {
-			c.skip(rctx, key, causes)
+			c.skip(rctx, key, causes, h)
 			continue
 		}
 		c.m.active.Inc()
-		c.reconcile(rctx, key, causes)
+		c.reconcile(rctx, key, &causes, h)
 		c.m.active.Dec()
 		c.queue.Done(key)
 	}
@@ -502,8 +504,9 @@ func (c *Controller[K]) markOwn(key K, s *causeSet) (skip bool) {
 	return skip
 }
 
-// reconcile runs one Reconcile call and acts on its outcome.
-func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
+// reconcile runs one Reconcile call, keeps its record in h and acts on
+// its outcome.
+func (c *Controller[K]) reconcile(ctx context.Context, key K, causes *causeSet, h *history[K]) {
 	if c.opts.ReconcileTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, c.opts.ReconcileTimeout, ErrReconcileTimeout)
@@ -533,7 +536,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 		c.queue.AddAfter(key, res.RequeueAfter)
 		c.m.requeueAfter.Inc()
 		rec.outcome = OutcomeRequeueAfter
-		c.done(span, rec, res, nil)
+		c.done(h, span, &rec, res, nil)
 		log.Debug(reconciledMessage, "requeueAfter", res.RequeueAfter)
 		return
 	case err == nil && res.Requeue:
@@ -542,14 +545,14 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 		c.queue.Add(key) // the key is in flight: taken again after Done
 		c.m.requeue.Inc()
 		rec.outcome = OutcomeRequeue
-		c.done(span, rec, res, nil)
+		c.done(h, span, &rec, res, nil)
 		log.Debug(reconciledMessage, "requeue", true)
 		return
 	case err == nil:
 		c.queue.Forget(key)
 		c.m.success.Inc()
 		rec.outcome = OutcomeSuccess
-		c.done(span, rec, res, nil)
+		c.done(h, span, &rec, res, nil)
 		log.Debug(reconciledMessage)
 		return
 	}
@@ -562,7 +565,7 @@ func (c *Controller[K]) reconcile(ctx context.Context, key K, causes causeSet) {
 	retries := c.queue.NumRequeues(key)
 	terminal := unretryable(err)
 	rec.outcome, rec.err, rec.terminal, rec.retries = OutcomeError, err.Error(), terminal, retries
-	c.done(span, rec, res, err)
+	c.done(h, span, &rec, res, err)
 	c.recent.add(rec.reconcile())
 	var pe *panicError
 	if errors.As(err, &pe) {

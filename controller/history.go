@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -10,7 +12,8 @@ import (
 
 // Bounds of the reconciles a controller keeps for Status: the latest
 // RecentReconciles of all keys, and the latest keyHistoryDepth of each of
-// the keyHistoryKeys keys reconciled most recently.
+// about the keyHistoryKeys keys reconciled most recently (each worker keeps
+// its share, see histories).
 const (
 	RecentReconciles = 20
 	keyHistoryDepth  = 5
@@ -215,11 +218,13 @@ func (h *history[K]) reconcile(key K, k *kept) Reconcile {
 // keys are reconciled once in a while, and a full ring for each of them
 // would hold four empty records.
 type history[K comparable] struct {
-	mu     sync.Mutex
-	recent [RecentReconciles]record[K]
-	next   int
-	n      int
-	keys   map[K]*keyRecords[K]
+	mu sync.Mutex
+	// maxKeys bounds keys; 0 is keyHistoryKeys.
+	maxKeys int
+	recent  [RecentReconciles]record[K]
+	next    int
+	n       int
+	keys    map[K]*keyRecords[K]
 	// newest and oldest end the list of keys by their latest reconcile.
 	newest, oldest *keyRecords[K]
 	// names are the sources, kinds and outcomes of the kept records (see
@@ -238,10 +243,10 @@ type keyRecords[K comparable] struct {
 
 // add keeps r. Its causes are no longer changed by anyone, so they are
 // kept as they are, shared.
-func (h *history[K]) add(r record[K]) {
+func (h *history[K]) add(r *record[K]) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.recent[h.next] = r
+	h.recent[h.next] = *r
 	h.next = (h.next + 1) % RecentReconciles
 	h.n = min(h.n+1, RecentReconciles)
 
@@ -249,7 +254,7 @@ func (h *history[K]) add(r record[K]) {
 	switch {
 	case k != nil:
 		h.unlink(k)
-	case len(h.keys) >= keyHistoryKeys:
+	case len(h.keys) >= cmp.Or(h.maxKeys, keyHistoryKeys):
 		k = h.oldest
 		h.unlink(k)
 		delete(h.keys, k.key)
@@ -263,7 +268,7 @@ func (h *history[K]) add(r record[K]) {
 		k = &keyRecords[K]{key: r.key}
 		h.keys[r.key] = k
 	}
-	rec := h.keep(&r)
+	rec := h.keep(r)
 	switch {
 	case len(k.ring) == keyHistoryDepth:
 		k.ring[k.next] = rec
@@ -332,3 +337,50 @@ func (h *history[K]) byKey() map[string][]Reconcile {
 	}
 	return out
 }
+
+// histories are a controller's histories, one per worker: each worker keeps
+// the records of its own reconciles, so that workers reconciling side by
+// side neither wait for one lock nor pass the memory the records go to
+// back and forth between their cores (with two workers that was most of
+// what a reconcile cost; BENCHMARKS.md, events). Each keeps its share of
+// keyHistoryKeys, and reads merge them.
+type histories[K comparable] []*history[K]
+
+// minShareKeys is the fewest keys a worker's history keeps.
+const minShareKeys = 32
+
+func newHistories[K comparable](workers int) histories[K] {
+	hs := make(histories[K], workers)
+	for i := range hs {
+		hs[i] = &history[K]{maxKeys: max(keyHistoryKeys/workers, minShareKeys)}
+	}
+	return hs
+}
+
+// list returns the latest reconciles of all workers, newest first.
+func (hs histories[K]) list() []Reconcile {
+	var out []Reconcile
+	for _, h := range hs {
+		out = append(out, h.list()...)
+	}
+	if len(hs) > 1 {
+		slices.SortStableFunc(out, newestFirst)
+	}
+	return out[:min(len(out), RecentReconciles)]
+}
+
+// byKey returns the latest reconciles of each key kept by any worker,
+// newest first, by key as text.
+func (hs histories[K]) byKey() map[string][]Reconcile {
+	out := hs[0].byKey()
+	for _, h := range hs[1:] {
+		for key, rs := range h.byKey() {
+			merged := append(out[key], rs...)
+			slices.SortStableFunc(merged, newestFirst)
+			out[key] = merged[:min(len(merged), keyHistoryDepth)]
+		}
+	}
+	return out
+}
+
+func newestFirst(a, b Reconcile) int { return b.Time.Compare(a.Time) }

@@ -13,9 +13,9 @@ import (
 func TestHistory_AKeyReconciledOnceKeepsOneRecordAndItsLatestInOrder(t *testing.T) {
 	var h history[string]
 	at := func(i int) time.Time { return time.Unix(int64(i), 0) }
-	h.add(record[string]{key: "once", start: at(0)})
+	h.add(&record[string]{key: "once", start: at(0)})
 	for i := range 7 {
-		h.add(record[string]{key: "often", start: at(1 + i)})
+		h.add(&record[string]{key: "often", start: at(1 + i)})
 	}
 	if k := h.keys["once"]; len(k.ring) != 1 || cap(k.ring) != 1 {
 		t.Errorf("a key reconciled once keeps %d records in room for %d, want 1 in 1", len(k.ring), cap(k.ring))
@@ -30,13 +30,13 @@ func TestHistory_AKeyReconciledOnceKeepsOneRecordAndItsLatestInOrder(t *testing.
 
 	// Enough new keys to forget both: the rings are reused, empty.
 	for i := range keyHistoryKeys {
-		h.add(record[string]{key: fmt.Sprint("k", i), start: at(100 + i)})
+		h.add(&record[string]{key: fmt.Sprint("k", i), start: at(100 + i)})
 	}
 	if _, ok := h.keys["often"]; ok || len(h.keys) != keyHistoryKeys {
 		t.Fatalf("%d keys kept, often among them: %v; want the %d newest", len(h.keys), ok, keyHistoryKeys)
 	}
 	for i := range 3 {
-		h.add(record[string]{key: "k0", start: at(1000 + i)})
+		h.add(&record[string]{key: "k0", start: at(1000 + i)})
 	}
 	rs := h.byKey()["k0"]
 	if len(rs) != 4 || !rs[0].Time.Equal(at(1002)) || !rs[3].Time.Equal(at(100)) {
@@ -82,7 +82,7 @@ func TestHistory_KeyRecordsComeBackAsTheyWereKept(t *testing.T) {
 		}
 	}
 	for _, r := range recs {
-		h.add(r)
+		h.add(&r)
 	}
 	for i, r := range recs {
 		check(h.byKey()["f"][2-i], r)
@@ -97,7 +97,7 @@ func TestHistory_KeyRecordsComeBackAsTheyWereKept(t *testing.T) {
 		recs = append(recs, record[string]{key: fmt.Sprint("k", i), start: start, outcome: fmt.Sprint("outcome-", i), causes: s})
 	}
 	for _, r := range recs {
-		h.add(r)
+		h.add(&r)
 	}
 	byKey := h.byKey()
 	for i, r := range recs[300-keyHistoryKeys:] {
@@ -117,9 +117,42 @@ func TestHistory_AddingToAFullRingAllocatesNothing(t *testing.T) {
 	s.add(Cause{Source: "For", Kind: "Foo", Namespace: "ns", Name: "k", ResourceVersion: "5", Change: cache.Updated})
 	r := record[string]{key: "k", start: time.Unix(5, 0), dur: time.Millisecond, outcome: OutcomeSuccess, causes: s}
 	for range keyHistoryDepth {
-		h.add(r)
+		h.add(&r)
 	}
-	if allocs := testing.AllocsPerRun(100, func() { h.add(r) }); allocs != 0 {
+	if allocs := testing.AllocsPerRun(100, func() { h.add(&r) }); allocs != 0 {
 		t.Errorf("adding to a full ring: %v allocations, want 0", allocs)
+	}
+}
+
+// Each worker keeps its own records and its share of the keys; reads
+// merge them, newest first, within the same bounds as one history.
+func TestHistories_WorkersKeepTheirOwnAndReadsMergeThem(t *testing.T) {
+	hs := newHistories[string](2)
+	if hs[0].maxKeys != keyHistoryKeys/2 || newHistories[string](64)[0].maxKeys != minShareKeys {
+		t.Fatalf("shares of %d keys: %d for 2 workers, %d for 64; want %d and %d",
+			keyHistoryKeys, hs[0].maxKeys, newHistories[string](64)[0].maxKeys, keyHistoryKeys/2, minShareKeys)
+	}
+	at := func(i int) time.Time { return time.Unix(int64(i), 0) }
+	for i := range 30 { // worker i%2 reconciles "shared" at i, and a key of its own
+		hs[i%2].add(&record[string]{key: "shared", start: at(i)})
+		hs[i%2].add(&record[string]{key: fmt.Sprint("own", i%2), start: at(i)})
+	}
+	recent := hs.list()
+	if len(recent) != RecentReconciles || !recent[0].Time.Equal(at(29)) || !recent[RecentReconciles-1].Time.Equal(at(20)) {
+		t.Fatalf("recent = %d reconciles from %v to %v; want %d, from 29s down to 20s",
+			len(recent), recent[0].Time, recent[len(recent)-1].Time, RecentReconciles)
+	}
+	byKey := hs.byKey()
+	shared := byKey["shared"]
+	if len(shared) != keyHistoryDepth {
+		t.Fatalf("shared has %d reconciles, want %d", len(shared), keyHistoryDepth)
+	}
+	for i, r := range shared {
+		if want := at(29 - i); !r.Time.Equal(want) {
+			t.Errorf("shared's reconcile %d at %v, want %v (both workers', newest first)", i, r.Time, want)
+		}
+	}
+	if len(byKey["own0"]) != keyHistoryDepth || len(byKey["own1"]) != keyHistoryDepth || len(byKey) != 3 {
+		t.Errorf("keys kept: %d (own0 %d, own1 %d reconciles); want 3, each worker's own with %d", len(byKey), len(byKey["own0"]), len(byKey["own1"]), keyHistoryDepth)
 	}
 }

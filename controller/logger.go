@@ -49,14 +49,14 @@ func reconcileLogger[K comparable](base *slog.Logger, key K) *slog.Logger {
 // logger (log) and its causes.
 func newReconcileHandler[K comparable](base *slog.Logger, key K, causes causeSet) *reconcileHandler[K] {
 	h := &reconcileHandler[K]{}
-	h.init(base, key, causes)
+	h.init(base, key, &causes)
 	return h
 }
 
 // init sets h up in place; its logger is h.logger, held by value so that a
 // handler and its logger are one allocation.
-func (h *reconcileHandler[K]) init(base *slog.Logger, key K, causes causeSet) {
-	*h = reconcileHandler[K]{base: base.Handler(), key: key, causes: causes}
+func (h *reconcileHandler[K]) init(base *slog.Logger, key K, causes *causeSet) {
+	*h = reconcileHandler[K]{base: base.Handler(), key: key, causes: *causes}
 	h.logger = *slog.New(h)
 }
 
@@ -75,7 +75,7 @@ type callContext[K comparable] struct {
 
 // newCallContext returns the context of a Reconcile call of key under
 // parent: its logger is base's, its writes are remembered in w as key's.
-func newCallContext[K comparable](parent context.Context, base *slog.Logger, key K, causes causeSet, w *selfWrites[K]) *callContext[K] {
+func newCallContext[K comparable](parent context.Context, base *slog.Logger, key K, causes *causeSet, w *selfWrites[K]) *callContext[K] {
 	c := &callContext[K]{Context: parent, w: w}
 	c.h.init(base, key, causes)
 	return c

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/kloop-dev/kloop/cache"
 	"github.com/kloop-dev/kloop/internal/ownwrite"
 )
@@ -121,15 +123,14 @@ func (w *selfWrites[K]) take(key K, s *causeSet) (all bool) {
 // without a Reconcile call: it is counted, kept in the history (Outcome
 // OutcomeSkipped) and traced, and the key is done until it is triggered
 // again.
-func (c *Controller[K]) skip(ctx context.Context, key K, s causeSet) {
+func (c *Controller[K]) skip(ctx context.Context, key K, s causeSet, h *history[K]) {
 	c.m.selfSkipped.Inc()
 	rec := record[K]{key: key, start: time.Now(), outcome: OutcomeSkipped, causes: s}
+	var span trace.Span
 	if c.opts.Tracer != nil {
-		_, span := c.startSpan(ctx, key, &s)
-		c.done(span, rec, Result{}, nil)
-	} else {
-		c.hist.add(rec)
+		_, span = c.startSpan(ctx, key, &s)
 	}
+	c.done(h, span, &rec, Result{}, nil)
 	c.log.Debug(skippedMessage, "key", keyString(key), "causes", s.String())
 	c.queue.Done(key)
 }

@@ -41,9 +41,10 @@ type Status struct {
 	// most RecentReconciles of them: what woke each and how it ended.
 	Recent []Reconcile
 	// KeyHistory returns the latest reconciles of each key, newest first
-	// (at most 5 a key), for the 256 keys reconciled most recently, by key
-	// as text. It copies them when called; nil in a Status not made by a
-	// Controller.
+	// (at most 5 a key), for about the 256 keys reconciled most recently
+	// (each of N workers keeps the 256/N, at least 32, it reconciled most
+	// recently), by key as text. It copies them when called; nil in a
+	// Status not made by a Controller.
 	KeyHistory func() map[string][]Reconcile
 	// HotLoops are the keys reconciled again and again, woken only by the
 	// program's own writes (every cause Own): at least 10 such reconciles

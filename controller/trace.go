@@ -84,9 +84,9 @@ func (c *Controller[K]) startSpan(ctx context.Context, key K, s *causeSet) (cont
 	return c.opts.Tracer.Start(ctx, c.span.name, opts...)
 }
 
-// done keeps the record of a reconcile and ends its span, if any.
-func (c *Controller[K]) done(span trace.Span, rec record[K], res Result, err error) {
-	c.hist.add(rec)
+// done keeps the record of a reconcile in h and ends its span, if any.
+func (c *Controller[K]) done(h *history[K], span trace.Span, rec *record[K], res Result, err error) {
+	h.add(rec)
 	if span == nil {
 		return
 	}

@@ -64,6 +64,9 @@ type delta[T watcher.Object] struct {
 	// merged: the delta replaced one still pending, so obj stands for more
 	// than one write (cache.Event.Merged).
 	merged bool
+	// outOfView: the informer's filter no longer accepts obj, so applying
+	// it drops the key from the cache without an event (set as applied).
+	outOfView bool
 }
 
 // op is what the processor applies next.
@@ -112,12 +115,8 @@ func (q *deltaQueue[T]) push(ev watcher.Event[T]) (protocolError bool) {
 		q.seen(ev.ResourceVersion)
 	case watcher.Added, watcher.Modified, watcher.Deleted:
 		protocolError = q.abortRelist()
-		k := cache.KeyOf(ev.Object)
 		d := delta[T]{obj: ev.Object, deleted: ev.Type == watcher.Deleted, after: q.last}
-		if p, queued := q.deltas.get(k); queued {
-			d.after, d.merged = p.after, true
-		}
-		q.deltas.push(k, d)
+		q.deltas.put(cache.KeyOf(ev.Object), d, mergeDelta[T])
 		// The stream's position: the object's own resourceVersion from a
 		// reflector, lower from a source that merges several streams.
 		rv := ev.ResourceVersion
@@ -146,6 +145,14 @@ func (q *deltaQueue[T]) abortRelist() bool {
 	}
 	q.relisting, q.relist = false, nil
 	return true
+}
+
+// mergeDelta is d taking the place of queued, a delta of the same key
+// still waiting: d keeps queued's place in line, so the stream is applied
+// up to what was before queued once d is.
+func mergeDelta[T watcher.Object](queued, d delta[T]) delta[T] {
+	d.after, d.merged = queued.after, true
+	return d
 }
 
 // pop returns the next thing to apply: the pending snapshot first, then

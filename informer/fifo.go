@@ -57,9 +57,17 @@ func (q *keyedFIFO[V]) reserve(n int) {
 
 // push queues v for k at the back, or replaces the value queued for k in
 // its place.
-func (q *keyedFIFO[V]) push(k cache.Key, v V) {
-	if _, ok := q.items[k]; ok {
-		q.set(k, v)
+func (q *keyedFIFO[V]) push(k cache.Key, v V) { q.put(k, v, nil) }
+
+// put is push, with the value queued for k, if any, replaced by
+// merge(queued, v) rather than v (nil: by v). It looks k up once.
+func (q *keyedFIFO[V]) put(k cache.Key, v V, merge func(queued, v V) V) {
+	if it, ok := q.items[k]; ok {
+		if merge != nil {
+			v = merge(it.v, v)
+		}
+		it.v = v
+		q.items[k] = it
 		return
 	}
 	if q.items == nil {

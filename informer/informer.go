@@ -205,7 +205,9 @@ type Informer[T watcher.Object] struct {
 	// out, and while a handler is added or replayed to, so that each handler
 	// sees the cache's history as one consistent sequence.
 	dispatchMu sync.Mutex
-	subs       []subscriber[T] // registration order
+	subs       []subscriber[T]   // registration order
+	ops        []op[T]           // applySome's batch, reused
+	changes    []cache.Change[T] // applyDeltas' writes, reused
 	synced     bool
 	// pruneSubs: an inline registration was removed; it is dropped from
 	// subs the next time the lock is taken to apply a change. Its Remove
@@ -610,8 +612,10 @@ func (inf *Informer[T]) emit(ev watcher.Event[T]) {
 	}
 }
 
-// applyBatch bounds how many queued changes process applies under one hold
-// of dispatchMu, setting the informer's gauges once for all of them.
+// applyBatch bounds how many queued changes process pops at once and
+// applies under one hold of dispatchMu (the deltas among them under one
+// hold of the cache's lock), setting the informer's gauges once for all of
+// them.
 const applyBatch = 128
 
 // process applies queued events to the cache and fans them out.
@@ -627,31 +631,45 @@ func (inf *Informer[T]) process(ctx context.Context) {
 	}
 }
 
-// applySome pops and applies queued changes one at a time, as they come,
-// up to applyBatch of them under one hold of dispatchMu, and reports
-// whether it applied any. Each is popped only once the one before is
-// applied, so that a change queued meanwhile takes its place behind the
-// keys still waiting, as the delta queue's order promises.
+// applySome pops up to applyBatch queued changes under one hold of qmu and
+// applies them under one hold of dispatchMu, the deltas among them written
+// to the cache under one hold of its lock, and reports whether it applied
+// any. A change queued meanwhile takes its place behind the keys still
+// waiting, as the delta queue's order promises: a popped key queued again
+// goes to the back.
 func (inf *Informer[T]) applySome() bool {
 	inf.dispatchMu.Lock()
 	defer inf.dispatchMu.Unlock()
 	inf.pruneLocked()
-	n := 0
-	depth := 0
-	for n < applyBatch {
-		inf.qmu.Lock()
+	ops := inf.ops[:0]
+	inf.qmu.Lock()
+	for len(ops) < applyBatch {
 		o, ok := inf.queue.pop()
-		depth = inf.queue.pending()
-		inf.qmu.Unlock()
 		if !ok {
 			break
 		}
-		inf.applyLocked(&o)
-		n++
+		ops = append(ops, o)
 	}
-	if n == 0 {
+	depth := inf.queue.pending()
+	inf.qmu.Unlock()
+	if len(ops) == 0 {
 		return false
 	}
+	for i := 0; i < len(ops); {
+		if ops[i].kind != opDelta {
+			inf.applyLocked(&ops[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(ops) && ops[j].kind == opDelta {
+			j++
+		}
+		inf.applyDeltas(ops[i:j])
+		i = j
+	}
+	clear(ops)
+	inf.ops = ops[:0]
 	inf.metrics.queueDepth.Set(float64(depth))
 	objs := inf.store.Len()
 	inf.metrics.objects.Set(float64(objs))
@@ -660,7 +678,51 @@ func (inf *Informer[T]) applySome() bool {
 	return true
 }
 
-// applyLocked applies one op. Caller holds dispatchMu.
+// applyDeltas writes deltas to the cache at once, then fans out what
+// changed. Caller holds dispatchMu.
+func (inf *Informer[T]) applyDeltas(ops []op[T]) {
+	ch := inf.changes[:0]
+	for i := range ops {
+		d := &ops[i].delta
+		if inf.filter != nil && !inf.filter(d.obj) {
+			d.outOfView = true // dropped, not deleted: no event
+		}
+		ch = append(ch, cache.Change[T]{Obj: d.obj, Delete: d.deleted || d.outOfView, RV: ops[i].rv})
+	}
+	inf.writer.Write(ch)
+	for i := range ops {
+		d, c := &ops[i].delta, &ch[i]
+		switch {
+		case d.outOfView:
+		case d.deleted:
+			switch {
+			case !c.Existed:
+			case d.obj.GetUID() == "" || c.Old.GetUID() == d.obj.GetUID():
+				inf.metrics.deletes.Inc()
+				inf.fanOut(cache.Event[T]{Kind: cache.Deleted, Old: d.obj})
+			default: // the key held an incarnation whose delete we never saw
+				inf.metrics.deletesUnknown.Inc()
+				inf.fanOut(cache.Event[T]{Kind: cache.Deleted, Old: c.Old, FinalStateUnknown: true})
+			}
+		case !c.Existed:
+			inf.metrics.adds.Inc()
+			inf.fanOut(cache.Event[T]{Kind: cache.Added, New: d.obj, Merged: d.merged})
+		case c.Old.GetUID() == d.obj.GetUID():
+			inf.metrics.updates.Inc()
+			inf.fanOut(cache.Event[T]{Kind: cache.Updated, Old: c.Old, New: d.obj, Merged: d.merged})
+		default: // deleted and re-created while the deletion was coalesced away
+			inf.metrics.deletesUnknown.Inc()
+			inf.metrics.adds.Inc()
+			inf.fanOut(cache.Event[T]{Kind: cache.Deleted, Old: c.Old, FinalStateUnknown: true})
+			inf.fanOut(cache.Event[T]{Kind: cache.Added, New: d.obj, Merged: true})
+		}
+	}
+	clear(ch)
+	inf.changes = ch[:0]
+}
+
+// applyLocked applies a snapshot or a bookmark (deltas go through
+// applyDeltas). Caller holds dispatchMu.
 func (inf *Informer[T]) applyLocked(o *op[T]) {
 	switch o.kind {
 	case opSnapshot:
@@ -723,39 +785,6 @@ func (inf *Informer[T]) applyLocked(o *op[T]) {
 			return false
 		})
 		inf.relistMu.Unlock()
-	case opDelta:
-		d := o.delta
-		if inf.filter != nil && !inf.filter(d.obj) {
-			inf.writer.Delete(d.obj, o.rv) // out of view now: dropped, not deleted
-			break
-		}
-		if d.deleted {
-			old, existed := inf.writer.Delete(d.obj, o.rv)
-			switch {
-			case !existed:
-			case d.obj.GetUID() == "" || old.GetUID() == d.obj.GetUID():
-				inf.metrics.deletes.Inc()
-				inf.fanOut(cache.Event[T]{Kind: cache.Deleted, Old: d.obj})
-			default: // the key held an incarnation whose delete we never saw
-				inf.metrics.deletesUnknown.Inc()
-				inf.fanOut(cache.Event[T]{Kind: cache.Deleted, Old: old, FinalStateUnknown: true})
-			}
-			break
-		}
-		old, existed := inf.writer.Apply(d.obj, o.rv)
-		switch {
-		case !existed:
-			inf.metrics.adds.Inc()
-			inf.fanOut(cache.Event[T]{Kind: cache.Added, New: d.obj, Merged: d.merged})
-		case old.GetUID() == d.obj.GetUID():
-			inf.metrics.updates.Inc()
-			inf.fanOut(cache.Event[T]{Kind: cache.Updated, Old: old, New: d.obj, Merged: d.merged})
-		default: // deleted and re-created while the deletion was coalesced away
-			inf.metrics.deletesUnknown.Inc()
-			inf.metrics.adds.Inc()
-			inf.fanOut(cache.Event[T]{Kind: cache.Deleted, Old: old, FinalStateUnknown: true})
-			inf.fanOut(cache.Event[T]{Kind: cache.Added, New: d.obj, Merged: true})
-		}
 	case opBookmark:
 		inf.writer.Bookmark(o.bookmark)
 	}

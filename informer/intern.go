@@ -35,6 +35,7 @@ type interner struct {
 	pod    podTables // parts of pod specs (intern_pod.go)
 	key    []byte    // scratch; looking a map up with string(key) does not allocate
 	keys   []string
+	ns     string // the namespace last interned
 }
 
 const (
@@ -69,9 +70,21 @@ func (in *interner) str(s string) string {
 
 // object replaces obj's repeated metadata with shared copies.
 func (in *interner) object(obj watcher.Object) {
-	obj.SetNamespace(in.str(obj.GetNamespace()))
-	if gvk := obj.GetObjectKind().GroupVersionKind(); !gvk.Empty() {
-		obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{Group: in.str(gvk.Group), Version: in.str(gvk.Version), Kind: in.str(gvk.Kind)})
+	// An informer's objects are mostly of one namespace after another:
+	// the last one is compared before the table is looked up.
+	if ns := obj.GetNamespace(); ns != "" {
+		if ns != in.ns {
+			in.ns = in.str(ns)
+		}
+		obj.SetNamespace(in.ns)
+	}
+	switch tm := obj.GetObjectKind().(type) {
+	case *metav1.TypeMeta: // a typed object's: its strings as they are
+		tm.APIVersion, tm.Kind = in.str(tm.APIVersion), in.str(tm.Kind)
+	default:
+		if gvk := tm.GroupVersionKind(); !gvk.Empty() {
+			tm.SetGroupVersionKind(schema.GroupVersionKind{Group: in.str(gvk.Group), Version: in.str(gvk.Version), Kind: in.str(gvk.Kind)})
+		}
 	}
 	if l := obj.GetLabels(); len(l) > 0 {
 		obj.SetLabels(in.labelSet(l))

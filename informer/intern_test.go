@@ -2,8 +2,11 @@ package informer
 
 import (
 	"testing"
+	"unsafe"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -38,5 +41,44 @@ func TestInterner_OwnerListsAreSharedOnlyWhenEqual(t *testing.T) {
 	in.owners[in.ownersHash(clash)] = first
 	if got := in.ownerRefs(clash); &got[0] != &clash[0] {
 		t.Errorf("a list whose hash finds another's got %v, want itself", got)
+	}
+}
+
+// Objects share their namespace and type strings: a typed object's
+// apiVersion and kind as they are, an unstructured one's through its GVK.
+func TestInterner_ObjectsShareNamespaceAndTypeStrings(t *testing.T) {
+	in := newInterner()
+	mk := func(ns string) *appsv1.Deployment {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: string([]byte(ns)), Name: "web"}}
+		d.APIVersion, d.Kind = string([]byte("apps/v1")), string([]byte("Deployment"))
+		return d
+	}
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	a, b, c := mk("prod"), mk("prod"), mk("dev")
+	for _, o := range []*appsv1.Deployment{a, b, c} {
+		in.object(o)
+	}
+	if !same(a.Namespace, b.Namespace) || c.Namespace != "dev" {
+		t.Errorf("namespaces %q %q %q: want the two prod ones shared, dev its own", a.Namespace, b.Namespace, c.Namespace)
+	}
+	if !same(a.APIVersion, c.APIVersion) || !same(a.Kind, c.Kind) || a.APIVersion != "apps/v1" || a.Kind != "Deployment" {
+		t.Errorf("typed objects' apiVersion and kind not shared (%q, %q)", a.APIVersion, a.Kind)
+	}
+	d := mk("prod")
+	in.object(d)
+	if !same(d.Namespace, a.Namespace) {
+		t.Error("prod, seen before dev, is not shared with the first prod object")
+	}
+
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(string([]byte("apps/v1")))
+	u.SetKind(string([]byte("Deployment")))
+	u.SetNamespace(string([]byte("prod")))
+	in.object(u)
+	if gvk := u.GroupVersionKind(); gvk.Group != "apps" || gvk.Version != "v1" || gvk.Kind != "Deployment" || !same(u.GetKind(), a.Kind) {
+		t.Errorf("unstructured object's type %v (kind shared: %v), want apps/v1 Deployment, kind shared", gvk, same(u.GetKind(), a.Kind))
+	}
+	if !same(u.GetNamespace(), a.Namespace) {
+		t.Error("unstructured object's namespace not shared")
 	}
 }

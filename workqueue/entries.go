@@ -297,12 +297,14 @@ func (q *Queue[K]) listIdle(e *entry[K]) {
 // next lock holder finds it (see drainPending). Its ready time is read now,
 // at the add, though the entry enters the ready structure, and gets its
 // place among equals, only when drained. It reports whether it added; if
-// not, the caller takes the lock. Only unnamed queues take this path, so
-// that metrics see every add under the lock.
+// not, the caller takes the lock. A named queue counts the add in its
+// metrics here, at priority 0 (an add at another priority takes the lock),
+// so that its depth never waits for a drain: workers busy for long may not
+// take the lock for as long.
 func (q *Queue[K]) tryPend(r ref[K], p int64) bool {
 	e := r.e
 	v := e.vs.Load()
-	if uint32(v>>vsIncShift) != r.inc || uint8(v) != 0 || q.shut.Load() {
+	if uint32(v>>vsIncShift) != r.inc || uint8(v) != 0 || q.shut.Load() || q.m != nil && p != 0 {
 		return false
 	}
 	t := q.preStamp()
@@ -317,6 +319,10 @@ func (q *Queue[K]) tryPend(r ref[K], p int64) bool {
 	}
 	e.maxPrio(p)
 	e.pendAt = t
+	if q.m != nil {
+		q.m.adds.Inc()
+		q.m.depth0.Inc()
+	}
 	push(&q.pending, e, &e.pendNext)
 	// A blocked Get must learn of the entry. Blocked Gets list themselves
 	// before they look at the pending stack, and a woken Get counts as
@@ -359,12 +365,19 @@ func (q *Queue[K]) drainPending() {
 		e.pendNext = nil
 		q.unlistIdle(e)
 		if q.shuttingDown {
+			if q.m != nil {
+				q.m.depth0.Dec() // counted as it was pushed
+			}
 			e.setPrio(noPriority)
 			e.setState(0)
 			q.listIdle(e)
 		} else {
 			q.reused++
-			q.makeReady(e, q.stampAt(e.pendAt))
+			if p := e.prio(); q.m != nil && p != 0 { // raised by an add under the lock since
+				q.m.depth0.Dec()
+				q.m.depth(p).Inc()
+			}
+			q.ready(e, q.stampAt(e.pendAt))
 		}
 		e = next
 	}

@@ -39,12 +39,13 @@ func newDurationVec(name, help string) *prometheus.HistogramVec {
 }
 
 // queueMetrics holds one named queue's metric children. All of it except
-// inflight and work (observed by Done without the lock) is used under the
-// queue's lock.
+// inflight, work (observed by Done without the lock), and adds and depth0
+// (counted by an add without the lock) is used under the queue's lock.
 type queueMetrics struct {
 	name     string
 	depthVec *prometheus.GaugeVec
 	depthBy  map[int64]prometheus.Gauge
+	depth0   prometheus.Gauge // depthBy[0], for adds without the lock
 	adds     prometheus.Counter
 	retries  prometheus.Counter
 	latency  prometheus.Observer
@@ -85,10 +86,12 @@ func newQueueMetrics(name string, reg prometheus.Registerer) *queueMetrics {
 	inflight, err := kmetrics.RegisterOrGet(reg, newInflightCollector())
 	must(err)
 
+	depth0 := depth.WithLabelValues(name, name, "0")
 	return &queueMetrics{
 		name:     name,
 		depthVec: depth,
-		depthBy:  make(map[int64]prometheus.Gauge),
+		depthBy:  map[int64]prometheus.Gauge{0: depth0},
+		depth0:   depth0,
 		adds:     adds.WithLabelValues(name, name),
 		retries:  retries.WithLabelValues(name, name),
 		latency:  latency.WithLabelValues(name, name),

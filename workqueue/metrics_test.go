@@ -1,6 +1,7 @@
 package workqueue
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -238,4 +239,66 @@ func TestQueueMetrics_DoneWithoutTheLockRecordsWorkDurationAndLeavesInFlight(t *
 	if v := mustSample(t, reg, "workqueue_work_duration_seconds", lbl...); v != 5 {
 		t.Errorf("work_duration_seconds sum = %v, want 5 (2s + 3s)", v)
 	}
+}
+
+// An add without the lock (a key seen before, idle again) counts in depth
+// and adds_total as it returns, not when a Get next takes the lock: with
+// every worker busy for long, none may take it for as long. A raise and a
+// hand-out after move and take off what it counted.
+func TestQueueMetrics_AnAddWithoutTheLockCountsAtOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	q := New(Options[string]{Name: "foo", Registerer: reg})
+	depth := func(p string) float64 {
+		t.Helper()
+		return mustSample(t, reg, "workqueue_depth", "name", "foo", "priority", p)
+	}
+	keys := []string{"a", "b", "c"}
+	for i := range 40 { // enough keys that the queue publishes its entries for adds without the lock
+		keys = append(keys, fmt.Sprint("k", i))
+	}
+	for _, k := range keys { // each has an entry, idle
+		q.Add(k)
+		if got, err := q.Get(t.Context()); err != nil || got != k {
+			t.Fatalf("Get = %q, %v; want %q", got, err, k)
+		}
+		q.Done(k)
+	}
+	q.Add("a")
+	q.Add("b")
+	if n := q.pendingLen(); n != 2 {
+		t.Fatalf("%d entries on the pending stack, want a and b there (added without the lock)", n)
+	}
+	if v := depth("0"); v != 2 {
+		t.Errorf("depth{priority=0} = %v before any drain, want 2", v)
+	}
+	if v, want := mustSample(t, reg, "workqueue_adds_total", "name", "foo"), float64(len(keys)+2); v != want {
+		t.Errorf("adds_total = %v, want %v", v, want)
+	}
+	q.AddWithPriority("b", 7) // under the lock: b, pending, is raised
+	if got, err := q.Get(t.Context()); err != nil || got != "b" {
+		t.Fatalf("Get = %q, %v; want b, raised to 7", got, err)
+	}
+	if v0, v7 := depth("0"), depth("7"); v0 != 1 || v7 != 0 {
+		t.Errorf("after b's raise and hand-out: depth{0} = %v, depth{7} = %v; want 1 and 0", v0, v7)
+	}
+	q.Add("c")
+	q.ShutDown()
+	for _, want := range []string{"a", "c"} {
+		if got, err := q.Get(t.Context()); err != nil || got != want {
+			t.Fatalf("Get after ShutDown = %q, %v; want %q, added before it", got, err, want)
+		}
+	}
+	if v := depth("0"); v != 0 {
+		t.Errorf("depth{priority=0} = %v once a and c were handed out, want 0", v)
+	}
+}
+
+// pendingLen counts the pending stack. Only for a test that adds from one
+// goroutine.
+func (q *Queue[K]) pendingLen() int {
+	n := 0
+	for e := q.pending.Load(); e != nil; e = e.pendNext {
+		n++
+	}
+	return n
 }

@@ -7,6 +7,16 @@ package workqueue
 // Get, under the same lock), so order is kept. Otherwise it goes into the
 // ready structure.
 func (q *Queue[K]) makeReady(e *entry[K], t int64) {
+	if q.m != nil {
+		q.m.adds.Inc()
+		q.m.depth(e.prio()).Inc()
+	}
+	q.ready(e, t)
+}
+
+// ready is makeReady for an entry whose add the metrics have counted
+// (an add without the lock counts it as it pushes the entry, see tryPend).
+func (q *Queue[K]) ready(e *entry[K], t int64) {
 	q.seq++
 	e.seq = q.seq
 	if !q.stamp.Load() {
@@ -14,10 +24,6 @@ func (q *Queue[K]) makeReady(e *entry[K], t int64) {
 	}
 	e.readySince = t
 	p := e.prio()
-	if q.m != nil {
-		q.m.adds.Inc()
-		q.m.depth(p).Inc()
-	}
 	if q.wakePending.Load() == 0 {
 		if w := q.pickWaiter(); w != nil {
 			q.reserve(e, p, w)

@@ -208,7 +208,7 @@ func (q *Queue[K]) AddWithPriority(k K, priority int) {
 		if hint.covers(p) {
 			return // already due to be handed out at this priority or higher
 		}
-		if q.m == nil && (q.tryPend(hint, p) || q.tryRaise(hint, p)) {
+		if q.tryPend(hint, p) || q.tryRaise(hint, p) {
 			return
 		}
 	}

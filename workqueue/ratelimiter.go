@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -44,6 +45,10 @@ type exponentialRateLimiter[K comparable] struct {
 
 	mu       sync.Mutex
 	failures map[K]int
+	// counted is len(failures), read without mu: a Forget of a key that
+	// never failed, with no key failing, as after every successful
+	// reconcile, takes no lock.
+	counted atomic.Int64
 }
 
 // newExponentialRateLimiter returns a per-key exponential back-off from base
@@ -57,6 +62,7 @@ func (r *exponentialRateLimiter[K]) When(k K) time.Duration {
 	r.mu.Lock()
 	n := r.failures[k]
 	r.failures[k] = n + 1
+	r.counted.Store(int64(len(r.failures)))
 	r.mu.Unlock()
 	return backoff(r.base, r.max, n)
 }
@@ -74,8 +80,12 @@ func backoff(base, max time.Duration, n int) time.Duration {
 
 // Forget resets k's back-off.
 func (r *exponentialRateLimiter[K]) Forget(k K) {
+	if r.counted.Load() == 0 {
+		return
+	}
 	r.mu.Lock()
 	delete(r.failures, k)
+	r.counted.Store(int64(len(r.failures)))
 	r.mu.Unlock()
 }
 

@@ -30,8 +30,9 @@
 // median.
 //
 // -only kloop (or client-go) runs one side alone, printing no RESULT line,
-// for -cpuprofile, -memprofile (every allocation), -mutexprofile or
-// -blockprofile (every contention, every blocking event) to profile it.
+// for -cpuprofile, -memprofile (every allocation), -mutexprofile,
+// -blockprofile (every contention, every blocking event) or -trace (an
+// execution trace) to profile it.
 //
 // Run with: cd bench && go run ./cmd/events
 package main
@@ -45,6 +46,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"sync"
@@ -84,13 +86,14 @@ func main() {
 	memProfile := flag.String("memprofile", "", "write an allocation profile of the whole run to this file")
 	mutexProfile := flag.String("mutexprofile", "", "write a mutex contention profile of the whole run to this file")
 	blockProfile := flag.String("blockprofile", "", "write a blocking profile of the whole run to this file")
+	traceFile := flag.String("trace", "", "write an execution trace of the whole run to this file (go tool trace)")
 	flag.Parse()
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
 	if *keys < 1 || *waves < 1 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "events benchmark: -keys, -waves and -rounds must be at least 1")
 		os.Exit(2)
 	}
-	stop, err := startProfiles(profiles{cpu: *cpuProfile, mem: *memProfile, mutex: *mutexProfile, block: *blockProfile})
+	stop, err := startProfiles(profiles{cpu: *cpuProfile, mem: *memProfile, mutex: *mutexProfile, block: *blockProfile, trace: *traceFile})
 	if err == nil {
 		err = run(*keys, *waves, *rounds, *only)
 		err = errors.Join(err, stop())
@@ -102,7 +105,7 @@ func main() {
 }
 
 // profiles names the files the run's profiles go to; "" for none.
-type profiles struct{ cpu, mem, mutex, block string }
+type profiles struct{ cpu, mem, mutex, block, trace string }
 
 // startProfiles starts a CPU profile into p.cpu, records every allocation
 // for a heap profile into p.mem, every mutex contention for p.mutex and
@@ -115,6 +118,16 @@ func startProfiles(p profiles) (stop func() error, err error) {
 		}
 		if err := pprof.StartCPUProfile(cpuFile); err != nil {
 			cpuFile.Close()
+			return nil, err
+		}
+	}
+	var traceFile *os.File
+	if p.trace != "" {
+		if traceFile, err = os.Create(p.trace); err != nil {
+			return nil, err
+		}
+		if err := trace.Start(traceFile); err != nil {
+			traceFile.Close()
 			return nil, err
 		}
 	}
@@ -142,6 +155,10 @@ func startProfiles(p profiles) (stop func() error, err error) {
 		if cpuFile != nil {
 			pprof.StopCPUProfile()
 			err = cpuFile.Close()
+		}
+		if traceFile != nil {
+			trace.Stop()
+			err = errors.Join(err, traceFile.Close())
 		}
 		return errors.Join(err, write("allocs", p.mem), write("mutex", p.mutex), write("block", p.block))
 	}, nil
