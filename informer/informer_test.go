@@ -380,6 +380,7 @@ func TestInformer_HotKeyIsNotStarvedBySlowHandler(t *testing.T) {
 // the second records the object and waits for a token on step (or for
 // step to be closed).
 type holdBack struct {
+	once    sync.Once // closes step
 	mu      sync.Mutex
 	queued  map[*corev1.ConfigMap]bool
 	applied []string
@@ -405,6 +406,22 @@ func (h *holdBack) filter(o *corev1.ConfigMap) bool {
 	return true
 }
 
+// startHoldingA2 starts an informer whose processor holdBack holds, lists
+// it empty and sends a@2, which the processor then holds. Run it in a
+// synctest bubble; defer h.stop() and hb.release().
+func startHoldingA2(t *testing.T) (*harness, *holdBack) {
+	hb := newHoldBack()
+	h := start(t, Options[*corev1.ConfigMap]{Filter: hb.filter})
+	h.src.relist("1")
+	h.src.send(ev(watcher.Added, cm("a", "a", "2")))
+	synctest.Wait() // the processor holds a@2
+	return h, hb
+}
+
+// release lets the processor go on without holding it again; it may be
+// called more than once.
+func (h *holdBack) release() { h.once.Do(func() { close(h.step) }) }
+
 func (h *holdBack) take() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -416,18 +433,9 @@ func (h *holdBack) take() []string {
 // cache's resourceVersion never claims a change still waiting.
 func TestInformer_CacheFallingBehindAppliesKeysInArrivalOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		hb := newHoldBack()
-		h := start(t, Options[*corev1.ConfigMap]{Filter: hb.filter})
+		h, hb := startHoldingA2(t)
 		defer h.stop()
-		released := false
-		defer func() {
-			if !released {
-				close(hb.step)
-			}
-		}()
-		h.src.relist("1")
-		h.src.send(ev(watcher.Added, cm("a", "a", "2")))
-		synctest.Wait() // the processor holds a@2
+		defer hb.release()
 		h.src.send(ev(watcher.Added, cm("b", "b", "3")), ev(watcher.Added, cm("c", "c", "4")),
 			ev(watcher.Modified, cm("b", "b", "5")), ev(watcher.Added, cm("d", "d", "6")),
 			ev(watcher.Modified, cm("a", "a", "7")))
@@ -441,8 +449,7 @@ func TestInformer_CacheFallingBehindAppliesKeysInArrivalOrder(t *testing.T) {
 		if rv := h.inf.Lister().ResourceVersion(); rv != "7" {
 			t.Errorf("cache ended at resourceVersion %s, want 7", rv)
 		}
-		close(hb.step)
-		released = true
+		hb.release()
 		if v := storeView(h.inf); v != "map[a:7 b:5 c:4 d:6]" {
 			t.Errorf("cache ended with %s", v)
 		}
@@ -477,18 +484,9 @@ func holdsAllUpToItsRV(t *testing.T, lister cache.Lister[*corev1.ConfigMap], sen
 // resourceVersion past a key still waiting for the next.
 func TestInformer_ABurstEndingMidBacklogClaimsNoChangeStillWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		hb := newHoldBack()
-		h := start(t, Options[*corev1.ConfigMap]{Filter: hb.filter})
+		h, hb := startHoldingA2(t)
 		defer h.stop()
-		released := false
-		defer func() {
-			if !released {
-				close(hb.step)
-			}
-		}()
-		h.src.relist("1")
-		h.src.send(ev(watcher.Added, cm("a", "a", "2")))
-		synctest.Wait() // the processor holds a@2
+		defer hb.release()
 		// hot@3, then applyBatch keys, then hot again: hot's change joins
 		// its place at the head of the line, the last key falls into the
 		// next burst.
@@ -507,8 +505,7 @@ func TestInformer_ABurstEndingMidBacklogClaimsNoChangeStillWaiting(t *testing.T)
 			synctest.Wait()
 			holdsAllUpToItsRV(t, h.inf.Lister(), sent)
 		}
-		close(hb.step)
-		released = true
+		hb.release()
 		synctest.Wait()
 		if rv, want := h.inf.Lister().ResourceVersion(), strconv.Itoa(4+applyBatch); rv != want {
 			t.Errorf("cache ended at resourceVersion %s, want %s", rv, want)
@@ -526,12 +523,7 @@ func TestInformer_HotKeyReachesACacheThatFallsBehind(t *testing.T) {
 		hb := newHoldBack()
 		h := start(t, Options[*corev1.ConfigMap]{Filter: hb.filter})
 		defer h.stop()
-		released := false
-		defer func() {
-			if !released {
-				close(hb.step)
-			}
-		}()
+		defer hb.release()
 		const others, rounds = 5, 60
 		h.src.relist("1")
 		rv := 1
@@ -570,8 +562,7 @@ func TestInformer_HotKeyReachesACacheThatFallsBehind(t *testing.T) {
 			t.Fatalf("hot key applied %d times in %d applications, with up to %d others in a row; want at most %d\napplied: %q",
 				hot, len(applied), maxGap, 2*others, applied)
 		}
-		close(hb.step)
-		released = true
+		hb.release()
 		synctest.Wait()
 		if got := h.inf.Lister().ResourceVersion(); got != fmt.Sprint(rv) {
 			t.Errorf("cache at resourceVersion %s after catching up, want %d", got, rv)

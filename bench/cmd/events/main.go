@@ -42,6 +42,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"runtime"
@@ -107,29 +108,38 @@ func main() {
 // profiles names the files the run's profiles go to; "" for none.
 type profiles struct{ cpu, mem, mutex, block, trace string }
 
-// startProfiles starts a CPU profile into p.cpu, records every allocation
-// for a heap profile into p.mem, every mutex contention for p.mutex and
-// every blocking event for p.block; stop writes them.
-func startProfiles(p profiles) (stop func() error, err error) {
-	var cpuFile *os.File
-	if p.cpu != "" {
-		if cpuFile, err = os.Create(p.cpu); err != nil {
-			return nil, err
-		}
-		if err := pprof.StartCPUProfile(cpuFile); err != nil {
-			cpuFile.Close()
-			return nil, err
-		}
+// startInto creates file and has start write into it; "" starts nothing.
+func startInto(file string, start func(io.Writer) error) (*os.File, error) {
+	if file == "" {
+		return nil, nil
 	}
-	var traceFile *os.File
-	if p.trace != "" {
-		if traceFile, err = os.Create(p.trace); err != nil {
-			return nil, err
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// startProfiles starts a CPU profile into p.cpu and an execution trace into
+// p.trace, records every allocation for a heap profile into p.mem, every
+// mutex contention for p.mutex and every blocking event for p.block; stop
+// writes them.
+func startProfiles(p profiles) (stop func() error, err error) {
+	cpuFile, err := startInto(p.cpu, pprof.StartCPUProfile)
+	if err != nil {
+		return nil, err
+	}
+	traceFile, err := startInto(p.trace, trace.Start)
+	if err != nil {
+		if cpuFile != nil {
+			pprof.StopCPUProfile()
+			cpuFile.Close()
 		}
-		if err := trace.Start(traceFile); err != nil {
-			traceFile.Close()
-			return nil, err
-		}
+		return nil, err
 	}
 	if p.mem != "" {
 		runtime.MemProfileRate = 1
