@@ -7,14 +7,18 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/client_golang/prometheus"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kloop-dev/kloop"
 	"github.com/kloop-dev/kloop/debug"
+	"github.com/kloop-dev/kloop/informer"
 	"github.com/kloop-dev/kloop/kloopfake"
 	"github.com/kloop-dev/kloop/samples/foo"
 	"github.com/kloop-dev/kloop/testenv/await"
@@ -22,8 +26,13 @@ import (
 
 // runWaitingForFoo runs the Foo controller's App, with WaitForKinds and
 // the debug page, on kloopfake's server, which serves the built-in kinds
-// but not Foo, and returns it once its caches have synced and the page is
-// served.
+// but not Foo, and returns it once its caches have synced, the Deployment
+// informer is watching and the page is served.
+//
+// Synced is not yet watching: an informer lists, is synced, and then opens
+// its watch ("connecting", amber). An event of a Deployment created after
+// the sync comes through the open watch, so once the informer has passed
+// it on, it is watching.
 func runWaitingForFoo(t *testing.T) *kloop.App {
 	t.Helper()
 	srv, err := kloopfake.NewServer(kloopfake.Options{})
@@ -38,12 +47,27 @@ func runWaitingForFoo(t *testing.T) *kloop.App {
 	if err := foo.Setup(app, 1); err != nil {
 		t.Fatal(err)
 	}
+	deps := kloop.Objects[*appsv1.Deployment](app)
+	const probe = "watch-probe"
+	seen := make(chan struct{})
+	var once sync.Once
+	if _, err := deps.Informer().AddHandler(informer.HandlerFuncs[*appsv1.Deployment]{AddFunc: func(d *appsv1.Deployment, _ bool) {
+		if d.Name == probe {
+			once.Do(func() { close(seen) })
+		}
+	}}, informer.HandlerOptions{Name: "watch-probe"}); err != nil {
+		t.Fatal(err)
+	}
 	await.Run(t, "App.Run", app.Run)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	if err := app.Factory().WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := deps.Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: probe}}); err != nil {
+		t.Fatal(err)
+	}
+	await.Closed(t, "the Deployment informer to pass on a Deployment created after its sync", seen)
 	await.Closed(t, "the debug server bound", app.Debug().AddrReady())
 	return app
 }
