@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -48,7 +49,9 @@ func newControllerMetrics(name string, reg prometheus.Registerer) (*controllerMe
 	terminal := counter("controller_runtime_terminal_reconcile_errors_total", "Total number of terminal reconciliation errors per controller", "controller")
 	panics := counter("controller_runtime_reconcile_panics_total", "Total number of reconciliation panics per controller", "controller")
 	timeouts := counter("controller_runtime_reconcile_timeouts_total", "Total number of reconciliations that hit the per-reconcile timeout per controller", "controller")
-	duration := kmetrics.Register(r, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	// Every worker observes it once per reconcile: its children are
+	// sharded by core (kmetrics.HistogramVec).
+	duration, err := kmetrics.RegisterHistogramVec(reg, kmetrics.NewHistogramVec(prometheus.HistogramOpts{
 		Name:                            "controller_runtime_reconcile_time_seconds",
 		Help:                            "Length of time per reconciliation per controller",
 		Buckets:                         reconcileTimeBuckets,
@@ -61,7 +64,7 @@ func newControllerMetrics(name string, reg prometheus.Registerer) (*controllerMe
 	selfSkipped := counter("kloop_controller_skipped_reconciles_total", "Reconciles skipped because every cause was the watch event of a write the key's own reconciles made (see Options.ReconcileOwnWrites), per controller", "controller")
 	workers := gauge("controller_runtime_max_concurrent_reconciles", "Maximum number of concurrent reconciles per controller")
 	active := gauge("controller_runtime_active_workers", "Number of currently used workers per controller")
-	if err := r.Err(); err != nil {
+	if err := cmp.Or(r.Err(), err); err != nil {
 		return nil, fmt.Errorf("registering controller metrics: %w", err)
 	}
 	m := &controllerMetrics{
