@@ -87,6 +87,9 @@ func (w *selfWrites[K]) take(key K, s *causeSet) (all bool) {
 	all = s.n > 0 && !s.other
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.recent.Len() == 0 {
+		return false // no write to match: a controller that writes nothing, or one settled
+	}
 	var mine [causesKept]ownwrite.Write
 	n := 0
 	for i := range s.n {
