@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -14,11 +13,6 @@ import (
 
 	"github.com/kloop-dev/kloop/metrics"
 )
-
-// maxShards bounds the shards of one Histogram, whatever GOMAXPROCS is: a
-// native histogram takes a few kilobytes, and more shards than this buy
-// little, since few goroutines observe one histogram at the same instant.
-const maxShards = 8
 
 // HistogramVec is a family of histograms, as a prometheus.HistogramVec is,
 // whose children (Histogram) take observations from several cores at once
@@ -115,53 +109,26 @@ func RegisterHistogramVec(r prometheus.Registerer, v *HistogramVec) (ObserverVec
 }
 
 // Histogram is one child of a HistogramVec: a histogram whose observations
-// go to one of up to min(GOMAXPROCS, 8) shards, each an ordinary
-// prometheus.Histogram, the one the observing core last used; Write
+// go to shards (see shards), each an ordinary prometheus.Histogram; Write
 // merges them. It implements prometheus.Metric and prometheus.Observer.
 type Histogram struct {
 	opts   prometheus.HistogramOpts
 	desc   *prometheus.Desc
 	labels []*dto.LabelPair
-
-	// pool holds the shards last used, per P: sync.Pool's per-P cache is
-	// what sends each core to a shard of its own without a lock. A shard
-	// the pool dropped (it is emptied at garbage collections) stays in
-	// shards, which keeps every count.
-	pool sync.Pool
-
-	mu     sync.Mutex
-	shards []prometheus.Histogram
-	next   int
+	shards *shards[prometheus.Histogram]
 }
 
 func newHistogram(opts prometheus.HistogramOpts, desc *prometheus.Desc, lvs []string) *Histogram {
-	h := &Histogram{opts: opts, desc: desc, labels: prometheus.MakeLabelPairs(desc, lvs)}
-	h.shards = []prometheus.Histogram{prometheus.NewHistogram(opts)}
-	return h
+	return &Histogram{opts: opts, desc: desc, labels: prometheus.MakeLabelPairs(desc, lvs),
+		shards: newShards(func() *prometheus.Histogram {
+			h := prometheus.NewHistogram(opts)
+			return &h
+		})}
 }
 
 // Observe implements prometheus.Observer.
 func (h *Histogram) Observe(v float64) {
-	s, ok := h.pool.Get().(prometheus.Histogram)
-	if !ok {
-		s = h.shard()
-	}
-	s.Observe(v)
-	h.pool.Put(s)
-}
-
-// shard returns a shard for a core whose pool had none: a new one while
-// there are fewer than min(GOMAXPROCS, maxShards), else the existing ones
-// in turn.
-func (h *Histogram) shard() prometheus.Histogram {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.shards) < min(runtime.GOMAXPROCS(0), maxShards) && h.next >= len(h.shards) {
-		h.shards = append(h.shards, prometheus.NewHistogram(h.opts))
-	}
-	s := h.shards[h.next%len(h.shards)]
-	h.next++
-	return s
+	h.shards.do(func(s *prometheus.Histogram) { (*s).Observe(v) })
 }
 
 // Desc implements prometheus.Metric.
@@ -173,13 +140,11 @@ func (h *Histogram) Desc() *prometheus.Desc { return h.desc }
 // NativeHistogramMaxBucketNumber), coarsened further while the sum holds
 // more than that.
 func (h *Histogram) Write(out *dto.Metric) error {
-	h.mu.Lock()
-	shards := slices.Clone(h.shards)
-	h.mu.Unlock()
+	shards := h.shards.list()
 	parts := make([]*dto.Histogram, len(shards))
 	for i, s := range shards {
 		var m dto.Metric
-		if err := s.Write(&m); err != nil {
+		if err := (*s).Write(&m); err != nil {
 			return err
 		}
 		parts[i] = m.Histogram

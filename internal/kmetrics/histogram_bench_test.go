@@ -18,6 +18,7 @@ func BenchmarkHistogram_ObserveParallel(b *testing.B) {
 		{"sharded", NewHistogramVec(opts, nil).WithLabelValues()},
 	} {
 		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				v := 1e-6
 				for pb.Next() {
