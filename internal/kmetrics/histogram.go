@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -49,10 +50,7 @@ func (v *HistogramVec) Describe(ch chan<- *prometheus.Desc) { ch <- v.desc }
 // Collect implements prometheus.Collector: each child, its shards merged.
 func (v *HistogramVec) Collect(ch chan<- prometheus.Metric) {
 	v.mu.Lock()
-	kids := make([]*Histogram, 0, len(v.kids))
-	for _, h := range v.kids {
-		kids = append(kids, h)
-	}
+	kids := slices.Collect(maps.Values(v.kids))
 	v.mu.Unlock()
 	for _, h := range kids {
 		ch <- h
