@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -20,7 +21,7 @@ import (
 // without passing one cache line between them. A Prometheus histogram's
 // Observe adds to counters every observer shares; a native histogram also
 // finds its bucket in a sync.Map. Two workers observing one child at the
-// same time make each observation about five times as slow as one alone
+// same time make each observation up to four times as slow as one alone
 // (BENCHMARKS.md, events), and a controller's workers observe three per
 // reconcile. The family scrapes as one histogram per child, exactly as a
 // prometheus.HistogramVec of the same options would.
@@ -106,27 +107,60 @@ func RegisterHistogramVec(r prometheus.Registerer, v *HistogramVec) (ObserverVec
 	return v, fmt.Errorf("%s is registered already, and not as a histogram family: %w", v.desc, err)
 }
 
+// maxShards bounds the shards of one Histogram, whatever GOMAXPROCS is: a
+// native histogram takes a few kilobytes, and more shards than this buy
+// little, since few goroutines observe one histogram at the same instant.
+const maxShards = 8
+
 // Histogram is one child of a HistogramVec: a histogram whose observations
-// go to shards (see shards), each an ordinary prometheus.Histogram; Write
-// merges them. It implements prometheus.Metric and prometheus.Observer.
+// go to shards, each an ordinary prometheus.Histogram, the one the
+// observing core last used; Write adds them up. It implements
+// prometheus.Metric and prometheus.Observer. (Counters and gauges were
+// sharded so too, as a trial, and bought nothing measurable: an
+// uncontended atomic add costs about what the pool does.)
 type Histogram struct {
 	opts   prometheus.HistogramOpts
 	desc   *prometheus.Desc
 	labels []*dto.LabelPair
-	shards *shards[prometheus.Histogram]
+
+	// pool holds the shards last used, per P: sync.Pool's per-P cache is
+	// what sends each core to a shard of its own without a lock. A shard
+	// the pool dropped (it empties at garbage collections) stays in
+	// shards, which keeps every count.
+	pool sync.Pool
+
+	mu     sync.Mutex
+	shards []prometheus.Histogram
+	next   int
 }
 
 func newHistogram(opts prometheus.HistogramOpts, desc *prometheus.Desc, lvs []string) *Histogram {
 	return &Histogram{opts: opts, desc: desc, labels: prometheus.MakeLabelPairs(desc, lvs),
-		shards: newShards(func() *prometheus.Histogram {
-			h := prometheus.NewHistogram(opts)
-			return &h
-		})}
+		shards: []prometheus.Histogram{prometheus.NewHistogram(opts)}}
 }
 
 // Observe implements prometheus.Observer.
 func (h *Histogram) Observe(v float64) {
-	h.shards.do(func(s *prometheus.Histogram) { (*s).Observe(v) })
+	s, ok := h.pool.Get().(prometheus.Histogram)
+	if !ok {
+		s = h.shard()
+	}
+	s.Observe(v)
+	h.pool.Put(s)
+}
+
+// shard returns a shard for a core whose pool had none: a new one while
+// there are fewer than min(GOMAXPROCS, maxShards), else the existing ones
+// in turn.
+func (h *Histogram) shard() prometheus.Histogram {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.shards) < min(runtime.GOMAXPROCS(0), maxShards) && h.next >= len(h.shards) {
+		h.shards = append(h.shards, prometheus.NewHistogram(h.opts))
+	}
+	s := h.shards[h.next%len(h.shards)]
+	h.next++
+	return s
 }
 
 // Desc implements prometheus.Metric.
@@ -138,11 +172,13 @@ func (h *Histogram) Desc() *prometheus.Desc { return h.desc }
 // NativeHistogramMaxBucketNumber), coarsened further while the sum holds
 // more than that.
 func (h *Histogram) Write(out *dto.Metric) error {
-	shards := h.shards.list()
+	h.mu.Lock()
+	shards := slices.Clone(h.shards)
+	h.mu.Unlock()
 	parts := make([]*dto.Histogram, len(shards))
 	for i, s := range shards {
 		var m dto.Metric
-		if err := (*s).Write(&m); err != nil {
+		if err := s.Write(&m); err != nil {
 			return err
 		}
 		parts[i] = m.Histogram

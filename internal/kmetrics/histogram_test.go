@@ -96,18 +96,15 @@ func TestHistogram_ShardsAddUpToOneHistogramOfTheSameObservations(t *testing.T) 
 			opts := nativeOpts()
 			desc := prometheus.NewDesc(opts.Name, opts.Help, []string{"controller"}, nil)
 			h := newHistogram(opts, desc, []string{"c"})
-			for range 2 {
-				s := prometheus.NewHistogram(opts)
-				h.shards.all = append(h.shards.all, &s)
-			}
+			h.shards = append(h.shards, prometheus.NewHistogram(opts), prometheus.NewHistogram(opts))
 			one := prometheus.NewHistogram(opts)
 			for i, v := range values {
-				(*h.shards.all[shardOf(i, v)]).Observe(v)
+				h.shards[shardOf(i, v)].Observe(v)
 				one.Observe(v)
 			}
 			schemas := map[int32]bool{}
-			for _, s := range h.shards.all {
-				schemas[write(t, *s).GetSchema()] = true
+			for _, s := range h.shards {
+				schemas[write(t, s).GetSchema()] = true
 			}
 			if name == "by range" && len(schemas) < 2 {
 				t.Fatalf("the shards' schemas are %v; the test wants two", schemas)
@@ -132,8 +129,7 @@ func TestHistogram_ShardsAddUpToOneHistogramOfTheSameObservations(t *testing.T) 
 func TestHistogram_WithoutObservationsWritesAnEmptyNativeHistogram(t *testing.T) {
 	opts := nativeOpts()
 	h := newHistogram(opts, prometheus.NewDesc(opts.Name, opts.Help, nil, nil), nil)
-	s := prometheus.NewHistogram(opts)
-	h.shards.all = append(h.shards.all, &s)
+	h.shards = append(h.shards, prometheus.NewHistogram(opts))
 	got, want := write(t, h), write(t, prometheus.NewHistogram(opts))
 	if got.GetSampleCount() != 0 || got.Schema == nil || got.GetSchema() != want.GetSchema() || got.GetZeroThreshold() != want.GetZeroThreshold() ||
 		len(got.GetPositiveSpan()) != len(want.GetPositiveSpan()) || len(got.GetNegativeSpan()) != 0 {
@@ -162,7 +158,7 @@ func TestHistogram_CountsEveryObservationFromManyGoroutines(t *testing.T) {
 	}
 	wg.Wait()
 	h := obs.(*Histogram)
-	if n := len(h.shards.all); n < 1 || n > maxShards {
+	if n := len(h.shards); n < 1 || n > maxShards {
 		t.Errorf("%d shards, want 1 to %d", n, maxShards)
 	}
 	sameHistogram(t, write(t, h), write(t, one))
